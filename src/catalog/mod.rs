@@ -1,0 +1,409 @@
+//! A commit's objects: parsed with their origin, classified (spec/README §1), decoded into the typed
+//! models and validated. Every problem is returned at once as a located [`Diagnostic`].
+//! Pure: it takes file contents, never reads them.
+
+mod diagnostic;
+pub mod parse;
+mod validate;
+
+pub use diagnostic::Diagnostic;
+
+use crate::model::envelope::{ClusterResourceEnvelope, ResourceEnvelope};
+use crate::model::member::{
+    ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, MemberCluster,
+};
+use crate::model::ocm::{ManifestWorkReplicaSet, OcmPlacement};
+use crate::model::overrides::{ClusterResourceOverride, ResourceOverride};
+use crate::model::placement::Placement;
+use crate::model::scope::{Scope, ScopeTable};
+use crate::model::staged::{
+    ApprovalRequest, ClusterResourcePlacementDisruptionBudget, ClusterResourcePlacementEviction,
+    StagedUpdateRun, StagedUpdateStrategy,
+};
+use crate::model::{Gvk, Object, ObjectKey, Origin};
+use parse::Document;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A file of the commit: its path relative to the repository root, and its bytes.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    pub path: String,
+    pub content: Vec<u8>,
+}
+
+/// What an object is to gitfleet (spec/README §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Class {
+    Placement,
+    Rollout,
+    Override,
+    Member,
+    /// Anything a placement may select, envelopes included.
+    Hub,
+}
+
+/// A typed object and the index of its raw [`Object`] in [`Catalog::objects`].
+#[derive(Debug, Clone)]
+pub struct Entry<T> {
+    pub index: usize,
+    pub spec: T,
+}
+
+/// Everything one commit declares.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// Every object, in file order (paths sorted), `List`s expanded.
+    pub objects: Vec<Object>,
+    pub classes: Vec<Class>,
+    pub scopes: ScopeTable,
+    pub placements: Vec<Entry<Placement>>,
+    pub ocm_placements: Vec<Entry<OcmPlacement>>,
+    pub manifest_work_replica_sets: Vec<Entry<ManifestWorkReplicaSet>>,
+    pub cluster_overrides: Vec<Entry<ClusterResourceOverride>>,
+    pub resource_overrides: Vec<Entry<ResourceOverride>>,
+    pub cluster_envelopes: Vec<Entry<ClusterResourceEnvelope>>,
+    pub resource_envelopes: Vec<Entry<ResourceEnvelope>>,
+    pub member_clusters: Vec<Entry<MemberCluster>>,
+    pub managed_clusters: Vec<Entry<ManagedCluster>>,
+    pub cluster_sets: Vec<Entry<ManagedClusterSet>>,
+    pub cluster_set_bindings: Vec<Entry<ManagedClusterSetBinding>>,
+    pub update_strategies: Vec<Entry<StagedUpdateStrategy>>,
+    pub update_runs: Vec<Entry<StagedUpdateRun>>,
+    pub approval_requests: Vec<Entry<ApprovalRequest>>,
+    pub evictions: Vec<Entry<ClusterResourcePlacementEviction>>,
+    pub disruption_budgets: Vec<Entry<ClusterResourcePlacementDisruptionBudget>>,
+    /// Parsed documents, kept to locate fields by line; indexed like `objects`.
+    documents: Vec<Document>,
+    /// Objects that repeat an identity defined earlier (reported; never selected).
+    duplicates: std::collections::BTreeSet<usize>,
+}
+
+/// The kinds gitfleet understands as APIs of its own, with the versions each accepts.
+const FLEET_KINDS: &[(&str, &str, &[&str], Class)] = &[
+    (
+        PLACEMENT,
+        "ClusterResourcePlacement",
+        &["v1", "v1beta1"],
+        Class::Placement,
+    ),
+    (
+        PLACEMENT,
+        "ResourcePlacement",
+        &["v1", "v1beta1"],
+        Class::Placement,
+    ),
+    (
+        PLACEMENT,
+        "ClusterResourceOverride",
+        &["v1alpha1", "v1beta1", "v1"],
+        Class::Override,
+    ),
+    (
+        PLACEMENT,
+        "ResourceOverride",
+        &["v1alpha1", "v1beta1", "v1"],
+        Class::Override,
+    ),
+    (
+        PLACEMENT,
+        "ClusterResourceEnvelope",
+        &["v1beta1"],
+        Class::Hub,
+    ),
+    (PLACEMENT, "ResourceEnvelope", &["v1beta1"], Class::Hub),
+    // v1alpha1 still serves the cluster-scoped staged-update kinds, eviction and disruption
+    // budget in KubeFleet's apis/placement/v1alpha1 (kubefleet.md lists v1beta1 only).
+    (
+        PLACEMENT,
+        "ClusterStagedUpdateStrategy",
+        &["v1", "v1beta1", "v1alpha1"],
+        Class::Rollout,
+    ),
+    (
+        PLACEMENT,
+        "StagedUpdateStrategy",
+        &["v1", "v1beta1"],
+        Class::Rollout,
+    ),
+    (
+        PLACEMENT,
+        "ClusterStagedUpdateRun",
+        &["v1", "v1beta1", "v1alpha1"],
+        Class::Rollout,
+    ),
+    (
+        PLACEMENT,
+        "StagedUpdateRun",
+        &["v1", "v1beta1"],
+        Class::Rollout,
+    ),
+    (
+        PLACEMENT,
+        "ClusterApprovalRequest",
+        &["v1", "v1beta1", "v1alpha1"],
+        Class::Rollout,
+    ),
+    (
+        PLACEMENT,
+        "ApprovalRequest",
+        &["v1", "v1beta1"],
+        Class::Rollout,
+    ),
+    (
+        PLACEMENT,
+        "ClusterResourcePlacementEviction",
+        &["v1beta1", "v1alpha1"],
+        Class::Rollout,
+    ),
+    (
+        PLACEMENT,
+        "ClusterResourcePlacementDisruptionBudget",
+        &["v1beta1", "v1alpha1"],
+        Class::Rollout,
+    ),
+    (
+        "cluster.kubernetes-fleet.io",
+        "MemberCluster",
+        &["v1", "v1beta1"],
+        Class::Member,
+    ),
+    (OCM_CLUSTER, "Placement", &["v1beta1"], Class::Placement),
+    (OCM_CLUSTER, "ManagedCluster", &["v1"], Class::Member),
+    (
+        OCM_CLUSTER,
+        "ManagedClusterSet",
+        &["v1beta2", "v1beta1"],
+        Class::Member,
+    ),
+    (
+        OCM_CLUSTER,
+        "ManagedClusterSetBinding",
+        &["v1beta2", "v1beta1"],
+        Class::Member,
+    ),
+    (
+        "work.open-cluster-management.io",
+        "ManifestWorkReplicaSet",
+        &["v1alpha1"],
+        Class::Placement,
+    ),
+];
+
+const PLACEMENT: &str = "placement.kubernetes-fleet.io";
+const OCM_CLUSTER: &str = "cluster.open-cluster-management.io";
+
+/// Namespaces every Kubernetes cluster has, so objects may live there without declaring them.
+pub const BUILTIN_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+impl Catalog {
+    /// Parses, classifies and validates the files of one commit. The catalog holds every object
+    /// that could be understood; the diagnostics list every problem, sorted by file and line.
+    pub fn load(files: &[SourceFile]) -> (Catalog, Vec<Diagnostic>) {
+        let mut files: Vec<&SourceFile> = files.iter().collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut cat = Catalog {
+            scopes: ScopeTable::builtin(),
+            ..Default::default()
+        };
+        let mut diags = Vec::new();
+        for f in files {
+            let (docs, errors) = parse::parse_file(&f.path, &f.content);
+            diags.extend(errors.into_iter().map(|e| Diagnostic {
+                object: format!("document {}", e.origin.document),
+                origin: e.origin,
+                field: String::new(),
+                message: e.message,
+            }));
+            for doc in docs {
+                cat.add_document(doc, &mut diags);
+            }
+        }
+        validate::run(&mut cat, &mut diags);
+        diags.sort();
+        diags.dedup();
+        (cat, diags)
+    }
+
+    /// Turns one parsed document (a `List` becomes its items) into objects.
+    fn add_document(&mut self, doc: Document, diags: &mut Vec<Diagnostic>) {
+        let is_list = doc.value.get("kind").and_then(|k| k.as_str()) == Some("List")
+            && doc.value.get("items").is_some();
+        if is_list {
+            match doc.value.get("items").and_then(|i| i.as_array()) {
+                Some(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        self.add_object(
+                            Document {
+                                value: item.clone(),
+                                path_prefix: format!("items[{i}]"),
+                                ..doc.clone()
+                            },
+                            diags,
+                        );
+                    }
+                }
+                None => diags.push(Diagnostic {
+                    origin: doc.origin.clone(),
+                    object: "List".into(),
+                    field: "items".into(),
+                    message: "must be a list of objects".into(),
+                }),
+            }
+            return;
+        }
+        self.add_object(doc, diags);
+    }
+
+    fn add_object(&mut self, doc: Document, diags: &mut Vec<Diagnostic>) {
+        let at = |field: &str, object: String, message: String| Diagnostic {
+            origin: Origin {
+                line: parse::locate(&doc, field),
+                ..doc.origin.clone()
+            },
+            object,
+            field: field.into(),
+            message,
+        };
+        let fallback = format!("document {}", doc.origin.document);
+        let Some(map) = doc.value.as_object() else {
+            diags.push(at(
+                "",
+                fallback,
+                "a Kubernetes object must be a mapping".into(),
+            ));
+            return;
+        };
+        let text = |k: &str| {
+            map.get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let (api_version, kind) = (text("apiVersion"), text("kind"));
+        let name = map
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(|n| n.as_str())
+            .unwrap_or_default()
+            .to_string();
+        let object = match (kind.is_empty(), name.is_empty()) {
+            (false, false) => format!("{kind}/{name}"),
+            (false, true) => format!("{kind}/?"),
+            _ => fallback,
+        };
+        let mut ok = true;
+        for (field, value) in [("apiVersion", &api_version), ("kind", &kind)] {
+            if value.is_empty() {
+                diags.push(at(
+                    field,
+                    object.clone(),
+                    "Required value: must be a non-empty string".into(),
+                ));
+                ok = false;
+            }
+        }
+        if name.is_empty() {
+            let msg = if map
+                .get("metadata")
+                .and_then(|m| m.get("generateName"))
+                .is_some()
+            {
+                "Required value: generateName is not supported; gitfleet needs a stable name"
+            } else {
+                "Required value: name is required"
+            };
+            diags.push(at("metadata.name", object.clone(), msg.into()));
+            ok = false;
+        }
+        if !ok {
+            return;
+        }
+        let namespace = map
+            .get("metadata")
+            .and_then(|m| m.get("namespace"))
+            .and_then(|n| n.as_str())
+            .filter(|n| !n.is_empty())
+            .map(str::to_string);
+        let gvk = Gvk::from_api_version(&api_version, &kind);
+        let class = class_of(&gvk);
+        self.objects.push(Object {
+            origin: doc.origin.clone(),
+            gvk,
+            name,
+            namespace,
+            value: doc.value.clone(),
+        });
+        self.classes.push(class);
+        self.documents.push(doc);
+    }
+
+    /// The line of `field` in object `index`, for diagnostics.
+    pub fn diagnostic(&self, index: usize, field: &str, message: impl Into<String>) -> Diagnostic {
+        let doc = &self.documents[index];
+        Diagnostic {
+            origin: Origin {
+                line: parse::locate(doc, field),
+                ..doc.origin.clone()
+            },
+            object: self.objects[index].display_name(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Objects a placement may select (spec/README §1: everything that is not a fleet API).
+    pub fn hub_objects(&self) -> impl Iterator<Item = &Object> {
+        self.objects
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.classes[*i] == Class::Hub && !self.duplicates.contains(i))
+            .map(|(_, o)| o)
+    }
+
+    pub fn scope_of(&self, gvk: &Gvk) -> Option<Scope> {
+        self.scopes.scope(&gvk.group, &gvk.kind)
+    }
+
+    /// Finds a placement by kind-insensitive name: a CRP when `namespace` is `None`, else an RP.
+    pub fn placement(&self, name: &str, namespace: Option<&str>) -> Option<&Entry<Placement>> {
+        self.placements.iter().find(|p| {
+            p.spec.metadata.name == name && self.objects[p.index].namespace.as_deref() == namespace
+        })
+    }
+
+    /// Counts of objects by kind, for the one-line summary.
+    pub fn counts_by_kind(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for o in &self.objects {
+            *counts.entry(o.gvk.kind.clone()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    pub fn key_index(&self) -> BTreeMap<ObjectKey, usize> {
+        self.objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (o.key(), i))
+            .collect()
+    }
+}
+
+/// spec/README §1 classification; versions are checked during validation.
+pub fn class_of(gvk: &Gvk) -> Class {
+    FLEET_KINDS
+        .iter()
+        .find(|(g, k, _, _)| *g == gvk.group && *k == gvk.kind)
+        .map(|(_, _, _, c)| *c)
+        .unwrap_or(Class::Hub)
+}
+
+/// The versions gitfleet accepts for a fleet API kind; `None` for kinds that are not fleet APIs.
+pub fn fleet_versions(gvk: &Gvk) -> Option<&'static [&'static str]> {
+    FLEET_KINDS
+        .iter()
+        .find(|(g, k, _, _)| *g == gvk.group && *k == gvk.kind)
+        .map(|(_, _, v, _)| *v)
+}

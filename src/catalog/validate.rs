@@ -1,0 +1,284 @@
+//! Validation over a whole commit: scope, namespaces, duplicates, typed decoding of the fleet APIs
+//! with their own rules, and the rules that span several objects.
+
+use super::{fleet_versions, Catalog, Class, Diagnostic, Entry, BUILTIN_NAMESPACES};
+use crate::model::scope::Scope;
+use crate::model::{decode, ApiObject, Problem};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub(super) fn run(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
+    register_crds(cat, diags);
+    check_scopes(cat, diags);
+    check_duplicates(cat, diags);
+    decode_fleet_objects(cat, diags);
+    check_envelopes(cat, diags);
+    check_overrides(cat, diags);
+    check_update_runs(cat, diags);
+}
+
+/// CRDs in the commit define the scope of their kinds.
+fn register_crds(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
+    for i in 0..cat.objects.len() {
+        let o = &cat.objects[i];
+        if o.gvk.group != "apiextensions.k8s.io" || o.gvk.kind != "CustomResourceDefinition" {
+            continue;
+        }
+        let spec = o.value.get("spec");
+        let get = |path: &str| {
+            spec.and_then(|s| s.pointer(path))
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        let (group, kind, scope) = (get("/group"), get("/names/kind"), get("/scope"));
+        let scope = match scope.as_deref() {
+            Some("Namespaced") => Some(Scope::Namespaced),
+            Some("Cluster") => Some(Scope::Cluster),
+            _ => None,
+        };
+        match (group, kind, scope) {
+            (Some(g), Some(k), Some(s)) => cat.scopes.add(&g, &k, s),
+            (g, k, s) => {
+                for (field, missing, msg) in [
+                    ("spec.group", g.is_none(), "Required value"),
+                    ("spec.names.kind", k.is_none(), "Required value"),
+                    (
+                        "spec.scope",
+                        s.is_none(),
+                        "Required value: must be Namespaced or Cluster",
+                    ),
+                ] {
+                    if missing {
+                        diags.push(cat.diagnostic(i, field, msg));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn check_scopes(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
+    let declared: BTreeSet<String> = cat
+        .objects
+        .iter()
+        .filter(|o| o.gvk.group.is_empty() && o.gvk.kind == "Namespace")
+        .map(|o| o.name.clone())
+        .collect();
+    for i in 0..cat.objects.len() {
+        let gvk = cat.objects[i].gvk.clone();
+        match cat.scopes.scope(&gvk.group, &gvk.kind) {
+            None => diags.push(cat.diagnostic(
+                i,
+                "",
+                format!(
+                    "unknown scope: kind {} of group {:?} is neither a built-in kind nor defined by a CustomResourceDefinition in the repository",
+                    gvk.kind, gvk.group
+                ),
+            )),
+            Some(Scope::Cluster) => {
+                // As kubectl does, a namespace on a cluster-scoped object is ignored.
+                cat.objects[i].namespace = None;
+            }
+            Some(Scope::Namespaced) => match cat.objects[i].namespace.clone() {
+                None => diags.push(cat.diagnostic(
+                    i,
+                    "metadata.namespace",
+                    format!("Required value: {} is namespaced and must name its namespace", gvk.kind),
+                )),
+                Some(ns) if !declared.contains(&ns) && !BUILTIN_NAMESPACES.contains(&ns.as_str()) => {
+                    diags.push(cat.diagnostic(
+                        i,
+                        "metadata.namespace",
+                        format!("namespace {ns:?} does not exist in the repository (no Namespace object declares it)"),
+                    ))
+                }
+                Some(_) => {}
+            },
+        }
+    }
+}
+
+fn check_duplicates(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
+    let mut first: BTreeMap<_, usize> = BTreeMap::new();
+    for i in 0..cat.objects.len() {
+        let key = cat.objects[i].key();
+        match first.get(&key) {
+            Some(&j) => {
+                let message = format!(
+                    "duplicate object: {key} is already defined at {}",
+                    cat.objects[j].origin
+                );
+                diags.push(cat.diagnostic(i, "metadata.name", message));
+                cat.duplicates.insert(i);
+            }
+            None => {
+                first.insert(key, i);
+            }
+        }
+    }
+}
+
+fn decode_fleet_objects(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
+    for i in 0..cat.objects.len() {
+        let gvk = cat.objects[i].gvk.clone();
+        let Some(versions) = fleet_versions(&gvk) else {
+            continue;
+        };
+        if !versions.contains(&gvk.version.as_str()) {
+            diags.push(cat.diagnostic(
+                i,
+                "apiVersion",
+                format!(
+                        "no kind {:?} is registered for version {:?} (accepted: {})",
+                        gvk.kind,
+                        gvk.api_version(),
+                        versions
+                            .iter()
+                            .map(|v| format!("{}/{v}", gvk.group))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+            ));
+            continue;
+        }
+        match gvk.kind.as_str() {
+            "ClusterResourcePlacement" | "ResourcePlacement" if gvk.group == super::PLACEMENT => {
+                push_typed(cat, i, diags, |c| &mut c.placements)
+            }
+            "Placement" => push_typed(cat, i, diags, |c| &mut c.ocm_placements),
+            "ManifestWorkReplicaSet" => {
+                push_typed(cat, i, diags, |c| &mut c.manifest_work_replica_sets)
+            }
+            "ClusterResourceOverride" => push_typed(cat, i, diags, |c| &mut c.cluster_overrides),
+            "ResourceOverride" => push_typed(cat, i, diags, |c| &mut c.resource_overrides),
+            "ClusterResourceEnvelope" => push_typed(cat, i, diags, |c| &mut c.cluster_envelopes),
+            "ResourceEnvelope" => push_typed(cat, i, diags, |c| &mut c.resource_envelopes),
+            "MemberCluster" => push_typed(cat, i, diags, |c| &mut c.member_clusters),
+            "ManagedCluster" => push_typed(cat, i, diags, |c| &mut c.managed_clusters),
+            "ManagedClusterSet" => push_typed(cat, i, diags, |c| &mut c.cluster_sets),
+            "ManagedClusterSetBinding" => {
+                push_typed(cat, i, diags, |c| &mut c.cluster_set_bindings)
+            }
+            "ClusterStagedUpdateStrategy" | "StagedUpdateStrategy" => {
+                push_typed(cat, i, diags, |c| &mut c.update_strategies)
+            }
+            "ClusterStagedUpdateRun" | "StagedUpdateRun" => {
+                push_typed(cat, i, diags, |c| &mut c.update_runs)
+            }
+            "ClusterApprovalRequest" | "ApprovalRequest" => {
+                push_typed(cat, i, diags, |c| &mut c.approval_requests)
+            }
+            "ClusterResourcePlacementEviction" => push_typed(cat, i, diags, |c| &mut c.evictions),
+            "ClusterResourcePlacementDisruptionBudget" => {
+                push_typed(cat, i, diags, |c| &mut c.disruption_budgets)
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Decodes object `i` strictly, validates it, and files it under `list` when it is sound.
+fn push_typed<T: ApiObject>(
+    cat: &mut Catalog,
+    i: usize,
+    diags: &mut Vec<Diagnostic>,
+    list: impl Fn(&mut Catalog) -> &mut Vec<Entry<T>>,
+) {
+    let typed: T = match decode(&cat.objects[i].value) {
+        Ok(t) => t,
+        Err(p) => {
+            diags.push(cat.diagnostic(i, &p.field, p.message));
+            return;
+        }
+    };
+    let problems: Vec<Problem> = typed.validate();
+    if problems.is_empty() {
+        list(cat).push(Entry {
+            index: i,
+            spec: typed,
+        });
+    } else {
+        for p in problems {
+            diags.push(cat.diagnostic(i, &p.field, p.message));
+        }
+    }
+}
+
+/// Envelope contents must be objects of the right scope (and namespace).
+fn check_envelopes(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
+    for (i, o) in cat.objects.iter().enumerate() {
+        if cat.classes[i] != Class::Hub {
+            continue;
+        }
+        if let Some(Err(problems)) = crate::model::envelope::envelope_contents(o, &cat.scopes) {
+            for p in problems {
+                diags.push(cat.diagnostic(i, &p.field, p.message));
+            }
+        }
+    }
+}
+
+/// A resource may be selected by at most one ClusterResourceOverride and one ResourceOverride.
+fn check_overrides(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
+    for e in &cat.cluster_overrides {
+        for p in e.spec.scope_problems(&cat.scopes) {
+            diags.push(cat.diagnostic(e.index, &p.field, p.message));
+        }
+    }
+    let mut seen: BTreeMap<(String, String, Option<String>, String), &str> = BTreeMap::new();
+    for e in &cat.cluster_overrides {
+        for (j, s) in e.spec.spec.cluster_resource_selectors.iter().enumerate() {
+            let key = (s.group.clone(), s.kind.clone(), None, s.name.clone());
+            if let Some(other) = seen.insert(key, &e.spec.metadata.name) {
+                diags.push(cat.diagnostic(
+                    e.index,
+                    &format!("spec.clusterResourceSelectors[{j}]"),
+                    format!(
+                        "the resource {}/{} is already selected by ClusterResourceOverride {other:?}; a resource may be selected by at most one ClusterResourceOverride",
+                        s.kind, s.name
+                    ),
+                ));
+            }
+        }
+    }
+    let mut seen: BTreeMap<(String, String, Option<String>, String), String> = BTreeMap::new();
+    for e in &cat.resource_overrides {
+        let ns = cat.objects[e.index].namespace.clone();
+        for (j, s) in e.spec.spec.resource_selectors.iter().enumerate() {
+            let key = (s.group.clone(), s.kind.clone(), ns.clone(), s.name.clone());
+            if let Some(other) = seen.insert(key, e.spec.metadata.name.clone()) {
+                diags.push(cat.diagnostic(
+                    e.index,
+                    &format!("spec.resourceSelectors[{j}]"),
+                    format!(
+                        "the resource {}/{} is already selected by ResourceOverride {other:?}; a resource may be selected by at most one ResourceOverride",
+                        s.kind, s.name
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// An update run must name a placement of the commit whose rollout strategy is External.
+fn check_update_runs(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
+    use crate::model::placement::RolloutStrategyType;
+    for run in &cat.update_runs {
+        let ns = cat.objects[run.index].namespace.as_deref();
+        let name = &run.spec.spec.placement_name;
+        match cat.placement(name, ns) {
+            None => diags.push(cat.diagnostic(
+                run.index,
+                "spec.placementName",
+                format!("placement {name:?} does not exist in the repository"),
+            )),
+            Some(p) if p.spec.spec.strategy.type_ != Some(RolloutStrategyType::External) => {
+                diags.push(cat.diagnostic(
+                    run.index,
+                    "spec.placementName",
+                    format!("placement {name:?} does not have strategy type External, so it cannot be rolled out by an update run"),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! gitfleet: a Git repository as the hub of a Kubernetes fleet.
+//!
+//! The core (`model`, `catalog`, `snapshot`, `render`) is pure and synchronous: values in, values
+//! out. The edges (`source`, `cli`) read repositories and talk to people. See ARCHITECTURE.md.
+
+pub mod catalog;
+pub mod cli;
+pub mod model;
+pub mod render;
+pub mod snapshot;
+pub mod source;
+
+use catalog::{Catalog, Diagnostic, SourceFile};
+
+/// Everything one commit declares, validated: the catalog plus every problem found, including the
+/// placements' resource-selection errors. A commit with any diagnostic must not be rolled out.
+pub fn analyze(files: &[SourceFile]) -> (Catalog, Vec<Diagnostic>) {
+    let (cat, mut diags) = Catalog::load(files);
+    diags.extend(snapshot::selection_diagnostics(&cat));
+    diags.sort();
+    diags.dedup();
+    (cat, diags)
+}

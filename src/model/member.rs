@@ -1,0 +1,1156 @@
+//! Member clusters as a hub declares them: KubeFleet `MemberCluster` (cluster.kubernetes-fleet.io v1
+//! and v1beta1, one model) and OCM `ManagedCluster` (cluster.open-cluster-management.io v1), with
+//! OCM's `ManagedClusterSet` (v1beta2, and the removed v1beta1) and `ManagedClusterSetBinding`
+//! (v1beta2 and v1beta1). Each knows its defaults, the labels the hub adds, and the API/CEL/webhook
+//! rules that concern one object on its own. Pure: it does not know whether a cluster is reachable
+//! (that is inventory) nor which placements select it (that is the scheduler).
+//!
+//! This file also holds the small field checks (label keys and values, label selectors, object
+//! names) that `staged` and `ocm` share, phrased as the Kubernetes API server phrases them.
+
+use super::object::ObjectMeta;
+use super::placement::TaintEffect;
+use super::selector::{LabelSelector, LabelSelectorRequirement, Labels};
+use super::{is_dns1123_label, is_dns1123_subdomain, is_label_value, ApiObject, Problem, Problems};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The KubeFleet cluster API group.
+pub const FLEET_CLUSTER_GROUP: &str = "cluster.kubernetes-fleet.io";
+/// The OCM cluster API group.
+pub const OCM_CLUSTER_GROUP: &str = "cluster.open-cluster-management.io";
+/// The label the KubeFleet hub puts on every `MemberCluster`, valued with the cluster's own name
+/// (it overwrites any value the user wrote).
+pub const MEMBER_NAME_LABEL: &str = "kubernetes-fleet.io/member-name";
+/// The OCM label that puts a `ManagedCluster` into an exclusive `ManagedClusterSet`.
+pub const CLUSTER_SET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
+/// The set OCM puts clusters into when they carry no [`CLUSTER_SET_LABEL`] (feature gate
+/// `DefaultClusterSet`, on by default).
+pub const DEFAULT_CLUSTER_SET: &str = "default";
+/// Taint the OCM hub adds (effect `NoSelect`) when a cluster's `ManagedClusterConditionAvailable`
+/// is `False`.
+pub const TAINT_UNAVAILABLE: &str = "cluster.open-cluster-management.io/unavailable";
+/// Taint the OCM hub adds (effect `NoSelect`) when that condition is missing or `Unknown`.
+pub const TAINT_UNREACHABLE: &str = "cluster.open-cluster-management.io/unreachable";
+/// Most taints a `MemberCluster` may carry.
+pub const MAX_MEMBER_TAINTS: usize = 100;
+/// `MemberCluster.spec.heartbeatPeriodSeconds` when absent.
+pub const DEFAULT_HEARTBEAT_PERIOD_SECONDS: i32 = 60;
+/// `ManagedCluster.spec.leaseDurationSeconds` when absent or zero.
+pub const DEFAULT_LEASE_DURATION_SECONDS: i32 = 60;
+
+// ---------------------------------------------------------------------------------------------
+// KubeFleet MemberCluster
+// ---------------------------------------------------------------------------------------------
+
+/// A KubeFleet `MemberCluster` (cluster-scoped): joining the fleet is creating it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemberCluster {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: MemberClusterSpec,
+    #[serde(default, skip_serializing)]
+    pub status: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemberClusterSpec {
+    /// The identity the member agent uses on the hub (irrelevant to a push daemon, but required).
+    pub identity: Subject,
+    /// Default [`DEFAULT_HEARTBEAT_PERIOD_SECONDS`]; see [`MemberCluster::heartbeat_period_seconds`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_period_seconds: Option<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    /// v1beta1 only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_options: Option<DeleteOptions>,
+}
+
+/// An RBAC subject (`rbac.authorization.k8s.io/v1` `Subject`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Subject {
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_group: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+}
+
+/// A taint on a `MemberCluster`: placements that do not tolerate it are not scheduled there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// Only `NoSchedule` exists.
+    pub effect: TaintEffect,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeleteOptions {
+    /// Default `Strict`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation_mode: Option<DeleteValidationMode>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeleteValidationMode {
+    #[default]
+    Strict,
+    Skip,
+}
+
+impl MemberCluster {
+    /// `spec.heartbeatPeriodSeconds`, defaulted to 60.
+    pub fn heartbeat_period_seconds(&self) -> i32 {
+        self.spec
+            .heartbeat_period_seconds
+            .unwrap_or(DEFAULT_HEARTBEAT_PERIOD_SECONDS)
+    }
+
+    /// `spec.deleteOptions.validationMode`, defaulted to `Strict`.
+    pub fn delete_validation_mode(&self) -> DeleteValidationMode {
+        self.spec
+            .delete_options
+            .as_ref()
+            .and_then(|d| d.validation_mode)
+            .unwrap_or_default()
+    }
+
+    /// The cluster's labels as the hub shows them: `metadata.labels` plus
+    /// `kubernetes-fleet.io/member-name: <name>` (which overrides a user-written value).
+    pub fn labels(&self) -> Labels {
+        let mut labels = self.metadata.labels.clone();
+        labels.insert(MEMBER_NAME_LABEL.to_string(), self.metadata.name.clone());
+        labels
+    }
+
+    fn is_v1(&self) -> bool {
+        self.api_version == format!("{FLEET_CLUSTER_GROUP}/v1")
+    }
+}
+
+impl ApiObject for MemberCluster {
+    fn validate(&self) -> Vec<Problem> {
+        let mut p = Problems::default();
+        check_name(&self.metadata, Some(63), &mut p);
+        let spec = &self.spec;
+        if let Some(s) = spec.heartbeat_period_seconds {
+            if !(1..=600).contains(&s) {
+                p.push(
+                    "spec.heartbeatPeriodSeconds",
+                    format!("must be between 1 and 600, got {s}"),
+                );
+            }
+        }
+        if spec.taints.len() > MAX_MEMBER_TAINTS {
+            p.push(
+                "spec.taints",
+                format!(
+                    "must have at most {MAX_MEMBER_TAINTS} items, got {}",
+                    spec.taints.len()
+                ),
+            );
+        }
+        for (i, t) in spec.taints.iter().enumerate() {
+            let f = format!("spec.taints[{i}]");
+            if let Some(msg) = qualified_name_problem(&t.key) {
+                p.push(
+                    format!("{f}.key"),
+                    format!("invalid taint key {:?}: {msg}", t.key),
+                );
+            }
+            if let Some(msg) = label_value_problem(&t.value) {
+                p.push(
+                    format!("{f}.value"),
+                    format!("invalid taint value {:?}: {msg}", t.value),
+                );
+            }
+            // KubeFleet compares whole taints (key, value, effect).
+            if spec.taints[..i].contains(t) {
+                p.push(
+                    f,
+                    format!(
+                        "taint {{key: {:?}, value: {:?}, effect: {:?}}} already exists, taints must be unique",
+                        t.key, t.value, t.effect
+                    ),
+                );
+            }
+        }
+        if self.is_v1() && spec.delete_options.is_some() {
+            p.push(
+                "spec.deleteOptions",
+                "unknown field \"deleteOptions\" (v1beta1 only)",
+            );
+        }
+        p.0
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// OCM ManagedCluster
+// ---------------------------------------------------------------------------------------------
+
+/// An OCM `ManagedCluster` (cluster-scoped).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagedCluster {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    /// The CRD does not require a spec; absent means all defaults.
+    #[serde(default)]
+    pub spec: ManagedClusterSpec,
+    #[serde(default, skip_serializing)]
+    pub status: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagedClusterSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managed_cluster_client_configs: Vec<ClientConfig>,
+    #[serde(default)]
+    pub hub_accepts_client: bool,
+    /// Default 60 (and 0 means 60); see [`ManagedCluster::lease_duration_seconds`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_duration_seconds: Option<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<ManagedClusterTaint>,
+}
+
+/// The API server address of a managed cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientConfig {
+    pub url: String,
+    /// Base64 of the PEM bundle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+}
+
+/// A taint on a `ManagedCluster`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagedClusterTaint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    pub effect: OcmTaintEffect,
+    /// RFC 3339 time; `null` allowed. On create the OCM hub overwrites it with "now".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_added: Option<String>,
+}
+
+/// The effect of an OCM taint on placements that do not tolerate it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OcmTaintEffect {
+    /// Not selected; removed from decisions that already hold it.
+    NoSelect,
+    /// Always tolerated by the OCM scheduler (no scoring effect).
+    PreferNoSelect,
+    /// Not newly selected; clusters already in the decisions stay.
+    NoSelectIfNew,
+}
+
+impl ManagedCluster {
+    /// `spec.leaseDurationSeconds`, 60 when absent or zero.
+    pub fn lease_duration_seconds(&self) -> i32 {
+        match self.spec.lease_duration_seconds {
+            None | Some(0) => DEFAULT_LEASE_DURATION_SECONDS,
+            Some(s) => s,
+        }
+    }
+
+    /// The cluster's labels as the OCM hub shows them: `metadata.labels`, plus
+    /// `cluster.open-cluster-management.io/clusterset: default` when the cluster names no set
+    /// (the `DefaultClusterSet` feature, on by default).
+    pub fn labels(&self) -> Labels {
+        let mut labels = self.metadata.labels.clone();
+        labels
+            .entry(CLUSTER_SET_LABEL.to_string())
+            .or_insert_with(|| DEFAULT_CLUSTER_SET.to_string());
+        labels
+    }
+}
+
+impl ApiObject for ManagedCluster {
+    fn validate(&self) -> Vec<Problem> {
+        let mut p = Problems::default();
+        // The OCM webhook requires a cluster name to be a valid namespace name.
+        let name = &self.metadata.name;
+        if name.is_empty() {
+            p.push("metadata.name", "Required value: name is required");
+        } else if !is_dns1123_label(name) {
+            p.push(
+                "metadata.name",
+                format!("metadata.name format is not correct: {DNS1123_LABEL_MESSAGE}"),
+            );
+        }
+        for (i, c) in self.spec.managed_cluster_client_configs.iter().enumerate() {
+            let f = format!("spec.managedClusterClientConfigs[{i}]");
+            if !is_https_url(&c.url) {
+                p.push(
+                    format!("{f}.url"),
+                    format!("url {:?} is invalid in client configs", c.url),
+                );
+            }
+            if let Some(ca) = &c.ca_bundle {
+                if !is_base64(ca) {
+                    p.push(
+                        format!("{f}.caBundle"),
+                        "must be base64-encoded (format: byte)",
+                    );
+                }
+            }
+        }
+        for (i, t) in self.spec.taints.iter().enumerate() {
+            let f = format!("spec.taints[{i}]");
+            if let Some(msg) = ocm_key_problem(&t.key) {
+                p.push(format!("{f}.key"), msg);
+            }
+            if t.value.len() > 1024 {
+                p.push(
+                    format!("{f}.value"),
+                    format!(
+                        "must be no more than 1024 characters, got {}",
+                        t.value.len()
+                    ),
+                );
+            }
+            if let Some(at) = &t.time_added {
+                if !is_rfc3339(at) {
+                    p.push(
+                        format!("{f}.timeAdded"),
+                        format!("{at:?} is not an RFC 3339 date-time"),
+                    );
+                }
+            }
+        }
+        p.0
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// OCM ManagedClusterSet and ManagedClusterSetBinding
+// ---------------------------------------------------------------------------------------------
+
+/// An OCM `ManagedClusterSet` (cluster-scoped): a named group of managed clusters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagedClusterSet {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    /// Default `{clusterSelector: {selectorType: ExclusiveClusterSetLabel}}`.
+    #[serde(default)]
+    pub spec: ManagedClusterSetSpec,
+    #[serde(default, skip_serializing)]
+    pub status: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagedClusterSetSpec {
+    #[serde(default)]
+    pub cluster_selector: ManagedClusterSelector,
+    /// v1beta2 only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managed_namespaces: Vec<ManagedNamespaceConfig>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagedClusterSelector {
+    /// Default `ExclusiveClusterSetLabel` (v1beta2) / `LegacyClusterSetLabel` (v1beta1), which
+    /// mean the same thing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector_type: Option<SelectorType>,
+    /// Used with `selectorType: LabelSelector`; absent there selects no cluster, `{}` every cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SelectorType {
+    /// v1beta2: members are the clusters labelled `cluster.open-cluster-management.io/clusterset: <set>`.
+    ExclusiveClusterSetLabel,
+    /// v1beta1 name of `ExclusiveClusterSetLabel`.
+    LegacyClusterSetLabel,
+    /// Members are the clusters matching `labelSelector`.
+    LabelSelector,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagedNamespaceConfig {
+    pub name: String,
+}
+
+impl ManagedClusterSet {
+    /// Is a cluster with these labels (as [`ManagedCluster::labels`] gives them) a member?
+    pub fn selects(&self, labels: &Labels) -> bool {
+        let selector = &self.spec.cluster_selector;
+        match selector.selector_type {
+            None
+            | Some(SelectorType::ExclusiveClusterSetLabel)
+            | Some(SelectorType::LegacyClusterSetLabel) => {
+                labels.get(CLUSTER_SET_LABEL) == Some(&self.metadata.name)
+            }
+            Some(SelectorType::LabelSelector) => selector
+                .label_selector
+                .as_ref()
+                .is_some_and(|s| s.matches(labels)),
+        }
+    }
+
+    fn is_v1beta1(&self) -> bool {
+        self.api_version == format!("{OCM_CLUSTER_GROUP}/v1beta1")
+    }
+}
+
+impl ApiObject for ManagedClusterSet {
+    fn validate(&self) -> Vec<Problem> {
+        let mut p = Problems::default();
+        check_name(&self.metadata, None, &mut p);
+        let f = "spec.clusterSelector";
+        let selector = &self.spec.cluster_selector;
+        let (wrong, supported) = if self.is_v1beta1() {
+            (
+                SelectorType::ExclusiveClusterSetLabel,
+                "\"LegacyClusterSetLabel\", \"LabelSelector\"",
+            )
+        } else {
+            (
+                SelectorType::LegacyClusterSetLabel,
+                "\"ExclusiveClusterSetLabel\", \"LabelSelector\"",
+            )
+        };
+        if selector.selector_type == Some(wrong) {
+            p.push(
+                format!("{f}.selectorType"),
+                format!("Unsupported value: \"{wrong:?}\": supported values: {supported}"),
+            );
+        }
+        if let Some(ls) = &selector.label_selector {
+            check_selector(&format!("{f}.labelSelector"), ls, &mut p);
+        }
+        if self.is_v1beta1() && !self.spec.managed_namespaces.is_empty() {
+            p.push(
+                "spec.managedNamespaces",
+                "unknown field \"managedNamespaces\" (v1beta2 only)",
+            );
+        }
+        let namespaces = &self.spec.managed_namespaces;
+        for (i, ns) in namespaces.iter().enumerate() {
+            let nf = format!("spec.managedNamespaces[{i}].name");
+            if ns.name.is_empty() {
+                p.push(nf, "Required value");
+            } else if !is_dns1123_label(&ns.name) {
+                p.push(nf, DNS1123_LABEL_MESSAGE);
+            } else if namespaces[..i].iter().any(|o| o.name == ns.name) {
+                p.push(nf, format!("Duplicate value: {:?}", ns.name));
+            }
+        }
+        p.0
+    }
+}
+
+/// An OCM `ManagedClusterSetBinding` (namespaced): makes a set's clusters available to the
+/// placements of its namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagedClusterSetBinding {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: ManagedClusterSetBindingSpec,
+    #[serde(default, skip_serializing)]
+    pub status: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagedClusterSetBindingSpec {
+    /// The bound set; must equal `metadata.name`.
+    pub cluster_set: String,
+}
+
+impl ApiObject for ManagedClusterSetBinding {
+    fn validate(&self) -> Vec<Problem> {
+        let mut p = Problems::default();
+        check_name(&self.metadata, None, &mut p);
+        if self.spec.cluster_set.is_empty() {
+            p.push(
+                "spec.clusterSet",
+                "Required value: must be at least 1 character long",
+            );
+        } else if self.spec.cluster_set != self.metadata.name {
+            p.push(
+                "spec.clusterSet",
+                "The ManagedClusterSetBinding must have the same name as the target ManagedClusterSet",
+            );
+        }
+        p.0
+    }
+}
+
+impl ManagedClusterSetBinding {
+    /// Rules between this binding and the one it replaces (`spec.clusterSet` cannot change).
+    pub fn update_problems(&self, old: &ManagedClusterSetBinding) -> Vec<Problem> {
+        let mut p = Problems::default();
+        if self.spec.cluster_set != old.spec.cluster_set {
+            p.push("spec.clusterSet", "field is immutable");
+        }
+        p.0
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field checks shared with `staged` and `ocm`
+// ---------------------------------------------------------------------------------------------
+
+pub(crate) const DNS1123_LABEL_MESSAGE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+const DNS1123_SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+const LABEL_VALUE_MESSAGE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const NAME_PART_MESSAGE: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+
+/// `metadata.name` of a custom resource: required, a DNS-1123 subdomain, and at most `max` bytes
+/// when the API adds a CEL length rule (`size(self.metadata.name) < 64`).
+pub(crate) fn check_name(meta: &ObjectMeta, max: Option<usize>, p: &mut Problems) {
+    let name = &meta.name;
+    if name.is_empty() {
+        p.push("metadata.name", "Required value: name is required");
+        return;
+    }
+    if let Some(max) = max {
+        if name.len() > max {
+            p.push(
+                "metadata.name",
+                format!("metadata.name max length is {max} (it has {})", name.len()),
+            );
+            return;
+        }
+    }
+    if !is_dns1123_subdomain(name) {
+        p.push("metadata.name", DNS1123_SUBDOMAIN_MESSAGE);
+    }
+}
+
+/// Why `s` is not a Kubernetes qualified name (`[prefix/]name`), as `IsQualifiedName` says it.
+pub(crate) fn qualified_name_problem(s: &str) -> Option<String> {
+    let (prefix, name) = match s.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    if name.contains('/') {
+        return Some("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')".into());
+    }
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            return Some("prefix part must be non-empty".into());
+        }
+        if !is_dns1123_subdomain(prefix) {
+            return Some(format!("prefix part {DNS1123_SUBDOMAIN_MESSAGE}"));
+        }
+    }
+    if name.is_empty() {
+        return Some("name part must be non-empty".into());
+    }
+    if name.len() > 63 {
+        return Some("name part must be no more than 63 characters".into());
+    }
+    if !is_label_value(name) {
+        return Some(NAME_PART_MESSAGE.into());
+    }
+    None
+}
+
+/// Why `s` is not a label value, as `IsValidLabelValue` says it.
+pub(crate) fn label_value_problem(s: &str) -> Option<String> {
+    if s.len() > 63 {
+        Some("must be no more than 63 characters".into())
+    } else if !is_label_value(s) {
+        Some(LABEL_VALUE_MESSAGE.into())
+    } else {
+        None
+    }
+}
+
+/// OCM's key pattern for taints, tolerations and topology keys:
+/// `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$`,
+/// at most 316 characters (no per-part length limit, unlike a label key).
+pub(crate) fn ocm_key_problem(s: &str) -> Option<String> {
+    const PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$";
+    if s.len() > 316 {
+        return Some(format!(
+            "must be no more than 316 characters, got {}",
+            s.len()
+        ));
+    }
+    let (prefix, name) = match s.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            })
+    });
+    let name_ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+        && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric();
+    if prefix_ok && name_ok {
+        None
+    } else {
+        Some(format!("{s:?} must match '{PATTERN}'"))
+    }
+}
+
+/// Every problem `metav1.LabelSelectorAsSelector` would find in a selector: the structural rules
+/// of [`LabelSelector::problems`] plus label keys and values that are not valid.
+pub(crate) fn check_selector(field: &str, s: &LabelSelector, p: &mut Problems) {
+    for (k, v) in &s.match_labels {
+        if let Some(msg) = qualified_name_problem(k) {
+            p.push(format!("{field}.matchLabels"), format!("key {k:?}: {msg}"));
+        }
+        if let Some(msg) = label_value_problem(v) {
+            p.push(
+                format!("{field}.matchLabels"),
+                format!("value {v:?} of key {k:?}: {msg}"),
+            );
+        }
+    }
+    check_requirements(field, &s.match_expressions, p);
+    for (sub, msg) in s.problems() {
+        p.push(format!("{field}.{sub}"), msg);
+    }
+}
+
+/// The key and value rules of selector requirements (the structural ones are in
+/// [`LabelSelector::problems`]).
+fn check_requirements(field: &str, reqs: &[LabelSelectorRequirement], p: &mut Problems) {
+    for (i, r) in reqs.iter().enumerate() {
+        let f = format!("{field}.matchExpressions[{i}]");
+        if !r.key.is_empty() {
+            if let Some(msg) = qualified_name_problem(&r.key) {
+                p.push(format!("{f}.key"), msg);
+            }
+        }
+        for (j, v) in r.values.iter().enumerate() {
+            if let Some(msg) = label_value_problem(v) {
+                p.push(format!("{f}.values[{j}]"), msg);
+            }
+        }
+    }
+}
+
+/// Requirements that stand alone (OCM claim selectors): structure, keys and values.
+pub(crate) fn check_requirement_list(
+    field: &str,
+    reqs: &[LabelSelectorRequirement],
+    p: &mut Problems,
+) {
+    let as_selector = LabelSelector {
+        match_labels: Default::default(),
+        match_expressions: reqs.to_vec(),
+    };
+    check_selector(field, &as_selector, p);
+}
+
+/// Go's `url.Parse(u)` succeeds with scheme `https` (the scheme is case-insensitive).
+fn is_https_url(u: &str) -> bool {
+    let Some((scheme, rest)) = u.split_once(':') else {
+        return false;
+    };
+    scheme.eq_ignore_ascii_case("https")
+        && !rest.is_empty()
+        && !u.bytes().any(|b| b.is_ascii_control() || b == b' ')
+}
+
+/// Standard base64 with padding, as Kubernetes decodes `format: byte`.
+fn is_base64(s: &str) -> bool {
+    let body = s.trim_end_matches('=');
+    let pad = s.len() - body.len();
+    s.len().is_multiple_of(4)
+        && pad <= 2
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`.
+fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    if b.len() < 20
+        || !digits(0..4)
+        || b[4] != b'-'
+        || !digits(5..7)
+        || b[7] != b'-'
+        || !digits(8..10)
+        || !matches!(b[10], b'T' | b't')
+        || !digits(11..13)
+        || b[13] != b':'
+        || !digits(14..16)
+        || b[16] != b':'
+        || !digits(17..19)
+    {
+        return false;
+    }
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &frac[n..];
+    }
+    match rest.as_bytes() {
+        [b'Z' | b'z'] => true,
+        [b'+' | b'-', h1, h2, b':', m1, m2] => [h1, h2, m1, m2].iter().all(|d| d.is_ascii_digit()),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::decode;
+
+    fn value(yaml: &str) -> Value {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    fn problems<T: ApiObject>(yaml: &str) -> Vec<(String, String)> {
+        decode::<T>(&value(yaml))
+            .unwrap()
+            .validate()
+            .into_iter()
+            .map(|p| (p.field, p.message))
+            .collect()
+    }
+
+    /// Each case must yield exactly the one problem given.
+    fn expect_one<T: ApiObject>(cases: &[(String, &str, &str)]) {
+        for (yaml, field, message) in cases {
+            let got = problems::<T>(yaml);
+            assert_eq!(
+                got,
+                vec![(field.to_string(), message.to_string())],
+                "document:\n{}",
+                &yaml[..yaml.len().min(400)]
+            );
+        }
+    }
+
+    // kubefleet-examples/fleet_v1beta1_membercluster.yaml
+    const MEMBER_EXAMPLE: &str = r#"
+apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata:
+  name: kind-cluster-1
+spec:
+  identity:
+    name: fleet-member-agent-cluster-1
+    kind: ServiceAccount
+    namespace: fleet-system
+    apiGroup: ""
+"#;
+
+    #[test]
+    fn member_cluster_example_is_valid_and_defaulted() {
+        assert_eq!(problems::<MemberCluster>(MEMBER_EXAMPLE), vec![]);
+        let mc: MemberCluster = decode(&value(MEMBER_EXAMPLE)).unwrap();
+        assert_eq!(mc.spec.identity.kind, "ServiceAccount");
+        assert_eq!(mc.spec.identity.namespace, "fleet-system");
+        assert_eq!(mc.heartbeat_period_seconds(), 60);
+        assert_eq!(mc.delete_validation_mode(), DeleteValidationMode::Strict);
+        assert_eq!(
+            mc.labels().get(MEMBER_NAME_LABEL).map(String::as_str),
+            Some("kind-cluster-1")
+        );
+    }
+
+    #[test]
+    fn member_name_label_overrides_a_user_value() {
+        let doc = MEMBER_EXAMPLE.replace(
+            "  name: kind-cluster-1\n",
+            "  name: kind-cluster-1\n  labels: {kubernetes-fleet.io/member-name: other, env: prod}\n",
+        );
+        let mc: MemberCluster = decode(&value(&doc)).unwrap();
+        let labels = mc.labels();
+        assert_eq!(labels[MEMBER_NAME_LABEL], "kind-cluster-1");
+        assert_eq!(labels["env"], "prod");
+    }
+
+    #[test]
+    fn member_cluster_full_spec_decodes() {
+        let doc = format!(
+            "{MEMBER_EXAMPLE}  heartbeatPeriodSeconds: 30\n  taints:\n  - {{key: gpu, value: 'true', effect: NoSchedule}}\n  - {{key: gpu, value: 'false', effect: NoSchedule}}\n  deleteOptions: {{validationMode: Skip}}\nstatus: {{conditions: []}}\n"
+        );
+        assert_eq!(problems::<MemberCluster>(&doc), vec![]);
+        let mc: MemberCluster = decode(&value(&doc)).unwrap();
+        assert_eq!(mc.heartbeat_period_seconds(), 30);
+        assert_eq!(mc.delete_validation_mode(), DeleteValidationMode::Skip);
+        assert_eq!(mc.spec.taints.len(), 2);
+    }
+
+    #[test]
+    fn member_cluster_decoding_is_strict() {
+        let cases = [
+            (
+                MEMBER_EXAMPLE.replace("    apiGroup: \"\"\n", "    apiGroup: \"\"\n    uid: x\n"),
+                "spec.identity.uid",
+                "unknown field `uid`",
+            ),
+            (
+                format!("{MEMBER_EXAMPLE}  taints: [{{key: a, effect: NoExecute}}]\n"),
+                "spec.taints[0].effect",
+                "unknown variant `NoExecute`",
+            ),
+            (
+                format!("{MEMBER_EXAMPLE}  deleteOptions: {{validationMode: Lax}}\n"),
+                "spec.deleteOptions.validationMode",
+                "unknown variant `Lax`",
+            ),
+            (
+                MEMBER_EXAMPLE.replace("    kind: ServiceAccount\n", ""),
+                "spec.identity",
+                "missing field `kind`",
+            ),
+        ];
+        for (doc, field, msg) in cases {
+            let err = decode::<MemberCluster>(&value(&doc)).unwrap_err();
+            assert_eq!(err.field, field, "{doc}");
+            assert!(err.message.contains(msg), "{}", err.message);
+        }
+    }
+
+    #[test]
+    fn member_cluster_rules_name_their_field() {
+        let long = "a".repeat(64);
+        let many: String = (0..101)
+            .map(|i| format!("  - {{key: k{i}, effect: NoSchedule}}\n"))
+            .collect();
+        expect_one::<MemberCluster>(&[
+            (
+                MEMBER_EXAMPLE.replace("kind-cluster-1", &long),
+                "metadata.name",
+                "metadata.name max length is 63 (it has 64)",
+            ),
+            (
+                MEMBER_EXAMPLE.replace("kind-cluster-1", "Kind"),
+                "metadata.name",
+                DNS1123_SUBDOMAIN_MESSAGE,
+            ),
+            (
+                MEMBER_EXAMPLE.replace("  name: kind-cluster-1\n", "  labels: {}\n"),
+                "metadata.name",
+                "Required value: name is required",
+            ),
+            (
+                format!("{MEMBER_EXAMPLE}  heartbeatPeriodSeconds: 0\n"),
+                "spec.heartbeatPeriodSeconds",
+                "must be between 1 and 600, got 0",
+            ),
+            (
+                format!("{MEMBER_EXAMPLE}  heartbeatPeriodSeconds: 601\n"),
+                "spec.heartbeatPeriodSeconds",
+                "must be between 1 and 600, got 601",
+            ),
+            (
+                format!("{MEMBER_EXAMPLE}  taints:\n{many}"),
+                "spec.taints",
+                "must have at most 100 items, got 101",
+            ),
+            (
+                format!("{MEMBER_EXAMPLE}  taints: [{{key: 'key@123:', effect: NoSchedule}}]\n"),
+                "spec.taints[0].key",
+                &format!("invalid taint key \"key@123:\": {NAME_PART_MESSAGE}"),
+            ),
+            (
+                format!("{MEMBER_EXAMPLE}  taints: [{{key: '', value: v, effect: NoSchedule}}]\n"),
+                "spec.taints[0].key",
+                "invalid taint key \"\": name part must be non-empty",
+            ),
+            (
+                format!("{MEMBER_EXAMPLE}  taints: [{{key: k, value: 'val&123:98_', effect: NoSchedule}}]\n"),
+                "spec.taints[0].value",
+                &format!("invalid taint value \"val&123:98_\": {LABEL_VALUE_MESSAGE}"),
+            ),
+            (
+                format!("{MEMBER_EXAMPLE}  taints:\n  - {{key: a, value: b, effect: NoSchedule}}\n  - {{key: c, effect: NoSchedule}}\n  - {{key: a, value: b, effect: NoSchedule}}\n"),
+                "spec.taints[2]",
+                "taint {key: \"a\", value: \"b\", effect: NoSchedule} already exists, taints must be unique",
+            ),
+            (
+                format!("{MEMBER_EXAMPLE}  deleteOptions: {{validationMode: Skip}}\n")
+                    .replace("/v1beta1", "/v1"),
+                "spec.deleteOptions",
+                "unknown field \"deleteOptions\" (v1beta1 only)",
+            ),
+        ]);
+    }
+
+    #[test]
+    fn v1_member_cluster_is_accepted() {
+        let doc = MEMBER_EXAMPLE.replace("/v1beta1", "/v1");
+        assert_eq!(problems::<MemberCluster>(&doc), vec![]);
+    }
+
+    const MANAGED: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1
+kind: ManagedCluster
+metadata:
+  name: cluster1
+  labels: {vendor: OpenShift}
+spec:
+  hubAcceptsClient: true
+  leaseDurationSeconds: 0
+  managedClusterClientConfigs:
+  - url: https://api.cluster1.example.com:6443
+    caBundle: LS0tLS1CRUdJTg==
+  taints:
+  - key: gpu
+    value: "true"
+    effect: NoSelect
+    timeAdded: "2024-01-02T03:04:05Z"
+  - key: example.com/maintenance
+    effect: PreferNoSelect
+    timeAdded: null
+"#;
+
+    #[test]
+    fn managed_cluster_decodes_with_defaults() {
+        assert_eq!(problems::<ManagedCluster>(MANAGED), vec![]);
+        let mc: ManagedCluster = decode(&value(MANAGED)).unwrap();
+        assert!(mc.spec.hub_accepts_client);
+        assert_eq!(mc.lease_duration_seconds(), 60);
+        assert_eq!(mc.spec.taints[0].effect, OcmTaintEffect::NoSelect);
+        assert_eq!(mc.spec.taints[1].time_added, None);
+        assert_eq!(mc.labels()[CLUSTER_SET_LABEL], "default");
+        let bare: ManagedCluster = decode(&value(
+            "apiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\nmetadata: {name: c, labels: {cluster.open-cluster-management.io/clusterset: east}}\n",
+        ))
+        .unwrap();
+        assert!(!bare.spec.hub_accepts_client);
+        assert_eq!(bare.labels()[CLUSTER_SET_LABEL], "east");
+        assert!(bare.validate().is_empty());
+    }
+
+    #[test]
+    fn managed_cluster_rules_name_their_field() {
+        let long_value = "v".repeat(1025);
+        expect_one::<ManagedCluster>(&[
+            (
+                MANAGED.replace("name: cluster1", "name: cluster.one"),
+                "metadata.name",
+                &format!("metadata.name format is not correct: {DNS1123_LABEL_MESSAGE}"),
+            ),
+            (
+                MANAGED.replace("https://api", "http://api"),
+                "spec.managedClusterClientConfigs[0].url",
+                "url \"http://api.cluster1.example.com:6443\" is invalid in client configs",
+            ),
+            (
+                MANAGED.replace("LS0tLS1CRUdJTg==", "not base64!"),
+                "spec.managedClusterClientConfigs[0].caBundle",
+                "must be base64-encoded (format: byte)",
+            ),
+            (
+                MANAGED.replace("key: gpu", "key: -gpu"),
+                "spec.taints[0].key",
+                r#""-gpu" must match '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$'"#,
+            ),
+            (
+                MANAGED.replace("value: \"true\"", &format!("value: {long_value}")),
+                "spec.taints[0].value",
+                "must be no more than 1024 characters, got 1025",
+            ),
+            (
+                MANAGED.replace("2024-01-02T03:04:05Z", "yesterday"),
+                "spec.taints[0].timeAdded",
+                "\"yesterday\" is not an RFC 3339 date-time",
+            ),
+        ]);
+        let err = decode::<ManagedCluster>(&value(&MANAGED.replace("NoSelect\n", "NoSchedule\n")))
+            .unwrap_err();
+        assert_eq!(err.field, "spec.taints[0].effect");
+    }
+
+    #[test]
+    fn ocm_keys_allow_long_name_parts() {
+        assert_eq!(ocm_key_problem(&"a".repeat(100)), None);
+        assert_eq!(ocm_key_problem("example.com/Gpu_1"), None);
+        assert!(ocm_key_problem("Example.com/gpu").is_some());
+        assert!(ocm_key_problem("a/b/c").is_some());
+        assert!(ocm_key_problem(&"a".repeat(317)).is_some());
+    }
+
+    const SET: &str = "apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata: {name: east}\n";
+
+    #[test]
+    fn cluster_sets_select_their_members() {
+        let labels = |pairs: &[(&str, &str)]| -> Labels {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let exclusive: ManagedClusterSet = decode(&value(SET)).unwrap();
+        assert!(exclusive.validate().is_empty());
+        assert!(exclusive.selects(&labels(&[(CLUSTER_SET_LABEL, "east")])));
+        assert!(!exclusive.selects(&labels(&[(CLUSTER_SET_LABEL, "west")])));
+        let by_label: ManagedClusterSet = decode(&value(&format!(
+            "{SET}spec:\n  clusterSelector:\n    selectorType: LabelSelector\n    labelSelector: {{matchLabels: {{region: east}}}}\n"
+        )))
+        .unwrap();
+        assert!(by_label.validate().is_empty());
+        assert!(by_label.selects(&labels(&[("region", "east")])));
+        assert!(!by_label.selects(&labels(&[(CLUSTER_SET_LABEL, "east")])));
+        let nothing: ManagedClusterSet = decode(&value(&format!(
+            "{SET}spec: {{clusterSelector: {{selectorType: LabelSelector}}}}\n"
+        )))
+        .unwrap();
+        assert!(!nothing.selects(&labels(&[("region", "east")])));
+        let global: ManagedClusterSet = decode(&value(&format!(
+            "{SET}spec: {{clusterSelector: {{selectorType: LabelSelector, labelSelector: {{}}}}}}\n"
+        )))
+        .unwrap();
+        assert!(global.selects(&labels(&[])));
+        let legacy: ManagedClusterSet = decode(&value(
+            &format!("{SET}spec: {{clusterSelector: {{selectorType: LegacyClusterSetLabel}}}}\n")
+                .replace("v1beta2", "v1beta1"),
+        ))
+        .unwrap();
+        assert!(legacy.validate().is_empty());
+        assert!(legacy.selects(&labels(&[(CLUSTER_SET_LABEL, "east")])));
+    }
+
+    #[test]
+    fn cluster_set_rules_name_their_field() {
+        expect_one::<ManagedClusterSet>(&[
+            (
+                format!("{SET}spec: {{clusterSelector: {{selectorType: LegacyClusterSetLabel}}}}\n"),
+                "spec.clusterSelector.selectorType",
+                "Unsupported value: \"LegacyClusterSetLabel\": supported values: \"ExclusiveClusterSetLabel\", \"LabelSelector\"",
+            ),
+            (
+                format!("{SET}spec: {{clusterSelector: {{selectorType: ExclusiveClusterSetLabel}}}}\n")
+                    .replace("v1beta2", "v1beta1"),
+                "spec.clusterSelector.selectorType",
+                "Unsupported value: \"ExclusiveClusterSetLabel\": supported values: \"LegacyClusterSetLabel\", \"LabelSelector\"",
+            ),
+            (
+                format!("{SET}spec: {{managedNamespaces: [{{name: apps}}]}}\n")
+                    .replace("v1beta2", "v1beta1"),
+                "spec.managedNamespaces",
+                "unknown field \"managedNamespaces\" (v1beta2 only)",
+            ),
+            (
+                format!("{SET}spec: {{managedNamespaces: [{{name: apps}}, {{name: apps}}]}}\n"),
+                "spec.managedNamespaces[1].name",
+                "Duplicate value: \"apps\"",
+            ),
+            (
+                format!("{SET}spec: {{managedNamespaces: [{{name: Apps}}]}}\n"),
+                "spec.managedNamespaces[0].name",
+                DNS1123_LABEL_MESSAGE,
+            ),
+            (
+                format!("{SET}spec: {{clusterSelector: {{selectorType: LabelSelector, labelSelector: {{matchExpressions: [{{key: a, operator: In}}]}}}}}}\n"),
+                "spec.clusterSelector.labelSelector.matchExpressions[0].values",
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            ),
+            (
+                format!("{SET}spec: {{clusterSelector: {{selectorType: LabelSelector, labelSelector: {{matchLabels: {{'a b': c}}}}}}}}\n"),
+                "spec.clusterSelector.labelSelector.matchLabels",
+                &format!("key \"a b\": {NAME_PART_MESSAGE}"),
+            ),
+            (
+                format!("{SET}spec: {{clusterSelector: {{selectorType: LabelSelector, labelSelector: {{matchLabels: {{a: -c}}}}}}}}\n"),
+                "spec.clusterSelector.labelSelector.matchLabels",
+                &format!("value \"-c\" of key \"a\": {LABEL_VALUE_MESSAGE}"),
+            ),
+        ]);
+    }
+
+    const BINDING: &str = "apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSetBinding\nmetadata: {name: global, namespace: kueue-system}\nspec: {clusterSet: global}\n";
+
+    #[test]
+    fn binding_must_name_its_set() {
+        assert_eq!(problems::<ManagedClusterSetBinding>(BINDING), vec![]);
+        assert_eq!(
+            problems::<ManagedClusterSetBinding>(&BINDING.replace("v1beta2", "v1beta1")),
+            vec![]
+        );
+        expect_one::<ManagedClusterSetBinding>(&[
+            (
+                BINDING.replace("clusterSet: global", "clusterSet: east"),
+                "spec.clusterSet",
+                "The ManagedClusterSetBinding must have the same name as the target ManagedClusterSet",
+            ),
+            (
+                BINDING.replace("clusterSet: global", "clusterSet: ''"),
+                "spec.clusterSet",
+                "Required value: must be at least 1 character long",
+            ),
+        ]);
+        let old: ManagedClusterSetBinding = decode(&value(BINDING)).unwrap();
+        let mut new = old.clone();
+        assert!(new.update_problems(&old).is_empty());
+        new.spec.cluster_set = "east".into();
+        assert_eq!(new.update_problems(&old)[0].field, "spec.clusterSet");
+    }
+
+    #[test]
+    fn qualified_names_report_like_kubernetes() {
+        assert_eq!(
+            qualified_name_problem("kubernetes-fleet.io/member-name"),
+            None
+        );
+        assert_eq!(
+            qualified_name_problem("/a").as_deref(),
+            Some("prefix part must be non-empty")
+        );
+        assert_eq!(
+            qualified_name_problem(&"a".repeat(64)).as_deref(),
+            Some("name part must be no more than 63 characters")
+        );
+        assert!(qualified_name_problem("a/b/c").is_some());
+        assert!(qualified_name_problem("Bad_Prefix/x")
+            .unwrap()
+            .starts_with("prefix part"));
+    }
+
+    #[test]
+    fn rfc3339_and_base64_shapes() {
+        assert!(is_rfc3339("2024-01-02T03:04:05.123+02:00"));
+        assert!(!is_rfc3339("2024-01-02 03:04:05Z"));
+        assert!(!is_rfc3339("2024-01-02T03:04:05"));
+        assert!(is_base64(""));
+        assert!(is_base64("YWJj"));
+        assert!(!is_base64("YWJ"));
+        assert!(is_https_url("HTTPS://x"));
+        assert!(!is_https_url("https://a b"));
+    }
+}

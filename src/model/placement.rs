@@ -1,0 +1,1167 @@
+//! KubeFleet `ClusterResourcePlacement` and `ResourcePlacement` (placement.kubernetes-fleet.io v1
+//! and v1beta1, one model): the spec, its defaults (`SetPlacementDefaults`) and the API/CEL/webhook
+//! rules that concern one placement on its own.
+
+use super::object::ObjectMeta;
+use super::quantity::Quantity;
+use super::selector::LabelSelector;
+use super::{is_dns1123_subdomain, is_label_value, ApiObject, Problem, Problems};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub const GROUP: &str = "placement.kubernetes-fleet.io";
+
+/// A ClusterResourcePlacement (cluster-scoped) or ResourcePlacement (namespaced).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Placement {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: PlacementSpec,
+    #[serde(default, skip_serializing)]
+    pub status: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlacementSpec {
+    pub resource_selectors: Vec<ResourceSelectorTerm>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PlacementPolicy>,
+    #[serde(default)]
+    pub strategy: RolloutStrategy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_history_limit: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_reporting_scope: Option<StatusReportingScope>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StatusReportingScope {
+    ClusterScopeOnly,
+    NamespaceAccessible,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceSelectorTerm {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection_scope: Option<SelectionScope>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SelectionScope {
+    NamespaceOnly,
+    #[default]
+    NamespaceWithResources,
+    NamespaceWithResourceSelectors,
+}
+
+impl ResourceSelectorTerm {
+    pub fn is_namespace(&self) -> bool {
+        self.group.is_empty() && self.kind == "Namespace"
+    }
+    pub fn scope(&self) -> SelectionScope {
+        self.selection_scope.unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PlacementType {
+    #[default]
+    PickAll,
+    PickN,
+    PickFixed,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlacementPolicy {
+    #[serde(default)]
+    pub placement_type: PlacementType,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_names: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number_of_clusters: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Affinity {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_affinity: Option<ClusterAffinity>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterAffinity {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_during_scheduling_ignored_during_execution: Option<ClusterSelector>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred_during_scheduling_ignored_during_execution: Vec<PreferredClusterSelector>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSelector {
+    pub cluster_selector_terms: Vec<ClusterSelectorTerm>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSelectorTerm {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub property_selector: Option<PropertySelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub property_sorter: Option<PropertySorter>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PropertySelector {
+    pub match_expressions: Vec<PropertySelectorRequirement>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PropertySelectorRequirement {
+    pub name: String,
+    pub operator: PropertyOperator,
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PropertyOperator {
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PropertySorter {
+    pub name: String,
+    pub sort_order: SortOrder,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SortOrder {
+    Ascending,
+    Descending,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreferredClusterSelector {
+    pub weight: i32,
+    pub preference: ClusterSelectorTerm,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TopologySpreadConstraint {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_skew: Option<i32>,
+    pub topology_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_unsatisfiable: Option<UnsatisfiableAction>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UnsatisfiableAction {
+    #[default]
+    DoNotSchedule,
+    ScheduleAnyway,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Toleration {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<TolerationOperator>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<TaintEffect>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TolerationOperator {
+    #[default]
+    Equal,
+    Exists,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaintEffect {
+    NoSchedule,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RolloutStrategyType {
+    #[default]
+    RollingUpdate,
+    External,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RolloutStrategy {
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<RolloutStrategyType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_update: Option<RollingUpdateConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apply_strategy: Option<ApplyStrategy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_strategy: Option<DeleteStrategy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_back_strategy: Option<ReportBackStrategy>,
+}
+
+/// `int` or `"N%"`, as Kubernetes' IntOrString.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum IntOrPercent {
+    Int(i64),
+    String(String),
+}
+
+impl IntOrPercent {
+    /// The value for a total of `total`, percentages rounded up (`ceil(pct·T)`), as the rollout
+    /// controller computes maxUnavailable and maxSurge. `None` when malformed.
+    pub fn scaled_up(&self, total: i64) -> Option<i64> {
+        match self {
+            IntOrPercent::Int(i) => Some(*i),
+            IntOrPercent::String(s) => match s.strip_suffix('%') {
+                Some(p) => p.parse::<i64>().ok().map(|p| (p * total + 99) / 100),
+                None => s.parse().ok(),
+            },
+        }
+    }
+
+    /// Does it match `^((100|[0-9]{1,2})%|[0-9]+)$` (the CRD pattern)?
+    pub fn is_well_formed(&self) -> bool {
+        match self {
+            IntOrPercent::Int(i) => *i >= 0,
+            IntOrPercent::String(s) => match s.strip_suffix('%') {
+                Some(p) => {
+                    !p.is_empty()
+                        && p.len() <= 3
+                        && p.bytes().all(|b| b.is_ascii_digit())
+                        && (p.len() < 3 || p == "100")
+                }
+                None => !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RollingUpdateConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrPercent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<IntOrPercent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable_period_seconds: Option<i32>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ApplyStrategyType {
+    #[default]
+    ClientSideApply,
+    ServerSideApply,
+    ReportDiff,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ComparisonOption {
+    #[default]
+    PartialComparison,
+    FullComparison,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WhenToApply {
+    #[default]
+    Always,
+    IfNotDrifted,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WhenToTakeOver {
+    #[default]
+    Always,
+    IfNoDiff,
+    Never,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApplyStrategy {
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<ApplyStrategyType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison_option: Option<ComparisonOption>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_to_apply: Option<WhenToApply>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_to_take_over: Option<WhenToTakeOver>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_co_ownership: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_side_apply_config: Option<ServerSideApplyConfig>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServerSideApplyConfig {
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PropagationPolicy {
+    #[default]
+    Delete,
+    Abandon,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeleteStrategy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub propagation_policy: Option<PropagationPolicy>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReportBackStrategy {
+    #[serde(rename = "type")]
+    pub type_: ReportBackType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<ReportBackDestination>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReportBackType {
+    #[default]
+    Disabled,
+    Mirror,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReportBackDestination {
+    OriginalResource,
+    WorkAPI,
+}
+
+impl Placement {
+    pub fn is_namespaced(&self) -> bool {
+        self.kind == "ResourcePlacement"
+    }
+
+    /// The spec with every default KubeFleet's CRD schema and `SetPlacementDefaults` fill in.
+    pub fn defaulted_spec(&self) -> PlacementSpec {
+        self.spec.defaulted()
+    }
+}
+
+impl PlacementSpec {
+    pub fn defaulted(&self) -> PlacementSpec {
+        let mut spec = self.clone();
+        let mut policy = spec.policy.take().unwrap_or_default();
+        for t in &mut policy.topology_spread_constraints {
+            t.max_skew.get_or_insert(1);
+            t.when_unsatisfiable.get_or_insert_default();
+        }
+        for t in &mut policy.tolerations {
+            t.operator.get_or_insert_default();
+        }
+        spec.policy = Some(policy);
+        spec.revision_history_limit.get_or_insert(10);
+        let strategy = &mut spec.strategy;
+        let strategy_type = *strategy.type_.get_or_insert_default();
+        if strategy_type == RolloutStrategyType::RollingUpdate {
+            let ru = strategy.rolling_update.get_or_insert_default();
+            ru.max_unavailable
+                .get_or_insert_with(|| IntOrPercent::String("25%".into()));
+            ru.max_surge
+                .get_or_insert_with(|| IntOrPercent::String("25%".into()));
+            ru.unavailable_period_seconds.get_or_insert(60);
+        }
+        let apply = strategy.apply_strategy.get_or_insert_default();
+        let apply_type = *apply.type_.get_or_insert_default();
+        apply.comparison_option.get_or_insert_default();
+        apply.when_to_apply.get_or_insert_default();
+        apply.when_to_take_over.get_or_insert_default();
+        apply.allow_co_ownership.get_or_insert(false);
+        if apply_type == ApplyStrategyType::ServerSideApply {
+            apply.server_side_apply_config.get_or_insert_default();
+        }
+        spec
+    }
+
+    /// The defaulted policy (PickAll when absent).
+    pub fn policy_or_default(&self) -> PlacementPolicy {
+        self.defaulted().policy.unwrap_or_default()
+    }
+}
+
+impl ApiObject for Placement {
+    fn validate(&self) -> Vec<Problem> {
+        let mut p = Problems::default();
+        validate_placement(self, &mut p);
+        p.0
+    }
+}
+
+fn validate_placement(pl: &Placement, p: &mut Problems) {
+    let name = &pl.metadata.name;
+    if name.is_empty() {
+        p.push("metadata.name", "Required value: name is required");
+    } else if name.len() > 63 {
+        p.push(
+            "metadata.name",
+            format!("must be no more than 63 characters (it has {})", name.len()),
+        );
+    } else if !super::is_dns1123_label(name) {
+        p.push("metadata.name", "must be a DNS-1035 label: lowercase alphanumerics and '-', starting and ending with an alphanumeric");
+    }
+    let is_v1 = pl.api_version == format!("{GROUP}/v1");
+    let spec = &pl.spec;
+    validate_selectors(pl, p);
+    if let Some(limit) = spec.revision_history_limit {
+        if !(1..=1000).contains(&limit) {
+            p.push(
+                "spec.revisionHistoryLimit",
+                format!("must be between 1 and 1000, got {limit}"),
+            );
+        }
+    }
+    if spec.status_reporting_scope == Some(StatusReportingScope::NamespaceAccessible) {
+        if pl.is_namespaced() {
+            p.push(
+                "spec.statusReportingScope",
+                "NamespaceAccessible applies to ClusterResourcePlacement only",
+            );
+        } else if spec
+            .resource_selectors
+            .iter()
+            .filter(|s| s.is_namespace())
+            .count()
+            != 1
+        {
+            p.push(
+                "spec.statusReportingScope",
+                "NamespaceAccessible requires exactly one resource selector of kind Namespace",
+            );
+        }
+    }
+    if let Some(policy) = &spec.policy {
+        validate_policy(policy, p);
+    }
+    validate_strategy(&spec.strategy, is_v1, p);
+}
+
+fn validate_selectors(pl: &Placement, p: &mut Problems) {
+    let selectors = &pl.spec.resource_selectors;
+    if selectors.is_empty() {
+        p.push(
+            "spec.resourceSelectors",
+            "Required value: at least one resource selector is required",
+        );
+    }
+    if selectors.len() > 100 {
+        p.push(
+            "spec.resourceSelectors",
+            format!("must have at most 100 items, got {}", selectors.len()),
+        );
+    }
+    for (i, s) in selectors.iter().enumerate() {
+        let f = format!("spec.resourceSelectors[{i}]");
+        if s.version.is_empty() {
+            p.push(format!("{f}.version"), "Required value");
+        }
+        if s.kind.is_empty() {
+            p.push(format!("{f}.kind"), "Required value");
+        }
+        if s.name.is_some() && s.label_selector.is_some() {
+            p.push(
+                f.clone(),
+                "the labelSelector and name fields are mutually exclusive",
+            );
+        }
+        if let Some(ls) = &s.label_selector {
+            for (field, msg) in ls.problems() {
+                p.push(format!("{f}.labelSelector.{field}"), msg);
+            }
+        }
+        if s.selection_scope.is_some() && !s.is_namespace() {
+            p.push(
+                format!("{f}.selectionScope"),
+                "selectionScope applies only to selectors of kind Namespace",
+            );
+        }
+        if pl.is_namespaced() && s.is_namespace() {
+            p.push(
+                f.clone(),
+                "a ResourcePlacement selects namespaced resources in its own namespace; it cannot select a Namespace",
+            );
+        }
+    }
+    let with_selectors: Vec<usize> = selectors
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.scope() == SelectionScope::NamespaceWithResourceSelectors)
+        .map(|(i, _)| i)
+        .collect();
+    if let Some(&first) = with_selectors.first() {
+        let f = format!("spec.resourceSelectors[{first}]");
+        if with_selectors.len() > 1 {
+            p.push(
+                format!("{f}.selectionScope"),
+                "only one Namespace selector may use selectionScope NamespaceWithResourceSelectors",
+            );
+        }
+        if selectors[first].name.is_none() {
+            p.push(
+                format!("{f}.name"),
+                "a Namespace selector with selectionScope NamespaceWithResourceSelectors must select by name",
+            );
+        }
+        if selectors.iter().filter(|s| s.is_namespace()).count() > 1 {
+            p.push(
+                format!("{f}.selectionScope"),
+                "with selectionScope NamespaceWithResourceSelectors it must be the only Namespace selector",
+            );
+        }
+    }
+}
+
+fn validate_policy(policy: &PlacementPolicy, p: &mut Problems) {
+    let f = "spec.policy";
+    let has_affinity = policy
+        .affinity
+        .as_ref()
+        .is_some_and(|a| a.cluster_affinity.is_some());
+    match policy.placement_type {
+        PlacementType::PickFixed => {
+            if policy.cluster_names.is_empty() {
+                p.push(
+                    format!("{f}.clusterNames"),
+                    "Required value: cluster names cannot be empty for policy type PickFixed",
+                );
+            }
+            if policy.cluster_names.len() > 100 {
+                p.push(format!("{f}.clusterNames"), "must have at most 100 items");
+            }
+            let mut seen = std::collections::HashSet::new();
+            for (i, c) in policy.cluster_names.iter().enumerate() {
+                if !seen.insert(c) {
+                    p.push(
+                        format!("{f}.clusterNames[{i}]"),
+                        format!("duplicate cluster name {c:?}"),
+                    );
+                }
+                if c.len() > 63 || !is_dns1123_subdomain(c) {
+                    p.push(
+                        format!("{f}.clusterNames[{i}]"),
+                        format!("{c:?} is not a valid cluster name: a DNS-1123 subdomain of at most 63 characters"),
+                    );
+                }
+            }
+            if has_affinity {
+                p.push(
+                    format!("{f}.affinity"),
+                    "affinity must be nil for policy type PickFixed",
+                );
+            }
+            if policy.number_of_clusters.is_some() {
+                p.push(
+                    format!("{f}.numberOfClusters"),
+                    "number of clusters must be nil for policy type PickFixed",
+                );
+            }
+            if !policy.topology_spread_constraints.is_empty() {
+                p.push(
+                    format!("{f}.topologySpreadConstraints"),
+                    "topology spread constraints needs to be empty for policy type PickFixed",
+                );
+            }
+            if !policy.tolerations.is_empty() {
+                p.push(
+                    format!("{f}.tolerations"),
+                    "tolerations needs to be empty for policy type PickFixed",
+                );
+            }
+        }
+        PlacementType::PickAll => {
+            if !policy.cluster_names.is_empty() {
+                p.push(
+                    format!("{f}.clusterNames"),
+                    "cluster names needs to be empty for policy type PickAll",
+                );
+            }
+            if policy.number_of_clusters.is_some() {
+                p.push(
+                    format!("{f}.numberOfClusters"),
+                    "number of clusters must be nil for policy type PickAll",
+                );
+            }
+            if !policy.topology_spread_constraints.is_empty() {
+                p.push(
+                    format!("{f}.topologySpreadConstraints"),
+                    "topology spread constraints needs to be empty for policy type PickAll",
+                );
+            }
+            let preferred = policy
+                .affinity
+                .as_ref()
+                .and_then(|a| a.cluster_affinity.as_ref())
+                .is_some_and(|c| {
+                    !c.preferred_during_scheduling_ignored_during_execution
+                        .is_empty()
+                });
+            if preferred {
+                p.push(
+                    format!("{f}.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution"),
+                    "PreferredDuringSchedulingIgnoredDuringExecution will be ignored for placement policy type PickAll",
+                );
+            }
+        }
+        PlacementType::PickN => {
+            match policy.number_of_clusters {
+                None => p.push(
+                    format!("{f}.numberOfClusters"),
+                    "Required value: number of clusters cannot be nil for policy type PickN",
+                ),
+                Some(n) if n < 0 => p.push(
+                    format!("{f}.numberOfClusters"),
+                    format!("number of clusters cannot be {n} for policy type PickN"),
+                ),
+                _ => {}
+            }
+            if !policy.cluster_names.is_empty() {
+                p.push(
+                    format!("{f}.clusterNames"),
+                    "cluster names needs to be empty for policy type PickN",
+                );
+            }
+        }
+    }
+    if let Some(ca) = policy
+        .affinity
+        .as_ref()
+        .and_then(|a| a.cluster_affinity.as_ref())
+    {
+        validate_affinity(ca, p);
+    }
+    for (i, t) in policy.topology_spread_constraints.iter().enumerate() {
+        let tf = format!("{f}.topologySpreadConstraints[{i}]");
+        if t.topology_key.is_empty() {
+            p.push(format!("{tf}.topologyKey"), "Required value");
+        }
+        if let Some(s) = t.max_skew {
+            if s < 1 {
+                p.push(
+                    format!("{tf}.maxSkew"),
+                    format!("must be at least 1, got {s}"),
+                );
+            }
+        }
+    }
+    validate_tolerations(&policy.tolerations, p);
+}
+
+fn validate_affinity(ca: &ClusterAffinity, p: &mut Problems) {
+    let f = "spec.policy.affinity.clusterAffinity";
+    if let Some(req) = &ca.required_during_scheduling_ignored_during_execution {
+        let rf = format!("{f}.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms");
+        let n = req.cluster_selector_terms.len();
+        if n == 0 || n > 10 {
+            p.push(rf.clone(), format!("must have 1 to 10 items, got {n}"));
+        }
+        for (i, term) in req.cluster_selector_terms.iter().enumerate() {
+            let tf = format!("{rf}[{i}]");
+            if term.property_sorter.is_some() {
+                p.push(
+                    format!("{tf}.propertySorter"),
+                    "propertySorter is not allowed in required affinity terms",
+                );
+            }
+            validate_term(term, &tf, p);
+        }
+    }
+    for (i, pref) in ca
+        .preferred_during_scheduling_ignored_during_execution
+        .iter()
+        .enumerate()
+    {
+        let pf = format!("{f}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+        if !(-100..=100).contains(&pref.weight) {
+            p.push(
+                format!("{pf}.weight"),
+                format!("must be between -100 and 100, got {}", pref.weight),
+            );
+        }
+        if pref.preference.property_selector.is_some() {
+            p.push(
+                format!("{pf}.preference.propertySelector"),
+                "propertySelector is not allowed in preferred affinity terms",
+            );
+        }
+        if let Some(sorter) = &pref.preference.property_sorter {
+            if let Err(msg) = check_property_name(&sorter.name) {
+                p.push(format!("{pf}.preference.propertySorter.name"), msg);
+            }
+        }
+        validate_term(&pref.preference, &format!("{pf}.preference"), p);
+    }
+}
+
+fn validate_term(term: &ClusterSelectorTerm, f: &str, p: &mut Problems) {
+    if let Some(ls) = &term.label_selector {
+        for (field, msg) in ls.problems() {
+            p.push(format!("{f}.labelSelector.{field}"), msg);
+        }
+    }
+    if let Some(ps) = &term.property_selector {
+        for (i, r) in ps.match_expressions.iter().enumerate() {
+            let rf = format!("{f}.propertySelector.matchExpressions[{i}]");
+            if let Err(msg) = check_property_name(&r.name) {
+                p.push(format!("{rf}.name"), msg);
+            }
+            if r.values.len() != 1 {
+                p.push(
+                    format!("{rf}.values"),
+                    format!("exactly one value is required, got {}", r.values.len()),
+                );
+            }
+            for (j, v) in r.values.iter().enumerate() {
+                if let Err(e) = Quantity::parse(v) {
+                    p.push(format!("{rf}.values[{j}]"), e.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// Resource properties must be `resources.kubernetes-fleet.io/<total|allocatable|available>-<resource>`.
+pub fn check_property_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("Required value: property name is required".into());
+    }
+    if let Some(rest) = name.strip_prefix("resources.kubernetes-fleet.io/") {
+        let ok = ["total-", "allocatable-", "available-"]
+            .iter()
+            .any(|p| rest.strip_prefix(p).is_some_and(|r| !r.is_empty()));
+        if !ok {
+            return Err(format!(
+                "invalid resource property {name:?}: expected resources.kubernetes-fleet.io/<total|allocatable|available>-<resource>"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn validate_tolerations(tolerations: &[Toleration], p: &mut Problems) {
+    let f = "spec.policy.tolerations";
+    if tolerations.len() > 100 {
+        p.push(f, "must have at most 100 items");
+    }
+    for (i, t) in tolerations.iter().enumerate() {
+        let tf = format!("{f}[{i}]");
+        let op = t.operator.unwrap_or_default();
+        match op {
+            TolerationOperator::Exists => {
+                if !t.value.is_empty() {
+                    p.push(
+                        format!("{tf}.value"),
+                        "toleration value needs to be empty, when operator is Exists",
+                    );
+                }
+            }
+            TolerationOperator::Equal => {
+                if t.key.is_empty() {
+                    p.push(
+                        format!("{tf}.key"),
+                        "toleration key cannot be empty, when operator is Equal",
+                    );
+                }
+                if !is_label_value(&t.value) {
+                    p.push(
+                        format!("{tf}.value"),
+                        format!("{:?} is not a valid label value", t.value),
+                    );
+                }
+            }
+        }
+        if !t.key.is_empty() && !super::is_qualified_name(&t.key) {
+            p.push(
+                format!("{tf}.key"),
+                format!("{:?} is not a valid qualified name", t.key),
+            );
+        }
+        if tolerations[..i].contains(t) {
+            p.push(
+                tf,
+                format!("toleration {t:?} already exists, tolerations must be unique"),
+            );
+        }
+    }
+}
+
+fn validate_strategy(s: &RolloutStrategy, is_v1: bool, p: &mut Problems) {
+    let f = "spec.strategy";
+    if is_v1 {
+        // These fields exist only in v1beta1; a v1 server prunes nothing, it rejects them.
+        if s.delete_strategy.is_some() {
+            p.push(
+                format!("{f}.deleteStrategy"),
+                "unknown field \"deleteStrategy\" (v1beta1 only)",
+            );
+        }
+        if s.report_back_strategy.is_some() {
+            p.push(
+                format!("{f}.reportBackStrategy"),
+                "unknown field \"reportBackStrategy\" (v1beta1 only)",
+            );
+        }
+    }
+    let ty = s.type_.unwrap_or_default();
+    if let Some(ru) = &s.rolling_update {
+        if ty == RolloutStrategyType::External {
+            p.push(
+                format!("{f}.rollingUpdate"),
+                "rollingUpdate config is not valid for External rollout strategy type",
+            );
+        }
+        for (field, v) in [
+            ("maxUnavailable", &ru.max_unavailable),
+            ("maxSurge", &ru.max_surge),
+        ] {
+            if let Some(v) = v {
+                if !v.is_well_formed() {
+                    p.push(
+                        format!("{f}.rollingUpdate.{field}"),
+                        format!("{v:?} must match ^((100|[0-9]{{1,2}})%|[0-9]+)$"),
+                    );
+                }
+            }
+        }
+        if ru.max_unavailable == Some(IntOrPercent::Int(0))
+            || ru.max_unavailable == Some(IntOrPercent::String("0%".into()))
+        {
+            p.push(
+                format!("{f}.rollingUpdate.maxUnavailable"),
+                "maxUnavailable must be greater than or equal to 1",
+            );
+        }
+        if let Some(sec) = ru.unavailable_period_seconds {
+            if sec < 0 {
+                p.push(
+                    format!("{f}.rollingUpdate.unavailablePeriodSeconds"),
+                    format!("must be at least 0, got {sec}"),
+                );
+            }
+        }
+    }
+    if let Some(a) = &s.apply_strategy {
+        if a.server_side_apply_config.is_some()
+            && a.type_.unwrap_or_default() != ApplyStrategyType::ServerSideApply
+        {
+            p.push(
+                format!("{f}.applyStrategy.serverSideApplyConfig"),
+                "serverSideApplyConfig is only valid with type ServerSideApply",
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::decode;
+
+    fn placement(yaml: &str) -> Placement {
+        let v: Value = serde_yaml::from_str(yaml).unwrap();
+        decode(&v).unwrap()
+    }
+
+    fn problems(yaml: &str) -> Vec<(String, String)> {
+        placement(yaml)
+            .validate()
+            .into_iter()
+            .map(|p| (p.field, p.message))
+            .collect()
+    }
+
+    const HEAD: &str = "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\nmetadata: {name: crp}\n";
+
+    fn crp(spec: &str) -> String {
+        format!("{HEAD}spec:\n{spec}")
+    }
+
+    const SEL: &str =
+        "  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}]\n";
+
+    #[test]
+    fn defaults_follow_kubefleet() {
+        let p = placement(&crp(SEL));
+        let d = p.defaulted_spec();
+        let policy = d.policy.unwrap();
+        assert_eq!(policy.placement_type, PlacementType::PickAll);
+        assert_eq!(d.revision_history_limit, Some(10));
+        let ru = d.strategy.rolling_update.unwrap();
+        assert_eq!(ru.max_unavailable, Some(IntOrPercent::String("25%".into())));
+        assert_eq!(ru.max_surge, Some(IntOrPercent::String("25%".into())));
+        assert_eq!(ru.unavailable_period_seconds, Some(60));
+        let a = d.strategy.apply_strategy.unwrap();
+        assert_eq!(a.type_, Some(ApplyStrategyType::ClientSideApply));
+        assert_eq!(a.when_to_take_over, Some(WhenToTakeOver::Always));
+        assert!(a.server_side_apply_config.is_none());
+    }
+
+    #[test]
+    fn spread_and_toleration_defaults() {
+        let p = placement(&crp(&format!(
+            "{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 2\n    topologySpreadConstraints: [{{topologyKey: region}}]\n    tolerations: [{{key: a, value: b}}]\n"
+        )));
+        let policy = p.spec.policy_or_default();
+        assert_eq!(policy.topology_spread_constraints[0].max_skew, Some(1));
+        assert_eq!(
+            policy.topology_spread_constraints[0].when_unsatisfiable,
+            Some(UnsatisfiableAction::DoNotSchedule)
+        );
+        assert_eq!(
+            policy.tolerations[0].operator,
+            Some(TolerationOperator::Equal)
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_with_their_path() {
+        let v: Value =
+            serde_yaml::from_str(&crp(&format!("{SEL}  policy: {{placementTyp: PickAll}}\n")))
+                .unwrap();
+        let err = decode::<Placement>(&v).unwrap_err();
+        assert_eq!(err.field, "spec.policy.placementTyp");
+        assert!(
+            err.message.contains("unknown field `placementTyp`"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn rules_each_name_their_field() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("  resourceSelectors: []\n", "spec.resourceSelectors", "at least one"),
+            (
+                "  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: a, labelSelector: {}}]\n",
+                "spec.resourceSelectors[0]",
+                "mutually exclusive",
+            ),
+            (
+                "  resourceSelectors: [{group: '', version: v1, kind: ConfigMap, selectionScope: NamespaceOnly}]\n",
+                "spec.resourceSelectors[0].selectionScope",
+                "only to selectors of kind Namespace",
+            ),
+            (
+                "  resourceSelectors: [{group: '', version: v1, kind: Namespace, selectionScope: NamespaceWithResourceSelectors}]\n",
+                "spec.resourceSelectors[0].name",
+                "must select by name",
+            ),
+            (
+                &format!("{SEL}  revisionHistoryLimit: 0\n"),
+                "spec.revisionHistoryLimit",
+                "between 1 and 1000",
+            ),
+            (
+                &format!("{SEL}  policy: {{placementType: PickFixed}}\n"),
+                "spec.policy.clusterNames",
+                "cannot be empty",
+            ),
+            (
+                &format!("{SEL}  policy: {{placementType: PickFixed, clusterNames: [a, a]}}\n"),
+                "spec.policy.clusterNames[1]",
+                "duplicate",
+            ),
+            (
+                &format!("{SEL}  policy: {{placementType: PickFixed, clusterNames: [Bad_Name]}}\n"),
+                "spec.policy.clusterNames[0]",
+                "not a valid cluster name",
+            ),
+            (
+                &format!("{SEL}  policy: {{placementType: PickFixed, clusterNames: [a], numberOfClusters: 1}}\n"),
+                "spec.policy.numberOfClusters",
+                "must be nil for policy type PickFixed",
+            ),
+            (
+                &format!("{SEL}  policy: {{placementType: PickFixed, clusterNames: [a], tolerations: [{{key: k, operator: Exists}}]}}\n"),
+                "spec.policy.tolerations",
+                "PickFixed",
+            ),
+            (
+                &format!("{SEL}  policy: {{placementType: PickAll, numberOfClusters: 1}}\n"),
+                "spec.policy.numberOfClusters",
+                "PickAll",
+            ),
+            (
+                &format!("{SEL}  policy: {{placementType: PickAll, topologySpreadConstraints: [{{topologyKey: r}}]}}\n"),
+                "spec.policy.topologySpreadConstraints",
+                "PickAll",
+            ),
+            (
+                &format!("{SEL}  policy:\n    placementType: PickAll\n    affinity: {{clusterAffinity: {{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: 1, preference: {{}}}}]}}}}\n"),
+                "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+                "will be ignored",
+            ),
+            (
+                &format!("{SEL}  policy: {{placementType: PickN}}\n"),
+                "spec.policy.numberOfClusters",
+                "cannot be nil",
+            ),
+            (
+                &format!("{SEL}  policy: {{placementType: PickN, numberOfClusters: -1}}\n"),
+                "spec.policy.numberOfClusters",
+                "cannot be -1",
+            ),
+            (
+                &format!("{SEL}  policy: {{placementType: PickN, numberOfClusters: 1, clusterNames: [a]}}\n"),
+                "spec.policy.clusterNames",
+                "PickN",
+            ),
+            (
+                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySorter: {{name: x, sortOrder: Ascending}}}}]}}}}}}\n"),
+                "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySorter",
+                "not allowed in required",
+            ),
+            (
+                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: 1, preference: {{propertySelector: {{matchExpressions: []}}}}}}]}}}}\n"),
+                "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.propertySelector",
+                "not allowed in preferred",
+            ),
+            (
+                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: 101, preference: {{}}}}]}}}}\n"),
+                "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+                "between -100 and 100",
+            ),
+            (
+                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySelector: {{matchExpressions: [{{name: resources.kubernetes-fleet.io/used-cpu, operator: Gt, values: ['1']}}]}}}}]}}}}}}\n"),
+                "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySelector.matchExpressions[0].name",
+                "invalid resource property",
+            ),
+            (
+                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySelector: {{matchExpressions: [{{name: n, operator: Gt, values: ['1', '2']}}]}}}}]}}}}}}\n"),
+                "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySelector.matchExpressions[0].values",
+                "exactly one value",
+            ),
+            (
+                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySelector: {{matchExpressions: [{{name: n, operator: Gt, values: [lots]}}]}}}}]}}}}}}\n"),
+                "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySelector.matchExpressions[0].values[0]",
+                "not a valid quantity",
+            ),
+            (
+                &format!("{SEL}  policy: {{placementType: PickN, numberOfClusters: 1, topologySpreadConstraints: [{{topologyKey: r, maxSkew: 0}}]}}\n"),
+                "spec.policy.topologySpreadConstraints[0].maxSkew",
+                "at least 1",
+            ),
+            (
+                &format!("{SEL}  policy: {{tolerations: [{{key: a, operator: Exists, value: b}}]}}\n"),
+                "spec.policy.tolerations[0].value",
+                "needs to be empty",
+            ),
+            (
+                &format!("{SEL}  policy: {{tolerations: [{{value: b}}]}}\n"),
+                "spec.policy.tolerations[0].key",
+                "cannot be empty",
+            ),
+            (
+                &format!("{SEL}  policy: {{tolerations: [{{key: a, value: b}}, {{key: a, value: b}}]}}\n"),
+                "spec.policy.tolerations[1]",
+                "must be unique",
+            ),
+            (
+                &format!("{SEL}  strategy: {{type: External, rollingUpdate: {{maxSurge: 1}}}}\n"),
+                "spec.strategy.rollingUpdate",
+                "not valid for External",
+            ),
+            (
+                &format!("{SEL}  strategy: {{rollingUpdate: {{maxSurge: '101%'}}}}\n"),
+                "spec.strategy.rollingUpdate.maxSurge",
+                "must match",
+            ),
+            (
+                &format!("{SEL}  strategy: {{applyStrategy: {{type: ClientSideApply, serverSideApplyConfig: {{force: true}}}}}}\n"),
+                "spec.strategy.applyStrategy.serverSideApplyConfig",
+                "only valid with type ServerSideApply",
+            ),
+            (
+                "  resourceSelectors: [{group: '', version: v1, kind: ConfigMap}]\n  statusReportingScope: NamespaceAccessible\n",
+                "spec.statusReportingScope",
+                "exactly one resource selector of kind Namespace",
+            ),
+        ];
+        for (spec, field, message) in cases {
+            let doc = crp(spec);
+            let v: Value = serde_yaml::from_str(&doc).unwrap();
+            let got: Vec<(String, String)> = decode::<Placement>(&v)
+                .unwrap()
+                .validate()
+                .into_iter()
+                .map(|p| (p.field, p.message))
+                .collect();
+            assert!(
+                got.iter().any(|(f, m)| f == field && m.contains(message)),
+                "spec {spec:?}: expected {field}: …{message}…, got {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn v1_rejects_v1beta1_only_fields() {
+        let doc = crp(&format!(
+            "{SEL}  strategy: {{deleteStrategy: {{propagationPolicy: Abandon}}}}\n"
+        ))
+        .replace("/v1beta1", "/v1");
+        assert_eq!(problems(&doc)[0].0, "spec.strategy.deleteStrategy");
+        let beta = crp(&format!(
+            "{SEL}  strategy: {{deleteStrategy: {{propagationPolicy: Abandon}}}}\n"
+        ));
+        assert!(problems(&beta).is_empty());
+    }
+
+    #[test]
+    fn percent_scaling_rounds_up() {
+        assert_eq!(IntOrPercent::String("25%".into()).scaled_up(10), Some(3));
+        assert_eq!(IntOrPercent::String("25%".into()).scaled_up(4), Some(1));
+        assert_eq!(IntOrPercent::Int(2).scaled_up(10), Some(2));
+        assert!(!IntOrPercent::String("1000%".into()).is_well_formed());
+        assert!(IntOrPercent::String("100%".into()).is_well_formed());
+    }
+}

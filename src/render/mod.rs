@@ -1,0 +1,266 @@
+//! Per-cluster manifests (§4.1): what one placement puts on one member cluster. The selected hub
+//! objects of the placement get the overrides that follow the placement (JSON patches with
+//! variables, `Delete`), envelopes are replaced by the objects they carry (overrides applied to
+//! those too), and the result is put in apply order (waves, §4.2).
+//!
+//! Pure: it takes values and returns values. It does not know where the selection, the overrides
+//! or the cluster labels came from, nor how manifests are applied.
+//!
+//! Decisions where KubeFleet leaves room:
+//! - Override selectors match a resource by group, kind and name; the version is not part of the
+//!   identity (KubeFleet compares the version too, because its hub serves each object in the
+//!   version the placement selected; a repository holds each object once, as written).
+//! - ClusterResourceOverrides apply to ClusterResourcePlacements only; ResourceOverrides follow
+//!   [`crate::model::overrides::ResourceOverride::follows_placement`].
+//! - A `Delete` rule drops the resource for that cluster: no later rule of the override and no
+//!   later override is evaluated.
+//! - An envelope is itself a selected resource: overrides that select it apply to it first (a
+//!   `Delete` drops everything it carries), then to each object it carries.
+//! - Order: by wave; within a wave, plain objects in selection order, then the contents of
+//!   envelopes in selection order of the envelopes, each envelope's contents sorted by their JSON
+//!   (keys sorted, compact) descending before overrides, as KubeFleet sorts an envelope's raw
+//!   manifests.
+//! - Two manifests with the same identity (group, kind, namespace, name) are an error: a member
+//!   would refuse the second.
+
+mod envelope;
+mod overrides;
+mod waves;
+
+pub use crate::model::envelope::EnvelopeKind;
+pub use overrides::{
+    OverrideFailure, OverrideRef, CLUSTER_LABEL_KEY_VARIABLE_PREFIX, CLUSTER_NAME_VARIABLE,
+};
+pub use waves::{wave_of, LAST_WAVE};
+
+use crate::model::overrides::{ClusterResourceOverride, ResourceOverride};
+use crate::model::scope::ScopeTable;
+use crate::model::{Gvk, Labels, ObjectKey, Problem};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The member cluster being rendered for: its name and labels (the label
+/// `kubernetes-fleet.io/member-name` included, if the inventory adds it).
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterTarget<'a> {
+    pub name: &'a str,
+    pub labels: &'a Labels,
+}
+
+/// The placement being rendered: a ClusterResourcePlacement when `namespace` is `None`, else a
+/// ResourcePlacement in that namespace.
+#[derive(Debug, Clone, Copy)]
+pub struct PlacementRef<'a> {
+    pub name: &'a str,
+    pub namespace: Option<&'a str>,
+}
+
+/// Every override of the commit; rendering keeps those that follow the placement.
+#[derive(Debug, Clone, Default)]
+pub struct OverrideSet<'a> {
+    pub cluster: Vec<&'a ClusterResourceOverride>,
+    pub namespaced: Vec<&'a ResourceOverride>,
+}
+
+/// The envelope that carried a manifest (KubeFleet's `EnvelopeIdentifier`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct EnvelopeRef {
+    pub kind: EnvelopeKind,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+impl fmt::Display for EnvelopeRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {}/{}", self.kind, ns, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// One object to apply on the member, with its apply wave and the envelope that carried it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub value: Value,
+    pub wave: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<EnvelopeRef>,
+}
+
+/// Why a placement cannot be rendered for a cluster. All are user errors: nothing changes until
+/// the repository (or the cluster's labels) does.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RenderError {
+    /// KubeFleet: binding `Overridden=False`, reason `OverriddenFailed`.
+    #[error(transparent)]
+    Override(Box<OverrideError>),
+    /// An envelope whose contents break the envelope rules (scope, namespace, shape).
+    #[error("invalid envelope {envelope}: {}", list(.problems))]
+    Envelope {
+        envelope: EnvelopeRef,
+        problems: Vec<Problem>,
+    },
+    /// A selected value without `apiVersion`, `kind` or `metadata.name`.
+    #[error("selected resource #{index} is not a Kubernetes object: {reason}")]
+    InvalidResource { index: usize, reason: String },
+    /// Two manifests with one identity: a member would refuse the second.
+    #[error(transparent)]
+    Duplicate(Box<DuplicateError>),
+}
+
+/// One override rule that could not be applied to one resource for one cluster.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("Failed to apply the override rules on the resources: {override_ref} rule {rule} on {resource}{} for cluster {cluster}: {failure}", carried_by(.envelope))]
+pub struct OverrideError {
+    pub override_ref: OverrideRef,
+    /// Index of the rule in `spec.policy.overrideRules`.
+    pub rule: usize,
+    pub resource: ObjectKey,
+    /// The envelope that carried the resource, if any.
+    pub envelope: Option<EnvelopeRef>,
+    pub cluster: String,
+    pub failure: OverrideFailure,
+}
+
+/// The same object (group, kind, namespace, name) rendered twice for one cluster.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{resource} would be applied twice to cluster {cluster} (from {} and from {})", source_of(.first), source_of(.second))]
+pub struct DuplicateError {
+    pub resource: ObjectKey,
+    pub cluster: String,
+    /// Where the first and the second copy came from: `None` for the selected resources.
+    pub first: Option<EnvelopeRef>,
+    pub second: Option<EnvelopeRef>,
+}
+
+fn carried_by(envelope: &Option<EnvelopeRef>) -> String {
+    envelope
+        .as_ref()
+        .map(|e| format!(" (carried by {e})"))
+        .unwrap_or_default()
+}
+
+fn source_of(envelope: &Option<EnvelopeRef>) -> String {
+    envelope
+        .as_ref()
+        .map_or_else(|| "the selected resources".to_string(), |e| e.to_string())
+}
+
+fn list(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(|p| {
+            if p.field.is_empty() {
+                p.message.clone()
+            } else {
+                format!("{}: {}", p.field, p.message)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Renders one placement for one cluster: `selected` are the placement's selected hub objects
+/// (sanitised, in snapshot order), `overrides` every override of the commit.
+pub fn render_for_cluster(
+    placement: &PlacementRef,
+    selected: &[Value],
+    overrides: &OverrideSet,
+    cluster: &ClusterTarget,
+    scopes: &ScopeTable,
+) -> Result<Vec<Manifest>, RenderError> {
+    let applicable = overrides::Applicable::new(placement, overrides);
+    let mut out: Vec<(Order, ObjectKey, Manifest)> = Vec::new();
+    for (i, value) in selected.iter().enumerate() {
+        let key =
+            identity(value).map_err(|reason| RenderError::InvalidResource { index: i, reason })?;
+        let Some(value) = applicable.apply(value.clone(), &key, None, cluster)? else {
+            continue;
+        };
+        match envelope::unwrap(&value, scopes) {
+            None => {
+                let wave = wave_of(&key.group, &key.kind);
+                out.push(((wave, false, i, 0), key, manifest(value, wave, None)));
+            }
+            Some(unwrapped) => {
+                let (envelope, contents) = unwrapped?;
+                for (j, inner) in contents.into_iter().enumerate() {
+                    // The envelope rules guarantee the identity of what it carries.
+                    let inner_key =
+                        identity(&inner).map_err(|reason| RenderError::InvalidResource {
+                            index: i,
+                            reason: format!("in {envelope}: {reason}"),
+                        })?;
+                    let Some(inner) =
+                        applicable.apply(inner, &inner_key, Some(&envelope), cluster)?
+                    else {
+                        continue;
+                    };
+                    let wave = wave_of(&inner_key.group, &inner_key.kind);
+                    let m = manifest(inner, wave, Some(envelope.clone()));
+                    out.push(((wave, true, i, j), inner_key, m));
+                }
+            }
+        }
+    }
+    out.sort_by_key(|(order, _, _)| *order);
+    check_duplicates(&out, cluster)?;
+    Ok(out.into_iter().map(|(_, _, m)| m).collect())
+}
+
+fn manifest(value: Value, wave: u32, envelope: Option<EnvelopeRef>) -> Manifest {
+    Manifest {
+        value,
+        wave,
+        envelope,
+    }
+}
+
+/// Group, kind, namespace (when set) and name of an object.
+fn identity(value: &Value) -> Result<ObjectKey, String> {
+    let text = |ptr: &str| {
+        value
+            .pointer(ptr)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let api_version = text("/apiVersion").ok_or("it has no apiVersion")?;
+    let kind = text("/kind").ok_or("it has no kind")?;
+    let name = text("/metadata/name").ok_or("it has no metadata.name")?;
+    let gvk = Gvk::from_api_version(api_version, kind);
+    Ok(ObjectKey {
+        group: gvk.group,
+        kind: gvk.kind,
+        namespace: text("/metadata/namespace").map(str::to_string),
+        name: name.to_string(),
+    })
+}
+
+/// Where a manifest goes in the output: wave, carried by an envelope, index in `selected`, index
+/// in the envelope's sorted contents.
+type Order = (u32, bool, usize, usize);
+
+fn check_duplicates(
+    out: &[(Order, ObjectKey, Manifest)],
+    cluster: &ClusterTarget,
+) -> Result<(), RenderError> {
+    let mut seen: BTreeMap<&ObjectKey, &Option<EnvelopeRef>> = BTreeMap::new();
+    for (_, key, m) in out {
+        if let Some(first) = seen.insert(key, &m.envelope) {
+            return Err(RenderError::Duplicate(Box::new(DuplicateError {
+                resource: key.clone(),
+                cluster: cluster.name.to_string(),
+                first: first.clone(),
+                second: m.envelope.clone(),
+            })));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,151 @@
+//! The stripping KubeFleet applies to a hub object before it enters a resource snapshot.
+
+use crate::model::Gvk;
+use serde_json::{Map, Value};
+
+const METADATA_FIELDS: &[&str] = &[
+    "resourceVersion",
+    "generation",
+    "uid",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "creationTimestamp",
+    "ownerReferences",
+];
+
+const DROPPED_ANNOTATIONS: &[&str] = &[
+    "kubectl.kubernetes.io/last-applied-configuration",
+    "deployment.kubernetes.io/revision",
+];
+
+const JOB_CONTROLLER_LABELS: &[&str] = &["controller-uid", "batch.kubernetes.io/controller-uid"];
+
+pub fn sanitize(gvk: &Gvk, value: &Value) -> Value {
+    let mut v = value.clone();
+    let Some(obj) = v.as_object_mut() else {
+        return v;
+    };
+    obj.remove("status");
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for f in METADATA_FIELDS {
+            meta.remove(*f);
+        }
+        if let Some(ann) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            for a in DROPPED_ANNOTATIONS {
+                ann.remove(*a);
+            }
+            if ann.is_empty() {
+                meta.remove("annotations");
+            }
+        }
+    }
+    match (gvk.group.as_str(), gvk.kind.as_str()) {
+        ("", "Service") => sanitize_service(obj),
+        ("batch", "Job") => sanitize_job(obj),
+        _ => {}
+    }
+    v
+}
+
+fn sanitize_service(obj: &mut Map<String, Value>) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if spec.get("clusterIP").and_then(Value::as_str) != Some("None") {
+        spec.remove("clusterIP");
+        spec.remove("clusterIPs");
+    }
+    spec.remove("healthCheckNodePort");
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            p.remove("nodePort");
+        }
+    }
+}
+
+fn sanitize_job(obj: &mut Map<String, Value>) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if spec.get("manualSelector").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    for ptr in ["/selector/matchLabels", "/template/metadata/labels"] {
+        if let Some(labels) = pointer_object(spec, ptr) {
+            for l in JOB_CONTROLLER_LABELS {
+                labels.remove(*l);
+            }
+        }
+    }
+    if let Some(meta) = pointer_object(spec, "/template/metadata") {
+        meta.remove("creationTimestamp");
+    }
+}
+
+fn pointer_object<'a>(
+    map: &'a mut Map<String, Value>,
+    ptr: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    let mut parts = ptr.trim_start_matches('/').split('/');
+    let first = parts.next()?;
+    let mut cur = map.get_mut(first)?;
+    for p in parts {
+        cur = cur.get_mut(p)?;
+    }
+    cur.as_object_mut()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn strips_server_fields_and_tool_annotations() {
+        let v = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "uid": "u", "resourceVersion": "1", "creationTimestamp": null,
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "x"}},
+            "data": {"k": "v"}, "status": {}});
+        let got = sanitize(&Gvk::new("", "v1", "ConfigMap"), &v);
+        assert_eq!(
+            got,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "annotations": {"keep": "x"}}, "data": {"k": "v"}})
+        );
+    }
+
+    #[test]
+    fn services_lose_allocated_ips_and_ports() {
+        let v = json!({"kind": "Service", "metadata": {"name": "s"}, "spec": {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"],
+            "healthCheckNodePort": 3, "ports": [{"port": 80, "nodePort": 30000}]}});
+        let got = sanitize(&Gvk::new("", "v1", "Service"), &v);
+        assert_eq!(got["spec"], json!({"ports": [{"port": 80}]}));
+        let headless =
+            json!({"kind": "Service", "metadata": {"name": "s"}, "spec": {"clusterIP": "None"}});
+        assert_eq!(
+            sanitize(&Gvk::new("", "v1", "Service"), &headless)["spec"]["clusterIP"],
+            "None"
+        );
+    }
+
+    #[test]
+    fn jobs_lose_controller_uids_unless_manual() {
+        let v = json!({"kind": "Job", "metadata": {"name": "j"}, "spec": {
+            "selector": {"matchLabels": {"controller-uid": "x", "app": "a"}},
+            "template": {"metadata": {"creationTimestamp": null, "labels": {"batch.kubernetes.io/controller-uid": "x", "app": "a"}}}}});
+        let got = sanitize(&Gvk::new("batch", "v1", "Job"), &v);
+        assert_eq!(got["spec"]["selector"]["matchLabels"], json!({"app": "a"}));
+        assert_eq!(
+            got["spec"]["template"]["metadata"],
+            json!({"labels": {"app": "a"}})
+        );
+        let mut manual = v.clone();
+        manual["spec"]["manualSelector"] = json!(true);
+        assert_eq!(
+            sanitize(&Gvk::new("batch", "v1", "Job"), &manual)["spec"]["selector"]["matchLabels"]
+                ["controller-uid"],
+            "x"
+        );
+    }
+}

@@ -1,0 +1,303 @@
+//! Resource selection for one placement, as KubeFleet's `SelectResourcesForPlacement` does
+//! (kubefleet.md §1.3): selectors, selection scopes, skipped and disabled objects, reserved
+//! namespaces, duplicates, sanitisation and the deterministic order.
+
+use super::sanitize::sanitize;
+use crate::catalog::Catalog;
+use crate::model::placement::{Placement, ResourceSelectorTerm, SelectionScope};
+use crate::model::scope::Scope;
+use crate::model::{Gvk, Object, ObjectKey, Problem};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// An object a placement selected, sanitised for snapshotting.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SelectedResource {
+    pub gvk: Gvk,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub value: Value,
+}
+
+impl SelectedResource {
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            group: self.gvk.group.clone(),
+            kind: self.gvk.kind.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// The identifier `status.selectedResources` lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResourceIdentifier {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+impl From<&SelectedResource> for ResourceIdentifier {
+    fn from(r: &SelectedResource) -> Self {
+        Self {
+            group: r.gvk.group.clone(),
+            version: r.gvk.version.clone(),
+            kind: r.gvk.kind.clone(),
+            name: r.name.clone(),
+            namespace: r.namespace.clone(),
+        }
+    }
+}
+
+/// Namespaces no placement may select by name (`fleet-*`, `kube-*`).
+pub fn is_reserved_namespace(name: &str) -> bool {
+    name.starts_with("fleet-") || name.starts_with("kube-")
+}
+
+/// Kinds KubeFleet never propagates by default (its disabled-GVK list).
+pub fn is_disabled(gvk: &Gvk) -> bool {
+    let envelope = gvk.group == "placement.kubernetes-fleet.io"
+        && matches!(
+            gvk.kind.as_str(),
+            "ClusterResourceEnvelope" | "ResourceEnvelope"
+        );
+    if envelope {
+        return false;
+    }
+    matches!(
+        gvk.group.as_str(),
+        "cluster.kubernetes-fleet.io"
+            | "placement.kubernetes-fleet.io"
+            | "events.k8s.io"
+            | "coordination.k8s.io"
+            | "metrics.k8s.io"
+    ) || (gvk.group.is_empty() && matches!(gvk.kind.as_str(), "Pod" | "Node" | "Event"))
+}
+
+/// Objects KubeFleet always skips: generated or owned by controllers, or about to disappear.
+fn is_skipped(o: &Object, cat: &Catalog) -> bool {
+    let v = &o.value;
+    if v.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
+    {
+        return true;
+    }
+    let owned = v
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    let (g, k) = (o.gvk.group.as_str(), o.gvk.kind.as_str());
+    match (g, k) {
+        ("apps", "ReplicaSet") | ("apps", "ControllerRevision") => owned,
+        ("", "ConfigMap") => o.name == "kube-root-ca.crt",
+        ("", "ServiceAccount") => o.name == "default",
+        ("", "Secret") => {
+            v.get("type").and_then(Value::as_str) == Some("kubernetes.io/service-account-token")
+        }
+        ("", "Endpoints") => cat.objects.iter().any(|s| {
+            s.gvk.group.is_empty()
+                && s.gvk.kind == "Service"
+                && s.name == o.name
+                && s.namespace == o.namespace
+        }),
+        ("discovery.k8s.io", "EndpointSlice") => v
+            .pointer("/metadata/labels/endpointslice.kubernetes.io~1managed-by")
+            .is_some(),
+        _ => false,
+    }
+}
+
+/// Selects the resources of `placement` from the commit, sanitised and in KubeFleet's order.
+/// Errors are user errors (KubeFleet's `InvalidResourceSelectors`), each naming its selector.
+pub fn select(cat: &Catalog, placement: &Placement) -> Result<Vec<SelectedResource>, Vec<Problem>> {
+    let rp_namespace = if placement.is_namespaced() {
+        Some(placement.metadata.namespace.clone().unwrap_or_default())
+    } else {
+        None
+    };
+    let selectors = &placement.spec.resource_selectors;
+    // NamespaceWithResourceSelectors: namespaced kinds of the other selectors resolve in that namespace.
+    let scoped_ns = selectors
+        .iter()
+        .find(|s| s.is_namespace() && s.scope() == SelectionScope::NamespaceWithResourceSelectors)
+        .and_then(|s| s.name.clone());
+    let mut errors = Vec::new();
+    let mut picked: Vec<&Object> = Vec::new();
+    for (i, sel) in selectors.iter().enumerate() {
+        let field = format!("spec.resourceSelectors[{i}]");
+        let gk = Gvk::new(&sel.group, &sel.version, &sel.kind);
+        if is_disabled(&gk) {
+            errors.push(Problem::new(
+                &field,
+                format!(
+                    "resource {}/{} is disabled: gitfleet never propagates it",
+                    sel.group, sel.kind
+                ),
+            ));
+            continue;
+        }
+        let scope = cat.scopes.scope(&sel.group, &sel.kind);
+        let Some(scope) = scope else {
+            errors.push(Problem::new(
+                &field,
+                format!(
+                    "unknown resource kind {} of group {:?}: neither built in nor defined by a CustomResourceDefinition in the repository",
+                    sel.kind, sel.group
+                ),
+            ));
+            continue;
+        };
+        match (&rp_namespace, scope) {
+            (Some(_), Scope::Cluster) => {
+                errors.push(Problem::new(
+                    &field,
+                    format!("a ResourcePlacement can only select namespaced resources, but {} is cluster-scoped", sel.kind),
+                ));
+                continue;
+            }
+            (None, Scope::Namespaced) if scoped_ns.is_none() => {
+                errors.push(Problem::new(
+                    &field,
+                    format!("a ClusterResourcePlacement can only select cluster-scoped resources, but {} is namespaced", sel.kind),
+                ));
+                continue;
+            }
+            _ => {}
+        }
+        let namespace_filter = match scope {
+            Scope::Namespaced => rp_namespace.clone().or(scoped_ns.clone()),
+            Scope::Cluster => None,
+        };
+        if sel.is_namespace() {
+            if let Some(name) = &sel.name {
+                if is_reserved_namespace(name) {
+                    errors.push(Problem::new(
+                        format!("{field}.name"),
+                        format!("namespace {name:?} is reserved (fleet-* and kube-* namespaces are never propagated)"),
+                    ));
+                    continue;
+                }
+            }
+        }
+        let matches: Vec<&Object> = cat
+            .hub_objects()
+            .filter(|o| o.gvk.group == sel.group && o.gvk.kind == sel.kind)
+            .filter(|o| namespace_filter.is_none() || o.namespace == namespace_filter)
+            .filter(|o| term_matches(sel, o))
+            .filter(|o| !is_skipped(o, cat))
+            .filter(|o| !(sel.is_namespace() && is_reserved_namespace(&o.name)))
+            .collect();
+        if sel.is_namespace()
+            && sel.scope() == SelectionScope::NamespaceWithResourceSelectors
+            && matches.is_empty()
+        {
+            errors.push(Problem::new(
+                format!("{field}.name"),
+                format!(
+                    "namespace {:?} does not exist in the repository",
+                    sel.name.clone().unwrap_or_default()
+                ),
+            ));
+            continue;
+        }
+        for ns in matches {
+            picked.push(ns);
+            if sel.is_namespace() && sel.scope() == SelectionScope::NamespaceWithResources {
+                picked.extend(namespace_contents(cat, &ns.name));
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for o in &picked {
+        if !seen.insert(o.key()) {
+            errors.push(Problem::new(
+                "spec.resourceSelectors",
+                format!(
+                    "found duplicate resource {}: it is selected more than once",
+                    o.key()
+                ),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let mut out: Vec<SelectedResource> = picked
+        .into_iter()
+        .map(|o| SelectedResource {
+            gvk: o.gvk.clone(),
+            namespace: o.namespace.clone(),
+            name: o.name.clone(),
+            value: sanitize(&o.gvk, &o.value),
+        })
+        .collect();
+    out.sort_by_key(order_key);
+    Ok(out)
+}
+
+fn term_matches(sel: &ResourceSelectorTerm, o: &Object) -> bool {
+    match (&sel.name, &sel.label_selector) {
+        (Some(name), _) => &o.name == name,
+        (None, Some(ls)) => ls.matches(&o.labels()),
+        (None, None) => true,
+    }
+}
+
+/// Every selectable namespaced object in namespace `ns`.
+fn namespace_contents<'a>(cat: &'a Catalog, ns: &'a str) -> impl Iterator<Item = &'a Object> + 'a {
+    cat.hub_objects()
+        .filter(move |o| o.namespace.as_deref() == Some(ns))
+        .filter(move |o| !is_disabled(&o.gvk) && !is_skipped(o, cat))
+}
+
+/// KubeFleet's fixed kind order; unknown kinds come after all known ones.
+const KIND_ORDER: &[&str] = &[
+    "PriorityClass",
+    "Namespace",
+    "NetworkPolicy",
+    "ResourceQuota",
+    "LimitRange",
+    "PodDisruptionBudget",
+    "ServiceAccount",
+    "Secret",
+    "ConfigMap",
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "Service",
+    "DaemonSet",
+    "Pod",
+    "ReplicationController",
+    "ReplicaSet",
+    "Deployment",
+    "HorizontalPodAutoscaler",
+    "StatefulSet",
+    "Job",
+    "CronJob",
+    "IngressClass",
+    "Ingress",
+    "APIService",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+];
+
+/// `(kind rank, GV for known kinds or full GVK for unknown ones, namespace/name)`.
+fn order_key(r: &SelectedResource) -> (usize, String, String) {
+    let rank = KIND_ORDER.iter().position(|k| *k == r.gvk.kind);
+    let tie = match rank {
+        Some(_) => r.gvk.api_version(),
+        None => format!("{}/{}", r.gvk.api_version(), r.gvk.kind),
+    };
+    let id = format!("{}/{}", r.namespace.as_deref().unwrap_or(""), r.name);
+    (rank.unwrap_or(KIND_ORDER.len()), tie, id)
+}

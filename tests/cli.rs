@@ -1,0 +1,329 @@
+//! End-to-end: the real binary on real git repositories (`validate`, `render`).
+
+mod common;
+use common::{gitfleet, Repo};
+
+const NAMESPACE: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n";
+const CONFIGMAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: app\ndata:\n  color: blue\n";
+const DEPLOYMENT: &str = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: app
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+        env:
+        - {name: REGION, value: unset}
+";
+const CRP: &str = "\
+apiVersion: placement.kubernetes-fleet.io/v1
+kind: ClusterResourcePlacement
+metadata:
+  name: app
+spec:
+  resourceSelectors:
+  - {group: '', version: v1, kind: Namespace, name: app}
+";
+const MEMBER: &str = "\
+apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata:
+  name: east-1
+  labels: {region: eastus, environment: production}
+spec:
+  identity: {name: member, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}
+";
+const RO: &str = "\
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ResourceOverride
+metadata:
+  name: web-region
+  namespace: app
+spec:
+  placement: {name: app}
+  resourceSelectors:
+  - {group: apps, version: v1, kind: Deployment, name: web}
+  policy:
+    overrideRules:
+    - clusterSelector:
+        clusterSelectorTerms:
+        - labelSelector: {matchLabels: {environment: production}}
+      jsonPatchOverrides:
+      - {op: replace, path: /spec/template/spec/containers/0/env/0/value, value: '${MEMBER-CLUSTER-LABEL-KEY-region}'}
+      - {op: add, path: /metadata/labels/placed-on, value: '${MEMBER-CLUSTER-NAME}'}
+";
+
+fn valid_fleet(repo: &Repo, prefix: &str) {
+    repo.write(&format!("{prefix}ns.yaml"), NAMESPACE);
+    repo.write(
+        &format!("{prefix}app.yaml"),
+        &format!("{CONFIGMAP}---\n{DEPLOYMENT}"),
+    );
+    repo.write(&format!("{prefix}placement.yaml"), CRP);
+    repo.write(&format!("{prefix}members/east-1.yaml"), MEMBER);
+    repo.write(&format!("{prefix}ro.yaml"), RO);
+}
+
+fn repo_arg(repo: &Repo) -> String {
+    repo.path().display().to_string()
+}
+
+#[test]
+fn validate_reports_counts_by_kind() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    let sha = repo.commit("fleet");
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout.trim(),
+        format!(
+            "ok {}: 5 files, 6 objects (1 ClusterResourcePlacement, 1 ConfigMap, 1 Deployment, 1 MemberCluster, 1 Namespace, 1 ResourceOverride)",
+            &sha[..12]
+        )
+    );
+}
+
+#[test]
+fn uncommitted_changes_are_invisible() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    repo.commit("fleet");
+    // A broken edit in the working tree, an untracked broken file and a staged deletion.
+    repo.write("placement.yaml", "this: is: not yaml");
+    repo.write("untracked.yaml", "kind: Nope\n");
+    repo.git(&["rm", "-q", "--cached", "ns.yaml"]);
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("6 objects"), "{}", run.stdout);
+}
+
+#[test]
+fn rev_selects_older_commits_branches_and_tags() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    let good = repo.commit("good");
+    repo.git(&["tag", "v1"]);
+    repo.write(
+        "bad.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: orphan\n  namespace: nowhere\n",
+    );
+    repo.commit("bad");
+    let head = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert_eq!(head.code, 1);
+    assert!(
+        head.stderr.contains("bad.yaml:5: ConfigMap/orphan: metadata.namespace: namespace \"nowhere\" does not exist"),
+        "{}",
+        head.stderr
+    );
+    for rev in ["HEAD~1", "v1", &good, &good[..10]] {
+        let run = gitfleet(&["validate", "--repo", &repo_arg(&repo), "--rev", rev]);
+        assert_eq!(run.code, 0, "rev {rev}: {}", run.stderr);
+        assert!(
+            run.stdout.starts_with(&format!("ok {}", &good[..12])),
+            "{}",
+            run.stdout
+        );
+    }
+    repo.git(&["branch", "stable", "v1"]);
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo), "--rev", "stable"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = gitfleet(&[
+        "validate",
+        "--repo",
+        &repo_arg(&repo),
+        "--rev",
+        "no-such-branch",
+    ]);
+    assert_eq!(run.code, 3);
+    assert!(
+        run.stderr
+            .contains("cannot resolve revision \"no-such-branch\""),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn path_limits_what_is_read() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "fleet/");
+    repo.write("other/broken.yaml", "kind: [\n");
+    repo.write("fleet/.github/ci.yaml", "not: a kubernetes object\n");
+    repo.write("fleet/README.md", "# not read\n");
+    repo.commit("two folders");
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo), "--path", "fleet"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("5 files, 6 objects"), "{}", run.stdout);
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("other/broken.yaml:"), "{}", run.stderr);
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo), "--path", "missing"]);
+    assert_eq!(run.code, 3);
+    assert!(
+        run.stderr.contains("path \"missing\" does not exist"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn not_a_repository_is_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = gitfleet(&["validate", "--repo", &dir.path().display().to_string()]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot open git repository"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    repo.write(
+        "broken.yaml",
+        "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata:\n  name: pickn\nspec:\n  resourceSelectors:\n  - {group: '', version: v1, kind: Namespace, name: app}\n  policy:\n    placementType: PickN\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n",
+    );
+    repo.commit("broken");
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert_eq!(run.code, 1);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            "broken.yaml:8: ClusterResourcePlacement/pickn: spec.policy.numberOfClusters: Required value: number of clusters cannot be nil for policy type PickN",
+            "broken.yaml:13: Secret/s: metadata.namespace: Required value: Secret is namespaced and must name its namespace",
+            "2 problems found",
+        ],
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn render_applies_overrides_in_apply_order() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    repo.commit("fleet");
+    let run = gitfleet(&[
+        "render",
+        "--repo",
+        &repo_arg(&repo),
+        "--placement",
+        "app",
+        "--cluster",
+        "east-1",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let docs: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(&run.stdout)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, vec!["Namespace", "ConfigMap", "Deployment"]);
+    let deploy = &docs[2];
+    assert_eq!(
+        deploy["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"],
+        "eastus"
+    );
+    assert_eq!(deploy["metadata"]["labels"]["placed-on"], "east-1");
+
+    // A cluster that is not production gets no override; labels can be given on the command line.
+    let run = gitfleet(&[
+        "render",
+        "--repo",
+        &repo_arg(&repo),
+        "--placement",
+        "app",
+        "--cluster",
+        "west-9",
+        "--labels",
+        "environment=staging,region=westeurope",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let list: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(list["kind"], "List");
+    assert_eq!(
+        list["items"][2]["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"],
+        "unset"
+    );
+}
+
+#[test]
+fn render_refuses_unknown_placements_and_invalid_commits() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    repo.commit("fleet");
+    let run = gitfleet(&[
+        "render",
+        "--repo",
+        &repo_arg(&repo),
+        "--placement",
+        "nope",
+        "--cluster",
+        "c",
+    ]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("no ClusterResourcePlacement \"nope\""),
+        "{}",
+        run.stderr
+    );
+    repo.write(
+        "bad.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+    );
+    repo.commit("bad");
+    let run = gitfleet(&[
+        "render",
+        "--repo",
+        &repo_arg(&repo),
+        "--placement",
+        "app",
+        "--cluster",
+        "c",
+    ]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("nothing is rendered"), "{}", run.stderr);
+    assert!(run.stdout.is_empty());
+}
+
+#[test]
+fn sample_fleet_validates_clean() {
+    let repo = Repo::new();
+    repo.copy_dir(&common::manifest_dir().join("examples/fleet-repo"), "");
+    repo.commit("sample");
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for kind in [
+        "ClusterResourcePlacement",
+        "ResourcePlacement",
+        "ClusterResourceOverride",
+        "ResourceOverride",
+        "ClusterResourceEnvelope",
+        "ResourceEnvelope",
+        "ClusterStagedUpdateStrategy",
+        "ClusterStagedUpdateRun",
+        "Placement",
+        "ManifestWorkReplicaSet",
+    ] {
+        assert!(
+            run.stdout.contains(&format!(" {kind}")),
+            "{kind} missing from {}",
+            run.stdout
+        );
+    }
+}

@@ -1,0 +1,112 @@
+//! Shared helpers for the end-to-end tests: real git repositories built with the `git` CLI in a
+//! temporary folder, and the real `gitfleet` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub struct Repo {
+    pub dir: tempfile::TempDir,
+}
+
+impl Repo {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = Repo { dir };
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs git in the repository with a fixed identity and no user configuration.
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(self.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.com")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.com")
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    pub fn write(&self, path: &str, content: &str) {
+        let p = self.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    pub fn remove(&self, path: &str) {
+        std::fs::remove_file(self.path().join(path)).unwrap();
+    }
+
+    /// Stages everything and commits; returns the new commit id.
+    pub fn commit(&self, message: &str) -> String {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "--allow-empty", "-m", message]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    /// Copies a folder of files into the repository under `dest`.
+    pub fn copy_dir(&self, src: &Path, dest: &str) {
+        for entry in walk(src) {
+            let rel = entry.strip_prefix(src).unwrap();
+            let target = self.path().join(dest).join(rel);
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::copy(&entry, target).unwrap();
+        }
+    }
+}
+
+/// Every file below `dir`, sorted.
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn gitfleet(args: &[&str]) -> Run {
+    let out: Output = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args(args)
+        .env_remove("GITFLEET_REPO")
+        .output()
+        .expect("gitfleet runs");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+pub fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
