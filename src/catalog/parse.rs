@@ -228,15 +228,31 @@ pub fn locate(doc: &Document, field: &str) -> usize {
     let offset = doc.origin.line - first_content_line(0, &doc.text);
     let mut ctx = Context::Root;
     let mut found = doc.origin.line;
-    for token in tokens(field) {
-        let hit = match token {
-            Token::Key(key) => find_key(&lines, ctx, key),
-            Token::Index(i) => find_item(&lines, ctx, i),
+    let tokens = tokens(field);
+    let mut t = 0;
+    while t < tokens.len() {
+        // Map keys may contain dots (`data.cm.yaml` is the key `cm.yaml` of `data`): try the
+        // shortest key first, then longer ones joined from the following parts.
+        let hit = match &tokens[t] {
+            Token::Index(i) => find_item(&lines, ctx, *i).map(|c| (c, 1)),
+            Token::Key(_) => (t..tokens.len())
+                .map_while(|end| {
+                    let parts: Option<Vec<&str>> = tokens[t..=end]
+                        .iter()
+                        .map(|tok| match tok {
+                            Token::Key(k) => Some(*k),
+                            Token::Index(_) => None,
+                        })
+                        .collect();
+                    parts.map(|p| (p.join("."), end - t + 1))
+                })
+                .find_map(|(key, used)| find_key(&lines, ctx, &key).map(|c| (c, used))),
         };
         match hit {
-            Some(next) => {
+            Some((next, used)) => {
                 ctx = next;
                 found = next.line().map_or(found, |l| l + offset);
+                t += used;
             }
             None => break,
         }
@@ -431,6 +447,8 @@ mod tests {
         assert_eq!(locate(d, "spec.items[1].value"), 11);
         assert_eq!(locate(d, "spec.policy.numberOfClusters"), 13);
         assert_eq!(locate(d, "spec.missing"), 6);
+        let (docs, _) = parse_file("f.yaml", b"data:\n  a.b.yaml:\n    x: 1\n");
+        assert_eq!(locate(&docs[0], "data.a.b.yaml.x"), 3);
         assert_eq!(locate(d, ""), 2);
     }
 }

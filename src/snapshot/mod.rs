@@ -82,3 +82,6 @@ pub fn selection_diagnostics(cat: &Catalog) -> Vec<Diagnostic> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
