@@ -327,3 +327,34 @@ fn sample_fleet_validates_clean() {
         );
     }
 }
+
+#[test]
+fn sample_fleet_renders_overrides_with_variables() {
+    let repo = Repo::new();
+    repo.copy_dir(&common::manifest_dir().join("examples/fleet-repo"), "");
+    repo.commit("sample");
+    let run = gitfleet(&[
+        "render",
+        "--repo",
+        &repo_arg(&repo),
+        "--placement",
+        "shop-app",
+        "--cluster",
+        "westeurope-prod-1",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let list: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let items = list["items"].as_array().unwrap();
+    let kinds: Vec<&str> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        vec!["Namespace", "ConfigMap", "Service", "Deployment"]
+    );
+    let deploy = &items[3];
+    let env = &deploy["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert_eq!(env[0]["value"], "westeurope", "{deploy}");
+    assert_eq!(env[1]["value"], "westeurope-prod-1", "{deploy}");
+    assert_eq!(deploy["spec"]["replicas"], 4);
+}
