@@ -3,8 +3,10 @@
 use crate::catalog::{Catalog, Diagnostic};
 use crate::model::Labels;
 use crate::render::{render_for_cluster, ClusterTarget, Manifest, OverrideSet, PlacementRef};
+use crate::schedule::{Fleet, Inventory, PlacementSchedule, Previous};
 use crate::source::{read_commit, CommitFiles};
-use anyhow::{anyhow, Context, Result};
+use crate::state::StateStore;
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::Write;
 use std::path::PathBuf;
@@ -35,10 +37,49 @@ pub enum Command {
     /// Validate one commit: every object parsed, classified and checked against its API rules.
     #[command(after_help = EXIT_CODES)]
     Validate(ValidateArgs),
+    /// Decide which member clusters each placement targets (KubeFleet and OCM semantics), with
+    /// scores and reasons.
+    #[command(after_help = EXIT_CODES)]
+    Schedule(ScheduleArgs),
     /// Print the manifests a placement delivers to one cluster, overrides applied and envelopes
     /// unwrapped, in apply order.
     #[command(after_help = EXIT_CODES)]
     Render(RenderArgs),
+}
+
+/// Where the scheduler's inputs beyond the commit come from.
+#[derive(Debug, Args)]
+pub struct ScheduleInputs {
+    /// Inventory file (spec/README §2 format: per cluster health, properties, add-on scores).
+    /// Without it every declared member counts as healthy with only its declared properties.
+    #[arg(long)]
+    pub inventory: Option<PathBuf>,
+    /// State directory: the previous bindings are read from it (the daemon's store).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ScheduleFormat {
+    Json,
+    Yaml,
+    Table,
+    /// OCM PlacementDecision objects (as Argo CD's clusterDecisionResource generator reads them).
+    Placementdecisions,
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    #[command(flatten)]
+    pub commit: CommitArgs,
+    #[command(flatten)]
+    pub inputs: ScheduleInputs,
+    /// Write the new decisions to --state, so the next run sees them as previous.
+    #[arg(long, requires = "state")]
+    pub save: bool,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: ScheduleFormat,
 }
 
 /// Which commit of which repository, and which folder of it.
@@ -72,8 +113,9 @@ pub struct RenderArgs {
     #[command(flatten)]
     pub commit: CommitArgs,
     /// Name of the ClusterResourcePlacement, or of the ResourcePlacement with --namespace.
+    /// Without it, everything the schedule sends to --cluster is rendered.
     #[arg(long)]
-    pub placement: String,
+    pub placement: Option<String>,
     /// Namespace of a ResourcePlacement.
     #[arg(long)]
     pub namespace: Option<String>,
@@ -87,6 +129,8 @@ pub struct RenderArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
     pub output: ManifestFormat,
+    #[command(flatten)]
+    pub inputs: ScheduleInputs,
 }
 
 fn parse_labels(s: &str) -> Result<Labels, String> {
@@ -115,6 +159,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Validate(args) => validate(&args),
+        Command::Schedule(args) => schedule(&args),
         Command::Render(args) => render(&args),
     };
     match result {
@@ -171,48 +216,245 @@ fn summary(commit: &CommitFiles, cat: &Catalog) -> String {
     )
 }
 
-fn render(args: &RenderArgs) -> Result<ExitCode> {
-    let commit = read(&args.commit)?;
+/// Reads and validates a commit; `Err(code)` when it is invalid (diagnostics printed).
+fn load_valid(args: &CommitArgs) -> Result<Result<(CommitFiles, Catalog), ExitCode>> {
+    let commit = read(args)?;
     let (cat, diags) = crate::analyze(&commit.files);
     if !diags.is_empty() {
         print_diagnostics(&diags);
-        eprintln!("the commit is invalid; nothing is rendered from it");
-        return Ok(ExitCode::from(1));
+        eprintln!("the commit is invalid; nothing is scheduled or rendered from it");
+        return Ok(Err(ExitCode::from(1)));
     }
-    let entry = cat
-        .placement(&args.placement, args.namespace.as_deref())
-        .ok_or_else(|| match &args.namespace {
-            Some(ns) => anyhow!("no ResourcePlacement {:?} in namespace {ns:?} in commit {}", args.placement, commit.commit),
-            None => anyhow!(
-                "no ClusterResourcePlacement {:?} in commit {} (use --namespace for a ResourcePlacement)",
-                args.placement,
-                commit.commit
-            ),
-        })?;
-    let snapshot = crate::snapshot::take(&cat, &entry.spec).map_err(|problems| {
-        let list: Vec<String> = problems
+    Ok(Ok((commit, cat)))
+}
+
+/// Runs the scheduler on a valid commit with the given inventory and previous state.
+fn run_schedule(cat: &Catalog, inputs: &ScheduleInputs) -> Result<Vec<PlacementSchedule>> {
+    let inventory = match &inputs.inventory {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read inventory {}", path.display()))?;
+            Some(Inventory::parse(&path.display().to_string(), &text)?)
+        }
+        None => None,
+    };
+    let previous = match &inputs.state {
+        Some(dir) => StateStore::open(dir)?.load_schedule()?.1,
+        None => Previous::new(),
+    };
+    let fleet = Fleet::build(cat, inventory.as_ref());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    Ok(crate::schedule::schedule_commit(
+        cat, &fleet, &previous, now,
+    ))
+}
+
+fn schedule(args: &ScheduleArgs) -> Result<ExitCode> {
+    let (commit, cat) = match load_valid(&args.commit)? {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
+    let placements = run_schedule(&cat, &args.inputs)?;
+    if args.save {
+        let dir = args
+            .inputs
+            .state
+            .as_ref()
+            .expect("clap requires --state with --save");
+        StateStore::open(dir)?.save_schedule(&commit.commit, &placements)?;
+    }
+    let mut out = std::io::stdout().lock();
+    match args.output {
+        ScheduleFormat::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&schedule_view(&commit.commit, &placements))?
+        )?,
+        ScheduleFormat::Yaml => write!(
+            out,
+            "{}",
+            serde_yaml::to_string(&schedule_view(&commit.commit, &placements))?
+        )?,
+        ScheduleFormat::Table => write!(out, "{}", schedule_table(&cat, &placements))?,
+        ScheduleFormat::Placementdecisions => {
+            for p in placements.iter().filter(|p| p.key.kind == "Placement") {
+                for d in crate::schedule::ocm::placement_decisions(p) {
+                    writeln!(out, "---")?;
+                    write!(out, "{}", serde_yaml::to_string(&d)?)?;
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The schedule as spec/README §6 prints it.
+fn schedule_view(commit: &str, placements: &[PlacementSchedule]) -> serde_json::Value {
+    let items: Vec<serde_json::Value> = placements
+        .iter()
+        .map(|p| {
+            let mut v = serde_json::json!({
+                "kind": p.key.kind,
+                "namespace": p.key.namespace,
+                "name": p.key.name,
+            });
+            if let Some(i) = p.policy_snapshot_index {
+                v["policySnapshotIndex"] = i.into();
+            }
+            v["selected"] = serde_json::json!(p.selected);
+            v["decisions"] = serde_json::json!(p.decisions);
+            v["conditions"] = serde_json::json!(p.conditions);
+            if !p.decision_groups.is_empty() {
+                v["decisionGroups"] = serde_json::json!(p.decision_groups);
+            }
+            v
+        })
+        .collect();
+    serde_json::json!({"commit": commit, "placements": items})
+}
+
+/// A table for people: placement, type, wanted, picked clusters, condition.
+fn schedule_table(cat: &Catalog, placements: &[PlacementSchedule]) -> String {
+    use crate::model::placement::PlacementType;
+    let mut rows = vec![[
+        "PLACEMENT".to_string(),
+        "TYPE".to_string(),
+        "WANTED".to_string(),
+        "PICKED".to_string(),
+        "CONDITION".to_string(),
+    ]];
+    for p in placements {
+        let (ty, wanted) = match p.key.kind.as_str() {
+            "Placement" => {
+                let n = cat
+                    .ocm_placements
+                    .iter()
+                    .find(|e| {
+                        e.spec.metadata.name == p.key.name
+                            && cat.objects[e.index].namespace == p.key.namespace
+                    })
+                    .and_then(|e| e.spec.spec.number_of_clusters);
+                (
+                    "OCM".to_string(),
+                    n.map_or("all".to_string(), |n| n.to_string()),
+                )
+            }
+            _ => {
+                let policy = cat
+                    .placement(&p.key.name, p.key.namespace.as_deref())
+                    .map(|e| e.spec.spec.policy_or_default())
+                    .unwrap_or_default();
+                match policy.placement_type {
+                    PlacementType::PickAll => ("PickAll".to_string(), "all".to_string()),
+                    PlacementType::PickN => (
+                        "PickN".to_string(),
+                        policy.number_of_clusters.unwrap_or(0).to_string(),
+                    ),
+                    PlacementType::PickFixed => (
+                        "PickFixed".to_string(),
+                        policy.cluster_names.len().to_string(),
+                    ),
+                }
+            }
+        };
+        let name = match &p.key.namespace {
+            Some(ns) => format!("{ns}/{}", p.key.name),
+            None => p.key.name.clone(),
+        };
+        let picked = if p.selected.is_empty() {
+            "-".to_string()
+        } else {
+            p.selected.join(",")
+        };
+        let condition = p
+            .conditions
+            .first()
+            .map(|c| format!("{}={} ({})", c.type_, c.status, c.reason))
+            .unwrap_or_default();
+        rows.push([name, ty, wanted, picked, condition]);
+    }
+    let widths: Vec<usize> = (0..5)
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
             .iter()
-            .map(|p| format!("{}: {}", p.field, p.message))
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
             .collect();
-        anyhow!("resource selection failed: {}", list.join("; "))
-    })?;
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn render(args: &RenderArgs) -> Result<ExitCode> {
+    let (commit, cat) = match load_valid(&args.commit)? {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
     let mut labels = member_labels(&cat, &args.cluster);
     labels.extend(args.labels.clone());
-    let values: Vec<serde_json::Value> = snapshot.resources.into_iter().map(|r| r.value).collect();
+    let targets: Vec<(String, Option<String>)> = match &args.placement {
+        Some(name) => {
+            if cat.placement(name, args.namespace.as_deref()).is_none() {
+                match &args.namespace {
+                    Some(ns) => bail!("no ResourcePlacement {name:?} in namespace {ns:?} in commit {}", commit.commit),
+                    None => bail!(
+                        "no ClusterResourcePlacement {name:?} in commit {} (use --namespace for a ResourcePlacement)",
+                        commit.commit
+                    ),
+                }
+            }
+            vec![(name.clone(), args.namespace.clone())]
+        }
+        None => run_schedule(&cat, &args.inputs)?
+            .into_iter()
+            .filter(|p| p.key.kind != "Placement" && p.selected.contains(&args.cluster))
+            .map(|p| (p.key.name, p.key.namespace))
+            .collect(),
+    };
     let overrides = OverrideSet {
         cluster: cat.cluster_overrides.iter().map(|e| &e.spec).collect(),
         namespaced: cat.resource_overrides.iter().map(|e| &e.spec).collect(),
-    };
-    let placement = PlacementRef {
-        name: &args.placement,
-        namespace: args.namespace.as_deref(),
     };
     let cluster = ClusterTarget {
         name: &args.cluster,
         labels: &labels,
     };
-    let manifests = render_for_cluster(&placement, &values, &overrides, &cluster, &cat.scopes)
-        .with_context(|| format!("rendering {} for cluster {}", args.placement, args.cluster))?;
+    let mut manifests = Vec::new();
+    for (name, namespace) in &targets {
+        let entry = cat
+            .placement(name, namespace.as_deref())
+            .expect("placement exists");
+        let snapshot = crate::snapshot::take(&cat, &entry.spec).map_err(|problems| {
+            let list: Vec<String> = problems
+                .iter()
+                .map(|p| format!("{}: {}", p.field, p.message))
+                .collect();
+            anyhow!("resource selection failed: {}", list.join("; "))
+        })?;
+        let values: Vec<serde_json::Value> =
+            snapshot.resources.into_iter().map(|r| r.value).collect();
+        let placement = PlacementRef {
+            name,
+            namespace: namespace.as_deref(),
+        };
+        manifests.extend(
+            render_for_cluster(&placement, &values, &overrides, &cluster, &cat.scopes)
+                .with_context(|| format!("rendering {name} for cluster {}", args.cluster))?,
+        );
+    }
+    if args.placement.is_none() && targets.is_empty() {
+        eprintln!(
+            "no placement selects cluster {:?} in this schedule",
+            args.cluster
+        );
+    }
     print_manifests(&manifests, args.output)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -7,8 +7,10 @@ pub mod catalog;
 pub mod cli;
 pub mod model;
 pub mod render;
+pub mod schedule;
 pub mod snapshot;
 pub mod source;
+pub mod state;
 
 use catalog::{Catalog, Diagnostic, SourceFile};
 

@@ -297,7 +297,11 @@ fn render_refuses_unknown_placements_and_invalid_commits() {
         "c",
     ]);
     assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("nothing is rendered"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("nothing is scheduled or rendered"),
+        "{}",
+        run.stderr
+    );
     assert!(run.stdout.is_empty());
 }
 
@@ -357,4 +361,179 @@ fn sample_fleet_renders_overrides_with_variables() {
     assert_eq!(env[0]["value"], "westeurope", "{deploy}");
     assert_eq!(env[1]["value"], "westeurope-prod-1", "{deploy}");
     assert_eq!(deploy["spec"]["replicas"], 4);
+}
+
+fn sample_repo() -> Repo {
+    let repo = Repo::new();
+    repo.copy_dir(&common::manifest_dir().join("examples/fleet-repo"), "");
+    repo.commit("sample");
+    repo
+}
+
+fn schedule_json(repo: &Repo, extra: &[&str]) -> serde_json::Value {
+    let inventory = repo
+        .path()
+        .join(".inventory/inventory.yaml")
+        .display()
+        .to_string();
+    let mut args = vec![
+        "schedule",
+        "--repo",
+        &repo.path().to_str().unwrap(),
+        "--inventory",
+        &inventory,
+        "-o",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let run = gitfleet(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap()
+}
+
+fn placement<'a>(schedule: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    schedule["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap()
+}
+
+#[test]
+fn schedule_state_makes_later_runs_stable() {
+    let repo = sample_repo();
+    let state = tempfile::tempdir().unwrap();
+    let state_arg = state.path().display().to_string();
+    let first = schedule_json(&repo, &["--state", &state_arg, "--save"]);
+    let shop = placement(&first, "shop-app");
+    assert_eq!(
+        shop["selected"],
+        serde_json::json!(["eastus-prod-1", "eastus-prod-2", "westeurope-prod-1"])
+    );
+    assert_eq!(shop["policySnapshotIndex"], 0);
+    assert!(state.path().join("schedule.json").is_file());
+
+    // N 3 -> 2: same policy snapshot, the lowest (topology, affinity) score goes.
+    let shop_file = repo.path().join("placements/shop.yaml");
+    let text = std::fs::read_to_string(&shop_file).unwrap();
+    assert!(text.contains("numberOfClusters: 3"));
+    repo.write(
+        "placements/shop.yaml",
+        &text.replace("numberOfClusters: 3", "numberOfClusters: 2"),
+    );
+    repo.commit("shrink shop");
+    let second = schedule_json(&repo, &["--state", &state_arg, "--save"]);
+    let shop = placement(&second, "shop-app");
+    assert_eq!(
+        shop["selected"],
+        serde_json::json!(["eastus-prod-1", "westeurope-prod-1"])
+    );
+    assert_eq!(shop["policySnapshotIndex"], 0);
+
+    // Without the state the same commit is scheduled from scratch (and nothing is written).
+    let fresh = schedule_json(&repo, &[]);
+    assert_eq!(
+        placement(&fresh, "shop-app")["selected"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // A policy change takes a new policy snapshot index.
+    repo.write(
+        "placements/shop.yaml",
+        &text
+            .replace("numberOfClusters: 3", "numberOfClusters: 2")
+            .replace("maxSkew: 1", "maxSkew: 2"),
+    );
+    repo.commit("relax spread");
+    let third = schedule_json(&repo, &["--state", &state_arg]);
+    assert_eq!(placement(&third, "shop-app")["policySnapshotIndex"], 1);
+}
+
+#[test]
+fn schedule_table_and_bad_state() {
+    let repo = sample_repo();
+    let run = gitfleet(&["schedule", "--repo", &repo_arg(&repo)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let header = run.stdout.lines().next().unwrap();
+    assert!(
+        header.starts_with("PLACEMENT")
+            && header.contains("WANTED")
+            && header.contains("CONDITION"),
+        "{header}"
+    );
+    assert!(run.stdout.contains("shop-app"), "{}", run.stdout);
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(
+        state.path().join("schedule.json"),
+        r#"{"version": 7, "commit": "x", "placements": []}"#,
+    )
+    .unwrap();
+    let run = gitfleet(&[
+        "schedule",
+        "--repo",
+        &repo_arg(&repo),
+        "--state",
+        &state.path().display().to_string(),
+    ]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("state format version 7"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn render_without_placement_follows_the_schedule() {
+    let repo = sample_repo();
+    let inventory = repo
+        .path()
+        .join(".inventory/inventory.yaml")
+        .display()
+        .to_string();
+    let run = gitfleet(&[
+        "render",
+        "--repo",
+        &repo_arg(&repo),
+        "--cluster",
+        "westeurope-staging",
+        "--inventory",
+        &inventory,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let list: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let names: Vec<String> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            format!(
+                "{}/{}",
+                i["kind"].as_str().unwrap(),
+                i["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    // Staging gets the platform baseline and telemetry (PickAll), not the production apps.
+    assert!(
+        names.contains(&"Namespace/platform".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"Namespace/telemetry".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.contains("shop") || n.contains("payments")),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.contains("Envelope")), "{names:?}");
 }

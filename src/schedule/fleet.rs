@@ -1,0 +1,215 @@
+//! The fleet as the scheduler sees it: members declared in the commit (labels, taints) joined with
+//! the live inventory (properties, health, OCM add-on scores), spec/README §2.
+
+use crate::catalog::Catalog;
+use crate::model::member::{ManagedClusterTaint, Taint};
+use crate::model::quantity::Quantity;
+use crate::model::Labels;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The inventory file (`--inventory FILE`), also what `gitfleet inventory` prints.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    #[serde(default)]
+    pub clusters: Vec<InventoryCluster>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InventoryCluster {
+    pub name: String,
+    #[serde(default = "yes")]
+    pub healthy: bool,
+    /// Why the cluster is unhealthy (shown in scheduling reasons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub add_on_scores: BTreeMap<String, i64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryError {
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("{file}: cluster {cluster:?} is listed twice")]
+    Duplicate { file: String, cluster: String },
+}
+
+impl Inventory {
+    /// Parses an inventory file's text (YAML or JSON); `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Inventory, InventoryError> {
+        let value: serde_json::Value =
+            serde_yaml::from_str(text).map_err(|e| InventoryError::Parse {
+                file: file.into(),
+                message: e.to_string(),
+            })?;
+        let inv: Inventory = crate::model::decode(&value).map_err(|p| InventoryError::Parse {
+            file: file.into(),
+            message: if p.field.is_empty() {
+                p.message
+            } else {
+                format!("{}: {}", p.field, p.message)
+            },
+        })?;
+        let mut seen = std::collections::BTreeSet::new();
+        for c in &inv.clusters {
+            if !seen.insert(&c.name) {
+                return Err(InventoryError::Duplicate {
+                    file: file.into(),
+                    cluster: c.name.clone(),
+                });
+            }
+        }
+        Ok(inv)
+    }
+}
+
+/// One member cluster, joined from the repository and the inventory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    pub name: String,
+    /// Labels from the repository, plus `kubernetes-fleet.io/member-name` (KubeFleet) and the
+    /// cluster-set label defaulted to `default` (OCM).
+    pub labels: Labels,
+    /// Declared as a KubeFleet `MemberCluster`.
+    pub fleet_member: bool,
+    /// Declared as an OCM `ManagedCluster`.
+    pub ocm_member: bool,
+    pub taints: Vec<Taint>,
+    pub ocm_taints: Vec<ManagedClusterTaint>,
+    /// Properties as written (quantities), live ones and the member's declared ones.
+    pub properties: BTreeMap<String, String>,
+    pub add_on_scores: BTreeMap<String, i64>,
+    /// Eligible for new placements (the last probe succeeded).
+    pub healthy: bool,
+    pub health_reason: Option<String>,
+}
+
+impl Cluster {
+    /// A property as a number; `Err` carries the raw value when it is not a quantity.
+    pub fn property(&self, name: &str) -> Option<Result<f64, String>> {
+        self.properties
+            .get(name)
+            .map(|raw| Quantity::parse(raw).map(|q| q.0).map_err(|_| raw.clone()))
+    }
+}
+
+/// All members, sorted by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fleet {
+    pub clusters: Vec<Cluster>,
+}
+
+const PROPERTY_ANNOTATION: &str = "gitfleet.io/property.";
+
+impl Fleet {
+    /// Joins the commit's members with an inventory. Without an inventory every declared member
+    /// is taken as healthy with only its declared properties (offline planning); with one, a
+    /// member the inventory does not list is unhealthy.
+    pub fn build(cat: &Catalog, inventory: Option<&Inventory>) -> Fleet {
+        let mut by_name: BTreeMap<String, Cluster> = BTreeMap::new();
+        let blank = |name: &str| Cluster {
+            name: name.to_string(),
+            labels: Labels::new(),
+            fleet_member: false,
+            ocm_member: false,
+            taints: vec![],
+            ocm_taints: vec![],
+            properties: BTreeMap::new(),
+            add_on_scores: BTreeMap::new(),
+            healthy: true,
+            health_reason: None,
+        };
+        for m in &cat.member_clusters {
+            let c = by_name
+                .entry(m.spec.metadata.name.clone())
+                .or_insert_with(|| blank(&m.spec.metadata.name));
+            c.fleet_member = true;
+            c.labels.extend(m.spec.labels());
+            c.taints = m.spec.spec.taints.clone();
+            declared_properties(&m.spec.metadata.annotations, &mut c.properties);
+        }
+        for m in &cat.managed_clusters {
+            let c = by_name
+                .entry(m.spec.metadata.name.clone())
+                .or_insert_with(|| blank(&m.spec.metadata.name));
+            c.ocm_member = true;
+            c.labels.extend(m.spec.labels());
+            c.ocm_taints = m.spec.spec.taints.clone();
+            declared_properties(&m.spec.metadata.annotations, &mut c.properties);
+        }
+        if let Some(inv) = inventory {
+            let live: BTreeMap<&str, &InventoryCluster> =
+                inv.clusters.iter().map(|c| (c.name.as_str(), c)).collect();
+            for c in by_name.values_mut() {
+                match live.get(c.name.as_str()) {
+                    Some(l) => {
+                        c.healthy = l.healthy;
+                        c.health_reason = l.error.clone();
+                        // Declared properties win over live ones of the same name.
+                        let declared = std::mem::take(&mut c.properties);
+                        c.properties = l.properties.clone();
+                        c.properties.extend(declared);
+                        c.add_on_scores = l.add_on_scores.clone();
+                    }
+                    None => {
+                        c.healthy = false;
+                        c.health_reason = Some("the cluster is not in the inventory".into());
+                    }
+                }
+            }
+        }
+        Fleet {
+            clusters: by_name.into_values().collect(),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Cluster> {
+        self.clusters
+            .binary_search_by(|c| c.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.clusters[i])
+    }
+}
+
+fn declared_properties(annotations: &BTreeMap<String, String>, out: &mut BTreeMap<String, String>) {
+    for (k, v) in annotations {
+        if let Some(name) = k.strip_prefix(PROPERTY_ANNOTATION) {
+            out.insert(name.to_string(), v.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inventory_parses_and_rejects_unknown_fields() {
+        let inv = Inventory::parse(
+            "inv.yaml",
+            "clusters:\n- name: a\n  properties: {kubernetes-fleet.io/node-count: '3'}\n  addOnScores: {cpuratio: 40}\n- name: b\n  healthy: false\n  error: connection refused\n",
+        )
+        .unwrap();
+        assert_eq!(inv.clusters.len(), 2);
+        assert!(inv.clusters[0].healthy);
+        assert_eq!(inv.clusters[0].add_on_scores["cpuratio"], 40);
+        let err =
+            Inventory::parse("inv.yaml", "clusters:\n- name: a\n  helthy: true\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("inv.yaml: clusters[0].helthy: unknown field"),
+            "{err}"
+        );
+        let err = Inventory::parse("inv.yaml", "clusters:\n- name: a\n- name: a\n").unwrap_err();
+        assert!(err.to_string().contains("listed twice"));
+    }
+}

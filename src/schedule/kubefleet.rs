@@ -1,0 +1,816 @@
+//! KubeFleet's scheduler for ClusterResourcePlacement and ResourcePlacement (kubefleet.md §2):
+//! binding classification, PickAll / PickFixed / PickN, the filter and score plugins, ranking,
+//! downscale, and the decisions and `Scheduled` condition with KubeFleet's exact strings.
+
+use super::fleet::{Cluster, Fleet};
+use super::{Binding, BindingState, ClusterDecision, Condition, PlacementKey, PlacementSchedule};
+use crate::model::placement::{
+    ClusterSelectorTerm, PlacementPolicy, PlacementType, PropertyOperator, SortOrder, Toleration,
+    TolerationOperator, TopologySpreadConstraint, UnsatisfiableAction,
+};
+use crate::model::quantity::Quantity;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+pub const SCHEDULED: &str = "Scheduled";
+pub const FULLY_SCHEDULED: &str = "SchedulingPolicyFulfilled";
+pub const NOT_FULLY_SCHEDULED: &str = "SchedulingPolicyUnfulfilled";
+/// At most this many clusters that were not picked are listed in the decisions.
+const MAX_UNSELECTED_DECISIONS: usize = 20;
+/// The API caps the decision list.
+const MAX_DECISIONS: usize = 1000;
+const TSC_VIOLATION_PENALTY: i32 = 1000;
+
+/// One placement to schedule.
+pub struct Input<'a> {
+    pub key: PlacementKey,
+    /// The defaulted policy (PickAll when the placement has none).
+    pub policy: &'a PlacementPolicy,
+    pub policy_index: u64,
+    pub policy_hash: String,
+    pub fleet: &'a Fleet,
+    /// The placement's bindings from the previous run.
+    pub bindings: &'a [Binding],
+}
+
+/// Per-run caches shared by all placements: property extremes over the whole fleet.
+#[derive(Default)]
+pub struct Cache {
+    extremes: HashMap<String, Option<(f64, f64)>>,
+}
+
+impl Cache {
+    fn extremes(&mut self, fleet: &Fleet, property: &str) -> Option<(f64, f64)> {
+        if let Some(e) = self.extremes.get(property) {
+            return *e;
+        }
+        let mut mm: Option<(f64, f64)> = None;
+        for c in fleet.clusters.iter().filter(|c| c.fleet_member) {
+            if let Some(Ok(v)) = c.property(property) {
+                mm = Some(mm.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+            }
+        }
+        self.extremes.insert(property.to_string(), mm);
+        mm
+    }
+}
+
+/// A scheduling cycle could not run (KubeFleet retries it; gitfleet reports it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("property {property:?} of cluster {cluster:?} is not a quantity: {value:?}")]
+pub struct CycleError {
+    pub cluster: String,
+    pub property: String,
+    pub value: String,
+}
+
+/// Working set of bindings, keyed by cluster.
+struct Bindings {
+    by_cluster: BTreeMap<String, Binding>,
+    index: u64,
+}
+
+impl Bindings {
+    fn current(&self) -> impl Iterator<Item = &Binding> {
+        self.by_cluster
+            .values()
+            .filter(move |b| b.state != BindingState::Unscheduled && b.policy_index == self.index)
+    }
+    fn is_current(&self, cluster: &str) -> bool {
+        self.by_cluster
+            .get(cluster)
+            .is_some_and(|b| b.state != BindingState::Unscheduled && b.policy_index == self.index)
+    }
+    fn is_obsolete(&self, cluster: &str) -> bool {
+        self.by_cluster
+            .get(cluster)
+            .is_some_and(|b| b.state != BindingState::Unscheduled && b.policy_index != self.index)
+    }
+    fn unschedule(b: &mut Binding) {
+        if b.state != BindingState::Unscheduled {
+            b.previous_state = Some(b.state);
+            b.state = BindingState::Unscheduled;
+        }
+    }
+    /// Binds `cluster` for the current policy: patches an obsolete binding (state kept), revives
+    /// an unscheduled one (previous state restored) or creates a `Scheduled` one.
+    fn pick(&mut self, cluster: &str, scores: Option<(i32, i32)>) {
+        let index = self.index;
+        let b = self
+            .by_cluster
+            .entry(cluster.to_string())
+            .or_insert_with(|| Binding {
+                cluster: cluster.to_string(),
+                state: BindingState::Scheduled,
+                policy_index: index,
+                affinity_score: None,
+                topology_spread_score: None,
+                previous_state: None,
+            });
+        if b.state == BindingState::Unscheduled {
+            b.state = b.previous_state.take().unwrap_or(BindingState::Scheduled);
+        }
+        b.previous_state = None;
+        b.policy_index = index;
+        if let Some((affinity, topology)) = scores {
+            b.affinity_score = Some(affinity);
+            b.topology_spread_score = Some(topology);
+        }
+    }
+    fn unschedule_obsolete_except(&mut self, keep: &BTreeSet<String>) {
+        let index = self.index;
+        for b in self.by_cluster.values_mut() {
+            if b.state != BindingState::Unscheduled
+                && b.policy_index != index
+                && !keep.contains(&b.cluster)
+            {
+                Self::unschedule(b);
+            }
+        }
+    }
+}
+
+/// A cluster that passed the filters, with its scores.
+#[derive(Debug, Clone)]
+struct Scored<'a> {
+    cluster: &'a Cluster,
+    topology: i32,
+    affinity: i32,
+    obsolete: i32,
+}
+
+/// KubeFleet's ranking: `(topology spread, affinity, obsolete binding)` descending, then the
+/// lexicographically larger name first.
+fn rank(a: &Scored, b: &Scored) -> Ordering {
+    (b.topology, b.affinity, b.obsolete)
+        .cmp(&(a.topology, a.affinity, a.obsolete))
+        .then_with(|| b.cluster.name.cmp(&a.cluster.name))
+}
+
+pub fn schedule(input: &Input, cache: &mut Cache) -> PlacementSchedule {
+    let mut bindings = Bindings {
+        by_cluster: input
+            .bindings
+            .iter()
+            .map(|b| (b.cluster.clone(), b.clone()))
+            .collect(),
+        index: input.policy_index,
+    };
+    // Dangling: the member is gone from the repository.
+    for b in bindings.by_cluster.values_mut() {
+        let member = input.fleet.get(&b.cluster).is_some_and(|c| c.fleet_member);
+        if !member {
+            Bindings::unschedule(b);
+        }
+    }
+    let outcome = match input.policy.placement_type {
+        PlacementType::PickFixed => pick_fixed(input, &mut bindings),
+        PlacementType::PickAll => pick_all(input, &mut bindings),
+        PlacementType::PickN => pick_n(input, &mut bindings, cache),
+    };
+    let (decisions, condition) = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            // The cycle fails as a whole: bindings stay as they were.
+            bindings.by_cluster = input
+                .bindings
+                .iter()
+                .map(|b| (b.cluster.clone(), b.clone()))
+                .collect();
+            let message = format!("scheduling failed: {e}");
+            (
+                vec![],
+                Condition::new(SCHEDULED, false, NOT_FULLY_SCHEDULED, message),
+            )
+        }
+    };
+    let mut selected: Vec<String> = bindings.current().map(|b| b.cluster.clone()).collect();
+    selected.sort();
+    PlacementSchedule {
+        key: input.key.clone(),
+        policy_snapshot_index: Some(input.policy_index),
+        policy_hash: Some(input.policy_hash.clone()),
+        selected,
+        decisions,
+        conditions: vec![condition],
+        bindings: bindings.by_cluster.into_values().collect(),
+        decision_groups: vec![],
+    }
+}
+
+type Outcome = Result<(Vec<ClusterDecision>, Condition), CycleError>;
+
+fn picked_reason(cluster: &str, scores: Option<(i32, i32)>) -> String {
+    match scores {
+        Some((a, t)) => format!(
+            "Successfully scheduled resources for placement in \"{cluster}\" (affinity score: {a}, topology spread score: {t}): picked by scheduling policy"
+        ),
+        None => format!("Successfully scheduled resources for placement in \"{cluster}\": picked by scheduling policy"),
+    }
+}
+
+fn count_condition(found: usize, fulfilled: bool) -> Condition {
+    if fulfilled {
+        Condition::new(
+            SCHEDULED,
+            true,
+            FULLY_SCHEDULED,
+            format!("found all cluster needed as specified by the scheduling policy, found {found} cluster(s)"),
+        )
+    } else {
+        Condition::new(
+            SCHEDULED,
+            false,
+            NOT_FULLY_SCHEDULED,
+            format!("could not find all clusters needed as specified by the scheduling policy, found {found} cluster(s) instead"),
+        )
+    }
+}
+
+/// Decisions of the current bindings, as KubeFleet records them.
+fn binding_decisions(bindings: &Bindings, with_scores: bool) -> Vec<ClusterDecision> {
+    bindings
+        .current()
+        .take(MAX_DECISIONS)
+        .map(|b| {
+            let scores = match (with_scores, b.affinity_score, b.topology_spread_score) {
+                (true, Some(a), Some(t)) => Some((a, t)),
+                (true, _, _) => Some((0, 0)),
+                _ => None,
+            };
+            ClusterDecision {
+                cluster: b.cluster.clone(),
+                selected: true,
+                affinity_score: scores.map(|s| s.0),
+                topology_spread_score: scores.map(|s| s.1),
+                score: None,
+                reason: picked_reason(&b.cluster, scores),
+            }
+        })
+        .collect()
+}
+
+fn pick_fixed(input: &Input, bindings: &mut Bindings) -> Outcome {
+    let mut valid = BTreeSet::new();
+    let mut invalid = Vec::new();
+    for name in &input.policy.cluster_names {
+        match input.fleet.get(name).filter(|c| c.fleet_member) {
+            None => invalid.push(ClusterDecision {
+                cluster: name.clone(),
+                selected: false,
+                affinity_score: None,
+                topology_spread_score: None,
+                score: None,
+                reason: format!("Specified cluster \"{name}\" is not found"),
+            }),
+            Some(c) => match eligibility(c) {
+                Err(why) => invalid.push(ClusterDecision {
+                    cluster: name.clone(),
+                    selected: false,
+                    affinity_score: None,
+                    topology_spread_score: None,
+                    score: None,
+                    reason: format!(
+                        "Cluster \"{name}\" is not eligible for resource placement yet: {why}"
+                    ),
+                }),
+                Ok(()) => {
+                    valid.insert(name.clone());
+                }
+            },
+        }
+    }
+    for name in &valid {
+        if !bindings.is_current(name) {
+            bindings.pick(name, None);
+        }
+    }
+    bindings.unschedule_obsolete_except(&valid);
+    let mut decisions = binding_decisions(bindings, false);
+    decisions.extend(invalid.iter().cloned());
+    Ok((decisions, count_condition(valid.len(), invalid.is_empty())))
+}
+
+/// Why a cluster is filtered out, as KubeFleet's `Status.String()` words it.
+fn unschedulable(reason: impl std::fmt::Display) -> String {
+    format!("ClusterUnschedulable, {reason}")
+}
+
+fn eligibility(c: &Cluster) -> Result<(), String> {
+    if c.healthy {
+        Ok(())
+    } else {
+        Err(format!(
+            "cluster is not connected to the fleet: {}",
+            c.health_reason
+                .as_deref()
+                .unwrap_or("its API server did not answer the last probe")
+        ))
+    }
+}
+
+/// The filter chain shared by PickAll and PickN (TSC excepted): `Ok(true)` passes, `Ok(false)`
+/// means already selected (skipped), `Err` carries the filter reason.
+fn filter(
+    input: &Input,
+    bindings: &Bindings,
+    c: &Cluster,
+) -> Result<Result<bool, String>, CycleError> {
+    if let Some(req) = input
+        .policy
+        .affinity
+        .as_ref()
+        .and_then(|a| a.cluster_affinity.as_ref())
+        .and_then(|ca| {
+            ca.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+    {
+        let mut matched = false;
+        for term in &req.cluster_selector_terms {
+            if term_matches(term, c)? {
+                matched = true;
+                break;
+            }
+        }
+        if !matched {
+            return Ok(Err(unschedulable(
+                "cluster does not match with any of the required cluster affinity terms",
+            )));
+        }
+    }
+    if let Err(why) = eligibility(c) {
+        return Ok(Err(unschedulable(why)));
+    }
+    // NamespaceAffinity: gitfleet does not collect member namespaces, so the plugin passes
+    // every cluster, as KubeFleet does when namespace collection is off.
+    if let Some(t) = untolerated_taint(&input.policy.tolerations, c) {
+        return Ok(Err(unschedulable(t)));
+    }
+    if bindings.is_current(&c.name) {
+        return Ok(Ok(false));
+    }
+    Ok(Ok(true))
+}
+
+fn term_matches(term: &ClusterSelectorTerm, c: &Cluster) -> Result<bool, CycleError> {
+    if let Some(ls) = &term.label_selector {
+        if !ls.matches(&c.labels) {
+            return Ok(false);
+        }
+    }
+    let Some(ps) = &term.property_selector else {
+        return Ok(true);
+    };
+    for exp in &ps.match_expressions {
+        let value = match c.property(&exp.name) {
+            None => return Ok(false),
+            Some(Ok(v)) => v,
+            Some(Err(raw)) => {
+                return Err(CycleError {
+                    cluster: c.name.clone(),
+                    property: exp.name.clone(),
+                    value: raw,
+                })
+            }
+        };
+        // Validation guarantees exactly one well-formed value.
+        let Some(want) = exp.values.first().and_then(|v| Quantity::parse(v).ok()) else {
+            return Ok(false);
+        };
+        let ok = match exp.operator {
+            PropertyOperator::Eq => value == want.0,
+            PropertyOperator::Ne => value != want.0,
+            PropertyOperator::Gt => value > want.0,
+            PropertyOperator::Ge => value >= want.0,
+            PropertyOperator::Lt => value < want.0,
+            PropertyOperator::Le => value <= want.0,
+        };
+        if !ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The first taint of the cluster no toleration tolerates, worded as KubeFleet's `%+v`.
+fn untolerated_taint(tolerations: &[Toleration], c: &Cluster) -> Option<String> {
+    c.taints
+        .iter()
+        .find(|t| {
+            !tolerations.iter().any(|tol| {
+                let op = tol.operator.unwrap_or_default();
+                let key_ok = match op {
+                    TolerationOperator::Exists => tol.key.is_empty() || tol.key == t.key,
+                    TolerationOperator::Equal => tol.key == t.key && tol.value == t.value,
+                };
+                // The only effect is NoSchedule, so a toleration's effect always matches.
+                key_ok
+            })
+        })
+        .map(|t| {
+            format!(
+                "taint {{Key:{} Value:{} Effect:NoSchedule}} cannot be tolerated",
+                t.key, t.value
+            )
+        })
+}
+
+fn pick_all(input: &Input, bindings: &mut Bindings) -> Outcome {
+    let mut picked = BTreeSet::new();
+    let mut filtered = Vec::new();
+    for c in input.fleet.clusters.iter().filter(|c| c.fleet_member) {
+        match filter(input, bindings, c)? {
+            Ok(true) => {
+                picked.insert(c.name.clone());
+            }
+            Ok(false) => {}
+            Err(reason) => filtered.push((c.name.clone(), reason)),
+        }
+    }
+    for name in &picked {
+        bindings.pick(name, None);
+    }
+    bindings.unschedule_obsolete_except(&picked);
+    let mut decisions = binding_decisions(bindings, false);
+    add_filtered(&mut decisions, &filtered, MAX_UNSELECTED_DECISIONS);
+    let found = bindings.current().count();
+    Ok((decisions, count_condition(found, true)))
+}
+
+fn add_filtered(decisions: &mut Vec<ClusterDecision>, filtered: &[(String, String)], room: usize) {
+    let seen: BTreeSet<String> = decisions.iter().map(|d| d.cluster.clone()).collect();
+    let slots = MAX_DECISIONS.saturating_sub(decisions.len()).min(room);
+    decisions.extend(
+        filtered
+            .iter()
+            .take(slots)
+            .filter(|(name, _)| !seen.contains(name))
+            .map(|(name, reason)| ClusterDecision {
+                cluster: name.clone(),
+                selected: false,
+                affinity_score: None,
+                topology_spread_score: None,
+                score: None,
+                reason: reason.clone(),
+            }),
+    );
+}
+
+fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome {
+    let n = input.policy.number_of_clusters.unwrap_or(0).max(0) as usize;
+    let present = bindings.current().count();
+    let obsolete = bindings
+        .by_cluster
+        .values()
+        .filter(|b| bindings.is_obsolete(&b.cluster))
+        .count();
+    if n <= present {
+        if present - n + obsolete > 0 {
+            downscale(bindings, present - n);
+        }
+        let decisions = binding_decisions(bindings, true);
+        return Ok((decisions, count_condition(n.min(present), true)));
+    }
+    let constraints = &input.policy.topology_spread_constraints;
+    let mut last_not_picked: Vec<(String, i32, i32)> = Vec::new();
+    let mut last_filtered: Vec<(String, String)> = Vec::new();
+    loop {
+        let present = bindings.current().count();
+        if present >= n {
+            break;
+        }
+        let desired = n - present;
+        // PostBatch: any spread constraint limits a cycle to one pick.
+        let batch = if constraints.is_empty() { desired } else { 1 };
+        let tsc = TopologyState::new(input.fleet, bindings, constraints);
+        let mut scored: Vec<Scored> = Vec::new();
+        let mut filtered: Vec<(String, String)> = Vec::new();
+        for c in input.fleet.clusters.iter().filter(|c| c.fleet_member) {
+            match filter(input, bindings, c)? {
+                Ok(false) => continue,
+                Err(reason) => {
+                    filtered.push((c.name.clone(), reason));
+                    continue;
+                }
+                Ok(true) => {}
+            }
+            let topology = match tsc.score(c) {
+                Err(reason) => {
+                    filtered.push((c.name.clone(), unschedulable(reason)));
+                    continue;
+                }
+                Ok(t) => t,
+            };
+            let affinity = affinity_score(input, c, cache)?;
+            let obsolete = i32::from(bindings.is_obsolete(&c.name));
+            scored.push(Scored {
+                cluster: c,
+                topology,
+                affinity,
+                obsolete,
+            });
+        }
+        scored.sort_by(rank);
+        let k = batch.min(scored.len());
+        let picked: Vec<(String, i32, i32)> = scored[..k]
+            .iter()
+            .map(|s| (s.cluster.name.clone(), s.affinity, s.topology))
+            .collect();
+        last_not_picked = scored[k..]
+            .iter()
+            .map(|s| (s.cluster.name.clone(), s.affinity, s.topology))
+            .collect();
+        last_filtered = filtered;
+        let keep: BTreeSet<String> = picked.iter().map(|p| p.0.clone()).collect();
+        for (name, affinity, topology) in &picked {
+            bindings.pick(name, Some((*affinity, *topology)));
+        }
+        bindings.unschedule_obsolete_except(&keep);
+        // A capped cycle that picked its full batch is requeued at once; otherwise it is done.
+        if k < batch || k == 0 || batch == desired {
+            break;
+        }
+    }
+    let found = bindings.current().count();
+    let mut decisions = binding_decisions(bindings, true);
+    let seen: BTreeSet<String> = decisions.iter().map(|d| d.cluster.clone()).collect();
+    let mut room = MAX_UNSELECTED_DECISIONS;
+    for (name, a, t) in last_not_picked
+        .iter()
+        .filter(|(name, _, _)| !seen.contains(name))
+    {
+        if room == 0 || decisions.len() >= MAX_DECISIONS {
+            break;
+        }
+        decisions.push(ClusterDecision {
+            cluster: name.clone(),
+            selected: false,
+            affinity_score: Some(*a),
+            topology_spread_score: Some(*t),
+            score: None,
+            reason: format!(
+                "Cluster \"{name}\" does not score high enough (affinity score: {a}, topology spread score: {t})"
+            ),
+        });
+        room -= 1;
+    }
+    add_filtered(&mut decisions, &last_filtered, room);
+    Ok((decisions, count_condition(found, found >= n)))
+}
+
+/// Removes `count` current bindings: all scheduled before bound, lowest score first (no score
+/// lowest of all), then the smaller name. Obsolete bindings are unscheduled first.
+fn downscale(bindings: &mut Bindings, count: usize) {
+    bindings.unschedule_obsolete_except(&BTreeSet::new());
+    let mut current: Vec<Binding> = bindings.current().cloned().collect();
+    current.sort_by(|a, b| {
+        let state_rank = |s: BindingState| if s == BindingState::Scheduled { 0 } else { 1 };
+        let score = |b: &Binding| match (b.topology_spread_score, b.affinity_score) {
+            (Some(t), Some(a)) => Some((t, a)),
+            _ => None,
+        };
+        state_rank(a.state)
+            .cmp(&state_rank(b.state))
+            .then_with(|| score(a).cmp(&score(b)))
+            .then_with(|| a.cluster.cmp(&b.cluster))
+    });
+    for b in current.into_iter().take(count) {
+        if let Some(x) = bindings.by_cluster.get_mut(&b.cluster) {
+            Bindings::unschedule(x);
+        }
+    }
+}
+
+/// Preferred affinity: full weight for a matching term, or the weight interpolated over the
+/// property's range in the whole fleet, rounded half away from zero.
+fn affinity_score(input: &Input, c: &Cluster, cache: &mut Cache) -> Result<i32, CycleError> {
+    let Some(ca) = input
+        .policy
+        .affinity
+        .as_ref()
+        .and_then(|a| a.cluster_affinity.as_ref())
+    else {
+        return Ok(0);
+    };
+    let mut total = 0i32;
+    for pref in &ca.preferred_during_scheduling_ignored_during_execution {
+        if pref.weight == 0 {
+            continue;
+        }
+        let term = &pref.preference;
+        if let Some(ls) = &term.label_selector {
+            if !ls.matches(&c.labels) {
+                continue;
+            }
+        }
+        let Some(sorter) = &term.property_sorter else {
+            total += pref.weight;
+            continue;
+        };
+        let v = match c.property(&sorter.name) {
+            None => continue,
+            Some(Ok(v)) => v,
+            Some(Err(raw)) => {
+                return Err(CycleError {
+                    cluster: c.name.clone(),
+                    property: sorter.name.clone(),
+                    value: raw,
+                })
+            }
+        };
+        total += interpolate(
+            v,
+            cache.extremes(input.fleet, &sorter.name),
+            sorter.sort_order,
+            pref.weight,
+        );
+    }
+    Ok(total)
+}
+
+/// KubeFleet's `interpolateWeightFor`: float64 ratio, Go `math.Round` (half away from zero).
+pub fn interpolate(v: f64, extremes: Option<(f64, f64)>, order: SortOrder, weight: i32) -> i32 {
+    let Some((min, max)) = extremes else {
+        return 0;
+    };
+    if max == min {
+        return 0;
+    }
+    let ratio = (v - min) / (max - min);
+    let w = f64::from(weight);
+    let score = match order {
+        SortOrder::Descending => ratio * w,
+        SortOrder::Ascending => (1.0 - ratio) * w,
+    };
+    score.round() as i32
+}
+
+/// Topology spread state of one cycle, built over every cluster of the fleet.
+struct TopologyState<'a> {
+    constraints: Vec<(&'a TopologySpreadConstraint, DomainCounts)>,
+}
+
+struct DomainCounts {
+    counts: HashMap<String, usize>,
+    smallest: usize,
+    second_smallest: usize,
+    largest: usize,
+}
+
+impl DomainCounts {
+    fn new(fleet: &Fleet, bindings: &Bindings, key: &str) -> Self {
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for c in fleet.clusters.iter().filter(|c| c.fleet_member) {
+            if let Some(v) = c.labels.get(key) {
+                let n = counts.entry(v.clone()).or_insert(0);
+                if bindings.is_current(&c.name) {
+                    *n += 1;
+                }
+            }
+        }
+        let mut sorted: Vec<usize> = counts.values().copied().collect();
+        sorted.sort_unstable();
+        let (smallest, second_smallest, largest) = match sorted.len() {
+            0 => (0, 0, 0),
+            1 => (sorted[0], sorted[0], sorted[0]),
+            2 if sorted[0] < sorted[1] => (sorted[0], sorted[1], sorted[1]),
+            2 => (sorted[0], sorted[0], sorted[0]),
+            _ => (sorted[0], sorted[1], sorted[sorted.len() - 1]),
+        };
+        Self {
+            counts,
+            smallest,
+            second_smallest,
+            largest,
+        }
+    }
+
+    /// `(violated, skew change)` of placing one more copy in `domain` (KubeFleet's `willViolate`).
+    fn will_violate(&self, domain: &str, max_skew: i32) -> (bool, i32) {
+        let count = self.counts.get(domain).copied().unwrap_or(0);
+        let skew = (self.largest - self.smallest) as i32;
+        if self.largest == self.smallest {
+            (skew + 1 > max_skew, 1)
+        } else if count == self.smallest && self.smallest != self.second_smallest {
+            (skew - 1 > max_skew, -1)
+        } else if count == self.largest {
+            (skew + 1 > max_skew, 1)
+        } else {
+            (skew > max_skew, 0)
+        }
+    }
+}
+
+impl<'a> TopologyState<'a> {
+    fn new(
+        fleet: &Fleet,
+        bindings: &Bindings,
+        constraints: &'a [TopologySpreadConstraint],
+    ) -> Self {
+        // DoNotSchedule constraints are evaluated before ScheduleAnyway ones.
+        let mut ordered: Vec<&TopologySpreadConstraint> = constraints.iter().collect();
+        ordered.sort_by_key(|c| {
+            c.when_unsatisfiable.unwrap_or_default() == UnsatisfiableAction::ScheduleAnyway
+        });
+        Self {
+            constraints: ordered
+                .into_iter()
+                .map(|c| (c, DomainCounts::new(fleet, bindings, &c.topology_key)))
+                .collect(),
+        }
+    }
+
+    /// The cluster's topology spread score, or the DoNotSchedule violation that filters it.
+    fn score(&self, c: &Cluster) -> Result<i32, String> {
+        let mut score = 0;
+        for (constraint, counts) in &self.constraints {
+            let Some(domain) = c.labels.get(&constraint.topology_key) else {
+                continue;
+            };
+            let max_skew = constraint.max_skew.unwrap_or(1);
+            let (violated, change) = counts.will_violate(domain, max_skew);
+            match (violated, constraint.when_unsatisfiable.unwrap_or_default()) {
+                (true, UnsatisfiableAction::DoNotSchedule) => {
+                    return Err(format!(
+                    "violated doNotSchedule topology spread constraint {:?} (max skew {max_skew})",
+                    constraint.topology_key
+                ))
+                }
+                (true, UnsatisfiableAction::ScheduleAnyway) => score -= TSC_VIOLATION_PENALTY,
+                (false, _) => score -= change,
+            }
+        }
+        Ok(score)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interpolation_matches_the_api_docs_example() {
+        // Range [10, 100], weight 100, value 20: 11 Descending, 89 Ascending.
+        assert_eq!(
+            interpolate(20.0, Some((10.0, 100.0)), SortOrder::Descending, 100),
+            11
+        );
+        assert_eq!(
+            interpolate(20.0, Some((10.0, 100.0)), SortOrder::Ascending, 100),
+            89
+        );
+        assert_eq!(
+            interpolate(5.0, Some((5.0, 5.0)), SortOrder::Descending, 100),
+            0
+        );
+        assert_eq!(interpolate(5.0, None, SortOrder::Descending, 100), 0);
+        // Half away from zero, negative weights too: 0.5 * -5 = -2.5 rounds to -3.
+        assert_eq!(
+            interpolate(15.0, Some((10.0, 20.0)), SortOrder::Descending, -5),
+            -3
+        );
+        assert_eq!(
+            interpolate(15.0, Some((10.0, 20.0)), SortOrder::Descending, 5),
+            3
+        );
+    }
+
+    fn counts(values: &[usize]) -> DomainCounts {
+        let counts: HashMap<String, usize> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("d{i}"), *v))
+            .collect();
+        let mut sorted = values.to_vec();
+        sorted.sort_unstable();
+        let (smallest, second_smallest, largest) = match sorted.len() {
+            1 => (sorted[0], sorted[0], sorted[0]),
+            2 if sorted[0] < sorted[1] => (sorted[0], sorted[1], sorted[1]),
+            2 => (sorted[0], sorted[0], sorted[0]),
+            _ => (sorted[0], sorted[1], sorted[sorted.len() - 1]),
+        };
+        DomainCounts {
+            counts,
+            smallest,
+            second_smallest,
+            largest,
+        }
+    }
+
+    #[test]
+    fn skew_changes_follow_will_violate() {
+        // All equal: +1.
+        assert_eq!(counts(&[1, 1]).will_violate("d0", 1), (false, 1));
+        assert_eq!(counts(&[1, 1]).will_violate("d0", 0), (true, 1));
+        // Unique smallest: -1.
+        assert_eq!(counts(&[0, 3]).will_violate("d0", 1), (true, -1));
+        assert_eq!(counts(&[0, 2]).will_violate("d0", 1), (false, -1));
+        assert_eq!(counts(&[0, 1]).will_violate("d0", 1), (false, -1));
+        // Largest: +1.
+        assert_eq!(counts(&[0, 1]).will_violate("d1", 1), (true, 1));
+        // In between, or a shared smallest: 0.
+        assert_eq!(counts(&[0, 1, 2]).will_violate("d1", 2), (false, 0));
+        assert_eq!(counts(&[0, 0, 1]).will_violate("d0", 1), (false, 0));
+    }
+}

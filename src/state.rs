@@ -1,0 +1,197 @@
+//! The durable state store (`--state DIR`): what must survive between runs — today the last
+//! schedule (bindings, decisions, policy indices) — written crash-safely (temporary file, fsync,
+//! rename, fsync of the folder) in a versioned format.
+
+use crate::schedule::{PlacementSchedule, Previous};
+use serde::{Deserialize, Serialize};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Bumped whenever the on-disk format changes incompatibly.
+pub const FORMAT_VERSION: u32 = 1;
+const SCHEDULE_FILE: &str = "schedule.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot use state directory {dir}: {source}")]
+    Dir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot read {file}: {source}")]
+    Read {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {file}: {source}")]
+    Write {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{file} is not a gitfleet state file: {message}")]
+    Corrupt { file: PathBuf, message: String },
+    #[error("{file} has state format version {found}, but this gitfleet reads version {FORMAT_VERSION}; use the gitfleet that wrote it, or move the directory away to start afresh")]
+    Version { file: PathBuf, found: u32 },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ScheduleFile {
+    version: u32,
+    commit: String,
+    placements: Vec<PlacementSchedule>,
+}
+
+/// A state directory.
+#[derive(Debug, Clone)]
+pub struct StateStore {
+    dir: PathBuf,
+}
+
+impl StateStore {
+    /// Opens (and creates if needed) a state directory.
+    pub fn open(dir: &Path) -> Result<StateStore, StateError> {
+        fs::create_dir_all(dir).map_err(|source| StateError::Dir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(StateStore {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The last saved schedule, by placement id; empty when nothing was saved yet.
+    pub fn load_schedule(&self) -> Result<(Option<String>, Previous), StateError> {
+        let file = self.dir.join(SCHEDULE_FILE);
+        let bytes = match fs::read(&file) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((None, Previous::new()))
+            }
+            Err(source) => return Err(StateError::Read { file, source }),
+        };
+        let value: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| StateError::Corrupt {
+                file: file.clone(),
+                message: e.to_string(),
+            })?;
+        let found = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+        if found != FORMAT_VERSION {
+            return Err(StateError::Version { file, found });
+        }
+        let parsed: ScheduleFile =
+            serde_json::from_value(value).map_err(|e| StateError::Corrupt {
+                file: file.clone(),
+                message: e.to_string(),
+            })?;
+        let previous = parsed
+            .placements
+            .into_iter()
+            .map(|p| (p.key.id(), p))
+            .collect();
+        Ok((Some(parsed.commit), previous))
+    }
+
+    pub fn save_schedule(
+        &self,
+        commit: &str,
+        placements: &[PlacementSchedule],
+    ) -> Result<(), StateError> {
+        let file = ScheduleFile {
+            version: FORMAT_VERSION,
+            commit: commit.to_string(),
+            placements: placements.to_vec(),
+        };
+        let bytes = serde_json::to_vec_pretty(&file).expect("state serialises");
+        write_atomic(&self.dir.join(SCHEDULE_FILE), &bytes)
+    }
+}
+
+/// Writes `bytes` to `path` so that a crash leaves either the old or the new content.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    let err = |source| StateError::Write {
+        file: path.to_path_buf(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(err)?;
+    tmp.write_all(bytes).map_err(err)?;
+    tmp.as_file().sync_all().map_err(err)?;
+    tmp.persist(path).map_err(|e| err(e.error))?;
+    // The rename is durable only once the folder itself is synced.
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::{Binding, BindingState, PlacementKey};
+
+    fn sample() -> PlacementSchedule {
+        PlacementSchedule {
+            key: PlacementKey {
+                kind: "ClusterResourcePlacement".into(),
+                namespace: None,
+                name: "app".into(),
+            },
+            policy_snapshot_index: Some(2),
+            policy_hash: Some("h".into()),
+            selected: vec!["a".into()],
+            decisions: vec![],
+            conditions: vec![],
+            bindings: vec![Binding {
+                cluster: "a".into(),
+                state: BindingState::Bound,
+                policy_index: 2,
+                affinity_score: Some(3),
+                topology_spread_score: Some(0),
+                previous_state: None,
+            }],
+            decision_groups: vec![],
+        }
+    }
+
+    #[test]
+    fn round_trips_and_starts_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(&dir.path().join("state")).unwrap();
+        assert!(store.load_schedule().unwrap().1.is_empty());
+        store.save_schedule("abc", &[sample()]).unwrap();
+        let (commit, prev) = store.load_schedule().unwrap();
+        assert_eq!(commit.as_deref(), Some("abc"));
+        assert_eq!(prev["crp/app"], sample());
+        // No temporary files are left behind.
+        let names: Vec<_> = fs::read_dir(dir.path().join("state"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("schedule.json")]);
+    }
+
+    #[test]
+    fn unknown_versions_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(
+            dir.path().join("schedule.json"),
+            r#"{"version": 99, "commit": "x", "placements": []}"#,
+        )
+        .unwrap();
+        let err = StateStore::open(dir.path())
+            .unwrap()
+            .load_schedule()
+            .unwrap_err();
+        assert!(err.to_string().contains("format version 99"), "{err}");
+        fs::write(dir.path().join("schedule.json"), "not json").unwrap();
+        let err = StateStore::open(dir.path())
+            .unwrap()
+            .load_schedule()
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("is not a gitfleet state file"),
+            "{err}"
+        );
+    }
+}
