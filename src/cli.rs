@@ -364,11 +364,7 @@ fn schedule_table(cat: &Catalog, placements: &[PlacementSchedule]) -> String {
             Some(ns) => format!("{ns}/{}", p.key.name),
             None => p.key.name.clone(),
         };
-        let picked = if p.selected.is_empty() {
-            "-".to_string()
-        } else {
-            p.selected.join(",")
-        };
+        let picked = picked_summary(&p.selected);
         let condition = p
             .conditions
             .first()
@@ -392,6 +388,16 @@ fn schedule_table(cat: &Catalog, placements: &[PlacementSchedule]) -> String {
     out
 }
 
+/// `a,b,c` or, for long lists, the first names and how many more.
+fn picked_summary(selected: &[String]) -> String {
+    const SHOWN: usize = 4;
+    match selected.len() {
+        0 => "-".to_string(),
+        n if n <= SHOWN => selected.join(","),
+        n => format!("{} (+{} more)", selected[..SHOWN].join(","), n - SHOWN),
+    }
+}
+
 fn render(args: &RenderArgs) -> Result<ExitCode> {
     let (commit, cat) = match load_valid(&args.commit)? {
         Ok(v) => v,
@@ -399,6 +405,7 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
     };
     let mut labels = member_labels(&cat, &args.cluster);
     labels.extend(args.labels.clone());
+    let mut ocm_placements: Vec<(String, Option<String>)> = Vec::new();
     let targets: Vec<(String, Option<String>)> = match &args.placement {
         Some(name) => {
             if cat.placement(name, args.namespace.as_deref()).is_none() {
@@ -412,11 +419,19 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
             }
             vec![(name.clone(), args.namespace.clone())]
         }
-        None => run_schedule(&cat, &args.inputs)?
-            .into_iter()
-            .filter(|p| p.key.kind != "Placement" && p.selected.contains(&args.cluster))
-            .map(|p| (p.key.name, p.key.namespace))
-            .collect(),
+        None => {
+            let schedule = run_schedule(&cat, &args.inputs)?;
+            ocm_placements = schedule
+                .iter()
+                .filter(|p| p.key.kind == "Placement" && p.selected.contains(&args.cluster))
+                .map(|p| (p.key.name.clone(), p.key.namespace.clone()))
+                .collect();
+            schedule
+                .into_iter()
+                .filter(|p| p.key.kind != "Placement" && p.selected.contains(&args.cluster))
+                .map(|p| (p.key.name, p.key.namespace))
+                .collect()
+        }
     };
     let overrides = OverrideSet {
         cluster: cat.cluster_overrides.iter().map(|e| &e.spec).collect(),
@@ -449,7 +464,37 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
                 .with_context(|| format!("rendering {name} for cluster {}", args.cluster))?,
         );
     }
-    if args.placement.is_none() && targets.is_empty() {
+    // OCM: a ManifestWorkReplicaSet delivers its workload to the clusters its Placements select.
+    for (name, namespace) in &ocm_placements {
+        for mwrs in &cat.manifest_work_replica_sets {
+            let same_ns = cat.objects[mwrs.index].namespace == *namespace;
+            if same_ns
+                && mwrs
+                    .spec
+                    .spec
+                    .placement_refs
+                    .iter()
+                    .any(|r| &r.name == name)
+            {
+                for m in &mwrs.spec.spec.manifest_work_template.workload.manifests {
+                    let gvk = crate::model::Gvk::from_api_version(
+                        m.get("apiVersion")
+                            .and_then(|v| v.as_str())
+                            .unwrap_or_default(),
+                        m.get("kind").and_then(|v| v.as_str()).unwrap_or_default(),
+                    );
+                    manifests.push(Manifest {
+                        value: m.clone(),
+                        wave: crate::render::wave_of(&gvk.group, &gvk.kind),
+                        envelope: None,
+                    });
+                }
+            }
+        }
+    }
+    // Several placements: one apply order over all of them (stable, so each keeps its own order).
+    manifests.sort_by_key(|m| m.wave);
+    if args.placement.is_none() && targets.is_empty() && ocm_placements.is_empty() {
         eprintln!(
             "no placement selects cluster {:?} in this schedule",
             args.cluster

@@ -87,6 +87,8 @@ pub struct Cluster {
     pub ocm_taints: Vec<ManagedClusterTaint>,
     /// Properties as written (quantities), live ones and the member's declared ones.
     pub properties: BTreeMap<String, String>,
+    /// The same, parsed once (`Err` keeps the raw text of a value that is not a quantity).
+    numeric: BTreeMap<String, Result<f64, String>>,
     pub add_on_scores: BTreeMap<String, i64>,
     /// Eligible for new placements (the last probe succeeded).
     pub healthy: bool,
@@ -96,9 +98,20 @@ pub struct Cluster {
 impl Cluster {
     /// A property as a number; `Err` carries the raw value when it is not a quantity.
     pub fn property(&self, name: &str) -> Option<Result<f64, String>> {
-        self.properties
-            .get(name)
-            .map(|raw| Quantity::parse(raw).map(|q| q.0).map_err(|_| raw.clone()))
+        self.numeric.get(name).cloned()
+    }
+
+    fn parse_properties(&mut self) {
+        self.numeric = self
+            .properties
+            .iter()
+            .map(|(k, raw)| {
+                (
+                    k.clone(),
+                    Quantity::parse(raw).map(|q| q.0).map_err(|_| raw.clone()),
+                )
+            })
+            .collect();
     }
 }
 
@@ -124,6 +137,7 @@ impl Fleet {
             taints: vec![],
             ocm_taints: vec![],
             properties: BTreeMap::new(),
+            numeric: BTreeMap::new(),
             add_on_scores: BTreeMap::new(),
             healthy: true,
             health_reason: None,
@@ -167,9 +181,11 @@ impl Fleet {
                 }
             }
         }
-        Fleet {
-            clusters: by_name.into_values().collect(),
+        let mut clusters: Vec<Cluster> = by_name.into_values().collect();
+        for c in &mut clusters {
+            c.parse_properties();
         }
+        Fleet { clusters }
     }
 
     pub fn get(&self, name: &str) -> Option<&Cluster> {
