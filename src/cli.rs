@@ -2,8 +2,9 @@
 
 use crate::catalog::{Catalog, Diagnostic};
 use crate::model::Labels;
-use crate::render::{render_for_cluster, ClusterTarget, Manifest, OverrideSet, PlacementRef};
-use crate::schedule::{Fleet, Inventory, PlacementSchedule, Previous};
+use crate::render::cluster::{overrides_of, render_cluster, render_placement, PlacementManifests};
+use crate::render::{ClusterTarget, Manifest};
+use crate::schedule::{Fleet, Inventory, PlacementKey, PlacementSchedule, Previous};
 use crate::source::{read_commit, CommitFiles};
 use crate::state::StateStore;
 use anyhow::{anyhow, bail, Context, Result};
@@ -45,6 +46,61 @@ pub enum Command {
     /// unwrapped, in apply order.
     #[command(after_help = EXIT_CODES)]
     Render(RenderArgs),
+    /// What a change (base → head) does to the fleet: placements, clusters gained and lost and why,
+    /// manifest diffs per cluster, rollout impact. For pull-request review.
+    #[command(after_help = PLAN_EXIT_CODES)]
+    Plan(PlanArgs),
+}
+
+const PLAN_EXIT_CODES: &str = "\
+Exit codes:
+  0  no change to the fleet
+  1  error: the head commit is invalid (its diagnostics come first) or an input is unreadable
+  2  the head changes the fleet";
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PlanFormat {
+    /// For terminals (coloured when stdout is one).
+    Text,
+    /// A pull-request comment: summary table, a section per placement, diffs folded.
+    Markdown,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Path of the git repository.
+    #[arg(long, env = "GITFLEET_REPO")]
+    pub repo: PathBuf,
+    /// The commit the fleet runs today (the pull request's target).
+    #[arg(long)]
+    pub base: String,
+    /// The proposed commit.
+    #[arg(long)]
+    pub head: String,
+    /// Folder of the repository holding the fleet.
+    #[arg(long, default_value = "")]
+    pub path: String,
+    /// Inventory file (as for `schedule`).
+    #[arg(long, conflicts_with = "server")]
+    pub inventory: Option<PathBuf>,
+    /// A running gitfleet daemon to take the inventory and current bindings from.
+    #[arg(long)]
+    pub server: Option<String>,
+    /// State directory with the current bindings (as for `schedule`).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Only diff these clusters' manifests (repeatable; all by default).
+    #[arg(long = "cluster")]
+    pub clusters: Vec<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: PlanFormat,
+    /// Lines of context in diffs.
+    #[arg(long, default_value_t = 3)]
+    pub context: usize,
+    /// Markdown only: the most bytes to print (GitHub caps comments at 65,536).
+    #[arg(long, default_value_t = 60_000)]
+    pub max_bytes: usize,
 }
 
 /// Where the scheduler's inputs beyond the commit come from.
@@ -161,6 +217,7 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => validate(&args),
         Command::Schedule(args) => schedule(&args),
         Command::Render(args) => render(&args),
+        Command::Plan(args) => plan(&args),
     };
     match result {
         Ok(code) => code,
@@ -230,26 +287,39 @@ fn load_valid(args: &CommitArgs) -> Result<Result<(CommitFiles, Catalog), ExitCo
 
 /// Runs the scheduler on a valid commit with the given inventory and previous state.
 fn run_schedule(cat: &Catalog, inputs: &ScheduleInputs) -> Result<Vec<PlacementSchedule>> {
-    let inventory = match &inputs.inventory {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read inventory {}", path.display()))?;
-            Some(Inventory::parse(&path.display().to_string(), &text)?)
-        }
-        None => None,
+    let inventory = read_inventory(inputs)?;
+    let previous = read_previous(inputs)?;
+    let fleet = Fleet::build(cat, inventory.as_ref());
+    Ok(crate::schedule::schedule_commit(
+        cat,
+        &fleet,
+        &previous,
+        now_unix(),
+    ))
+}
+
+fn read_inventory(inputs: &ScheduleInputs) -> Result<Option<Inventory>> {
+    let Some(path) = &inputs.inventory else {
+        return Ok(None);
     };
-    let previous = match &inputs.state {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read inventory {}", path.display()))?;
+    Ok(Some(Inventory::parse(&path.display().to_string(), &text)?))
+}
+
+fn read_previous(inputs: &ScheduleInputs) -> Result<Previous> {
+    Ok(match &inputs.state {
         Some(dir) => StateStore::open(dir)?.load_schedule()?.1,
         None => Previous::new(),
-    };
-    let fleet = Fleet::build(cat, inventory.as_ref());
-    let now = std::time::SystemTime::now()
+    })
+}
+
+/// The clock, read only here at the edge.
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    Ok(crate::schedule::schedule_commit(
-        cat, &fleet, &previous, now,
-    ))
+        .unwrap_or(0)
 }
 
 fn schedule(args: &ScheduleArgs) -> Result<ExitCode> {
@@ -405,10 +475,13 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
     };
     let mut labels = member_labels(&cat, &args.cluster);
     labels.extend(args.labels.clone());
-    let mut ocm_placements: Vec<(String, Option<String>)> = Vec::new();
-    let targets: Vec<(String, Option<String>)> = match &args.placement {
+    let cluster = ClusterTarget {
+        name: &args.cluster,
+        labels: &labels,
+    };
+    let rendered: Vec<PlacementManifests> = match &args.placement {
         Some(name) => {
-            if cat.placement(name, args.namespace.as_deref()).is_none() {
+            let Some(entry) = cat.placement(name, args.namespace.as_deref()) else {
                 match &args.namespace {
                     Some(ns) => bail!("no ResourcePlacement {name:?} in namespace {ns:?} in commit {}", commit.commit),
                     None => bail!(
@@ -416,92 +489,115 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
                         commit.commit
                     ),
                 }
-            }
-            vec![(name.clone(), args.namespace.clone())]
+            };
+            let key = PlacementKey {
+                kind: entry.spec.kind.clone(),
+                namespace: args.namespace.clone(),
+                name: name.clone(),
+            };
+            let manifests = render_placement(&cat, &key, &overrides_of(&cat), &cluster)
+                .ok_or_else(|| anyhow!("placement {name:?} selects nothing renderable"))?;
+            vec![PlacementManifests {
+                placement: key,
+                manifests,
+            }]
         }
-        None => {
-            let schedule = run_schedule(&cat, &args.inputs)?;
-            ocm_placements = schedule
-                .iter()
-                .filter(|p| p.key.kind == "Placement" && p.selected.contains(&args.cluster))
-                .map(|p| (p.key.name.clone(), p.key.namespace.clone()))
-                .collect();
-            schedule
-                .into_iter()
-                .filter(|p| p.key.kind != "Placement" && p.selected.contains(&args.cluster))
-                .map(|p| (p.key.name, p.key.namespace))
-                .collect()
-        }
-    };
-    let overrides = OverrideSet {
-        cluster: cat.cluster_overrides.iter().map(|e| &e.spec).collect(),
-        namespaced: cat.resource_overrides.iter().map(|e| &e.spec).collect(),
-    };
-    let cluster = ClusterTarget {
-        name: &args.cluster,
-        labels: &labels,
+        None => render_cluster(&cat, &run_schedule(&cat, &args.inputs)?, &cluster),
     };
     let mut manifests = Vec::new();
-    for (name, namespace) in &targets {
-        let entry = cat
-            .placement(name, namespace.as_deref())
-            .expect("placement exists");
-        let snapshot = crate::snapshot::take(&cat, &entry.spec).map_err(|problems| {
-            let list: Vec<String> = problems
-                .iter()
-                .map(|p| format!("{}: {}", p.field, p.message))
-                .collect();
-            anyhow!("resource selection failed: {}", list.join("; "))
-        })?;
-        let values: Vec<serde_json::Value> =
-            snapshot.resources.into_iter().map(|r| r.value).collect();
-        let placement = PlacementRef {
-            name,
-            namespace: namespace.as_deref(),
+    for p in rendered {
+        let name = match &p.placement.namespace {
+            Some(ns) => format!("{}/{}", ns, p.placement.name),
+            None => p.placement.name.clone(),
         };
         manifests.extend(
-            render_for_cluster(&placement, &values, &overrides, &cluster, &cat.scopes)
+            p.manifests
                 .with_context(|| format!("rendering {name} for cluster {}", args.cluster))?,
         );
     }
-    // OCM: a ManifestWorkReplicaSet delivers its workload to the clusters its Placements select.
-    for (name, namespace) in &ocm_placements {
-        for mwrs in &cat.manifest_work_replica_sets {
-            let same_ns = cat.objects[mwrs.index].namespace == *namespace;
-            if same_ns
-                && mwrs
-                    .spec
-                    .spec
-                    .placement_refs
-                    .iter()
-                    .any(|r| &r.name == name)
-            {
-                for m in &mwrs.spec.spec.manifest_work_template.workload.manifests {
-                    let gvk = crate::model::Gvk::from_api_version(
-                        m.get("apiVersion")
-                            .and_then(|v| v.as_str())
-                            .unwrap_or_default(),
-                        m.get("kind").and_then(|v| v.as_str()).unwrap_or_default(),
-                    );
-                    manifests.push(Manifest {
-                        value: m.clone(),
-                        wave: crate::render::wave_of(&gvk.group, &gvk.kind),
-                        envelope: None,
-                    });
-                }
-            }
-        }
-    }
     // Several placements: one apply order over all of them (stable, so each keeps its own order).
     manifests.sort_by_key(|m| m.wave);
-    if args.placement.is_none() && targets.is_empty() && ocm_placements.is_empty() {
+    if manifests.is_empty() && args.placement.is_none() {
         eprintln!(
-            "no placement selects cluster {:?} in this schedule",
+            "no placement sends anything to cluster {:?} in this schedule",
             args.cluster
         );
     }
     print_manifests(&manifests, args.output)?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn plan(args: &PlanArgs) -> Result<ExitCode> {
+    if let Some(url) = &args.server {
+        bail!("--server {url}: reading the inventory and bindings from a running daemon needs `gitfleet run`, which is not built yet; use --inventory and --state");
+    }
+    // Unreadable inputs are plain errors here (exit 1), as the plan's exit codes say.
+    let read_rev = |rev: &str| read_commit(&args.repo, rev, &args.path).map_err(|e| anyhow!(e));
+    let base = read_rev(&args.base)?;
+    let head = read_rev(&args.head)?;
+    let (base_cat, _) = crate::analyze(&base.files);
+    let (head_cat, head_diags) = crate::analyze(&head.files);
+    let inputs = ScheduleInputs {
+        inventory: args.inventory.clone(),
+        state: args.state.clone(),
+    };
+    let plan = if head_diags.is_empty() {
+        let inventory = read_inventory(&inputs)?;
+        let previous = read_previous(&inputs)?;
+        let now = now_unix();
+        let base_fleet = Fleet::build(&base_cat, inventory.as_ref());
+        let head_fleet = Fleet::build(&head_cat, inventory.as_ref());
+        let base_schedule =
+            crate::schedule::schedule_commit(&base_cat, &base_fleet, &previous, now);
+        // The head is scheduled with the base's decisions as previous, as the daemon would.
+        let as_previous: Previous = base_schedule
+            .iter()
+            .map(|p| (p.key.id(), p.clone()))
+            .collect();
+        let head_schedule =
+            crate::schedule::schedule_commit(&head_cat, &head_fleet, &as_previous, now);
+        crate::plan::compare(
+            &crate::plan::World {
+                commit: &base.commit,
+                cat: &base_cat,
+                fleet: &base_fleet,
+                schedule: &base_schedule,
+            },
+            &crate::plan::World {
+                commit: &head.commit,
+                cat: &head_cat,
+                fleet: &head_fleet,
+                schedule: &head_schedule,
+            },
+            &crate::plan::Options {
+                clusters: args.clusters.clone(),
+                context: args.context,
+            },
+        )
+    } else {
+        crate::plan::invalid(
+            &base.commit,
+            &head.commit,
+            head_diags.iter().map(|d| d.to_string()).collect(),
+        )
+    };
+    let text = match args.format {
+        PlanFormat::Json => crate::plan::format::json(&plan),
+        PlanFormat::Markdown => crate::plan::format::markdown(&plan, args.max_bytes),
+        PlanFormat::Text => {
+            use std::io::IsTerminal;
+            crate::plan::format::text(&plan, std::io::stdout().is_terminal())
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", text.trim_end())?;
+    Ok(if !plan.errors.is_empty() {
+        ExitCode::from(1)
+    } else if plan.has_changes() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Labels of a declared member (MemberCluster or ManagedCluster), with the label gitfleet adds.

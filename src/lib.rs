@@ -6,6 +6,7 @@
 pub mod catalog;
 pub mod cli;
 pub mod model;
+pub mod plan;
 pub mod render;
 pub mod schedule;
 pub mod snapshot;

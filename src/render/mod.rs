@@ -23,6 +23,7 @@
 //! - Two manifests with the same identity (group, kind, namespace, name) are an error: a member
 //!   would refuse the second.
 
+pub mod cluster;
 mod envelope;
 mod overrides;
 mod waves;

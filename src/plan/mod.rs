@@ -1,0 +1,862 @@
+//! The difference between two worlds — the fleet at a base commit and at a head commit — as a
+//! pull-request review wants it: per placement what changed in its spec, which clusters it gains
+//! and loses and why, its new snapshot indices and rollout impact; per cluster, object by object,
+//! how the rendered manifests change. Pure: both worlds are computed by the callers with the same
+//! core functions the daemon uses (catalog, snapshot, schedule, render).
+
+pub mod format;
+
+use crate::catalog::Catalog;
+use crate::model::placement::{PlacementType, RolloutStrategyType};
+use crate::model::Labels;
+use crate::render::cluster::render_cluster;
+use crate::render::ClusterTarget;
+use crate::schedule::{ClusterDecision, Condition, Fleet, PlacementKey, PlacementSchedule};
+use crate::snapshot::{hash_value, resource_hash, select};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One side of the comparison.
+pub struct World<'a> {
+    pub commit: &'a str,
+    pub cat: &'a Catalog,
+    pub fleet: &'a Fleet,
+    pub schedule: &'a [PlacementSchedule],
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Only these clusters' manifests are diffed (all when empty).
+    pub clusters: Vec<String>,
+    /// Lines of context in the unified diffs.
+    pub context: usize,
+}
+
+/// The whole plan. Its JSON form is documented in README.md ("`gitfleet plan` JSON").
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub base: String,
+    pub head: String,
+    /// The head commit's validation errors: when any, nothing else is computed.
+    pub errors: Vec<String>,
+    pub summary: Summary,
+    pub placements: Vec<PlacementPlan>,
+    pub clusters: Vec<ClusterPlan>,
+}
+
+impl Plan {
+    /// Does the head change anything on the fleet?
+    pub fn has_changes(&self) -> bool {
+        self.placements
+            .iter()
+            .any(|p| p.change != Change::Unchanged)
+            || !self.clusters.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub placements_added: usize,
+    pub placements_removed: usize,
+    pub placements_changed: usize,
+    pub clusters_gained: usize,
+    pub clusters_lost: usize,
+    pub clusters_with_manifest_changes: usize,
+    pub objects_added: usize,
+    pub objects_removed: usize,
+    pub objects_changed: usize,
+    pub render_errors: usize,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Change {
+    Added,
+    Removed,
+    Changed,
+    Unchanged,
+}
+
+/// A value on each side.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Transition<T> {
+    pub base: Option<T>,
+    pub head: Option<T>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementPlan {
+    #[serde(flatten)]
+    pub key: PlacementKey,
+    pub change: Change,
+    /// Spec fields that differ: `policy`, `resourceSelectors`, `strategy`, … (OCM: `spec`).
+    pub changed_fields: Vec<String>,
+    pub policy_snapshot_index: Transition<u64>,
+    /// Resource snapshot index, counted from the base (0, or 1 if the head's selection differs):
+    /// the daemon's history starts wherever it stands.
+    pub resource_snapshot_index: Transition<u64>,
+    /// Selected resources (`Kind/namespace/name`) added, removed or changed in content.
+    pub resources: ResourceChanges,
+    pub gained: Vec<ClusterMove>,
+    pub lost: Vec<ClusterMove>,
+    /// Clusters selected on both sides.
+    pub kept: Vec<String>,
+    /// Clusters the head cannot place on, and why (new or still failing when unfulfilled).
+    pub unschedulable: Vec<ClusterReason>,
+    /// The head's scheduling condition.
+    pub condition: Option<Condition>,
+    pub rollout: Option<RolloutImpact>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ResourceChanges {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub changed: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterMove {
+    pub cluster: String,
+    pub reason: String,
+    pub base_score: Option<Score>,
+    pub head_score: Option<Score>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Score {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology_spread: Option<i32>,
+    /// OCM: the total prioritizer score.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClusterReason {
+    pub cluster: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutImpact {
+    /// `RollingUpdate`, `External` (staged update runs) or `OCM`.
+    pub strategy: String,
+    /// Clusters that stay selected and whose manifests change: they update.
+    pub updating: Vec<String>,
+    /// RollingUpdate: `maxUnavailable` and `maxSurge` resolved for the head's target count.
+    pub max_unavailable: Option<usize>,
+    pub max_surge: Option<usize>,
+    /// How the rollout proceeds, in words.
+    pub description: String,
+    /// External: the stages of the update runs that roll this placement out.
+    pub stages: Vec<StageImpact>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StageImpact {
+    pub run: String,
+    pub stage: String,
+    pub clusters: Vec<String>,
+    pub max_concurrency: usize,
+    pub before: Vec<String>,
+    pub after: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClusterPlan {
+    pub cluster: String,
+    pub objects: Vec<ObjectDiff>,
+    /// Rendering failures on the head side (an override that fails for this cluster, …).
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ObjectDiff {
+    /// `Kind/namespace/name` (`Kind/name` when cluster-scoped).
+    pub object: String,
+    /// The placement that delivers it (the head's, or the base's for a removed object).
+    pub placement: String,
+    pub change: Change,
+    /// Unified diff of the YAML, secrets' values masked.
+    pub diff: String,
+}
+
+/// A plan that only reports the head's validation errors.
+pub fn invalid(base: &str, head: &str, errors: Vec<String>) -> Plan {
+    Plan {
+        base: base.into(),
+        head: head.into(),
+        errors,
+        summary: Summary::default(),
+        placements: vec![],
+        clusters: vec![],
+    }
+}
+
+/// Compares two worlds.
+pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
+    let base_by: BTreeMap<String, &PlacementSchedule> =
+        base.schedule.iter().map(|p| (p.key.id(), p)).collect();
+    let head_by: BTreeMap<String, &PlacementSchedule> =
+        head.schedule.iter().map(|p| (p.key.id(), p)).collect();
+    let ids: BTreeSet<&String> = base_by.keys().chain(head_by.keys()).collect();
+    let clusters = compare_clusters(base, head, opts);
+    let mut placements = Vec::new();
+    for id in ids {
+        let b = base_by.get(id).copied();
+        let h = head_by.get(id).copied();
+        placements.push(compare_placement(base, head, b, h, &clusters));
+    }
+    let mut summary = Summary::default();
+    for p in &placements {
+        match p.change {
+            Change::Added => summary.placements_added += 1,
+            Change::Removed => summary.placements_removed += 1,
+            Change::Changed => summary.placements_changed += 1,
+            Change::Unchanged => {}
+        }
+        summary.clusters_gained += p.gained.len();
+        summary.clusters_lost += p.lost.len();
+    }
+    for c in &clusters {
+        summary.clusters_with_manifest_changes += usize::from(!c.objects.is_empty());
+        summary.render_errors += c.errors.len();
+        for o in &c.objects {
+            match o.change {
+                Change::Added => summary.objects_added += 1,
+                Change::Removed => summary.objects_removed += 1,
+                _ => summary.objects_changed += 1,
+            }
+        }
+    }
+    Plan {
+        base: base.commit.into(),
+        head: head.commit.into(),
+        errors: vec![],
+        summary,
+        placements,
+        clusters,
+    }
+}
+
+/// The spec of a placement as JSON, for field-by-field comparison.
+fn spec_of(world: &World, key: &PlacementKey) -> Option<Value> {
+    let cat = world.cat;
+    if key.kind == "Placement" {
+        return cat
+            .ocm_placements
+            .iter()
+            .find(|e| {
+                e.spec.metadata.name == key.name && cat.objects[e.index].namespace == key.namespace
+            })
+            .map(|e| serde_json::to_value(&e.spec.spec).unwrap_or_default());
+    }
+    cat.placement(&key.name, key.namespace.as_deref())
+        .map(|e| serde_json::to_value(e.spec.defaulted_spec()).unwrap_or_default())
+}
+
+fn selection_of(world: &World, key: &PlacementKey) -> Option<BTreeMap<String, String>> {
+    let entry = world.cat.placement(&key.name, key.namespace.as_deref())?;
+    let resources = select(world.cat, &entry.spec).ok()?;
+    Some(
+        resources
+            .iter()
+            .map(|r| (r.key().to_string(), hash_value(&r.value)))
+            .collect(),
+    )
+}
+
+fn compare_placement(
+    base: &World,
+    head: &World,
+    b: Option<&PlacementSchedule>,
+    h: Option<&PlacementSchedule>,
+    clusters: &[ClusterPlan],
+) -> PlacementPlan {
+    let key = h.or(b).map(|p| p.key.clone()).expect("one side exists");
+    let base_spec = b.and_then(|_| spec_of(base, &key));
+    let head_spec = h.and_then(|_| spec_of(head, &key));
+    let mut changed_fields = Vec::new();
+    if let (Some(bs), Some(hs)) = (&base_spec, &head_spec) {
+        let (bo, ho) = (bs.as_object(), hs.as_object());
+        if let (Some(bo), Some(ho)) = (bo, ho) {
+            let fields: BTreeSet<&String> = bo.keys().chain(ho.keys()).collect();
+            for f in fields {
+                if bo.get(f) != ho.get(f) {
+                    changed_fields.push(f.clone());
+                }
+            }
+        }
+    }
+    let (base_sel, head_sel) = (
+        b.and_then(|_| selection_of(base, &key)),
+        h.and_then(|_| selection_of(head, &key)),
+    );
+    let mut resources = ResourceChanges::default();
+    if let (Some(bs), Some(hs)) = (&base_sel, &head_sel) {
+        for (id, hash) in hs {
+            match bs.get(id) {
+                None => resources.added.push(id.clone()),
+                Some(bh) if bh != hash => resources.changed.push(id.clone()),
+                _ => {}
+            }
+        }
+        resources.removed = bs
+            .keys()
+            .filter(|id| !hs.contains_key(*id))
+            .cloned()
+            .collect();
+    }
+    let resources_differ = !(resources.added.is_empty()
+        && resources.removed.is_empty()
+        && resources.changed.is_empty());
+    let resource_snapshot_index = Transition {
+        base: base_sel.as_ref().map(|_| 0),
+        head: head_sel.as_ref().map(|hs| match &base_sel {
+            Some(bs) if resource_hash_of(bs) == resource_hash_of(hs) => 0,
+            Some(_) => 1,
+            None => 0,
+        }),
+    };
+    let base_selected: BTreeSet<&String> =
+        b.map(|p| p.selected.iter().collect()).unwrap_or_default();
+    let head_selected: BTreeSet<&String> =
+        h.map(|p| p.selected.iter().collect()).unwrap_or_default();
+    let n_of = |w: &World| -> Option<i32> {
+        w.cat
+            .placement(&key.name, key.namespace.as_deref())
+            .and_then(|e| e.spec.spec.policy_or_default().number_of_clusters)
+    };
+    let (base_n, head_n) = (b.and(n_of(base)), h.and(n_of(head)));
+    let policy_changed = b.and_then(|p| p.policy_snapshot_index)
+        != h.and_then(|p| p.policy_snapshot_index)
+        && b.is_some()
+        && h.is_some();
+    let mut gained = Vec::new();
+    for c in head_selected.difference(&base_selected) {
+        let hd = decision(h, c);
+        let bd = decision(b, c);
+        let (bs, hs) = (bd.map(score_of), hd.map(score_of));
+        let mut reason = String::new();
+        if let (Some(bs), Some(hs)) = (&bs, &hs) {
+            reason.push_str(&score_change(bs, hs));
+        }
+        let why = if b.is_none() {
+            "new placement".to_string()
+        } else if head.fleet.get(c).is_some() && base.fleet.get(c).is_none() {
+            "new member cluster".to_string()
+        } else if base_n != head_n && !policy_changed {
+            format!("numberOfClusters {} → {}", fmt_n(base_n), fmt_n(head_n))
+        } else if policy_changed {
+            "policy changed".to_string()
+        } else {
+            "now eligible".to_string()
+        };
+        push_reason(&mut reason, &why);
+        push_reason(&mut reason, "picked by scheduling policy");
+        gained.push(ClusterMove {
+            cluster: (*c).clone(),
+            reason,
+            base_score: bs,
+            head_score: hs,
+        });
+    }
+    let mut lost = Vec::new();
+    for c in base_selected.difference(&head_selected) {
+        let bd = decision(b, c);
+        let hd = decision(h, c);
+        let reason = if h.is_none() {
+            "placement removed: its resources are deleted from the cluster (unless deleteStrategy is Abandon)".to_string()
+        } else if head
+            .fleet
+            .get(c)
+            .is_none_or(|m| !m.fleet_member && !m.ocm_member)
+        {
+            "member cluster removed from the repository".to_string()
+        } else if base_n != head_n && !policy_changed {
+            format!(
+                "numberOfClusters {} → {}, lowest score",
+                fmt_n(base_n),
+                fmt_n(head_n)
+            )
+        } else {
+            let mut r = if policy_changed {
+                "policy changed".to_string()
+            } else {
+                String::new()
+            };
+            match hd {
+                Some(d) => push_reason(&mut r, &d.reason),
+                None => push_reason(&mut r, "not selected"),
+            }
+            r
+        };
+        lost.push(ClusterMove {
+            cluster: (*c).clone(),
+            reason,
+            base_score: bd.map(score_of),
+            head_score: hd.map(score_of),
+        });
+    }
+    let kept: Vec<String> = base_selected
+        .intersection(&head_selected)
+        .map(|c| (*c).clone())
+        .collect();
+    let condition = h.and_then(|p| p.conditions.first().cloned());
+    let unfulfilled = condition.as_ref().is_some_and(|c| c.status != "True");
+    let mut unschedulable = Vec::new();
+    if let Some(h) = h {
+        for d in h
+            .decisions
+            .iter()
+            .filter(|d| !d.selected && !d.reason.contains("does not score high enough"))
+        {
+            let was_same =
+                decision(b, &d.cluster).is_some_and(|bd| !bd.selected && bd.reason == d.reason);
+            if unfulfilled || !was_same {
+                unschedulable.push(ClusterReason {
+                    cluster: d.cluster.clone(),
+                    reason: d.reason.clone(),
+                });
+            }
+        }
+    }
+    let change = match (b, h) {
+        (None, Some(_)) => Change::Added,
+        (Some(_), None) => Change::Removed,
+        _ if !changed_fields.is_empty()
+            || resources_differ
+            || !gained.is_empty()
+            || !lost.is_empty() =>
+        {
+            Change::Changed
+        }
+        _ => Change::Unchanged,
+    };
+    let rollout = h
+        .map(|h| rollout_impact(head, h, &kept, clusters))
+        .filter(|r| change != Change::Unchanged || !r.updating.is_empty());
+    PlacementPlan {
+        policy_snapshot_index: Transition {
+            base: b.and_then(|p| p.policy_snapshot_index),
+            head: h.and_then(|p| p.policy_snapshot_index),
+        },
+        key,
+        change,
+        changed_fields,
+        resource_snapshot_index,
+        resources,
+        gained,
+        lost,
+        kept,
+        unschedulable,
+        condition,
+        rollout,
+    }
+}
+
+fn resource_hash_of(sel: &BTreeMap<String, String>) -> String {
+    hash_value(&serde_json::to_value(sel).unwrap_or_default())
+}
+
+fn fmt_n(n: Option<i32>) -> String {
+    n.map_or("-".to_string(), |n| n.to_string())
+}
+
+fn push_reason(reason: &mut String, part: &str) {
+    if part.is_empty() {
+        return;
+    }
+    if !reason.is_empty() {
+        reason.push_str(", ");
+    }
+    reason.push_str(part);
+}
+
+fn decision<'a>(p: Option<&'a PlacementSchedule>, cluster: &str) -> Option<&'a ClusterDecision> {
+    p.and_then(|p| p.decisions.iter().find(|d| d.cluster == cluster))
+}
+
+fn score_of(d: &ClusterDecision) -> Score {
+    Score {
+        affinity: d.affinity_score,
+        topology_spread: d.topology_spread_score,
+        total: d.score,
+    }
+}
+
+/// `affinity score 20 → 35` for the parts that differ.
+fn score_change(b: &Score, h: &Score) -> String {
+    let mut parts = Vec::new();
+    if let (Some(x), Some(y)) = (b.affinity, h.affinity) {
+        if x != y {
+            parts.push(format!("affinity score {x} → {y}"));
+        }
+    }
+    if let (Some(x), Some(y)) = (b.topology_spread, h.topology_spread) {
+        if x != y {
+            parts.push(format!("topology spread score {x} → {y}"));
+        }
+    }
+    if let (Some(x), Some(y)) = (b.total, h.total) {
+        if x != y {
+            parts.push(format!("score {x} → {y}"));
+        }
+    }
+    parts.join(", ")
+}
+
+fn rollout_impact(
+    head: &World,
+    h: &PlacementSchedule,
+    kept: &[String],
+    clusters: &[ClusterPlan],
+) -> RolloutImpact {
+    let id = h.key.id();
+    let changed_clusters: BTreeSet<&str> = clusters
+        .iter()
+        .filter(|c| c.objects.iter().any(|o| o.placement == id))
+        .map(|c| c.cluster.as_str())
+        .collect();
+    let updating: Vec<String> = kept
+        .iter()
+        .filter(|c| changed_clusters.contains(c.as_str()))
+        .cloned()
+        .collect();
+    if h.key.kind == "Placement" {
+        return RolloutImpact {
+            strategy: "OCM".into(),
+            description: "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into(),
+            updating,
+            max_unavailable: None,
+            max_surge: None,
+            stages: vec![],
+        };
+    }
+    let Some(entry) = head.cat.placement(&h.key.name, h.key.namespace.as_deref()) else {
+        return RolloutImpact {
+            strategy: "RollingUpdate".into(),
+            updating,
+            max_unavailable: None,
+            max_surge: None,
+            description: String::new(),
+            stages: vec![],
+        };
+    };
+    let spec = entry.spec.defaulted_spec();
+    let strategy = spec.strategy.type_.unwrap_or_default();
+    if strategy == RolloutStrategyType::External {
+        let stages = staged_impact(head, &h.key, &h.selected);
+        let description = if stages.is_empty() {
+            "strategy External: nothing rolls out until a staged update run names this placement"
+                .to_string()
+        } else {
+            "strategy External: staged update runs roll out stage by stage".to_string()
+        };
+        return RolloutImpact {
+            strategy: "External".into(),
+            updating,
+            max_unavailable: None,
+            max_surge: None,
+            description,
+            stages,
+        };
+    }
+    let ru = spec.strategy.rolling_update.unwrap_or_default();
+    let target = match spec.policy.as_ref().map(|p| p.placement_type) {
+        Some(PlacementType::PickN) => spec
+            .policy
+            .as_ref()
+            .and_then(|p| p.number_of_clusters)
+            .unwrap_or(0) as i64,
+        _ => h.selected.len() as i64,
+    };
+    let resolve = |v: &Option<crate::model::placement::IntOrPercent>| {
+        v.as_ref()
+            .and_then(|v| v.scaled_up(target))
+            .map(|x| x.max(0) as usize)
+    };
+    let max_unavailable = resolve(&ru.max_unavailable).map(|m| m.max(1));
+    let max_surge = resolve(&ru.max_surge);
+    let description = match (updating.len(), max_unavailable) {
+        (0, _) => "no selected cluster's manifests change".to_string(),
+        (n, Some(m)) => {
+            let batches = n.div_ceil(m.max(1));
+            format!(
+                "RollingUpdate: {n} cluster(s) update, at most {m} at a time ({batches} step(s)); new clusters may exceed the target by {}",
+                max_surge.unwrap_or(0)
+            )
+        }
+        (n, None) => format!("RollingUpdate: {n} cluster(s) update"),
+    };
+    RolloutImpact {
+        strategy: "RollingUpdate".into(),
+        updating,
+        max_unavailable,
+        max_surge,
+        description,
+        stages: vec![],
+    }
+}
+
+/// The stages of the update runs (of the head) that roll the placement out, with their clusters.
+fn staged_impact(head: &World, key: &PlacementKey, selected: &[String]) -> Vec<StageImpact> {
+    let cat = head.cat;
+    let mut out = Vec::new();
+    for run in &cat.update_runs {
+        let run_ns = &cat.objects[run.index].namespace;
+        if run.spec.spec.placement_name != key.name || *run_ns != key.namespace {
+            continue;
+        }
+        let Some(strategy) = cat.update_strategies.iter().find(|s| {
+            s.spec.metadata.name == run.spec.spec.staged_rollout_strategy_name
+                && cat.objects[s.index].namespace == *run_ns
+        }) else {
+            continue;
+        };
+        for stage in &strategy.spec.spec.stages {
+            let mut members: Vec<(String, &Labels)> = selected
+                .iter()
+                .filter_map(|c| head.fleet.get(c).map(|m| (c.clone(), &m.labels)))
+                .filter(|(_, labels)| stage.selects(labels))
+                .collect();
+            if let Some(key) = &stage.sorting_label_key {
+                members.sort_by_key(|(name, labels)| {
+                    (
+                        labels.get(key).and_then(|v| v.parse::<i64>().ok()),
+                        name.clone(),
+                    )
+                });
+            }
+            let clusters: Vec<String> = members.into_iter().map(|(n, _)| n).collect();
+            let task = |t: &crate::model::staged::StageTask| match &t.wait_time {
+                Some(w) => format!("{:?} {w}", t.type_),
+                None => format!("{:?}", t.type_),
+            };
+            out.push(StageImpact {
+                run: run.spec.metadata.name.clone(),
+                stage: stage.name.clone(),
+                max_concurrency: stage.max_concurrency_for(clusters.len()),
+                clusters,
+                before: stage.before_stage_tasks.iter().map(task).collect(),
+                after: stage.after_stage_tasks.iter().map(task).collect(),
+            });
+        }
+    }
+    out
+}
+
+/// Fingerprint of everything that shapes one placement's manifests in a world, so clusters
+/// whose inputs did not change are not rendered twice.
+fn render_inputs(world: &World) -> (BTreeMap<String, String>, String) {
+    let mut per_placement = BTreeMap::new();
+    for e in &world.cat.placements {
+        let id = PlacementKey {
+            kind: e.spec.kind.clone(),
+            namespace: world.cat.objects[e.index].namespace.clone(),
+            name: e.spec.metadata.name.clone(),
+        }
+        .id();
+        if let Ok(res) = select(world.cat, &e.spec) {
+            per_placement.insert(id, resource_hash(&res));
+        }
+    }
+    for e in &world.cat.manifest_work_replica_sets {
+        let ns = world.cat.objects[e.index]
+            .namespace
+            .clone()
+            .unwrap_or_default();
+        for r in &e.spec.spec.placement_refs {
+            let id = format!("ocm/{ns}/{}", r.name);
+            let h = hash_value(
+                &serde_json::to_value(&e.spec.spec.manifest_work_template).unwrap_or_default(),
+            );
+            per_placement
+                .entry(id)
+                .and_modify(|x: &mut String| x.push_str(&h))
+                .or_insert(h);
+        }
+    }
+    let overrides: Vec<&Value> = world
+        .cat
+        .objects
+        .iter()
+        .zip(&world.cat.classes)
+        .filter(|(_, c)| **c == crate::catalog::Class::Override)
+        .map(|(o, _)| &o.value)
+        .collect();
+    (per_placement, hash_value(&serde_json::json!(overrides)))
+}
+
+fn compare_clusters(base: &World, head: &World, opts: &Options) -> Vec<ClusterPlan> {
+    let (base_inputs, base_overrides) = render_inputs(base);
+    let (head_inputs, head_overrides) = render_inputs(head);
+    let placements_of = |w: &World, cluster: &str| -> Vec<String> {
+        w.schedule
+            .iter()
+            .filter(|p| p.selected.iter().any(|c| c == cluster))
+            .map(|p| p.key.id())
+            .collect()
+    };
+    let names: BTreeSet<&str> = base
+        .fleet
+        .clusters
+        .iter()
+        .chain(&head.fleet.clusters)
+        .map(|c| c.name.as_str())
+        .filter(|n| opts.clusters.is_empty() || opts.clusters.iter().any(|c| c == n))
+        .collect();
+    let empty = Labels::new();
+    let mut out = Vec::new();
+    for name in names {
+        let base_labels = base.fleet.get(name).map_or(&empty, |c| &c.labels);
+        let head_labels = head.fleet.get(name).map_or(&empty, |c| &c.labels);
+        let (bp, hp) = (placements_of(base, name), placements_of(head, name));
+        let same_inputs = bp == hp
+            && base_labels == head_labels
+            && base_overrides == head_overrides
+            && bp
+                .iter()
+                .all(|id| base_inputs.get(id) == head_inputs.get(id));
+        if same_inputs {
+            continue;
+        }
+        let (base_objects, _) = rendered_objects(base, name, base_labels);
+        let (head_objects, errors) = rendered_objects(head, name, head_labels);
+        let mut objects = Vec::new();
+        let ids: BTreeSet<&String> = base_objects.keys().chain(head_objects.keys()).collect();
+        for id in ids {
+            let (b, h) = (base_objects.get(id), head_objects.get(id));
+            let change = match (b, h) {
+                (None, Some(_)) => Change::Added,
+                (Some(_), None) => Change::Removed,
+                (Some(x), Some(y)) if x.0 != y.0 => Change::Changed,
+                _ => continue,
+            };
+            let placement = h.or(b).map(|(_, p)| p.clone()).unwrap_or_default();
+            let (bt, ht) = masked_yaml(b.map(|x| &x.0), h.map(|x| &x.0));
+            objects.push(ObjectDiff {
+                object: id.clone(),
+                placement,
+                change,
+                diff: unified(&bt, &ht, id, opts.context),
+            });
+        }
+        if !objects.is_empty() || !errors.is_empty() {
+            out.push(ClusterPlan {
+                cluster: name.to_string(),
+                objects,
+                errors,
+            });
+        }
+    }
+    out
+}
+
+/// A cluster's rendered objects by identity, and the rendering errors.
+fn rendered_objects(
+    world: &World,
+    cluster: &str,
+    labels: &Labels,
+) -> (BTreeMap<String, (Value, String)>, Vec<String>) {
+    let target = ClusterTarget {
+        name: cluster,
+        labels,
+    };
+    let mut objects = BTreeMap::new();
+    let mut errors = Vec::new();
+    for p in render_cluster(world.cat, world.schedule, &target) {
+        match p.manifests {
+            Ok(ms) => {
+                for m in ms {
+                    objects.insert(object_id(&m.value), (m.value, p.placement.id()));
+                }
+            }
+            Err(e) => errors.push(format!("{}: {e}", p.placement.id())),
+        }
+    }
+    (objects, errors)
+}
+
+fn object_id(v: &Value) -> String {
+    let kind = v.get("kind").and_then(Value::as_str).unwrap_or("?");
+    let name = v
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    match v.pointer("/metadata/namespace").and_then(Value::as_str) {
+        Some(ns) => format!("{kind}/{ns}/{name}"),
+        None => format!("{kind}/{name}"),
+    }
+}
+
+/// YAML of both sides with Secret values masked: `***` where equal, `*** (changed)` where the
+/// head's value differs, so a review sees that a secret changed but never its value.
+fn masked_yaml(b: Option<&Value>, h: Option<&Value>) -> (String, String) {
+    let is_secret = |v: &Value| {
+        v.get("kind").and_then(Value::as_str) == Some("Secret")
+            && v.get("apiVersion").and_then(Value::as_str) == Some("v1")
+    };
+    let mut b = b.cloned();
+    let mut h = h.cloned();
+    if b.as_ref().is_some_and(is_secret) || h.as_ref().is_some_and(is_secret) {
+        for field in ["data", "stringData"] {
+            let base_map = b
+                .as_ref()
+                .and_then(|v| v.get(field))
+                .and_then(Value::as_object)
+                .cloned();
+            if let Some(m) = h
+                .as_mut()
+                .and_then(|v| v.get_mut(field))
+                .and_then(Value::as_object_mut)
+            {
+                for (k, val) in m.iter_mut() {
+                    let same = base_map.as_ref().and_then(|bm| bm.get(k)) == Some(val)
+                        || base_map.is_none() && b.is_none();
+                    *val = Value::String(
+                        if same || b.is_none() {
+                            "***"
+                        } else {
+                            "*** (changed)"
+                        }
+                        .into(),
+                    );
+                }
+            }
+            if let Some(m) = b
+                .as_mut()
+                .and_then(|v| v.get_mut(field))
+                .and_then(Value::as_object_mut)
+            {
+                for val in m.values_mut() {
+                    *val = Value::String("***".into());
+                }
+            }
+        }
+    }
+    let yaml = |v: Option<Value>| {
+        v.map(|v| serde_yaml::to_string(&v).unwrap_or_default())
+            .unwrap_or_default()
+    };
+    (yaml(b), yaml(h))
+}
+
+fn unified(base: &str, head: &str, id: &str, context: usize) -> String {
+    similar::TextDiff::from_lines(base, head)
+        .unified_diff()
+        .context_radius(context)
+        .header(&format!("base/{id}"), &format!("head/{id}"))
+        .to_string()
+}
