@@ -735,32 +735,7 @@ fn is_rfc3339(s: &str) -> bool {
 mod tests {
     use super::*;
     use crate::model::decode;
-
-    fn value(yaml: &str) -> Value {
-        serde_yaml::from_str(yaml).unwrap()
-    }
-
-    fn problems<T: ApiObject>(yaml: &str) -> Vec<(String, String)> {
-        decode::<T>(&value(yaml))
-            .unwrap()
-            .validate()
-            .into_iter()
-            .map(|p| (p.field, p.message))
-            .collect()
-    }
-
-    /// Each case must yield exactly the one problem given.
-    fn expect_one<T: ApiObject>(cases: &[(String, &str, &str)]) {
-        for (yaml, field, message) in cases {
-            let got = problems::<T>(yaml);
-            assert_eq!(
-                got,
-                vec![(field.to_string(), message.to_string())],
-                "document:\n{}",
-                &yaml[..yaml.len().min(400)]
-            );
-        }
-    }
+    use crate::model::testing::*;
 
     // kubefleet-examples/fleet_v1beta1_membercluster.yaml
     const MEMBER_EXAMPLE: &str = r#"

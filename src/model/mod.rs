@@ -11,6 +11,8 @@ pub mod quantity;
 pub mod scope;
 pub mod selector;
 pub mod staged;
+#[cfg(test)]
+mod testing;
 
 pub use object::{Gvk, Object, ObjectKey, Origin};
 pub use selector::{LabelSelector, Labels};

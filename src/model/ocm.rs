@@ -925,33 +925,7 @@ fn is_rollout_count(s: &str) -> bool {
 mod tests {
     use super::*;
     use crate::model::decode;
-
-    fn value(yaml: &str) -> Value {
-        serde_yaml::from_str(yaml).unwrap()
-    }
-
-    fn typed<T: ApiObject>(yaml: &str) -> T {
-        decode::<T>(&value(yaml)).unwrap()
-    }
-
-    fn problems<T: ApiObject>(yaml: &str) -> Vec<(String, String)> {
-        typed::<T>(yaml)
-            .validate()
-            .into_iter()
-            .map(|p| (p.field, p.message))
-            .collect()
-    }
-
-    fn expect_one<T: ApiObject>(cases: &[(String, &str, &str)]) {
-        for (yaml, field, message) in cases {
-            assert_eq!(
-                problems::<T>(yaml),
-                vec![(field.to_string(), message.to_string())],
-                "document:\n{}",
-                &yaml[..yaml.len().min(400)]
-            );
-        }
-    }
+    use crate::model::testing::*;
 
     /// The Placement documents of ocm-examples/ (the multicluster-gateway one equals the helm one
     /// but for `numberOfClusters: 2`).

@@ -802,34 +802,7 @@ impl ApiObject for ClusterResourcePlacementDisruptionBudget {
 mod tests {
     use super::*;
     use crate::model::decode;
-
-    fn value(yaml: &str) -> Value {
-        serde_yaml::from_str(yaml).unwrap()
-    }
-
-    fn typed<T: ApiObject>(yaml: &str) -> T {
-        decode::<T>(&value(yaml)).unwrap()
-    }
-
-    fn problems<T: ApiObject>(yaml: &str) -> Vec<(String, String)> {
-        typed::<T>(yaml)
-            .validate()
-            .into_iter()
-            .map(|p| (p.field, p.message))
-            .collect()
-    }
-
-    /// Each case must yield exactly the one problem given.
-    fn expect_one<T: ApiObject>(cases: &[(String, &str, &str)]) {
-        for (yaml, field, message) in cases {
-            assert_eq!(
-                problems::<T>(yaml),
-                vec![(field.to_string(), message.to_string())],
-                "document:\n{}",
-                &yaml[..yaml.len().min(400)]
-            );
-        }
-    }
+    use crate::model::testing::*;
 
     // kubefleet-examples/stagedupdaterun/updateStrategy.yaml
     const STRATEGY_EXAMPLE: &str = r#"
