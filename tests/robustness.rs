@@ -37,6 +37,16 @@ fn analyze_one(path: &str, content: &str) {
     for p in &cat.placements {
         let _ = gitfleet::snapshot::take(&cat, &p.spec);
     }
+    // The scheduler and the renderer take whatever the catalog understood.
+    let fleet = gitfleet::schedule::Fleet::build(&cat, None);
+    let schedule = gitfleet::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+    for c in &fleet.clusters {
+        let target = gitfleet::render::ClusterTarget {
+            name: &c.name,
+            labels: &c.labels,
+        };
+        let _ = gitfleet::render::cluster::render_cluster(&cat, &schedule, &target);
+    }
 }
 
 #[test]
@@ -67,6 +77,56 @@ fn corrupted_files_never_panic() {
         for (from, to) in corruptions {
             analyze_one(&path, &content.replace(from, to));
             analyze_one(&path, &content.replacen(from, to, 1));
+        }
+    }
+}
+
+#[test]
+fn a_corrupted_file_in_a_whole_fleet_never_panics() {
+    let root = common::manifest_dir().join("examples/fleet-repo");
+    let files: Vec<(String, String)> = common::walk(&root)
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "yaml"))
+        .map(|f| {
+            (
+                f.display().to_string(),
+                std::fs::read_to_string(&f).unwrap(),
+            )
+        })
+        .collect();
+    let corruptions: &[(&str, &str)] = &[
+        ("numberOfClusters: 3", "numberOfClusters: -3"),
+        ("name:", "name: [x]\n  n:"),
+        ("labels:", "labels: 3\n  l:"),
+        ("value:", "value: {a: [1]}\n  v:"),
+        ("- ", "- - "),
+    ];
+    for i in 0..files.len() {
+        for (from, to) in corruptions {
+            let source: Vec<SourceFile> = files
+                .iter()
+                .enumerate()
+                .map(|(j, (p, c))| SourceFile {
+                    path: p.clone(),
+                    content: if i == j {
+                        c.replacen(from, to, 1)
+                    } else {
+                        c.clone()
+                    }
+                    .into_bytes(),
+                })
+                .collect();
+            let (cat, _) = gitfleet::analyze(&source);
+            let fleet = gitfleet::schedule::Fleet::build(&cat, None);
+            let schedule =
+                gitfleet::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+            for c in &fleet.clusters {
+                let target = gitfleet::render::ClusterTarget {
+                    name: &c.name,
+                    labels: &c.labels,
+                };
+                let _ = gitfleet::render::cluster::render_cluster(&cat, &schedule, &target);
+            }
         }
     }
 }
