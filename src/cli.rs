@@ -84,11 +84,12 @@ pub struct PlanArgs {
     /// Inventory file (as for `schedule`).
     #[arg(long, conflicts_with = "server")]
     pub inventory: Option<PathBuf>,
-    /// A running gitfleet daemon to take the inventory and current bindings from.
+    /// A running gitfleet daemon (`http://host:port`) to take the live inventory and the
+    /// current bindings from.
     #[arg(long)]
     pub server: Option<String>,
     /// State directory with the current bindings (as for `schedule`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "server")]
     pub state: Option<PathBuf>,
     /// Only diff these clusters' manifests (repeatable; all by default).
     #[arg(long = "cluster")]
@@ -528,9 +529,6 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
 }
 
 fn plan(args: &PlanArgs) -> Result<ExitCode> {
-    if let Some(url) = &args.server {
-        bail!("--server {url}: reading the inventory and bindings from a running daemon needs `gitfleet run`, which is not built yet; use --inventory and --state");
-    }
     // Unreadable inputs are plain errors here (exit 1), as the plan's exit codes say.
     let read_rev = |rev: &str| read_commit(&args.repo, rev, &args.path).map_err(|e| anyhow!(e));
     let base = read_rev(&args.base)?;
@@ -542,8 +540,14 @@ fn plan(args: &PlanArgs) -> Result<ExitCode> {
         state: args.state.clone(),
     };
     let plan = if head_diags.is_empty() {
-        let inventory = read_inventory(&inputs)?;
-        let previous = read_previous(&inputs)?;
+        // A running daemon gives the live inventory and the bindings as they are.
+        let (inventory, previous) = match &args.server {
+            Some(url) => (
+                Some(crate::daemon_client::inventory(url)?),
+                crate::daemon_client::schedule(url)?,
+            ),
+            None => (read_inventory(&inputs)?, read_previous(&inputs)?),
+        };
         let now = now_unix();
         let base_fleet = Fleet::build(&base_cat, inventory.as_ref());
         let head_fleet = Fleet::build(&head_cat, inventory.as_ref());

@@ -5,6 +5,7 @@
 
 pub mod catalog;
 pub mod cli;
+pub mod daemon_client;
 pub mod model;
 pub mod plan;
 pub mod render;

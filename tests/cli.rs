@@ -537,3 +537,136 @@ fn render_without_placement_follows_the_schedule() {
     );
     assert!(!names.iter().any(|n| n.contains("Envelope")), "{names:?}");
 }
+
+/// A stand-in for the daemon's read API (`/api/v1/inventory`, `/api/v1/schedule`), serving
+/// fixed JSON on a loopback port until the test ends.
+fn fake_daemon(inventory: String, schedule: String) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut line = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            reader.read_line(&mut line).unwrap();
+            // Drain the headers.
+            let mut header = String::new();
+            while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                header.clear();
+            }
+            let (status, body) = if line.starts_with("GET /api/v1/inventory ") {
+                ("200 OK", inventory.clone())
+            } else if line.starts_with("GET /api/v1/schedule ") {
+                ("200 OK", schedule.clone())
+            } else {
+                ("404 Not Found", "{}".to_string())
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[test]
+fn plan_reads_inventory_and_bindings_from_a_daemon() {
+    let repo = sample_repo();
+    let base = repo.git(&["rev-parse", "HEAD"]);
+    let text = std::fs::read_to_string(repo.path().join("placements/shop.yaml")).unwrap();
+    repo.write(
+        "placements/shop.yaml",
+        &text.replace("numberOfClusters: 3", "numberOfClusters: 2"),
+    );
+    repo.commit("shrink shop");
+    // The daemon's view: every cluster healthy, with the sample inventory's properties, and the
+    // shop placement currently bound to three clusters chosen differently from a fresh schedule.
+    let inv_yaml = std::fs::read_to_string(repo.path().join(".inventory/inventory.yaml")).unwrap();
+    let inv: serde_json::Value = serde_yaml::from_str(&inv_yaml).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let state_arg = state.path().display().to_string();
+    let inventory_arg = repo
+        .path()
+        .join(".inventory/inventory.yaml")
+        .display()
+        .to_string();
+    let run = gitfleet(&[
+        "schedule",
+        "--repo",
+        &repo_arg(&repo),
+        "--rev",
+        &base,
+        "--inventory",
+        &inventory_arg,
+        "--state",
+        &state_arg,
+        "--save",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The live bindings differ from what a fresh schedule would pick: the daemon placed shop on
+    // eastus-canary instead of eastus-prod-2 (say, before prod-2 joined).
+    let mut schedule: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(state.path().join("schedule.json")).unwrap())
+            .unwrap();
+    for p in schedule["placements"].as_array_mut().unwrap() {
+        if p["name"] == "shop-app" {
+            for b in p["bindings"].as_array_mut().unwrap() {
+                if b["cluster"] == "eastus-prod-2" {
+                    b["cluster"] = "eastus-canary".into();
+                    b["affinityScore"] = 24.into();
+                }
+            }
+        }
+    }
+    let server = fake_daemon(inv.to_string(), schedule.to_string());
+    let run = gitfleet(&[
+        "plan",
+        "--repo",
+        &repo_arg(&repo),
+        "--base",
+        &base,
+        "--head",
+        "HEAD",
+        "--server",
+        &server,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let shop = plan["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "shop-app")
+        .unwrap();
+    assert_eq!(shop["lost"][0]["cluster"], "eastus-canary", "{shop}");
+    assert_eq!(
+        shop["lost"][0]["reason"],
+        "numberOfClusters 3 → 2, lowest score"
+    );
+
+    // A daemon that is not there is an error (exit 1), not an empty fleet.
+    let run = gitfleet(&[
+        "plan",
+        "--repo",
+        &repo_arg(&repo),
+        "--base",
+        &base,
+        "--head",
+        "HEAD",
+        "--server",
+        "http://127.0.0.1:9",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("cannot reach gitfleet daemon"),
+        "{}",
+        run.stderr
+    );
+}

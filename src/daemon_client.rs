@@ -1,0 +1,64 @@
+//! Reading a running gitfleet daemon (`--server URL`): its live inventory and its current
+//! schedule (bindings, decisions, policy indices), so `plan` starts from the fleet as it is.
+//!
+//! The daemon serves (HTTP, JSON):
+//! - `GET /api/v1/inventory`: the inventory, in the inventory file's format;
+//! - `GET /api/v1/schedule`: the last schedule, in the state directory's `schedule.json` format.
+
+use crate::schedule::{Inventory, PlacementSchedule, Previous};
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach gitfleet daemon at {url}: {message}")]
+    Request { url: String, message: String },
+    #[error("gitfleet daemon at {url} answered with something that is not {what}: {message}")]
+    Decode {
+        url: String,
+        what: &'static str,
+        message: String,
+    },
+}
+
+fn get<T: for<'de> Deserialize<'de>>(url: &str, what: &'static str) -> Result<T, ClientError> {
+    let body = ureq::get(url)
+        .call()
+        .map_err(|e| ClientError::Request {
+            url: url.to_string(),
+            message: e.to_string(),
+        })?
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| ClientError::Request {
+            url: url.to_string(),
+            message: e.to_string(),
+        })?;
+    serde_json::from_str(&body).map_err(|e| ClientError::Decode {
+        url: url.to_string(),
+        what,
+        message: e.to_string(),
+    })
+}
+
+fn endpoint(server: &str, path: &str) -> String {
+    format!("{}{path}", server.trim_end_matches('/'))
+}
+
+pub fn inventory(server: &str) -> Result<Inventory, ClientError> {
+    get(&endpoint(server, "/api/v1/inventory"), "an inventory")
+}
+
+#[derive(Deserialize)]
+struct ScheduleDoc {
+    placements: Vec<PlacementSchedule>,
+}
+
+/// The daemon's current schedule, by placement id.
+pub fn schedule(server: &str) -> Result<Previous, ClientError> {
+    let doc: ScheduleDoc = get(&endpoint(server, "/api/v1/schedule"), "a schedule")?;
+    Ok(doc
+        .placements
+        .into_iter()
+        .map(|p| (p.key.id(), p))
+        .collect())
+}
