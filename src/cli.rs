@@ -55,7 +55,8 @@ pub enum Command {
 const PLAN_EXIT_CODES: &str = "\
 Exit codes:
   0  no change to the fleet
-  1  error: the head commit is invalid (its diagnostics come first) or an input is unreadable
+  1  error: the head commit is invalid (its diagnostics come first), fails to render for a
+     cluster (an override that cannot apply), or an input is unreadable
   2  the head changes the fleet";
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -595,13 +596,15 @@ fn plan(args: &PlanArgs) -> Result<ExitCode> {
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", text.trim_end())?;
-    Ok(if !plan.errors.is_empty() {
-        ExitCode::from(1)
-    } else if plan.has_changes() {
-        ExitCode::from(2)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(
+        if !plan.errors.is_empty() || plan.summary.render_errors > 0 {
+            ExitCode::from(1)
+        } else if plan.has_changes() {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }
 
 /// Labels of a declared member (MemberCluster or ManagedCluster), with the label gitfleet adds.

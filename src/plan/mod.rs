@@ -93,7 +93,8 @@ pub struct PlacementPlan {
     #[serde(flatten)]
     pub key: PlacementKey,
     pub change: Change,
-    /// Spec fields that differ: `policy`, `resourceSelectors`, `strategy`, … (OCM: `spec`).
+    /// Spec fields that differ (`policy`, `resourceSelectors`, `strategy`, … for KubeFleet
+    /// placements; the OCM Placement's own spec fields), and `overrides` when those differ.
     pub changed_fields: Vec<String>,
     pub policy_snapshot_index: Transition<u64>,
     /// Resource snapshot index, counted from the base (0, or 1 if the head's selection differs):
@@ -101,6 +102,9 @@ pub struct PlacementPlan {
     pub resource_snapshot_index: Transition<u64>,
     /// Selected resources (`Kind/namespace/name`) added, removed or changed in content.
     pub resources: ResourceChanges,
+    /// Overrides (`ClusterResourceOverride/name`, `ResourceOverride/namespace/name`) that follow
+    /// this placement and select one of its resources, added, removed or changed.
+    pub overrides: ResourceChanges,
     pub gained: Vec<ClusterMove>,
     pub lost: Vec<ClusterMove>,
     /// Clusters selected on both sides.
@@ -211,7 +215,9 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     let head_by: BTreeMap<String, &PlacementSchedule> =
         head.schedule.iter().map(|p| (p.key.id(), p)).collect();
     let ids: BTreeSet<&String> = base_by.keys().chain(head_by.keys()).collect();
-    let clusters = compare_clusters(base, head, opts);
+    // Every cluster counts for the placements, the summary and the exit code; `--cluster` only
+    // narrows which diffs are shown.
+    let mut clusters = compare_clusters(base, head, opts.context);
     let mut placements = Vec::new();
     for id in ids {
         let b = base_by.get(id).copied();
@@ -240,6 +246,9 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
             }
         }
     }
+    if !opts.clusters.is_empty() {
+        clusters.retain(|c| opts.clusters.contains(&c.cluster));
+    }
     Plan {
         base: base.commit.into(),
         head: head.commit.into(),
@@ -264,6 +273,70 @@ fn spec_of(world: &World, key: &PlacementKey) -> Option<Value> {
     }
     cat.placement(&key.name, key.namespace.as_deref())
         .map(|e| serde_json::to_value(e.spec.defaulted_spec()).unwrap_or_default())
+}
+
+/// The overrides that follow a placement and select one of its resources, with their hashes.
+fn overrides_of(world: &World, key: &PlacementKey) -> BTreeMap<String, String> {
+    let cat = world.cat;
+    let mut out = BTreeMap::new();
+    let Some(entry) = cat.placement(&key.name, key.namespace.as_deref()) else {
+        return out;
+    };
+    let Ok(resources) = select(cat, &entry.spec) else {
+        return out;
+    };
+    if key.namespace.is_none() {
+        for e in &cat.cluster_overrides {
+            let o = &e.spec;
+            let selects = resources.iter().any(|r| match &r.namespace {
+                None => o.selects(&r.gvk.group, &r.gvk.kind, &r.name),
+                Some(ns) => o.selects_namespace(ns),
+            });
+            if o.follows_placement(&key.name) && selects {
+                out.insert(
+                    cat.objects[e.index].display_name(),
+                    hash_value(&cat.objects[e.index].value),
+                );
+            }
+        }
+    }
+    for e in &cat.resource_overrides {
+        let o = &e.spec;
+        let selects = resources.iter().any(|r| {
+            r.namespace
+                .as_deref()
+                .is_some_and(|ns| o.selects(&r.gvk.group, &r.gvk.kind, ns, &r.name))
+        });
+        if o.follows_placement(&key.name, key.namespace.as_deref()) && selects {
+            let id = cat.objects[e.index].key().to_string();
+            out.insert(id, hash_value(&cat.objects[e.index].value));
+        }
+    }
+    out
+}
+
+/// Which keys of two `id → hash` maps were added, removed or changed.
+fn diff_maps(base: &BTreeMap<String, String>, head: &BTreeMap<String, String>) -> ResourceChanges {
+    let mut changes = ResourceChanges::default();
+    for (id, hash) in head {
+        match base.get(id) {
+            None => changes.added.push(id.clone()),
+            Some(b) if b != hash => changes.changed.push(id.clone()),
+            _ => {}
+        }
+    }
+    changes.removed = base
+        .keys()
+        .filter(|id| !head.contains_key(*id))
+        .cloned()
+        .collect();
+    changes
+}
+
+impl ResourceChanges {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
 }
 
 fn selection_of(world: &World, key: &PlacementKey) -> Option<BTreeMap<String, String>> {
@@ -303,20 +376,16 @@ fn compare_placement(
         b.and_then(|_| selection_of(base, &key)),
         h.and_then(|_| selection_of(head, &key)),
     );
-    let mut resources = ResourceChanges::default();
-    if let (Some(bs), Some(hs)) = (&base_sel, &head_sel) {
-        for (id, hash) in hs {
-            match bs.get(id) {
-                None => resources.added.push(id.clone()),
-                Some(bh) if bh != hash => resources.changed.push(id.clone()),
-                _ => {}
-            }
-        }
-        resources.removed = bs
-            .keys()
-            .filter(|id| !hs.contains_key(*id))
-            .cloned()
-            .collect();
+    let resources = match (&base_sel, &head_sel) {
+        (Some(bs), Some(hs)) => diff_maps(bs, hs),
+        _ => ResourceChanges::default(),
+    };
+    let overrides = match (b, h) {
+        (Some(_), Some(_)) => diff_maps(&overrides_of(base, &key), &overrides_of(head, &key)),
+        _ => ResourceChanges::default(),
+    };
+    if !overrides.is_empty() {
+        changed_fields.push("overrides".to_string());
     }
     let resources_differ = !(resources.added.is_empty()
         && resources.removed.is_empty()
@@ -377,7 +446,18 @@ fn compare_placement(
         let bd = decision(b, c);
         let hd = decision(h, c);
         let reason = if h.is_none() {
-            "placement removed: its resources are deleted from the cluster (unless deleteStrategy is Abandon)".to_string()
+            let abandon = base
+                .cat
+                .placement(&key.name, key.namespace.as_deref())
+                .and_then(|e| e.spec.spec.strategy.delete_strategy.as_ref())
+                .and_then(|d| d.propagation_policy)
+                == Some(crate::model::placement::PropagationPolicy::Abandon);
+            if abandon {
+                "placement removed: deleteStrategy Abandon leaves its resources on the cluster"
+                    .to_string()
+            } else {
+                "placement removed: its resources are deleted from the cluster".to_string()
+            }
         } else if head
             .fleet
             .get(c)
@@ -424,7 +504,8 @@ fn compare_placement(
         {
             let was_same =
                 decision(b, &d.cluster).is_some_and(|bd| !bd.selected && bd.reason == d.reason);
-            if unfulfilled || !was_same {
+            let already_lost = lost.iter().any(|l| l.cluster == d.cluster);
+            if (unfulfilled || !was_same) && !already_lost {
                 unschedulable.push(ClusterReason {
                     cluster: d.cluster.clone(),
                     reason: d.reason.clone(),
@@ -457,6 +538,7 @@ fn compare_placement(
         changed_fields,
         resource_snapshot_index,
         resources,
+        overrides,
         gained,
         lost,
         kept,
@@ -589,14 +671,15 @@ fn rollout_impact(
     };
     let max_unavailable = resolve(&ru.max_unavailable).map(|m| m.max(1));
     let max_surge = resolve(&ru.max_surge);
+    let surge = match max_surge.unwrap_or(0) {
+        0 => "new clusters are added only as others finish".to_string(),
+        s => format!("up to {s} cluster(s) above the target while new clusters are added"),
+    };
     let description = match (updating.len(), max_unavailable) {
-        (0, _) => "no selected cluster's manifests change".to_string(),
+        (0, _) => format!("RollingUpdate: no cluster that stays selected updates; {surge}"),
         (n, Some(m)) => {
             let batches = n.div_ceil(m.max(1));
-            format!(
-                "RollingUpdate: {n} cluster(s) update, at most {m} at a time ({batches} step(s)); new clusters may exceed the target by {}",
-                max_surge.unwrap_or(0)
-            )
+            format!("RollingUpdate: {n} cluster(s) update, at most {m} unavailable at a time ({batches} step(s)); {surge}")
         }
         (n, None) => format!("RollingUpdate: {n} cluster(s) update"),
     };
@@ -699,7 +782,7 @@ fn render_inputs(world: &World) -> (BTreeMap<String, String>, String) {
     (per_placement, hash_value(&serde_json::json!(overrides)))
 }
 
-fn compare_clusters(base: &World, head: &World, opts: &Options) -> Vec<ClusterPlan> {
+fn compare_clusters(base: &World, head: &World, context: usize) -> Vec<ClusterPlan> {
     let (base_inputs, base_overrides) = render_inputs(base);
     let (head_inputs, head_overrides) = render_inputs(head);
     let placements_of = |w: &World, cluster: &str| -> Vec<String> {
@@ -715,7 +798,6 @@ fn compare_clusters(base: &World, head: &World, opts: &Options) -> Vec<ClusterPl
         .iter()
         .chain(&head.fleet.clusters)
         .map(|c| c.name.as_str())
-        .filter(|n| opts.clusters.is_empty() || opts.clusters.iter().any(|c| c == n))
         .collect();
     let empty = Labels::new();
     let mut out = Vec::new();
@@ -732,14 +814,17 @@ fn compare_clusters(base: &World, head: &World, opts: &Options) -> Vec<ClusterPl
         if same_inputs {
             continue;
         }
-        let (base_objects, _) = rendered_objects(base, name, base_labels);
-        let (head_objects, errors) = rendered_objects(head, name, head_labels);
+        let (base_objects, _, _) = rendered_objects(base, name, base_labels);
+        let (head_objects, errors, failed) = rendered_objects(head, name, head_labels);
         let mut objects = Vec::new();
         let ids: BTreeSet<&String> = base_objects.keys().chain(head_objects.keys()).collect();
         for id in ids {
             let (b, h) = (base_objects.get(id), head_objects.get(id));
             let change = match (b, h) {
                 (None, Some(_)) => Change::Added,
+                // A placement that fails to render on the head deletes nothing: the daemon
+                // reports the failure and leaves what is applied in place.
+                (Some((_, placement)), None) if failed.contains(placement) => continue,
                 (Some(_), None) => Change::Removed,
                 (Some(x), Some(y)) if x.0 != y.0 => Change::Changed,
                 _ => continue,
@@ -750,7 +835,7 @@ fn compare_clusters(base: &World, head: &World, opts: &Options) -> Vec<ClusterPl
                 object: id.clone(),
                 placement,
                 change,
-                diff: unified(&bt, &ht, id, opts.context),
+                diff: unified(&bt, &ht, id, context),
             });
         }
         if !objects.is_empty() || !errors.is_empty() {
@@ -764,18 +849,22 @@ fn compare_clusters(base: &World, head: &World, opts: &Options) -> Vec<ClusterPl
     out
 }
 
-/// A cluster's rendered objects by identity, and the rendering errors.
+/// A cluster's rendered objects: by identity, each with the id of the placement delivering it.
+type Objects = BTreeMap<String, (Value, String)>;
+
+/// A cluster's rendered objects, the rendering errors, and the placements that failed.
 fn rendered_objects(
     world: &World,
     cluster: &str,
     labels: &Labels,
-) -> (BTreeMap<String, (Value, String)>, Vec<String>) {
+) -> (Objects, Vec<String>, BTreeSet<String>) {
     let target = ClusterTarget {
         name: cluster,
         labels,
     };
     let mut objects = BTreeMap::new();
     let mut errors = Vec::new();
+    let mut failed = BTreeSet::new();
     for p in render_cluster(world.cat, world.schedule, &target) {
         match p.manifests {
             Ok(ms) => {
@@ -783,10 +872,13 @@ fn rendered_objects(
                     objects.insert(object_id(&m.value), (m.value, p.placement.id()));
                 }
             }
-            Err(e) => errors.push(format!("{}: {e}", p.placement.id())),
+            Err(e) => {
+                errors.push(format!("{}: {e}", p.placement.id()));
+                failed.insert(p.placement.id());
+            }
         }
     }
-    (objects, errors)
+    (objects, errors, failed)
 }
 
 fn object_id(v: &Value) -> String {
@@ -823,16 +915,10 @@ fn masked_yaml(b: Option<&Value>, h: Option<&Value>) -> (String, String) {
                 .and_then(Value::as_object_mut)
             {
                 for (k, val) in m.iter_mut() {
-                    let same = base_map.as_ref().and_then(|bm| bm.get(k)) == Some(val)
-                        || base_map.is_none() && b.is_none();
-                    *val = Value::String(
-                        if same || b.is_none() {
-                            "***"
-                        } else {
-                            "*** (changed)"
-                        }
-                        .into(),
-                    );
+                    // Changed only when the base had this key with another value.
+                    let before = base_map.as_ref().and_then(|bm| bm.get(k));
+                    let changed = before.is_some_and(|v| v != val);
+                    *val = Value::String(if changed { "*** (changed)" } else { "***" }.into());
                 }
             }
             if let Some(m) = b

@@ -1,0 +1,383 @@
+//! End-to-end: `gitfleet plan` on scenario repositories. Each scenario commits the sample fleet
+//! (examples/fleet-repo) as the base and one change as the head, runs the real binary in the
+//! three formats and compares them with the golden files in tests/snapshots/ (insta). Commit ids
+//! are redacted to `[base]`/`[head]` so an unrelated edit of the sample does not move every file.
+
+mod common;
+use common::{gitfleet, Repo, Run};
+
+const INVENTORY: &str = ".inventory/inventory.yaml";
+
+/// A repository whose first commit is the sample fleet, inventory included.
+fn fleet() -> Repo {
+    let repo = Repo::new();
+    repo.copy_dir(&common::manifest_dir().join("examples/fleet-repo"), "");
+    repo.commit("the sample fleet");
+    repo
+}
+
+/// Replaces `from` (which must occur) by `to` in a file of the repository.
+fn edit(repo: &Repo, path: &str, from: &str, to: &str) {
+    let file = repo.path().join(path);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains(from), "{path} does not contain {from:?}");
+    std::fs::write(file, text.replacen(from, to, 1)).unwrap();
+}
+
+/// `gitfleet plan HEAD~1..HEAD` with the sample inventory, commit ids redacted.
+fn plan(repo: &Repo, extra: &[&str]) -> Run {
+    let dir = repo.path().to_str().unwrap().to_string();
+    let inventory = repo.path().join(INVENTORY);
+    let mut args = vec![
+        "plan",
+        "--repo",
+        &dir,
+        "--base",
+        "HEAD~1",
+        "--head",
+        "HEAD",
+        "--inventory",
+        inventory.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let mut run = gitfleet(&args);
+    for (rev, name) in [("HEAD~1", "[base]"), ("HEAD", "[head]")] {
+        let id = repo.git(&["rev-parse", rev]);
+        run.stdout = run.stdout.replace(&id, name).replace(&id[..12], name);
+    }
+    run
+}
+
+/// Snapshots the three formats of the plan of HEAD~1..HEAD and checks the exit code of each.
+fn snapshot_formats(name: &str, repo: &Repo, code: i32) -> [String; 3] {
+    let mut outputs = Vec::new();
+    for format in ["text", "markdown", "json"] {
+        let run = plan(repo, &["--format", format]);
+        assert_eq!(
+            run.code, code,
+            "{name} --format {format}: stderr: {}",
+            run.stderr
+        );
+        assert!(
+            !run.stdout.contains('\x1b'),
+            "no colour when not a terminal"
+        );
+        if format == "json" {
+            let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("valid JSON");
+            assert_eq!(v["base"], "[base]");
+        }
+        insta::assert_snapshot!(format!("{name}.{format}"), run.stdout);
+        outputs.push(run.stdout);
+    }
+    outputs.try_into().unwrap()
+}
+
+#[test]
+fn policy_change_gains_and_loses_clusters_with_a_new_policy_snapshot() {
+    let repo = fleet();
+    // admission-guard: production only (loses the canaries), and tolerate the PCI taint (gains
+    // westeurope-prod-2).
+    edit(
+        &repo,
+        "placements/admission-guard.yaml",
+        r#"values: ["canary", "production"]"#,
+        r#"values: ["production"]"#,
+    );
+    edit(
+        &repo,
+        "placements/admission-guard.yaml",
+        "  strategy:\n",
+        "    tolerations:\n      - key: dedicated\n        operator: Equal\n        value: pci\n        effect: NoSchedule\n  strategy:\n",
+    );
+    repo.commit("admission-guard: production only, on the PCI cluster too");
+    let [text, markdown, _] = snapshot_formats("policy_change", &repo, 2);
+    assert!(text.contains("~ crp/admission-guard (changed: policy)"));
+    assert!(text.contains("+ westeurope-prod-2 gained: policy changed"));
+    assert!(text.contains("- eastus-canary lost: policy changed"));
+    assert!(text.contains("policy snapshot 0 → 1"));
+    assert!(markdown.contains("| `crp/admission-guard` | changed: policy | westeurope-prod-2 |"));
+}
+
+#[test]
+fn number_of_clusters_change_loses_the_lowest_score() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "placements/shop.yaml",
+        "numberOfClusters: 3",
+        "numberOfClusters: 2",
+    );
+    repo.commit("shop-app on two clusters");
+    let [text, markdown, _] = snapshot_formats("number_of_clusters", &repo, 2);
+    assert!(
+        text.contains("- eastus-prod-2 lost: numberOfClusters 3 → 2, lowest score"),
+        "{text}"
+    );
+    assert!(markdown.contains("- **lost** `eastus-prod-2`: numberOfClusters 3 → 2, lowest score"));
+}
+
+#[test]
+fn new_override_updates_the_staged_rollout_stage_that_holds_the_clusters() {
+    let repo = fleet();
+    repo.write(
+        "overrides/telemetry-ro.yaml",
+        "\
+apiVersion: placement.kubernetes-fleet.io/v1
+kind: ResourceOverride
+metadata:
+  name: otel-collector-production
+  namespace: telemetry
+spec:
+  placement:
+    name: telemetry
+    scope: Cluster
+  resourceSelectors:
+    - group: apps
+      version: v1
+      kind: Deployment
+      name: otel-collector
+  policy:
+    overrideRules:
+      - clusterSelector:
+          clusterSelectorTerms:
+            - labelSelector:
+                matchLabels:
+                  environment: production
+        jsonPatchOverrides:
+          - op: replace
+            path: /spec/replicas
+            value: 2
+",
+    );
+    repo.commit("two collectors on production clusters");
+    let [text, markdown, _] = snapshot_formats("new_override", &repo, 2);
+    assert!(
+        text.contains("~ crp/telemetry (changed: overrides)"),
+        "{text}"
+    );
+    assert!(text.contains("stage telemetry-rollout-1/production: eastus-prod-1, eastus-prod-2, westeurope-prod-1, westeurope-prod-2 (2 at a time; 4 updating"));
+    assert!(text.contains("stage telemetry-rollout-1/staging: eastus-staging, westeurope-staging (1 at a time; nothing to update"));
+    assert!(markdown.contains("4 clusters in stages production"));
+}
+
+#[test]
+fn envelope_change_is_a_new_resource_snapshot_and_a_diff_of_the_inner_object() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "envelopes/payments-guardrails.yaml",
+        r#"pods: "40""#,
+        r#"pods: "60""#,
+    );
+    repo.commit("payments: room for 60 pods");
+    let [text, _, _] = snapshot_formats("envelope_change", &repo, 2);
+    assert!(text.contains("~ crp/payments-app (changed: resources)"));
+    assert!(text.contains("resource snapshot 0 → 1"));
+    assert!(text.contains("resources: changed ResourceEnvelope/payments/payments-guardrails"));
+    assert!(text.contains("~ ResourceQuota/payments/payments-quota (crp/payments-app)"));
+    assert!(text.contains("-    pods: '40'\n    +    pods: '60'"));
+}
+
+#[test]
+fn placement_removal_loses_its_clusters_and_removes_its_objects() {
+    let repo = fleet();
+    repo.remove("placements/cost-controls-rp.yaml");
+    repo.commit("no more cost controls");
+    let [text, _, _] = snapshot_formats("placement_removal", &repo, 2);
+    assert!(text.contains("- rp/platform/cost-controls (removed)"));
+    assert!(text.contains("- eastus-prod-1 lost: placement removed"));
+    assert!(text.contains("- ConfigMap/platform/cost-controls (rp/platform/cost-controls)"));
+}
+
+#[test]
+fn invalid_head_reports_only_its_errors_and_exits_1() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "placements/shop.yaml",
+        "    numberOfClusters: 3\n",
+        "",
+    );
+    edit(
+        &repo,
+        "apps/shop/configmap.yaml",
+        "namespace: shop",
+        "namespace: shops",
+    );
+    repo.commit("broken");
+    let [text, markdown, _] = snapshot_formats("invalid_head", &repo, 1);
+    let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(errors.len(), 2, "{text}");
+    assert_eq!(
+        text.lines().count(),
+        3,
+        "a header and the errors, nothing else"
+    );
+    assert!(markdown.contains("> [!CAUTION]"));
+    assert!(!markdown.contains("| Placement |"));
+}
+
+#[test]
+fn a_commit_that_changes_no_fleet_object_plans_nothing_and_exits_0() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "README.md",
+        "# Sample fleet repository",
+        "# Our fleet",
+    );
+    repo.commit("docs only");
+    let [text, markdown, _] = snapshot_formats("unchanged", &repo, 0);
+    assert_eq!(
+        text.lines().next().unwrap(),
+        "gitfleet plan [base]..[head]: no change to the fleet"
+    );
+    assert!(markdown.contains("No change to the fleet."));
+}
+
+#[test]
+fn secret_values_are_masked_in_every_format() {
+    let repo = fleet();
+    let secret = "\
+apiVersion: v1
+kind: Secret
+metadata:
+  name: shop-psp
+  namespace: shop
+type: Opaque
+stringData:
+  api-key: hunter2
+  endpoint: https://psp.example.com
+";
+    repo.write("apps/shop/secret.yaml", secret);
+    repo.commit("psp credentials");
+    repo.write(
+        "apps/shop/secret.yaml",
+        &secret.replace("hunter2", "correct-horse"),
+    );
+    repo.commit("rotate the psp key");
+    for format in ["text", "markdown", "json"] {
+        let run = plan(&repo, &["--format", format]);
+        assert_eq!(run.code, 2);
+        for value in ["hunter2", "correct-horse", "psp.example.com"] {
+            assert!(!run.stdout.contains(value), "{format} shows {value}");
+        }
+    }
+    let text = plan(&repo, &[]).stdout;
+    assert!(
+        text.contains("-      api-key: '***'\n    +      api-key: '*** (changed)'")
+            || text.contains("-  api-key: '***'\n    +  api-key: '*** (changed)'"),
+        "{text}"
+    );
+    insta::assert_snapshot!("secret_masked.text", text);
+}
+
+#[test]
+fn unfulfilled_placement_lists_the_unschedulable_clusters_and_why() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "placements/shop.yaml",
+        "numberOfClusters: 3",
+        "numberOfClusters: 5",
+    );
+    repo.commit("shop-app on five clusters");
+    let run = plan(&repo, &[]);
+    assert_eq!(run.code, 2);
+    assert!(run
+        .stdout
+        .contains("! westeurope-prod-2 unschedulable: ClusterUnschedulable, taint"));
+    assert!(run
+        .stdout
+        .contains("! Scheduled=False (SchedulingPolicyUnfulfilled)"));
+    insta::assert_snapshot!("unfulfilled.text", run.stdout);
+}
+
+#[test]
+fn markdown_over_max_bytes_cuts_whole_diffs_and_says_how_to_see_them() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "placements/admission-guard.yaml",
+        r#"values: ["canary", "production"]"#,
+        r#"values: ["production"]"#,
+    );
+    repo.commit("admission-guard: production only");
+    let full = plan(&repo, &["--format", "markdown"]).stdout;
+    let run = plan(&repo, &["--format", "markdown", "--max-bytes", "2500"]);
+    assert_eq!(run.code, 2);
+    let md = run.stdout;
+    assert!(full.len() > 2500 && md.len() <= 2500, "{} bytes", md.len());
+    assert!(
+        md.contains("| `crp/admission-guard` |"),
+        "the summary is kept"
+    );
+    assert!(
+        md.contains("#### `crp/admission-guard`"),
+        "the sections are kept"
+    );
+    let fences = md.lines().filter(|l| l.starts_with("```")).count();
+    assert_eq!(fences % 2, 0, "{md}");
+    let note = md.lines().last().unwrap();
+    assert!(
+        note.starts_with("> This comment is capped at 2500 bytes"),
+        "{note}"
+    );
+    assert!(
+        note.contains("gitfleet plan --format text --cluster NAME"),
+        "{note}"
+    );
+}
+
+#[test]
+fn cluster_flag_limits_the_diffs_to_that_cluster() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "envelopes/payments-guardrails.yaml",
+        r#"pods: "40""#,
+        r#"pods: "60""#,
+    );
+    repo.commit("payments: room for 60 pods");
+    let run = plan(&repo, &["--cluster", "westeurope-prod-2"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stdout.contains("cluster westeurope-prod-2:"));
+    assert!(!run.stdout.contains("cluster eastus-prod-1:"));
+    // The placement's rollout still counts both clusters that update.
+    assert!(run.stdout.contains("2 cluster(s) update"), "{}", run.stdout);
+    // A cluster the change does not touch shows no diff, but the plan still says the fleet changes.
+    let run = plan(&repo, &["--cluster", "eastus-staging"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+}
+
+#[test]
+fn render_errors_of_the_head_come_first_and_loud() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "overrides/shop-web-ro.yaml",
+        "path: /spec/replicas",
+        "path: /spec/nothing/here",
+    );
+    repo.commit("an override that cannot apply");
+    let run = plan(&repo, &[]);
+    // A head that cannot render is an error, and it deletes nothing: what is applied stays.
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(!run.stdout.contains("removed"), "{}", run.stdout);
+    let text = run.stdout;
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].ends_with("3 render errors"), "{}", lines[0]);
+    for (line, cluster) in
+        lines[1..4]
+            .iter()
+            .zip(["eastus-prod-1", "eastus-prod-2", "westeurope-prod-1"])
+    {
+        assert!(
+            line.starts_with(&format!("error: {cluster}: crp/shop-app: ")),
+            "{line}"
+        );
+    }
+    let markdown = plan(&repo, &["--format", "markdown"]).stdout;
+    let warning = markdown.find("> [!WARNING]").expect("a warning block");
+    assert!(warning < markdown.find("| Placement |").unwrap());
+}
