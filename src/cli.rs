@@ -50,6 +50,23 @@ pub enum Command {
     /// manifest diffs per cluster, rollout impact. For pull-request review.
     #[command(after_help = PLAN_EXIT_CODES)]
     Plan(PlanArgs),
+    /// Serve simulated member clusters that speak the Kubernetes API over HTTP on loopback, one
+    /// port each, for trying gitfleet and kubectl on one machine. Runs until Ctrl-C.
+    Sim(SimArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// The fleet file: members, their nodes, tokens and faults (see examples/sim-fleet.yaml).
+    #[arg(long)]
+    pub fleet: PathBuf,
+    /// Write a kubeconfig with one context per member here (mode 0600).
+    #[arg(long)]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// Serve the admin endpoint (fault injection: latency, errors, down/up) on this address,
+    /// e.g. 127.0.0.1:0.
+    #[arg(long)]
+    pub admin: Option<std::net::SocketAddr>,
 }
 
 const PLAN_EXIT_CODES: &str = "\
@@ -220,6 +237,7 @@ pub fn main() -> ExitCode {
         Command::Schedule(args) => schedule(&args),
         Command::Render(args) => render(&args),
         Command::Plan(args) => plan(&args),
+        Command::Sim(args) => sim(args),
     };
     match result {
         Ok(code) => code,
@@ -232,6 +250,15 @@ pub fn main() -> ExitCode {
             }
         }
     }
+}
+
+fn sim(args: SimArgs) -> Result<ExitCode> {
+    crate::sim::run_blocking(crate::sim::SimOptions {
+        fleet: args.fleet,
+        kubeconfig_out: args.kubeconfig_out,
+        admin: args.admin,
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn read(args: &CommitArgs) -> Result<CommitFiles> {

@@ -10,6 +10,7 @@ pub mod model;
 pub mod plan;
 pub mod render;
 pub mod schedule;
+pub mod sim;
 pub mod snapshot;
 pub mod source;
 pub mod state;

@@ -1,0 +1,287 @@
+//! API errors as the Kubernetes API server reports them: a `Status` body with code, reason,
+//! message and details. Everything that fails in the simulator ends up as one of these.
+
+use serde_json::{json, Value};
+
+/// One failed API request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+    /// Seconds for a `Retry-After` header (429, 503).
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// `<resource>.<group> "<name>" not found`.
+    pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
+        ApiError::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, resource)),
+        )
+        .with_details(details(group, resource, name))
+    }
+
+    /// A path the server does not serve.
+    pub fn no_route() -> Self {
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(json!({}))
+    }
+
+    pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
+        ApiError::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(group, resource)),
+        )
+        .with_details(details(group, resource, name))
+    }
+
+    /// Optimistic-concurrency failure (stale resourceVersion or uid precondition).
+    pub fn stale(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        ApiError::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                qualified(group, resource)
+            ),
+        )
+        .with_details(details(group, resource, name))
+    }
+
+    /// Server-side apply conflicts: `(manager description, field path)` pairs.
+    pub fn apply_conflicts(conflicts: &[(String, String)]) -> Self {
+        let message = if conflicts.len() == 1 {
+            format!(
+                "Apply failed with 1 conflict: conflict with {}: {}",
+                conflicts[0].0, conflicts[0].1
+            )
+        } else {
+            let mut managers: Vec<&String> = conflicts.iter().map(|(m, _)| m).collect();
+            managers.sort();
+            managers.dedup();
+            let mut lines = Vec::new();
+            for m in managers {
+                lines.push(format!("conflicts with {m}:"));
+                for (_, path) in conflicts.iter().filter(|(cm, _)| cm == m) {
+                    lines.push(format!("- {path}"));
+                }
+            }
+            format!(
+                "Apply failed with {} conflicts: {}",
+                conflicts.len(),
+                lines.join("\n")
+            )
+        };
+        let causes: Vec<Value> = conflicts
+            .iter()
+            .map(|(m, p)| {
+                json!({"reason": "FieldManagerConflict", "message": format!("conflict with {m}"), "field": p})
+            })
+            .collect();
+        ApiError::new(409, "Conflict", message).with_details(json!({ "causes": causes }))
+    }
+
+    /// 422 with one cause per invalid field: `(field, message)`.
+    pub fn invalid(group: &str, kind: &str, name: &str, problems: &[(String, String)]) -> Self {
+        let list: Vec<String> = problems.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let summary = if list.len() == 1 {
+            list[0].clone()
+        } else {
+            format!("[{}]", list.join(", "))
+        };
+        let causes: Vec<Value> = problems
+            .iter()
+            .map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f}))
+            .collect();
+        ApiError::new(
+            422,
+            "Invalid",
+            format!(
+                "{} \"{name}\" is invalid: {summary}",
+                qualified(group, kind)
+            ),
+        )
+        .with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(400, "BadRequest", message)
+    }
+
+    pub fn unauthorized() -> Self {
+        ApiError::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        ApiError::new(403, "Forbidden", message)
+    }
+
+    pub fn method_not_allowed(verb: &str, group: &str, resource: &str) -> Self {
+        ApiError::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "the server does not allow this method on the requested resource ({verb} {})",
+                qualified(group, resource)
+            ),
+        )
+    }
+
+    /// A body in a format the server does not read; `accepted` lists the ones it does.
+    pub fn unsupported_media_type(content_type: &str, accepted: &str) -> Self {
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: {accepted} (got {content_type:?})"),
+        )
+    }
+
+    pub fn gone(message: impl Into<String>) -> Self {
+        ApiError::new(410, "Expired", message)
+    }
+
+    /// An injected fault.
+    pub fn injected(code: u16) -> Self {
+        match code {
+            429 => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(
+                    429,
+                    "TooManyRequests",
+                    "Too many requests, please try again later.",
+                )
+                .with_details(json!({"retryAfterSeconds": 1}))
+            },
+            503 => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(
+                    503,
+                    "ServiceUnavailable",
+                    "the server is currently unable to handle the request (simulated fault)",
+                )
+                .with_details(json!({"retryAfterSeconds": 1}))
+            },
+            504 => ApiError::new(
+                504,
+                "Timeout",
+                "the server was unable to return a response in the time allotted (simulated fault)",
+            ),
+            502 => ApiError::new(502, "InternalError", "bad gateway (simulated fault)"),
+            c => ApiError::new(
+                c,
+                "InternalError",
+                "Internal error occurred: simulated fault",
+            ),
+        }
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {}", message.into()),
+        )
+    }
+
+    /// The `Status` body.
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            status["details"] = d.clone();
+        }
+        status
+    }
+}
+
+/// The `Status` a delete returns when the object is gone at once.
+pub fn delete_success(group: &str, resource: &str, name: &str, uid: &str) -> Value {
+    let mut d = details(group, resource, name);
+    d["uid"] = json!(uid);
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": d})
+}
+
+fn details(group: &str, resource: &str, name: &str) -> Value {
+    let mut d = json!({"name": name, "kind": resource});
+    if !group.is_empty() {
+        d["group"] = json!(group);
+    }
+    d
+}
+
+fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_reads_like_the_api_server() {
+        let s = ApiError::not_found("", "namespaces", "x").to_status();
+        assert_eq!(s["message"], "namespaces \"x\" not found");
+        assert_eq!(s["reason"], "NotFound");
+        assert_eq!(s["code"], 404);
+        assert_eq!(s["kind"], "Status");
+        let s = ApiError::not_found("apps", "deployments", "web").to_status();
+        assert_eq!(s["message"], "deployments.apps \"web\" not found");
+        assert_eq!(s["details"]["group"], "apps");
+    }
+
+    #[test]
+    fn conflict_messages_match_the_api_server() {
+        let one = ApiError::apply_conflicts(&[("\"other\"".into(), ".data.a".into())]);
+        assert_eq!(
+            one.message,
+            "Apply failed with 1 conflict: conflict with \"other\": .data.a"
+        );
+        assert_eq!(
+            one.to_status()["details"]["causes"][0]["reason"],
+            "FieldManagerConflict"
+        );
+        let two = ApiError::apply_conflicts(&[
+            ("\"b\"".into(), ".data.x".into()),
+            ("\"a\"".into(), ".data.y".into()),
+        ]);
+        assert_eq!(
+            two.message,
+            "Apply failed with 2 conflicts: conflicts with \"a\":\n- .data.y\nconflicts with \"b\":\n- .data.x"
+        );
+    }
+}

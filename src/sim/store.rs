@@ -1,0 +1,260 @@
+//! One member's objects, like etcd behind an API server: a map keyed by (group, resource,
+//! namespace, name), one revision counter that every write advances (it becomes the object's
+//! `resourceVersion`), and a bounded log of change events that watches replay and follow.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+use super::resources::Registry;
+
+/// What [`Store::follow`] returns: the logged events after a revision, and a receiver for the
+/// ones to come.
+pub type Following = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>);
+
+/// Where an object lives. `namespace` is empty for cluster-scoped objects.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjKey {
+    pub group: String,
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjKey {
+    pub fn new(group: &str, resource: &str, namespace: &str, name: &str) -> ObjKey {
+        ObjKey {
+            group: group.into(),
+            resource: resource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as watches see it.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub rv: u64,
+    pub kind: EventType,
+    pub key: ObjKey,
+    pub object: Value,
+    /// The state before a modification (for watches whose selector the object enters or leaves).
+    pub old: Option<Value>,
+}
+
+/// How many events the log keeps; a watch from an older revision gets 410 Expired.
+pub const LOG_CAPACITY: usize = 20_000;
+
+pub struct Store {
+    rv: u64,
+    objects: BTreeMap<ObjKey, Value>,
+    log: VecDeque<Arc<Event>>,
+    tx: broadcast::Sender<Arc<Event>>,
+    pub registry: Registry,
+    uid_seed: String,
+    uid_counter: u64,
+}
+
+impl Store {
+    pub fn new(uid_seed: &str) -> Store {
+        let (tx, _) = broadcast::channel(4096);
+        Store {
+            rv: 1,
+            objects: BTreeMap::new(),
+            log: VecDeque::new(),
+            tx,
+            registry: Registry::default(),
+            uid_seed: uid_seed.into(),
+            uid_counter: 0,
+        }
+    }
+
+    /// The latest revision.
+    pub fn revision(&self) -> u64 {
+        self.rv
+    }
+
+    pub fn get(&self, key: &ObjKey) -> Option<&Value> {
+        self.objects.get(key)
+    }
+
+    /// Objects of one resource, in one namespace or (None) all, ordered by namespace and name.
+    pub fn list<'a>(
+        &'a self,
+        group: &'a str,
+        resource: &'a str,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = (&'a ObjKey, &'a Value)> + 'a {
+        let start = ObjKey::new(group, resource, namespace.unwrap_or(""), "");
+        self.objects.range(start..).take_while(move |(k, _)| {
+            k.group == group
+                && k.resource == resource
+                && namespace.is_none_or(|ns| k.namespace == ns)
+        })
+    }
+
+    /// Every object (for garbage collection and namespace deletion).
+    pub fn all(&self) -> impl Iterator<Item = (&ObjKey, &Value)> {
+        self.objects.iter()
+    }
+
+    /// A fresh, unique uid in the UUID form.
+    pub fn new_uid(&mut self) -> String {
+        use sha2::{Digest, Sha256};
+        self.uid_counter += 1;
+        let digest = Sha256::digest(format!("{}/{}", self.uid_seed, self.uid_counter).as_bytes());
+        let h: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        format!(
+            "{}-{}-4{}-a{}-{}",
+            &h[0..8],
+            &h[8..12],
+            &h[13..16],
+            &h[17..20],
+            &h[20..32]
+        )
+    }
+
+    /// Stores `object` at `key` with the next revision as its resourceVersion and records the
+    /// event. Returns the stored object.
+    pub fn put(&mut self, key: ObjKey, mut object: Value) -> Value {
+        self.rv += 1;
+        object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        let old = self.objects.insert(key.clone(), object.clone());
+        let kind = if old.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.record(kind, key, object.clone(), old);
+        object
+    }
+
+    /// Removes the object at `key`; its last state (with the deletion's revision) is returned.
+    pub fn remove(&mut self, key: &ObjKey) -> Option<Value> {
+        let mut object = self.objects.remove(key)?;
+        self.rv += 1;
+        object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        self.record(EventType::Deleted, key.clone(), object.clone(), None);
+        Some(object)
+    }
+
+    fn record(&mut self, kind: EventType, key: ObjKey, object: Value, old: Option<Value>) {
+        let event = Arc::new(Event {
+            rv: self.rv,
+            kind,
+            key,
+            object,
+            old,
+        });
+        if self.log.len() == LOG_CAPACITY {
+            self.log.pop_front();
+        }
+        self.log.push_back(event.clone());
+        let _ = self.tx.send(event);
+    }
+
+    /// Starts following changes after revision `since`: the logged events after it and a
+    /// receiver for the ones to come, with no gap and no overlap. `None` when `since` is older
+    /// than the log (the caller reports 410 Expired).
+    pub fn follow(&self, since: u64) -> Option<Following> {
+        if let Some(oldest) = self.log.front() {
+            if since + 1 < oldest.rv {
+                return None;
+            }
+        }
+        let replay = self.log.iter().filter(|e| e.rv > since).cloned().collect();
+        Some((replay, self.tx.subscribe()))
+    }
+
+    /// A receiver for changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.tx.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "d"}})
+    }
+
+    #[test]
+    fn every_write_advances_the_revision() {
+        let mut s = Store::new("t");
+        let k = ObjKey::new("", "configmaps", "d", "a");
+        let a = s.put(k.clone(), cm("a"));
+        let b = s.put(k.clone(), cm("a"));
+        let rv = |v: &Value| {
+            v["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        };
+        assert!(rv(&b) > rv(&a));
+        let gone = s.remove(&k).unwrap();
+        assert!(rv(&gone) > rv(&b));
+        assert_eq!(s.revision(), rv(&gone));
+        assert!(s.remove(&k).is_none());
+    }
+
+    #[test]
+    fn list_stays_within_resource_and_namespace() {
+        let mut s = Store::new("t");
+        s.put(ObjKey::new("", "configmaps", "a", "x"), cm("x"));
+        s.put(ObjKey::new("", "configmaps", "b", "y"), cm("y"));
+        s.put(ObjKey::new("", "secrets", "a", "z"), cm("z"));
+        assert_eq!(s.list("", "configmaps", None).count(), 2);
+        assert_eq!(s.list("", "configmaps", Some("b")).count(), 1);
+        assert_eq!(s.list("", "secrets", Some("b")).count(), 0);
+    }
+
+    #[test]
+    fn follow_replays_after_a_revision_then_streams() {
+        let mut s = Store::new("t");
+        let first = s.put(ObjKey::new("", "configmaps", "d", "a"), cm("a"));
+        let rv: u64 = first["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        s.put(ObjKey::new("", "configmaps", "d", "b"), cm("b"));
+        let (replay, mut rx) = s.follow(rv).unwrap();
+        assert_eq!(replay.len(), 1);
+        assert_eq!(replay[0].key.name, "b");
+        s.remove(&ObjKey::new("", "configmaps", "d", "a"));
+        let ev = rx.try_recv().unwrap();
+        assert_eq!(ev.kind, EventType::Deleted);
+    }
+
+    #[test]
+    fn uids_are_unique_and_uuid_shaped() {
+        let mut s = Store::new("t");
+        let (a, b) = (s.new_uid(), s.new_uid());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        assert_eq!(a.matches('-').count(), 4);
+    }
+}

@@ -1,0 +1,1 @@
+//! Tests of the simulator through its request path.
