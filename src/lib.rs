@@ -3,6 +3,7 @@
 //! The core (`model`, `catalog`, `snapshot`, `render`) is pure and synchronous: values in, values
 //! out. The edges (`source`, `cli`) read repositories and talk to people. See ARCHITECTURE.md.
 
+pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod daemon_client;
