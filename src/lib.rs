@@ -7,6 +7,7 @@ pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod daemon_client;
+pub mod members;
 pub mod model;
 pub mod plan;
 pub mod render;

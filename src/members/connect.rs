@@ -1,0 +1,171 @@
+//! One kube client per member, from a kubeconfig.
+
+use std::path::Path;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::catalog::Catalog;
+
+/// Annotation on a `MemberCluster` / `ManagedCluster` naming its kubeconfig context when that is
+/// not the member's own name.
+pub const CONTEXT_ANNOTATION: &str = "gitfleet.io/kubeconfig-context";
+
+/// How long to wait for a member's TCP connection and for each response. A member that does
+/// not answer in time is unreachable for this attempt; callers retry with backoff.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A member declared in the repository and the kubeconfig context that reaches it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MemberTarget {
+    pub name: String,
+    pub context: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    #[error("cannot read kubeconfig {path}: {message}")]
+    Kubeconfig { path: String, message: String },
+    #[error("member {member}: kubeconfig {path} has no context {context:?}")]
+    NoContext {
+        member: String,
+        path: String,
+        context: String,
+    },
+    #[error("member {member}: kubeconfig context {context:?}: {message}")]
+    Config {
+        member: String,
+        context: String,
+        message: String,
+    },
+}
+
+/// Every member the commit declares (KubeFleet `MemberCluster` and OCM `ManagedCluster`; a name
+/// declared by both is one member), by name, with its context.
+pub fn member_targets(cat: &Catalog) -> Vec<MemberTarget> {
+    let mut out = std::collections::BTreeMap::new();
+    let declared = cat
+        .member_clusters
+        .iter()
+        .map(|e| (e.index, e.spec.metadata.name.as_str()))
+        .chain(
+            cat.managed_clusters
+                .iter()
+                .map(|e| (e.index, e.spec.metadata.name.as_str())),
+        );
+    for (index, name) in declared {
+        let context = cat.objects[index]
+            .value
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(CONTEXT_ANNOTATION))
+            .and_then(|c| c.as_str())
+            .map_or_else(|| name.to_string(), str::to_string);
+        out.entry(name.to_string()).or_insert(context);
+    }
+    out.into_iter()
+        .map(|(name, context)| MemberTarget { name, context })
+        .collect()
+}
+
+/// Reads a kubeconfig file once; [`connect`] takes the parsed form so that a fleet of members
+/// does not read and parse it per member.
+pub fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, MemberError> {
+    Kubeconfig::read_from(path).map_err(|e| MemberError::Kubeconfig {
+        path: path.display().to_string(),
+        message: format!("{e:#}"),
+    })
+}
+
+/// A kube client for `target` through its context in `kubeconfig` (read from `path`, named in
+/// errors). No request is made: an unreachable member fails at its first request, not here.
+pub async fn connect(
+    kubeconfig: &Kubeconfig,
+    path: &Path,
+    target: &MemberTarget,
+) -> Result<kube::Client, MemberError> {
+    if !kubeconfig.contexts.iter().any(|c| c.name == target.context) {
+        return Err(MemberError::NoContext {
+            member: target.name.clone(),
+            path: path.display().to_string(),
+            context: target.context.clone(),
+        });
+    }
+    let options = KubeConfigOptions {
+        context: Some(target.context.clone()),
+        ..KubeConfigOptions::default()
+    };
+    let config_error = |message: String| MemberError::Config {
+        member: target.name.clone(),
+        context: target.context.clone(),
+        message,
+    };
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig.clone(), &options)
+        .await
+        .map_err(|e| config_error(format!("{e:#}")))?;
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    kube::Client::try_from(config).map_err(|e| config_error(format!("{e:#}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::SourceFile;
+
+    fn catalog(yaml: &str) -> Catalog {
+        let (cat, diags) = crate::analyze(&[SourceFile {
+            path: "members.yaml".into(),
+            content: yaml.as_bytes().to_vec(),
+        }]);
+        assert!(diags.is_empty(), "{diags:#?}");
+        cat
+    }
+
+    #[test]
+    fn context_is_the_member_name_unless_annotated() {
+        let cat = catalog(
+            r#"
+apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata: {name: b, annotations: {gitfleet.io/kubeconfig-context: admin@b}}
+spec: {identity: {name: agent, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
+---
+apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata: {name: a}
+spec: {identity: {name: agent, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
+---
+apiVersion: cluster.open-cluster-management.io/v1
+kind: ManagedCluster
+metadata: {name: c}
+spec: {hubAcceptsClient: true}
+"#,
+        );
+        let t = member_targets(&cat);
+        let pairs: Vec<(&str, &str)> = t
+            .iter()
+            .map(|t| (t.name.as_str(), t.context.as_str()))
+            .collect();
+        assert_eq!(pairs, [("a", "a"), ("b", "admin@b"), ("c", "c")]);
+    }
+
+    #[tokio::test]
+    async fn a_missing_context_names_the_member_and_the_file() {
+        let kc: Kubeconfig = serde_yaml::from_str(
+            "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n",
+        )
+        .unwrap();
+        let target = MemberTarget {
+            name: "a".into(),
+            context: "a".into(),
+        };
+        let Err(err) = connect(&kc, Path::new("/tmp/kc"), &target).await else {
+            panic!("connected through a context that does not exist");
+        };
+        assert_eq!(
+            err.to_string(),
+            "member a: kubeconfig /tmp/kc has no context \"a\""
+        );
+    }
+}
