@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod sim;
+
 pub struct Repo {
     pub dir: tempfile::TempDir,
 }
