@@ -11,6 +11,7 @@ pub mod members;
 pub mod model;
 pub mod plan;
 pub mod render;
+pub mod rollout;
 pub mod schedule;
 pub mod sim;
 pub mod snapshot;
