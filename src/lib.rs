@@ -7,6 +7,7 @@ pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod daemon_client;
+pub mod follow;
 pub mod members;
 pub mod model;
 pub mod plan;
@@ -17,6 +18,7 @@ pub mod sim;
 pub mod snapshot;
 pub mod source;
 pub mod state;
+pub mod webhook;
 
 use catalog::{Catalog, Diagnostic, SourceFile};
 

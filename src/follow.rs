@@ -1,0 +1,224 @@
+//! Following a branch of a local repository: where its head is, whether a new head descends
+//! from the old one (a force-push does not), and a watcher that wakes the daemon when the
+//! repository's refs change. Bursts of ref updates are coalesced: the caller reads the head once
+//! per wake-up, so it only ever sees the newest commit.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use notify::{RecursiveMode, Watcher};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error("cannot open git repository {path}: {message}")]
+    Open { path: PathBuf, message: String },
+    #[error("{path}: branch {branch:?}: {message}")]
+    Branch {
+        path: PathBuf,
+        branch: String,
+        message: String,
+    },
+    #[error("{path}: cannot walk the history of {commit}: {message}")]
+    History {
+        path: PathBuf,
+        commit: String,
+        message: String,
+    },
+    #[error("cannot watch {path}: {message}")]
+    Watch { path: PathBuf, message: String },
+}
+
+fn open(repo: &Path) -> Result<gix::Repository, FollowError> {
+    gix::open(repo).map_err(|e| FollowError::Open {
+        path: repo.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// The commit `refs/heads/<branch>` points at, as full hex.
+pub fn branch_head(repo: &Path, branch: &str) -> Result<String, FollowError> {
+    let r = open(repo)?;
+    let err = |message: String| FollowError::Branch {
+        path: repo.to_path_buf(),
+        branch: branch.to_string(),
+        message,
+    };
+    let mut reference = r
+        .find_reference(&format!("refs/heads/{branch}"))
+        .map_err(|e| err(e.to_string()))?;
+    let id = reference
+        .peel_to_id()
+        .map_err(|e| err(format!("does not point at an object: {e}")))?;
+    Ok(id.to_string())
+}
+
+/// Does `new` have `old` in its history (a fast-forward)? `false` means the branch was rewritten
+/// (force-push), which the daemon follows and logs.
+pub fn descends_from(repo: &Path, old: &str, new: &str) -> Result<bool, FollowError> {
+    if old == new {
+        return Ok(true);
+    }
+    let r = open(repo)?;
+    let history = |commit: &str, message: String| FollowError::History {
+        path: repo.to_path_buf(),
+        commit: commit.to_string(),
+        message,
+    };
+    let parse = |hex: &str| {
+        gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| history(hex, e.to_string()))
+    };
+    let (old_id, new_id) = (parse(old)?, parse(new)?);
+    if r.find_object(old_id).is_err() {
+        // The old head is gone from the repository (rewritten and collected): not an ancestor.
+        return Ok(false);
+    }
+    let walk = r
+        .rev_walk([new_id])
+        .all()
+        .map_err(|e| history(new, e.to_string()))?;
+    for info in walk {
+        let info = info.map_err(|e| history(new, e.to_string()))?;
+        if info.id == old_id {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Wakes up when anything under the repository's refs changes (a push, a commit, a fetch, a
+/// packed-refs rewrite). Dropping it stops watching.
+pub struct RefWatcher {
+    _watcher: notify::RecommendedWatcher,
+    rx: tokio::sync::mpsc::UnboundedReceiver<()>,
+}
+
+impl RefWatcher {
+    /// Watches the git directory of `repo` (`.git` of a work tree, or a bare repository).
+    pub fn new(repo: &Path) -> Result<Self, FollowError> {
+        let git_dir = open(repo)?.git_dir().to_path_buf();
+        let watch_err = |e: notify::Error| FollowError::Watch {
+            path: git_dir.clone(),
+            message: e.to_string(),
+        };
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        // Object writes are frequent and never move a branch on their own: only refs matter.
+        let relevant: HashSet<&'static str> = ["HEAD", "packed-refs", "FETCH_HEAD"].into();
+        let refs_dir = git_dir.join("refs");
+        let handler = move |event: notify::Result<notify::Event>| {
+            let Ok(event) = event else {
+                // A watcher error may hide a change: wake the follower to look.
+                let _ = tx.send(());
+                return;
+            };
+            let touches_refs = event.paths.iter().any(|p| {
+                p.starts_with(&refs_dir)
+                    || p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| relevant.contains(n.trim_end_matches(".lock")))
+            });
+            if touches_refs {
+                let _ = tx.send(());
+            }
+        };
+        let mut watcher = notify::recommended_watcher(handler).map_err(watch_err)?;
+        watcher
+            .watch(&git_dir, RecursiveMode::NonRecursive)
+            .map_err(watch_err)?;
+        watcher
+            .watch(&git_dir.join("refs"), RecursiveMode::Recursive)
+            .map_err(watch_err)?;
+        Ok(Self {
+            _watcher: watcher,
+            rx,
+        })
+    }
+
+    /// Waits for the next change, then swallows the rest of the burst already queued.
+    /// Returns `false` when the watcher has stopped.
+    pub async fn changed(&mut self) -> bool {
+        if self.rx.recv().await.is_none() {
+            return false;
+        }
+        while self.rx.try_recv().is_ok() {}
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    fn repo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q", "-b", "main"]);
+        dir
+    }
+
+    fn commit(dir: &Path, msg: &str) -> String {
+        git(dir, &["commit", "-q", "--allow-empty", "-m", msg]);
+        git(dir, &["rev-parse", "HEAD"])
+    }
+
+    #[test]
+    fn head_and_fast_forward() {
+        let dir = repo();
+        let first = commit(dir.path(), "one");
+        assert_eq!(branch_head(dir.path(), "main").unwrap(), first);
+        let second = commit(dir.path(), "two");
+        assert_eq!(branch_head(dir.path(), "main").unwrap(), second);
+        assert!(descends_from(dir.path(), &first, &second).unwrap());
+        assert!(!descends_from(dir.path(), &second, &first).unwrap());
+    }
+
+    #[test]
+    fn force_push_is_not_a_descendant() {
+        let dir = repo();
+        let base = commit(dir.path(), "base");
+        let old = commit(dir.path(), "old");
+        git(dir.path(), &["reset", "-q", "--hard", &base]);
+        let rewritten = commit(dir.path(), "rewritten");
+        assert!(!descends_from(dir.path(), &old, &rewritten).unwrap());
+        assert!(descends_from(dir.path(), &base, &rewritten).unwrap());
+    }
+
+    #[test]
+    fn missing_branch_is_a_clear_error() {
+        let dir = repo();
+        commit(dir.path(), "one");
+        let e = branch_head(dir.path(), "release").unwrap_err().to_string();
+        assert!(e.contains("branch \"release\""), "{e}");
+    }
+
+    #[tokio::test]
+    async fn watcher_wakes_on_a_commit() {
+        let dir = repo();
+        commit(dir.path(), "one");
+        let mut w = RefWatcher::new(dir.path()).unwrap();
+        commit(dir.path(), "two");
+        let woke = tokio::time::timeout(std::time::Duration::from_secs(20), w.changed())
+            .await
+            .expect("a commit wakes the watcher");
+        assert!(woke);
+    }
+}
