@@ -10,7 +10,7 @@ use crate::state::StateStore;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 const EXIT_CODES: &str = "\
@@ -50,6 +50,10 @@ pub enum Command {
     /// manifest diffs per cluster, rollout impact. For pull-request review.
     #[command(after_help = PLAN_EXIT_CODES)]
     Plan(PlanArgs),
+    /// Ask every member the commit declares for its live properties (nodes, cpu, memory, instance
+    /// types, costs) and health; prints the inventory file that `--inventory FILE` reads.
+    #[command(after_help = INVENTORY_EXIT_CODES)]
+    Inventory(InventoryCmdArgs),
     /// Serve simulated member clusters that speak the Kubernetes API over HTTP on loopback, one
     /// port each, for trying gitfleet and kubectl on one machine. Runs until Ctrl-C.
     Sim(SimArgs),
@@ -99,12 +103,13 @@ pub struct PlanArgs {
     /// Folder of the repository holding the fleet.
     #[arg(long, default_value = "")]
     pub path: String,
-    /// Inventory file (as for `schedule`).
-    #[arg(long, conflicts_with = "server")]
-    pub inventory: Option<PathBuf>,
+    /// Inventory, as for `schedule`; `live` probes the members of base and head once and uses
+    /// the answers for both.
+    #[command(flatten)]
+    pub inventory: InventoryArgs,
     /// A running gitfleet daemon (`http://host:port`) to take the live inventory and the
     /// current bindings from.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "inventory")]
     pub server: Option<String>,
     /// State directory with the current bindings (as for `schedule`).
     #[arg(long, conflicts_with = "server")]
@@ -125,13 +130,84 @@ pub struct PlanArgs {
 /// Where the scheduler's inputs beyond the commit come from.
 #[derive(Debug, Args)]
 pub struct ScheduleInputs {
-    /// Inventory file (spec/README §2 format: per cluster health, properties, add-on scores).
-    /// Without it every declared member counts as healthy with only its declared properties.
-    #[arg(long)]
-    pub inventory: Option<PathBuf>,
+    #[command(flatten)]
+    pub inventory: InventoryArgs,
     /// State directory: the previous bindings are read from it (the daemon's store).
     #[arg(long)]
     pub state: Option<PathBuf>,
+}
+
+/// Where the inventory comes from (see [`load_inventory`]).
+#[derive(Debug, Args)]
+pub struct InventoryArgs {
+    /// Inventory file (spec/README §2 format: per cluster health, properties, add-on scores,
+    /// as `gitfleet inventory` prints it), or `live` to ask the members now through
+    /// --kubeconfig. Without it every declared member counts as healthy with only its declared
+    /// properties.
+    #[arg(long, value_name = "FILE|live")]
+    pub inventory: Option<InventorySource>,
+    /// Kubeconfig with a context per member (required by `--inventory live`).
+    #[arg(long, env = "GITFLEET_KUBECONFIG", required_if_eq("inventory", "live"))]
+    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+}
+
+/// `--inventory FILE` or `--inventory live`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InventorySource {
+    File(PathBuf),
+    Live,
+}
+
+impl std::str::FromStr for InventorySource {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // A file really named `live` is still reachable as `./live`.
+        Ok(if s == "live" {
+            InventorySource::Live
+        } else {
+            InventorySource::File(PathBuf::from(s))
+        })
+    }
+}
+
+/// How members are probed for a live inventory.
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Price table: hourly cost of a node by instance type (`instanceTypes: {Standard_D4s_v5:
+    /// 0.192}`); adds the per-cpu-core and per-gb-memory cost properties.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+    /// Seconds one member may take to answer; a slower member is reported unhealthy.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub member_timeout: f64,
+    /// Members asked at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
+}
+
+const INVENTORY_EXIT_CODES: &str = "\
+Exit codes:
+  0  the inventory is printed (members that did not answer are listed healthy: false, with the
+     error)
+  1  nothing could be asked (unreadable kubeconfig or price table) or the commit is invalid
+  2  bad command line
+  3  the repository, revision or path cannot be read";
+
+#[derive(Debug, Args)]
+pub struct InventoryCmdArgs {
+    #[command(flatten)]
+    pub commit: CommitArgs,
+    /// Kubeconfig with a context per member: the member's name, or the context its annotation
+    /// `gitfleet.io/kubeconfig-context` names.
+    #[arg(long, env = "GITFLEET_KUBECONFIG")]
+    pub kubeconfig: PathBuf,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
+    pub output: ManifestFormat,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -237,6 +313,7 @@ pub fn main() -> ExitCode {
         Command::Schedule(args) => schedule(&args),
         Command::Render(args) => render(&args),
         Command::Plan(args) => plan(&args),
+        Command::Inventory(args) => inventory(&args),
         Command::Sim(args) => sim(args),
     };
     match result {
@@ -316,8 +393,8 @@ fn load_valid(args: &CommitArgs) -> Result<Result<(CommitFiles, Catalog), ExitCo
 
 /// Runs the scheduler on a valid commit with the given inventory and previous state.
 fn run_schedule(cat: &Catalog, inputs: &ScheduleInputs) -> Result<Vec<PlacementSchedule>> {
-    let inventory = read_inventory(inputs)?;
-    let previous = read_previous(inputs)?;
+    let inventory = load_inventory(&inputs.inventory, &[cat])?;
+    let previous = read_previous(inputs.state.as_deref())?;
     let fleet = Fleet::build(cat, inventory.as_ref());
     Ok(crate::schedule::schedule_commit(
         cat,
@@ -327,17 +404,79 @@ fn run_schedule(cat: &Catalog, inputs: &ScheduleInputs) -> Result<Vec<PlacementS
     ))
 }
 
-fn read_inventory(inputs: &ScheduleInputs) -> Result<Option<Inventory>> {
-    let Some(path) = &inputs.inventory else {
-        return Ok(None);
-    };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read inventory {}", path.display()))?;
-    Ok(Some(Inventory::parse(&path.display().to_string(), &text)?))
+/// The inventory the scheduler sees, wherever it comes from: the file `--inventory FILE`, the
+/// members of `cats` asked now (`--inventory live`, every member of every catalog probed once),
+/// or none. Members that do not answer a live probe are listed unhealthy and named on stderr.
+/// Must not be called from inside a tokio runtime (it runs its own for the probe).
+pub fn load_inventory(args: &InventoryArgs, cats: &[&Catalog]) -> Result<Option<Inventory>> {
+    match &args.inventory {
+        None => Ok(None),
+        Some(InventorySource::File(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read inventory {}", path.display()))?;
+            Ok(Some(Inventory::parse(&path.display().to_string(), &text)?))
+        }
+        Some(InventorySource::Live) => {
+            let kubeconfig = args
+                .kubeconfig
+                .as_deref()
+                .context("--inventory live needs --kubeconfig")?;
+            let inventory = live_inventory(cats, kubeconfig, &args.probe)?;
+            for c in inventory.clusters.iter().filter(|c| !c.healthy) {
+                eprintln!(
+                    "warning: member {} is unhealthy: {}",
+                    c.name,
+                    c.error.as_deref().unwrap_or("no reason given")
+                );
+            }
+            Ok(Some(inventory))
+        }
+    }
 }
 
-fn read_previous(inputs: &ScheduleInputs) -> Result<Previous> {
-    Ok(match &inputs.state {
+/// Probes the members of `cats` through `kubeconfig`; errors only when nothing could be asked.
+fn live_inventory(cats: &[&Catalog], kubeconfig: &Path, probe: &ProbeArgs) -> Result<Inventory> {
+    use crate::members::inventory::{collect, members_of, Options, PriceTable};
+    let prices = match &probe.prices {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read price table {}", path.display()))?;
+            Some(PriceTable::parse(&path.display().to_string(), &text)?)
+        }
+        None => None,
+    };
+    if !(probe.member_timeout.is_finite() && probe.member_timeout > 0.0) {
+        bail!("--member-timeout must be a positive number of seconds");
+    }
+    let options = Options {
+        concurrency: usize::from(probe.concurrency),
+        timeout: std::time::Duration::from_secs_f64(probe.member_timeout),
+        prices,
+    };
+    let members = members_of(cats);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime that probes members")?;
+    Ok(runtime.block_on(collect(&members, kubeconfig, &options))?)
+}
+
+fn inventory(args: &InventoryCmdArgs) -> Result<ExitCode> {
+    let (_, cat) = match load_valid(&args.commit)? {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
+    let inventory = live_inventory(&[&cat], &args.kubeconfig, &args.probe)?;
+    let mut out = std::io::stdout().lock();
+    match args.output {
+        ManifestFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&inventory)?)?,
+        ManifestFormat::Yaml => write!(out, "{}", serde_yaml::to_string(&inventory)?)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_previous(state: Option<&Path>) -> Result<Previous> {
+    Ok(match state {
         Some(dir) => StateStore::open(dir)?.load_schedule()?.1,
         None => Previous::new(),
     })
@@ -563,10 +702,6 @@ fn plan(args: &PlanArgs) -> Result<ExitCode> {
     let head = read_rev(&args.head)?;
     let (base_cat, _) = crate::analyze(&base.files);
     let (head_cat, head_diags) = crate::analyze(&head.files);
-    let inputs = ScheduleInputs {
-        inventory: args.inventory.clone(),
-        state: args.state.clone(),
-    };
     let plan = if head_diags.is_empty() {
         // A running daemon gives the live inventory and the bindings as they are.
         let (inventory, previous) = match &args.server {
@@ -574,7 +709,11 @@ fn plan(args: &PlanArgs) -> Result<ExitCode> {
                 Some(crate::daemon_client::inventory(url)?),
                 crate::daemon_client::schedule(url)?,
             ),
-            None => (read_inventory(&inputs)?, read_previous(&inputs)?),
+            // Base and head see the same inventory; a live one probes their members once.
+            None => (
+                load_inventory(&args.inventory, &[&head_cat, &base_cat])?,
+                read_previous(args.state.as_deref())?,
+            ),
         };
         let now = now_unix();
         let base_fleet = Fleet::build(&base_cat, inventory.as_ref());

@@ -1,9 +1,10 @@
 //! The edge towards member clusters: reaching each member through a kubeconfig context
-//! ([`connect`]). Credentials never live in the repository (spec/README §2): a member is reached
+//! ([`connect`]) and reading its live inventory ([`inventory`]). Credentials never live in the repository (spec/README §2): a member is reached
 //! through the kubeconfig context of the same name, or the one its annotation
 //! `gitfleet.io/kubeconfig-context` names.
 
 pub mod connect;
+pub mod inventory;
 
 pub use connect::{
     connect, member_targets, read_kubeconfig, MemberError, MemberTarget, CONTEXT_ANNOTATION,

@@ -1,0 +1,377 @@
+//! End-to-end: `gitfleet inventory` and `--inventory live` against members served by the real
+//! `gitfleet sim`, reached only through the kubeconfig it writes.
+
+mod common;
+use common::sim::SimFleet;
+use common::{gitfleet, Repo, Run};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// `small`: two ready nodes with reserved capacity and one node that is not ready. `big`: three
+/// schedulable nodes and a cordoned one. `third`: reached through another context name.
+const FLEET: &str = r#"
+anonymousAuth: true
+members:
+  - name: small
+    nodes:
+      - count: 2
+        cpu: "4"
+        memory: 16Gi
+        allocatableCpu: 3800m
+        allocatableMemory: 15Gi
+        instanceType: D4
+      - pool: broken
+        cpu: "4"
+        memory: 16Gi
+        instanceType: D4
+        ready: false
+  - name: big
+    workloadDelayMs: 0
+    nodes:
+      - count: 3
+        cpu: "8"
+        memory: 32Gi
+        instanceType: D8
+      - pool: cordoned
+        cpu: "8"
+        memory: 32Gi
+        instanceType: D8
+        unschedulable: true
+  - name: third
+    context: admin@third
+    nodes:
+      - cpu: "2"
+        memory: 8Gi
+        instanceType: B2
+"#;
+
+fn member(name: &str, metadata_extra: &str) -> String {
+    format!(
+        "apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata:
+  name: {name}
+{metadata_extra}spec:
+  identity: {{name: agent, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
+"
+    )
+}
+
+/// Two placements that read live properties: every member with more than 5 cpu available, and
+/// the one member with the most cpu available.
+const PLACEMENTS: &str = "\
+apiVersion: v1
+kind: Namespace
+metadata: {name: app}
+---
+apiVersion: placement.kubernetes-fleet.io/v1
+kind: ClusterResourcePlacement
+metadata: {name: roomy}
+spec:
+  resourceSelectors:
+  - {group: '', version: v1, kind: Namespace, name: app}
+  policy:
+    placementType: PickAll
+    affinity:
+      clusterAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          clusterSelectorTerms:
+          - propertySelector:
+              matchExpressions:
+              - {name: resources.kubernetes-fleet.io/available-cpu, operator: Gt, values: ['5']}
+---
+apiVersion: placement.kubernetes-fleet.io/v1
+kind: ClusterResourcePlacement
+metadata: {name: most-cpu}
+spec:
+  resourceSelectors:
+  - {group: '', version: v1, kind: Namespace, name: app}
+  policy:
+    placementType: PickN
+    numberOfClusters: 1
+    affinity:
+      clusterAffinity:
+        preferredDuringSchedulingIgnoredDuringExecution:
+        - weight: 100
+          preference:
+            propertySorter: {name: resources.kubernetes-fleet.io/available-cpu, sortOrder: Descending}
+";
+
+fn fleet_repo() -> Repo {
+    let repo = Repo::new();
+    repo.write("placements.yaml", PLACEMENTS);
+    repo.write("members/small.yaml", &member("small", ""));
+    repo.write("members/big.yaml", &member("big", ""));
+    repo.write(
+        "members/third.yaml",
+        &member(
+            "third",
+            "  annotations:\n    gitfleet.io/kubeconfig-context: admin@third\n    gitfleet.io/property.example.com/tier: '2'\n",
+        ),
+    );
+    repo.commit("fleet");
+    repo
+}
+
+fn run(repo: &Repo, sim: &SimFleet, command: &str, extra: &[&str]) -> Run {
+    let repo_path = repo.path().display().to_string();
+    let kubeconfig = sim.kubeconfig.display().to_string();
+    let mut args = vec![command, "--repo", &repo_path, "--kubeconfig", &kubeconfig];
+    args.extend_from_slice(extra);
+    gitfleet(&args)
+}
+
+fn inventory_json(repo: &Repo, sim: &SimFleet, extra: &[&str]) -> Value {
+    let mut args = vec!["-o", "json"];
+    args.extend_from_slice(extra);
+    let r = run(repo, sim, "inventory", &args);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    serde_json::from_str(&r.stdout).expect("inventory prints JSON")
+}
+
+fn cluster<'a>(inv: &'a Value, name: &str) -> &'a Value {
+    inv["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no cluster {name} in {inv:#}"))
+}
+
+fn picked(schedule: &Value, placement: &str) -> Vec<String> {
+    let p = schedule["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == placement)
+        .unwrap();
+    serde_json::from_value(p["selected"].clone()).unwrap()
+}
+
+fn schedule_live(repo: &Repo, sim: &SimFleet) -> Value {
+    let r = run(
+        repo,
+        sim,
+        "schedule",
+        &["--inventory", "live", "-o", "json"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
+/// Polls `check` until it holds or the deadline passes (bounds a hang; not a timing assumption).
+fn await_condition(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn inventory_reads_nodes_and_pods_and_live_scheduling_follows_it() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    let prices = sim.dir.path().join("prices.yaml");
+    std::fs::write(&prices, "instanceTypes: {D4: 0.192, D8: 0.384}\n").unwrap();
+    let prices = prices.display().to_string();
+
+    let inv = inventory_json(&repo, &sim, &["--prices", &prices]);
+    let props = |name: &str| cluster(&inv, name)["properties"].clone();
+    assert_eq!(
+        props("small"),
+        serde_json::json!({
+            "kubernetes-fleet.io/node-count": "3",
+            "kubernetes.azure.com/per-cpu-core-cost": "0.048",
+            "kubernetes.azure.com/per-gb-memory-cost": "0.012",
+            "kubernetes.azure.com/vm-sizes/D4/capacity": "2",
+            "resources.kubernetes-fleet.io/allocatable-cpu": "7600m",
+            "resources.kubernetes-fleet.io/allocatable-memory": "30Gi",
+            "resources.kubernetes-fleet.io/available-cpu": "7600m",
+            "resources.kubernetes-fleet.io/available-memory": "30Gi",
+            "resources.kubernetes-fleet.io/total-cpu": "8",
+            "resources.kubernetes-fleet.io/total-memory": "32Gi",
+        })
+    );
+    let big = props("big");
+    assert_eq!(big["kubernetes-fleet.io/node-count"], "4");
+    // The cordoned node is ready capacity of its size, but holds nothing schedulable.
+    assert_eq!(big["kubernetes.azure.com/vm-sizes/D8/capacity"], "4");
+    assert_eq!(big["resources.kubernetes-fleet.io/allocatable-cpu"], "24");
+    assert_eq!(
+        big["resources.kubernetes-fleet.io/available-memory"],
+        "96Gi"
+    );
+    assert_eq!(big["kubernetes.azure.com/per-cpu-core-cost"], "0.048");
+    // `third` is reached through its annotated context, carries its declared property, and gets
+    // no costs: its instance type is not priced.
+    let third = props("third");
+    assert_eq!(cluster(&inv, "third")["healthy"], true);
+    assert_eq!(third["example.com/tier"], "2");
+    assert_eq!(third["resources.kubernetes-fleet.io/available-cpu"], "2");
+    assert!(third
+        .get("kubernetes.azure.com/per-cpu-core-cost")
+        .is_none());
+
+    // The printed inventory is an inventory file: schedule reads it back, and deciding from it
+    // is deciding live.
+    let file = sim.dir.path().join("inventory.yaml");
+    let yaml = run(&repo, &sim, "inventory", &[]);
+    assert_eq!(yaml.code, 0, "{}", yaml.stderr);
+    std::fs::write(&file, &yaml.stdout).unwrap();
+    let from_file = gitfleet(&[
+        "schedule",
+        "--repo",
+        repo.path().to_str().unwrap(),
+        "--inventory",
+        file.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(from_file.code, 0, "{}", from_file.stderr);
+    let from_file: Value = serde_json::from_str(&from_file.stdout).unwrap();
+    let live = schedule_live(&repo, &sim);
+    assert_eq!(from_file, live);
+    assert_eq!(picked(&live, "roomy"), ["big", "small"]);
+    assert_eq!(picked(&live, "most-cpu"), ["big"]);
+
+    // Three pods of 7 cpu land on big's three schedulable nodes: 3 of its 24 cpu stay free.
+    let deployment = sim.dir.path().join("hungry.yaml");
+    std::fs::write(
+        &deployment,
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hungry, namespace: default}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: hungry}}
+  template:
+    metadata: {labels: {app: hungry}}
+    spec:
+      containers:
+      - name: c
+        image: busybox
+        resources: {requests: {cpu: '7', memory: 1Gi}}
+",
+    )
+    .unwrap();
+    let (code, _, err) = sim.kubectl(
+        "big",
+        &["apply", "--server-side", "-f", deployment.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    await_condition("three running pods on big", || {
+        let pods = sim.get_json("big", &["pods", "-n", "default", "-l", "app=hungry"]);
+        let items = pods["items"].as_array().cloned().unwrap_or_default();
+        items.len() == 3 && items.iter().all(|p| p["status"]["phase"] == "Running")
+    });
+    let inv = inventory_json(&repo, &sim, &[]);
+    let big = &cluster(&inv, "big")["properties"];
+    assert_eq!(big["resources.kubernetes-fleet.io/available-cpu"], "3");
+    assert_eq!(
+        big["resources.kubernetes-fleet.io/available-memory"],
+        "93Gi"
+    );
+    assert_eq!(big["resources.kubernetes-fleet.io/allocatable-cpu"], "24");
+
+    let live = schedule_live(&repo, &sim);
+    assert_eq!(picked(&live, "roomy"), ["small"]);
+    assert_eq!(picked(&live, "most-cpu"), ["small"]);
+
+    // plan probes once for base and head; the same commit changes nothing.
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    let plan = run(
+        &repo,
+        &sim,
+        "plan",
+        &["--base", &head, "--head", &head, "--inventory", "live"],
+    );
+    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+}
+
+#[test]
+fn a_down_member_is_reported_unhealthy_and_the_others_still_answer() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    sim.set_faults("big", serde_json::json!({"down": true}));
+
+    let inv = inventory_json(&repo, &sim, &[]);
+    let big = cluster(&inv, "big");
+    assert_eq!(big["healthy"], false);
+    let error = big["error"].as_str().unwrap();
+    assert!(error.starts_with("listing nodes: "), "{error}");
+    assert!(big.get("properties").is_none(), "{big:#}");
+    for name in ["small", "third"] {
+        let c = cluster(&inv, name);
+        assert_eq!(c["healthy"], true, "{c:#}");
+        assert!(c.get("error").is_none());
+    }
+
+    // Live scheduling leaves the down member out and says why on stderr.
+    let r = run(
+        &repo,
+        &sim,
+        "schedule",
+        &["--inventory", "live", "-o", "json"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("warning: member big is unhealthy: listing nodes"),
+        "{}",
+        r.stderr
+    );
+    let live: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(picked(&live, "most-cpu"), ["small"]);
+
+    // Back up: healthy again.
+    sim.set_faults("big", serde_json::json!({"down": false}));
+    let inv = inventory_json(&repo, &sim, &[]);
+    assert_eq!(cluster(&inv, "big")["healthy"], true);
+}
+
+#[test]
+fn nothing_to_ask_is_an_error_and_a_missing_context_only_fails_its_member() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+
+    let bad = gitfleet(&[
+        "inventory",
+        "--repo",
+        repo.path().to_str().unwrap(),
+        "--kubeconfig",
+        "/nonexistent/kubeconfig",
+    ]);
+    assert_eq!(bad.code, 1);
+    assert!(
+        bad.stderr
+            .contains("cannot read kubeconfig /nonexistent/kubeconfig"),
+        "{}",
+        bad.stderr
+    );
+
+    let no_kubeconfig = gitfleet(&[
+        "schedule",
+        "--repo",
+        repo.path().to_str().unwrap(),
+        "--inventory",
+        "live",
+    ]);
+    assert_eq!(no_kubeconfig.code, 2, "{}", no_kubeconfig.stderr);
+    assert!(no_kubeconfig.stderr.contains("--kubeconfig"));
+
+    // A member whose context the kubeconfig lacks is unhealthy; the rest answer.
+    repo.write("members/ghost.yaml", &member("ghost", ""));
+    repo.commit("a member without a context");
+    let inv = inventory_json(&repo, &sim, &[]);
+    let ghost = cluster(&inv, "ghost");
+    assert_eq!(ghost["healthy"], false);
+    assert!(
+        ghost["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("has no context \"ghost\""),
+        "{ghost:#}"
+    );
+    assert_eq!(cluster(&inv, "small")["healthy"], true);
+}
