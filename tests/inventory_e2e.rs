@@ -294,6 +294,11 @@ fn a_down_member_is_reported_unhealthy_and_the_others_still_answer() {
     let sim = SimFleet::start(FLEET);
     let repo = fleet_repo();
     sim.set_faults("big", serde_json::json!({"down": true}));
+    // `third` answers, but only with errors.
+    sim.set_faults(
+        "third",
+        serde_json::json!({"errorRate": 1.0, "errorCodes": [500]}),
+    );
 
     let inv = inventory_json(&repo, &sim, &[]);
     let big = cluster(&inv, "big");
@@ -301,11 +306,16 @@ fn a_down_member_is_reported_unhealthy_and_the_others_still_answer() {
     let error = big["error"].as_str().unwrap();
     assert!(error.starts_with("listing nodes: "), "{error}");
     assert!(big.get("properties").is_none(), "{big:#}");
-    for name in ["small", "third"] {
-        let c = cluster(&inv, name);
-        assert_eq!(c["healthy"], true, "{c:#}");
-        assert!(c.get("error").is_none());
-    }
+    let third = cluster(&inv, "third");
+    assert_eq!(third["healthy"], false);
+    let error = third["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("listing nodes: ") && error.contains("500"),
+        "{error}"
+    );
+    let small = cluster(&inv, "small");
+    assert_eq!(small["healthy"], true, "{small:#}");
+    assert!(small.get("error").is_none());
 
     // Live scheduling leaves the down member out and says why on stderr.
     let r = run(
@@ -326,8 +336,10 @@ fn a_down_member_is_reported_unhealthy_and_the_others_still_answer() {
 
     // Back up: healthy again.
     sim.set_faults("big", serde_json::json!({"down": false}));
+    sim.set_faults("third", serde_json::json!({"errorRate": 0.0}));
     let inv = inventory_json(&repo, &sim, &[]);
     assert_eq!(cluster(&inv, "big")["healthy"], true);
+    assert_eq!(cluster(&inv, "third")["healthy"], true);
 }
 
 #[test]

@@ -343,6 +343,21 @@ pub enum ProbeError {
     Timeout(Duration),
 }
 
+impl ProbeError {
+    /// Whether asking again later may succeed (transport failures, timeouts, 429 and 5xx), as
+    /// opposed to a problem only a person can fix (a missing context, 401, 403).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProbeError::Connect(_) => false,
+            ProbeError::Timeout(_) => true,
+            ProbeError::List { source, .. } => match source {
+                kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+                _ => true,
+            },
+        }
+    }
+}
+
 /// Lists nodes and the pods bound to nodes that may still run, and computes the properties.
 pub async fn probe(
     client: &kube::Client,
@@ -855,5 +870,25 @@ mod tests {
             )
         );
         assert_eq!(got[2].2, "no answer within 300ms");
+    }
+
+    #[test]
+    fn probe_errors_say_whether_a_retry_may_help() {
+        let api = |code: u16| ProbeError::List {
+            what: "nodes",
+            source: kube::Error::Api(Box::new(
+                kube::core::Status::failure("no", "x").with_code(code),
+            )),
+        };
+        assert!(api(503).is_retryable());
+        assert!(api(429).is_retryable());
+        assert!(!api(403).is_retryable());
+        assert!(ProbeError::Timeout(Duration::from_secs(1)).is_retryable());
+        let no_context = ProbeError::Connect(MemberError::NoContext {
+            member: "a".into(),
+            path: "kc".into(),
+            context: "a".into(),
+        });
+        assert!(!no_context.is_retryable());
     }
 }
