@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod catalog;
 pub mod cli;
+pub mod daemon;
 pub mod daemon_client;
 pub mod follow;
 pub mod members;

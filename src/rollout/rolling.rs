@@ -11,17 +11,20 @@
 use crate::model::placement::IntOrPercent;
 use crate::schedule::BindingState;
 
-/// What a cluster runs (or should run) for a placement: the resource snapshot and the overrides
-/// that apply to that cluster. A binding whose revision differs from the desired one is updated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a cluster runs (or should run) for a placement: the resource snapshot, and a fingerprint
+/// of what the cluster's overrides make of it (KubeFleet compares the override snapshot lists; a
+/// hash of the rendered manifests changes exactly when those do, or when the resources do). A
+/// binding whose revision differs from the desired one is updated.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Revision {
     pub resource_index: u64,
-    /// The ids of the overrides (with their snapshot) that apply to the cluster, in order.
-    pub overrides: Vec<String>,
+    pub rendered: String,
 }
 
 /// The health a binding's last push reported, as the binding conditions carry it in KubeFleet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "state", rename_all = "camelCase")]
 pub enum BindingHealth {
     /// Applied (or being applied), not yet available, not failed.
     Pending,
@@ -257,7 +260,7 @@ mod tests {
     fn rev(i: u64) -> Revision {
         Revision {
             resource_index: i,
-            overrides: vec![],
+            rendered: String::new(),
         }
     }
 
@@ -493,7 +496,7 @@ mod tests {
         let bindings = vec![bound("a", 3, Available)];
         let desired = |_: &str| Revision {
             resource_index: 3,
-            overrides: vec!["ro/ns/x@1".into()],
+            rendered: "an override changed the manifests".into(),
         };
         let step = plan_step(&bindings, desired, Target::Count(1), &params("1", "0"), 0);
         assert_eq!(step.update, ["a"]);

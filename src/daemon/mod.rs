@@ -1,0 +1,312 @@
+//! `gitfleet run`: follow a branch and reconcile every new head. The loop is I/O around the pure
+//! [`reconcile::decide`]: read the commit, validate (a bad commit is rejected and the last good
+//! one keeps being served), probe the members' inventory, schedule with the stored bindings,
+//! decide the RollingUpdate step, deliver the work to members, absorb the outcomes, and save the
+//! state crash-safely before anything else happens.
+
+pub mod reconcile;
+pub mod server;
+pub mod state;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::members::inventory::{collect, members_of, Options as ProbeOptions};
+use crate::schedule::{schedule_commit, Fleet, Inventory, PlacementSchedule};
+use crate::state::StateStore;
+pub use reconcile::{Action, Outcome, StepSummary, Work};
+use state::{DaemonState, Rejected};
+
+/// Delivers work to members (push). A trait so that the loop stays testable without members.
+pub trait Deliverer: Send + Sync {
+    fn deliver(
+        &self,
+        work: Vec<Work>,
+        commit: &str,
+    ) -> impl Future<Output = Vec<(Work, Outcome)>> + Send;
+}
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub repo: PathBuf,
+    pub branch: String,
+    pub path: String,
+    pub kubeconfig: PathBuf,
+    pub state_dir: PathBuf,
+    pub listen: Option<std::net::SocketAddr>,
+    pub poll: Duration,
+    pub once: bool,
+    pub webhook_secret: Option<Vec<u8>>,
+    pub probe: ProbeOptions,
+}
+
+/// What the daemon shows on its HTTP API and in logs; replaced after every reconcile.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub branch: String,
+    /// The newest head seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+    /// The commit being rolled out (the last valid one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serving: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<Rejected>,
+    pub placements: Vec<PlacementStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inventory: Option<Inventory>,
+    #[serde(skip)]
+    pub schedule: Vec<PlacementSchedule>,
+    pub reconciles: u64,
+    pub commits_rejected: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementStatus {
+    pub id: String,
+    pub strategy: String,
+    pub target: usize,
+    pub selected: Vec<String>,
+    pub applying: Vec<String>,
+    pub removing: Vec<String>,
+    pub waiting: Vec<String>,
+    pub up_to_date: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Per cluster: revision, health and last error, as stored.
+    pub clusters: std::collections::BTreeMap<String, state::ClusterState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_resource_index: Option<u64>,
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The daemon's working set.
+pub struct Daemon<D: Deliverer> {
+    opts: RunOptions,
+    store: StateStore,
+    state: DaemonState,
+    deliverer: D,
+    pub status: Arc<Mutex<Status>>,
+}
+
+impl<D: Deliverer> Daemon<D> {
+    pub fn open(opts: RunOptions, deliverer: D) -> Result<Self> {
+        let store = StateStore::open(&opts.state_dir)?;
+        let state = DaemonState::load(&opts.state_dir)?;
+        let status = Arc::new(Mutex::new(Status {
+            branch: opts.branch.clone(),
+            serving: state.serving.clone(),
+            rejected: state.rejected.clone(),
+            ..Status::default()
+        }));
+        Ok(Self {
+            opts,
+            store,
+            state,
+            deliverer,
+            status,
+        })
+    }
+
+    /// One reconcile of `head`; returns how long until the rollout wants another look
+    /// (`None`: settled, wait for a new commit or the poll).
+    pub async fn reconcile(&mut self, head: &str) -> Result<Option<Duration>> {
+        let files = crate::source::read_commit(&self.opts.repo, head, &self.opts.path)?;
+        let (cat, diags) = crate::analyze(&files.files);
+        let commit = if diags.is_empty() {
+            self.state.rejected = None;
+            head.to_string()
+        } else {
+            let errors: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+            if self.state.rejected.as_ref().map(|r| r.commit.as_str()) != Some(head) {
+                tracing::error!(
+                    commit = head,
+                    errors = errors.len(),
+                    "commit rejected: {}",
+                    errors.join("; ")
+                );
+                self.status.lock().unwrap().commits_rejected += 1;
+            }
+            self.state.rejected = Some(Rejected {
+                commit: head.to_string(),
+                errors,
+            });
+            self.state.save(&self.opts.state_dir)?;
+            self.publish(None, vec![], None);
+            match self.state.serving.clone() {
+                // Keep rolling out the last good commit; nothing is deleted because of the bad one.
+                Some(good) if good != head => good,
+                _ => return Ok(None),
+            }
+        };
+        let (cat, files) = if commit == head {
+            (cat, files)
+        } else {
+            let files = crate::source::read_commit(&self.opts.repo, &commit, &self.opts.path)?;
+            let (cat, _) = crate::analyze(&files.files);
+            (cat, files)
+        };
+        let commit = files.commit.clone();
+        if self.state.serving.as_deref() != Some(commit.as_str()) {
+            tracing::info!(commit = %commit, "serving new commit");
+        }
+        self.state.serving = Some(commit.clone());
+
+        let members = members_of(&[&cat]);
+        let inventory = collect(&members, &self.opts.kubeconfig, &self.opts.probe)
+            .await
+            .context("cannot probe the members")?;
+        for c in inventory.clusters.iter().filter(|c| !c.healthy) {
+            tracing::warn!(member = %c.name, error = c.error.as_deref().unwrap_or(""), "member unhealthy");
+        }
+        let fleet = Fleet::build(&cat, Some(&inventory));
+        let (_, previous) = self.store.load_schedule()?;
+        let now = now_unix();
+        let mut schedule = schedule_commit(&cat, &fleet, &previous, now as i64);
+        let decision = reconcile::decide(&cat, &commit, &schedule, &fleet, &self.state, now);
+        for s in &decision.steps {
+            if !s.applying.is_empty() || !s.removing.is_empty() {
+                tracing::info!(placement = %s.placement, applying = ?s.applying, removing = ?s.removing, waiting = ?s.waiting, "rollout step");
+            }
+        }
+        let results = self.deliverer.deliver(decision.work, &commit).await;
+        for (w, o) in &results {
+            if let Outcome::Failed(e) = o {
+                tracing::warn!(placement = %w.placement.id(), cluster = %w.cluster, error = %e, "push failed");
+            }
+        }
+        let progressed = results.iter().any(|(_, o)| matches!(o, Outcome::Done(_)));
+        let failed = results.iter().any(|(_, o)| matches!(o, Outcome::Failed(_)));
+        reconcile::absorb(
+            &mut self.state,
+            &mut schedule,
+            decision.histories,
+            results,
+            &commit,
+            now,
+        );
+        // Bindings first: a crash between the two writes re-applies one step (idempotent), it
+        // never forgets one.
+        self.store.save_schedule(&commit, &schedule)?;
+        self.state.save(&self.opts.state_dir)?;
+
+        let unsettled = decision
+            .steps
+            .iter()
+            .filter(|s| !s.waiting.is_empty() || !s.applying.is_empty() || !s.removing.is_empty())
+            .count();
+        let requeue = if progressed {
+            // Something moved: look again at once to take the next step.
+            Some(Duration::ZERO)
+        } else if failed || unsettled > 0 {
+            let wait = decision
+                .steps
+                .iter()
+                .map(|s| s.requeue_after)
+                .filter(|w| *w > 0)
+                .min()
+                .unwrap_or(5);
+            Some(Duration::from_secs(wait.min(60)))
+        } else {
+            None
+        };
+        self.publish(Some(inventory), decision.steps, Some(schedule));
+        Ok(requeue)
+    }
+
+    fn publish(
+        &self,
+        inventory: Option<Inventory>,
+        steps: Vec<StepSummary>,
+        schedule: Option<Vec<PlacementSchedule>>,
+    ) {
+        let mut st = self.status.lock().unwrap();
+        st.serving = self.state.serving.clone();
+        st.rejected = self.state.rejected.clone();
+        if let Some(inv) = inventory {
+            st.inventory = Some(inv);
+        }
+        if let Some(schedule) = schedule {
+            st.placements = steps
+                .into_iter()
+                .map(|s| {
+                    let stored = self.state.placements.get(&s.placement);
+                    PlacementStatus {
+                        selected: schedule
+                            .iter()
+                            .find(|p| p.key.id() == s.placement)
+                            .map(|p| p.selected.clone())
+                            .unwrap_or_default(),
+                        clusters: stored.map(|p| p.clusters.clone()).unwrap_or_default(),
+                        observed_resource_index: stored
+                            .and_then(|p| p.resources.latest().map(|r| r.index)),
+                        id: s.placement,
+                        strategy: s.strategy,
+                        target: s.target,
+                        applying: s.applying,
+                        removing: s.removing,
+                        waiting: s.waiting,
+                        up_to_date: s.up_to_date,
+                        note: s.note,
+                    }
+                })
+                .collect();
+            st.schedule = schedule;
+            st.reconciles += 1;
+        }
+    }
+
+    /// Follows the branch until `shutdown` resolves (or, with `--once`, until the rollout
+    /// settles or stops progressing).
+    pub async fn run(
+        mut self,
+        mut wake: tokio::sync::mpsc::UnboundedReceiver<()>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<()> {
+        let mut watcher = crate::follow::RefWatcher::new(&self.opts.repo)?;
+        tokio::pin!(shutdown);
+        let mut last_head: Option<String> = None;
+        loop {
+            let head = crate::follow::branch_head(&self.opts.repo, &self.opts.branch)?;
+            if let Some(old) = &last_head {
+                if old != &head && !crate::follow::descends_from(&self.opts.repo, old, &head)? {
+                    tracing::warn!(old = %old, new = %head, "branch history rewritten (force-push); following the new head");
+                }
+            }
+            self.status.lock().unwrap().head = Some(head.clone());
+            last_head = Some(head.clone());
+            let requeue = match self.reconcile(&head).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %format!("{e:#}"), "reconcile failed; retrying");
+                    Some(Duration::from_secs(5))
+                }
+            };
+            if self.opts.once && requeue != Some(Duration::ZERO) {
+                return Ok(());
+            }
+            let wait = requeue.unwrap_or(self.opts.poll).min(self.opts.poll);
+            tokio::select! {
+                _ = &mut shutdown => {
+                    tracing::info!("shutting down; state is saved");
+                    return Ok(());
+                }
+                _ = watcher.changed() => {}
+                _ = wake.recv() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,638 @@
+//! What one reconcile of a validated commit does, decided without I/O: for every placement, the
+//! RollingUpdate step (kubefleet.md §3.1) over its bindings, turned into work for members —
+//! apply these manifests to that cluster, remove that placement from this cluster — and, once
+//! the work is done, the new state. The daemon loop does the I/O around it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::state::{ClusterState, DaemonState, PlacementState};
+use crate::catalog::Catalog;
+use crate::model::placement::{PlacementType, RolloutStrategyType};
+use crate::render::cluster::{ocm_workloads, overrides_of, render_placement};
+use crate::render::{ClusterTarget, Manifest};
+use crate::rollout::{plan_step, BindingHealth, Revision, RollingParams, RolloutBinding, Target};
+use crate::schedule::{BindingState, Fleet, PlacementKey, PlacementSchedule};
+use crate::snapshot::hash_value;
+
+/// What to do on one member for one placement.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Apply the manifests (the placement's full set for the cluster: push prunes what is gone).
+    Apply {
+        manifests: Vec<Manifest>,
+        revision: Revision,
+        /// The binding goes Scheduled → Bound once this succeeds.
+        binds: bool,
+    },
+    /// Remove everything this placement put on the cluster.
+    Remove,
+}
+
+#[derive(Debug, Clone)]
+pub struct Work {
+    pub placement: PlacementKey,
+    pub cluster: String,
+    pub action: Action,
+}
+
+/// How a piece of work ended, as push reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Applied (or removed); the health of what is on the cluster now.
+    Done(BindingHealth),
+    /// It failed; the message says why. Failed bindings are retried on the next reconcile.
+    Failed(String),
+}
+
+/// Per placement: what the step decided, for status and logs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepSummary {
+    pub placement: String,
+    pub strategy: String,
+    pub target: usize,
+    pub applying: Vec<String>,
+    pub removing: Vec<String>,
+    pub waiting: Vec<String>,
+    pub up_to_date: Vec<String>,
+    /// Seconds until the placement wants another look (0: settled).
+    pub requeue_after: u64,
+    /// A line for people when the placement is not rolled out (External strategy, render error).
+    pub note: Option<String>,
+}
+
+/// The decision for one commit.
+#[derive(Debug, Default)]
+pub struct Decision {
+    pub work: Vec<Work>,
+    pub steps: Vec<StepSummary>,
+    /// Resource snapshot histories after this commit, by placement id.
+    pub histories: BTreeMap<String, crate::snapshot::History>,
+}
+
+fn rendered_fingerprint(manifests: &[Manifest]) -> String {
+    let values: Vec<&Value> = manifests.iter().map(|m| &m.value).collect();
+    hash_value(&serde_json::json!(values))
+}
+
+fn rolling_params(ru: Option<&crate::model::placement::RollingUpdateConfig>) -> RollingParams {
+    let d = RollingParams::default();
+    let Some(ru) = ru else { return d };
+    RollingParams {
+        max_unavailable: ru.max_unavailable.clone().unwrap_or(d.max_unavailable),
+        max_surge: ru.max_surge.clone().unwrap_or(d.max_surge),
+        unavailable_period_seconds: ru
+            .unavailable_period_seconds
+            .map_or(d.unavailable_period_seconds, |s| s.max(0) as u64),
+    }
+}
+
+/// Decides the work for `commit`. `schedule` is the scheduler's result for it (bindings
+/// included); `fleet` gives each cluster's labels for rendering; `now` is unix seconds.
+pub fn decide(
+    cat: &Catalog,
+    commit: &str,
+    schedule: &[PlacementSchedule],
+    fleet: &Fleet,
+    state: &DaemonState,
+    now: u64,
+) -> Decision {
+    let overrides = overrides_of(cat);
+    let members: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
+    let labels_of = |name: &str| fleet.clusters.iter().find(|c| c.name == name);
+    let mut decision = Decision::default();
+
+    for ps in schedule {
+        let id = ps.key.id();
+        let prev = state.placements.get(&id).cloned().unwrap_or_default();
+        let mut step = StepSummary {
+            placement: id.clone(),
+            ..StepSummary::default()
+        };
+        // Renders what `cluster` should run; `None` when rendering fails (reported, not pushed).
+        let mut render_errors = Vec::new();
+        let mut render =
+            |cluster: &str, resource_index: u64| -> Option<(Vec<Manifest>, Revision)> {
+                let manifests = if ps.key.kind == "Placement" {
+                    ocm_workloads(cat, &ps.key)
+                } else {
+                    let c = labels_of(cluster)?;
+                    let target = ClusterTarget {
+                        name: cluster,
+                        labels: &c.labels,
+                    };
+                    match render_placement(cat, &ps.key, &overrides, &target)? {
+                        Ok(m) => m,
+                        Err(e) => {
+                            render_errors.push(format!("{cluster}: {e}"));
+                            return None;
+                        }
+                    }
+                };
+                let revision = Revision {
+                    resource_index,
+                    rendered: rendered_fingerprint(&manifests),
+                };
+                Some((manifests, revision))
+            };
+
+        if ps.key.kind == "Placement" {
+            // OCM placements: ManifestWorkReplicaSet workloads go to every selected cluster.
+            step.strategy = "OCM".into();
+            step.target = ps.selected.len();
+            for cluster in &ps.selected {
+                let Some((manifests, revision)) = render(cluster, 0) else {
+                    continue;
+                };
+                let current = prev.clusters.get(cluster);
+                if current.and_then(|c| c.revision.as_ref()) == Some(&revision)
+                    && current.is_some_and(|c| c.health != BindingHealth::Failed)
+                {
+                    step.up_to_date.push(cluster.clone());
+                    continue;
+                }
+                step.applying.push(cluster.clone());
+                decision.work.push(Work {
+                    placement: ps.key.clone(),
+                    cluster: cluster.clone(),
+                    action: Action::Apply {
+                        manifests,
+                        revision,
+                        binds: false,
+                    },
+                });
+            }
+            for cluster in prev.clusters.keys() {
+                if !ps.selected.contains(cluster) && members.contains(cluster.as_str()) {
+                    step.removing.push(cluster.clone());
+                    decision.work.push(Work {
+                        placement: ps.key.clone(),
+                        cluster: cluster.clone(),
+                        action: Action::Remove,
+                    });
+                }
+            }
+            decision.steps.push(step);
+            continue;
+        }
+
+        let Some(entry) = cat.placement(&ps.key.name, ps.key.namespace.as_deref()) else {
+            continue;
+        };
+        let spec = &entry.spec.spec;
+        let resources = crate::snapshot::select(cat, &entry.spec).unwrap_or_default();
+        let in_use: BTreeSet<u64> = prev
+            .clusters
+            .values()
+            .filter_map(|c| c.revision.as_ref().map(|r| r.resource_index))
+            .collect();
+        let advance = prev.resources.advance(
+            &crate::snapshot::resource_hash(&resources),
+            commit,
+            spec.revision_history_limit.unwrap_or(10).max(1) as u32,
+            &in_use,
+        );
+        let resource_index = advance.index;
+        decision.histories.insert(id.clone(), advance.history);
+
+        let strategy_type = spec.strategy.type_.unwrap_or_default();
+        if strategy_type == RolloutStrategyType::External {
+            step.strategy = "External".into();
+            step.note = Some(
+                "strategy External: scheduled, not rolled out (staged update runs are not built yet)"
+                    .into(),
+            );
+            decision.steps.push(step);
+            continue;
+        }
+        step.strategy = "RollingUpdate".into();
+        let params = rolling_params(spec.strategy.rolling_update.as_ref());
+
+        // Bindings of clusters that left the repository are gone from the schedule: a member
+        // removed from the repository keeps what it has (KubeFleet behaves the same).
+        let bindings: Vec<RolloutBinding> = ps
+            .bindings
+            .iter()
+            .map(|b| {
+                let current = prev.clusters.get(&b.cluster);
+                RolloutBinding {
+                    cluster: b.cluster.clone(),
+                    state: b.state,
+                    // Removal is synchronous within a reconcile: a failed one is retried as a
+                    // fresh removal candidate, never left "deleting".
+                    deleting: false,
+                    current: current.and_then(|c| c.revision.clone()),
+                    health: current.map_or(BindingHealth::Pending, |c| c.health),
+                }
+            })
+            .collect();
+        let mut desired: BTreeMap<String, Option<(Vec<Manifest>, Revision)>> = BTreeMap::new();
+        for b in &ps.bindings {
+            if b.state != BindingState::Unscheduled {
+                desired.insert(b.cluster.clone(), render(&b.cluster, resource_index));
+            }
+        }
+        let placement_type = spec
+            .policy
+            .as_ref()
+            .map_or(PlacementType::PickAll, |p| p.placement_type);
+        let target = match placement_type {
+            PlacementType::PickAll => Target::PickAll,
+            PlacementType::PickFixed => {
+                Target::Count(spec.policy.as_ref().map_or(0, |p| p.cluster_names.len()))
+            }
+            PlacementType::PickN => Target::Count(
+                spec.policy
+                    .as_ref()
+                    .and_then(|p| p.number_of_clusters)
+                    .unwrap_or(0)
+                    .max(0) as usize,
+            ),
+        };
+        // A cluster that cannot be rendered keeps what it runs: desired = current, so it is
+        // neither updated nor counted as stale; the error is in the step's note.
+        let plan = plan_step(
+            &bindings,
+            |cluster| match desired.get(cluster) {
+                Some(Some((_, r))) => r.clone(),
+                _ => prev
+                    .clusters
+                    .get(cluster)
+                    .and_then(|c| c.revision.clone())
+                    .unwrap_or(Revision {
+                        resource_index,
+                        rendered: String::new(),
+                    }),
+            },
+            target,
+            &params,
+            now,
+        );
+        step.target = plan.budget.target;
+        for (cluster, binds) in plan
+            .bind
+            .iter()
+            .map(|c| (c, true))
+            .chain(plan.update.iter().map(|c| (c, false)))
+        {
+            let Some(Some((manifests, revision))) = desired.remove(cluster) else {
+                continue;
+            };
+            step.applying.push(cluster.clone());
+            decision.work.push(Work {
+                placement: ps.key.clone(),
+                cluster: cluster.clone(),
+                action: Action::Apply {
+                    manifests,
+                    revision,
+                    binds,
+                },
+            });
+        }
+        for cluster in &plan.remove {
+            step.removing.push(cluster.clone());
+            decision.work.push(Work {
+                placement: ps.key.clone(),
+                cluster: cluster.clone(),
+                action: Action::Remove,
+            });
+        }
+        // Up-to-date clusters whose availability is not known yet are re-applied (a no-op on
+        // the member) to read it again.
+        for cluster in &plan.up_to_date {
+            let pending = prev
+                .clusters
+                .get(cluster)
+                .is_some_and(|c| c.health == BindingHealth::Pending);
+            match desired.remove(cluster) {
+                Some(Some((manifests, revision))) if pending => {
+                    decision.work.push(Work {
+                        placement: ps.key.clone(),
+                        cluster: cluster.clone(),
+                        action: Action::Apply {
+                            manifests,
+                            revision,
+                            binds: false,
+                        },
+                    });
+                }
+                _ => {}
+            }
+        }
+        step.waiting = plan.waiting;
+        step.up_to_date = plan.up_to_date;
+        step.requeue_after = plan.requeue_after;
+        if !render_errors.is_empty() {
+            step.note = Some(format!("cannot render: {}", render_errors.join("; ")));
+        }
+        decision.steps.push(step);
+    }
+
+    // Placements gone from the commit: remove what they placed, no pacing (KubeFleet deletes
+    // every binding at once), except on members that left the repository.
+    let live: BTreeSet<String> = schedule.iter().map(|p| p.key.id()).collect();
+    for (id, ps) in &state.placements {
+        if live.contains(id) {
+            continue;
+        }
+        let Some(key) = key_from_id(id) else { continue };
+        let mut step = StepSummary {
+            placement: id.clone(),
+            strategy: "Deleted".into(),
+            ..StepSummary::default()
+        };
+        for cluster in ps.clusters.keys() {
+            if members.contains(cluster.as_str()) {
+                step.removing.push(cluster.clone());
+                decision.work.push(Work {
+                    placement: key.clone(),
+                    cluster: cluster.clone(),
+                    action: Action::Remove,
+                });
+            }
+        }
+        decision.steps.push(step);
+    }
+    decision
+}
+
+/// Parses `crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME` back into a key.
+pub fn key_from_id(id: &str) -> Option<PlacementKey> {
+    let parts: Vec<&str> = id.split('/').collect();
+    let (kind, namespace, name) = match parts.as_slice() {
+        ["crp", name] => ("ClusterResourcePlacement", None, *name),
+        ["rp", ns, name] => ("ResourcePlacement", Some(*ns), *name),
+        ["ocm", ns, name] => ("Placement", Some(*ns), *name),
+        _ => return None,
+    };
+    Some(PlacementKey {
+        kind: kind.into(),
+        namespace: namespace.map(str::to_string),
+        name: name.into(),
+    })
+}
+
+/// Folds the outcomes of the work into the state and the schedule's bindings: applied clusters
+/// record their revision and health and become Bound; removed ones leave both.
+pub fn absorb(
+    state: &mut DaemonState,
+    schedule: &mut [PlacementSchedule],
+    histories: BTreeMap<String, crate::snapshot::History>,
+    results: Vec<(Work, Outcome)>,
+    commit: &str,
+    now: u64,
+) {
+    for (id, history) in histories {
+        state.placements.entry(id).or_default().resources = history;
+    }
+    for (work, outcome) in results {
+        let id = work.placement.id();
+        let ps: &mut PlacementState = state.placements.entry(id.clone()).or_default();
+        match (work.action, outcome) {
+            (
+                Action::Apply {
+                    revision, binds, ..
+                },
+                Outcome::Done(health),
+            ) => {
+                ps.clusters.insert(
+                    work.cluster.clone(),
+                    ClusterState {
+                        revision: Some(revision),
+                        commit: Some(commit.to_string()),
+                        health,
+                        last_error: None,
+                        updated_at: now,
+                    },
+                );
+                if binds {
+                    if let Some(p) = schedule.iter_mut().find(|p| p.key.id() == id) {
+                        for b in p.bindings.iter_mut().filter(|b| b.cluster == work.cluster) {
+                            b.state = BindingState::Bound;
+                        }
+                    }
+                }
+            }
+            (Action::Remove, Outcome::Done(_)) => {
+                ps.clusters.remove(&work.cluster);
+                if let Some(p) = schedule.iter_mut().find(|p| p.key.id() == id) {
+                    p.bindings.retain(|b| {
+                        !(b.cluster == work.cluster && b.state == BindingState::Unscheduled)
+                    });
+                }
+            }
+            (_, Outcome::Failed(message)) => {
+                let entry =
+                    ps.clusters
+                        .entry(work.cluster.clone())
+                        .or_insert_with(|| ClusterState {
+                            revision: None,
+                            commit: None,
+                            health: BindingHealth::Failed,
+                            last_error: None,
+                            updated_at: now,
+                        });
+                entry.health = BindingHealth::Failed;
+                entry.last_error = Some(message);
+                entry.updated_at = now;
+            }
+        }
+    }
+    // A placement with nothing left on any cluster and gone from the commit is forgotten.
+    let live: BTreeSet<String> = schedule.iter().map(|p| p.key.id()).collect();
+    state
+        .placements
+        .retain(|id, ps| live.contains(id) || !ps.clusters.is_empty());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::SourceFile;
+
+    const MEMBERS: &[&str] = &["m1", "m2", "m3", "m4"];
+
+    fn commit(image_tag: &str, extra: &str) -> Catalog {
+        let mut yaml = String::from(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n---\n\
+             apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: app}\n",
+        );
+        yaml.push_str(&format!("data: {{tag: '{image_tag}'}}\n"));
+        for m in MEMBERS {
+            yaml.push_str(&format!(
+                "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+                 metadata: {{name: {m}}}\nspec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n"
+            ));
+        }
+        yaml.push_str(
+            "---\napiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+             metadata: {name: app}\nspec:\n  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}]\n\
+             \x20 strategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1, maxSurge: 1}}\n",
+        );
+        yaml.push_str(extra);
+        let (cat, diags) = crate::analyze(&[SourceFile {
+            path: "fleet.yaml".into(),
+            content: yaml.into_bytes(),
+        }]);
+        assert!(diags.is_empty(), "{diags:#?}");
+        cat
+    }
+
+    /// One reconcile with every push succeeding with `health`; returns the clusters applied.
+    fn step(
+        cat: &Catalog,
+        sha: &str,
+        state: &mut DaemonState,
+        previous: &mut crate::schedule::Previous,
+        health: BindingHealth,
+    ) -> (Vec<String>, Vec<String>) {
+        let fleet = Fleet::build(cat, None);
+        let mut schedule = crate::schedule::schedule_commit(cat, &fleet, previous, 0);
+        let d = decide(cat, sha, &schedule, &fleet, state, 0);
+        let applied: Vec<String> = d
+            .work
+            .iter()
+            .filter(|w| matches!(w.action, Action::Apply { .. }))
+            .map(|w| w.cluster.clone())
+            .collect();
+        let removed: Vec<String> = d
+            .work
+            .iter()
+            .filter(|w| matches!(w.action, Action::Remove))
+            .map(|w| w.cluster.clone())
+            .collect();
+        let results = d
+            .work
+            .into_iter()
+            .map(|w| (w, Outcome::Done(health)))
+            .collect();
+        absorb(state, &mut schedule, d.histories, results, sha, 0);
+        *previous = schedule.into_iter().map(|p| (p.key.id(), p)).collect();
+        (applied, removed)
+    }
+
+    #[test]
+    fn first_commit_binds_every_cluster_then_updates_one_at_a_time() {
+        let mut state = DaemonState::default();
+        let mut previous = crate::schedule::Previous::new();
+        let v1 = commit("1", "");
+        // PickAll over 4: target 4 + surge 1 - 0 can-be-ready = 5 may be bound: all 4 are.
+        let (applied, _) = step(
+            &v1,
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert_eq!(applied, MEMBERS);
+        let bindings = &previous["crp/app"].bindings;
+        assert!(bindings.iter().all(|b| b.state == BindingState::Bound));
+
+        // A new resource version: maxUnavailable 1 of 4 → one cluster per step while each
+        // becomes available.
+        let v2 = commit("2", "");
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            let (applied, _) = step(
+                &v2,
+                "c2",
+                &mut state,
+                &mut previous,
+                BindingHealth::Available,
+            );
+            assert_eq!(applied.len(), 1, "{applied:?}");
+            order.extend(applied);
+        }
+        assert_eq!(order, MEMBERS);
+        let (applied, _) = step(
+            &v2,
+            "c2",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert!(applied.is_empty());
+        let ps = &state.placements["crp/app"];
+        assert!(ps
+            .clusters
+            .values()
+            .all(|c| c.revision.as_ref().unwrap().resource_index == 1));
+    }
+
+    #[test]
+    fn a_cluster_that_stays_pending_stalls_the_update() {
+        let mut state = DaemonState::default();
+        let mut previous = crate::schedule::Previous::new();
+        step(
+            &commit("1", ""),
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        let v2 = commit("2", "");
+        let (first, _) = step(&v2, "c2", &mut state, &mut previous, BindingHealth::Pending);
+        assert_eq!(first, ["m1"]);
+        // m1 is not available yet: no budget for another, but m1 is re-applied to read health.
+        let (again, _) = step(&v2, "c2", &mut state, &mut previous, BindingHealth::Pending);
+        assert_eq!(again, ["m1"]);
+    }
+
+    #[test]
+    fn a_deleted_placement_is_removed_everywhere_and_forgotten() {
+        let mut state = DaemonState::default();
+        let mut previous = crate::schedule::Previous::new();
+        step(
+            &commit("1", ""),
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        let without = {
+            let yaml = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n";
+            let mut text = yaml.to_string();
+            for m in MEMBERS {
+                text.push_str(&format!(
+                    "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+                     metadata: {{name: {m}}}\nspec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n"
+                ));
+            }
+            crate::analyze(&[SourceFile {
+                path: "fleet.yaml".into(),
+                content: text.into_bytes(),
+            }])
+            .0
+        };
+        let (_, removed) = step(
+            &without,
+            "c2",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert_eq!(removed, MEMBERS);
+        assert!(state.placements.is_empty());
+    }
+
+    #[test]
+    fn external_strategy_is_scheduled_but_not_pushed() {
+        let mut cat = commit("1", "");
+        cat.placements[0].spec.spec.strategy.type_ = Some(RolloutStrategyType::External);
+        let fleet = Fleet::build(&cat, None);
+        let schedule = crate::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+        assert_eq!(schedule[0].selected, MEMBERS);
+        let d = decide(&cat, "c1", &schedule, &fleet, &DaemonState::default(), 0);
+        assert!(d.work.is_empty());
+        assert!(d.steps[0].note.as_deref().unwrap().contains("External"));
+    }
+
+    #[test]
+    fn ids_round_trip() {
+        for id in ["crp/a", "rp/ns/b", "ocm/ns/c"] {
+            assert_eq!(key_from_id(id).unwrap().id(), id);
+        }
+        assert!(key_from_id("x/y").is_none());
+    }
+}
