@@ -633,6 +633,16 @@ fn delete_propagation_policy_orphan_keeps_dependents() {
             .is_none_or(|o| o.as_array().unwrap().is_empty()),
         "an orphan loses its owner reference: {kept}"
     );
+    // The same Deployment applied again adopts the orphan (its selector matches) and is ready.
+    sim.apply("alpha", DEPLOYMENT, &[]);
+    eventually("the orphan adopted and the Deployment ready", || {
+        let d = sim.get_json("alpha", &["deploy", "api"]);
+        let rs = sim.get_json("alpha", &["rs", &rs]);
+        (d["status"]["readyReplicas"] == 3
+            && d["status"]["updatedReplicas"] == 3
+            && rs["metadata"]["ownerReferences"][0]["uid"] == d["metadata"]["uid"])
+            .then_some(())
+    });
     // Background (kubectl's default) lets the garbage collector delete dependents.
     sim.apply(
         "alpha",
