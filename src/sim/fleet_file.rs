@@ -28,8 +28,8 @@
 //!     faults:                  # all optional; the admin endpoint changes them at run time
 //!       latencyMs: 0           # added to every request
 //!       errorRate: 0.0         # share of requests answered with an error, 0.0 to 1.0
-//!       errorCodes: [500, 503, 429]   # picked from at random (default [500]); 429 and 503
-//!                                     # carry Retry-After
+//!       errorCodes: [500, 503, 429]   # picked from at random (default [500]); 429
+//!                                     # carries Retry-After
 //!       down: false            # true: the port refuses connections
 //! ```
 //!

@@ -176,15 +176,14 @@ impl ApiError {
                 )
                 .with_details(json!({"retryAfterSeconds": 1}))
             },
-            503 => ApiError {
-                retry_after: Some(1),
-                ..ApiError::new(
-                    503,
-                    "ServiceUnavailable",
-                    "the server is currently unable to handle the request (simulated fault)",
-                )
-                .with_details(json!({"retryAfterSeconds": 1}))
-            },
+            // As the API server's own 503 (an unavailable aggregated API, or a timeout
+            // filter): no Retry-After. Only its 429 (max-in-flight, priority and fairness)
+            // carries one, and client-go retries a 5xx only when Retry-After is present.
+            503 => ApiError::new(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request (simulated fault)",
+            ),
             504 => ApiError::new(
                 504,
                 "Timeout",

@@ -1,1 +1,278 @@
-//! Tests of the simulator through its request path.
+//! Tests of the simulator through its request path, in process: a [`Member`] answers
+//! [`Request`]s the way it does over a socket, without one. What only a real client shows
+//! (kubectl's messages, connection refused) is in tests/sim_kubectl.rs.
+
+use serde_json::{json, Value};
+
+use super::clock;
+use super::fleet_file::{MemberSpec, NodeGroup};
+use super::http::{Body, Request, Response};
+use super::member::{handle, Member};
+use super::seed;
+use super::store::{ObjKey, LOG_CAPACITY};
+
+const TOKEN: &str = "tok";
+
+fn member(anonymous: bool) -> Member {
+    let spec = MemberSpec {
+        name: "m".into(),
+        nodes: vec![NodeGroup::default()],
+        ..MemberSpec::default()
+    };
+    let m = Member::new(
+        &spec,
+        TOKEN.into(),
+        anonymous,
+        "v1.33.1".into(),
+        "127.0.0.1:1".parse().unwrap(),
+        1,
+    );
+    seed::seed(&mut m.store(), &spec, "v1.33.1", &clock::now_rfc3339());
+    m
+}
+
+async fn call(
+    m: &Member,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Response {
+    let mut all = vec![("Authorization", "Bearer tok")];
+    all.extend_from_slice(headers);
+    handle(m, Request::new(method, target, &all, body.as_bytes())).await
+}
+
+async fn json_of(mut r: Response) -> (u16, Value) {
+    let bytes = r.body_bytes();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)));
+    (r.status, v)
+}
+
+async fn apply(m: &Member, target: &str, obj: &Value) -> (u16, Value) {
+    let r = call(
+        m,
+        "PATCH",
+        target,
+        &[("Content-Type", "application/apply-patch+yaml")],
+        &obj.to_string(),
+    )
+    .await;
+    json_of(r).await
+}
+
+fn cm(name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"}, "data": data})
+}
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+#[tokio::test]
+async fn dry_run_apply_returns_the_merged_object_and_persists_nothing() {
+    let m = member(false);
+    let (code, _) = apply(
+        &m,
+        &format!("{CMS}/c?fieldManager=a"),
+        &cm("c", json!({"x": "1"})),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, merged) = apply(
+        &m,
+        &format!("{CMS}/c?&dryRun=All&fieldManager=b"),
+        &cm("c", json!({"y": "2"})),
+    )
+    .await;
+    assert_eq!(code, 200, "{merged}");
+    assert_eq!(merged["data"], json!({"x": "1", "y": "2"}));
+    let (_, stored) = json_of(call(&m, "GET", &format!("{CMS}/c"), &[], "").await).await;
+    assert_eq!(stored["data"], json!({"x": "1"}));
+    assert_eq!(
+        stored["metadata"]["resourceVersion"], merged["metadata"]["resourceVersion"],
+        "a dry run does not advance the resourceVersion"
+    );
+}
+
+#[tokio::test]
+async fn an_appliers_dropped_field_is_removed() {
+    let m = member(false);
+    apply(
+        &m,
+        &format!("{CMS}/c?fieldManager=a"),
+        &cm("c", json!({"x": "1", "y": "2"})),
+    )
+    .await;
+    let (code, after) = apply(
+        &m,
+        &format!("{CMS}/c?fieldManager=a"),
+        &cm("c", json!({"x": "1"})),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(after["data"], json!({"x": "1"}));
+}
+
+#[tokio::test]
+async fn lists_page_with_limit_and_continue() {
+    let m = member(false);
+    for i in 0..5 {
+        apply(
+            &m,
+            &format!("{CMS}/c{i}?fieldManager=a"),
+            &cm(&format!("c{i}"), json!({})),
+        )
+        .await;
+    }
+    let mut seen = Vec::new();
+    let mut target = format!("{CMS}?&limit=2");
+    for _ in 0..10 {
+        let (code, page) = json_of(call(&m, "GET", &target, &[], "").await).await;
+        assert_eq!(code, 200, "{page}");
+        assert!(page["items"].as_array().unwrap().len() <= 2);
+        assert!(!page["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .is_empty());
+        for i in page["items"].as_array().unwrap() {
+            seen.push(i["metadata"]["name"].as_str().unwrap().to_string());
+        }
+        match page["metadata"]["continue"].as_str() {
+            Some(c) if !c.is_empty() => target = format!("{CMS}?&limit=2&continue={c}"),
+            _ => break,
+        }
+    }
+    assert_eq!(seen, ["c0", "c1", "c2", "c3", "c4", "kube-root-ca.crt"]);
+    let (code, _) = json_of(
+        call(
+            &m,
+            "GET",
+            &format!("{CMS}?limit=2&continue=garbage"),
+            &[],
+            "",
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(code, 400);
+}
+
+/// Spec §6: a watch from a revision the log no longer holds gets HTTP 200 and one ERROR event
+/// (410 Expired), so that kube-runtime's watcher relists.
+#[tokio::test]
+async fn a_watch_from_a_forgotten_revision_gets_an_expired_error_event() {
+    let m = member(false);
+    {
+        let mut store = m.store();
+        let key = ObjKey::new("", "configmaps", "default", "busy");
+        for i in 0..=LOG_CAPACITY {
+            store.put(key.clone(), cm("busy", json!({"i": i.to_string()})));
+        }
+    }
+    let r = call(
+        &m,
+        "GET",
+        &format!("{CMS}?&watch=true&resourceVersion=1"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let Body::Stream(mut rx) = r.body else {
+        panic!("a watch streams");
+    };
+    let mut body = Vec::new();
+    while let Some(chunk) = rx.recv().await {
+        body.extend(chunk);
+    }
+    let lines: Vec<Value> = String::from_utf8(body)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["type"], "ERROR");
+    let status = &lines[0]["object"];
+    assert_eq!(
+        (
+            status["kind"].as_str(),
+            status["code"].as_i64(),
+            status["reason"].as_str()
+        ),
+        (Some("Status"), Some(410), Some("Expired"))
+    );
+}
+
+#[tokio::test]
+async fn tokens_are_checked_and_anonymous_requests_need_anonymous_auth() {
+    for anonymous in [false, true] {
+        let m = member(anonymous);
+        let ok = handle(
+            &m,
+            Request::new("GET", "/version", &[("Authorization", "Bearer tok")], b""),
+        )
+        .await;
+        assert_eq!(ok.status, 200);
+        let (code, status) = json_of(
+            handle(
+                &m,
+                Request::new("GET", "/version", &[("Authorization", "Bearer nope")], b""),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(
+            (code, status["reason"].as_str()),
+            (401, Some("Unauthorized"))
+        );
+        let none = handle(&m, Request::new("GET", "/version", &[], b"")).await;
+        assert_eq!(none.status, if anonymous { 200 } else { 401 });
+    }
+}
+
+/// Spec §2.2 and §4: kube's aggregated discovery sees a CRD's group once the CRD is applied.
+#[tokio::test]
+async fn aggregated_discovery_includes_an_applied_crds_group() {
+    let m = member(false);
+    let accept =
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    let groups = |v: &Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["metadata"]["name"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let (_, before) = json_of(call(&m, "GET", "/apis", &[("Accept", accept)], "").await).await;
+    assert_eq!(before["kind"], "APIGroupDiscoveryList");
+    assert!(groups(&before).contains(&"apps".to_string()));
+    assert!(!groups(&before).contains(&"example.com".to_string()));
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Cluster",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}}}]}
+    });
+    let (code, _) = apply(
+        &m,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com?fieldManager=a",
+        &crd,
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (_, after) = json_of(call(&m, "GET", "/apis", &[("Accept", accept)], "").await).await;
+    let group = after["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == "example.com")
+        .expect("the CRD's group");
+    let resource = &group["versions"][0]["resources"][0];
+    assert_eq!(resource["resource"], "widgets");
+    assert_eq!(resource["responseKind"]["kind"], "Widget");
+    assert_eq!(resource["scope"], "Cluster");
+}

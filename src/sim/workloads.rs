@@ -209,6 +209,59 @@ fn owned_by<'a>(
         .collect()
 }
 
+/// A controller claims the objects its selector matches that have no controller (left behind
+/// by `kubectl delete --cascade=orphan`, say) by becoming their controller owner, as the
+/// controllers' ControllerRefManager does. Without it a recreated Deployment would find its
+/// ReplicaSet by name but never count it.
+fn adopt_orphans(
+    store: &mut Store,
+    owner: &Value,
+    group: &str,
+    resource: &str,
+    kind: &str,
+    now: &str,
+) {
+    let selector = &owner["spec"]["selector"];
+    let empty = |f: &str| {
+        selector[f].as_object().is_none_or(|m| m.is_empty())
+            && selector[f].as_array().is_none_or(|a| a.is_empty())
+    };
+    if empty("matchLabels") && empty("matchExpressions") {
+        // An empty selector would claim everything; the API server rejects it for workloads.
+        return;
+    }
+    let ns = owner["metadata"]["namespace"].as_str().unwrap_or_default();
+    let orphans: Vec<(ObjKey, Value)> = store
+        .list(group, resource, Some(ns))
+        .filter(|(_, o)| {
+            o["metadata"]["deletionTimestamp"].is_null()
+                && !o["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_some_and(|rs| rs.iter().any(|r| r["controller"] == json!(true)))
+                && selector_matches(selector, &o["metadata"]["labels"])
+        })
+        .map(|(k, o)| (k.clone(), o.clone()))
+        .collect();
+    let api_version = owner["apiVersion"].as_str().unwrap_or("apps/v1");
+    for (key, old) in orphans {
+        let mut new = old.clone();
+        let mut refs = old["metadata"]["ownerReferences"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        refs.push(owner_ref(owner, api_version, kind));
+        new["metadata"]["ownerReferences"] = json!(refs);
+        let av = old["apiVersion"].as_str().unwrap_or("v1").to_string();
+        record_update(
+            Some(&old),
+            &mut new,
+            &writer(CONTROLLER, &av, None, now),
+            true,
+        );
+        store.put(key, new);
+    }
+}
+
 fn owner_ref(obj: &Value, api_version: &str, kind: &str) -> Value {
     json!({
         "apiVersion": api_version,
@@ -369,6 +422,7 @@ fn deployment(store: &mut Store, key: &ObjKey, d: &Value, now: &str) {
     let hash = template_hash(&template);
     let rs_name = format!("{}-{hash}", key.name);
     let rs_key = ObjKey::new("apps", "replicasets", &ns, &rs_name);
+    adopt_orphans(store, d, "apps", "replicasets", "Deployment", now);
     let owned = owned_by(store, "apps", "replicasets", &ns, &uid);
     let revision = owned
         .iter()

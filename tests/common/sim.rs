@@ -2,11 +2,12 @@
 //! process, awaited until it prints its `ready` line, killed when dropped. Tests reach its
 //! members only through the kubeconfig it writes, as a user reaches real clusters.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the simulator may take to print `ready` before a test fails (it binds loopback
 /// ports only; this bounds a hang, it is not a timing assumption).
@@ -100,19 +101,149 @@ impl SimFleet {
 
     /// Runs the real `kubectl` against one member's context; returns (exit code, stdout, stderr).
     pub fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new("kubectl")
+        self.kubectl_stdin(context, args, "")
+    }
+
+    /// [`SimFleet::kubectl`] with `stdin` fed to kubectl (for `apply -f -`).
+    pub fn kubectl_stdin(
+        &self,
+        context: &str,
+        args: &[&str],
+        stdin: &str,
+    ) -> (i32, String, String) {
+        let mut child = Command::new("kubectl")
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(["--context", context])
             .args(args)
             .env("KUBECACHEDIR", self.dir.path().join("kube-cache"))
-            .output()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .expect("kubectl runs (is it installed?)");
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.as_bytes()).unwrap();
+        drop(input);
+        let out = child.wait_with_output().expect("kubectl finishes");
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
+    }
+
+    /// `kubectl apply --server-side -f -` of `yaml` plus `extra` arguments, panicking when
+    /// kubectl fails.
+    pub fn apply(&self, context: &str, yaml: &str, extra: &[&str]) -> String {
+        let mut args = vec!["apply", "--server-side", "-f", "-"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = self.kubectl_stdin(context, &args, yaml);
+        assert_eq!(code, 0, "kubectl {args:?} failed: {err}\n{yaml}");
+        out
+    }
+
+    /// What the admin endpoint says of a member: `server`, `token`, `faults`, `injectedErrors`.
+    pub fn member(&self, name: &str) -> serde_json::Value {
+        let url = format!("{}/members/{name}", self.admin);
+        let mut response = ureq::get(&url)
+            .call()
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let text = response.body_mut().read_to_string().unwrap();
+        serde_json::from_str(&text).expect("the admin endpoint answers JSON")
+    }
+
+    /// One plain HTTP/1.1 request to a member (`Connection: close`), with the given bearer token
+    /// (none: no `Authorization` header), for what kubectl does not show: status codes, headers,
+    /// raw bodies.
+    pub fn http(
+        &self,
+        member: &str,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> HttpResponse {
+        let (mut stream, host) = self.connect(member);
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        if let Some(t) = token {
+            head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        }
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        stream
+            .read_to_end(&mut raw)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        HttpResponse::parse(&String::from_utf8_lossy(&raw))
+    }
+
+    /// Opens a watch (`GET path`, which must ask for `watch=1`) and reads its events until
+    /// `done` says the events so far suffice, or panics after a bounded wait. `during` runs once
+    /// the request is sent, to cause the events.
+    pub fn watch_events(
+        &self,
+        member: &str,
+        path: &str,
+        during: impl FnOnce(),
+        done: impl Fn(&[serde_json::Value]) -> bool,
+    ) -> Vec<serde_json::Value> {
+        let (mut stream, host) = self.connect(member);
+        let token = self.member(member)["token"].as_str().unwrap().to_string();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nAccept-Encoding: identity\r\n\r\n"
+        )
+        .unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        during();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            let events = watch_events_in(&raw);
+            if done(&events) {
+                return events;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "watch {path}: still waiting; got {}",
+                String::from_utf8_lossy(&raw)
+            );
+            match stream.read(&mut buf) {
+                Ok(0) => panic!(
+                    "watch {path}: the server closed the stream early: {}",
+                    String::from_utf8_lossy(&raw)
+                ),
+                Ok(n) => raw.extend_from_slice(&buf[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => panic!("watch {path}: {e}"),
+            }
+        }
+    }
+
+    fn connect(&self, member: &str) -> (TcpStream, String) {
+        let server = self.member(member)["server"].as_str().unwrap().to_string();
+        let host = server.trim_start_matches("http://").to_string();
+        let stream = TcpStream::connect(&host).unwrap_or_else(|e| panic!("connect {host}: {e}"));
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        (stream, host)
     }
 
     /// `kubectl get` as JSON, panicking when kubectl fails.
@@ -124,6 +255,71 @@ impl SimFleet {
         assert_eq!(code, 0, "kubectl {full:?} failed: {err}");
         serde_json::from_str(&out).expect("kubectl prints JSON")
     }
+}
+
+/// Polls `f` until it returns `Some`, or panics with `what` after a bounded wait (a bound on a
+/// hang, not a timing assumption).
+pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(t) = f() {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A plain HTTP response: status code, headers (names in lowercase) and body.
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl HttpResponse {
+    fn parse(raw: &str) -> HttpResponse {
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
+        let mut lines = head.split("\r\n");
+        let status = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("not an HTTP response: {raw:?}"));
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        HttpResponse {
+            status,
+            headers,
+            body: body.to_string(),
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
+    }
+}
+
+/// The complete watch events in a chunked response read so far: each is one JSON object on a
+/// line of its own (chunk-size lines are not JSON objects and are skipped).
+fn watch_events_in(raw: &[u8]) -> Vec<serde_json::Value> {
+    let text = String::from_utf8_lossy(raw);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    body.split(['\r', '\n'])
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
 }
 
 impl Drop for SimFleet {
