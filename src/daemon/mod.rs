@@ -7,6 +7,7 @@
 pub mod reconcile;
 pub mod server;
 pub mod state;
+pub mod view;
 
 use std::future::Future;
 use std::path::PathBuf;
