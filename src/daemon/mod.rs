@@ -4,6 +4,7 @@
 //! decide the RollingUpdate step, deliver the work to members, absorb the outcomes, and save the
 //! state crash-safely before anything else happens.
 
+pub mod metrics;
 pub mod reconcile;
 pub mod server;
 pub mod state;
@@ -100,6 +101,9 @@ pub struct Daemon<D: Deliverer> {
     state: DaemonState,
     deliverer: D,
     pub status: Arc<Mutex<Status>>,
+    pub metrics: Arc<metrics::Metrics>,
+    /// The last head reconciled, to count new commits once.
+    last_head: Option<String>,
 }
 
 impl<D: Deliverer> Daemon<D> {
@@ -118,12 +122,27 @@ impl<D: Deliverer> Daemon<D> {
             state,
             deliverer,
             status,
+            metrics: Arc::new(metrics::Metrics::default()),
+            last_head: None,
         })
     }
 
     /// One reconcile of `head`; returns how long until the rollout wants another look
     /// (`None`: settled, wait for a new commit or the poll).
     pub async fn reconcile(&mut self, head: &str) -> Result<Option<Duration>> {
+        let started = std::time::Instant::now();
+        if self.last_head.as_deref() != Some(head) {
+            self.metrics.commits_seen.inc();
+            self.last_head = Some(head.to_string());
+        }
+        let result = self.reconcile_inner(head).await;
+        self.metrics
+            .reconcile_seconds
+            .observe(started.elapsed().as_secs_f64());
+        result
+    }
+
+    async fn reconcile_inner(&mut self, head: &str) -> Result<Option<Duration>> {
         let files = crate::source::read_commit(&self.opts.repo, head, &self.opts.path)?;
         let (cat, diags) = crate::analyze(&files.files);
         let commit = if diags.is_empty() {
@@ -139,6 +158,7 @@ impl<D: Deliverer> Daemon<D> {
                     errors.join("; ")
                 );
                 self.status.lock().unwrap().commits_rejected += 1;
+                self.metrics.commits_rejected.inc();
             }
             self.state.rejected = Some(Rejected {
                 commit: head.to_string(),
@@ -169,6 +189,12 @@ impl<D: Deliverer> Daemon<D> {
         let inventory = collect(&members, &self.opts.kubeconfig, &self.opts.probe)
             .await
             .context("cannot probe the members")?;
+        for c in &inventory.clusters {
+            self.metrics
+                .member_healthy
+                .get_or_create(&metrics::labels(&[("member", &c.name)]))
+                .set(i64::from(c.healthy));
+        }
         for c in inventory.clusters.iter().filter(|c| !c.healthy) {
             tracing::warn!(member = %c.name, error = c.error.as_deref().unwrap_or(""), "member unhealthy");
         }
@@ -184,9 +210,21 @@ impl<D: Deliverer> Daemon<D> {
         }
         let results = self.deliverer.deliver(decision.work, &commit).await;
         for (w, o) in &results {
-            if let Outcome::Failed(e) = o {
-                tracing::warn!(placement = %w.placement.id(), cluster = %w.cluster, error = %e, "push failed");
-            }
+            let outcome = match (o, &w.action) {
+                (Outcome::Failed(e), _) => {
+                    tracing::warn!(placement = %w.placement.id(), cluster = %w.cluster, error = %e, "push failed");
+                    "failed"
+                }
+                (Outcome::Done(_), Action::Remove) => "removed",
+                (Outcome::Done(_), Action::Apply { .. }) => "applied",
+            };
+            self.metrics
+                .pushes
+                .get_or_create(&metrics::labels(&[
+                    ("member", &w.cluster),
+                    ("outcome", outcome),
+                ]))
+                .inc();
         }
         let progressed = results.iter().any(|(_, o)| matches!(o, Outcome::Done(_)));
         let failed = results.iter().any(|(_, o)| matches!(o, Outcome::Failed(_)));
@@ -223,6 +261,23 @@ impl<D: Deliverer> Daemon<D> {
         } else {
             None
         };
+        self.metrics.rollout_clusters.clear();
+        for s in &decision.steps {
+            for (state, n) in [
+                ("upToDate", s.up_to_date.len()),
+                ("waiting", s.waiting.len()),
+                ("applying", s.applying.len()),
+                ("removing", s.removing.len()),
+            ] {
+                self.metrics
+                    .rollout_clusters
+                    .get_or_create(&metrics::labels(&[
+                        ("placement", &s.placement),
+                        ("state", state),
+                    ]))
+                    .set(n as i64);
+            }
+        }
         self.publish(Some(inventory), decision.steps, Some(schedule));
         Ok(requeue)
     }

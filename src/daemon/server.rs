@@ -13,6 +13,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+use super::metrics::Metrics;
 use super::Status;
 use crate::sim::http::{self, Request, Response};
 
@@ -23,6 +24,7 @@ fn problem(code: u16, message: &str) -> Response {
 /// Answers one request. `wake` nudges the reconcile loop; `secret` is the webhook secret.
 pub fn handle(
     status: &Mutex<Status>,
+    metrics: &Metrics,
     secret: Option<&[u8]>,
     wake: &mpsc::UnboundedSender<()>,
     req: &Request,
@@ -31,6 +33,11 @@ pub fn handle(
     let st = status.lock().unwrap_or_else(|e| e.into_inner());
     match (req.method.as_str(), seg.as_slice()) {
         ("GET", ["healthz"]) => Response::bytes(200, "text/plain", b"ok".to_vec()),
+        ("GET", ["metrics"]) => Response::bytes(
+            200,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            metrics.render().into_bytes(),
+        ),
         ("GET", ["readyz"]) if st.reconciles > 0 => {
             Response::bytes(200, "text/plain", b"ok".to_vec())
         }
@@ -92,14 +99,20 @@ pub fn handle(
 pub async fn serve(
     listener: TcpListener,
     status: Arc<Mutex<Status>>,
+    metrics: Arc<Metrics>,
     secret: Option<Vec<u8>>,
     wake: mpsc::UnboundedSender<()>,
     stop: watch::Receiver<bool>,
 ) {
     let secret = Arc::new(secret);
     let handler: http::Handler = Arc::new(move |req| {
-        let (status, secret, wake) = (status.clone(), secret.clone(), wake.clone());
-        Box::pin(async move { handle(&status, secret.as_deref(), &wake, &req) })
+        let (status, metrics, secret, wake) = (
+            status.clone(),
+            metrics.clone(),
+            secret.clone(),
+            wake.clone(),
+        );
+        Box::pin(async move { handle(&status, &metrics, secret.as_deref(), &wake, &req) })
     });
     let mut stop_accept = stop.clone();
     loop {
@@ -129,10 +142,16 @@ mod tests {
             &[("X-Hub-Signature-256", &format!("sha256={}", "0".repeat(64)))],
             body,
         );
-        assert_eq!(handle(&status, Some(b"s"), &tx, &bad).status, 401);
+        assert_eq!(
+            handle(&status, &Metrics::default(), Some(b"s"), &tx, &bad).status,
+            401
+        );
         assert!(rx.try_recv().is_err());
         let good = Request::new("POST", "/hooks/git", &[("X-Gitlab-Token", "s")], body);
-        assert_eq!(handle(&status, Some(b"s"), &tx, &good).status, 202);
+        assert_eq!(
+            handle(&status, &Metrics::default(), Some(b"s"), &tx, &good).status,
+            202
+        );
         assert!(rx.try_recv().is_ok());
     }
 
@@ -141,8 +160,14 @@ mod tests {
         let status = Mutex::new(Status::default());
         let (tx, _rx) = mpsc::unbounded_channel();
         let req = Request::new("GET", "/readyz", &[], b"");
-        assert_eq!(handle(&status, None, &tx, &req).status, 503);
+        assert_eq!(
+            handle(&status, &Metrics::default(), None, &tx, &req).status,
+            503
+        );
         status.lock().unwrap().reconciles = 1;
-        assert_eq!(handle(&status, None, &tx, &req).status, 200);
+        assert_eq!(
+            handle(&status, &Metrics::default(), None, &tx, &req).status,
+            200
+        );
     }
 }

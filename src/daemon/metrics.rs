@@ -1,0 +1,123 @@
+//! The daemon's Prometheus metrics (`GET /metrics`, text exposition format): commits seen and
+//! rejected, reconcile duration, applies and errors per member, member health, rollout progress.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+pub struct Metrics {
+    registry: Registry,
+    pub commits_seen: Counter,
+    pub commits_rejected: Counter,
+    pub reconcile_seconds: Histogram,
+    /// By member and outcome (`applied`, `removed`, `failed`).
+    pub pushes: Family<Labels, Counter>,
+    /// 1 healthy, 0 not, by member.
+    pub member_healthy: Family<Labels, Gauge>,
+    /// Clusters up to date / waiting / being changed, by placement and state.
+    pub rollout_clusters: Family<Labels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("gitfleet");
+        let commits_seen = Counter::default();
+        let commits_rejected = Counter::default();
+        // 10 ms .. ~80 s.
+        let reconcile_seconds = Histogram::new(exponential_buckets(0.01, 2.0, 14));
+        let pushes = Family::<Labels, Counter>::default();
+        let member_healthy = Family::<Labels, Gauge>::default();
+        let rollout_clusters = Family::<Labels, Gauge>::default();
+        registry.register(
+            "commits_seen",
+            "New branch heads seen",
+            commits_seen.clone(),
+        );
+        registry.register(
+            "commits_rejected",
+            "Commits rejected by validation",
+            commits_rejected.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time of one reconcile (read, validate, probe, schedule, render, push)",
+            reconcile_seconds.clone(),
+        );
+        registry.register(
+            "member_pushes",
+            "Placement pushes to a member by outcome",
+            pushes.clone(),
+        );
+        registry.register(
+            "member_healthy",
+            "Whether the member answered its last probe (1) or not (0)",
+            member_healthy.clone(),
+        );
+        registry.register(
+            "rollout_clusters",
+            "Clusters of a placement by rollout state",
+            rollout_clusters.clone(),
+        );
+        Self {
+            registry,
+            commits_seen,
+            commits_rejected,
+            reconcile_seconds,
+            pushes,
+            member_healthy,
+            rollout_clusters,
+        }
+    }
+}
+
+pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl Metrics {
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prometheus_text() {
+        let m = Metrics::default();
+        m.commits_seen.inc();
+        m.pushes
+            .get_or_create(&labels(&[("member", "m1"), ("outcome", "applied")]))
+            .inc();
+        m.member_healthy
+            .get_or_create(&labels(&[("member", "m1")]))
+            .set(1);
+        m.reconcile_seconds.observe(0.2);
+        let text = m.render();
+        assert!(text.contains("gitfleet_commits_seen_total 1"), "{text}");
+        assert!(
+            text.contains("gitfleet_member_pushes_total{member=\"m1\",outcome=\"applied\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gitfleet_member_healthy{member=\"m1\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gitfleet_reconcile_duration_seconds_count 1"),
+            "{text}"
+        );
+    }
+}
