@@ -4,6 +4,7 @@
 //! `gitfleet.io/kubeconfig-context` names.
 
 pub mod connect;
+pub mod retry;
 
 pub use connect::{
     connect, member_targets, read_kubeconfig, MemberError, MemberTarget, CONTEXT_ANNOTATION,
