@@ -10,6 +10,7 @@ pub mod daemon_client;
 pub mod members;
 pub mod model;
 pub mod plan;
+pub mod push;
 pub mod render;
 pub mod schedule;
 pub mod sim;
