@@ -12,6 +12,7 @@ pub mod follow;
 pub mod members;
 pub mod model;
 pub mod plan;
+pub mod push;
 pub mod render;
 pub mod rollout;
 pub mod schedule;

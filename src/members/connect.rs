@@ -105,6 +105,9 @@ pub async fn connect(
         .map_err(|e| config_error(format!("{e:#}")))?;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(READ_TIMEOUT);
+    // Retries are ours (members::retry), bounded by a per-member budget; kube's own layer would
+    // retry 429/503/504 up to 15 times on top of them.
+    config.default_retry = false;
     kube::Client::try_from(config).map_err(|e| config_error(format!("{e:#}")))
 }
 

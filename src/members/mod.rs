@@ -5,6 +5,7 @@
 
 pub mod connect;
 pub mod inventory;
+pub mod retry;
 
 pub use connect::{
     connect, member_targets, read_kubeconfig, MemberError, MemberTarget, CONTEXT_ANNOTATION,

@@ -1,0 +1,182 @@
+//! What gitfleet adds to every object it applies (spec/README §5): the managed-by and placement
+//! labels, and the snapshot, commit and spec-hash annotations. Pure.
+
+use crate::schedule::PlacementKey;
+use crate::snapshot::hash_value;
+use serde_json::{Map, Value};
+
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "gitfleet";
+pub const PLACEMENT_LABEL: &str = "gitfleet.io/placement";
+pub const SNAPSHOT_ANNOTATION: &str = "gitfleet.io/resource-snapshot";
+pub const COMMIT_ANNOTATION: &str = "gitfleet.io/commit";
+pub const SPEC_HASH_ANNOTATION: &str = "gitfleet.io/spec-hash";
+/// ClientSideApply's memory of what gitfleet last applied (KubeFleet keeps the same in
+/// `kubernetes-fleet.io/last-applied-configuration`).
+pub const LAST_APPLIED_ANNOTATION: &str = "gitfleet.io/last-applied";
+/// The field manager of every write gitfleet makes.
+pub const FIELD_MANAGER: &str = "gitfleet";
+
+/// The longest label value Kubernetes accepts.
+const LABEL_VALUE_MAX: usize = 63;
+
+/// `crp.<name>`, `rp.<ns>.<name>`, `ocm.<ns>.<name>`: names the placement in labels and records.
+pub fn placement_key(key: &PlacementKey) -> String {
+    let prefix = match key.kind.as_str() {
+        "ClusterResourcePlacement" => "crp",
+        "ResourcePlacement" => "rp",
+        _ => "ocm",
+    };
+    match &key.namespace {
+        Some(ns) => format!("{prefix}.{ns}.{}", key.name),
+        None => format!("{prefix}.{}", key.name),
+    }
+}
+
+/// The placement key as a label value: as is when it fits in 63 characters, else a prefix and
+/// a hash of the whole key, so that two long keys never share a value.
+pub fn label_value(key: &str) -> String {
+    if key.len() <= LABEL_VALUE_MAX {
+        return key.to_string();
+    }
+    let hash = &hash_value(&Value::String(key.to_string()))[..10];
+    let keep = LABEL_VALUE_MAX - hash.len() - 1;
+    // Keys are ASCII (DNS names and dots); a value must end with an alphanumeric character.
+    let prefix = key[..keep].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    format!("{prefix}-{hash}")
+}
+
+/// sha256 of the manifest as rendered: changes exactly when git changes what is delivered.
+pub fn spec_hash(manifest: &Value) -> String {
+    hash_value(manifest)
+}
+
+/// Stamps passed to [`decorate`].
+#[derive(Debug, Clone)]
+pub struct Stamp<'a> {
+    pub placement_label: &'a str,
+    pub resource_snapshot: &'a str,
+    pub commit: &'a str,
+}
+
+/// The manifest with gitfleet's labels and annotations added.
+pub fn decorate(manifest: &Value, stamp: &Stamp) -> Value {
+    let mut v = manifest.clone();
+    let hash = spec_hash(manifest);
+    let labels = object_at(&mut v, "metadata", "labels");
+    labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
+    labels.insert(PLACEMENT_LABEL.into(), stamp.placement_label.into());
+    let annotations = object_at(&mut v, "metadata", "annotations");
+    annotations.insert(
+        SNAPSHOT_ANNOTATION.into(),
+        stamp.resource_snapshot.into(),
+    );
+    annotations.insert(COMMIT_ANNOTATION.into(), stamp.commit.into());
+    annotations.insert(SPEC_HASH_ANNOTATION.into(), hash.into());
+    v
+}
+
+/// `v[outer][inner]` as an object, created (or replaced when not an object) on the way.
+pub(crate) fn object_at<'a>(
+    v: &'a mut Value,
+    outer: &str,
+    inner: &str,
+) -> &'a mut Map<String, Value> {
+    if !v.is_object() {
+        *v = Value::Object(Map::new());
+    }
+    let map = v.as_object_mut().expect("made an object above");
+    child(child(map, outer), inner)
+}
+
+fn child<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let entry = map
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    entry.as_object_mut().expect("made an object above")
+}
+
+/// The placement label value on a live object, if any.
+pub fn placement_label_of(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/labels")
+        .and_then(|l| l.get(PLACEMENT_LABEL))
+        .and_then(Value::as_str)
+}
+
+/// An annotation of a live object.
+pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(kind: &str, ns: Option<&str>, name: &str) -> PlacementKey {
+        PlacementKey {
+            kind: kind.into(),
+            namespace: ns.map(str::to_string),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn keys_name_the_kind_namespace_and_name() {
+        assert_eq!(
+            placement_key(&key("ClusterResourcePlacement", None, "web")),
+            "crp.web"
+        );
+        assert_eq!(
+            placement_key(&key("ResourcePlacement", Some("team"), "web")),
+            "rp.team.web"
+        );
+        assert_eq!(
+            placement_key(&key("Placement", Some("ocm-ns"), "p")),
+            "ocm.ocm-ns.p"
+        );
+    }
+
+    #[test]
+    fn long_label_values_are_shortened_with_a_hash() {
+        assert_eq!(label_value("crp.web"), "crp.web");
+        let long = format!("rp.{}.{}", "n".repeat(40), "x".repeat(40));
+        let v = label_value(&long);
+        assert_eq!(v.len(), 63);
+        assert!(crate::model::is_label_value(&v), "{v}");
+        let other = format!("rp.{}.{}", "n".repeat(40), "y".repeat(40));
+        assert_ne!(v, label_value(&other));
+        // A cut that lands on a dot does not leave the value ending in one.
+        let dotted = format!("crp.{}.{}", "a".repeat(47), "b".repeat(30));
+        assert!(crate::model::is_label_value(&label_value(&dotted)));
+    }
+
+    #[test]
+    fn decorate_adds_labels_and_annotations_and_keeps_the_rest() {
+        let m = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": {"app": "web"}}, "data": {"a": "1"}});
+        let d = decorate(
+            &m,
+            &Stamp {
+                placement_label: "crp.web",
+                resource_snapshot: "abc",
+                commit: "c0ffee",
+            },
+        );
+        assert_eq!(d["metadata"]["labels"]["app"], "web");
+        assert_eq!(d["metadata"]["labels"][MANAGED_BY_LABEL], "gitfleet");
+        assert_eq!(d["metadata"]["labels"][PLACEMENT_LABEL], "crp.web");
+        assert_eq!(d["metadata"]["annotations"][COMMIT_ANNOTATION], "c0ffee");
+        assert_eq!(
+            d["metadata"]["annotations"][SPEC_HASH_ANNOTATION],
+            spec_hash(&m)
+        );
+        assert_eq!(d["data"], m["data"]);
+        assert_eq!(placement_label_of(&d), Some("crp.web"));
+    }
+}

@@ -1,0 +1,53 @@
+//! Pushing to many members at once: at most `parallel_members` at a time, each with its own
+//! client, budget and request limit, so one down or slow member delays only itself.
+
+use super::member::push_member;
+use super::{MemberPush, MemberResult, PushOptions};
+use crate::members::{connect, MemberTarget};
+use kube::config::Kubeconfig;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// Pushes to every member; results sorted by member name. `progress` sees each member's result
+/// as soon as it is done.
+pub async fn push_fleet(
+    kubeconfig: &Kubeconfig,
+    kubeconfig_path: &Path,
+    members: Vec<MemberPush>,
+    opts: &PushOptions,
+    progress: Arc<dyn Fn(&MemberResult) + Send + Sync>,
+) -> Vec<MemberResult> {
+    let slots = Arc::new(Semaphore::new(opts.parallel_members.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for target in members {
+        let slots = Arc::clone(&slots);
+        let kubeconfig = kubeconfig.clone();
+        let path = kubeconfig_path.to_path_buf();
+        let opts = opts.clone();
+        let progress = Arc::clone(&progress);
+        tasks.spawn(async move {
+            let _slot = slots.acquire_owned().await.expect("never closed");
+            let member_target = MemberTarget {
+                name: target.member.clone(),
+                context: target.context.clone(),
+            };
+            let result = match connect(&kubeconfig, &path, &member_target).await {
+                Ok(client) => push_member(client, target, &opts).await,
+                Err(e) => MemberResult {
+                    member: target.member.clone(),
+                    error: Some(e.to_string()),
+                    placements: Vec::new(),
+                },
+            };
+            progress(&result);
+            result
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        out.push(done.expect("member tasks do not panic"));
+    }
+    out.sort_by(|a, b| a.member.cmp(&b.member));
+    out
+}

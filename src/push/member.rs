@@ -1,0 +1,651 @@
+//! Pushing to one member: every request retried per [`crate::members::retry`] within the member's
+//! budget and bounded by its request limit; kinds resolved by discovery, cached for the run
+//! (only found kinds are cached, so a CRD applied in an earlier wave makes its custom resources
+//! resolvable in a later one).
+
+use super::availability::availability;
+use super::compare::{comparable, diff, obscure_secret, three_way_patch, Comparison};
+use super::decorate::{
+    annotation, decorate, label_value, placement_key, placement_label_of, spec_hash, Stamp,
+    COMMIT_ANNOTATION, FIELD_MANAGER, LAST_APPLIED_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL,
+    PLACEMENT_LABEL, SNAPSHOT_ANNOTATION, SPEC_HASH_ANNOTATION,
+};
+use super::record::{self, Entry};
+use super::{
+    MemberPush, MemberResult, ObjectRef, ObjectResult, Outcome, PlacementPush, PlacementResult,
+    PushOptions, Strategy,
+};
+use crate::members::retry::{with_retry, Budget};
+use crate::model::placement::{ApplyStrategyType, ComparisonOption, WhenToApply, WhenToTakeOver};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::discovery::Scope;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Semaphore;
+
+/// One member's connection, budget, request limit and discovery cache for this run.
+pub struct Member {
+    client: kube::Client,
+    budget: Budget,
+    requests: Semaphore,
+    kinds: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
+}
+
+fn describe(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+        e => format!("{e}"),
+    }
+}
+
+fn to_value(o: DynamicObject) -> Value {
+    serde_json::to_value(o).expect("objects serialise")
+}
+
+impl Member {
+    pub fn new(client: kube::Client, opts: &PushOptions) -> Member {
+        Member {
+            client,
+            budget: Budget::starting_now(opts.retry_budget),
+            requests: Semaphore::new(opts.parallel_requests.max(1)),
+            kinds: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// One request with retries; each attempt takes a request slot.
+    async fn call<T, F, Fut>(&self, op: F) -> Result<T, String>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, kube::Error>>,
+    {
+        with_retry(self.budget, || async {
+            let _slot = self.requests.acquire().await.expect("never closed");
+            op().await
+        })
+        .await
+        .map_err(|(e, attempts)| {
+            if attempts > 1 {
+                format!("{} (after {attempts} attempts)", describe(&e))
+            } else {
+                describe(&e)
+            }
+        })
+    }
+
+    /// The API of an object's kind, in its namespace; `Ok(None)` when the member does not serve
+    /// the kind.
+    async fn api(&self, obj: &ObjectRef) -> Result<Option<Api<DynamicObject>>, String> {
+        let cache_key = (obj.api_version.clone(), obj.kind.clone());
+        let cached = self
+            .kinds
+            .lock()
+            .expect("not poisoned")
+            .get(&cache_key)
+            .cloned();
+        let (ar, namespaced) = match cached {
+            Some(found) => found,
+            None => {
+                let (group, version) = obj
+                    .api_version
+                    .rsplit_once('/')
+                    .unwrap_or(("", &obj.api_version));
+                let gvk = GroupVersionKind::gvk(group, version, &obj.kind);
+                let found = with_retry(self.budget, || async {
+                    let _slot = self.requests.acquire().await.expect("never closed");
+                    kube::discovery::pinned_kind(&self.client, &gvk).await
+                })
+                .await;
+                match found {
+                    Ok((ar, caps)) => {
+                        let entry = (ar, caps.scope == Scope::Namespaced);
+                        self.kinds
+                            .lock()
+                            .expect("not poisoned")
+                            .insert(cache_key, entry.clone());
+                        entry
+                    }
+                    Err((kube::Error::Api(s), _)) if s.code == 404 => return Ok(None),
+                    Err((kube::Error::Discovery(_), _)) => return Ok(None),
+                    Err((e, _)) => return Err(describe(&e)),
+                }
+            }
+        };
+        Ok(Some(if namespaced {
+            let ns = obj.namespace.as_deref().unwrap_or("default");
+            Api::namespaced_with(self.client.clone(), ns, &ar)
+        } else {
+            Api::all_with(self.client.clone(), &ar)
+        }))
+    }
+
+    async fn served_api(&self, obj: &ObjectRef) -> Result<Api<DynamicObject>, String> {
+        self.api(obj).await?.ok_or_else(|| {
+            format!(
+                "the member does not serve {} {}",
+                obj.api_version, obj.kind
+            )
+        })
+    }
+
+    async fn get(&self, api: &Api<DynamicObject>, name: &str) -> Result<Option<Value>, String> {
+        Ok(self
+            .call(|| api.get_opt(name))
+            .await?
+            .map(to_value))
+    }
+
+    async fn apply(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        obj: &Value,
+        force: bool,
+        dry_run: bool,
+    ) -> Result<Value, String> {
+        let mut pp = PatchParams::apply(FIELD_MANAGER);
+        pp.force = force;
+        pp.dry_run = dry_run;
+        let patch = Patch::Apply(obj);
+        self.call(|| api.patch(name, &pp, &patch))
+            .await
+            .map(to_value)
+    }
+
+    async fn merge_patch(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, String> {
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let patch = Patch::Merge(patch);
+        self.call(|| api.patch(name, &pp, &patch))
+            .await
+            .map(to_value)
+    }
+
+    fn records_api(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.client.clone(),
+            record::NAMESPACE,
+            &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        )
+    }
+
+    /// Creates `gitfleet-system` if missing: the first request, so it also tells whether the
+    /// member answers at all.
+    async fn ensure_system_namespace(&self) -> Result<(), String> {
+        let api: Api<DynamicObject> = Api::all_with(
+            self.client.clone(),
+            &ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+        );
+        if self.get(&api, record::NAMESPACE).await?.is_some() {
+            return Ok(());
+        }
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": record::NAMESPACE, "labels": {MANAGED_BY_LABEL: MANAGED_BY}}});
+        self.apply(&api, record::NAMESPACE, &ns, false, false)
+            .await
+            .map(drop)
+    }
+
+    /// Every record on the member, by placement key.
+    async fn records(&self) -> Result<BTreeMap<String, BTreeSet<Entry>>, String> {
+        let api = self.records_api();
+        let lp = ListParams::default().labels(&format!("{}=true", record::RECORD_LABEL));
+        let list = self.call(|| api.list(&lp)).await?;
+        let mut out = BTreeMap::new();
+        for cm in list.items {
+            let (key, entries) = record::parse(&to_value(cm)).map_err(|e| e.to_string())?;
+            out.insert(key, entries);
+        }
+        Ok(out)
+    }
+
+    async fn write_record(&self, key: &str, entries: &BTreeSet<Entry>) -> Result<(), String> {
+        let cm = record::config_map(key, entries);
+        self.apply(&self.records_api(), &record::name(key), &cm, true, false)
+            .await
+            .map(drop)
+    }
+
+    async fn delete_record(&self, key: &str) -> Result<(), String> {
+        let api = self.records_api();
+        let name = record::name(key);
+        let dp = DeleteParams::background();
+        match self.call(|| api.delete(&name, &dp)).await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.starts_with("404 ") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Pushes everything `target` should receive through `client`.
+pub async fn push_member(
+    client: kube::Client,
+    target: MemberPush,
+    opts: &PushOptions,
+) -> MemberResult {
+    let m = Arc::new(Member::new(client, opts));
+    let fail_all = |error: String| MemberResult {
+        member: target.member.clone(),
+        error: Some(error.clone()),
+        placements: target
+            .placements
+            .iter()
+            .map(|p| PlacementResult {
+                placement: placement_key(&p.placement),
+                cluster: target.member.clone(),
+                error: Some(error.clone()),
+                objects: Vec::new(),
+            })
+            .collect(),
+    };
+    if let Err(e) = m.ensure_system_namespace().await {
+        return fail_all(format!("member unreachable: {e}"));
+    }
+    let records = match m.records().await {
+        Ok(r) => r,
+        Err(e) => return fail_all(format!("cannot read applied records: {e}")),
+    };
+    let mut placements = Vec::new();
+    for p in &target.placements {
+        let key = placement_key(&p.placement);
+        let old = records.get(&key).cloned().unwrap_or_default();
+        placements.push(push_placement(&m, &target.member, p, &key, old, &opts.commit).await);
+    }
+    if target.prune_unlisted {
+        let listed: BTreeSet<String> = target
+            .placements
+            .iter()
+            .map(|p| placement_key(&p.placement))
+            .collect();
+        for (key, entries) in records.iter().filter(|(k, _)| !listed.contains(*k)) {
+            placements.push(prune_placement(&m, &target.member, key, entries).await);
+        }
+    }
+    MemberResult {
+        member: target.member,
+        error: None,
+        placements,
+    }
+}
+
+/// Everything of a placement that is no longer delivered to this member at all.
+async fn prune_placement(
+    m: &Member,
+    member: &str,
+    key: &str,
+    entries: &BTreeSet<Entry>,
+) -> PlacementResult {
+    let label = label_value(key);
+    let mut objects = Vec::new();
+    let mut kept = BTreeSet::new();
+    for e in record::stale(entries, &BTreeSet::new()) {
+        let r = prune_entry(m, &e, &label, false).await;
+        if r.outcome == Outcome::Failed {
+            kept.insert(e);
+        }
+        objects.push(r);
+    }
+    let error = if kept.is_empty() {
+        m.delete_record(key).await.err()
+    } else {
+        m.write_record(key, &kept).await.err()
+    }
+    .map(|e| format!("cannot update the applied record: {e}"));
+    PlacementResult {
+        placement: key.to_string(),
+        cluster: member.to_string(),
+        error,
+        objects,
+    }
+}
+
+async fn push_placement(
+    m: &Arc<Member>,
+    member: &str,
+    p: &PlacementPush,
+    key: &str,
+    old: BTreeSet<Entry>,
+    commit: &str,
+) -> PlacementResult {
+    let label = label_value(key);
+    let mut result = PlacementResult {
+        placement: key.to_string(),
+        cluster: member.to_string(),
+        error: None,
+        objects: Vec::new(),
+    };
+    let ctx = Arc::new(ObjectContext {
+        strategy: p.strategy,
+        label: label.clone(),
+        resource_snapshot: p.resource_snapshot.clone(),
+        commit: commit.to_string(),
+    });
+    let manifests: Vec<Value> = p.manifests.iter().map(|m| m.value.clone()).collect();
+    if p.strategy.type_ == ApplyStrategyType::ReportDiff {
+        // One parallel wave; nothing is written, so no record and no prune.
+        result.objects = run_wave(m, &ctx, manifests)
+            .await
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
+        return result;
+    }
+    let delivered: BTreeSet<ObjectRef> = manifests.iter().map(ObjectRef::of).collect();
+    // Record the intent before writing, so that an interrupted run still knows what it may
+    // have created.
+    let old_objects: BTreeSet<&ObjectRef> = old.iter().map(|e| &e.object).collect();
+    if delivered.iter().any(|o| !old_objects.contains(o)) {
+        let mut union = old.clone();
+        union.extend(
+            delivered
+                .iter()
+                .filter(|o| !old_objects.contains(o))
+                .map(|o| Entry {
+                    object: o.clone(),
+                    created: false,
+                }),
+        );
+        if let Err(e) = m.write_record(key, &union).await {
+            result.error = Some(format!("cannot write the applied record: {e}"));
+            return result;
+        }
+    }
+    let created_before: BTreeSet<&ObjectRef> = old
+        .iter()
+        .filter(|e| e.created)
+        .map(|e| &e.object)
+        .collect();
+    let mut entries = BTreeSet::new();
+    let mut i = 0;
+    while i < p.manifests.len() {
+        let wave = p.manifests[i].wave;
+        let end = p.manifests[i..]
+            .iter()
+            .position(|m| m.wave != wave)
+            .map_or(p.manifests.len(), |n| i + n);
+        for (r, created) in run_wave(m, &ctx, manifests[i..end].to_vec()).await {
+            if r.outcome != Outcome::NotTakenOver {
+                entries.insert(Entry {
+                    created: created || created_before.contains(&r.object),
+                    object: r.object.clone(),
+                });
+            }
+            result.objects.push(r);
+        }
+        i = end;
+    }
+    for e in record::stale(&old, &delivered) {
+        let r = prune_entry(m, &e, &label, p.strategy.abandon).await;
+        if r.outcome == Outcome::Failed {
+            entries.insert(e);
+        }
+        result.objects.push(r);
+    }
+    if entries != old {
+        if let Err(e) = m.write_record(key, &entries).await {
+            result.error = Some(format!("cannot write the applied record: {e}"));
+        }
+    }
+    result
+}
+
+/// What every object of a placement shares.
+struct ObjectContext {
+    strategy: Strategy,
+    label: String,
+    resource_snapshot: String,
+    commit: String,
+}
+
+/// Applies (or diffs) manifests in parallel; results in manifest order, with whether gitfleet
+/// created each object.
+async fn run_wave(
+    m: &Arc<Member>,
+    ctx: &Arc<ObjectContext>,
+    manifests: Vec<Value>,
+) -> Vec<(ObjectResult, bool)> {
+    let mut tasks = tokio::task::JoinSet::new();
+    let n = manifests.len();
+    for (i, manifest) in manifests.into_iter().enumerate() {
+        let m = Arc::clone(m);
+        let ctx = Arc::clone(ctx);
+        tasks.spawn(async move {
+            let object = ObjectRef::of(&manifest);
+            let r = if ctx.strategy.type_ == ApplyStrategyType::ReportDiff {
+                report_diff(&m, &ctx, &manifest).await.map(|r| (r, false))
+            } else {
+                apply_object(&m, &ctx, &manifest).await
+            };
+            (
+                i,
+                r.unwrap_or_else(|e| (ObjectResult::failed(object, e), false)),
+            )
+        });
+    }
+    let mut out: Vec<Option<(ObjectResult, bool)>> = (0..n).map(|_| None).collect();
+    while let Some(done) = tasks.join_next().await {
+        let (i, r) = done.expect("object tasks do not panic");
+        out[i] = Some(r);
+    }
+    out.into_iter().map(|r| r.expect("every task reported")).collect()
+}
+
+fn comparison(c: ComparisonOption) -> Comparison {
+    match c {
+        ComparisonOption::PartialComparison => Comparison::Partial,
+        ComparisonOption::FullComparison => Comparison::Full,
+    }
+}
+
+fn resource_version(v: &Value) -> Option<&str> {
+    v.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+}
+
+/// Applies one manifest: takeover and drift rules first, then SSA or CSA, then availability.
+async fn apply_object(
+    m: &Member,
+    ctx: &ObjectContext,
+    manifest: &Value,
+) -> Result<(ObjectResult, bool), String> {
+    let object = ObjectRef::of(manifest);
+    let s = ctx.strategy;
+    let api = m.served_api(&object).await?;
+    let name = object.name.as_str();
+    let live = m.get(&api, name).await?;
+    let how = comparison(s.comparison);
+    let desired = comparable(manifest);
+    if let Some(live) = &live {
+        match placement_label_of(live) {
+            Some(l) if l == ctx.label => {
+                let unchanged_in_git =
+                    annotation(live, SPEC_HASH_ANNOTATION) == Some(spec_hash(manifest).as_str());
+                if s.when_to_apply == WhenToApply::IfNotDrifted && unchanged_in_git {
+                    let mut drifts = diff(&desired, Some(&comparable(live)), how);
+                    if !drifts.is_empty() {
+                        obscure_secret(&object.kind, &mut drifts);
+                        let mut r = ObjectResult::new(object, Outcome::Drifted);
+                        r.error = Some(format!(
+                            "the object drifted from what gitfleet applied ({} difference(s)); whenToApply is IfNotDrifted",
+                            drifts.len()
+                        ));
+                        r.diffs = drifts;
+                        return Ok((r, false));
+                    }
+                }
+            }
+            Some(other) => {
+                return Ok((
+                    ObjectResult::failed(
+                        object,
+                        format!("already placed by another placement ({PLACEMENT_LABEL}={other})"),
+                    ),
+                    false,
+                ))
+            }
+            None => match s.when_to_take_over {
+                WhenToTakeOver::Never => {
+                    let mut r = ObjectResult::new(object, Outcome::NotTakenOver);
+                    r.error = Some(
+                        "exists on the member without gitfleet's label; whenToTakeOver is Never"
+                            .into(),
+                    );
+                    return Ok((r, false));
+                }
+                WhenToTakeOver::IfNoDiff => {
+                    let mut diffs = diff(&desired, Some(&comparable(live)), how);
+                    if !diffs.is_empty() {
+                        obscure_secret(&object.kind, &mut diffs);
+                        let mut r = ObjectResult::new(object, Outcome::NotTakenOver);
+                        r.error = Some(format!(
+                            "exists on the member without gitfleet's label and differs ({} difference(s)); whenToTakeOver is IfNoDiff",
+                            diffs.len()
+                        ));
+                        r.diffs = diffs;
+                        return Ok((r, false));
+                    }
+                }
+                WhenToTakeOver::Always => {}
+            },
+        }
+    }
+    let stamp = Stamp {
+        placement_label: &ctx.label,
+        resource_snapshot: &ctx.resource_snapshot,
+        commit: &ctx.commit,
+    };
+    let decorated = decorate(manifest, &stamp);
+    let applied = match s.type_ {
+        ApplyStrategyType::ClientSideApply => {
+            let mut with_last = decorated.clone();
+            let last = crate::snapshot::canonical_json(&decorated);
+            super::decorate::object_at(&mut with_last, "metadata", "annotations")
+                .insert(LAST_APPLIED_ANNOTATION.into(), last.into());
+            match &live {
+                None => {
+                    let obj: DynamicObject = serde_json::from_value(with_last)
+                        .map_err(|e| format!("manifest is not an object: {e}"))?;
+                    let pp = PostParams::default();
+                    m.call(|| api.create(&pp, &obj))
+                        .await
+                        .map(to_value)?
+                }
+                Some(live) => {
+                    let original: Option<Value> = annotation(live, LAST_APPLIED_ANNOTATION)
+                        .and_then(|t| serde_json::from_str(t).ok());
+                    let patch = three_way_patch(original.as_ref(), &with_last, live);
+                    if patch.as_object().is_some_and(|p| p.is_empty()) {
+                        live.clone()
+                    } else {
+                        m.merge_patch(&api, name, &patch).await?
+                    }
+                }
+            }
+        }
+        _ => m.apply(&api, name, &decorated, s.force, false).await?,
+    };
+    let outcome = match &live {
+        Some(live) if resource_version(live) == resource_version(&applied) => Outcome::Unchanged,
+        _ => Outcome::Applied,
+    };
+    let mut r = ObjectResult::new(object, outcome);
+    if how == Comparison::Full {
+        // Post-apply drift check: differences (in fields others manage) are reported; the apply
+        // still counts.
+        r.diffs = diff(&desired, Some(&comparable(&applied)), Comparison::Full);
+        obscure_secret(&r.object.kind, &mut r.diffs);
+    }
+    r.availability = Some(availability(r.object.group(), &r.object.kind, &applied));
+    Ok((r, live.is_none()))
+}
+
+/// ReportDiff: a forced server-side dry-run of the manifest compared with the live object.
+async fn report_diff(
+    m: &Member,
+    ctx: &ObjectContext,
+    manifest: &Value,
+) -> Result<ObjectResult, String> {
+    let object = ObjectRef::of(manifest);
+    let api = m.served_api(&object).await?;
+    let live = m.get(&api, &object.name).await?;
+    let mut diffs = match &live {
+        None => diff(&comparable(manifest), None, Comparison::Partial),
+        Some(live) => {
+            let stamp = Stamp {
+                placement_label: &ctx.label,
+                resource_snapshot: &ctx.resource_snapshot,
+                commit: &ctx.commit,
+            };
+            let decorated = decorate(manifest, &stamp);
+            let observed = comparable(live);
+            match m.apply(&api, &object.name, &decorated, true, true).await {
+                Ok(dry) => diff(&comparable(&dry), Some(&observed), Comparison::Full),
+                // Degraded mode (e.g. an immutable field changed): compare with the manifest.
+                Err(e) if e.starts_with("422 ") => {
+                    diff(&comparable(manifest), Some(&observed), Comparison::Partial)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    obscure_secret(&object.kind, &mut diffs);
+    let outcome = if diffs.is_empty() {
+        Outcome::NoDiff
+    } else {
+        Outcome::Diffed
+    };
+    let mut r = ObjectResult::new(object, outcome);
+    r.diffs = diffs;
+    Ok(r)
+}
+
+/// Removes an object no longer delivered, if and only if it carries this placement's label:
+/// deleted, or (Abandon, or a Namespace gitfleet did not create) stripped of gitfleet's marks.
+async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> ObjectResult {
+    let object = entry.object.clone();
+    let api = match m.api(&object).await {
+        // The kind is gone (its CRD deleted): so are its objects.
+        Ok(None) => return ObjectResult::new(object, Outcome::Pruned),
+        Ok(Some(api)) => api,
+        Err(e) => return ObjectResult::failed(object, e),
+    };
+    let live = match m.get(&api, &object.name).await {
+        Ok(None) => return ObjectResult::new(object, Outcome::Pruned),
+        Ok(Some(live)) => live,
+        Err(e) => return ObjectResult::failed(object, e),
+    };
+    if placement_label_of(&live) != Some(label) {
+        let mut r = ObjectResult::new(object, Outcome::Left);
+        r.error = Some("not labelled as this placement's: left alone".into());
+        return r;
+    }
+    let foreign_namespace = object.kind == "Namespace" && object.group().is_empty() && !entry.created;
+    if abandon || foreign_namespace {
+        let patch = json!({"metadata": {
+            "labels": {MANAGED_BY_LABEL: null, PLACEMENT_LABEL: null},
+            "annotations": {SNAPSHOT_ANNOTATION: null, COMMIT_ANNOTATION: null,
+                SPEC_HASH_ANNOTATION: null, LAST_APPLIED_ANNOTATION: null},
+        }});
+        return match m.merge_patch(&api, &object.name, &patch).await {
+            Ok(_) => ObjectResult::new(object, Outcome::Abandoned),
+            Err(e) => ObjectResult::failed(object, e),
+        };
+    }
+    let dp = DeleteParams::background();
+    match m.call(|| api.delete(&object.name, &dp)).await
+    {
+        Ok(_) => ObjectResult::new(object, Outcome::Pruned),
+        Err(e) if e.starts_with("404 ") => ObjectResult::new(object, Outcome::Pruned),
+        Err(e) => ObjectResult::failed(object, e),
+    }
+}

@@ -1,0 +1,277 @@
+//! Pushing rendered manifests to member clusters (spec/README §5, kubefleet.md §4.2-4.3):
+//! server-side apply in waves with gitfleet's labels and annotations, ClientSideApply and
+//! ReportDiff, takeover and drift rules, a record of what was applied per placement on each
+//! member, pruning of what is no longer delivered, and availability per kind.
+//!
+//! The decisions are pure ([`decorate`], [`compare`], [`availability`], [`record`], and
+//! [`Strategy`]); [`member`] talks to one member and [`fleet`] to many at once. This module does
+//! not know where manifests come from (git, rendering) nor how results are printed.
+
+pub mod availability;
+pub mod compare;
+pub mod decorate;
+pub mod fleet;
+pub mod member;
+pub mod record;
+
+use crate::model::placement::{
+    ApplyStrategyType, ComparisonOption, PropagationPolicy, RolloutStrategy, WhenToApply,
+    WhenToTakeOver,
+};
+use crate::render::Manifest;
+use crate::schedule::PlacementKey;
+use serde::Serialize;
+use std::time::Duration;
+
+pub use availability::Availability;
+pub use compare::Diff;
+pub use fleet::push_fleet;
+
+/// How a placement's objects are applied: its `applyStrategy` and `deleteStrategy`, defaulted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Strategy {
+    pub type_: ApplyStrategyType,
+    pub comparison: ComparisonOption,
+    pub when_to_apply: WhenToApply,
+    pub when_to_take_over: WhenToTakeOver,
+    pub force: bool,
+    pub abandon: bool,
+}
+
+impl Default for Strategy {
+    fn default() -> Self {
+        Strategy::from_rollout(None)
+    }
+}
+
+impl Strategy {
+    /// The placement's strategy with gitfleet's defaults: ServerSideApply when no type is given
+    /// (spec/README §5; KubeFleet's own default is ClientSideApply).
+    pub fn from_rollout(strategy: Option<&RolloutStrategy>) -> Strategy {
+        let apply = strategy.and_then(|s| s.apply_strategy.as_ref());
+        Strategy {
+            type_: apply
+                .and_then(|a| a.type_)
+                .unwrap_or(ApplyStrategyType::ServerSideApply),
+            comparison: apply
+                .and_then(|a| a.comparison_option)
+                .unwrap_or_default(),
+            when_to_apply: apply.and_then(|a| a.when_to_apply).unwrap_or_default(),
+            when_to_take_over: apply
+                .and_then(|a| a.when_to_take_over)
+                .unwrap_or_default(),
+            force: apply
+                .and_then(|a| a.server_side_apply_config.as_ref())
+                .is_some_and(|c| c.force),
+            abandon: strategy
+                .and_then(|s| s.delete_strategy.as_ref())
+                .and_then(|d| d.propagation_policy)
+                == Some(PropagationPolicy::Abandon),
+        }
+    }
+}
+
+/// What one placement delivers to one member.
+#[derive(Debug, Clone)]
+pub struct PlacementPush {
+    pub placement: PlacementKey,
+    pub strategy: Strategy,
+    /// Hash of the placement's selected resources (the `gitfleet.io/resource-snapshot` stamp).
+    pub resource_snapshot: String,
+    /// In apply order (waves).
+    pub manifests: Vec<Manifest>,
+}
+
+/// Everything one member should receive.
+#[derive(Debug, Clone)]
+pub struct MemberPush {
+    pub member: String,
+    /// The kubeconfig context that reaches it.
+    pub context: String,
+    pub placements: Vec<PlacementPush>,
+    /// Placements found in the member's records but not in `placements` are pruned entirely
+    /// (false when only some placements are being pushed).
+    pub prune_unlisted: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct PushOptions {
+    pub commit: String,
+    pub parallel_members: usize,
+    pub parallel_requests: usize,
+    pub retry_budget: Duration,
+}
+
+/// What happened to one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    /// Written (created or changed).
+    Applied,
+    /// Applied, and the member already had it exactly so.
+    Unchanged,
+    /// Deleted: no longer delivered.
+    Pruned,
+    /// No longer delivered, left on the member without gitfleet's labels (Abandon, or a
+    /// namespace gitfleet did not create).
+    Abandoned,
+    /// No longer delivered but not gitfleet's (no placement label): left alone.
+    Left,
+    /// IfNotDrifted: the member's object drifted from what gitfleet applied; not applied.
+    Drifted,
+    /// ReportDiff: differences found (nothing written).
+    Diffed,
+    /// ReportDiff: no differences.
+    NoDiff,
+    /// It exists without gitfleet's label and whenToTakeOver forbids taking it over (or it
+    /// differs, with IfNoDiff).
+    NotTakenOver,
+    Failed,
+}
+
+impl Outcome {
+    /// Whether this counts as a failure of the apply (KubeFleet: `Applied=False`).
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            Outcome::Failed | Outcome::NotTakenOver | Outcome::Drifted
+        )
+    }
+}
+
+/// An object's identity on a member.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn of(v: &serde_json::Value) -> ObjectRef {
+        let s = |p: &str| v.pointer(p).and_then(|x| x.as_str()).map(str::to_string);
+        ObjectRef {
+            api_version: s("/apiVersion").unwrap_or_default(),
+            kind: s("/kind").unwrap_or_default(),
+            namespace: s("/metadata/namespace").filter(|n| !n.is_empty()),
+            name: s("/metadata/name").unwrap_or_default(),
+        }
+    }
+
+    pub fn group(&self) -> &str {
+        self.api_version
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group)
+    }
+
+    pub fn wave(&self) -> u32 {
+        crate::render::wave_of(self.group(), &self.kind)
+    }
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {}/{}", self.kind, ns, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectResult {
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    pub outcome: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Drifts (Drifted, or FullComparison after apply), diffs (Diffed, NotTakenOver).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub diffs: Vec<Diff>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub availability: Option<Availability>,
+}
+
+impl ObjectResult {
+    pub fn new(object: ObjectRef, outcome: Outcome) -> ObjectResult {
+        ObjectResult {
+            object,
+            outcome,
+            error: None,
+            diffs: Vec::new(),
+            availability: None,
+        }
+    }
+
+    pub fn failed(object: ObjectRef, error: impl Into<String>) -> ObjectResult {
+        ObjectResult {
+            error: Some(error.into()),
+            ..ObjectResult::new(object, Outcome::Failed)
+        }
+    }
+}
+
+/// One placement on one member.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementResult {
+    /// `crp.<name>`, `rp.<ns>.<name>`, `ocm.<ns>.<name>`.
+    pub placement: String,
+    pub cluster: String,
+    /// A failure of the placement as a whole (member unreachable, record unreadable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub objects: Vec<ObjectResult>,
+}
+
+impl PlacementResult {
+    pub fn count(&self, outcome: Outcome) -> usize {
+        self.objects.iter().filter(|o| o.outcome == outcome).count()
+    }
+
+    pub fn failed(&self) -> bool {
+        self.error.is_some() || self.objects.iter().any(|o| o.outcome.is_failure())
+    }
+}
+
+/// Everything that happened on one member.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberResult {
+    pub member: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub placements: Vec<PlacementResult>,
+}
+
+impl MemberResult {
+    pub fn failed(&self) -> bool {
+        self.error.is_some() || self.placements.iter().any(PlacementResult::failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_strategy_is_server_side_apply() {
+        let s = Strategy::from_rollout(None);
+        assert_eq!(s.type_, ApplyStrategyType::ServerSideApply);
+        assert_eq!(s.when_to_take_over, WhenToTakeOver::Always);
+        assert!(!s.force && !s.abandon);
+    }
+
+    #[test]
+    fn object_refs_know_their_group_and_wave() {
+        let r = ObjectRef::of(&serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "w", "namespace": "n"}}));
+        assert_eq!(r.group(), "apps");
+        assert_eq!(r.wave(), 4);
+        assert_eq!(r.to_string(), "Deployment n/w");
+    }
+}

@@ -1,0 +1,157 @@
+//! The record of what gitfleet applied for a placement on a member: ConfigMap
+//! `gitfleet-system/applied.<placement key>`, so that pruning survives restarts and never touches
+//! objects gitfleet did not apply. Pure: building the ConfigMap, reading it back, and deciding
+//! what to prune.
+
+use super::decorate::{label_value, MANAGED_BY, MANAGED_BY_LABEL, PLACEMENT_LABEL};
+use super::ObjectRef;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+pub const NAMESPACE: &str = "gitfleet-system";
+/// Marks record ConfigMaps, so a member's records can be listed.
+pub const RECORD_LABEL: &str = "gitfleet.io/applied-record";
+/// The full placement key (the label value may be shortened).
+pub const KEY_ANNOTATION: &str = "gitfleet.io/placement-key";
+
+/// One applied object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    /// gitfleet created it (it did not exist before): only then may a Namespace be deleted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub created: bool,
+}
+
+pub fn name(placement_key: &str) -> String {
+    format!("applied.{placement_key}")
+}
+
+/// The record ConfigMap for `entries`.
+pub fn config_map(placement_key: &str, entries: &BTreeSet<Entry>) -> Value {
+    let list: Vec<&Entry> = entries.iter().collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name(placement_key),
+            "namespace": NAMESPACE,
+            "labels": {
+                MANAGED_BY_LABEL: MANAGED_BY,
+                PLACEMENT_LABEL: label_value(placement_key),
+                RECORD_LABEL: "true",
+            },
+            "annotations": {KEY_ANNOTATION: placement_key},
+        },
+        "data": {"objects": serde_json::to_string(&list).expect("entries serialise")},
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("record {NAMESPACE}/{name}: {message}")]
+pub struct RecordError {
+    pub name: String,
+    pub message: String,
+}
+
+/// Reads a record ConfigMap back: (placement key, entries).
+pub fn parse(cm: &Value) -> Result<(String, BTreeSet<Entry>), RecordError> {
+    let cm_name = cm
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let err = |message: String| RecordError {
+        name: cm_name.clone(),
+        message,
+    };
+    let key = cm
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(KEY_ANNOTATION))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| cm_name.strip_prefix("applied.").map(str::to_string))
+        .ok_or_else(|| err("no placement key".into()))?;
+    let text = cm
+        .pointer("/data/objects")
+        .and_then(Value::as_str)
+        .unwrap_or("[]");
+    let entries: Vec<Entry> =
+        serde_json::from_str(text).map_err(|e| err(format!("data.objects: {e}")))?;
+    Ok((key, entries.into_iter().collect()))
+}
+
+/// Entries of `old` whose objects are not delivered any more, in prune order: last wave first,
+/// so custom resources go before their CRDs and namespaced objects before their Namespace.
+pub fn stale(old: &BTreeSet<Entry>, delivered: &BTreeSet<ObjectRef>) -> Vec<Entry> {
+    let mut out: Vec<Entry> = old
+        .iter()
+        .filter(|e| !delivered.contains(&e.object))
+        .cloned()
+        .collect();
+    out.sort_by_key(|e| std::cmp::Reverse(e.object.wave()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> ObjectRef {
+        ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: ns.map(str::to_string),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let entries: BTreeSet<Entry> = [
+            Entry {
+                object: obj("v1", "Namespace", None, "web"),
+                created: true,
+            },
+            Entry {
+                object: obj("v1", "ConfigMap", Some("web"), "c"),
+                created: false,
+            },
+        ]
+        .into();
+        let cm = config_map("crp.web", &entries);
+        assert_eq!(cm["metadata"]["name"], "applied.crp.web");
+        let (key, back) = parse(&cm).unwrap();
+        assert_eq!(key, "crp.web");
+        assert_eq!(back, entries);
+    }
+
+    #[test]
+    fn a_broken_record_names_itself() {
+        let cm = json!({"metadata": {"name": "applied.crp.x"}, "data": {"objects": "{"}});
+        let e = parse(&cm).unwrap_err().to_string();
+        assert!(e.starts_with("record gitfleet-system/applied.crp.x: data.objects"), "{e}");
+    }
+
+    #[test]
+    fn stale_entries_come_last_wave_first() {
+        let ns = Entry {
+            object: obj("v1", "Namespace", None, "web"),
+            created: true,
+        };
+        let cm = Entry {
+            object: obj("v1", "ConfigMap", Some("web"), "c"),
+            created: true,
+        };
+        let kept = Entry {
+            object: obj("v1", "ConfigMap", Some("web"), "keep"),
+            created: true,
+        };
+        let old: BTreeSet<Entry> = [ns.clone(), cm.clone(), kept.clone()].into();
+        let delivered: BTreeSet<ObjectRef> = [kept.object].into();
+        assert_eq!(stale(&old, &delivered), [cm, ns]);
+    }
+}
