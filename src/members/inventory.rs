@@ -346,6 +346,12 @@ pub enum ProbeError {
 impl ProbeError {
     /// Whether asking again later may succeed (transport failures, timeouts, 429 and 5xx), as
     /// opposed to a problem only a person can fix (a missing context, 401, 403).
+    /// The member answered, with 429 or a 5xx.
+    pub fn is_server_error(&self) -> bool {
+        matches!(self, ProbeError::List { source: kube::Error::Api(status), .. }
+            if status.code == 429 || status.code >= 500)
+    }
+
     pub fn is_retryable(&self) -> bool {
         match self {
             ProbeError::Connect(_) => false,
@@ -476,9 +482,26 @@ pub async fn collect_with(
         let timeout = options.timeout;
         tasks.spawn(async move {
             let _permit = permits.acquire_owned().await.expect("never closed");
+            let deadline = tokio::time::Instant::now() + timeout;
             let result = tokio::time::timeout(timeout, async {
                 let client = connect(&kubeconfig, &path, &target).await?;
-                probe(&client, prices.as_ref().as_ref()).await
+                let mut attempt = 0;
+                loop {
+                    match probe(&client, prices.as_ref().as_ref()).await {
+                        // A member that answers with 429 or 5xx is up but busy or flaky: ask
+                        // again with backoff within its time. One that does not answer at all
+                        // is reported at once rather than holding up the inventory.
+                        Err(e) if e.is_server_error() => {
+                            let wait = super::retry::delay(attempt, None);
+                            if tokio::time::Instant::now() + wait >= deadline {
+                                return Err(e);
+                            }
+                            tokio::time::sleep(wait).await;
+                            attempt += 1;
+                        }
+                        other => return other,
+                    }
+                }
             })
             .await
             .unwrap_or(Err(ProbeError::Timeout(timeout)));
