@@ -235,20 +235,7 @@ pub async fn push_member(
     opts: &PushOptions,
 ) -> MemberResult {
     let m = Arc::new(Member::new(client, opts));
-    let fail_all = |error: String| MemberResult {
-        member: target.member.clone(),
-        error: Some(error.clone()),
-        placements: target
-            .placements
-            .iter()
-            .map(|p| PlacementResult {
-                placement: placement_key(&p.placement),
-                cluster: target.member.clone(),
-                error: Some(error.clone()),
-                objects: Vec::new(),
-            })
-            .collect(),
-    };
+    let fail_all = |error: String| failed_member(&target, error);
     if let Err(e) = m.ensure_system_namespace().await {
         return fail_all(format!("member unreachable: {e}"));
     }
@@ -262,20 +249,39 @@ pub async fn push_member(
         let old = records.get(&key).cloned().unwrap_or_default();
         placements.push(push_placement(&m, &target.member, p, &key, old, &opts.commit).await);
     }
-    if target.prune_unlisted {
-        let listed: BTreeSet<String> = target
-            .placements
-            .iter()
-            .map(|p| placement_key(&p.placement))
-            .collect();
-        for (key, entries) in records.iter().filter(|(k, _)| !listed.contains(*k)) {
-            placements.push(prune_placement(&m, &target.member, key, entries).await);
-        }
+    let listed: BTreeSet<String> = target
+        .placements
+        .iter()
+        .map(|p| placement_key(&p.placement))
+        .collect();
+    for (key, entries) in records
+        .iter()
+        .filter(|(k, _)| !listed.contains(*k) && target.prune_unlisted.covers(k))
+    {
+        placements.push(prune_placement(&m, &target.member, key, entries).await);
     }
     MemberResult {
         member: target.member,
         error: None,
         placements,
+    }
+}
+
+/// A member none of whose placements could be pushed.
+pub fn failed_member(target: &MemberPush, error: String) -> MemberResult {
+    MemberResult {
+        member: target.member.clone(),
+        error: Some(error.clone()),
+        placements: target
+            .placements
+            .iter()
+            .map(|p| PlacementResult {
+                placement: placement_key(&p.placement),
+                cluster: target.member.clone(),
+                error: Some(error.clone()),
+                objects: Vec::new(),
+            })
+            .collect(),
     }
 }
 

@@ -21,6 +21,7 @@ use crate::model::placement::{
 use crate::render::Manifest;
 use crate::schedule::PlacementKey;
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 pub use availability::Availability;
@@ -89,9 +90,27 @@ pub struct MemberPush {
     /// The kubeconfig context that reaches it.
     pub context: String,
     pub placements: Vec<PlacementPush>,
-    /// Placements found in the member's records but not in `placements` are pruned entirely
-    /// (false when only some placements are being pushed).
-    pub prune_unlisted: bool,
+    /// Which placements found in the member's records but not in `placements` are pruned
+    /// entirely (their objects are no longer delivered to this member).
+    pub prune_unlisted: PruneUnlisted,
+}
+
+/// Which recorded placements that are not pushed now get pruned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PruneUnlisted {
+    /// All of them except these keys (e.g. placements that failed to render: unknown, not gone).
+    AllExcept(BTreeSet<String>),
+    /// Only these keys (when one placement is being pushed).
+    Only(BTreeSet<String>),
+}
+
+impl PruneUnlisted {
+    pub fn covers(&self, key: &str) -> bool {
+        match self {
+            PruneUnlisted::AllExcept(keep) => !keep.contains(key),
+            PruneUnlisted::Only(keys) => keys.contains(key),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
