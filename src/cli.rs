@@ -778,8 +778,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
     };
     let inventory = source.load()?;
     let fleet = Fleet::build(&cat, inventory.as_ref());
-    let mut schedule =
-        crate::schedule::schedule_commit(&cat, &fleet, &Previous::new(), now_unix());
+    let mut schedule = crate::schedule::schedule_commit(&cat, &fleet, &Previous::new(), now_unix());
     if let Some(name) = &args.placement {
         schedule.retain(|p| &p.key.name == name && p.key.namespace == args.namespace);
         if schedule.is_empty() {

@@ -147,7 +147,10 @@ fn exists(sim: &SimFleet, ctx: &str, args: &[&str]) -> bool {
     full.extend_from_slice(args);
     let (code, _, err) = sim.kubectl(ctx, &full);
     if code != 0 {
-        assert!(err.contains("NotFound") || err.contains("not found"), "{err}");
+        assert!(
+            err.contains("NotFound") || err.contains("not found"),
+            "{err}"
+        );
     }
     code == 0
 }
@@ -177,16 +180,31 @@ fn lands_objects_then_updates_and_prunes() {
         assert!(ann["gitfleet.io/resource-snapshot"].as_str().is_some());
         let quota = sim.get_json(ctx, &["resourcequota", "app-quota", "-n", "app"]);
         assert_eq!(quota["spec"]["hard"]["pods"], "10");
-        let record = sim.get_json(ctx, &["configmap", "applied.crp.app", "-n", "gitfleet-system"]);
-        assert!(record["data"]["objects"].as_str().unwrap().contains("\"old\""));
+        let record = sim.get_json(
+            ctx,
+            &["configmap", "applied.crp.app", "-n", "gitfleet-system"],
+        );
+        assert!(record["data"]["objects"]
+            .as_str()
+            .unwrap()
+            .contains("\"old\""));
     }
-    assert_eq!(outcome(&report, "alpha", "ConfigMap", "settings").0, "applied");
-    assert_eq!(outcome(&report, "alpha", "Namespace", "app").1["availability"]["status"], "Available");
+    assert_eq!(
+        outcome(&report, "alpha", "ConfigMap", "settings").0,
+        "applied"
+    );
+    assert_eq!(
+        outcome(&report, "alpha", "Namespace", "app").1["availability"]["status"],
+        "Available"
+    );
 
     // The same commit again changes nothing.
     let (code, report, _) = apply_json(&repo, &sim, &[]);
     assert_eq!(code, 0);
-    assert_eq!(outcome(&report, "beta", "ConfigMap", "settings").0, "unchanged");
+    assert_eq!(
+        outcome(&report, "beta", "ConfigMap", "settings").0,
+        "unchanged"
+    );
 
     // Second commit: an update, and a removed object is pruned.
     repo.write("app/settings.yaml", &configmap("settings", "{mode: green}"));
@@ -211,7 +229,10 @@ fn a_down_member_fails_alone_and_catches_up_later() {
     sim.set_faults("beta", json!({"down": true}));
     let (code, report, _) = apply_json(&repo, &sim, &["--retry-budget", "1s"]);
     assert_eq!(code, 1);
-    assert_eq!(outcome(&report, "alpha", "ConfigMap", "settings").0, "applied");
+    assert_eq!(
+        outcome(&report, "alpha", "ConfigMap", "settings").0,
+        "applied"
+    );
     let beta = report["members"]
         .as_array()
         .unwrap()
@@ -222,12 +243,20 @@ fn a_down_member_fails_alone_and_catches_up_later() {
         beta["error"].as_str().unwrap().contains("unreachable"),
         "{beta:#}"
     );
-    assert!(exists(&sim, "alpha", &["configmap", "settings", "-n", "app"]));
+    assert!(exists(
+        &sim,
+        "alpha",
+        &["configmap", "settings", "-n", "app"]
+    ));
 
     sim.set_faults("beta", json!({"down": false}));
     let (code, report, err) = apply_json(&repo, &sim, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
-    assert!(exists(&sim, "beta", &["configmap", "settings", "-n", "app"]));
+    assert!(exists(
+        &sim,
+        "beta",
+        &["configmap", "settings", "-n", "app"]
+    ));
 }
 
 #[test]
@@ -246,6 +275,369 @@ fn a_flaky_member_lands_through_retries() {
     assert_eq!(code, 0, "{report:#}\n{err}");
     sim.set_faults("alpha", json!({"errorRate": 0.0}));
     for i in 0..5 {
-        assert!(exists(&sim, "alpha", &["configmap", &format!("cm{i}"), "-n", "app"]));
+        assert!(exists(
+            &sim,
+            "alpha",
+            &["configmap", &format!("cm{i}"), "-n", "app"]
+        ));
     }
+}
+
+fn crp_with(strategy: &str) -> String {
+    format!("{CRP}  strategy:\n{strategy}")
+}
+
+/// Runs kubectl with a manifest written to a file (kubectl reads it with -f).
+fn kubectl_file(sim: &SimFleet, ctx: &str, args: &[&str], manifest: &str) -> (i32, String, String) {
+    let path = sim.dir.path().join(format!("manifest-{ctx}.yaml"));
+    std::fs::write(&path, manifest).unwrap();
+    let path = path.display().to_string();
+    let mut full = args.to_vec();
+    full.extend_from_slice(&["-f", &path]);
+    sim.kubectl(ctx, &full)
+}
+
+/// Objects created on alpha by someone other than gitfleet (kubectl's own server-side apply).
+fn create_by_someone_else(sim: &SimFleet, manifests: &str) {
+    let (code, out, err) = kubectl_file(
+        sim,
+        "alpha",
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=someone",
+            "--validate=false",
+        ],
+        manifests,
+    );
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+fn kubectl_ok(sim: &SimFleet, ctx: &str, args: &[&str]) {
+    let (code, out, err) = sim.kubectl(ctx, args);
+    assert_eq!(code, 0, "kubectl {args:?}: {out}{err}");
+}
+
+#[test]
+fn a_field_owned_by_another_manager_conflicts_without_force() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = kubectl_file(
+        &sim,
+        "alpha",
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "--force-conflicts",
+            "--validate=false",
+        ],
+        &configmap("settings", "{mode: red}"),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: green}"));
+    repo.commit("second");
+    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 1);
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
+    assert_eq!(o, "failed");
+    assert!(r["error"].as_str().unwrap().contains("409"), "{r:#}");
+    // beta has no other manager: it takes the update.
+    assert_eq!(
+        outcome(&report, "beta", "ConfigMap", "settings").0,
+        "applied"
+    );
+    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"]["mode"], "red");
+
+    // serverSideApplyConfig.force takes the field over.
+    repo.write(
+        "app/placement.yaml",
+        &crp_with(
+            "    applyStrategy: {type: ServerSideApply, serverSideApplyConfig: {force: true}}\n",
+        ),
+    );
+    repo.commit("force");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"]["mode"], "green");
+}
+
+#[test]
+fn take_over_never_leaves_unlabelled_objects_alone() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {whenToTakeOver: Never}\n"),
+    );
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.write("app/fresh.yaml", &configmap("fresh", "{a: '1'}"));
+    repo.commit("first");
+    create_by_someone_else(
+        &sim,
+        &format!("{NAMESPACE}---\n{}", configmap("settings", "{mode: mine}")),
+    );
+    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 1);
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
+    assert_eq!(o, "notTakenOver", "{r:#}");
+    assert!(r["error"].as_str().unwrap().contains("Never"));
+    assert_eq!(
+        outcome(&report, "alpha", "Namespace", "app").0,
+        "notTakenOver"
+    );
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "fresh").0, "applied");
+    assert_eq!(
+        outcome(&report, "beta", "ConfigMap", "settings").0,
+        "applied"
+    );
+    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"]["mode"], "mine");
+    assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
+    let table = apply(&repo, &sim, &[]);
+    assert!(
+        table
+            .stdout
+            .contains("crp.app alpha: ConfigMap app/settings: notTakenOver"),
+        "{}",
+        table.stdout
+    );
+}
+
+#[test]
+fn prune_never_deletes_an_object_without_gitfleets_label() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write("app/old.yaml", &configmap("old", "{a: '1'}"));
+    repo.write("app/gone.yaml", &configmap("gone", "{a: '1'}"));
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    // Someone claims `old` by removing gitfleet's label.
+    kubectl_ok(
+        &sim,
+        "alpha",
+        &[
+            "label",
+            "configmap",
+            "old",
+            "-n",
+            "app",
+            "gitfleet.io/placement-",
+        ],
+    );
+    repo.remove("app/old.yaml");
+    repo.remove("app/gone.yaml");
+    repo.commit("second");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "old").0, "left");
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "gone").0, "pruned");
+    assert_eq!(outcome(&report, "beta", "ConfigMap", "old").0, "pruned");
+    assert!(exists(&sim, "alpha", &["configmap", "old", "-n", "app"]));
+    assert!(!exists(&sim, "alpha", &["configmap", "gone", "-n", "app"]));
+    assert!(!exists(&sim, "beta", &["configmap", "old", "-n", "app"]));
+
+    // Removing the placement prunes what it delivered, namespace included (gitfleet created it).
+    repo.remove("app/placement.yaml");
+    repo.commit("third");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert!(!exists(&sim, "beta", &["namespace", "app"]));
+    assert!(!exists(
+        &sim,
+        "beta",
+        &["configmap", "applied.crp.app", "-n", "gitfleet-system"]
+    ));
+}
+
+#[test]
+fn client_side_apply_removes_what_git_dropped_and_keeps_what_others_added() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {type: ClientSideApply}\n"),
+    );
+    repo.write(
+        "app/settings.yaml",
+        &configmap("settings", "{a: '1', b: '2'}"),
+    );
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    kubectl_ok(
+        &sim,
+        "alpha",
+        &[
+            "patch",
+            "configmap",
+            "settings",
+            "-n",
+            "app",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"other":"x"}}"#,
+        ],
+    );
+    repo.write("app/settings.yaml", &configmap("settings", "{a: '1'}"));
+    repo.commit("second");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"], json!({"a": "1", "other": "x"}));
+}
+
+#[test]
+fn report_diff_writes_nothing_and_reports_the_diff() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {type: ReportDiff}\n"),
+    );
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.write("app/fresh.yaml", &configmap("fresh", "{a: '1'}"));
+    repo.commit("first");
+    create_by_someone_else(
+        &sim,
+        &format!("{NAMESPACE}---\n{}", configmap("settings", "{mode: red}")),
+    );
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
+    assert_eq!(o, "diffed");
+    assert!(
+        r["diffs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"path": "/data/mode", "observed": "red", "desired": "blue"})),
+        "{r:#}"
+    );
+    assert_eq!(
+        outcome(&report, "alpha", "ConfigMap", "fresh").1["diffs"][0]["path"],
+        "/"
+    );
+    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"]["mode"], "red");
+    assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
+    assert!(!exists(&sim, "alpha", &["configmap", "fresh", "-n", "app"]));
+    assert!(!exists(&sim, "beta", &["namespace", "app"]));
+}
+
+#[test]
+fn if_not_drifted_reports_drift_after_a_kubectl_edit() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {whenToApply: IfNotDrifted}\n"),
+    );
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    kubectl_ok(
+        &sim,
+        "alpha",
+        &[
+            "patch",
+            "configmap",
+            "settings",
+            "-n",
+            "app",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"mode":"red"}}"#,
+        ],
+    );
+    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 1);
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
+    assert_eq!(o, "drifted");
+    assert_eq!(
+        r["diffs"],
+        json!([{"path": "/data/mode", "observed": "red", "desired": "blue"}])
+    );
+    assert_eq!(
+        outcome(&report, "beta", "ConfigMap", "settings").0,
+        "unchanged"
+    );
+    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"]["mode"], "red");
+}
+
+#[test]
+fn abandon_leaves_the_object_on_the_member() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    deleteStrategy: {propagationPolicy: Abandon}\n"),
+    );
+    repo.write("app/old.yaml", &configmap("old", "{a: '1'}"));
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    repo.remove("app/old.yaml");
+    repo.commit("second");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "old").0, "abandoned");
+    let cm = sim.get_json("alpha", &["configmap", "old", "-n", "app"]);
+    assert_eq!(cm["data"]["a"], "1");
+    assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
+}
+
+#[test]
+fn custom_resources_land_after_their_crd() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/crd.yaml",
+        "\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+",
+    );
+    repo.write(
+        "app/widget.yaml",
+        "\
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w, namespace: app}
+spec: {size: 3}
+",
+    );
+    repo.write(
+        "app/placement.yaml",
+        &format!(
+            "{CRP}  - {{group: apiextensions.k8s.io, version: v1, kind: CustomResourceDefinition, name: widgets.example.com}}\n"
+        ),
+    );
+    repo.commit("first");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    let (_, r) = outcome(&report, "alpha", "Widget", "w");
+    assert_eq!(r["availability"]["status"], "NotTrackable");
+    let w = sim.get_json("alpha", &["widgets.example.com", "w", "-n", "app"]);
+    assert_eq!(w["spec"]["size"], 3);
 }

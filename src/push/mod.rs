@@ -54,13 +54,9 @@ impl Strategy {
             type_: apply
                 .and_then(|a| a.type_)
                 .unwrap_or(ApplyStrategyType::ServerSideApply),
-            comparison: apply
-                .and_then(|a| a.comparison_option)
-                .unwrap_or_default(),
+            comparison: apply.and_then(|a| a.comparison_option).unwrap_or_default(),
             when_to_apply: apply.and_then(|a| a.when_to_apply).unwrap_or_default(),
-            when_to_take_over: apply
-                .and_then(|a| a.when_to_take_over)
-                .unwrap_or_default(),
+            when_to_take_over: apply.and_then(|a| a.when_to_take_over).unwrap_or_default(),
             force: apply
                 .and_then(|a| a.server_side_apply_config.as_ref())
                 .is_some_and(|c| c.force),
@@ -287,8 +283,10 @@ mod tests {
 
     #[test]
     fn object_refs_know_their_group_and_wave() {
-        let r = ObjectRef::of(&serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "w", "namespace": "n"}}));
+        let r = ObjectRef::of(
+            &serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "w", "namespace": "n"}}),
+        );
         assert_eq!(r.group(), "apps");
         assert_eq!(r.wave(), 4);
         assert_eq!(r.to_string(), "Deployment n/w");
