@@ -54,9 +54,79 @@ pub enum Command {
     /// types, costs) and health; prints the inventory file that `--inventory FILE` reads.
     #[command(after_help = INVENTORY_EXIT_CODES)]
     Inventory(InventoryCmdArgs),
+    /// Push what the schedule sends to each member: server-side apply in waves, prune what is no
+    /// longer delivered, report drift, diffs and availability. Everything is pushed now (no
+    /// rollout pacing).
+    #[command(after_help = APPLY_EXIT_CODES)]
+    Apply(ApplyArgs),
     /// Serve simulated member clusters that speak the Kubernetes API over HTTP on loopback, one
     /// port each, for trying gitfleet and kubectl on one machine. Runs until Ctrl-C.
     Sim(SimArgs),
+}
+
+const APPLY_EXIT_CODES: &str = "\
+Exit codes:
+  0  everything applied (or diffed, with applyStrategy ReportDiff)
+  1  the commit is invalid (nothing is applied), or something failed: a member unreachable
+     within the retry budget, a request refused (e.g. a 409 field conflict), an object not taken
+     over, drifted (whenToApply IfNotDrifted), or a placement that cannot be rendered
+  2  bad command line
+  3  the repository, revision or path cannot be read";
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ApplyFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub commit: CommitArgs,
+    /// Kubeconfig with one context per member (the member's name, or the context its
+    /// `gitfleet.io/kubeconfig-context` annotation names).
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// Inventory file (as for `schedule`), or `live` to ask the members through --kubeconfig
+    /// first. Without it every declared member counts as healthy.
+    #[arg(long, value_name = "FILE|live")]
+    pub inventory: Option<InventorySource>,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+    /// Only this ClusterResourcePlacement (or ResourcePlacement, with --namespace).
+    #[arg(long)]
+    pub placement: Option<String>,
+    /// Namespace of the ResourcePlacement or OCM Placement given with --placement.
+    #[arg(long, requires = "placement")]
+    pub namespace: Option<String>,
+    /// Members pushed at the same time.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallel_members: u16,
+    /// Requests in flight per member.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallel_requests: u16,
+    /// How long each member's requests may keep being retried (e.g. 30s, 500ms, 2m).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub retry_budget: std::time::Duration,
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: ApplyFormat,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 30s, 500ms or 2m"))?;
+    let seconds = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s or m)")),
+    };
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 #[derive(Debug, Args)]
@@ -314,6 +384,7 @@ pub fn main() -> ExitCode {
         Command::Render(args) => render(&args),
         Command::Plan(args) => plan(&args),
         Command::Inventory(args) => inventory(&args),
+        Command::Apply(args) => apply(&args),
         Command::Sim(args) => sim(args),
     };
     match result {
@@ -409,7 +480,22 @@ fn run_schedule(cat: &Catalog, inputs: &ScheduleInputs) -> Result<Vec<PlacementS
 /// or none. Members that do not answer a live probe are listed unhealthy and named on stderr.
 /// Must not be called from inside a tokio runtime (it runs its own for the probe).
 pub fn load_inventory(args: &InventoryArgs, cats: &[&Catalog]) -> Result<Option<Inventory>> {
-    match &args.inventory {
+    load_inventory_from(
+        args.inventory.as_ref(),
+        args.kubeconfig.as_deref(),
+        &args.probe,
+        cats,
+    )
+}
+
+/// [`load_inventory`] from its parts (`apply` always has a kubeconfig).
+pub fn load_inventory_from(
+    source: Option<&InventorySource>,
+    kubeconfig: Option<&Path>,
+    probe: &ProbeArgs,
+    cats: &[&Catalog],
+) -> Result<Option<Inventory>> {
+    match source {
         None => Ok(None),
         Some(InventorySource::File(path)) => {
             let text = std::fs::read_to_string(path)
@@ -417,11 +503,8 @@ pub fn load_inventory(args: &InventoryArgs, cats: &[&Catalog]) -> Result<Option<
             Ok(Some(Inventory::parse(&path.display().to_string(), &text)?))
         }
         Some(InventorySource::Live) => {
-            let kubeconfig = args
-                .kubeconfig
-                .as_deref()
-                .context("--inventory live needs --kubeconfig")?;
-            let inventory = live_inventory(cats, kubeconfig, &args.probe)?;
+            let kubeconfig = kubeconfig.context("--inventory live needs --kubeconfig")?;
+            let inventory = live_inventory(cats, kubeconfig, probe)?;
             for c in inventory.clusters.iter().filter(|c| !c.healthy) {
                 eprintln!(
                     "warning: member {} is unhealthy: {}",
@@ -815,9 +898,290 @@ fn print_manifests(manifests: &[Manifest], format: ManifestFormat) -> Result<()>
     Ok(())
 }
 
+fn apply(args: &ApplyArgs) -> Result<ExitCode> {
+    use crate::push::{MemberPush, PlacementPush, PruneUnlisted, PushOptions};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    let (commit, cat) = match load_valid(&args.commit)? {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
+    let inventory = load_inventory_from(
+        args.inventory.as_ref(),
+        Some(&args.kubeconfig),
+        &args.probe,
+        &[&cat],
+    )?;
+    let fleet = Fleet::build(&cat, inventory.as_ref());
+    let mut schedule = crate::schedule::schedule_commit(&cat, &fleet, &Previous::new(), now_unix());
+    if let Some(name) = &args.placement {
+        schedule.retain(|p| &p.key.name == name && p.key.namespace == args.namespace);
+        if schedule.is_empty() {
+            bail!(
+                "no placement {name:?}{} in commit {}",
+                args.namespace
+                    .as_ref()
+                    .map(|ns| format!(" in namespace {ns:?}"))
+                    .unwrap_or_default(),
+                commit.commit
+            );
+        }
+    }
+    let only: BTreeSet<String> = schedule
+        .iter()
+        .map(|p| crate::push::decorate::placement_key(&p.key))
+        .collect();
+    // Every declared member is visited, selected or not, so that what it no longer receives is
+    // pruned; selected clusters that are not declared are reached by their own context name.
+    let mut contexts: BTreeMap<String, String> = crate::members::member_targets(&cat)
+        .into_iter()
+        .map(|t| (t.name, t.context))
+        .collect();
+    for p in &schedule {
+        for c in &p.selected {
+            contexts.entry(c.clone()).or_insert_with(|| c.clone());
+        }
+    }
+    let mut render_failures = Vec::new();
+    let mut members = Vec::new();
+    for (member, context) in &contexts {
+        let labels = member_labels(&cat, member);
+        let cluster = ClusterTarget {
+            name: member,
+            labels: &labels,
+        };
+        let mut placements = Vec::new();
+        let mut unrenderable = BTreeSet::new();
+        for rendered in render_cluster(&cat, &schedule, &cluster) {
+            let key = crate::push::decorate::placement_key(&rendered.placement);
+            match rendered.manifests {
+                Ok(manifests) => placements.push(PlacementPush {
+                    strategy: placement_strategy(&cat, &rendered.placement),
+                    resource_snapshot: resource_snapshot(&cat, &rendered.placement, &manifests),
+                    placement: rendered.placement,
+                    manifests,
+                }),
+                Err(e) => {
+                    render_failures.push(crate::push::PlacementResult {
+                        placement: key.clone(),
+                        cluster: member.clone(),
+                        error: Some(format!("cannot render: {e}")),
+                        objects: Vec::new(),
+                    });
+                    unrenderable.insert(key);
+                }
+            }
+        }
+        let prune_unlisted = match &args.placement {
+            Some(_) => PruneUnlisted::Only(only.difference(&unrenderable).cloned().collect()),
+            None => PruneUnlisted::AllExcept(unrenderable),
+        };
+        members.push(MemberPush {
+            member: member.clone(),
+            context: context.clone(),
+            placements,
+            prune_unlisted,
+        });
+    }
+    let kubeconfig = crate::members::read_kubeconfig(&args.kubeconfig)?;
+    let opts = PushOptions {
+        commit: commit.commit.clone(),
+        parallel_members: usize::from(args.parallel_members),
+        parallel_requests: usize::from(args.parallel_requests),
+        retry_budget: args.retry_budget,
+    };
+    let progress: std::sync::Arc<dyn Fn(&crate::push::MemberResult) + Send + Sync> =
+        std::sync::Arc::new(|r: &crate::push::MemberResult| {
+            let state = if r.failed() { "failed" } else { "done" };
+            eprintln!("{}: {state}", r.member);
+        });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let mut results = runtime.block_on(crate::push::push_fleet(
+        &kubeconfig,
+        &args.kubeconfig,
+        members,
+        &opts,
+        progress,
+    ));
+    for failure in render_failures {
+        if let Some(m) = results.iter_mut().find(|m| m.member == failure.cluster) {
+            m.placements.push(failure);
+        }
+    }
+    let failed = results.iter().any(crate::push::MemberResult::failed);
+    let mut out = std::io::stdout().lock();
+    match args.output {
+        ApplyFormat::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"commit": commit.commit, "members": results})
+            )?
+        )?,
+        ApplyFormat::Table => write!(out, "{}", apply_table(&results))?,
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A KubeFleet placement's strategy; OCM placements get the defaults.
+fn placement_strategy(cat: &Catalog, key: &PlacementKey) -> crate::push::Strategy {
+    if key.kind == "Placement" {
+        return crate::push::Strategy::default();
+    }
+    let entry = cat.placement(&key.name, key.namespace.as_deref());
+    crate::push::Strategy::from_rollout(entry.map(|e| &e.spec.spec.strategy))
+}
+
+/// The `gitfleet.io/resource-snapshot` stamp: the hash of the placement's selected resources
+/// (the same for every cluster), or of the OCM workloads.
+fn resource_snapshot(cat: &Catalog, key: &PlacementKey, manifests: &[Manifest]) -> String {
+    let hash = cat
+        .placement(&key.name, key.namespace.as_deref())
+        .filter(|_| key.kind != "Placement")
+        .and_then(|e| crate::snapshot::select(cat, &e.spec).ok())
+        .map(|selected| crate::snapshot::resource_hash(&selected))
+        .unwrap_or_else(|| {
+            let values: Vec<&serde_json::Value> = manifests.iter().map(|m| &m.value).collect();
+            crate::snapshot::hash_value(&serde_json::json!(values))
+        });
+    hash[..16.min(hash.len())].to_string()
+}
+
+/// Per placement and cluster: counts, then one line per problem or difference.
+fn apply_table(results: &[crate::push::MemberResult]) -> String {
+    use crate::push::{Availability, Outcome};
+    let mut rows = vec![[
+        "PLACEMENT",
+        "CLUSTER",
+        "APPLIED",
+        "UNCHANGED",
+        "PRUNED",
+        "DRIFTED",
+        "DIFFED",
+        "FAILED",
+        "AVAILABLE",
+    ]
+    .map(String::from)];
+    let mut details = Vec::new();
+    for m in results {
+        if m.placements.is_empty() {
+            if let Some(e) = &m.error {
+                details.push(format!("{}: {e}", m.member));
+            }
+        }
+        for p in &m.placements {
+            let failed = p.objects.iter().filter(|o| o.outcome.is_failure()).count()
+                - p.count(Outcome::Drifted);
+            let applied: Vec<_> = p
+                .objects
+                .iter()
+                .filter_map(|o| o.availability.as_ref())
+                .collect();
+            let available = applied
+                .iter()
+                .filter(|a| !matches!(a, Availability::NotYet(_)))
+                .count();
+            let untrackable = applied
+                .iter()
+                .filter(|a| matches!(a, Availability::NotTrackable))
+                .count();
+            let mut avail = format!("{available}/{}", applied.len());
+            if untrackable > 0 {
+                avail.push_str(&format!(" ({untrackable} untrackable)"));
+            }
+            rows.push([
+                p.placement.clone(),
+                p.cluster.clone(),
+                p.count(Outcome::Applied).to_string(),
+                p.count(Outcome::Unchanged).to_string(),
+                p.count(Outcome::Pruned).to_string(),
+                p.count(Outcome::Drifted).to_string(),
+                p.count(Outcome::Diffed).to_string(),
+                if p.error.is_some() {
+                    "all".to_string()
+                } else {
+                    failed.to_string()
+                },
+                avail,
+            ]);
+            if let Some(e) = &p.error {
+                details.push(format!("{} {}: {e}", p.placement, p.cluster));
+            }
+            for o in &p.objects {
+                let noteworthy = !matches!(
+                    o.outcome,
+                    Outcome::Applied | Outcome::Unchanged | Outcome::Pruned | Outcome::NoDiff
+                ) || !o.diffs.is_empty();
+                if !noteworthy {
+                    continue;
+                }
+                let outcome = serde_json::to_value(o.outcome)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                let mut line = format!("{} {}: {}: {outcome}", p.placement, p.cluster, o.object);
+                if let Some(e) = &o.error {
+                    line.push_str(&format!(": {e}"));
+                }
+                details.push(line);
+                for d in &o.diffs {
+                    let show = |v: &Option<serde_json::Value>| {
+                        v.as_ref().map_or("(absent)".to_string(), |v| v.to_string())
+                    };
+                    details.push(format!(
+                        "    {}: member {}, git {}",
+                        d.path,
+                        show(&d.observed),
+                        show(&d.desired)
+                    ));
+                }
+            }
+        }
+    }
+    let widths: Vec<usize> = (0..9)
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    if !details.is_empty() {
+        out.push('\n');
+        for d in details {
+            out.push_str(&d);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_parse() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
+        assert!(parse_duration("5h").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
 
     #[test]
     fn labels_parse() {

@@ -118,10 +118,9 @@ pub fn availability(group: &str, kind: &str, obj: &Value) -> Availability {
             condition_true(obj, "Established") && condition_true(obj, "NamesAccepted"),
             "not established",
         ),
-        ("policy", "PodDisruptionBudget") => verdict(
-            generation_current(obj),
-            "status not up to date",
-        ),
+        ("policy", "PodDisruptionBudget") => {
+            verdict(generation_current(obj), "status not up to date")
+        }
         (_, k) if DATA_KINDS.contains(&k) && is_builtin(group) => Availability::Available,
         _ => Availability::NotTrackable,
     }
@@ -147,7 +146,10 @@ mod tests {
     fn kinds_follow_kubefleet() {
         let ready = json!({"metadata": {"generation": 2}, "spec": {"replicas": 2},
             "status": {"observedGeneration": 2, "availableReplicas": 2, "updatedReplicas": 2}});
-        assert_eq!(availability("apps", "Deployment", &ready), Availability::Available);
+        assert_eq!(
+            availability("apps", "Deployment", &ready),
+            Availability::Available
+        );
         let stale = json!({"metadata": {"generation": 3}, "spec": {"replicas": 2},
             "status": {"observedGeneration": 2, "availableReplicas": 2, "updatedReplicas": 2}});
         assert!(matches!(
@@ -157,9 +159,18 @@ mod tests {
         let svc = json!({"spec": {"clusterIPs": ["10.0.0.1"]}});
         assert_eq!(availability("", "Service", &svc), Availability::Available);
         let ext = json!({"spec": {"type": "ExternalName"}});
-        assert_eq!(availability("", "Service", &ext), Availability::NotTrackable);
-        assert_eq!(availability("", "ConfigMap", &json!({})), Availability::Available);
-        assert_eq!(availability("batch", "Job", &json!({})), Availability::NotTrackable);
+        assert_eq!(
+            availability("", "Service", &ext),
+            Availability::NotTrackable
+        );
+        assert_eq!(
+            availability("", "ConfigMap", &json!({})),
+            Availability::Available
+        );
+        assert_eq!(
+            availability("batch", "Job", &json!({})),
+            Availability::NotTrackable
+        );
         assert_eq!(
             availability("example.com", "ConfigMap", &json!({})),
             Availability::NotTrackable

@@ -219,7 +219,9 @@ mod tests {
         assert_eq!(d[0].observed, Some(json!(5)));
         assert_eq!(d[0].desired, Some(json!(3)));
         let full = diff(&desired, Some(&observed), Comparison::Full);
-        assert!(full.iter().any(|d| d.path == "/spec/paused" && d.desired.is_none()));
+        assert!(full
+            .iter()
+            .any(|d| d.path == "/spec/paused" && d.desired.is_none()));
     }
 
     #[test]
@@ -255,7 +257,10 @@ mod tests {
         );
         // Nothing to do when the member already matches.
         let same = json!({"data": {"a": "1", "c": "3", "other": "x"}});
-        assert_eq!(three_way_patch(Some(&modified), &modified, &same), json!({}));
+        assert_eq!(
+            three_way_patch(Some(&modified), &modified, &same),
+            json!({})
+        );
     }
 
     #[test]

@@ -67,10 +67,7 @@ pub fn decorate(manifest: &Value, stamp: &Stamp) -> Value {
     labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
     labels.insert(PLACEMENT_LABEL.into(), stamp.placement_label.into());
     let annotations = object_at(&mut v, "metadata", "annotations");
-    annotations.insert(
-        SNAPSHOT_ANNOTATION.into(),
-        stamp.resource_snapshot.into(),
-    );
+    annotations.insert(SNAPSHOT_ANNOTATION.into(), stamp.resource_snapshot.into());
     annotations.insert(COMMIT_ANNOTATION.into(), stamp.commit.into());
     annotations.insert(SPEC_HASH_ANNOTATION.into(), hash.into());
     v

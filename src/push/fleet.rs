@@ -1,7 +1,7 @@
 //! Pushing to many members at once: at most `parallel_members` at a time, each with its own
 //! client, budget and request limit, so one down or slow member delays only itself.
 
-use super::member::push_member;
+use super::member::{failed_member, push_member};
 use super::{MemberPush, MemberResult, PushOptions};
 use crate::members::{connect, MemberTarget};
 use kube::config::Kubeconfig;
@@ -34,11 +34,7 @@ pub async fn push_fleet(
             };
             let result = match connect(&kubeconfig, &path, &member_target).await {
                 Ok(client) => push_member(client, target, &opts).await,
-                Err(e) => MemberResult {
-                    member: target.member.clone(),
-                    error: Some(e.to_string()),
-                    placements: Vec::new(),
-                },
+                Err(e) => failed_member(&target, e.to_string()),
             };
             progress(&result);
             result

@@ -122,19 +122,13 @@ impl Member {
     }
 
     async fn served_api(&self, obj: &ObjectRef) -> Result<Api<DynamicObject>, String> {
-        self.api(obj).await?.ok_or_else(|| {
-            format!(
-                "the member does not serve {} {}",
-                obj.api_version, obj.kind
-            )
-        })
+        self.api(obj)
+            .await?
+            .ok_or_else(|| format!("the member does not serve {} {}", obj.api_version, obj.kind))
     }
 
     async fn get(&self, api: &Api<DynamicObject>, name: &str) -> Result<Option<Value>, String> {
-        Ok(self
-            .call(|| api.get_opt(name))
-            .await?
-            .map(to_value))
+        Ok(self.call(|| api.get_opt(name)).await?.map(to_value))
     }
 
     async fn apply(
@@ -219,8 +213,7 @@ impl Member {
         let api = self.records_api();
         let name = record::name(key);
         let dp = DeleteParams::background();
-        match self.call(|| api.delete(&name, &dp)).await
-        {
+        match self.call(|| api.delete(&name, &dp)).await {
             Ok(_) => Ok(()),
             Err(e) if e.starts_with("404 ") => Ok(()),
             Err(e) => Err(e),
@@ -235,20 +228,7 @@ pub async fn push_member(
     opts: &PushOptions,
 ) -> MemberResult {
     let m = Arc::new(Member::new(client, opts));
-    let fail_all = |error: String| MemberResult {
-        member: target.member.clone(),
-        error: Some(error.clone()),
-        placements: target
-            .placements
-            .iter()
-            .map(|p| PlacementResult {
-                placement: placement_key(&p.placement),
-                cluster: target.member.clone(),
-                error: Some(error.clone()),
-                objects: Vec::new(),
-            })
-            .collect(),
-    };
+    let fail_all = |error: String| failed_member(&target, error);
     if let Err(e) = m.ensure_system_namespace().await {
         return fail_all(format!("member unreachable: {e}"));
     }
@@ -262,20 +242,39 @@ pub async fn push_member(
         let old = records.get(&key).cloned().unwrap_or_default();
         placements.push(push_placement(&m, &target.member, p, &key, old, &opts.commit).await);
     }
-    if target.prune_unlisted {
-        let listed: BTreeSet<String> = target
-            .placements
-            .iter()
-            .map(|p| placement_key(&p.placement))
-            .collect();
-        for (key, entries) in records.iter().filter(|(k, _)| !listed.contains(*k)) {
-            placements.push(prune_placement(&m, &target.member, key, entries).await);
-        }
+    let listed: BTreeSet<String> = target
+        .placements
+        .iter()
+        .map(|p| placement_key(&p.placement))
+        .collect();
+    for (key, entries) in records
+        .iter()
+        .filter(|(k, _)| !listed.contains(*k) && target.prune_unlisted.covers(k))
+    {
+        placements.push(prune_placement(&m, &target.member, key, entries).await);
     }
     MemberResult {
         member: target.member,
         error: None,
         placements,
+    }
+}
+
+/// A member none of whose placements could be pushed.
+pub fn failed_member(target: &MemberPush, error: String) -> MemberResult {
+    MemberResult {
+        member: target.member.clone(),
+        error: Some(error.clone()),
+        placements: target
+            .placements
+            .iter()
+            .map(|p| PlacementResult {
+                placement: placement_key(&p.placement),
+                cluster: target.member.clone(),
+                error: Some(error.clone()),
+                objects: Vec::new(),
+            })
+            .collect(),
     }
 }
 
@@ -438,7 +437,9 @@ async fn run_wave(
         let (i, r) = done.expect("object tasks do not panic");
         out[i] = Some(r);
     }
-    out.into_iter().map(|r| r.expect("every task reported")).collect()
+    out.into_iter()
+        .map(|r| r.expect("every task reported"))
+        .collect()
 }
 
 fn comparison(c: ComparisonOption) -> Comparison {
@@ -449,7 +450,8 @@ fn comparison(c: ComparisonOption) -> Comparison {
 }
 
 fn resource_version(v: &Value) -> Option<&str> {
-    v.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+    v.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
 }
 
 /// Applies one manifest: takeover and drift rules first, then SSA or CSA, then availability.
@@ -536,9 +538,7 @@ async fn apply_object(
                     let obj: DynamicObject = serde_json::from_value(with_last)
                         .map_err(|e| format!("manifest is not an object: {e}"))?;
                     let pp = PostParams::default();
-                    m.call(|| api.create(&pp, &obj))
-                        .await
-                        .map(to_value)?
+                    m.call(|| api.create(&pp, &obj)).await.map(to_value)?
                 }
                 Some(live) => {
                     let original: Option<Value> = annotation(live, LAST_APPLIED_ANNOTATION)
@@ -629,7 +629,8 @@ async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> O
         r.error = Some("not labelled as this placement's: left alone".into());
         return r;
     }
-    let foreign_namespace = object.kind == "Namespace" && object.group().is_empty() && !entry.created;
+    let foreign_namespace =
+        object.kind == "Namespace" && object.group().is_empty() && !entry.created;
     if abandon || foreign_namespace {
         let patch = json!({"metadata": {
             "labels": {MANAGED_BY_LABEL: null, PLACEMENT_LABEL: null},
@@ -642,8 +643,7 @@ async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> O
         };
     }
     let dp = DeleteParams::background();
-    match m.call(|| api.delete(&object.name, &dp)).await
-    {
+    match m.call(|| api.delete(&object.name, &dp)).await {
         Ok(_) => ObjectResult::new(object, Outcome::Pruned),
         Err(e) if e.starts_with("404 ") => ObjectResult::new(object, Outcome::Pruned),
         Err(e) => ObjectResult::failed(object, e),

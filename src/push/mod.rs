@@ -21,6 +21,7 @@ use crate::model::placement::{
 use crate::render::Manifest;
 use crate::schedule::PlacementKey;
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 pub use availability::Availability;
@@ -53,13 +54,9 @@ impl Strategy {
             type_: apply
                 .and_then(|a| a.type_)
                 .unwrap_or(ApplyStrategyType::ServerSideApply),
-            comparison: apply
-                .and_then(|a| a.comparison_option)
-                .unwrap_or_default(),
+            comparison: apply.and_then(|a| a.comparison_option).unwrap_or_default(),
             when_to_apply: apply.and_then(|a| a.when_to_apply).unwrap_or_default(),
-            when_to_take_over: apply
-                .and_then(|a| a.when_to_take_over)
-                .unwrap_or_default(),
+            when_to_take_over: apply.and_then(|a| a.when_to_take_over).unwrap_or_default(),
             force: apply
                 .and_then(|a| a.server_side_apply_config.as_ref())
                 .is_some_and(|c| c.force),
@@ -89,9 +86,27 @@ pub struct MemberPush {
     /// The kubeconfig context that reaches it.
     pub context: String,
     pub placements: Vec<PlacementPush>,
-    /// Placements found in the member's records but not in `placements` are pruned entirely
-    /// (false when only some placements are being pushed).
-    pub prune_unlisted: bool,
+    /// Which placements found in the member's records but not in `placements` are pruned
+    /// entirely (their objects are no longer delivered to this member).
+    pub prune_unlisted: PruneUnlisted,
+}
+
+/// Which recorded placements that are not pushed now get pruned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PruneUnlisted {
+    /// All of them except these keys (e.g. placements that failed to render: unknown, not gone).
+    AllExcept(BTreeSet<String>),
+    /// Only these keys (when one placement is being pushed).
+    Only(BTreeSet<String>),
+}
+
+impl PruneUnlisted {
+    pub fn covers(&self, key: &str) -> bool {
+        match self {
+            PruneUnlisted::AllExcept(keep) => !keep.contains(key),
+            PruneUnlisted::Only(keys) => keys.contains(key),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -268,8 +283,10 @@ mod tests {
 
     #[test]
     fn object_refs_know_their_group_and_wave() {
-        let r = ObjectRef::of(&serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "w", "namespace": "n"}}));
+        let r = ObjectRef::of(
+            &serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "w", "namespace": "n"}}),
+        );
         assert_eq!(r.group(), "apps");
         assert_eq!(r.wave(), 4);
         assert_eq!(r.to_string(), "Deployment n/w");

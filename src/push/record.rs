@@ -133,7 +133,10 @@ mod tests {
     fn a_broken_record_names_itself() {
         let cm = json!({"metadata": {"name": "applied.crp.x"}, "data": {"objects": "{"}});
         let e = parse(&cm).unwrap_err().to_string();
-        assert!(e.starts_with("record gitfleet-system/applied.crp.x: data.objects"), "{e}");
+        assert!(
+            e.starts_with("record gitfleet-system/applied.crp.x: data.objects"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,0 +1,643 @@
+//! `gitfleet apply` end to end: the real binary, a real git repository, and members served by the
+//! real `gitfleet sim`, checked with kubectl.
+
+mod common;
+
+use common::sim::SimFleet;
+use common::{gitfleet, Repo, Run};
+use serde_json::{json, Value};
+
+const FLEET: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+  - name: beta
+"#;
+
+fn member(name: &str) -> String {
+    format!(
+        "apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata:
+  name: {name}
+  labels: {{region: {name}-region, fleet: demo}}
+spec:
+  identity: {{name: member, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
+"
+    )
+}
+
+const NAMESPACE: &str = "\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: app
+";
+
+const CRP: &str = "\
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourcePlacement
+metadata:
+  name: app
+spec:
+  resourceSelectors:
+  - {group: '', version: v1, kind: Namespace, name: app}
+";
+
+const OVERRIDE: &str = "\
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ResourceOverride
+metadata:
+  name: region
+  namespace: app
+spec:
+  placement: {name: app}
+  resourceSelectors:
+  - {group: '', version: v1, kind: ConfigMap, name: settings}
+  policy:
+    overrideRules:
+    - clusterSelector:
+        clusterSelectorTerms:
+        - labelSelector: {matchLabels: {fleet: demo}}
+      jsonPatchOverrides:
+      - {op: add, path: /data/region, value: '${MEMBER-CLUSTER-LABEL-KEY-region}'}
+";
+
+const ENVELOPE: &str = "\
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ResourceEnvelope
+metadata:
+  name: guardrails
+  namespace: app
+data:
+  quota.yaml:
+    apiVersion: v1
+    kind: ResourceQuota
+    metadata: {name: app-quota, namespace: app}
+    spec:
+      hard: {pods: '10'}
+";
+
+fn configmap(name: &str, data: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {name}
+  namespace: app
+data: {data}
+"
+    )
+}
+
+/// A repository with members alpha and beta and the `app` namespace placed on both.
+fn fleet_repo() -> Repo {
+    let repo = Repo::new();
+    repo.write("members/alpha.yaml", &member("alpha"));
+    repo.write("members/beta.yaml", &member("beta"));
+    repo.write("app/namespace.yaml", NAMESPACE);
+    repo.write("app/placement.yaml", CRP);
+    repo
+}
+
+fn apply(repo: &Repo, sim: &SimFleet, extra: &[&str]) -> Run {
+    let repo_path = repo.path().display().to_string();
+    let kubeconfig = sim.kubeconfig.display().to_string();
+    let mut args = vec!["apply", "--repo", &repo_path, "--kubeconfig", &kubeconfig];
+    if !extra.contains(&"--retry-budget") {
+        args.extend_from_slice(&["--retry-budget", "20s"]);
+    }
+    args.extend_from_slice(extra);
+    gitfleet(&args)
+}
+
+fn apply_json(repo: &Repo, sim: &SimFleet, extra: &[&str]) -> (i32, Value, String) {
+    let mut args = vec!["-o", "json"];
+    args.extend_from_slice(extra);
+    let run = apply(repo, sim, &args);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| {
+        panic!(
+            "apply -o json printed no JSON ({e}): {}\n{}",
+            run.stdout, run.stderr
+        )
+    });
+    (run.code, v, run.stderr)
+}
+
+/// The result of one object on one member: (outcome, whole result).
+fn outcome(report: &Value, member: &str, kind: &str, name: &str) -> (String, Value) {
+    let m = report["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["member"] == member)
+        .unwrap_or_else(|| panic!("no member {member} in {report:#}"));
+    for p in m["placements"].as_array().unwrap() {
+        for o in p["objects"].as_array().unwrap() {
+            if o["kind"] == kind && o["name"] == name {
+                return (o["outcome"].as_str().unwrap().to_string(), o.clone());
+            }
+        }
+    }
+    panic!("no {kind} {name} on {member} in {report:#}");
+}
+
+fn exists(sim: &SimFleet, ctx: &str, args: &[&str]) -> bool {
+    let mut full = vec!["get"];
+    full.extend_from_slice(args);
+    let (code, _, err) = sim.kubectl(ctx, &full);
+    if code != 0 {
+        assert!(
+            err.contains("NotFound") || err.contains("not found"),
+            "{err}"
+        );
+    }
+    code == 0
+}
+
+#[test]
+fn lands_objects_then_updates_and_prunes() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.write("app/old.yaml", &configmap("old", "{x: '1'}"));
+    repo.write("app/override.yaml", OVERRIDE);
+    repo.write("app/envelope.yaml", ENVELOPE);
+    let first = repo.commit("first");
+
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    for ctx in ["alpha", "beta"] {
+        let cm = sim.get_json(ctx, &["configmap", "settings", "-n", "app"]);
+        assert_eq!(cm["data"]["mode"], "blue");
+        assert_eq!(cm["data"]["region"], format!("{ctx}-region"));
+        let labels = &cm["metadata"]["labels"];
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "gitfleet");
+        assert_eq!(labels["gitfleet.io/placement"], "crp.app");
+        let ann = &cm["metadata"]["annotations"];
+        assert_eq!(ann["gitfleet.io/commit"], first.as_str());
+        assert!(ann["gitfleet.io/spec-hash"].as_str().is_some());
+        assert!(ann["gitfleet.io/resource-snapshot"].as_str().is_some());
+        let quota = sim.get_json(ctx, &["resourcequota", "app-quota", "-n", "app"]);
+        assert_eq!(quota["spec"]["hard"]["pods"], "10");
+        let record = sim.get_json(
+            ctx,
+            &["configmap", "applied.crp.app", "-n", "gitfleet-system"],
+        );
+        assert!(record["data"]["objects"]
+            .as_str()
+            .unwrap()
+            .contains("\"old\""));
+    }
+    assert_eq!(
+        outcome(&report, "alpha", "ConfigMap", "settings").0,
+        "applied"
+    );
+    assert_eq!(
+        outcome(&report, "alpha", "Namespace", "app").1["availability"]["status"],
+        "Available"
+    );
+
+    // The same commit again changes nothing.
+    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        outcome(&report, "beta", "ConfigMap", "settings").0,
+        "unchanged"
+    );
+
+    // Second commit: an update, and a removed object is pruned.
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: green}"));
+    repo.remove("app/old.yaml");
+    repo.commit("second");
+    let run = apply(&repo, &sim, &[]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.starts_with("PLACEMENT"), "{}", run.stdout);
+    for ctx in ["alpha", "beta"] {
+        let cm = sim.get_json(ctx, &["configmap", "settings", "-n", "app"]);
+        assert_eq!(cm["data"]["mode"], "green");
+        assert!(!exists(&sim, ctx, &["configmap", "old", "-n", "app"]));
+    }
+}
+
+#[test]
+fn a_down_member_fails_alone_and_catches_up_later() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    sim.set_faults("beta", json!({"down": true}));
+    let (code, report, _) = apply_json(&repo, &sim, &["--retry-budget", "1s"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        outcome(&report, "alpha", "ConfigMap", "settings").0,
+        "applied"
+    );
+    let beta = report["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["member"] == "beta")
+        .unwrap();
+    assert!(
+        beta["error"].as_str().unwrap().contains("unreachable"),
+        "{beta:#}"
+    );
+    assert!(exists(
+        &sim,
+        "alpha",
+        &["configmap", "settings", "-n", "app"]
+    ));
+
+    sim.set_faults("beta", json!({"down": false}));
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert!(exists(
+        &sim,
+        "beta",
+        &["configmap", "settings", "-n", "app"]
+    ));
+}
+
+#[test]
+fn a_flaky_member_lands_through_retries() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    for i in 0..5 {
+        repo.write(
+            &format!("app/cm{i}.yaml"),
+            &configmap(&format!("cm{i}"), "{a: '1'}"),
+        );
+    }
+    repo.commit("first");
+    sim.set_faults("alpha", json!({"errorRate": 0.5, "errorCodes": [503, 429]}));
+    let (code, report, err) = apply_json(&repo, &sim, &["--retry-budget", "60s"]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    sim.set_faults("alpha", json!({"errorRate": 0.0}));
+    for i in 0..5 {
+        assert!(exists(
+            &sim,
+            "alpha",
+            &["configmap", &format!("cm{i}"), "-n", "app"]
+        ));
+    }
+}
+
+fn crp_with(strategy: &str) -> String {
+    format!("{CRP}  strategy:\n{strategy}")
+}
+
+/// Runs kubectl with a manifest written to a file (kubectl reads it with -f).
+fn kubectl_file(sim: &SimFleet, ctx: &str, args: &[&str], manifest: &str) -> (i32, String, String) {
+    let path = sim.dir.path().join(format!("manifest-{ctx}.yaml"));
+    std::fs::write(&path, manifest).unwrap();
+    let path = path.display().to_string();
+    let mut full = args.to_vec();
+    full.extend_from_slice(&["-f", &path]);
+    sim.kubectl(ctx, &full)
+}
+
+/// Objects created on alpha by someone other than gitfleet (kubectl's own server-side apply).
+fn create_by_someone_else(sim: &SimFleet, manifests: &str) {
+    let (code, out, err) = kubectl_file(
+        sim,
+        "alpha",
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=someone",
+            "--validate=false",
+        ],
+        manifests,
+    );
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+fn kubectl_ok(sim: &SimFleet, ctx: &str, args: &[&str]) {
+    let (code, out, err) = sim.kubectl(ctx, args);
+    assert_eq!(code, 0, "kubectl {args:?}: {out}{err}");
+}
+
+#[test]
+fn a_field_owned_by_another_manager_conflicts_without_force() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = kubectl_file(
+        &sim,
+        "alpha",
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "--force-conflicts",
+            "--validate=false",
+        ],
+        &configmap("settings", "{mode: red}"),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: green}"));
+    repo.commit("second");
+    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 1);
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
+    assert_eq!(o, "failed");
+    assert!(r["error"].as_str().unwrap().contains("409"), "{r:#}");
+    // beta has no other manager: it takes the update.
+    assert_eq!(
+        outcome(&report, "beta", "ConfigMap", "settings").0,
+        "applied"
+    );
+    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"]["mode"], "red");
+
+    // serverSideApplyConfig.force takes the field over.
+    repo.write(
+        "app/placement.yaml",
+        &crp_with(
+            "    applyStrategy: {type: ServerSideApply, serverSideApplyConfig: {force: true}}\n",
+        ),
+    );
+    repo.commit("force");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"]["mode"], "green");
+}
+
+#[test]
+fn take_over_never_leaves_unlabelled_objects_alone() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {whenToTakeOver: Never}\n"),
+    );
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.write("app/fresh.yaml", &configmap("fresh", "{a: '1'}"));
+    repo.commit("first");
+    create_by_someone_else(
+        &sim,
+        &format!("{NAMESPACE}---\n{}", configmap("settings", "{mode: mine}")),
+    );
+    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 1);
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
+    assert_eq!(o, "notTakenOver", "{r:#}");
+    assert!(r["error"].as_str().unwrap().contains("Never"));
+    assert_eq!(
+        outcome(&report, "alpha", "Namespace", "app").0,
+        "notTakenOver"
+    );
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "fresh").0, "applied");
+    assert_eq!(
+        outcome(&report, "beta", "ConfigMap", "settings").0,
+        "applied"
+    );
+    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"]["mode"], "mine");
+    assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
+    let table = apply(&repo, &sim, &[]);
+    assert!(
+        table
+            .stdout
+            .contains("crp.app alpha: ConfigMap app/settings: notTakenOver"),
+        "{}",
+        table.stdout
+    );
+}
+
+#[test]
+fn prune_never_deletes_an_object_without_gitfleets_label() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write("app/old.yaml", &configmap("old", "{a: '1'}"));
+    repo.write("app/gone.yaml", &configmap("gone", "{a: '1'}"));
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    // Someone claims `old` by removing gitfleet's label.
+    kubectl_ok(
+        &sim,
+        "alpha",
+        &[
+            "label",
+            "configmap",
+            "old",
+            "-n",
+            "app",
+            "gitfleet.io/placement-",
+        ],
+    );
+    repo.remove("app/old.yaml");
+    repo.remove("app/gone.yaml");
+    repo.commit("second");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "old").0, "left");
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "gone").0, "pruned");
+    assert_eq!(outcome(&report, "beta", "ConfigMap", "old").0, "pruned");
+    assert!(exists(&sim, "alpha", &["configmap", "old", "-n", "app"]));
+    assert!(!exists(&sim, "alpha", &["configmap", "gone", "-n", "app"]));
+    assert!(!exists(&sim, "beta", &["configmap", "old", "-n", "app"]));
+
+    // Removing the placement prunes what it delivered, namespace included (gitfleet created it).
+    repo.remove("app/placement.yaml");
+    repo.commit("third");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert!(!exists(&sim, "beta", &["namespace", "app"]));
+    assert!(!exists(
+        &sim,
+        "beta",
+        &["configmap", "applied.crp.app", "-n", "gitfleet-system"]
+    ));
+}
+
+#[test]
+fn client_side_apply_removes_what_git_dropped_and_keeps_what_others_added() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {type: ClientSideApply}\n"),
+    );
+    repo.write(
+        "app/settings.yaml",
+        &configmap("settings", "{a: '1', b: '2'}"),
+    );
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    kubectl_ok(
+        &sim,
+        "alpha",
+        &[
+            "patch",
+            "configmap",
+            "settings",
+            "-n",
+            "app",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"other":"x"}}"#,
+        ],
+    );
+    repo.write("app/settings.yaml", &configmap("settings", "{a: '1'}"));
+    repo.commit("second");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"], json!({"a": "1", "other": "x"}));
+}
+
+#[test]
+fn report_diff_writes_nothing_and_reports_the_diff() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {type: ReportDiff}\n"),
+    );
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.write("app/fresh.yaml", &configmap("fresh", "{a: '1'}"));
+    repo.commit("first");
+    create_by_someone_else(
+        &sim,
+        &format!("{NAMESPACE}---\n{}", configmap("settings", "{mode: red}")),
+    );
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
+    assert_eq!(o, "diffed");
+    assert!(
+        r["diffs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"path": "/data/mode", "observed": "red", "desired": "blue"})),
+        "{r:#}"
+    );
+    assert_eq!(
+        outcome(&report, "alpha", "ConfigMap", "fresh").1["diffs"][0]["path"],
+        "/"
+    );
+    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"]["mode"], "red");
+    assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
+    assert!(!exists(&sim, "alpha", &["configmap", "fresh", "-n", "app"]));
+    assert!(!exists(&sim, "beta", &["namespace", "app"]));
+}
+
+#[test]
+fn if_not_drifted_reports_drift_after_a_kubectl_edit() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {whenToApply: IfNotDrifted}\n"),
+    );
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    kubectl_ok(
+        &sim,
+        "alpha",
+        &[
+            "patch",
+            "configmap",
+            "settings",
+            "-n",
+            "app",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"mode":"red"}}"#,
+        ],
+    );
+    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 1);
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
+    assert_eq!(o, "drifted");
+    assert_eq!(
+        r["diffs"],
+        json!([{"path": "/data/mode", "observed": "red", "desired": "blue"}])
+    );
+    assert_eq!(
+        outcome(&report, "beta", "ConfigMap", "settings").0,
+        "unchanged"
+    );
+    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"]["mode"], "red");
+}
+
+#[test]
+fn abandon_leaves_the_object_on_the_member() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    deleteStrategy: {propagationPolicy: Abandon}\n"),
+    );
+    repo.write("app/old.yaml", &configmap("old", "{a: '1'}"));
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    repo.remove("app/old.yaml");
+    repo.commit("second");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "old").0, "abandoned");
+    let cm = sim.get_json("alpha", &["configmap", "old", "-n", "app"]);
+    assert_eq!(cm["data"]["a"], "1");
+    assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
+}
+
+#[test]
+fn custom_resources_land_after_their_crd() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/crd.yaml",
+        "\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+",
+    );
+    repo.write(
+        "app/widget.yaml",
+        "\
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w, namespace: app}
+spec: {size: 3}
+",
+    );
+    repo.write(
+        "app/placement.yaml",
+        &format!(
+            "{CRP}  - {{group: apiextensions.k8s.io, version: v1, kind: CustomResourceDefinition, name: widgets.example.com}}\n"
+        ),
+    );
+    repo.commit("first");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    let (_, r) = outcome(&report, "alpha", "Widget", "w");
+    assert_eq!(r["availability"]["status"], "NotTrackable");
+    let w = sim.get_json("alpha", &["widgets.example.com", "w", "-n", "app"]);
+    assert_eq!(w["spec"]["size"], 3);
+}
