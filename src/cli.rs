@@ -59,6 +59,11 @@ pub enum Command {
     /// rollout pacing).
     #[command(after_help = APPLY_EXIT_CODES)]
     Apply(ApplyArgs),
+    /// Follow a branch and roll every commit out to the members (the daemon): RollingUpdate
+    /// pacing, status API, metrics and webhook on --listen, state in --state-dir.
+    Run(crate::daemon::command::RunArgs),
+    /// Show the placements of a running daemon: a table, or one placement described.
+    Status(crate::daemon::command::StatusArgs),
     /// Serve simulated member clusters that speak the Kubernetes API over HTTP on loopback, one
     /// port each, for trying gitfleet and kubectl on one machine. Runs until Ctrl-C.
     Sim(SimArgs),
@@ -112,7 +117,7 @@ pub struct ApplyArgs {
     pub output: ApplyFormat,
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let (number, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
         Some(i) => s.split_at(i),
         None => (s, "s"),
@@ -385,6 +390,8 @@ pub fn main() -> ExitCode {
         Command::Plan(args) => plan(&args),
         Command::Inventory(args) => inventory(&args),
         Command::Apply(args) => apply(&args),
+        Command::Run(args) => crate::daemon::command::run(&args),
+        Command::Status(args) => crate::daemon::command::status(&args),
         Command::Sim(args) => sim(args),
     };
     match result {

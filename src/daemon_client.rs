@@ -62,3 +62,11 @@ pub fn schedule(server: &str) -> Result<Previous, ClientError> {
         .map(|p| (p.key.id(), p))
         .collect())
 }
+
+/// The daemon's placements, as `GET /api/v1/placements` answers (for `gitfleet status`).
+pub fn placements(server: &str) -> Result<serde_json::Value, ClientError> {
+    get(
+        &endpoint(server, "/api/v1/placements"),
+        "the placements status",
+    )
+}

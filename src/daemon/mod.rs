@@ -4,6 +4,8 @@
 //! decide the RollingUpdate step, deliver the work to members, absorb the outcomes, and save the
 //! state crash-safely before anything else happens.
 
+pub mod command;
+pub mod deliver;
 pub mod metrics;
 pub mod reconcile;
 pub mod server;
@@ -26,10 +28,12 @@ use state::{DaemonState, Rejected};
 
 /// Delivers work to members (push). A trait so that the loop stays testable without members.
 pub trait Deliverer: Send + Sync {
+    /// `contexts` maps each member of the commit to its kubeconfig context.
     fn deliver(
         &self,
         work: Vec<Work>,
         commit: &str,
+        contexts: &std::collections::BTreeMap<String, String>,
     ) -> impl Future<Output = Vec<(Work, Outcome)>> + Send;
 }
 
@@ -88,7 +92,7 @@ pub struct PlacementStatus {
     pub observed_resource_index: Option<u64>,
 }
 
-fn now_unix() -> u64 {
+pub(crate) fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -208,14 +212,21 @@ impl<D: Deliverer> Daemon<D> {
                 tracing::info!(placement = %s.placement, applying = ?s.applying, removing = ?s.removing, waiting = ?s.waiting, "rollout step");
             }
         }
-        let results = self.deliverer.deliver(decision.work, &commit).await;
+        let contexts = crate::members::member_targets(&cat)
+            .into_iter()
+            .map(|t| (t.name, t.context))
+            .collect();
+        let results = self
+            .deliverer
+            .deliver(decision.work, &commit, &contexts)
+            .await;
         for (w, o) in &results {
             let outcome = match (o, &w.action) {
                 (Outcome::Failed(e), _) => {
                     tracing::warn!(placement = %w.placement.id(), cluster = %w.cluster, error = %e, "push failed");
                     "failed"
                 }
-                (Outcome::Done(_), Action::Remove) => "removed",
+                (Outcome::Done(_), Action::Remove { .. }) => "removed",
                 (Outcome::Done(_), Action::Apply { .. }) => "applied",
             };
             self.metrics
@@ -231,7 +242,7 @@ impl<D: Deliverer> Daemon<D> {
         reconcile::absorb(
             &mut self.state,
             &mut schedule,
-            decision.histories,
+            (decision.histories, decision.abandon),
             results,
             &commit,
             now,
@@ -345,6 +356,7 @@ impl<D: Deliverer> Daemon<D> {
             last_head = Some(head.clone());
             let requeue = match self.reconcile(&head).await {
                 Ok(r) => r,
+                Err(e) if self.opts.once => return Err(e),
                 Err(e) => {
                     tracing::error!(error = %format!("{e:#}"), "reconcile failed; retrying");
                     Some(Duration::from_secs(5))

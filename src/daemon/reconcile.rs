@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::state::{ClusterState, DaemonState, PlacementState};
 use crate::catalog::Catalog;
 use crate::model::placement::{PlacementType, RolloutStrategyType};
+use crate::push::Strategy;
 use crate::render::cluster::{ocm_workloads, overrides_of, render_placement};
 use crate::render::{ClusterTarget, Manifest};
 use crate::rollout::{plan_step, BindingHealth, Revision, RollingParams, RolloutBinding, Target};
@@ -25,9 +26,12 @@ pub enum Action {
         revision: Revision,
         /// The binding goes Scheduled → Bound once this succeeds.
         binds: bool,
+        strategy: Strategy,
+        /// The `gitfleet.io/resource-snapshot` stamp: the placement's resource hash.
+        resource_snapshot: String,
     },
-    /// Remove everything this placement put on the cluster.
-    Remove,
+    /// Remove everything this placement put on the cluster (or, with `abandon`, let go of it).
+    Remove { strategy: Strategy },
 }
 
 #[derive(Debug, Clone)]
@@ -69,6 +73,9 @@ pub struct Decision {
     pub steps: Vec<StepSummary>,
     /// Resource snapshot histories after this commit, by placement id.
     pub histories: BTreeMap<String, crate::snapshot::History>,
+    /// Whether each placement abandons its objects on removal, remembered for when the
+    /// placement itself is deleted from the repository.
+    pub abandon: BTreeMap<String, bool>,
 }
 
 fn rendered_fingerprint(manifests: &[Manifest]) -> String {
@@ -141,6 +148,7 @@ pub fn decide(
             // OCM placements: ManifestWorkReplicaSet workloads go to every selected cluster.
             step.strategy = "OCM".into();
             step.target = ps.selected.len();
+            let strategy = Strategy::default();
             for cluster in &ps.selected {
                 let Some((manifests, revision)) = render(cluster, 0) else {
                     continue;
@@ -153,6 +161,7 @@ pub fn decide(
                     continue;
                 }
                 step.applying.push(cluster.clone());
+                let resource_snapshot = revision.rendered.clone();
                 decision.work.push(Work {
                     placement: ps.key.clone(),
                     cluster: cluster.clone(),
@@ -160,6 +169,8 @@ pub fn decide(
                         manifests,
                         revision,
                         binds: false,
+                        strategy,
+                        resource_snapshot,
                     },
                 });
             }
@@ -169,7 +180,7 @@ pub fn decide(
                     decision.work.push(Work {
                         placement: ps.key.clone(),
                         cluster: cluster.clone(),
-                        action: Action::Remove,
+                        action: Action::Remove { strategy },
                     });
                 }
             }
@@ -194,7 +205,10 @@ pub fn decide(
             &in_use,
         );
         let resource_index = advance.index;
+        let resource_snapshot = crate::snapshot::resource_hash(&resources);
         decision.histories.insert(id.clone(), advance.history);
+        let strategy = Strategy::from_rollout(Some(&spec.strategy));
+        decision.abandon.insert(id.clone(), strategy.abandon);
 
         let strategy_type = spec.strategy.type_.unwrap_or_default();
         if strategy_type == RolloutStrategyType::External {
@@ -287,6 +301,8 @@ pub fn decide(
                     manifests,
                     revision,
                     binds,
+                    strategy,
+                    resource_snapshot: resource_snapshot.clone(),
                 },
             });
         }
@@ -295,7 +311,7 @@ pub fn decide(
             decision.work.push(Work {
                 placement: ps.key.clone(),
                 cluster: cluster.clone(),
-                action: Action::Remove,
+                action: Action::Remove { strategy },
             });
         }
         // Up-to-date clusters whose availability is not known yet are re-applied (a no-op on
@@ -314,6 +330,8 @@ pub fn decide(
                             manifests,
                             revision,
                             binds: false,
+                            strategy,
+                            resource_snapshot: resource_snapshot.clone(),
                         },
                     });
                 }
@@ -337,6 +355,10 @@ pub fn decide(
             continue;
         }
         let Some(key) = key_from_id(id) else { continue };
+        let strategy = Strategy {
+            abandon: ps.abandon,
+            ..Strategy::default()
+        };
         let mut step = StepSummary {
             placement: id.clone(),
             strategy: "Deleted".into(),
@@ -348,7 +370,7 @@ pub fn decide(
                 decision.work.push(Work {
                     placement: key.clone(),
                     cluster: cluster.clone(),
-                    action: Action::Remove,
+                    action: Action::Remove { strategy },
                 });
             }
         }
@@ -378,13 +400,20 @@ pub fn key_from_id(id: &str) -> Option<PlacementKey> {
 pub fn absorb(
     state: &mut DaemonState,
     schedule: &mut [PlacementSchedule],
-    histories: BTreeMap<String, crate::snapshot::History>,
+    decided: (
+        BTreeMap<String, crate::snapshot::History>,
+        BTreeMap<String, bool>,
+    ),
     results: Vec<(Work, Outcome)>,
     commit: &str,
     now: u64,
 ) {
+    let (histories, abandon) = decided;
     for (id, history) in histories {
         state.placements.entry(id).or_default().resources = history;
+    }
+    for (id, abandon) in abandon {
+        state.placements.entry(id).or_default().abandon = abandon;
     }
     for (work, outcome) in results {
         let id = work.placement.id();
@@ -414,7 +443,7 @@ pub fn absorb(
                     }
                 }
             }
-            (Action::Remove, Outcome::Done(_)) => {
+            (Action::Remove { .. }, Outcome::Done(_)) => {
                 ps.clusters.remove(&work.cluster);
                 if let Some(p) = schedule.iter_mut().find(|p| p.key.id() == id) {
                     p.bindings.retain(|b| {
@@ -499,7 +528,7 @@ mod tests {
         let removed: Vec<String> = d
             .work
             .iter()
-            .filter(|w| matches!(w.action, Action::Remove))
+            .filter(|w| matches!(w.action, Action::Remove { .. }))
             .map(|w| w.cluster.clone())
             .collect();
         let results = d
@@ -507,7 +536,14 @@ mod tests {
             .into_iter()
             .map(|w| (w, Outcome::Done(health)))
             .collect();
-        absorb(state, &mut schedule, d.histories, results, sha, 0);
+        absorb(
+            state,
+            &mut schedule,
+            (d.histories, d.abandon),
+            results,
+            sha,
+            0,
+        );
         *previous = schedule.into_iter().map(|p| (p.key.id(), p)).collect();
         (applied, removed)
     }

@@ -42,6 +42,9 @@ pub struct Rejected {
 pub struct PlacementState {
     #[serde(default)]
     pub resources: History,
+    /// `deleteStrategy.propagationPolicy: Abandon`, kept for when the placement is deleted.
+    #[serde(default)]
+    pub abandon: bool,
     /// By cluster name: what the cluster was last given by this placement.
     #[serde(default)]
     pub clusters: BTreeMap<String, ClusterState>,

@@ -1,0 +1,240 @@
+//! The command-line edge of the daemon: `gitfleet run` and `gitfleet status`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+
+use super::deliver::PushDeliverer;
+use super::{Daemon, RunOptions};
+use crate::members::inventory::Options as ProbeOptions;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Path of the git repository to follow (a local clone or a bare repository; pushes into it
+    /// are seen at once).
+    #[arg(long, env = "GITFLEET_REPO")]
+    pub repo: PathBuf,
+    /// Branch to follow.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
+    /// Folder of the repository holding the fleet (default: the whole tree).
+    #[arg(long, default_value = "")]
+    pub path: String,
+    /// Kubeconfig with one context per member.
+    #[arg(long, env = "GITFLEET_KUBECONFIG")]
+    pub kubeconfig: PathBuf,
+    /// Where the daemon keeps what must survive a restart (created if missing).
+    #[arg(long)]
+    pub state_dir: PathBuf,
+    /// Address of the status API, metrics and webhook.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: SocketAddr,
+    /// How often to look at the branch and the members without being told (e.g. 30s, 2m).
+    #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration)]
+    pub poll: Duration,
+    /// File holding the webhook secret; enables `POST /hooks/git`.
+    #[arg(long)]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Reconcile the head until the rollout settles or has to wait, then exit (1 if the head is
+    /// rejected or a push failed).
+    #[arg(long)]
+    pub once: bool,
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Members pushed at the same time.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallel_members: u16,
+    /// Requests in flight per member.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallel_requests: u16,
+    /// How long each member's requests may keep being retried in one reconcile.
+    #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration)]
+    pub retry_budget: Duration,
+    /// Seconds one member may take to answer its inventory probe.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub member_timeout: f64,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GITFLEET_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+fn now_unix() -> u64 {
+    super::now_unix()
+}
+
+pub fn run(args: &RunArgs) -> Result<ExitCode> {
+    init_logging(args.log_format);
+    if !(args.member_timeout.is_finite() && args.member_timeout > 0.0) {
+        bail!("--member-timeout must be a positive number of seconds");
+    }
+    let webhook_secret = match &args.webhook_secret_file {
+        Some(f) => Some(
+            std::fs::read(f)
+                .with_context(|| format!("cannot read webhook secret {}", f.display()))?
+                .trim_ascii()
+                .to_vec(),
+        ),
+        None => None,
+    };
+    let kubeconfig = Arc::new(crate::members::read_kubeconfig(&args.kubeconfig)?);
+    let opts = RunOptions {
+        repo: args.repo.clone(),
+        branch: args.branch.clone(),
+        path: args.path.clone(),
+        kubeconfig: args.kubeconfig.clone(),
+        state_dir: args.state_dir.clone(),
+        listen: Some(args.listen),
+        poll: args.poll,
+        once: args.once,
+        webhook_secret: webhook_secret.clone(),
+        probe: ProbeOptions {
+            timeout: Duration::from_secs_f64(args.member_timeout),
+            ..ProbeOptions::default()
+        },
+    };
+    let deliverer = PushDeliverer {
+        kubeconfig,
+        kubeconfig_path: args.kubeconfig.clone(),
+        parallel_members: usize::from(args.parallel_members),
+        parallel_requests: usize::from(args.parallel_requests),
+        retry_budget: args.retry_budget,
+        clock: now_unix,
+    };
+    // Fail early with a clear message rather than inside the loop.
+    crate::follow::branch_head(&args.repo, &args.branch)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let daemon = Daemon::open(opts, deliverer)?;
+        let status = daemon.status.clone();
+        let metrics = daemon.metrics.clone();
+        let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let bound = listener.local_addr()?;
+        tracing::info!(listen = %bound, repo = %args.repo.display(), branch = %args.branch, "gitfleet run: following the branch");
+        let server = tokio::spawn(super::server::serve(
+            listener,
+            status.clone(),
+            metrics,
+            webhook_secret,
+            wake_tx,
+            stop_rx,
+        ));
+        let result = daemon.run(wake_rx, shutdown_signal()).await;
+        let _ = stop_tx.send(true);
+        let _ = server.await;
+        result?;
+        let st = status.lock().unwrap();
+        let failed = st.rejected.is_some()
+            || st
+                .placements
+                .iter()
+                .any(|p| p.clusters.values().any(|c| c.last_error.is_some()));
+        Ok(if args.once && failed {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        })
+    })
+}
+
+/// Resolves on the first SIGTERM or Ctrl-C (the loop then stops after the step in flight, with
+/// state saved); a second signal exits at once.
+async fn shutdown_signal() {
+    wait_for_signal().await;
+    tracing::info!("signal received: finishing the step in flight; a second signal exits now");
+    tokio::spawn(async {
+        wait_for_signal().await;
+        eprintln!("second signal: exiting now");
+        std::process::exit(130);
+    });
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StatusFormat {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The daemon's address (its --listen).
+    #[arg(long, env = "GITFLEET_SERVER", default_value = "http://127.0.0.1:7070")]
+    pub server: String,
+    /// One placement (`crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`, or a bare CRP name), described.
+    pub placement: Option<String>,
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: StatusFormat,
+}
+
+pub fn status(args: &StatusArgs) -> Result<ExitCode> {
+    let doc = crate::daemon_client::placements(&args.server)?;
+    let shown = match &args.placement {
+        None => doc,
+        Some(want) => {
+            let id = if want.contains('/') {
+                want.clone()
+            } else {
+                format!("crp/{want}")
+            };
+            match doc["placements"]
+                .as_array()
+                .and_then(|a| a.iter().find(|p| p["id"] == id.as_str()))
+            {
+                Some(p) => p.clone(),
+                None => bail!("the daemon at {} has no placement {id}", args.server),
+            }
+        }
+    };
+    match args.output {
+        StatusFormat::Json => println!("{}", serde_json::to_string_pretty(&shown)?),
+        StatusFormat::Yaml => print!("{}", serde_yaml::to_string(&shown)?),
+        StatusFormat::Table if args.placement.is_some() => {
+            print!("{}", super::view::describe(&shown))
+        }
+        StatusFormat::Table => print!("{}", super::view::table(&shown)),
+    }
+    Ok(ExitCode::SUCCESS)
+}

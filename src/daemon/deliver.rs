@@ -1,0 +1,148 @@
+//! Delivering a reconcile's work through [`crate::push`]: work is grouped per member, each
+//! member gets one push with the placements it should apply now (a removal is a push of no
+//! manifests, so push prunes everything its record holds for the placement), and the per
+//! placement results come back as binding health for the rollout.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use kube::config::Kubeconfig;
+
+use super::reconcile::{Action, Outcome, Work};
+use super::Deliverer;
+use crate::push::{
+    decorate::placement_key, push_fleet, Availability, MemberPush, Outcome as ObjectOutcome,
+    PlacementPush, PlacementResult, PruneUnlisted, PushOptions,
+};
+use crate::rollout::BindingHealth;
+
+pub struct PushDeliverer {
+    pub kubeconfig: Arc<Kubeconfig>,
+    pub kubeconfig_path: PathBuf,
+    pub parallel_members: usize,
+    pub parallel_requests: usize,
+    pub retry_budget: std::time::Duration,
+    /// Unix seconds, for the untrackable-availability clock.
+    pub clock: fn() -> u64,
+}
+
+/// The binding health one placement's push result stands for (KubeFleet's binding
+/// conditions: Applied, Available, DiffReported).
+pub fn health_of(result: &PlacementResult, now: u64) -> Result<BindingHealth, String> {
+    if let Some(e) = &result.error {
+        return Err(e.clone());
+    }
+    if let Some(o) = result.objects.iter().find(|o| o.outcome.is_failure()) {
+        return Err(format!(
+            "{}: {:?}{}",
+            o.object,
+            o.outcome,
+            o.error
+                .as_deref()
+                .map_or(String::new(), |e| format!(": {e}"))
+        ));
+    }
+    if result
+        .objects
+        .iter()
+        .any(|o| matches!(o.outcome, ObjectOutcome::Diffed | ObjectOutcome::NoDiff))
+    {
+        return Ok(BindingHealth::DiffReported);
+    }
+    let mut untrackable = false;
+    for o in &result.objects {
+        match &o.availability {
+            Some(Availability::NotYet(_)) => return Ok(BindingHealth::Pending),
+            Some(Availability::NotTrackable) => untrackable = true,
+            _ => {}
+        }
+    }
+    Ok(if untrackable {
+        BindingHealth::AvailableUntrackable { since: now }
+    } else {
+        BindingHealth::Available
+    })
+}
+
+impl Deliverer for PushDeliverer {
+    async fn deliver(
+        &self,
+        work: Vec<Work>,
+        commit: &str,
+        contexts: &BTreeMap<String, String>,
+    ) -> Vec<(Work, Outcome)> {
+        let mut per_member: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, w) in work.iter().enumerate() {
+            per_member.entry(w.cluster.clone()).or_default().push(i);
+        }
+        let members: Vec<MemberPush> = per_member
+            .iter()
+            .map(|(member, indices)| MemberPush {
+                member: member.clone(),
+                context: contexts
+                    .get(member)
+                    .cloned()
+                    .unwrap_or_else(|| member.clone()),
+                placements: indices
+                    .iter()
+                    .map(|&i| {
+                        let w = &work[i];
+                        let (manifests, strategy, snapshot) = match &w.action {
+                            Action::Apply {
+                                manifests,
+                                strategy,
+                                resource_snapshot,
+                                ..
+                            } => (manifests.clone(), *strategy, resource_snapshot.clone()),
+                            Action::Remove { strategy } => (vec![], *strategy, String::new()),
+                        };
+                        PlacementPush {
+                            placement: w.placement.clone(),
+                            strategy,
+                            resource_snapshot: snapshot,
+                            manifests,
+                        }
+                    })
+                    .collect(),
+                // Only what the rollout chose is touched: other placements on the member wait
+                // for their own step.
+                prune_unlisted: PruneUnlisted::Only(Default::default()),
+            })
+            .collect();
+        let opts = PushOptions {
+            commit: commit.to_string(),
+            parallel_members: self.parallel_members,
+            parallel_requests: self.parallel_requests,
+            retry_budget: self.retry_budget,
+        };
+        let results = push_fleet(
+            &self.kubeconfig,
+            &self.kubeconfig_path,
+            members,
+            &opts,
+            Arc::new(|_| {}),
+        )
+        .await;
+        let now = (self.clock)();
+        let mut by_key: BTreeMap<(String, String), Result<BindingHealth, String>> = BTreeMap::new();
+        for m in &results {
+            for p in &m.placements {
+                by_key.insert((m.member.clone(), p.placement.clone()), health_of(p, now));
+            }
+        }
+        work.into_iter()
+            .map(|w| {
+                let key = (w.cluster.clone(), placement_key(&w.placement));
+                let outcome = match by_key.remove(&key) {
+                    Some(Ok(health)) => Outcome::Done(health),
+                    Some(Err(e)) => Outcome::Failed(e),
+                    None => {
+                        Outcome::Failed("the member reported nothing for this placement".into())
+                    }
+                };
+                (w, outcome)
+            })
+            .collect()
+    }
+}

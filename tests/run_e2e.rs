@@ -1,0 +1,315 @@
+//! `gitfleet run` end to end: a real git repository, simulated members served by `gitfleet sim`,
+//! the real binary following the branch.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::sim::SimFleet;
+use common::{gitfleet, Repo};
+
+const FLEET: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+  - name: bravo
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+  - name: charlie
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+"#;
+
+fn members() -> String {
+    ["alpha", "bravo", "charlie"]
+        .iter()
+        .map(|m| {
+            format!(
+                "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+                 metadata: {{name: {m}}}\nspec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n"
+            )
+        })
+        .collect()
+}
+
+fn app(version: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: shop}}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: shop-config, namespace: shop}}\n\
+         data: {{version: \"{version}\"}}\n---\n\
+         apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+         metadata: {{name: shop}}\nspec:\n  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: shop}}]\n\
+         \x20 strategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: 1, maxSurge: 0}}}}\n"
+    )
+}
+
+fn fleet_repo(version: &str) -> Repo {
+    let repo = Repo::new();
+    repo.write("members.yaml", &members());
+    repo.write("shop.yaml", &app(version));
+    repo.commit("shop");
+    repo
+}
+
+fn config_version(sim: &SimFleet, member: &str) -> Option<String> {
+    let (code, out, _) = sim.kubectl(
+        member,
+        &[
+            "get",
+            "configmap",
+            "shop-config",
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.data.version}",
+        ],
+    );
+    (code == 0).then_some(out)
+}
+
+fn run_once(repo: &Repo, sim: &SimFleet, state: &std::path::Path) -> common::Run {
+    gitfleet(&[
+        "run",
+        "--once",
+        "--repo",
+        repo.path().to_str().unwrap(),
+        "--kubeconfig",
+        sim.kubeconfig.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ])
+}
+
+#[test]
+fn once_rolls_a_commit_out_and_a_bad_commit_changes_nothing() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo("1");
+    let state = tempfile::tempdir().unwrap();
+    let r = run_once(&repo, &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for m in ["alpha", "bravo", "charlie"] {
+        assert_eq!(config_version(&sim, m).as_deref(), Some("1"), "{m}");
+    }
+
+    // An invalid head is rejected: the objects stay, the exit code says so.
+    repo.write(
+        "shop.yaml",
+        &app("2").replace("kind: ConfigMap", "kind: ConfigMapp"),
+    );
+    repo.commit("broken");
+    let r = run_once(&repo, &sim, state.path());
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("commit rejected"), "{}", r.stderr);
+    for m in ["alpha", "bravo", "charlie"] {
+        assert_eq!(config_version(&sim, m).as_deref(), Some("1"), "{m}");
+    }
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state.path().join("daemon.json")).unwrap()).unwrap();
+    assert!(saved["rejected"]["errors"][0]
+        .as_str()
+        .unwrap()
+        .contains("shop.yaml"));
+
+    // The fix rolls out, one member at a time under maxUnavailable 1, as steps of one run.
+    repo.write("shop.yaml", &app("2"));
+    repo.commit("fixed");
+    let r = run_once(&repo, &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for m in ["alpha", "bravo", "charlie"] {
+        assert_eq!(config_version(&sim, m).as_deref(), Some("2"), "{m}");
+    }
+    let steps: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("rollout step"))
+        .collect();
+    assert_eq!(steps.len(), 3, "one update per step: {steps:#?}");
+}
+
+/// The daemon running in the background.
+struct Daemon {
+    child: Child,
+    addr: String,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    fn start(
+        repo: &Repo,
+        sim: &SimFleet,
+        state: &std::path::Path,
+        secret: &std::path::Path,
+    ) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+            .args(["run", "--repo"])
+            .arg(repo.path())
+            .arg("--kubeconfig")
+            .arg(&sim.kubeconfig)
+            .arg("--state-dir")
+            .arg(state)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--poll",
+                "1m",
+                "--log-format",
+                "json",
+            ])
+            .arg("--webhook-secret-file")
+            .arg(secret)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut addr = None;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while addr.is_none() {
+            let line = rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("the daemon logs its address");
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            if let Some(a) = v["fields"]["listen"].as_str() {
+                addr = Some(format!("http://{a}"));
+            }
+        }
+        Daemon {
+            child,
+            addr: addr.unwrap(),
+            lines: rx,
+        }
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        match ureq::get(&format!("{}{path}", self.addr)).call() {
+            Ok(mut r) => (r.status().as_u16(), r.body_mut().read_to_string().unwrap()),
+            Err(ureq::Error::StatusCode(c)) => (c, String::new()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> u16 {
+        let mut req = ureq::post(&format!("{}{path}", self.addr));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        match req.send(body) {
+            Ok(r) => r.status().as_u16(),
+            Err(ureq::Error::StatusCode(c)) => c,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `check` until it holds, failing after a generous bound (a hang, not a timing test).
+fn await_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_daemon_follows_pushes_serves_status_and_stops_on_sigterm() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo("1");
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let daemon = Daemon::start(&repo, &sim, &state.path().join("state"), &secret);
+
+    await_until("the first commit on every member", || {
+        ["alpha", "bravo", "charlie"]
+            .iter()
+            .all(|m| config_version(&sim, m).as_deref() == Some("1"))
+    });
+    await_until("readiness", || daemon.get("/readyz").0 == 200);
+
+    // A new commit is seen through the ref watcher (the poll is a minute away).
+    repo.write("shop.yaml", &app("2"));
+    let head = repo.commit("v2");
+    await_until("the second commit everywhere", || {
+        ["alpha", "bravo", "charlie"]
+            .iter()
+            .all(|m| config_version(&sim, m).as_deref() == Some("2"))
+    });
+    await_until("status to show the new commit settled", || {
+        let (_, body) = daemon.get("/api/v1/placements");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        v["serving"] == head.as_str()
+            && v["placements"][0]["upToDate"].as_array().map(Vec::len) == Some(3)
+    });
+    let status = gitfleet(&["status", "--server", &daemon.addr]);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert!(status.stdout.contains("crp/shop"), "{}", status.stdout);
+    assert!(status.stdout.contains("3 available"), "{}", status.stdout);
+    let describe = gitfleet(&["status", "--server", &daemon.addr, "shop"]);
+    assert!(
+        describe.stdout.contains("Up to date:"),
+        "{}",
+        describe.stdout
+    );
+    let (code, metrics) = daemon.get("/metrics");
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains("gitfleet_member_pushes_total{member=\"alpha\",outcome=\"applied\"}"),
+        "{metrics}"
+    );
+
+    // Webhooks: a bad signature is refused, a good one accepted.
+    let body = br#"{"ref":"refs/heads/main"}"#;
+    assert_eq!(
+        daemon.post("/hooks/git", &[("X-Gitlab-Token", "wrong")], body),
+        401
+    );
+    assert_eq!(
+        daemon.post("/hooks/git", &[("X-Gitlab-Token", "s3cret")], body),
+        202
+    );
+
+    // SIGTERM: the daemon stops cleanly with its state saved.
+    let pid = daemon.child.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    let mut daemon = daemon;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = daemon.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    let logs: Vec<String> = daemon.lines.try_iter().collect();
+    assert!(
+        logs.iter().any(|l| l.contains("shutting down")),
+        "{logs:#?}"
+    );
+    let saved: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(state.path().join("state").join("daemon.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(saved["serving"], head.as_str());
+}
