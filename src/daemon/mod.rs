@@ -26,6 +26,13 @@ use crate::state::StateStore;
 pub use reconcile::{Action, Outcome, StepSummary, Work};
 use state::{DaemonState, Rejected};
 
+/// How often a cluster whose objects are not available yet is looked at again (members are
+/// not watched).
+pub const AVAILABILITY_POLL: Duration = Duration::from_millis(500);
+
+/// How long `--once` waits for workloads to become available before it gives up and exits.
+pub const ONCE_AVAILABILITY_LIMIT: Duration = Duration::from_secs(300);
+
 /// Delivers work to members (push). A trait so that the loop stays testable without members.
 pub trait Deliverer: Send + Sync {
     /// `contexts` maps each member of the commit to its kubeconfig context.
@@ -237,7 +244,15 @@ impl<D: Deliverer> Daemon<D> {
                 ]))
                 .inc();
         }
-        let progressed = results.iter().any(|(_, o)| matches!(o, Outcome::Done(_)));
+        // A step moved the rollout when a binding changed what it runs; re-reading a pending
+        // cluster's availability is not progress and is paced by the availability poll.
+        let progressed = results.iter().any(|(w, o)| {
+            matches!(o, Outcome::Done(_))
+                && !matches!(w.action, Action::Apply { refresh: true, .. })
+        });
+        let pending = results
+            .iter()
+            .any(|(_, o)| matches!(o, Outcome::Done(crate::rollout::BindingHealth::Pending)));
         let failed = results.iter().any(|(_, o)| matches!(o, Outcome::Failed(_)));
         reconcile::absorb(
             &mut self.state,
@@ -260,6 +275,8 @@ impl<D: Deliverer> Daemon<D> {
         let requeue = if progressed {
             // Something moved: look again at once to take the next step.
             Some(Duration::ZERO)
+        } else if pending {
+            Some(AVAILABILITY_POLL)
         } else if failed || unsettled > 0 {
             let wait = decision
                 .steps
@@ -345,6 +362,7 @@ impl<D: Deliverer> Daemon<D> {
         let mut watcher = crate::follow::RefWatcher::new(&self.opts.repo)?;
         tokio::pin!(shutdown);
         let mut last_head: Option<String> = None;
+        let once_started = std::time::Instant::now();
         loop {
             let head = crate::follow::branch_head(&self.opts.repo, &self.opts.branch)?;
             if let Some(old) = &last_head {
@@ -362,8 +380,14 @@ impl<D: Deliverer> Daemon<D> {
                     Some(Duration::from_secs(5))
                 }
             };
-            if self.opts.once && requeue != Some(Duration::ZERO) {
-                return Ok(());
+            if self.opts.once {
+                // Keep stepping while the rollout moves or waits for availability (bounded:
+                // a workload that never becomes available must not hang a one-shot run).
+                let waiting_for_availability = requeue == Some(AVAILABILITY_POLL)
+                    && once_started.elapsed() < ONCE_AVAILABILITY_LIMIT;
+                if requeue != Some(Duration::ZERO) && !waiting_for_availability {
+                    return Ok(());
+                }
             }
             let wait = requeue.unwrap_or(self.opts.poll).min(self.opts.poll);
             tokio::select! {

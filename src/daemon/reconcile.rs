@@ -26,6 +26,8 @@ pub enum Action {
         revision: Revision,
         /// The binding goes Scheduled → Bound once this succeeds.
         binds: bool,
+        /// Only re-applied to read availability again (the cluster already runs it).
+        refresh: bool,
         strategy: Strategy,
         /// The `gitfleet.io/resource-snapshot` stamp: the placement's resource hash.
         resource_snapshot: String,
@@ -169,6 +171,7 @@ pub fn decide(
                         manifests,
                         revision,
                         binds: false,
+                        refresh: false,
                         strategy,
                         resource_snapshot,
                     },
@@ -301,6 +304,7 @@ pub fn decide(
                     manifests,
                     revision,
                     binds,
+                    refresh: false,
                     strategy,
                     resource_snapshot: resource_snapshot.clone(),
                 },
@@ -330,6 +334,7 @@ pub fn decide(
                             manifests,
                             revision,
                             binds: false,
+                            refresh: true,
                             strategy,
                             resource_snapshot: resource_snapshot.clone(),
                         },
