@@ -492,6 +492,15 @@ fn client_side_apply_removes_what_git_dropped_and_keeps_what_others_added() {
     assert_eq!(code, 0, "{report:#}\n{err}");
     let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
     assert_eq!(cm["data"], json!({"a": "1", "other": "x"}));
+
+    // Switching to ServerSideApply takes over what gitfleet's own client-side writes own.
+    repo.write("app/placement.yaml", CRP);
+    repo.write("app/settings.yaml", &configmap("settings", "{a: '2'}"));
+    repo.commit("third");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    let cm = sim.get_json("beta", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"], json!({"a": "2"}));
 }
 
 #[test]
@@ -593,6 +602,32 @@ fn abandon_leaves_the_object_on_the_member() {
     let cm = sim.get_json("alpha", &["configmap", "old", "-n", "app"]);
     assert_eq!(cm["data"]["a"], "1");
     assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
+
+    // The placement removed from git: its record still says Abandon.
+    repo.remove("app/placement.yaml");
+    repo.commit("third");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(outcome(&report, "beta", "Namespace", "app").0, "abandoned");
+    assert!(exists(&sim, "beta", &["namespace", "app"]));
+}
+
+#[test]
+fn an_invalid_commit_applies_nothing() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.write("app/broken.yaml", "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\nmetadata: {name: broken}\nspec: {policy: {placementType: PickSome}}\n");
+    repo.commit("broken");
+    let run = apply(&repo, &sim, &[]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("broken.yaml"), "{}", run.stderr);
+    assert!(!exists(&sim, "alpha", &["namespace", "app"]));
+    assert!(!exists(&sim, "alpha", &["namespace", "gitfleet-system"]));
+    let run = gitfleet(&["apply", "--repo", "/nonexistent/repo", "--kubeconfig", "x"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    let run = gitfleet(&["apply", "--repo", "."]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
 }
 
 #[test]

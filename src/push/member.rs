@@ -10,7 +10,7 @@ use super::decorate::{
     COMMIT_ANNOTATION, FIELD_MANAGER, LAST_APPLIED_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL,
     PLACEMENT_LABEL, SNAPSHOT_ANNOTATION, SPEC_HASH_ANNOTATION,
 };
-use super::record::{self, Entry};
+use super::record::{self, Entry, Record};
 use super::{
     MemberPush, MemberResult, ObjectRef, ObjectResult, Outcome, PlacementPush, PlacementResult,
     PushOptions, Strategy,
@@ -190,21 +190,21 @@ impl Member {
     }
 
     /// Every record on the member, by placement key.
-    async fn records(&self) -> Result<BTreeMap<String, BTreeSet<Entry>>, String> {
+    async fn records(&self) -> Result<BTreeMap<String, Record>, String> {
         let api = self.records_api();
         let lp = ListParams::default().labels(&format!("{}=true", record::RECORD_LABEL));
         let list = self.call(|| api.list(&lp)).await?;
         let mut out = BTreeMap::new();
         for cm in list.items {
-            let (key, entries) = record::parse(&to_value(cm)).map_err(|e| e.to_string())?;
-            out.insert(key, entries);
+            let r = record::parse(&to_value(cm)).map_err(|e| e.to_string())?;
+            out.insert(r.key.clone(), r);
         }
         Ok(out)
     }
 
-    async fn write_record(&self, key: &str, entries: &BTreeSet<Entry>) -> Result<(), String> {
-        let cm = record::config_map(key, entries);
-        self.apply(&self.records_api(), &record::name(key), &cm, true, false)
+    async fn write_record(&self, r: &Record) -> Result<(), String> {
+        let cm = record::config_map(r);
+        self.apply(&self.records_api(), &record::name(&r.key), &cm, true, false)
             .await
             .map(drop)
     }
@@ -239,7 +239,7 @@ pub async fn push_member(
     let mut placements = Vec::new();
     for p in &target.placements {
         let key = placement_key(&p.placement);
-        let old = records.get(&key).cloned().unwrap_or_default();
+        let old = records.get(&key);
         placements.push(push_placement(&m, &target.member, p, &key, old, &opts.commit).await);
     }
     let listed: BTreeSet<String> = target
@@ -247,11 +247,11 @@ pub async fn push_member(
         .iter()
         .map(|p| placement_key(&p.placement))
         .collect();
-    for (key, entries) in records
-        .iter()
-        .filter(|(k, _)| !listed.contains(*k) && target.prune_unlisted.covers(k))
+    for r in records
+        .values()
+        .filter(|r| !listed.contains(&r.key) && target.prune_unlisted.covers(&r.key))
     {
-        placements.push(prune_placement(&m, &target.member, key, entries).await);
+        placements.push(prune_placement(&m, &target.member, r).await);
     }
     MemberResult {
         member: target.member,
@@ -279,26 +279,25 @@ pub fn failed_member(target: &MemberPush, error: String) -> MemberResult {
 }
 
 /// Everything of a placement that is no longer delivered to this member at all.
-async fn prune_placement(
-    m: &Member,
-    member: &str,
-    key: &str,
-    entries: &BTreeSet<Entry>,
-) -> PlacementResult {
+async fn prune_placement(m: &Member, member: &str, record: &Record) -> PlacementResult {
+    let key = record.key.as_str();
     let label = label_value(key);
     let mut objects = Vec::new();
-    let mut kept = BTreeSet::new();
-    for e in record::stale(entries, &BTreeSet::new()) {
-        let r = prune_entry(m, &e, &label, false).await;
+    let mut kept = Record {
+        entries: BTreeSet::new(),
+        ..record.clone()
+    };
+    for e in record::stale(&record.entries, &BTreeSet::new()) {
+        let r = prune_entry(m, &e, &label, record.abandon).await;
         if r.outcome == Outcome::Failed {
-            kept.insert(e);
+            kept.entries.insert(e);
         }
         objects.push(r);
     }
-    let error = if kept.is_empty() {
+    let error = if kept.entries.is_empty() {
         m.delete_record(key).await.err()
     } else {
-        m.write_record(key, &kept).await.err()
+        m.write_record(&kept).await.err()
     }
     .map(|e| format!("cannot update the applied record: {e}"));
     PlacementResult {
@@ -314,9 +313,11 @@ async fn push_placement(
     member: &str,
     p: &PlacementPush,
     key: &str,
-    old: BTreeSet<Entry>,
+    old: Option<&Record>,
     commit: &str,
 ) -> PlacementResult {
+    let old_abandon = old.map(|r| r.abandon);
+    let old = old.map(|r| r.entries.clone()).unwrap_or_default();
     let label = label_value(key);
     let mut result = PlacementResult {
         placement: key.to_string(),
@@ -355,7 +356,12 @@ async fn push_placement(
                     created: false,
                 }),
         );
-        if let Err(e) = m.write_record(key, &union).await {
+        let r = Record {
+            key: key.to_string(),
+            entries: union,
+            abandon: p.strategy.abandon,
+        };
+        if let Err(e) = m.write_record(&r).await {
             result.error = Some(format!("cannot write the applied record: {e}"));
             return result;
         }
@@ -391,8 +397,13 @@ async fn push_placement(
         }
         result.objects.push(r);
     }
-    if entries != old {
-        if let Err(e) = m.write_record(key, &entries).await {
+    if entries != old || old_abandon != Some(p.strategy.abandon) {
+        let r = Record {
+            key: key.to_string(),
+            entries,
+            abandon: p.strategy.abandon,
+        };
+        if let Err(e) = m.write_record(&r).await {
             result.error = Some(format!("cannot write the applied record: {e}"));
         }
     }
@@ -537,7 +548,10 @@ async fn apply_object(
                 None => {
                     let obj: DynamicObject = serde_json::from_value(with_last)
                         .map_err(|e| format!("manifest is not an object: {e}"))?;
-                    let pp = PostParams::default();
+                    let pp = PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..PostParams::default()
+                    };
                     m.call(|| api.create(&pp, &obj)).await.map(to_value)?
                 }
                 Some(live) => {
@@ -552,7 +566,14 @@ async fn apply_object(
                 }
             }
         }
-        _ => m.apply(&api, name, &decorated, s.force, false).await?,
+        _ => match m.apply(&api, name, &decorated, s.force, false).await {
+            // Conflicts only with gitfleet's own earlier writes (ClientSideApply's updates, or
+            // kubectl's `before-first-apply`): take the fields over (KubeFleet's #59 fix).
+            Err(e) if !s.force && e.starts_with("409 ") && conflicts_only_with_self(&e) => {
+                m.apply(&api, name, &decorated, true, false).await?
+            }
+            r => r?,
+        },
     };
     let outcome = match &live {
         Some(live) if resource_version(live) == resource_version(&applied) => Outcome::Unchanged,
@@ -567,6 +588,20 @@ async fn apply_object(
     }
     r.availability = Some(availability(r.object.group(), &r.object.kind, &applied));
     Ok((r, live.is_none()))
+}
+
+/// Whether an apply conflict (its Status message, `conflict(s) with "<manager>" using ...`)
+/// names only gitfleet itself or `before-first-apply` as the other managers.
+fn conflicts_only_with_self(message: &str) -> bool {
+    let managers: Vec<&str> = message
+        .split("with \"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    !managers.is_empty()
+        && managers
+            .iter()
+            .all(|m| matches!(*m, FIELD_MANAGER | "before-first-apply"))
 }
 
 /// ReportDiff: a forced server-side dry-run of the manifest compared with the live object.
@@ -647,5 +682,24 @@ async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> O
         Ok(_) => ObjectResult::new(object, Outcome::Pruned),
         Err(e) if e.starts_with("404 ") => ObjectResult::new(object, Outcome::Pruned),
         Err(e) => ObjectResult::failed(object, e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn self_conflicts_are_recognised() {
+        let own = "409 Conflict: Apply failed with 2 conflicts: conflicts with \"gitfleet\" using v1:\n- .data.a";
+        assert!(conflicts_only_with_self(own));
+        let other =
+            "409 Conflict: Apply failed with 1 conflict: conflict with \"other\" using v1: .data.a";
+        assert!(!conflicts_only_with_self(other));
+        let both = format!("{own}\nconflicts with \"kubectl\" using v1:\n- .data.b");
+        assert!(!conflicts_only_with_self(&both));
+        assert!(!conflicts_only_with_self(
+            "409 Conflict: the object was modified"
+        ));
     }
 }
