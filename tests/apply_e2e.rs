@@ -538,6 +538,7 @@ fn report_diff_writes_nothing_and_reports_the_diff() {
     assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
     assert!(!exists(&sim, "alpha", &["configmap", "fresh", "-n", "app"]));
     assert!(!exists(&sim, "beta", &["namespace", "app"]));
+    assert!(!exists(&sim, "beta", &["namespace", "gitfleet-system"]));
 }
 
 #[test]

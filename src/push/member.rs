@@ -172,8 +172,8 @@ impl Member {
         )
     }
 
-    /// Creates `gitfleet-system` if missing: the first request, so it also tells whether the
-    /// member answers at all.
+    /// Creates `gitfleet-system` if missing (only when a record is written: ReportDiff writes
+    /// nothing).
     async fn ensure_system_namespace(&self) -> Result<(), String> {
         let api: Api<DynamicObject> = Api::all_with(
             self.client.clone(),
@@ -204,9 +204,20 @@ impl Member {
 
     async fn write_record(&self, r: &Record) -> Result<(), String> {
         let cm = record::config_map(r);
-        self.apply(&self.records_api(), &record::name(&r.key), &cm, true, false)
+        let name = record::name(&r.key);
+        match self
+            .apply(&self.records_api(), &name, &cm, true, false)
             .await
-            .map(drop)
+        {
+            // The first record on this member: its namespace comes first.
+            Err(e) if e.starts_with("404 ") => {
+                self.ensure_system_namespace().await?;
+                self.apply(&self.records_api(), &name, &cm, true, false)
+                    .await
+                    .map(drop)
+            }
+            r => r.map(drop),
+        }
     }
 
     async fn delete_record(&self, key: &str) -> Result<(), String> {
@@ -229,12 +240,14 @@ pub async fn push_member(
 ) -> MemberResult {
     let m = Arc::new(Member::new(client, opts));
     let fail_all = |error: String| failed_member(&target, error);
-    if let Err(e) = m.ensure_system_namespace().await {
-        return fail_all(format!("member unreachable: {e}"));
-    }
+    // Listing the records is the first request: it also tells whether the member answers.
     let records = match m.records().await {
         Ok(r) => r,
-        Err(e) => return fail_all(format!("cannot read applied records: {e}")),
+        Err(e) => {
+            return fail_all(format!(
+                "member unreachable, or its applied records unreadable: {e}"
+            ))
+        }
     };
     let mut placements = Vec::new();
     for p in &target.placements {
