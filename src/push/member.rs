@@ -250,7 +250,11 @@ pub async fn push_member(
         }
     };
     let mut placements = Vec::new();
-    for p in &target.placements {
+    // ClusterResourcePlacements first: they deliver the namespaces that ResourcePlacements (and
+    // OCM workloads) place into.
+    let mut ordered: Vec<&PlacementPush> = target.placements.iter().collect();
+    ordered.sort_by_key(|p| p.placement.kind != "ClusterResourcePlacement");
+    for p in ordered {
         let key = placement_key(&p.placement);
         let old = records.get(&key);
         placements.push(push_placement(&m, &target.member, p, &key, old, &opts.commit).await);
@@ -473,9 +477,24 @@ fn comparison(c: ComparisonOption) -> Comparison {
     }
 }
 
-fn resource_version(v: &Value) -> Option<&str> {
-    v.pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
+/// Whether an apply left the object as it was. Not by resourceVersion alone: the member's own
+/// controllers may update the status between our read and our write.
+fn same_content(before: &Value, after: &Value) -> bool {
+    if before.pointer("/metadata/resourceVersion") == after.pointer("/metadata/resourceVersion") {
+        return true;
+    }
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(map) = v.as_object_mut() {
+            map.remove("status");
+        }
+        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+            meta.remove("managedFields");
+        }
+        v
+    };
+    strip(before) == strip(after)
 }
 
 /// Applies one manifest: takeover and drift rules first, then SSA or CSA, then availability.
@@ -589,7 +608,7 @@ async fn apply_object(
         },
     };
     let outcome = match &live {
-        Some(live) if resource_version(live) == resource_version(&applied) => Outcome::Unchanged,
+        Some(live) if same_content(live, &applied) => Outcome::Unchanged,
         _ => Outcome::Applied,
     };
     let mut r = ObjectResult::new(object, outcome);
