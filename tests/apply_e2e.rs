@@ -677,3 +677,103 @@ spec: {size: 3}
     let w = sim.get_json("alpha", &["widgets.example.com", "w", "-n", "app"]);
     assert_eq!(w["spec"]["size"], 3);
 }
+
+#[test]
+fn take_over_if_no_diff_takes_identical_objects_only() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {whenToTakeOver: IfNoDiff}\n"),
+    );
+    repo.write("app/same.yaml", &configmap("same", "{a: '1'}"));
+    repo.write("app/differs.yaml", &configmap("differs", "{a: '1'}"));
+    repo.commit("first");
+    create_by_someone_else(
+        &sim,
+        &format!(
+            "{NAMESPACE}---\n{}---\n{}",
+            configmap("same", "{a: '1'}"),
+            configmap("differs", "{a: '2'}")
+        ),
+    );
+    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 1);
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "same").0, "applied");
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "differs");
+    assert_eq!(o, "notTakenOver");
+    assert_eq!(
+        r["diffs"],
+        json!([{"path": "/data/a", "observed": "2", "desired": "1"}])
+    );
+    let same = sim.get_json("alpha", &["configmap", "same", "-n", "app"]);
+    assert_eq!(
+        same["metadata"]["labels"]["gitfleet.io/placement"],
+        "crp.app"
+    );
+}
+
+#[test]
+fn a_namespace_gitfleet_did_not_create_is_never_deleted() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    create_by_someone_else(&sim, NAMESPACE);
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    // Taken over (whenToTakeOver Always): labelled, but not created by gitfleet.
+    let ns = sim.get_json("alpha", &["namespace", "app"]);
+    assert_eq!(ns["metadata"]["labels"]["gitfleet.io/placement"], "crp.app");
+
+    repo.remove("app/placement.yaml");
+    repo.commit("placement removed");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(outcome(&report, "alpha", "Namespace", "app").0, "abandoned");
+    assert_eq!(outcome(&report, "beta", "Namespace", "app").0, "pruned");
+    let ns = sim.get_json("alpha", &["namespace", "app"]);
+    assert!(ns["metadata"]["labels"]["gitfleet.io/placement"].is_null());
+    assert!(!exists(
+        &sim,
+        "alpha",
+        &["configmap", "settings", "-n", "app"]
+    ));
+    assert!(!exists(&sim, "beta", &["namespace", "app"]));
+}
+
+#[test]
+fn full_comparison_reports_fields_others_set_after_apply() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {comparisonOption: FullComparison}\n"),
+    );
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    kubectl_ok(
+        &sim,
+        "alpha",
+        &[
+            "patch",
+            "configmap",
+            "settings",
+            "-n",
+            "app",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"extra":"x"}}"#,
+        ],
+    );
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
+    assert_eq!(o, "unchanged");
+    assert_eq!(
+        r["diffs"],
+        json!([{"path": "/data/extra", "observed": "x"}])
+    );
+}

@@ -504,6 +504,10 @@ async fn apply_object(
     manifest: &Value,
 ) -> Result<(ObjectResult, bool), String> {
     let object = ObjectRef::of(manifest);
+    if object.name.is_empty() {
+        // KubeFleet refuses these too: a generated name cannot be tracked, pruned or re-applied.
+        return Err("the manifest has no metadata.name (generateName is not supported)".into());
+    }
     let s = ctx.strategy;
     let api = m.served_api(&object).await?;
     let name = object.name.as_str();
