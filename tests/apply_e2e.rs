@@ -777,3 +777,29 @@ fn full_comparison_reports_fields_others_set_after_apply() {
         json!([{"path": "/data/extra", "observed": "x"}])
     );
 }
+
+#[test]
+fn a_member_unhealthy_in_the_inventory_is_not_touched() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    let inventory = sim.dir.path().join("inventory.yaml");
+    std::fs::write(
+        &inventory,
+        "clusters:\n- {name: alpha}\n- {name: beta, healthy: false, error: agent lost}\n",
+    )
+    .unwrap();
+    let inventory = inventory.display().to_string();
+    let (code, report, err) = apply_json(&repo, &sim, &["--inventory", &inventory]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(report["skipped"][0]["member"], "beta");
+    assert!(err.contains("beta: skipped"), "{err}");
+    assert!(exists(
+        &sim,
+        "beta",
+        &["configmap", "settings", "-n", "app"]
+    ));
+}
