@@ -949,6 +949,22 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
             contexts.entry(c.clone()).or_insert_with(|| c.clone());
         }
     }
+    // A member the inventory says is unhealthy is not touched at all: the schedule (without the
+    // daemon's bindings) no longer picks it, and pruning it would wipe a cluster that may only be
+    // briefly unreachable.
+    let mut skipped = Vec::new();
+    contexts.retain(|name, _| match fleet.get(name) {
+        Some(c) if !c.healthy => {
+            let reason = c
+                .health_reason
+                .clone()
+                .unwrap_or_else(|| "unhealthy".into());
+            eprintln!("{name}: skipped, unhealthy in the inventory ({reason})");
+            skipped.push(serde_json::json!({"member": name, "reason": reason}));
+            false
+        }
+        _ => true,
+    });
     let mut render_failures = Vec::new();
     let mut members = Vec::new();
     for (member, context) in &contexts {
@@ -1025,7 +1041,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
             out,
             "{}",
             serde_json::to_string_pretty(
-                &serde_json::json!({"commit": commit.commit, "members": results})
+                &serde_json::json!({"commit": commit.commit, "members": results, "skipped": skipped})
             )?
         )?,
         ApplyFormat::Table => write!(out, "{}", apply_table(&results))?,

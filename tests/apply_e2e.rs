@@ -492,6 +492,15 @@ fn client_side_apply_removes_what_git_dropped_and_keeps_what_others_added() {
     assert_eq!(code, 0, "{report:#}\n{err}");
     let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
     assert_eq!(cm["data"], json!({"a": "1", "other": "x"}));
+
+    // Switching to ServerSideApply takes over what gitfleet's own client-side writes own.
+    repo.write("app/placement.yaml", CRP);
+    repo.write("app/settings.yaml", &configmap("settings", "{a: '2'}"));
+    repo.commit("third");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    let cm = sim.get_json("beta", &["configmap", "settings", "-n", "app"]);
+    assert_eq!(cm["data"], json!({"a": "2"}));
 }
 
 #[test]
@@ -529,6 +538,7 @@ fn report_diff_writes_nothing_and_reports_the_diff() {
     assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
     assert!(!exists(&sim, "alpha", &["configmap", "fresh", "-n", "app"]));
     assert!(!exists(&sim, "beta", &["namespace", "app"]));
+    assert!(!exists(&sim, "beta", &["namespace", "gitfleet-system"]));
 }
 
 #[test]
@@ -593,6 +603,32 @@ fn abandon_leaves_the_object_on_the_member() {
     let cm = sim.get_json("alpha", &["configmap", "old", "-n", "app"]);
     assert_eq!(cm["data"]["a"], "1");
     assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
+
+    // The placement removed from git: its record still says Abandon.
+    repo.remove("app/placement.yaml");
+    repo.commit("third");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(outcome(&report, "beta", "Namespace", "app").0, "abandoned");
+    assert!(exists(&sim, "beta", &["namespace", "app"]));
+}
+
+#[test]
+fn an_invalid_commit_applies_nothing() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.write("app/broken.yaml", "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\nmetadata: {name: broken}\nspec: {policy: {placementType: PickSome}}\n");
+    repo.commit("broken");
+    let run = apply(&repo, &sim, &[]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("broken.yaml"), "{}", run.stderr);
+    assert!(!exists(&sim, "alpha", &["namespace", "app"]));
+    assert!(!exists(&sim, "alpha", &["namespace", "gitfleet-system"]));
+    let run = gitfleet(&["apply", "--repo", "/nonexistent/repo", "--kubeconfig", "x"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    let run = gitfleet(&["apply", "--repo", "."]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
 }
 
 #[test]
@@ -640,4 +676,130 @@ spec: {size: 3}
     assert_eq!(r["availability"]["status"], "NotTrackable");
     let w = sim.get_json("alpha", &["widgets.example.com", "w", "-n", "app"]);
     assert_eq!(w["spec"]["size"], 3);
+}
+
+#[test]
+fn take_over_if_no_diff_takes_identical_objects_only() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {whenToTakeOver: IfNoDiff}\n"),
+    );
+    repo.write("app/same.yaml", &configmap("same", "{a: '1'}"));
+    repo.write("app/differs.yaml", &configmap("differs", "{a: '1'}"));
+    repo.commit("first");
+    create_by_someone_else(
+        &sim,
+        &format!(
+            "{NAMESPACE}---\n{}---\n{}",
+            configmap("same", "{a: '1'}"),
+            configmap("differs", "{a: '2'}")
+        ),
+    );
+    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 1);
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "same").0, "applied");
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "differs");
+    assert_eq!(o, "notTakenOver");
+    assert_eq!(
+        r["diffs"],
+        json!([{"path": "/data/a", "observed": "2", "desired": "1"}])
+    );
+    let same = sim.get_json("alpha", &["configmap", "same", "-n", "app"]);
+    assert_eq!(
+        same["metadata"]["labels"]["gitfleet.io/placement"],
+        "crp.app"
+    );
+}
+
+#[test]
+fn a_namespace_gitfleet_did_not_create_is_never_deleted() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    create_by_someone_else(&sim, NAMESPACE);
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    // Taken over (whenToTakeOver Always): labelled, but not created by gitfleet.
+    let ns = sim.get_json("alpha", &["namespace", "app"]);
+    assert_eq!(ns["metadata"]["labels"]["gitfleet.io/placement"], "crp.app");
+
+    repo.remove("app/placement.yaml");
+    repo.commit("placement removed");
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(outcome(&report, "alpha", "Namespace", "app").0, "abandoned");
+    assert_eq!(outcome(&report, "beta", "Namespace", "app").0, "pruned");
+    let ns = sim.get_json("alpha", &["namespace", "app"]);
+    assert!(ns["metadata"]["labels"]["gitfleet.io/placement"].is_null());
+    assert!(!exists(
+        &sim,
+        "alpha",
+        &["configmap", "settings", "-n", "app"]
+    ));
+    assert!(!exists(&sim, "beta", &["namespace", "app"]));
+}
+
+#[test]
+fn full_comparison_reports_fields_others_set_after_apply() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {comparisonOption: FullComparison}\n"),
+    );
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    kubectl_ok(
+        &sim,
+        "alpha",
+        &[
+            "patch",
+            "configmap",
+            "settings",
+            "-n",
+            "app",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"extra":"x"}}"#,
+        ],
+    );
+    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
+    assert_eq!(o, "unchanged");
+    assert_eq!(
+        r["diffs"],
+        json!([{"path": "/data/extra", "observed": "x"}])
+    );
+}
+
+#[test]
+fn a_member_unhealthy_in_the_inventory_is_not_touched() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 0, "{err}");
+    let inventory = sim.dir.path().join("inventory.yaml");
+    std::fs::write(
+        &inventory,
+        "clusters:\n- {name: alpha}\n- {name: beta, healthy: false, error: agent lost}\n",
+    )
+    .unwrap();
+    let inventory = inventory.display().to_string();
+    let (code, report, err) = apply_json(&repo, &sim, &["--inventory", &inventory]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(report["skipped"][0]["member"], "beta");
+    assert!(err.contains("beta: skipped"), "{err}");
+    assert!(exists(
+        &sim,
+        "beta",
+        &["configmap", "settings", "-n", "app"]
+    ));
 }

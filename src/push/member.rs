@@ -10,7 +10,7 @@ use super::decorate::{
     COMMIT_ANNOTATION, FIELD_MANAGER, LAST_APPLIED_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL,
     PLACEMENT_LABEL, SNAPSHOT_ANNOTATION, SPEC_HASH_ANNOTATION,
 };
-use super::record::{self, Entry};
+use super::record::{self, Entry, Record};
 use super::{
     MemberPush, MemberResult, ObjectRef, ObjectResult, Outcome, PlacementPush, PlacementResult,
     PushOptions, Strategy,
@@ -172,8 +172,8 @@ impl Member {
         )
     }
 
-    /// Creates `gitfleet-system` if missing: the first request, so it also tells whether the
-    /// member answers at all.
+    /// Creates `gitfleet-system` if missing (only when a record is written: ReportDiff writes
+    /// nothing).
     async fn ensure_system_namespace(&self) -> Result<(), String> {
         let api: Api<DynamicObject> = Api::all_with(
             self.client.clone(),
@@ -190,23 +190,34 @@ impl Member {
     }
 
     /// Every record on the member, by placement key.
-    async fn records(&self) -> Result<BTreeMap<String, BTreeSet<Entry>>, String> {
+    async fn records(&self) -> Result<BTreeMap<String, Record>, String> {
         let api = self.records_api();
         let lp = ListParams::default().labels(&format!("{}=true", record::RECORD_LABEL));
         let list = self.call(|| api.list(&lp)).await?;
         let mut out = BTreeMap::new();
         for cm in list.items {
-            let (key, entries) = record::parse(&to_value(cm)).map_err(|e| e.to_string())?;
-            out.insert(key, entries);
+            let r = record::parse(&to_value(cm)).map_err(|e| e.to_string())?;
+            out.insert(r.key.clone(), r);
         }
         Ok(out)
     }
 
-    async fn write_record(&self, key: &str, entries: &BTreeSet<Entry>) -> Result<(), String> {
-        let cm = record::config_map(key, entries);
-        self.apply(&self.records_api(), &record::name(key), &cm, true, false)
+    async fn write_record(&self, r: &Record) -> Result<(), String> {
+        let cm = record::config_map(r);
+        let name = record::name(&r.key);
+        match self
+            .apply(&self.records_api(), &name, &cm, true, false)
             .await
-            .map(drop)
+        {
+            // The first record on this member: its namespace comes first.
+            Err(e) if e.starts_with("404 ") => {
+                self.ensure_system_namespace().await?;
+                self.apply(&self.records_api(), &name, &cm, true, false)
+                    .await
+                    .map(drop)
+            }
+            r => r.map(drop),
+        }
     }
 
     async fn delete_record(&self, key: &str) -> Result<(), String> {
@@ -229,17 +240,23 @@ pub async fn push_member(
 ) -> MemberResult {
     let m = Arc::new(Member::new(client, opts));
     let fail_all = |error: String| failed_member(&target, error);
-    if let Err(e) = m.ensure_system_namespace().await {
-        return fail_all(format!("member unreachable: {e}"));
-    }
+    // Listing the records is the first request: it also tells whether the member answers.
     let records = match m.records().await {
         Ok(r) => r,
-        Err(e) => return fail_all(format!("cannot read applied records: {e}")),
+        Err(e) => {
+            return fail_all(format!(
+                "member unreachable, or its applied records unreadable: {e}"
+            ))
+        }
     };
     let mut placements = Vec::new();
-    for p in &target.placements {
+    // ClusterResourcePlacements first: they deliver the namespaces that ResourcePlacements (and
+    // OCM workloads) place into.
+    let mut ordered: Vec<&PlacementPush> = target.placements.iter().collect();
+    ordered.sort_by_key(|p| p.placement.kind != "ClusterResourcePlacement");
+    for p in ordered {
         let key = placement_key(&p.placement);
-        let old = records.get(&key).cloned().unwrap_or_default();
+        let old = records.get(&key);
         placements.push(push_placement(&m, &target.member, p, &key, old, &opts.commit).await);
     }
     let listed: BTreeSet<String> = target
@@ -247,11 +264,11 @@ pub async fn push_member(
         .iter()
         .map(|p| placement_key(&p.placement))
         .collect();
-    for (key, entries) in records
-        .iter()
-        .filter(|(k, _)| !listed.contains(*k) && target.prune_unlisted.covers(k))
+    for r in records
+        .values()
+        .filter(|r| !listed.contains(&r.key) && target.prune_unlisted.covers(&r.key))
     {
-        placements.push(prune_placement(&m, &target.member, key, entries).await);
+        placements.push(prune_placement(&m, &target.member, r).await);
     }
     MemberResult {
         member: target.member,
@@ -279,26 +296,25 @@ pub fn failed_member(target: &MemberPush, error: String) -> MemberResult {
 }
 
 /// Everything of a placement that is no longer delivered to this member at all.
-async fn prune_placement(
-    m: &Member,
-    member: &str,
-    key: &str,
-    entries: &BTreeSet<Entry>,
-) -> PlacementResult {
+async fn prune_placement(m: &Member, member: &str, record: &Record) -> PlacementResult {
+    let key = record.key.as_str();
     let label = label_value(key);
     let mut objects = Vec::new();
-    let mut kept = BTreeSet::new();
-    for e in record::stale(entries, &BTreeSet::new()) {
-        let r = prune_entry(m, &e, &label, false).await;
+    let mut kept = Record {
+        entries: BTreeSet::new(),
+        ..record.clone()
+    };
+    for e in record::stale(&record.entries, &BTreeSet::new()) {
+        let r = prune_entry(m, &e, &label, record.abandon).await;
         if r.outcome == Outcome::Failed {
-            kept.insert(e);
+            kept.entries.insert(e);
         }
         objects.push(r);
     }
-    let error = if kept.is_empty() {
+    let error = if kept.entries.is_empty() {
         m.delete_record(key).await.err()
     } else {
-        m.write_record(key, &kept).await.err()
+        m.write_record(&kept).await.err()
     }
     .map(|e| format!("cannot update the applied record: {e}"));
     PlacementResult {
@@ -314,9 +330,11 @@ async fn push_placement(
     member: &str,
     p: &PlacementPush,
     key: &str,
-    old: BTreeSet<Entry>,
+    old: Option<&Record>,
     commit: &str,
 ) -> PlacementResult {
+    let old_abandon = old.map(|r| r.abandon);
+    let old = old.map(|r| r.entries.clone()).unwrap_or_default();
     let label = label_value(key);
     let mut result = PlacementResult {
         placement: key.to_string(),
@@ -355,7 +373,12 @@ async fn push_placement(
                     created: false,
                 }),
         );
-        if let Err(e) = m.write_record(key, &union).await {
+        let r = Record {
+            key: key.to_string(),
+            entries: union,
+            abandon: p.strategy.abandon,
+        };
+        if let Err(e) = m.write_record(&r).await {
             result.error = Some(format!("cannot write the applied record: {e}"));
             return result;
         }
@@ -391,8 +414,13 @@ async fn push_placement(
         }
         result.objects.push(r);
     }
-    if entries != old {
-        if let Err(e) = m.write_record(key, &entries).await {
+    if entries != old || old_abandon != Some(p.strategy.abandon) {
+        let r = Record {
+            key: key.to_string(),
+            entries,
+            abandon: p.strategy.abandon,
+        };
+        if let Err(e) = m.write_record(&r).await {
             result.error = Some(format!("cannot write the applied record: {e}"));
         }
     }
@@ -449,9 +477,24 @@ fn comparison(c: ComparisonOption) -> Comparison {
     }
 }
 
-fn resource_version(v: &Value) -> Option<&str> {
-    v.pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
+/// Whether an apply left the object as it was. Not by resourceVersion alone: the member's own
+/// controllers may update the status between our read and our write.
+fn same_content(before: &Value, after: &Value) -> bool {
+    if before.pointer("/metadata/resourceVersion") == after.pointer("/metadata/resourceVersion") {
+        return true;
+    }
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(map) = v.as_object_mut() {
+            map.remove("status");
+        }
+        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+            meta.remove("managedFields");
+        }
+        v
+    };
+    strip(before) == strip(after)
 }
 
 /// Applies one manifest: takeover and drift rules first, then SSA or CSA, then availability.
@@ -461,6 +504,10 @@ async fn apply_object(
     manifest: &Value,
 ) -> Result<(ObjectResult, bool), String> {
     let object = ObjectRef::of(manifest);
+    if object.name.is_empty() {
+        // KubeFleet refuses these too: a generated name cannot be tracked, pruned or re-applied.
+        return Err("the manifest has no metadata.name (generateName is not supported)".into());
+    }
     let s = ctx.strategy;
     let api = m.served_api(&object).await?;
     let name = object.name.as_str();
@@ -537,7 +584,10 @@ async fn apply_object(
                 None => {
                     let obj: DynamicObject = serde_json::from_value(with_last)
                         .map_err(|e| format!("manifest is not an object: {e}"))?;
-                    let pp = PostParams::default();
+                    let pp = PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..PostParams::default()
+                    };
                     m.call(|| api.create(&pp, &obj)).await.map(to_value)?
                 }
                 Some(live) => {
@@ -552,10 +602,17 @@ async fn apply_object(
                 }
             }
         }
-        _ => m.apply(&api, name, &decorated, s.force, false).await?,
+        _ => match m.apply(&api, name, &decorated, s.force, false).await {
+            // Conflicts only with gitfleet's own earlier writes (ClientSideApply's updates, or
+            // kubectl's `before-first-apply`): take the fields over (KubeFleet's #59 fix).
+            Err(e) if !s.force && e.starts_with("409 ") && conflicts_only_with_self(&e) => {
+                m.apply(&api, name, &decorated, true, false).await?
+            }
+            r => r?,
+        },
     };
     let outcome = match &live {
-        Some(live) if resource_version(live) == resource_version(&applied) => Outcome::Unchanged,
+        Some(live) if same_content(live, &applied) => Outcome::Unchanged,
         _ => Outcome::Applied,
     };
     let mut r = ObjectResult::new(object, outcome);
@@ -567,6 +624,20 @@ async fn apply_object(
     }
     r.availability = Some(availability(r.object.group(), &r.object.kind, &applied));
     Ok((r, live.is_none()))
+}
+
+/// Whether an apply conflict (its Status message, `conflict(s) with "<manager>" using ...`)
+/// names only gitfleet itself or `before-first-apply` as the other managers.
+fn conflicts_only_with_self(message: &str) -> bool {
+    let managers: Vec<&str> = message
+        .split("with \"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    !managers.is_empty()
+        && managers
+            .iter()
+            .all(|m| matches!(*m, FIELD_MANAGER | "before-first-apply"))
 }
 
 /// ReportDiff: a forced server-side dry-run of the manifest compared with the live object.
@@ -647,5 +718,24 @@ async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> O
         Ok(_) => ObjectResult::new(object, Outcome::Pruned),
         Err(e) if e.starts_with("404 ") => ObjectResult::new(object, Outcome::Pruned),
         Err(e) => ObjectResult::failed(object, e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn self_conflicts_are_recognised() {
+        let own = "409 Conflict: Apply failed with 2 conflicts: conflicts with \"gitfleet\" using v1:\n- .data.a";
+        assert!(conflicts_only_with_self(own));
+        let other =
+            "409 Conflict: Apply failed with 1 conflict: conflict with \"other\" using v1: .data.a";
+        assert!(!conflicts_only_with_self(other));
+        let both = format!("{own}\nconflicts with \"kubectl\" using v1:\n- .data.b");
+        assert!(!conflicts_only_with_self(&both));
+        assert!(!conflicts_only_with_self(
+            "409 Conflict: the object was modified"
+        ));
     }
 }

@@ -14,6 +14,18 @@ pub const NAMESPACE: &str = "gitfleet-system";
 pub const RECORD_LABEL: &str = "gitfleet.io/applied-record";
 /// The full placement key (the label value may be shortened).
 pub const KEY_ANNOTATION: &str = "gitfleet.io/placement-key";
+/// The placement's deleteStrategy, so that a placement removed from git is still pruned (or
+/// abandoned) as it asked.
+pub const PROPAGATION_ANNOTATION: &str = "gitfleet.io/propagation-policy";
+
+/// A placement's record on one member.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Record {
+    pub key: String,
+    pub entries: BTreeSet<Entry>,
+    /// deleteStrategy Abandon: objects no longer delivered are left on the member.
+    pub abandon: bool,
+}
 
 /// One applied object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -30,9 +42,11 @@ pub fn name(placement_key: &str) -> String {
     format!("applied.{placement_key}")
 }
 
-/// The record ConfigMap for `entries`.
-pub fn config_map(placement_key: &str, entries: &BTreeSet<Entry>) -> Value {
-    let list: Vec<&Entry> = entries.iter().collect();
+/// The record ConfigMap.
+pub fn config_map(record: &Record) -> Value {
+    let placement_key = record.key.as_str();
+    let list: Vec<&Entry> = record.entries.iter().collect();
+    let policy = if record.abandon { "Abandon" } else { "Delete" };
     json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -44,7 +58,7 @@ pub fn config_map(placement_key: &str, entries: &BTreeSet<Entry>) -> Value {
                 PLACEMENT_LABEL: label_value(placement_key),
                 RECORD_LABEL: "true",
             },
-            "annotations": {KEY_ANNOTATION: placement_key},
+            "annotations": {KEY_ANNOTATION: placement_key, PROPAGATION_ANNOTATION: policy},
         },
         "data": {"objects": serde_json::to_string(&list).expect("entries serialise")},
     })
@@ -57,8 +71,8 @@ pub struct RecordError {
     pub message: String,
 }
 
-/// Reads a record ConfigMap back: (placement key, entries).
-pub fn parse(cm: &Value) -> Result<(String, BTreeSet<Entry>), RecordError> {
+/// Reads a record ConfigMap back.
+pub fn parse(cm: &Value) -> Result<Record, RecordError> {
     let cm_name = cm
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -81,7 +95,16 @@ pub fn parse(cm: &Value) -> Result<(String, BTreeSet<Entry>), RecordError> {
         .unwrap_or("[]");
     let entries: Vec<Entry> =
         serde_json::from_str(text).map_err(|e| err(format!("data.objects: {e}")))?;
-    Ok((key, entries.into_iter().collect()))
+    let abandon = cm
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(PROPAGATION_ANNOTATION))
+        .and_then(Value::as_str)
+        == Some("Abandon");
+    Ok(Record {
+        key,
+        entries: entries.into_iter().collect(),
+        abandon,
+    })
 }
 
 /// Entries of `old` whose objects are not delivered any more, in prune order: last wave first,
@@ -122,11 +145,14 @@ mod tests {
             },
         ]
         .into();
-        let cm = config_map("crp.web", &entries);
+        let record = Record {
+            key: "crp.web".into(),
+            entries,
+            abandon: true,
+        };
+        let cm = config_map(&record);
         assert_eq!(cm["metadata"]["name"], "applied.crp.web");
-        let (key, back) = parse(&cm).unwrap();
-        assert_eq!(key, "crp.web");
-        assert_eq!(back, entries);
+        assert_eq!(parse(&cm).unwrap(), record);
     }
 
     #[test]
