@@ -18,6 +18,7 @@ use super::faults::FaultState;
 use super::fleet_file::{Faults, MemberSpec};
 use super::http::{self, Body, Handler, Request, Response};
 use super::patch::PatchType;
+use super::protobuf::{self, ProtobufError};
 use super::status::ApiError;
 use super::store::{Event, EventType, Store};
 use super::table::{self, Shape};
@@ -301,15 +302,29 @@ fn resource(
         continue_token: req.query("continue").map(String::from),
     };
     let has_name = target.name.is_some();
+    // The body of a create or replace, decoded from JSON, YAML or (kubectl's typed
+    // generators) Kubernetes protobuf.
+    let mut object = None;
     if matches!(req.method.as_str(), "POST" | "PUT") {
         let ct = req.header("content-type").unwrap_or("application/json");
         let base = ct.split(';').next().unwrap_or("").trim();
-        if !matches!(base, "application/json" | "application/yaml" | "") {
-            return Err(ApiError::unsupported_media_type(
-                ct,
-                "application/json, application/yaml",
-            ));
-        }
+        object = Some(match base {
+            "application/json" | "application/yaml" | "" => parse_json(&req.body)?,
+            PROTOBUF => protobuf::decode(&req.body).map_err(|e| match e {
+                ProtobufError::UnknownKind(_) | ProtobufError::UnknownField { .. } => {
+                    ApiError::unsupported_media_type_because(ct, &e.to_string())
+                }
+                _ => ApiError::bad_request(format!(
+                    "the body of the request could not be decoded: {e}"
+                )),
+            })?,
+            _ => {
+                return Err(ApiError::unsupported_media_type(
+                    ct,
+                    "application/json, application/yaml, application/vnd.kubernetes.protobuf",
+                ))
+            }
+        });
     }
     match (req.method.as_str(), has_name) {
         ("GET", _) if is_watch(req) => watch(member, req, &target, shape),
@@ -322,12 +337,12 @@ fn resource(
             Ok(shaped_list(&target, list, shape, req))
         }
         ("POST", false) => {
-            let body = parse_json(&req.body)?;
+            let body = object.take().unwrap_or_default();
             let (code, obj) = api::create(&mut member.store(), &target, body, &write)?;
             Ok(Response::json(code, &obj))
         }
         ("PUT", true) => {
-            let body = parse_json(&req.body)?;
+            let body = object.take().unwrap_or_default();
             let (code, obj) = api::update(&mut member.store(), &target, body, &write)?;
             Ok(Response::json(code, &obj))
         }
@@ -377,6 +392,8 @@ fn resource(
         )),
     }
 }
+
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
 const PATCH_TYPES: &str =
     "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json";

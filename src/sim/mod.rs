@@ -26,7 +26,9 @@
 //!   within the DELETE request; pods have no grace period;
 //! - one served version per built-in kind (two for HorizontalPodAutoscaler), no conversion
 //!   webhooks, no admission webhooks, no RBAC (an authenticated user may do anything);
-//! - workloads roll out in one step after the member's delay; see [`workloads`].
+//! - workloads roll out in one step after the member's delay; see [`workloads`];
+//! - request bodies in Kubernetes protobuf (kubectl's `create` generators) are read for the kinds
+//!   in [`protobuf`]'s table only; other kinds get 415 (JSON and YAML work for every kind).
 
 // `ApiError` is the Status body of a response; boxing it everywhere buys nothing here.
 #![allow(clippy::result_large_err)]
@@ -44,6 +46,7 @@ pub mod http;
 pub mod kubeconfig;
 pub mod member;
 pub mod patch;
+pub mod protobuf;
 pub mod resources;
 pub mod seed;
 pub mod selector;

@@ -160,6 +160,16 @@ impl ApiError {
         )
     }
 
+    /// A body in a media type the server reads, but with content it cannot (the simulator's
+    /// protobuf covers a subset of kinds).
+    pub fn unsupported_media_type_because(content_type: &str, why: &str) -> Self {
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request ({content_type}) cannot be read: {why}"),
+        )
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         ApiError::new(410, "Expired", message)
     }
