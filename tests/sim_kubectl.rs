@@ -998,3 +998,42 @@ fn kubectl_create_generators_send_protobuf_and_it_is_understood() {
         "{err}"
     );
 }
+
+#[test]
+fn rollout_history_and_undo_follow_replica_set_revisions() {
+    let sim = start();
+    sim.apply("alpha", DEPLOYMENT, &[]);
+    let ready_with = |image: &'static str, revision: &'static str| {
+        eventually(
+            &format!("{image} rolled out as revision {revision}"),
+            || {
+                let d = sim.get_json("alpha", &["deploy", "api"]);
+                let c = &d["spec"]["template"]["spec"]["containers"][0];
+                (c["image"] == image
+                    && d["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                        == revision
+                    && d["status"]["updatedReplicas"] == 3
+                    && d["status"]["observedGeneration"] == d["metadata"]["generation"])
+                    .then_some(())
+            },
+        )
+    };
+    ready_with("nginx:1.27", "1");
+    let (code, _, err) = sim.kubectl("alpha", &["set", "image", "deploy/api", "api=nginx:1.28"]);
+    assert_eq!(code, 0, "{err}");
+    ready_with("nginx:1.28", "2");
+    let (code, out, err) = sim.kubectl("alpha", &["rollout", "history", "deploy/api"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\n1 ") && out.contains("\n2 "), "{out}");
+    // Undo brings revision 1's template back as revision 3 (a real controller renumbers it).
+    let (code, out, err) = sim.kubectl("alpha", &["rollout", "undo", "deploy/api"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rolled back"), "{out}");
+    ready_with("nginx:1.27", "3");
+    let (code, out, err) = sim.kubectl(
+        "alpha",
+        &["rollout", "status", "deploy/api", "--timeout=20s"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("successfully rolled out"), "{out}");
+}
