@@ -1037,3 +1037,77 @@ fn rollout_history_and_undo_follow_replica_set_revisions() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("successfully rolled out"), "{out}");
 }
+
+/// kubectl drain evicts through `pods/{name}/eviction` (protobuf bodies); a
+/// PodDisruptionBudget that would be broken answers 429.
+#[test]
+fn drain_evicts_pods_and_disruption_budgets_hold_them() {
+    let sim = start();
+    sim.apply("alpha", DEPLOYMENT, &[]);
+    let pods = eventually("three ready pods", || {
+        let d = sim.get_json("alpha", &["deploy", "api"]);
+        (d["status"]["readyReplicas"] == 3)
+            .then(|| sim.get_json("alpha", &["pods", "-l", "app=api"]))
+    });
+    let victim = pods["items"][0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let node = pods["items"][0]["spec"]["nodeName"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let (code, _, err) = sim.kubectl(
+        "alpha",
+        &[
+            "create",
+            "pdb",
+            "api",
+            "--selector=app=api",
+            "--min-available=3",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let token = sim.member("alpha")["token"].as_str().unwrap().to_string();
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": victim, "namespace": "default"}});
+    let r = sim.http(
+        "alpha",
+        "POST",
+        &format!("/api/v1/namespaces/default/pods/{victim}/eviction"),
+        Some(&token),
+        &[("Content-Type", "application/json")],
+        &eviction.to_string(),
+    );
+    assert_eq!(r.status, 429, "{}", r.body);
+    let s = r.json();
+    assert_eq!(s["reason"], "TooManyRequests");
+    assert_eq!(s["details"]["causes"][0]["reason"], "DisruptionBudget");
+    assert!(s["details"]["causes"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("needs 3 healthy pods and has 3"));
+    sim.get_json("alpha", &["pod", &victim]);
+
+    let (code, _, err) = sim.kubectl("alpha", &["delete", "pdb", "api"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = sim.kubectl(
+        "alpha",
+        &["drain", &node, "--ignore-daemonsets", "--timeout=20s"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("pod/{victim} evicted")), "{out}");
+    assert!(out.contains(&format!("node/{node} drained")), "{out}");
+    eventually("the pods replaced on another node", || {
+        let pods = sim.get_json("alpha", &["pods", "-l", "app=api"]);
+        let items = pods["items"].as_array().unwrap();
+        (items.len() == 3
+            && items.iter().all(|p| {
+                p["spec"]["nodeName"] != node.as_str() && p["status"]["phase"] == "Running"
+            }))
+        .then_some(())
+    });
+    let n = sim.get_json("alpha", &["node", &node]);
+    assert_eq!(n["spec"]["unschedulable"], true);
+}

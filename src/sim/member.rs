@@ -306,25 +306,19 @@ fn resource(
     // generators) Kubernetes protobuf.
     let mut object = None;
     if matches!(req.method.as_str(), "POST" | "PUT") {
-        let ct = req.header("content-type").unwrap_or("application/json");
-        let base = ct.split(';').next().unwrap_or("").trim();
-        object = Some(match base {
-            "application/json" | "application/yaml" | "" => parse_json(&req.body)?,
-            PROTOBUF => protobuf::decode(&req.body).map_err(|e| match e {
-                ProtobufError::UnknownKind(_) | ProtobufError::UnknownField { .. } => {
-                    ApiError::unsupported_media_type_because(ct, &e.to_string())
-                }
-                _ => ApiError::bad_request(format!(
-                    "the body of the request could not be decoded: {e}"
-                )),
-            })?,
-            _ => {
-                return Err(ApiError::unsupported_media_type(
-                    ct,
-                    "application/json, application/yaml, application/vnd.kubernetes.protobuf",
-                ))
-            }
-        });
+        object = Some(decode_body(req)?);
+    }
+    if target.subresource.as_deref() == Some("eviction") {
+        if req.method != "POST" {
+            return Err(ApiError::method_not_allowed(
+                &req.method,
+                &target.rt.group,
+                "pods/eviction",
+            ));
+        }
+        let eviction = object.take().unwrap_or_default();
+        let (code, status) = api::evict(&mut member.store(), &target, &eviction, &now)?;
+        return Ok(Response::json(code, &status));
     }
     match (req.method.as_str(), has_name) {
         ("GET", _) if is_watch(req) => watch(member, req, &target, shape),
@@ -360,7 +354,7 @@ fn resource(
                 ..Default::default()
             };
             if !req.body.is_empty() {
-                let body = parse_json(&req.body)?;
+                let body = decode_body(req)?;
                 if let Some(p) = body["propagationPolicy"].as_str() {
                     opts.propagation = Some(p.into());
                 }
@@ -410,6 +404,27 @@ fn default_manager(req: &Request) -> String {
         "unknown".into()
     } else {
         prefix.into()
+    }
+}
+
+/// A request body as JSON, by its content type: JSON, YAML or Kubernetes protobuf.
+fn decode_body(req: &Request) -> Result<Value, ApiError> {
+    let ct = req.header("content-type").unwrap_or("application/json");
+    let base = ct.split(';').next().unwrap_or("").trim();
+    match base {
+        "application/json" | "application/yaml" | "" => parse_json(&req.body),
+        PROTOBUF => protobuf::decode(&req.body).map_err(|e| match e {
+            ProtobufError::UnknownKind(_) | ProtobufError::UnknownField { .. } => {
+                ApiError::unsupported_media_type_because(ct, &e.to_string())
+            }
+            _ => {
+                ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))
+            }
+        }),
+        _ => Err(ApiError::unsupported_media_type(
+            ct,
+            "application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        )),
     }
 }
 

@@ -9,7 +9,8 @@
 //! apply with managed fields and conflicts, JSON merge, JSON and strategic merge patch)/delete/
 //! deletecollection on every built-in kind in [`resources`] and on any CRD applied to it, with
 //! `Status` errors, resourceVersion and generation as a real server keeps them, server-side
-//! `Table` printing, status and scale subresources, finalizers and owner-reference GC.
+//! `Table` printing, status and scale subresources, pod eviction with PodDisruptionBudgets,
+//! finalizers and owner-reference GC.
 //!
 //! What it must not know: anything of gitfleet. It is a Kubernetes API server, not a gitfleet
 //! fixture; it imports only `model::quantity` from the rest of the crate.

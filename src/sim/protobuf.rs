@@ -7,7 +7,8 @@
 //! object in the kind's own message (k8s.io/api `generated.proto`).
 //!
 //! Protobuf carries field numbers, not names, so decoding needs each message's schema. The
-//! table below covers the kinds kubectl's generators create and the messages they use; a kind
+//! table below covers the kinds kubectl's generators create, DeleteOptions and Eviction (kubectl
+//! drain), and the messages they use; a kind
 //! outside it, or a non-empty field it does not know, is a 415 naming them (never silently
 //! dropped). Go's protobuf encoding writes every non-pointer field, empty or not, so empty
 //! strings, zero non-pointer numbers and false non-pointer booleans are dropped, as Go's JSON
@@ -69,6 +70,9 @@ Subject: kind=1:s apiGroup=2:s name=3:s namespace=4:s
 RoleRef: apiGroup=1:s kind=2:s name=3:s
 PriorityClass: metadata=1:ObjectMeta value=2:I globalDefault=3:b description=4:s preemptionPolicy=5:s
 PodDisruptionBudget: metadata=1:ObjectMeta spec=2:PodDisruptionBudgetSpec status=3:x
+DeleteOptions: gracePeriodSeconds=1:I preconditions=2:Preconditions orphanDependents=3:B propagationPolicy=4:s dryRun=5:[s]
+Preconditions: uid=1:s resourceVersion=2:s
+Eviction: metadata=1:ObjectMeta deleteOptions=2:DeleteOptions
 PodDisruptionBudgetSpec: minAvailable=1:n selector=2:LabelSelector maxUnavailable=3:n unhealthyPodEvictionPolicy=4:s
 ";
 

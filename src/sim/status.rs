@@ -170,6 +170,19 @@ impl ApiError {
         )
     }
 
+    /// An eviction a PodDisruptionBudget forbids (429, which kubectl drain retries).
+    pub fn disruption_budget(pdb: &str, needs: i64, has: i64) -> Self {
+        ApiError::new(
+            429,
+            "TooManyRequests",
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+        )
+        .with_details(json!({"causes": [{
+            "reason": "DisruptionBudget",
+            "message": format!("The disruption budget {pdb} needs {needs} healthy pods and has {has} currently"),
+        }]}))
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         ApiError::new(410, "Expired", message)
     }
