@@ -1111,3 +1111,142 @@ fn drain_evicts_pods_and_disruption_budgets_hold_them() {
     let n = sim.get_json("alpha", &["node", &node]);
     assert_eq!(n["spec"]["unschedulable"], true);
 }
+
+/// Requests use up the nodes' allocatable CPU: what does not fit stays Pending, as the
+/// scheduler leaves it.
+#[test]
+fn pods_that_do_not_fit_stay_pending_and_the_deployment_is_partly_ready() {
+    let sim = start();
+    // Two schedulable 4-CPU nodes (the third is NotReady and tainted) hold eight 1-CPU pods.
+    let big = DEPLOYMENT
+        .replace("replicas: 3", "replicas: 10")
+        .replace("cpu: 500m", "cpu: \"1\"");
+    sim.apply("alpha", &big, &[]);
+    let pods = eventually("8 running and 2 pending", || {
+        let pods = sim.get_json("alpha", &["pods", "-l", "app=api"]);
+        let items = pods["items"].as_array().unwrap().clone();
+        let running = items
+            .iter()
+            .filter(|p| p["status"]["phase"] == "Running")
+            .count();
+        let pending = items
+            .iter()
+            .filter(|p| p["status"]["phase"] == "Pending")
+            .count();
+        (running == 8 && pending == 2).then_some(items)
+    });
+    let pending = pods
+        .iter()
+        .find(|p| p["status"]["phase"] == "Pending")
+        .unwrap();
+    assert!(pending["spec"].get("nodeName").is_none(), "{pending}");
+    let scheduled = pending["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .expect("a PodScheduled condition");
+    assert_eq!(scheduled["status"], "False");
+    assert_eq!(scheduled["reason"], "Unschedulable");
+    assert!(
+        scheduled["message"]
+            .as_str()
+            .unwrap()
+            .contains("Insufficient cpu"),
+        "{scheduled}"
+    );
+    let d = eventually("the Deployment's status", || {
+        let d = sim.get_json("alpha", &["deploy", "api"]);
+        (d["status"]["readyReplicas"] == 8).then_some(d)
+    });
+    assert_eq!(d["status"]["replicas"], 10);
+    assert_eq!(d["status"]["unavailableReplicas"], 2);
+}
+
+/// `kubectl get --watch` (a real watch from kubectl) sees changes as they happen.
+#[test]
+fn kubectl_get_watch_prints_events_as_they_happen() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    let sim = start();
+    // kubectl prints nothing for an empty list, so there is one object before it starts.
+    sim.apply(
+        "alpha",
+        &configmap("w1", json!({"watched": "yes"}), json!({"a": "1"})),
+        &[],
+    );
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&sim.kubeconfig)
+        .args([
+            "--context",
+            "alpha",
+            "get",
+            "cm",
+            "-l",
+            "watched=yes",
+            "--watch",
+            "--output-watch-events",
+        ])
+        .env("KUBECACHEDIR", sim.dir.path().join("kube-cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl runs");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut next = |what: &str| -> String {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("kubectl --watch printed no {what}; so far {seen:?}"));
+        seen.push(line.clone());
+        line
+    };
+    // The header, then the listed object as ADDED; the watch starts from the list's
+    // resourceVersion, so no later change is missed whenever it begins.
+    let header = next("header");
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["EVENT", "NAME", "DATA", "AGE"]
+    );
+    let added = next("ADDED");
+    assert_eq!(
+        added.split_whitespace().take(3).collect::<Vec<_>>(),
+        ["ADDED", "w1", "1"]
+    );
+    sim.apply(
+        "alpha",
+        &configmap("w1", json!({"watched": "yes"}), json!({"a": "1", "b": "2"})),
+        &[],
+    );
+    let modified = next("MODIFIED");
+    assert_eq!(
+        modified.split_whitespace().take(3).collect::<Vec<_>>(),
+        ["MODIFIED", "w1", "2"]
+    );
+    // Not selected: no event.
+    sim.apply(
+        "alpha",
+        &configmap("other", json!({}), json!({"a": "9"})),
+        &[],
+    );
+    let (code, _, err) = sim.kubectl("alpha", &["delete", "cm", "w1"]);
+    assert_eq!(code, 0, "{err}");
+    let deleted = next("DELETED");
+    assert_eq!(
+        deleted.split_whitespace().take(3).collect::<Vec<_>>(),
+        ["DELETED", "w1", "2"]
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
