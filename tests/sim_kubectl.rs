@@ -1250,3 +1250,49 @@ fn kubectl_get_watch_prints_events_as_they_happen() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A watch with a label selector sees an object leave it as DELETED and come back as ADDED,
+/// as the API server's watch cache reports it.
+#[test]
+fn a_selective_watch_sees_objects_enter_and_leave_the_selection() {
+    let sim = start();
+    let token = sim.member("alpha")["token"].as_str().unwrap().to_string();
+    sim.apply(
+        "alpha",
+        &configmap("s", json!({"team": "a"}), json!({})),
+        &[],
+    );
+    let r = sim.http(
+        "alpha",
+        "GET",
+        "/api/v1/namespaces/default/configmaps?labelSelector=team%3Da",
+        Some(&token),
+        &[],
+        "",
+    );
+    let rv = r.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let relabel = |team: &str| {
+        let (code, _, err) = sim.kubectl(
+            "alpha",
+            &["label", "cm", "s", &format!("team={team}"), "--overwrite"],
+        );
+        assert_eq!(code, 0, "{err}");
+    };
+    let events = sim.watch_events(
+        "alpha",
+        &format!("/api/v1/namespaces/default/configmaps?watch=true&labelSelector=team%3Da&resourceVersion={rv}"),
+        || {
+            relabel("b");
+            relabel("c");
+            relabel("a");
+        },
+        |events| events.len() >= 2,
+    );
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["DELETED", "ADDED"], "{events:?}");
+    assert_eq!(events[0]["object"]["metadata"]["labels"]["team"], "b");
+    assert_eq!(events[1]["object"]["metadata"]["labels"]["team"], "a");
+}
