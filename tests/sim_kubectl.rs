@@ -1296,3 +1296,30 @@ fn a_selective_watch_sees_objects_enter_and_leave_the_selection() {
     assert_eq!(events[0]["object"]["metadata"]["labels"]["team"], "b");
     assert_eq!(events[1]["object"]["metadata"]["labels"]["team"], "a");
 }
+
+/// Simulated containers print nothing; kubectl logs reads that (and the API server's errors).
+#[test]
+fn kubectl_logs_reads_an_empty_log_and_the_servers_errors() {
+    let sim = start();
+    sim.apply("alpha", DEPLOYMENT, &[]);
+    let pod = eventually("a running pod", || {
+        let pods = sim.get_json("alpha", &["pods", "-l", "app=api"]);
+        pods["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["status"]["phase"] == "Running")
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+    });
+    let (code, out, err) = sim.kubectl("alpha", &["logs", &pod]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    let (code, _, err) = sim.kubectl("alpha", &["logs", &pod, "-c", "nope"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(&format!("container nope is not valid for pod {pod}")),
+        "{err}"
+    );
+    let (code, _, err) = sim.kubectl("alpha", &["logs", "missing"]);
+    assert_ne!(code, 0);
+    assert!(err.contains(r#"pods "missing" not found"#), "{err}");
+}

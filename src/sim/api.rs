@@ -1040,6 +1040,70 @@ pub fn remove_object(store: &mut Store, key: &ObjKey) -> Option<Value> {
 
 /// Garbage collection: dependents of `owner_uid` are deleted (Background/Foreground) or lose the
 /// owner reference (Orphan).
+/// A container's log (`GET pods/{name}/log`). Simulated containers print nothing, so a started
+/// container's log is empty; the errors are the API server's: an unknown container, a missing
+/// container name when the pod has several, a container still waiting to start.
+pub fn pod_log(store: &Store, t: &Target, container: Option<&str>) -> ApiResult<String> {
+    let name = t.name()?.to_string();
+    let pod_target = Target {
+        subresource: None,
+        ..t.clone()
+    };
+    let pod = store
+        .get(&pod_target.key(&name))
+        .ok_or_else(|| pod_target.not_found(&name))?;
+    let names: Vec<&str> = ["initContainers", "containers"]
+        .iter()
+        .flat_map(|f| pod["spec"][*f].as_array().into_iter().flatten())
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    let container = match container.filter(|c| !c.is_empty()) {
+        Some(c) if names.contains(&c) => c.to_string(),
+        Some(c) => {
+            return Err(ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )))
+        }
+        None => match pod["spec"]["containers"].as_array().map(Vec::as_slice) {
+            Some([one]) => one["name"].as_str().unwrap_or_default().to_string(),
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "a container name must be specified for pod {name}, choose one of: [{}]",
+                    names.join(" ")
+                )))
+            }
+        },
+    };
+    if pod["spec"]["nodeName"]
+        .as_str()
+        .unwrap_or_default()
+        .is_empty()
+    {
+        // Not scheduled: the API server has no kubelet to ask and answers with nothing.
+        return Ok(String::new());
+    }
+    let started = pod["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(
+            pod["status"]["initContainerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten(),
+        )
+        .any(|s| {
+            s["name"] == container.as_str()
+                && (s["state"]["running"].is_object() || s["state"]["terminated"].is_object())
+        });
+    if !started {
+        return Err(ApiError::bad_request(format!(
+            "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
+        )));
+    }
+    Ok(String::new())
+}
+
 /// Evicts a pod (`POST pods/{name}/eviction`): deletes it with the Eviction's delete options,
 /// unless a PodDisruptionBudget selecting it would drop below what it needs (429, as the
 /// eviction API answers; clients such as kubectl drain retry).

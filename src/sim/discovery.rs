@@ -143,6 +143,7 @@ fn sub_verbs(sub: &str) -> Vec<&'static str> {
     match sub {
         "finalize" => vec!["update"],
         "eviction" => vec!["create"],
+        "log" => vec!["get"],
         _ => vec!["get", "patch", "update"],
     }
 }
@@ -289,7 +290,7 @@ pub fn openapi_group_version(reg: &Registry, group: &str, version: &str) -> Opti
             }),
         );
         for sub in &r.subresources {
-            if sub == "finalize" || sub == "eviction" {
+            if matches!(sub.as_str(), "finalize" | "eviction" | "log") {
                 continue;
             }
             paths.insert(

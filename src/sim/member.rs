@@ -308,6 +308,17 @@ fn resource(
     if matches!(req.method.as_str(), "POST" | "PUT") {
         object = Some(decode_body(req)?);
     }
+    if target.subresource.as_deref() == Some("log") {
+        if req.method != "GET" {
+            return Err(ApiError::method_not_allowed(
+                &req.method,
+                &target.rt.group,
+                "pods/log",
+            ));
+        }
+        let log = api::pod_log(&member.store(), &target, req.query("container"))?;
+        return Ok(Response::bytes(200, "text/plain", log.into_bytes()));
+    }
     if target.subresource.as_deref() == Some("eviction") {
         if req.method != "POST" {
             return Err(ApiError::method_not_allowed(
