@@ -1323,3 +1323,63 @@ fn kubectl_logs_reads_an_empty_log_and_the_servers_errors() {
     assert_ne!(code, 0);
     assert!(err.contains(r#"pods "missing" not found"#), "{err}");
 }
+
+/// examples/sim-fleet.yaml serves the sample fleet's eight members with the node counts and
+/// allocatable CPU of its inventory (examples/fleet-repo/.inventory/inventory.yaml).
+#[test]
+fn the_example_fleet_matches_the_sample_inventory() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sim = SimFleet::start_file(
+        &root.join("examples/sim-fleet.yaml"),
+        tempfile::tempdir().unwrap(),
+    );
+    let inventory: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(root.join("examples/fleet-repo/.inventory/inventory.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    let members = ureq::get(&format!("{}/members", sim.admin))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    let members: Value = serde_json::from_str(&members).unwrap();
+    let members = members["members"].as_array().unwrap();
+    assert_eq!(members.len(), 8);
+    for cluster in inventory["clusters"].as_array().unwrap() {
+        let name = cluster["name"].as_str().unwrap();
+        let member = members
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is not simulated"));
+        // The flaky member's injected errors are switched off, so kubectl's answers are certain.
+        sim.set_faults(name, json!({"errorRate": 0.0}));
+        let context = member["context"].as_str().unwrap();
+        let nodes = sim.get_json(context, &["nodes"]);
+        let nodes = nodes["items"].as_array().unwrap();
+        let props = &cluster["properties"];
+        assert_eq!(
+            nodes.len().to_string(),
+            props["kubernetes-fleet.io/node-count"].as_str().unwrap(),
+            "{name}"
+        );
+        let cpu: u64 = nodes
+            .iter()
+            .map(|n| {
+                n["status"]["allocatable"]["cpu"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+            })
+            .sum();
+        assert_eq!(
+            cpu.to_string(),
+            props["resources.kubernetes-fleet.io/allocatable-cpu"]
+                .as_str()
+                .unwrap(),
+            "{name}"
+        );
+    }
+}
