@@ -899,3 +899,487 @@ fn injected_errors_503_429_and_latency() {
     assert!(out.contains("default"));
     assert_eq!(sim.member("beta")["faults"]["latencyMs"], 100);
 }
+
+/// kubectl's typed generators send protobuf, which a real API server reads for every built-in
+/// kind; the simulator reads it for the kinds those generators create.
+#[test]
+fn kubectl_create_generators_send_protobuf_and_it_is_understood() {
+    let sim = start();
+    for args in [
+        &["create", "namespace", "shop"][..],
+        &[
+            "create",
+            "configmap",
+            "settings",
+            "-n",
+            "shop",
+            "--from-literal=mode=fast",
+        ],
+        &[
+            "create",
+            "secret",
+            "generic",
+            "creds",
+            "-n",
+            "shop",
+            "--from-literal=password=hunter2",
+        ],
+        &[
+            "create",
+            "deployment",
+            "web",
+            "-n",
+            "shop",
+            "--image=nginx:1.27",
+            "--replicas=2",
+            "--port=80",
+        ],
+        &[
+            "create",
+            "service",
+            "clusterip",
+            "web",
+            "-n",
+            "shop",
+            "--tcp=80:8080",
+        ],
+        &[
+            "create",
+            "role",
+            "reader",
+            "-n",
+            "shop",
+            "--verb=get",
+            "--resource=pods",
+        ],
+        &["create", "priorityclass", "high", "--value=1000"],
+    ] {
+        let (code, out, err) = sim.kubectl("alpha", args);
+        assert_eq!(code, 0, "kubectl {args:?}: {err}");
+        assert!(out.contains("created"), "{out}");
+    }
+    let cm = sim.get_json("alpha", &["cm", "settings", "-n", "shop"]);
+    assert_eq!(cm["data"], json!({"mode": "fast"}));
+    let secret = sim.get_json("alpha", &["secret", "creds", "-n", "shop"]);
+    assert_eq!(secret["type"], "Opaque");
+    assert_eq!(secret["data"]["password"], "aHVudGVyMg==");
+    let svc = sim.get_json("alpha", &["svc", "web", "-n", "shop"]);
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080);
+    assert_eq!(
+        sim.get_json("alpha", &["priorityclass", "high"])["value"],
+        1000
+    );
+    let d = eventually("the created Deployment ready", || {
+        let d = sim.get_json("alpha", &["deploy", "web", "-n", "shop"]);
+        (d["status"]["readyReplicas"] == 2).then_some(d)
+    });
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["image"], "nginx:1.27");
+    assert_eq!(
+        c["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}])
+    );
+
+    // A kind outside the simulator's protobuf table is refused by name, not half-read.
+    let (code, _, err) = sim.kubectl(
+        "alpha",
+        &[
+            "create",
+            "ingress",
+            "web",
+            "-n",
+            "shop",
+            "--rule=shop.example/=web:80",
+        ],
+    );
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(r#"does not decode protobuf for kind "Ingress""#),
+        "{err}"
+    );
+}
+
+#[test]
+fn rollout_history_and_undo_follow_replica_set_revisions() {
+    let sim = start();
+    sim.apply("alpha", DEPLOYMENT, &[]);
+    let ready_with = |image: &'static str, revision: &'static str| {
+        eventually(
+            &format!("{image} rolled out as revision {revision}"),
+            || {
+                let d = sim.get_json("alpha", &["deploy", "api"]);
+                let c = &d["spec"]["template"]["spec"]["containers"][0];
+                (c["image"] == image
+                    && d["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                        == revision
+                    && d["status"]["updatedReplicas"] == 3
+                    && d["status"]["observedGeneration"] == d["metadata"]["generation"])
+                    .then_some(())
+            },
+        )
+    };
+    ready_with("nginx:1.27", "1");
+    let (code, _, err) = sim.kubectl("alpha", &["set", "image", "deploy/api", "api=nginx:1.28"]);
+    assert_eq!(code, 0, "{err}");
+    ready_with("nginx:1.28", "2");
+    let (code, out, err) = sim.kubectl("alpha", &["rollout", "history", "deploy/api"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\n1 ") && out.contains("\n2 "), "{out}");
+    // Undo brings revision 1's template back as revision 3 (a real controller renumbers it).
+    let (code, out, err) = sim.kubectl("alpha", &["rollout", "undo", "deploy/api"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rolled back"), "{out}");
+    ready_with("nginx:1.27", "3");
+    let (code, out, err) = sim.kubectl(
+        "alpha",
+        &["rollout", "status", "deploy/api", "--timeout=20s"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("successfully rolled out"), "{out}");
+}
+
+/// kubectl drain evicts through `pods/{name}/eviction` (protobuf bodies); a
+/// PodDisruptionBudget that would be broken answers 429.
+#[test]
+fn drain_evicts_pods_and_disruption_budgets_hold_them() {
+    let sim = start();
+    sim.apply("alpha", DEPLOYMENT, &[]);
+    let pods = eventually("three ready pods", || {
+        let d = sim.get_json("alpha", &["deploy", "api"]);
+        (d["status"]["readyReplicas"] == 3)
+            .then(|| sim.get_json("alpha", &["pods", "-l", "app=api"]))
+    });
+    let victim = pods["items"][0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let node = pods["items"][0]["spec"]["nodeName"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let (code, _, err) = sim.kubectl(
+        "alpha",
+        &[
+            "create",
+            "pdb",
+            "api",
+            "--selector=app=api",
+            "--min-available=3",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let token = sim.member("alpha")["token"].as_str().unwrap().to_string();
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": victim, "namespace": "default"}});
+    let r = sim.http(
+        "alpha",
+        "POST",
+        &format!("/api/v1/namespaces/default/pods/{victim}/eviction"),
+        Some(&token),
+        &[("Content-Type", "application/json")],
+        &eviction.to_string(),
+    );
+    assert_eq!(r.status, 429, "{}", r.body);
+    let s = r.json();
+    assert_eq!(s["reason"], "TooManyRequests");
+    assert_eq!(s["details"]["causes"][0]["reason"], "DisruptionBudget");
+    assert!(s["details"]["causes"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("needs 3 healthy pods and has 3"));
+    sim.get_json("alpha", &["pod", &victim]);
+
+    let (code, _, err) = sim.kubectl("alpha", &["delete", "pdb", "api"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = sim.kubectl(
+        "alpha",
+        &["drain", &node, "--ignore-daemonsets", "--timeout=20s"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("pod/{victim} evicted")), "{out}");
+    assert!(out.contains(&format!("node/{node} drained")), "{out}");
+    eventually("the pods replaced on another node", || {
+        let pods = sim.get_json("alpha", &["pods", "-l", "app=api"]);
+        let items = pods["items"].as_array().unwrap();
+        (items.len() == 3
+            && items.iter().all(|p| {
+                p["spec"]["nodeName"] != node.as_str() && p["status"]["phase"] == "Running"
+            }))
+        .then_some(())
+    });
+    let n = sim.get_json("alpha", &["node", &node]);
+    assert_eq!(n["spec"]["unschedulable"], true);
+}
+
+/// Requests use up the nodes' allocatable CPU: what does not fit stays Pending, as the
+/// scheduler leaves it.
+#[test]
+fn pods_that_do_not_fit_stay_pending_and_the_deployment_is_partly_ready() {
+    let sim = start();
+    // Two schedulable 4-CPU nodes (the third is NotReady and tainted) hold eight 1-CPU pods.
+    let big = DEPLOYMENT
+        .replace("replicas: 3", "replicas: 10")
+        .replace("cpu: 500m", "cpu: \"1\"");
+    sim.apply("alpha", &big, &[]);
+    let pods = eventually("8 running and 2 pending", || {
+        let pods = sim.get_json("alpha", &["pods", "-l", "app=api"]);
+        let items = pods["items"].as_array().unwrap().clone();
+        let running = items
+            .iter()
+            .filter(|p| p["status"]["phase"] == "Running")
+            .count();
+        let pending = items
+            .iter()
+            .filter(|p| p["status"]["phase"] == "Pending")
+            .count();
+        (running == 8 && pending == 2).then_some(items)
+    });
+    let pending = pods
+        .iter()
+        .find(|p| p["status"]["phase"] == "Pending")
+        .unwrap();
+    assert!(pending["spec"].get("nodeName").is_none(), "{pending}");
+    let scheduled = pending["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .expect("a PodScheduled condition");
+    assert_eq!(scheduled["status"], "False");
+    assert_eq!(scheduled["reason"], "Unschedulable");
+    assert!(
+        scheduled["message"]
+            .as_str()
+            .unwrap()
+            .contains("Insufficient cpu"),
+        "{scheduled}"
+    );
+    let d = eventually("the Deployment's status", || {
+        let d = sim.get_json("alpha", &["deploy", "api"]);
+        (d["status"]["readyReplicas"] == 8).then_some(d)
+    });
+    assert_eq!(d["status"]["replicas"], 10);
+    assert_eq!(d["status"]["unavailableReplicas"], 2);
+}
+
+/// `kubectl get --watch` (a real watch from kubectl) sees changes as they happen.
+#[test]
+fn kubectl_get_watch_prints_events_as_they_happen() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    let sim = start();
+    // kubectl prints nothing for an empty list, so there is one object before it starts.
+    sim.apply(
+        "alpha",
+        &configmap("w1", json!({"watched": "yes"}), json!({"a": "1"})),
+        &[],
+    );
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&sim.kubeconfig)
+        .args([
+            "--context",
+            "alpha",
+            "get",
+            "cm",
+            "-l",
+            "watched=yes",
+            "--watch",
+            "--output-watch-events",
+        ])
+        .env("KUBECACHEDIR", sim.dir.path().join("kube-cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl runs");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut next = |what: &str| -> String {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("kubectl --watch printed no {what}; so far {seen:?}"));
+        seen.push(line.clone());
+        line
+    };
+    // The header, then the listed object as ADDED; the watch starts from the list's
+    // resourceVersion, so no later change is missed whenever it begins.
+    let header = next("header");
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["EVENT", "NAME", "DATA", "AGE"]
+    );
+    let added = next("ADDED");
+    assert_eq!(
+        added.split_whitespace().take(3).collect::<Vec<_>>(),
+        ["ADDED", "w1", "1"]
+    );
+    sim.apply(
+        "alpha",
+        &configmap("w1", json!({"watched": "yes"}), json!({"a": "1", "b": "2"})),
+        &[],
+    );
+    let modified = next("MODIFIED");
+    assert_eq!(
+        modified.split_whitespace().take(3).collect::<Vec<_>>(),
+        ["MODIFIED", "w1", "2"]
+    );
+    // Not selected: no event.
+    sim.apply(
+        "alpha",
+        &configmap("other", json!({}), json!({"a": "9"})),
+        &[],
+    );
+    let (code, _, err) = sim.kubectl("alpha", &["delete", "cm", "w1"]);
+    assert_eq!(code, 0, "{err}");
+    let deleted = next("DELETED");
+    assert_eq!(
+        deleted.split_whitespace().take(3).collect::<Vec<_>>(),
+        ["DELETED", "w1", "2"]
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A watch with a label selector sees an object leave it as DELETED and come back as ADDED,
+/// as the API server's watch cache reports it.
+#[test]
+fn a_selective_watch_sees_objects_enter_and_leave_the_selection() {
+    let sim = start();
+    let token = sim.member("alpha")["token"].as_str().unwrap().to_string();
+    sim.apply(
+        "alpha",
+        &configmap("s", json!({"team": "a"}), json!({})),
+        &[],
+    );
+    let r = sim.http(
+        "alpha",
+        "GET",
+        "/api/v1/namespaces/default/configmaps?labelSelector=team%3Da",
+        Some(&token),
+        &[],
+        "",
+    );
+    let rv = r.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let relabel = |team: &str| {
+        let (code, _, err) = sim.kubectl(
+            "alpha",
+            &["label", "cm", "s", &format!("team={team}"), "--overwrite"],
+        );
+        assert_eq!(code, 0, "{err}");
+    };
+    let events = sim.watch_events(
+        "alpha",
+        &format!("/api/v1/namespaces/default/configmaps?watch=true&labelSelector=team%3Da&resourceVersion={rv}"),
+        || {
+            relabel("b");
+            relabel("c");
+            relabel("a");
+        },
+        |events| events.len() >= 2,
+    );
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["DELETED", "ADDED"], "{events:?}");
+    assert_eq!(events[0]["object"]["metadata"]["labels"]["team"], "b");
+    assert_eq!(events[1]["object"]["metadata"]["labels"]["team"], "a");
+}
+
+/// Simulated containers print nothing; kubectl logs reads that (and the API server's errors).
+#[test]
+fn kubectl_logs_reads_an_empty_log_and_the_servers_errors() {
+    let sim = start();
+    sim.apply("alpha", DEPLOYMENT, &[]);
+    let pod = eventually("a running pod", || {
+        let pods = sim.get_json("alpha", &["pods", "-l", "app=api"]);
+        pods["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["status"]["phase"] == "Running")
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+    });
+    let (code, out, err) = sim.kubectl("alpha", &["logs", &pod]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    let (code, _, err) = sim.kubectl("alpha", &["logs", &pod, "-c", "nope"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(&format!("container nope is not valid for pod {pod}")),
+        "{err}"
+    );
+    let (code, _, err) = sim.kubectl("alpha", &["logs", "missing"]);
+    assert_ne!(code, 0);
+    assert!(err.contains(r#"pods "missing" not found"#), "{err}");
+}
+
+/// examples/sim-fleet.yaml serves the sample fleet's eight members with the node counts and
+/// allocatable CPU of its inventory (examples/fleet-repo/.inventory/inventory.yaml).
+#[test]
+fn the_example_fleet_matches_the_sample_inventory() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sim = SimFleet::start_file(
+        &root.join("examples/sim-fleet.yaml"),
+        tempfile::tempdir().unwrap(),
+    );
+    let inventory: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(root.join("examples/fleet-repo/.inventory/inventory.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    let members = ureq::get(&format!("{}/members", sim.admin))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    let members: Value = serde_json::from_str(&members).unwrap();
+    let members = members["members"].as_array().unwrap();
+    assert_eq!(members.len(), 8);
+    for cluster in inventory["clusters"].as_array().unwrap() {
+        let name = cluster["name"].as_str().unwrap();
+        let member = members
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is not simulated"));
+        // The flaky member's injected errors are switched off, so kubectl's answers are certain.
+        sim.set_faults(name, json!({"errorRate": 0.0}));
+        let context = member["context"].as_str().unwrap();
+        let nodes = sim.get_json(context, &["nodes"]);
+        let nodes = nodes["items"].as_array().unwrap();
+        let props = &cluster["properties"];
+        assert_eq!(
+            nodes.len().to_string(),
+            props["kubernetes-fleet.io/node-count"].as_str().unwrap(),
+            "{name}"
+        );
+        let cpu: u64 = nodes
+            .iter()
+            .map(|n| {
+                n["status"]["allocatable"]["cpu"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+            })
+            .sum();
+        assert_eq!(
+            cpu.to_string(),
+            props["resources.kubernetes-fleet.io/allocatable-cpu"]
+                .as_str()
+                .unwrap(),
+            "{name}"
+        );
+    }
+}

@@ -1040,6 +1040,172 @@ pub fn remove_object(store: &mut Store, key: &ObjKey) -> Option<Value> {
 
 /// Garbage collection: dependents of `owner_uid` are deleted (Background/Foreground) or lose the
 /// owner reference (Orphan).
+/// A container's log (`GET pods/{name}/log`). Simulated containers print nothing, so a started
+/// container's log is empty; the errors are the API server's: an unknown container, a missing
+/// container name when the pod has several, a container still waiting to start.
+pub fn pod_log(store: &Store, t: &Target, container: Option<&str>) -> ApiResult<String> {
+    let name = t.name()?.to_string();
+    let pod_target = Target {
+        subresource: None,
+        ..t.clone()
+    };
+    let pod = store
+        .get(&pod_target.key(&name))
+        .ok_or_else(|| pod_target.not_found(&name))?;
+    let names: Vec<&str> = ["initContainers", "containers"]
+        .iter()
+        .flat_map(|f| pod["spec"][*f].as_array().into_iter().flatten())
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    let container = match container.filter(|c| !c.is_empty()) {
+        Some(c) if names.contains(&c) => c.to_string(),
+        Some(c) => {
+            return Err(ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )))
+        }
+        None => match pod["spec"]["containers"].as_array().map(Vec::as_slice) {
+            Some([one]) => one["name"].as_str().unwrap_or_default().to_string(),
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "a container name must be specified for pod {name}, choose one of: [{}]",
+                    names.join(" ")
+                )))
+            }
+        },
+    };
+    if pod["spec"]["nodeName"]
+        .as_str()
+        .unwrap_or_default()
+        .is_empty()
+    {
+        // Not scheduled: the API server has no kubelet to ask and answers with nothing.
+        return Ok(String::new());
+    }
+    let started = pod["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(
+            pod["status"]["initContainerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten(),
+        )
+        .any(|s| {
+            s["name"] == container.as_str()
+                && (s["state"]["running"].is_object() || s["state"]["terminated"].is_object())
+        });
+    if !started {
+        return Err(ApiError::bad_request(format!(
+            "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
+        )));
+    }
+    Ok(String::new())
+}
+
+/// Evicts a pod (`POST pods/{name}/eviction`): deletes it with the Eviction's delete options,
+/// unless a PodDisruptionBudget selecting it would drop below what it needs (429, as the
+/// eviction API answers; clients such as kubectl drain retry).
+pub fn evict(
+    store: &mut Store,
+    t: &Target,
+    eviction: &Value,
+    now: &str,
+) -> ApiResult<(u16, Value)> {
+    let name = t.name()?.to_string();
+    if eviction["metadata"]["name"]
+        .as_str()
+        .is_some_and(|n| !n.is_empty() && n != name)
+    {
+        return Err(ApiError::bad_request(
+            "name in URL does not match name in Eviction object",
+        ));
+    }
+    let pod_target = Target {
+        subresource: None,
+        ..t.clone()
+    };
+    let pod = store
+        .get(&pod_target.key(&name))
+        .cloned()
+        .ok_or_else(|| pod_target.not_found(&name))?;
+    let d = &eviction["deleteOptions"];
+    let opts = DeleteOptions {
+        propagation: d["propagationPolicy"].as_str().map(String::from),
+        dry_run: d["dryRun"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "All")),
+        precondition_uid: d["preconditions"]["uid"].as_str().map(String::from),
+        precondition_rv: d["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(String::from),
+    };
+    if pod_ready_for_budget(&pod) {
+        check_disruption_budgets(store, &pod)?;
+    }
+    delete(store, &pod_target, &opts, now)?;
+    Ok((
+        201,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
+}
+
+fn pod_ready_for_budget(p: &Value) -> bool {
+    p["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+/// A ready pod may go only if every budget selecting it keeps what it needs: healthy pods
+/// after the eviction >= minAvailable, or unhealthy <= maxUnavailable (percentages of the pods
+/// the budget selects).
+fn check_disruption_budgets(store: &Store, pod: &Value) -> ApiResult<()> {
+    let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+    let labels = &pod["metadata"]["labels"];
+    for (_, pdb) in store.list("policy", "poddisruptionbudgets", Some(ns)) {
+        let selector = &pdb["spec"]["selector"];
+        if selector.is_null() || !super::defaults::selector_matches(selector, labels) {
+            continue;
+        }
+        let selected: Vec<&Value> = store
+            .list("", "pods", Some(ns))
+            .map(|(_, p)| p)
+            .filter(|p| super::defaults::selector_matches(selector, &p["metadata"]["labels"]))
+            .collect();
+        let expected = selected.len() as i64;
+        let healthy = selected.iter().filter(|p| pod_ready_for_budget(p)).count() as i64;
+        let of = |v: &Value, round_up: bool| -> Option<i64> {
+            match v {
+                Value::Number(n) => n.as_i64(),
+                Value::String(s) => {
+                    let pct: i64 = s.strip_suffix('%')?.parse().ok()?;
+                    let scaled = expected * pct;
+                    Some(if round_up {
+                        (scaled + 99) / 100
+                    } else {
+                        scaled / 100
+                    })
+                }
+                _ => None,
+            }
+        };
+        let desired_healthy = if let Some(min) = of(&pdb["spec"]["minAvailable"], true) {
+            min
+        } else if let Some(max) = of(&pdb["spec"]["maxUnavailable"], true) {
+            expected - max
+        } else {
+            continue;
+        };
+        if healthy - 1 < desired_healthy {
+            let name = pdb["metadata"]["name"].as_str().unwrap_or_default();
+            return Err(ApiError::disruption_budget(name, desired_healthy, healthy));
+        }
+    }
+    Ok(())
+}
+
 pub fn delete_dependents(store: &mut Store, owner_uid: &str, policy: &str) {
     if owner_uid.is_empty() {
         return;

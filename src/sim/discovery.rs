@@ -114,7 +114,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
                 "kind": kind,
                 "verbs": sub_verbs(sub),
             });
-            if sub == "scale" {
+            if sub == "scale" || sub == "eviction" {
                 e["group"] = json!(g);
                 e["version"] = json!(v);
             }
@@ -132,6 +132,8 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
 fn sub_kind(r: &ResourceType, sub: &str) -> (String, String, String) {
     if sub == "scale" {
         ("Scale".into(), "autoscaling".into(), "v1".into())
+    } else if sub == "eviction" {
+        ("Eviction".into(), "policy".into(), "v1".into())
     } else {
         (r.kind.clone(), r.group.clone(), r.version.clone())
     }
@@ -140,6 +142,8 @@ fn sub_kind(r: &ResourceType, sub: &str) -> (String, String, String) {
 fn sub_verbs(sub: &str) -> Vec<&'static str> {
     match sub {
         "finalize" => vec!["update"],
+        "eviction" => vec!["create"],
+        "log" => vec!["get"],
         _ => vec!["get", "patch", "update"],
     }
 }
@@ -286,7 +290,7 @@ pub fn openapi_group_version(reg: &Registry, group: &str, version: &str) -> Opti
             }),
         );
         for sub in &r.subresources {
-            if sub == "finalize" {
+            if matches!(sub.as_str(), "finalize" | "eviction" | "log") {
                 continue;
             }
             paths.insert(

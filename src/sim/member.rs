@@ -18,6 +18,7 @@ use super::faults::FaultState;
 use super::fleet_file::{Faults, MemberSpec};
 use super::http::{self, Body, Handler, Request, Response};
 use super::patch::PatchType;
+use super::protobuf::{self, ProtobufError};
 use super::status::ApiError;
 use super::store::{Event, EventType, Store};
 use super::table::{self, Shape};
@@ -301,15 +302,34 @@ fn resource(
         continue_token: req.query("continue").map(String::from),
     };
     let has_name = target.name.is_some();
+    // The body of a create or replace, decoded from JSON, YAML or (kubectl's typed
+    // generators) Kubernetes protobuf.
+    let mut object = None;
     if matches!(req.method.as_str(), "POST" | "PUT") {
-        let ct = req.header("content-type").unwrap_or("application/json");
-        let base = ct.split(';').next().unwrap_or("").trim();
-        if !matches!(base, "application/json" | "application/yaml" | "") {
-            return Err(ApiError::unsupported_media_type(
-                ct,
-                "application/json, application/yaml",
+        object = Some(decode_body(req)?);
+    }
+    if target.subresource.as_deref() == Some("log") {
+        if req.method != "GET" {
+            return Err(ApiError::method_not_allowed(
+                &req.method,
+                &target.rt.group,
+                "pods/log",
             ));
         }
+        let log = api::pod_log(&member.store(), &target, req.query("container"))?;
+        return Ok(Response::bytes(200, "text/plain", log.into_bytes()));
+    }
+    if target.subresource.as_deref() == Some("eviction") {
+        if req.method != "POST" {
+            return Err(ApiError::method_not_allowed(
+                &req.method,
+                &target.rt.group,
+                "pods/eviction",
+            ));
+        }
+        let eviction = object.take().unwrap_or_default();
+        let (code, status) = api::evict(&mut member.store(), &target, &eviction, &now)?;
+        return Ok(Response::json(code, &status));
     }
     match (req.method.as_str(), has_name) {
         ("GET", _) if is_watch(req) => watch(member, req, &target, shape),
@@ -322,12 +342,12 @@ fn resource(
             Ok(shaped_list(&target, list, shape, req))
         }
         ("POST", false) => {
-            let body = parse_json(&req.body)?;
+            let body = object.take().unwrap_or_default();
             let (code, obj) = api::create(&mut member.store(), &target, body, &write)?;
             Ok(Response::json(code, &obj))
         }
         ("PUT", true) => {
-            let body = parse_json(&req.body)?;
+            let body = object.take().unwrap_or_default();
             let (code, obj) = api::update(&mut member.store(), &target, body, &write)?;
             Ok(Response::json(code, &obj))
         }
@@ -345,7 +365,7 @@ fn resource(
                 ..Default::default()
             };
             if !req.body.is_empty() {
-                let body = parse_json(&req.body)?;
+                let body = decode_body(req)?;
                 if let Some(p) = body["propagationPolicy"].as_str() {
                     opts.propagation = Some(p.into());
                 }
@@ -378,6 +398,8 @@ fn resource(
     }
 }
 
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
 const PATCH_TYPES: &str =
     "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json";
 
@@ -393,6 +415,27 @@ fn default_manager(req: &Request) -> String {
         "unknown".into()
     } else {
         prefix.into()
+    }
+}
+
+/// A request body as JSON, by its content type: JSON, YAML or Kubernetes protobuf.
+fn decode_body(req: &Request) -> Result<Value, ApiError> {
+    let ct = req.header("content-type").unwrap_or("application/json");
+    let base = ct.split(';').next().unwrap_or("").trim();
+    match base {
+        "application/json" | "application/yaml" | "" => parse_json(&req.body),
+        PROTOBUF => protobuf::decode(&req.body).map_err(|e| match e {
+            ProtobufError::UnknownKind(_) | ProtobufError::UnknownField { .. } => {
+                ApiError::unsupported_media_type_because(ct, &e.to_string())
+            }
+            _ => {
+                ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))
+            }
+        }),
+        _ => Err(ApiError::unsupported_media_type(
+            ct,
+            "application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        )),
     }
 }
 

@@ -9,7 +9,8 @@
 //! apply with managed fields and conflicts, JSON merge, JSON and strategic merge patch)/delete/
 //! deletecollection on every built-in kind in [`resources`] and on any CRD applied to it, with
 //! `Status` errors, resourceVersion and generation as a real server keeps them, server-side
-//! `Table` printing, status and scale subresources, finalizers and owner-reference GC.
+//! `Table` printing, status and scale subresources, pod eviction with PodDisruptionBudgets,
+//! finalizers and owner-reference GC.
 //!
 //! What it must not know: anything of gitfleet. It is a Kubernetes API server, not a gitfleet
 //! fixture; it imports only `model::quantity` from the rest of the crate.
@@ -26,7 +27,9 @@
 //!   within the DELETE request; pods have no grace period;
 //! - one served version per built-in kind (two for HorizontalPodAutoscaler), no conversion
 //!   webhooks, no admission webhooks, no RBAC (an authenticated user may do anything);
-//! - workloads roll out in one step after the member's delay; see [`workloads`].
+//! - workloads roll out in one step after the member's delay; see [`workloads`];
+//! - request bodies in Kubernetes protobuf (kubectl's `create` generators) are read for the kinds
+//!   in [`protobuf`]'s table only; other kinds get 415 (JSON and YAML work for every kind).
 
 // `ApiError` is the Status body of a response; boxing it everywhere buys nothing here.
 #![allow(clippy::result_large_err)]
@@ -44,6 +47,7 @@ pub mod http;
 pub mod kubeconfig;
 pub mod member;
 pub mod patch;
+pub mod protobuf;
 pub mod resources;
 pub mod seed;
 pub mod selector;

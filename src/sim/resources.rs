@@ -176,7 +176,7 @@ const BUILTINS: &[Builtin] = &[
     .sub(ST)
     .returns_object(),
     b("", "v1", "Pod", "pods", &["po"], true)
-        .sub(ST)
+        .sub(&["eviction", "log", "status"])
         .all()
         .returns_object(),
     b("", "v1", "PodTemplate", "podtemplates", &[], true).returns_object(),

@@ -160,6 +160,29 @@ impl ApiError {
         )
     }
 
+    /// A body in a media type the server reads, but with content it cannot (the simulator's
+    /// protobuf covers a subset of kinds).
+    pub fn unsupported_media_type_because(content_type: &str, why: &str) -> Self {
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request ({content_type}) cannot be read: {why}"),
+        )
+    }
+
+    /// An eviction a PodDisruptionBudget forbids (429, which kubectl drain retries).
+    pub fn disruption_budget(pdb: &str, needs: i64, has: i64) -> Self {
+        ApiError::new(
+            429,
+            "TooManyRequests",
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+        )
+        .with_details(json!({"causes": [{
+            "reason": "DisruptionBudget",
+            "message": format!("The disruption budget {pdb} needs {needs} healthy pods and has {has} currently"),
+        }]}))
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         ApiError::new(410, "Expired", message)
     }

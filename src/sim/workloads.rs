@@ -424,8 +424,11 @@ fn deployment(store: &mut Store, key: &ObjKey, d: &Value, now: &str) {
     let rs_key = ObjKey::new("apps", "replicasets", &ns, &rs_name);
     adopt_orphans(store, d, "apps", "replicasets", "Deployment", now);
     let owned = owned_by(store, "apps", "replicasets", &ns, &uid);
+    // The newest revision among the other ReplicaSets: the new one's is one more, also when
+    // an old template comes back (rollout undo), as the deployment controller numbers them.
     let revision = owned
         .iter()
+        .filter(|(k, _)| k.name != rs_name)
         .filter_map(|(_, rs)| {
             rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
                 .as_str()?
@@ -442,8 +445,20 @@ fn deployment(store: &mut Store, key: &ObjKey, d: &Value, now: &str) {
             }
         }
     }
+    let new_revision = (revision + 1).to_string();
     match store.get(&rs_key).cloned() {
-        Some(rs) => set_replicas(store, &rs_key, &rs, replicas, now),
+        Some(rs) => {
+            set_replicas(store, &rs_key, &rs, replicas, now);
+            let current = rs["metadata"]["annotations"][REVISION]
+                .as_str()
+                .and_then(|r| r.parse::<i64>().ok())
+                .unwrap_or(0);
+            if current <= revision {
+                if let Some(rs) = store.get(&rs_key).cloned() {
+                    set_annotation(store, &rs_key, &rs, REVISION, &new_revision, now);
+                }
+            }
+        }
         None => {
             template["metadata"]["labels"]["pod-template-hash"] = json!(hash);
             let mut selector = d["spec"]["selector"].clone();
@@ -455,7 +470,7 @@ fn deployment(store: &mut Store, key: &ObjKey, d: &Value, now: &str) {
                     "annotations": {
                         "deployment.kubernetes.io/desired-replicas": replicas.to_string(),
                         "deployment.kubernetes.io/max-replicas": replicas.to_string(),
-                        "deployment.kubernetes.io/revision": (revision + 1).to_string(),
+                        REVISION: new_revision,
                     },
                     "ownerReferences": [owner_ref(d, "apps/v1", "Deployment")],
                 },
@@ -473,11 +488,49 @@ fn deployment(store: &mut Store, key: &ObjKey, d: &Value, now: &str) {
         }
     }
     if let Some(rs) = store.get(&rs_key).cloned() {
+        let rs_revision = rs["metadata"]["annotations"][REVISION]
+            .as_str()
+            .unwrap_or(&new_revision)
+            .to_string();
         replica_set(store, &rs_key, &rs, now);
+        // The Deployment carries its newest ReplicaSet's revision (kubectl rollout undo
+        // replaces /metadata/annotations, which must therefore exist).
+        if let Some(d) = store.get(key).cloned() {
+            set_annotation(store, key, &d, REVISION, &rs_revision, now);
+        }
     }
     if let Some(d) = store.get(key).cloned() {
         deployment_status(store, key, &d, now);
     }
+}
+
+const REVISION: &str = "deployment.kubernetes.io/revision";
+
+/// Sets one annotation as a controller would (an Update; no generation bump).
+fn set_annotation(
+    store: &mut Store,
+    key: &ObjKey,
+    old: &Value,
+    name: &str,
+    value: &str,
+    now: &str,
+) {
+    if old["metadata"]["annotations"][name].as_str() == Some(value) {
+        return;
+    }
+    let mut new = old.clone();
+    if !new["metadata"]["annotations"].is_object() {
+        new["metadata"]["annotations"] = json!({});
+    }
+    new["metadata"]["annotations"][name] = json!(value);
+    let av = old["apiVersion"].as_str().unwrap_or("v1").to_string();
+    record_update(
+        Some(old),
+        &mut new,
+        &writer(CONTROLLER, &av, None, now),
+        true,
+    );
+    store.put(key.clone(), new);
 }
 
 fn deployment_status(store: &mut Store, key: &ObjKey, d: &Value, now: &str) {
