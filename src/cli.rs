@@ -64,6 +64,9 @@ pub enum Command {
     Run(crate::daemon::command::RunArgs),
     /// Show the placements of a running daemon: a table, or one placement described.
     Status(crate::daemon::command::StatusArgs),
+    /// Try gitfleet on one machine: writes the sample fleet repository, serves its eight
+    /// members with the simulator, runs the daemon on it and prints the rollout as it happens.
+    Quickstart(crate::quickstart::QuickstartArgs),
     /// Serve simulated member clusters that speak the Kubernetes API over HTTP on loopback, one
     /// port each, for trying gitfleet and kubectl on one machine. Runs until Ctrl-C.
     Sim(SimArgs),
@@ -392,6 +395,7 @@ pub fn main() -> ExitCode {
         Command::Apply(args) => apply(&args),
         Command::Run(args) => crate::daemon::command::run(&args),
         Command::Status(args) => crate::daemon::command::status(&args),
+        Command::Quickstart(args) => crate::quickstart::run(&args),
         Command::Sim(args) => sim(args),
     };
     match result {

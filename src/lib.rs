@@ -13,6 +13,7 @@ pub mod members;
 pub mod model;
 pub mod plan;
 pub mod push;
+pub mod quickstart;
 pub mod render;
 pub mod rollout;
 pub mod schedule;

@@ -313,3 +313,87 @@ fn the_daemon_follows_pushes_serves_status_and_stops_on_sigterm() {
     .unwrap();
     assert_eq!(saved["serving"], head.as_str());
 }
+
+#[test]
+fn quickstart_serves_the_sample_fleet_and_rolls_a_change_out() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("demo");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args(["quickstart", "--listen", "127.0.0.1:0", "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let mut wait_for = |what: &str, pred: &dyn Fn(&str) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let line = rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|_| panic!("no line {what}; saw:\n{}", seen.join("\n")));
+            seen.push(line.clone());
+            if pred(&line) {
+                return seen.len();
+            }
+        }
+    };
+    wait_for("about shop settling", &|l| {
+        l.starts_with("crp/shop-app")
+            && l.contains("settled on eastus-prod-1, eastus-prod-2, westeurope-prod-1")
+    });
+
+    // The change the quick start suggests, committed as a user would.
+    let repo = dir.join("fleet");
+    let path = repo.join("apps/shop/deployment.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("1.4.2", "1.5.0")).unwrap();
+    let ok = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-qam",
+            "shop 1.5.0",
+        ])
+        .current_dir(&repo)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let start = wait_for("about the rollout starting", &|l| {
+        l.starts_with("crp/shop-app") && l.contains("applying eastus-prod-1;")
+    });
+    let end = wait_for("about the rollout ending", &|l| {
+        l.starts_with("crp/shop-app") && l.contains("settled on")
+    });
+    // One cluster at a time (maxUnavailable 1 of 3 rounds up to 1).
+    let applying: Vec<&String> = seen[start - 1..end]
+        .iter()
+        .filter(|l| l.starts_with("crp/shop-app") && l.contains("applying"))
+        .collect();
+    for line in &applying {
+        let clusters = line
+            .split("applying ")
+            .nth(1)
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap();
+        assert!(!clusters.contains(','), "two clusters at once: {line}");
+    }
+    assert_eq!(applying.len(), 3, "{applying:#?}");
+
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}

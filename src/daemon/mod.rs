@@ -99,7 +99,7 @@ pub struct PlacementStatus {
     pub observed_resource_index: Option<u64>,
 }
 
-pub(crate) fn now_unix() -> u64 {
+pub fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

@@ -1,0 +1,291 @@
+//! `gitfleet quickstart`: the whole product on one machine from what the binary carries — the
+//! sample fleet repository and its simulated members are embedded. It writes the repository to a
+//! folder and commits it (with the git CLI, as a user would), serves the eight members with the
+//! simulator, runs the daemon on the repository, and prints the rollout as it happens, with
+//! what to try next.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use include_dir::{include_dir, Dir};
+
+use crate::daemon::deliver::PushDeliverer;
+use crate::daemon::{Daemon, RunOptions, Status};
+
+static FLEET_REPO: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/examples/fleet-repo");
+static SIM_FLEET: &str = include_str!("../examples/sim-fleet.yaml");
+
+#[derive(Debug, Args)]
+pub struct QuickstartArgs {
+    /// Folder for the fleet repository, the kubeconfig and the daemon's state (created; must
+    /// not exist yet, so nothing of yours is overwritten).
+    #[arg(long, default_value = "gitfleet-quickstart")]
+    pub dir: PathBuf,
+    /// Address of the daemon's status API.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: std::net::SocketAddr,
+}
+
+fn git(repo: &Path, args: &[&str]) -> Result<()> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(repo)
+        .env("GIT_AUTHOR_NAME", "gitfleet quickstart")
+        .env("GIT_AUTHOR_EMAIL", "quickstart@gitfleet.invalid")
+        .env("GIT_COMMITTER_NAME", "gitfleet quickstart")
+        .env("GIT_COMMITTER_EMAIL", "quickstart@gitfleet.invalid")
+        .output()
+        .context("cannot run git (is it installed?)")?;
+    if !out.status.success() {
+        bail!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Writes the embedded sample fleet into `repo` and commits it on branch `main`.
+fn write_repository(repo: &Path) -> Result<()> {
+    std::fs::create_dir_all(repo)?;
+    FLEET_REPO
+        .extract(repo)
+        .with_context(|| format!("cannot write the sample fleet to {}", repo.display()))?;
+    git(repo, &["init", "-q", "-b", "main"])?;
+    git(repo, &["add", "-A"])?;
+    git(repo, &["commit", "-q", "-m", "The sample fleet"])?;
+    Ok(())
+}
+
+/// One line per placement whose rollout state changed since the last print.
+fn progress_lines(
+    st: &Status,
+    last: &mut std::collections::BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(r) = &st.rejected {
+        let line = format!(
+            "commit {} REJECTED: {}",
+            &r.commit[..12.min(r.commit.len())],
+            r.errors.first().map_or("", String::as_str)
+        );
+        if last.get("!rejected") != Some(&line) {
+            last.insert("!rejected".into(), line.clone());
+            out.push(line);
+        }
+    }
+    for p in &st.placements {
+        let state = if let Some(note) = &p.note {
+            note.clone()
+        } else if p.applying.is_empty() && p.removing.is_empty() && p.waiting.is_empty() {
+            format!("settled on {}", p.up_to_date.join(", "))
+        } else {
+            let mut parts = Vec::new();
+            if !p.applying.is_empty() {
+                parts.push(format!("applying {}", p.applying.join(", ")));
+            }
+            if !p.removing.is_empty() {
+                parts.push(format!("removing {}", p.removing.join(", ")));
+            }
+            let pending: Vec<&str> = p
+                .clusters
+                .iter()
+                .filter(|(_, c)| c.health == crate::rollout::BindingHealth::Pending)
+                .map(|(name, _)| name.as_str())
+                .collect();
+            if !pending.is_empty() {
+                parts.push(format!("becoming available {}", pending.join(", ")));
+            }
+            if !p.waiting.is_empty() {
+                parts.push(format!("waiting {}", p.waiting.join(", ")));
+            }
+            parts.join("; ")
+        };
+        let line = format!("{:<34} {state}", p.id);
+        if last.get(&p.id) != Some(&line) {
+            last.insert(p.id.clone(), line.clone());
+            out.push(line);
+        }
+    }
+    out
+}
+
+pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
+    if args.dir.exists() {
+        bail!(
+            "{} already exists: remove it or pass --dir to another folder",
+            args.dir.display()
+        );
+    }
+    let dir = std::path::absolute(&args.dir)?;
+    let repo = dir.join("fleet");
+    write_repository(&repo)?;
+    let kubeconfig = dir.join("kubeconfig");
+    let fleet = crate::sim::fleet_file::FleetFile::parse(SIM_FLEET, "examples/sim-fleet.yaml")?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let sim = crate::sim::start(
+            fleet,
+            crate::sim::StartOptions {
+                admin: Some("127.0.0.1:0".parse().expect("an address")),
+            },
+        )
+        .await?;
+        sim.write_kubeconfig(&kubeconfig)?;
+        let admin = sim
+            .admin_addr()
+            .map(|a| format!("http://{a}"))
+            .unwrap_or_default();
+        let opts = RunOptions {
+            repo: repo.clone(),
+            branch: "main".into(),
+            path: String::new(),
+            kubeconfig: kubeconfig.clone(),
+            state_dir: dir.join("state"),
+            listen: Some(args.listen),
+            poll: Duration::from_secs(30),
+            once: false,
+            webhook_secret: None,
+            probe: Default::default(),
+        };
+        let deliverer = PushDeliverer {
+            kubeconfig: Arc::new(crate::members::read_kubeconfig(&kubeconfig)?),
+            kubeconfig_path: kubeconfig.clone(),
+            parallel_members: 16,
+            parallel_requests: 8,
+            retry_budget: Duration::from_secs(30),
+            clock: crate::daemon::now_unix,
+        };
+        let daemon = Daemon::open(opts, deliverer)?;
+        let status = daemon.status.clone();
+        let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {} (use --listen)", args.listen))?;
+        let server = format!("http://{}", listener.local_addr()?);
+        tokio::spawn(crate::daemon::server::serve(
+            listener,
+            status.clone(),
+            daemon.metrics.clone(),
+            None,
+            wake_tx,
+            stop_rx,
+        ));
+        println!("gitfleet quickstart");
+        println!("  fleet repository  {}  (branch main)", repo.display());
+        println!(
+            "  members           {} simulated clusters; kubeconfig {}",
+            sim.members().len(),
+            kubeconfig.display()
+        );
+        println!("  fault injection   {admin}/members");
+        println!("  status            gitfleet status --server {server}");
+        println!();
+        println!("Try a change: in another terminal,");
+        println!("  cd {}", repo.display());
+        println!(
+            "  sed -i 's/1.4.2/1.5.0/' apps/shop/deployment.yaml && git commit -qam 'shop 1.5.0'"
+        );
+        println!("and watch it roll out here, one cluster at a time. Look at a member with");
+        println!(
+            "  kubectl --kubeconfig {} --context eastus-prod-1 get deploy -A",
+            kubeconfig.display()
+        );
+        println!("Ctrl-C stops everything.");
+        println!();
+
+        let printer = {
+            let status = status.clone();
+            tokio::spawn(async move {
+                let mut last = std::collections::BTreeMap::new();
+                let mut serving = None;
+                loop {
+                    {
+                        let st = status.lock().unwrap();
+                        if st.serving != serving {
+                            serving = st.serving.clone();
+                            if let Some(c) = &serving {
+                                println!("== serving commit {}", &c[..12.min(c.len())]);
+                            }
+                        }
+                        for line in progress_lines(&st, &mut last) {
+                            println!("{line}");
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            })
+        };
+        let result = daemon
+            .run(wake_rx, async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await;
+        printer.abort();
+        let _ = stop_tx.send(true);
+        sim.shutdown().await;
+        result?;
+        println!(
+            "stopped; the repository and state stay in {}",
+            dir.display()
+        );
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_fleet_is_the_sample_and_validates() {
+        let dir = tempfile::tempdir().unwrap();
+        FLEET_REPO.extract(dir.path()).unwrap();
+        assert!(dir.path().join("members/eastus-prod-1.yaml").exists());
+        let mut files = Vec::new();
+        for path in walk(dir.path()) {
+            let rel = path
+                .strip_prefix(dir.path())
+                .unwrap()
+                .to_string_lossy()
+                .to_string();
+            if crate::source::is_manifest_path(&rel) {
+                files.push(crate::catalog::SourceFile {
+                    path: rel,
+                    content: std::fs::read(&path).unwrap(),
+                });
+            }
+        }
+        let (cat, diags) = crate::analyze(&files);
+        assert!(diags.is_empty(), "{diags:#?}");
+        // Every member of the sample fleet is simulated.
+        let sim = crate::sim::fleet_file::FleetFile::parse(SIM_FLEET, "sim").unwrap();
+        let simulated: std::collections::BTreeSet<_> =
+            sim.members.iter().map(|m| m.name.clone()).collect();
+        for t in crate::members::member_targets(&cat) {
+            assert!(simulated.contains(&t.name), "{} is not simulated", t.name);
+        }
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+        out
+    }
+}
