@@ -1,0 +1,167 @@
+//! The push benchmark: `cargo bench --bench push`.
+//!
+//! Starts simulated members in-process (`gitfleet::sim`), pushes one placement of a namespace
+//! and N ConfigMaps to each with `gitfleet::push::push_fleet`, then pushes the same again
+//! (everything unchanged). One member answers every request 200 ms late and one is down, to
+//! show that neither delays the others: the report gives when the last healthy member finished.
+//! `GITFLEET_PUSH_BENCH="members,objects"` changes the size (default 50 members, 20 objects).
+
+use gitfleet::push::{
+    MemberPush, MemberResult, PlacementPush, PruneUnlisted, PushOptions, Strategy,
+};
+use gitfleet::render::{wave_of, Manifest};
+use gitfleet::schedule::PlacementKey;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const SLOW: &str = "m-slow";
+const DOWN: &str = "m-down";
+
+fn sizes() -> (usize, usize) {
+    let text = std::env::var("GITFLEET_PUSH_BENCH").unwrap_or_default();
+    let mut it = text.split(',').map(|n| n.trim().parse::<usize>().ok());
+    match (it.next().flatten(), it.next().flatten()) {
+        (Some(m), Some(o)) => (m.max(3), o),
+        _ => (50, 20),
+    }
+}
+
+fn manifests(objects: usize) -> Vec<Manifest> {
+    let mut values = vec![json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "bench"}})];
+    for i in 0..objects {
+        values.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("cm-{i}"), "namespace": "bench"},
+            "data": {"index": i.to_string(), "payload": "x".repeat(256)}}));
+    }
+    values
+        .into_iter()
+        .map(|value| {
+            let kind = value["kind"].as_str().unwrap_or_default().to_string();
+            Manifest {
+                value,
+                wave: wave_of("", &kind),
+                envelope: None,
+            }
+        })
+        .collect()
+}
+
+struct Round {
+    wall: Duration,
+    finished: BTreeMap<String, Duration>,
+    results: Vec<MemberResult>,
+}
+
+async fn round(
+    kubeconfig: &kube::config::Kubeconfig,
+    members: &[MemberPush],
+    opts: &PushOptions,
+) -> Round {
+    let start = Instant::now();
+    let finished = Arc::new(Mutex::new(BTreeMap::new()));
+    let seen = Arc::clone(&finished);
+    let progress = Arc::new(move |r: &MemberResult| {
+        seen.lock()
+            .unwrap()
+            .insert(r.member.clone(), start.elapsed());
+    });
+    let results = gitfleet::push::push_fleet(
+        kubeconfig,
+        std::path::Path::new("(in-process sim)"),
+        members.to_vec(),
+        opts,
+        progress,
+    )
+    .await;
+    let wall = start.elapsed();
+    let finished = finished.lock().unwrap().clone();
+    Round {
+        wall,
+        finished,
+        results,
+    }
+}
+
+fn report(label: &str, r: &Round, objects: usize) {
+    let healthy_last = r
+        .finished
+        .iter()
+        .filter(|(m, _)| m.as_str() != SLOW && m.as_str() != DOWN)
+        .map(|(_, d)| *d)
+        .max()
+        .unwrap_or_default();
+    let failed: Vec<&str> = r
+        .results
+        .iter()
+        .filter(|m| m.failed())
+        .map(|m| m.member.as_str())
+        .collect();
+    let healthy = r.finished.len().saturating_sub(2);
+    println!(
+        "{label:<10} wall {:>7.0} ms | last healthy member {:>6.0} ms ({} members x {} objects, {:.0} objects/s) | slow member {:>6.0} ms | down member {:>6.0} ms | failed: {failed:?}",
+        r.wall.as_secs_f64() * 1e3,
+        healthy_last.as_secs_f64() * 1e3,
+        healthy,
+        objects + 1,
+        (healthy * (objects + 1)) as f64 / healthy_last.as_secs_f64().max(1e-9),
+        r.finished.get(SLOW).copied().unwrap_or_default().as_secs_f64() * 1e3,
+        r.finished.get(DOWN).copied().unwrap_or_default().as_secs_f64() * 1e3,
+    );
+}
+
+fn main() {
+    let (n, objects) = sizes();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut fleet_yaml = String::from("members:\n");
+        for i in 0..n - 2 {
+            fleet_yaml.push_str(&format!("  - name: m-{i:03}\n"));
+        }
+        fleet_yaml.push_str(&format!(
+            "  - name: {SLOW}\n    faults: {{latencyMs: 200}}\n  - name: {DOWN}\n    faults: {{down: true}}\n"
+        ));
+        let fleet = serde_yaml::from_str(&fleet_yaml).expect("fleet file");
+        let sim = gitfleet::sim::start(fleet, gitfleet::sim::StartOptions::default())
+            .await
+            .expect("simulator starts");
+        let kubeconfig =
+            kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml()).expect("kubeconfig");
+        let placement = PlacementPush {
+            placement: PlacementKey {
+                kind: "ClusterResourcePlacement".into(),
+                namespace: None,
+                name: "bench".into(),
+            },
+            strategy: Strategy::default(),
+            resource_snapshot: "bench".into(),
+            manifests: manifests(objects),
+        };
+        let members: Vec<MemberPush> = sim
+            .members()
+            .iter()
+            .map(|m| MemberPush {
+                member: m.name.clone(),
+                context: m.name.clone(),
+                placements: vec![placement.clone()],
+                prune_unlisted: PruneUnlisted::AllExcept(Default::default()),
+            })
+            .collect();
+        let opts = PushOptions {
+            commit: "0000000000000000000000000000000000000000".into(),
+            parallel_members: 16,
+            parallel_requests: 8,
+            retry_budget: Duration::from_secs(2),
+        };
+        let first = round(&kubeconfig, &members, &opts).await;
+        report("create", &first, objects);
+        let second = round(&kubeconfig, &members, &opts).await;
+        report("unchanged", &second, objects);
+        sim.shutdown().await;
+    });
+}
