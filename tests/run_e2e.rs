@@ -81,7 +81,24 @@ fn run_once(repo: &Repo, sim: &SimFleet, state: &std::path::Path) -> common::Run
         state.to_str().unwrap(),
         "--listen",
         "127.0.0.1:0",
+        "--log-format",
+        "json",
     ])
+}
+
+/// The clusters of each `rollout step` log line, in order.
+fn steps_applying(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["fields"]["message"] == "rollout step")
+        .map(|v| {
+            v["fields"]["applying"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
 }
 
 #[test]
@@ -122,12 +139,12 @@ fn once_rolls_a_commit_out_and_a_bad_commit_changes_nothing() {
     for m in ["alpha", "bravo", "charlie"] {
         assert_eq!(config_version(&sim, m).as_deref(), Some("2"), "{m}");
     }
-    let steps: Vec<&str> = r
-        .stderr
-        .lines()
-        .filter(|l| l.contains("rollout step"))
-        .collect();
-    assert_eq!(steps.len(), 3, "one update per step: {steps:#?}");
+    let steps = steps_applying(&r.stderr);
+    assert_eq!(
+        steps,
+        ["[\"alpha\"]", "[\"bravo\"]", "[\"charlie\"]"],
+        "one update per step"
+    );
 }
 
 /// The daemon running in the background.
@@ -396,4 +413,112 @@ fn quickstart_serves_the_sample_fleet_and_rolls_a_change_out() {
         .args(["-INT", &child.id().to_string()])
         .status();
     let _ = child.wait();
+}
+
+const SLOW_FLEET: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+    workloadDelayMs: 600
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+  - name: bravo
+    workloadDelayMs: 600
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+  - name: charlie
+    workloadDelayMs: 600
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+"#;
+
+fn web(image: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: web}}\n---\n\
+         apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: web}}\n\
+         spec:\n  replicas: 1\n  selector: {{matchLabels: {{app: web}}}}\n\
+         \x20 template:\n    metadata: {{labels: {{app: web}}}}\n\
+         \x20   spec: {{containers: [{{name: web, image: \"{image}\", resources: {{requests: {{cpu: 100m}}}}}}]}}\n---\n\
+         apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+         metadata: {{name: web}}\nspec:\n  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: web}}]\n\
+         \x20 strategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: 1, maxSurge: 0}}}}\n"
+    )
+}
+
+fn image_on(sim: &SimFleet, member: &str) -> String {
+    let d = sim.get_json(member, &["deployment", "web", "-n", "web"]);
+    d["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn resource_index(state: &std::path::Path) -> u64 {
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state.join("daemon.json")).unwrap()).unwrap();
+    saved["placements"]["crp/web"]["resources"]["records"]
+        .as_array()
+        .and_then(|r| r.last())
+        .and_then(|r| r["index"].as_u64())
+        .unwrap()
+}
+
+#[test]
+fn sigkill_mid_rollout_resumes_where_it_was() {
+    let sim = SimFleet::start(SLOW_FLEET);
+    let repo = Repo::new();
+    repo.write("members.yaml", &members());
+    repo.write("web.yaml", &web("web:1"));
+    repo.commit("web 1");
+    let state = tempfile::tempdir().unwrap();
+    // v1 everywhere, waiting for the Deployments to become available.
+    let r = run_once(&repo, &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for m in ["alpha", "bravo", "charlie"] {
+        assert_eq!(image_on(&sim, m), "web:1");
+    }
+    assert_eq!(resource_index(state.path()), 0);
+
+    // v2 rolls out one member at a time; kill the daemon as soon as the first step starts.
+    repo.write("web.yaml", &web("web:2"));
+    repo.commit("web 2");
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s").unwrap();
+    let mut daemon = Daemon::start(&repo, &sim, state.path(), &secret);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let line = daemon
+            .lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("a rollout step");
+        if line.contains("rollout step") {
+            break;
+        }
+    }
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    let updated_before: Vec<&str> = ["alpha", "bravo", "charlie"]
+        .into_iter()
+        .filter(|m| image_on(&sim, m) == "web:2")
+        .collect();
+    assert!(updated_before.len() <= 1, "{updated_before:?}");
+
+    // The restart finishes the rollout from where it was: the index never goes back, the
+    // remaining members are updated one per step, none twice.
+    let r = run_once(&repo, &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for m in ["alpha", "bravo", "charlie"] {
+        assert_eq!(image_on(&sim, m), "web:2", "{m}\n{}", r.stderr);
+    }
+    assert_eq!(resource_index(state.path()), 1);
+    let steps = steps_applying(&r.stderr);
+    for m in ["alpha", "bravo", "charlie"] {
+        let n = steps
+            .iter()
+            .filter(|l| l.contains(&format!("\"{m}\"")))
+            .count();
+        assert!(n <= 1, "{m} stepped {n} times: {steps:#?}");
+        // A member the killed run had already updated is not updated again.
+        if updated_before.contains(&m) {
+            assert_eq!(n, 0, "{m} was re-applied: {steps:#?}");
+        }
+    }
+    assert!(steps.iter().all(|s| !s.contains(',')), "{steps:#?}");
 }

@@ -244,11 +244,15 @@ impl<D: Deliverer> Daemon<D> {
                 ]))
                 .inc();
         }
-        // A step moved the rollout when a binding changed what it runs; re-reading a pending
-        // cluster's availability is not progress and is paced by the availability poll.
-        let progressed = results.iter().any(|(w, o)| {
-            matches!(o, Outcome::Done(_))
-                && !matches!(w.action, Action::Apply { refresh: true, .. })
+        // A step moved the rollout when a binding changed what it runs or became available;
+        // re-reading a cluster that is still pending is not progress and is paced by the
+        // availability poll.
+        let progressed = results.iter().any(|(w, o)| match o {
+            Outcome::Done(health) => {
+                !matches!(w.action, Action::Apply { refresh: true, .. })
+                    || *health != crate::rollout::BindingHealth::Pending
+            }
+            Outcome::Failed(_) => false,
         });
         let pending = results
             .iter()
