@@ -1383,3 +1383,35 @@ fn the_example_fleet_matches_the_sample_inventory() {
         );
     }
 }
+
+/// A typo in a built-in kind is refused as the API server refuses it: server-side apply cannot
+/// type the patch (500, "field not declared in schema"); kubectl create (fieldValidation=Strict)
+/// gets a strict decoding error.
+#[test]
+fn unknown_fields_of_built_in_kinds_are_refused() {
+    let sim = start();
+    let typo = DEPLOYMENT.replace("replicas: 3", "replica: 3");
+    let (code, _, err) = sim.kubectl_stdin("alpha", &["apply", "--server-side", "-f", "-"], &typo);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("Error from server: failed to create typed patch object (default/api; apps/v1, Kind=Deployment): .spec.replica: field not declared in schema"),
+        "{err}"
+    );
+    let (code, _, err) = sim.kubectl_stdin("alpha", &["create", "-f", "-"], &typo);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(r#"Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field "spec.replica""#),
+        "{err}"
+    );
+    // Without strict validation the server drops what it does not know.
+    let (code, _, err) =
+        sim.kubectl_stdin("alpha", &["create", "--validate=false", "-f", "-"], &typo);
+    assert_eq!(code, 0, "{err}");
+    let d = sim.get_json("alpha", &["deploy", "api"]);
+    assert!(d["spec"].get("replica").is_none(), "{d}");
+    assert_eq!(d["spec"]["replicas"], 1, "the default");
+    // A custom resource keeps any field (no schema in the simulator).
+    sim.apply("alpha", WIDGET_CRD, &[]);
+    sim.apply("alpha", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: default}\nspek: {size: 1}\n", &[]);
+    assert_eq!(sim.get_json("alpha", &["widget", "w"])["spek"]["size"], 1);
+}

@@ -19,8 +19,9 @@
 //! - plain HTTP only; kubectl (client-go) never sends credentials over plain HTTP, so members
 //!   that kubectl must reach need `anonymousAuth: true` in the fleet file (kube-rs does send
 //!   its token);
-//! - no schemas: custom resources are neither validated nor pruned, `fieldValidation=Strict`
-//!   accepts unknown fields, and OpenAPI documents have paths but no schemas;
+//! - no schemas for custom resources: they are neither validated nor pruned; built-ins are
+//!   checked for unknown fields only (see [`schema`]); OpenAPI documents have paths but no
+//!   schemas;
 //! - field ownership follows a built-in table of list keys instead of OpenAPI list types
 //!   (see [`fields`]); custom-resource lists are atomic;
 //! - deletion is synchronous: namespaces, foreground deletion and garbage collection finish
@@ -49,6 +50,7 @@ pub mod member;
 pub mod patch;
 pub mod protobuf;
 pub mod resources;
+pub mod schema;
 pub mod seed;
 pub mod selector;
 pub mod status;
