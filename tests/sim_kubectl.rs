@@ -1415,3 +1415,36 @@ fn unknown_fields_of_built_in_kinds_are_refused() {
     sim.apply("alpha", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: default}\nspek: {size: 1}\n", &[]);
     assert_eq!(sim.get_json("alpha", &["widget", "w"])["spek"]["size"], 1);
 }
+
+/// Faults given in the fleet file are in force from the start, and the admin endpoint lifts
+/// them.
+#[test]
+fn faults_from_the_fleet_file_hold_from_the_start() {
+    let sim = SimFleet::start(
+        r#"
+anonymousAuth: true
+members:
+  - name: throttled
+    faults: {errorRate: 1.0, errorCodes: [429], latencyMs: 20}
+  - name: dark
+    faults: {down: true}
+"#,
+    );
+    let r = sim.http("throttled", "GET", "/version", None, &[], "");
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(sim.member("throttled")["faults"]["latencyMs"], 20);
+    let (code, _, err) = sim.kubectl("dark", &["get", "ns"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("refused"), "{err}");
+    sim.set_faults("dark", json!({"down": false}));
+    sim.set_faults("throttled", json!({"errorRate": 0.0}));
+    for member in ["dark", "throttled"] {
+        let (code, out, err) = sim.kubectl(member, &["get", "ns", "default", "-o", "name"]);
+        assert_eq!(
+            (code, out.trim()),
+            (0, "namespace/default"),
+            "{member}: {err}"
+        );
+    }
+}
