@@ -1448,3 +1448,42 @@ members:
         );
     }
 }
+
+/// The simulator has no RBAC: every authenticated request is allowed, so `kubectl auth can-i`
+/// (a SelfSubjectAccessReview, sent as protobuf) says yes.
+#[test]
+fn kubectl_auth_can_i_is_always_yes() {
+    let sim = start();
+    for args in [
+        &["auth", "can-i", "create", "deployments"][..],
+        &["auth", "can-i", "delete", "nodes"],
+        &["auth", "can-i", "get", "/healthz"],
+    ] {
+        let (code, out, err) = sim.kubectl("alpha", args);
+        assert_eq!((code, out.trim()), (0, "yes"), "kubectl {args:?}: {err}");
+    }
+    let (code, out, err) = sim.kubectl(
+        "alpha",
+        &[
+            "api-resources",
+            "--api-group=authorization.k8s.io",
+            "-o",
+            "wide",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("selfsubjectaccessreviews"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(
+        line.split_whitespace().collect::<Vec<_>>(),
+        [
+            "selfsubjectaccessreviews",
+            "authorization.k8s.io/v1",
+            "false",
+            "SelfSubjectAccessReview",
+            "create"
+        ]
+    );
+}

@@ -253,6 +253,10 @@ pub fn openapi_group_version(reg: &Registry, group: &str, version: &str) -> Opti
     let param = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
     let mut paths = serde_json::Map::new();
     for r in reg.resources(group, version) {
+        if r.review {
+            // Reviews are create-only; their OpenAPI path is left out.
+            continue;
+        }
         let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
         let base = if r.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)

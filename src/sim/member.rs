@@ -322,6 +322,26 @@ fn resource(
         }
         object = Some(body);
     }
+    if target.rt.review {
+        // No RBAC in the simulator: every authenticated request is allowed, as under the
+        // AlwaysAllow authorizer, which gives no reason.
+        if req.method != "POST" || target.name.is_some() {
+            return Err(ApiError::method_not_allowed(
+                &req.method,
+                &target.rt.group,
+                &target.rt.plural,
+            ));
+        }
+        let mut review = object.take().unwrap_or_default();
+        if !review.is_object() {
+            return Err(ApiError::bad_request("the body must be an object"));
+        }
+        review["apiVersion"] = json!(target.rt.api_version());
+        review["kind"] = json!(target.rt.kind);
+        review["metadata"] = json!({"creationTimestamp": null});
+        review["status"] = json!({"allowed": true});
+        return Ok(Response::json(201, &review));
+    }
     if target.subresource.as_deref() == Some("log") {
         if req.method != "GET" {
             return Err(ApiError::method_not_allowed(

@@ -73,6 +73,10 @@ PodDisruptionBudget: metadata=1:ObjectMeta spec=2:PodDisruptionBudgetSpec status
 DeleteOptions: gracePeriodSeconds=1:I preconditions=2:Preconditions orphanDependents=3:B propagationPolicy=4:s dryRun=5:[s]
 Preconditions: uid=1:s resourceVersion=2:s
 Eviction: metadata=1:ObjectMeta deleteOptions=2:DeleteOptions
+SelfSubjectAccessReview: metadata=1:ObjectMeta spec=2:SelfSubjectAccessReviewSpec status=3:x
+SelfSubjectAccessReviewSpec: resourceAttributes=1:ResourceAttributes nonResourceAttributes=2:NonResourceAttributes
+ResourceAttributes: namespace=1:s verb=2:s group=3:s version=4:s resource=5:s subresource=6:s name=7:s
+NonResourceAttributes: path=1:s verb=2:s
 PodDisruptionBudgetSpec: minAvailable=1:n selector=2:LabelSelector maxUnavailable=3:n unhealthyPodEvictionPolicy=4:s
 ";
 
