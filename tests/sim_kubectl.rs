@@ -1487,3 +1487,28 @@ fn kubectl_auth_can_i_is_always_yes() {
         ]
     );
 }
+
+/// `kubectl create token` gets a token that authenticates to the member (the simulator has one
+/// credential per member: its bearer token).
+#[test]
+fn kubectl_create_token_issues_a_working_token() {
+    let sim = start();
+    let (code, out, err) = sim.kubectl("alpha", &["create", "token", "default", "--duration=2h"]);
+    assert_eq!(code, 0, "{err}");
+    let token = out.trim();
+    assert_eq!(token, sim.member("alpha")["token"].as_str().unwrap());
+    let r = sim.http("alpha", "GET", "/api/v1/namespaces", Some(token), &[], "");
+    assert_eq!(r.status, 200);
+    let (code, _, err) = sim.kubectl("alpha", &["create", "token", "nobody"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(r#"serviceaccounts "nobody" not found"#),
+        "{err}"
+    );
+    let (code, _, err) = sim.kubectl("alpha", &["create", "token", "default", "--duration=1m"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("may not specify a duration less than 10 minutes"),
+        "{err}"
+    );
+}

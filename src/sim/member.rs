@@ -342,6 +342,17 @@ fn resource(
         review["status"] = json!({"allowed": true});
         return Ok(Response::json(201, &review));
     }
+    if target.subresource.as_deref() == Some("token") {
+        if req.method != "POST" {
+            return Err(ApiError::method_not_allowed(
+                &req.method,
+                &target.rt.group,
+                "serviceaccounts/token",
+            ));
+        }
+        let request = object.take().unwrap_or_default();
+        return token_request(member, &target, request);
+    }
     if target.subresource.as_deref() == Some("log") {
         if req.method != "GET" {
             return Err(ApiError::method_not_allowed(
@@ -453,6 +464,61 @@ fn default_manager(req: &Request) -> String {
     } else {
         prefix.into()
     }
+}
+
+/// `POST serviceaccounts/{name}/token` (`kubectl create token`): the simulator has one
+/// credential per member, so the token it issues is the member's bearer token, valid for as
+/// long as the member runs; the expiration it reports follows `spec.expirationSeconds`
+/// (default one hour, as the API server's).
+fn token_request(
+    member: &Member,
+    target: &Target,
+    mut request: Value,
+) -> Result<Response, ApiError> {
+    let sa_target = Target {
+        subresource: None,
+        ..target.clone()
+    };
+    let name = sa_target.name.clone().ok_or_else(ApiError::no_route)?;
+    let sa = api::get(&member.store(), &sa_target)?;
+    if !request.is_object() {
+        request = json!({});
+    }
+    let seconds = request["spec"]["expirationSeconds"]
+        .as_i64()
+        .unwrap_or(3600);
+    if seconds < 600 {
+        return Err(ApiError::invalid(
+            "authentication.k8s.io",
+            "TokenRequest",
+            &name,
+            &[(
+                "spec.expirationSeconds".to_string(),
+                format!(
+                    "Invalid value: {seconds}: may not specify a duration less than 10 minutes"
+                ),
+            )],
+        ));
+    }
+    let mut spec = request["spec"].clone();
+    if !spec.is_object() {
+        spec = json!({});
+    }
+    spec["expirationSeconds"] = json!(seconds);
+    if spec["audiences"].as_array().is_none_or(|a| a.is_empty()) {
+        spec["audiences"] = json!(["https://kubernetes.default.svc.cluster.local"]);
+    }
+    let expires = clock::rfc3339(clock::unix_now() + seconds);
+    Ok(Response::json(
+        201,
+        &json!({
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": name, "namespace": sa["metadata"]["namespace"], "creationTimestamp": null},
+            "spec": spec,
+            "status": {"token": member.token, "expirationTimestamp": expires},
+        }),
+    ))
 }
 
 /// Unknown fields in a patch of a built-in: always an error for server-side apply (the API

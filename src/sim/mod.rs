@@ -31,7 +31,8 @@
 //! - workloads roll out in one step after the member's delay; see [`workloads`];
 //! - request bodies in Kubernetes protobuf (kubectl's `create` generators) are read for the kinds
 //!   in [`protobuf`]'s table only; other kinds get 415 (JSON and YAML work for every kind);
-//! - SelfSubjectAccessReviews always allow (no RBAC); no TokenRequest; pod logs are empty; pod specs are not
+//! - SelfSubjectAccessReviews always allow (no RBAC); a TokenRequest issues the member's own
+//!   bearer token (one credential per member); pod logs are empty; pod specs are not
 //!   immutable; a PodDisruptionBudget counts the pods it selects as the expected number.
 
 // `ApiError` is the Status body of a response; boxing it everywhere buys nothing here.

@@ -77,6 +77,9 @@ SelfSubjectAccessReview: metadata=1:ObjectMeta spec=2:SelfSubjectAccessReviewSpe
 SelfSubjectAccessReviewSpec: resourceAttributes=1:ResourceAttributes nonResourceAttributes=2:NonResourceAttributes
 ResourceAttributes: namespace=1:s verb=2:s group=3:s version=4:s resource=5:s subresource=6:s name=7:s
 NonResourceAttributes: path=1:s verb=2:s
+TokenRequest: metadata=1:ObjectMeta spec=2:TokenRequestSpec status=3:x
+TokenRequestSpec: audiences=1:[s] boundObjectRef=3:BoundObjectReference expirationSeconds=4:I
+BoundObjectReference: kind=1:s apiVersion=2:s name=3:s uid=4:s
 PodDisruptionBudgetSpec: minAvailable=1:n selector=2:LabelSelector maxUnavailable=3:n unhealthyPodEvictionPolicy=4:s
 ";
 

@@ -213,7 +213,7 @@ const BUILTINS: &[Builtin] = &[
     )
     .sub(ST),
     b("", "v1", "Secret", "secrets", &[], true),
-    b("", "v1", "ServiceAccount", "serviceaccounts", &["sa"], true),
+    b("", "v1", "ServiceAccount", "serviceaccounts", &["sa"], true).sub(&["token"]),
     b("", "v1", "Service", "services", &["svc"], true)
         .sub(ST)
         .all()
