@@ -1383,3 +1383,132 @@ fn the_example_fleet_matches_the_sample_inventory() {
         );
     }
 }
+
+/// A typo in a built-in kind is refused as the API server refuses it: server-side apply cannot
+/// type the patch (500, "field not declared in schema"); kubectl create (fieldValidation=Strict)
+/// gets a strict decoding error.
+#[test]
+fn unknown_fields_of_built_in_kinds_are_refused() {
+    let sim = start();
+    let typo = DEPLOYMENT.replace("replicas: 3", "replica: 3");
+    let (code, _, err) = sim.kubectl_stdin("alpha", &["apply", "--server-side", "-f", "-"], &typo);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("Error from server: failed to create typed patch object (default/api; apps/v1, Kind=Deployment): .spec.replica: field not declared in schema"),
+        "{err}"
+    );
+    let (code, _, err) = sim.kubectl_stdin("alpha", &["create", "-f", "-"], &typo);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(r#"Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field "spec.replica""#),
+        "{err}"
+    );
+    // Without strict validation the server drops what it does not know.
+    let (code, _, err) =
+        sim.kubectl_stdin("alpha", &["create", "--validate=false", "-f", "-"], &typo);
+    assert_eq!(code, 0, "{err}");
+    let d = sim.get_json("alpha", &["deploy", "api"]);
+    assert!(d["spec"].get("replica").is_none(), "{d}");
+    assert_eq!(d["spec"]["replicas"], 1, "the default");
+    // A custom resource keeps any field (no schema in the simulator).
+    sim.apply("alpha", WIDGET_CRD, &[]);
+    sim.apply("alpha", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: default}\nspek: {size: 1}\n", &[]);
+    assert_eq!(sim.get_json("alpha", &["widget", "w"])["spek"]["size"], 1);
+}
+
+/// Faults given in the fleet file are in force from the start, and the admin endpoint lifts
+/// them.
+#[test]
+fn faults_from_the_fleet_file_hold_from_the_start() {
+    let sim = SimFleet::start(
+        r#"
+anonymousAuth: true
+members:
+  - name: throttled
+    faults: {errorRate: 1.0, errorCodes: [429], latencyMs: 20}
+  - name: dark
+    faults: {down: true}
+"#,
+    );
+    let r = sim.http("throttled", "GET", "/version", None, &[], "");
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(sim.member("throttled")["faults"]["latencyMs"], 20);
+    let (code, _, err) = sim.kubectl("dark", &["get", "ns"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("refused"), "{err}");
+    sim.set_faults("dark", json!({"down": false}));
+    sim.set_faults("throttled", json!({"errorRate": 0.0}));
+    for member in ["dark", "throttled"] {
+        let (code, out, err) = sim.kubectl(member, &["get", "ns", "default", "-o", "name"]);
+        assert_eq!(
+            (code, out.trim()),
+            (0, "namespace/default"),
+            "{member}: {err}"
+        );
+    }
+}
+
+/// The simulator has no RBAC: every authenticated request is allowed, so `kubectl auth can-i`
+/// (a SelfSubjectAccessReview, sent as protobuf) says yes.
+#[test]
+fn kubectl_auth_can_i_is_always_yes() {
+    let sim = start();
+    for args in [
+        &["auth", "can-i", "create", "deployments"][..],
+        &["auth", "can-i", "delete", "nodes"],
+        &["auth", "can-i", "get", "/healthz"],
+    ] {
+        let (code, out, err) = sim.kubectl("alpha", args);
+        assert_eq!((code, out.trim()), (0, "yes"), "kubectl {args:?}: {err}");
+    }
+    let (code, out, err) = sim.kubectl(
+        "alpha",
+        &[
+            "api-resources",
+            "--api-group=authorization.k8s.io",
+            "-o",
+            "wide",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("selfsubjectaccessreviews"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(
+        line.split_whitespace().collect::<Vec<_>>(),
+        [
+            "selfsubjectaccessreviews",
+            "authorization.k8s.io/v1",
+            "false",
+            "SelfSubjectAccessReview",
+            "create"
+        ]
+    );
+}
+
+/// `kubectl create token` gets a token that authenticates to the member (the simulator has one
+/// credential per member: its bearer token).
+#[test]
+fn kubectl_create_token_issues_a_working_token() {
+    let sim = start();
+    let (code, out, err) = sim.kubectl("alpha", &["create", "token", "default", "--duration=2h"]);
+    assert_eq!(code, 0, "{err}");
+    let token = out.trim();
+    assert_eq!(token, sim.member("alpha")["token"].as_str().unwrap());
+    let r = sim.http("alpha", "GET", "/api/v1/namespaces", Some(token), &[], "");
+    assert_eq!(r.status, 200);
+    let (code, _, err) = sim.kubectl("alpha", &["create", "token", "nobody"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(r#"serviceaccounts "nobody" not found"#),
+        "{err}"
+    );
+    let (code, _, err) = sim.kubectl("alpha", &["create", "token", "default", "--duration=1m"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("may not specify a duration less than 10 minutes"),
+        "{err}"
+    );
+}

@@ -114,7 +114,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
                 "kind": kind,
                 "verbs": sub_verbs(sub),
             });
-            if sub == "scale" || sub == "eviction" {
+            if matches!(sub.as_str(), "scale" | "eviction" | "token") {
                 e["group"] = json!(g);
                 e["version"] = json!(v);
             }
@@ -134,6 +134,12 @@ fn sub_kind(r: &ResourceType, sub: &str) -> (String, String, String) {
         ("Scale".into(), "autoscaling".into(), "v1".into())
     } else if sub == "eviction" {
         ("Eviction".into(), "policy".into(), "v1".into())
+    } else if sub == "token" {
+        (
+            "TokenRequest".into(),
+            "authentication.k8s.io".into(),
+            "v1".into(),
+        )
     } else {
         (r.kind.clone(), r.group.clone(), r.version.clone())
     }
@@ -142,7 +148,7 @@ fn sub_kind(r: &ResourceType, sub: &str) -> (String, String, String) {
 fn sub_verbs(sub: &str) -> Vec<&'static str> {
     match sub {
         "finalize" => vec!["update"],
-        "eviction" => vec!["create"],
+        "eviction" | "token" => vec!["create"],
         "log" => vec!["get"],
         _ => vec!["get", "patch", "update"],
     }
@@ -253,6 +259,10 @@ pub fn openapi_group_version(reg: &Registry, group: &str, version: &str) -> Opti
     let param = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
     let mut paths = serde_json::Map::new();
     for r in reg.resources(group, version) {
+        if r.review {
+            // Reviews are create-only; their OpenAPI path is left out.
+            continue;
+        }
         let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
         let base = if r.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)
@@ -290,7 +300,7 @@ pub fn openapi_group_version(reg: &Registry, group: &str, version: &str) -> Opti
             }),
         );
         for sub in &r.subresources {
-            if matches!(sub.as_str(), "finalize" | "eviction" | "log") {
+            if matches!(sub.as_str(), "finalize" | "eviction" | "log" | "token") {
                 continue;
             }
             paths.insert(

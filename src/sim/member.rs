@@ -19,6 +19,7 @@ use super::fleet_file::{Faults, MemberSpec};
 use super::http::{self, Body, Handler, Request, Response};
 use super::patch::PatchType;
 use super::protobuf::{self, ProtobufError};
+use super::schema;
 use super::status::ApiError;
 use super::store::{Event, EventType, Store};
 use super::table::{self, Shape};
@@ -305,8 +306,52 @@ fn resource(
     // The body of a create or replace, decoded from JSON, YAML or (kubectl's typed
     // generators) Kubernetes protobuf.
     let mut object = None;
+    let strict = req.query("fieldValidation") == Some("Strict");
     if matches!(req.method.as_str(), "POST" | "PUT") {
-        object = Some(decode_body(req)?);
+        let mut body = decode_body(req)?;
+        if target.subresource.is_none() && !target.rt.is_custom() {
+            let rt = &target.rt;
+            let unknown = schema::unknown_fields(&rt.group, &rt.version, &rt.kind, &body);
+            if !unknown.is_empty() {
+                if strict {
+                    return Err(schema::strict_error(&rt.version, &rt.kind, &unknown));
+                }
+                // Decoding into the Go type drops what it does not know.
+                schema::remove(&mut body, &unknown);
+            }
+        }
+        object = Some(body);
+    }
+    if target.rt.review {
+        // No RBAC in the simulator: every authenticated request is allowed, as under the
+        // AlwaysAllow authorizer, which gives no reason.
+        if req.method != "POST" || target.name.is_some() {
+            return Err(ApiError::method_not_allowed(
+                &req.method,
+                &target.rt.group,
+                &target.rt.plural,
+            ));
+        }
+        let mut review = object.take().unwrap_or_default();
+        if !review.is_object() {
+            return Err(ApiError::bad_request("the body must be an object"));
+        }
+        review["apiVersion"] = json!(target.rt.api_version());
+        review["kind"] = json!(target.rt.kind);
+        review["metadata"] = json!({"creationTimestamp": null});
+        review["status"] = json!({"allowed": true});
+        return Ok(Response::json(201, &review));
+    }
+    if target.subresource.as_deref() == Some("token") {
+        if req.method != "POST" {
+            return Err(ApiError::method_not_allowed(
+                &req.method,
+                &target.rt.group,
+                "serviceaccounts/token",
+            ));
+        }
+        let request = object.take().unwrap_or_default();
+        return token_request(member, &target, request);
     }
     if target.subresource.as_deref() == Some("log") {
         if req.method != "GET" {
@@ -355,6 +400,9 @@ fn resource(
             let ct = req.header("content-type").unwrap_or("");
             let kind = PatchType::from_content_type(ct)
                 .ok_or_else(|| ApiError::unsupported_media_type(ct, PATCH_TYPES))?;
+            if target.subresource.is_none() && !target.rt.is_custom() {
+                check_patch_fields(&target, kind, &req.body, strict)?;
+            }
             let (code, obj) = api::patch(&mut member.store(), &target, kind, &req.body, &write)?;
             Ok(Response::json(code, &obj))
         }
@@ -415,6 +463,121 @@ fn default_manager(req: &Request) -> String {
         "unknown".into()
     } else {
         prefix.into()
+    }
+}
+
+/// `POST serviceaccounts/{name}/token` (`kubectl create token`): the simulator has one
+/// credential per member, so the token it issues is the member's bearer token, valid for as
+/// long as the member runs; the expiration it reports follows `spec.expirationSeconds`
+/// (default one hour, as the API server's).
+fn token_request(
+    member: &Member,
+    target: &Target,
+    mut request: Value,
+) -> Result<Response, ApiError> {
+    let sa_target = Target {
+        subresource: None,
+        ..target.clone()
+    };
+    let name = sa_target.name.clone().ok_or_else(ApiError::no_route)?;
+    let sa = api::get(&member.store(), &sa_target)?;
+    if !request.is_object() {
+        request = json!({});
+    }
+    let seconds = request["spec"]["expirationSeconds"]
+        .as_i64()
+        .unwrap_or(3600);
+    if seconds < 600 {
+        return Err(ApiError::invalid(
+            "authentication.k8s.io",
+            "TokenRequest",
+            &name,
+            &[(
+                "spec.expirationSeconds".to_string(),
+                format!(
+                    "Invalid value: {seconds}: may not specify a duration less than 10 minutes"
+                ),
+            )],
+        ));
+    }
+    let mut spec = request["spec"].clone();
+    if !spec.is_object() {
+        spec = json!({});
+    }
+    spec["expirationSeconds"] = json!(seconds);
+    if spec["audiences"].as_array().is_none_or(|a| a.is_empty()) {
+        spec["audiences"] = json!(["https://kubernetes.default.svc.cluster.local"]);
+    }
+    let expires = clock::rfc3339(clock::unix_now() + seconds);
+    Ok(Response::json(
+        201,
+        &json!({
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": name, "namespace": sa["metadata"]["namespace"], "creationTimestamp": null},
+            "spec": spec,
+            "status": {"token": member.token, "expirationTimestamp": expires},
+        }),
+    ))
+}
+
+/// Unknown fields in a patch of a built-in: always an error for server-side apply (the API
+/// server cannot type the patch), an error for merge patches under `fieldValidation=Strict`.
+/// JSON patches and non-strict merge patches are not checked (a divergence: a real server drops
+/// the unknown fields from the result).
+fn check_patch_fields(
+    target: &Target,
+    kind: PatchType,
+    body: &[u8],
+    strict: bool,
+) -> Result<(), ApiError> {
+    let rt = &target.rt;
+    let checked = match kind {
+        PatchType::Apply => true,
+        PatchType::Merge | PatchType::Strategic => strict,
+        PatchType::Json => false,
+    };
+    if !checked {
+        return Ok(());
+    }
+    let Ok(mut patch) = parse_json(body) else {
+        return Ok(());
+    };
+    if !patch.is_object() {
+        return Ok(());
+    }
+    if kind == PatchType::Strategic {
+        strip_directives(&mut patch);
+    }
+    // A merge patch need not name its type; the check reads it as one of the target's.
+    patch["apiVersion"] = json!(rt.api_version());
+    patch["kind"] = json!(rt.kind);
+    let unknown = schema::unknown_fields(&rt.group, &rt.version, &rt.kind, &patch);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(match kind {
+        PatchType::Apply => schema::apply_error(
+            &rt.group,
+            &rt.version,
+            &rt.kind,
+            target.namespace.as_deref().unwrap_or(""),
+            target.name.as_deref().unwrap_or(""),
+            &unknown,
+        ),
+        _ => schema::strict_error(&rt.version, &rt.kind, &unknown),
+    })
+}
+
+/// Drops strategic-merge directives (`$patch`, `$setElementOrder/…`, `$retainKeys`, …).
+fn strip_directives(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|k, _| !k.starts_with('$'));
+            m.values_mut().for_each(strip_directives);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_directives),
+        _ => {}
     }
 }
 

@@ -19,8 +19,9 @@
 //! - plain HTTP only; kubectl (client-go) never sends credentials over plain HTTP, so members
 //!   that kubectl must reach need `anonymousAuth: true` in the fleet file (kube-rs does send
 //!   its token);
-//! - no schemas: custom resources are neither validated nor pruned, `fieldValidation=Strict`
-//!   accepts unknown fields, and OpenAPI documents have paths but no schemas;
+//! - no schemas for custom resources: they are neither validated nor pruned; built-ins are
+//!   checked for unknown fields only (see [`schema`]); OpenAPI documents have paths but no
+//!   schemas;
 //! - field ownership follows a built-in table of list keys instead of OpenAPI list types
 //!   (see [`fields`]); custom-resource lists are atomic;
 //! - deletion is synchronous: namespaces, foreground deletion and garbage collection finish
@@ -29,7 +30,10 @@
 //!   webhooks, no admission webhooks, no RBAC (an authenticated user may do anything);
 //! - workloads roll out in one step after the member's delay; see [`workloads`];
 //! - request bodies in Kubernetes protobuf (kubectl's `create` generators) are read for the kinds
-//!   in [`protobuf`]'s table only; other kinds get 415 (JSON and YAML work for every kind).
+//!   in [`protobuf`]'s table only; other kinds get 415 (JSON and YAML work for every kind);
+//! - SelfSubjectAccessReviews always allow (no RBAC); a TokenRequest issues the member's own
+//!   bearer token (one credential per member); pod logs are empty; pod specs are not
+//!   immutable; a PodDisruptionBudget counts the pods it selects as the expected number.
 
 // `ApiError` is the Status body of a response; boxing it everywhere buys nothing here.
 #![allow(clippy::result_large_err)]
@@ -49,6 +53,7 @@ pub mod member;
 pub mod patch;
 pub mod protobuf;
 pub mod resources;
+pub mod schema;
 pub mod seed;
 pub mod selector;
 pub mod status;

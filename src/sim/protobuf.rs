@@ -8,9 +8,9 @@
 //!
 //! Protobuf carries field numbers, not names, so decoding needs each message's schema. The
 //! table below covers the kinds kubectl's generators create, DeleteOptions and Eviction (kubectl
-//! drain), and the messages they use; a kind
-//! outside it, or a non-empty field it does not know, is a 415 naming them (never silently
-//! dropped). Go's protobuf encoding writes every non-pointer field, empty or not, so empty
+//! drain), SelfSubjectAccessReview (`auth can-i`), TokenRequest (`create token`), and the
+//! messages they use; a kind outside it, or a non-empty field it does not know, is a 415
+//! naming them (never silently dropped). Go's protobuf encoding writes every non-pointer field, empty or not, so empty
 //! strings, zero non-pointer numbers and false non-pointer booleans are dropped, as Go's JSON
 //! `omitempty` drops them.
 
@@ -73,8 +73,38 @@ PodDisruptionBudget: metadata=1:ObjectMeta spec=2:PodDisruptionBudgetSpec status
 DeleteOptions: gracePeriodSeconds=1:I preconditions=2:Preconditions orphanDependents=3:B propagationPolicy=4:s dryRun=5:[s]
 Preconditions: uid=1:s resourceVersion=2:s
 Eviction: metadata=1:ObjectMeta deleteOptions=2:DeleteOptions
+SelfSubjectAccessReview: metadata=1:ObjectMeta spec=2:SelfSubjectAccessReviewSpec status=3:x
+SelfSubjectAccessReviewSpec: resourceAttributes=1:ResourceAttributes nonResourceAttributes=2:NonResourceAttributes
+ResourceAttributes: namespace=1:s verb=2:s group=3:s version=4:s resource=5:s subresource=6:s name=7:s
+NonResourceAttributes: path=1:s verb=2:s
+TokenRequest: metadata=1:ObjectMeta spec=2:TokenRequestSpec status=3:x
+TokenRequestSpec: audiences=1:[s] boundObjectRef=3:BoundObjectReference expirationSeconds=4:I
+BoundObjectReference: kind=1:s apiVersion=2:s name=3:s uid=4:s
 PodDisruptionBudgetSpec: minAvailable=1:n selector=2:LabelSelector maxUnavailable=3:n unhealthyPodEvictionPolicy=4:s
 ";
+
+/// The messages a body may carry (the others only appear inside them).
+const KINDS: &[&str] = &[
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ConfigMap",
+    "CronJob",
+    "DeleteOptions",
+    "Deployment",
+    "Eviction",
+    "Job",
+    "Namespace",
+    "PodDisruptionBudget",
+    "PriorityClass",
+    "ResourceQuota",
+    "Role",
+    "RoleBinding",
+    "Secret",
+    "SelfSubjectAccessReview",
+    "Service",
+    "ServiceAccount",
+    "TokenRequest",
+];
 
 #[derive(Debug, Clone, PartialEq)]
 enum Ty {
@@ -186,7 +216,7 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
             _ => {}
         }
     }
-    if !schema().contains_key(&kind) || kind.ends_with("Spec") || kind == "ObjectMeta" {
+    if !KINDS.contains(&kind.as_str()) {
         return Err(ProtobufError::UnknownKind(kind));
     }
     let mut obj = message(&kind, raw.unwrap_or(&[]))?;
@@ -581,6 +611,14 @@ mod tests {
     #[test]
     fn every_message_the_schema_names_is_defined() {
         let s = schema();
+        for k in KINDS {
+            assert!(s.contains_key(*k), "{k} has no schema");
+        }
+        assert_eq!(
+            decode(&envelope("v1", "NamespaceSpec", b"")),
+            Err(ProtobufError::UnknownKind("NamespaceSpec".into())),
+            "a part is not a kind"
+        );
         for (name, fields) in s {
             for f in fields.values() {
                 let mut ty = &f.ty;

@@ -28,6 +28,8 @@ pub struct ResourceType {
     pub crd: Option<String>,
     /// CRD `additionalPrinterColumns` for this version.
     pub printer_columns: Vec<PrinterColumn>,
+    /// A review (SelfSubjectAccessReview): create only, answered and never stored.
+    pub review: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +55,9 @@ impl ResourceType {
     }
 
     pub fn verbs(&self) -> Vec<&'static str> {
+        if self.review {
+            return vec!["create"];
+        }
         vec![
             "create",
             "delete",
@@ -97,6 +102,7 @@ struct Builtin {
     all: bool,
     generation: bool,
     returns_object: bool,
+    review: bool,
 }
 
 const fn b(
@@ -118,6 +124,7 @@ const fn b(
         all: false,
         generation: false,
         returns_object: false,
+        review: false,
     }
 }
 
@@ -136,6 +143,10 @@ impl Builtin {
     }
     const fn returns_object(mut self) -> Self {
         self.returns_object = true;
+        self
+    }
+    const fn review(mut self) -> Self {
+        self.review = true;
         self
     }
 }
@@ -202,7 +213,7 @@ const BUILTINS: &[Builtin] = &[
     )
     .sub(ST),
     b("", "v1", "Secret", "secrets", &[], true),
-    b("", "v1", "ServiceAccount", "serviceaccounts", &["sa"], true),
+    b("", "v1", "ServiceAccount", "serviceaccounts", &["sa"], true).sub(&["token"]),
     b("", "v1", "Service", "services", &["svc"], true)
         .sub(ST)
         .all()
@@ -412,6 +423,15 @@ const BUILTINS: &[Builtin] = &[
         &[],
         true,
     ),
+    b(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        &[],
+        false,
+    )
+    .review(),
 ];
 
 fn builtins() -> Vec<Arc<ResourceType>> {
@@ -432,6 +452,7 @@ fn builtins() -> Vec<Arc<ResourceType>> {
                 returns_deleted_object: b.returns_object,
                 crd: None,
                 printer_columns: vec![],
+                review: b.review,
             })
         })
         .collect()
@@ -684,6 +705,7 @@ pub fn crd_types(crd: &Value) -> Result<Vec<Arc<ResourceType>>, Vec<(String, Str
             returns_deleted_object: true,
             crd: Some(name.into()),
             printer_columns,
+            review: false,
         }));
     }
     Ok(out)

@@ -183,6 +183,12 @@ impl ApiError {
         }]}))
     }
 
+    /// An error the API server did not turn into a Status: 500 with no reason (kubectl prints
+    /// `Error from server: <message>`).
+    pub fn unknown_internal(message: impl Into<String>) -> Self {
+        ApiError::new(500, "", message)
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         ApiError::new(410, "Expired", message)
     }
@@ -240,6 +246,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty() {
+            // Go omits an empty reason.
+            if let Some(m) = status.as_object_mut() {
+                m.remove("reason");
+            }
+        }
         if let Some(d) = &self.details {
             status["details"] = d.clone();
         }
