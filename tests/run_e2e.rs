@@ -522,3 +522,63 @@ fn sigkill_mid_rollout_resumes_where_it_was() {
     }
     assert!(steps.iter().all(|s| !s.contains(',')), "{steps:#?}");
 }
+
+/// From a member's Deployment changes: when generation `gen` was written and when it was fully
+/// available (sequence numbers shared by all members).
+fn update_window(changes: &[serde_json::Value], gen: i64) -> (u64, u64) {
+    let start = changes
+        .iter()
+        .find(|c| c["generation"] == gen)
+        .and_then(|c| c["seq"].as_u64())
+        .expect("the update was written");
+    let available = changes
+        .iter()
+        .find(|c| {
+            c["generation"] == gen
+                && c["observedGeneration"] == gen
+                && c["replicas"].is_i64()
+                && c["availableReplicas"] == c["replicas"]
+                && c["updatedReplicas"] == c["replicas"]
+        })
+        .and_then(|c| c["seq"].as_u64())
+        .expect("the update became available");
+    (start, available)
+}
+
+#[test]
+fn max_unavailable_one_updates_members_strictly_one_after_another() {
+    let sim = SimFleet::start(SLOW_FLEET);
+    let repo = Repo::new();
+    repo.write("members.yaml", &members());
+    repo.write("web.yaml", &web("web:1"));
+    repo.commit("web 1");
+    let state = tempfile::tempdir().unwrap();
+    assert_eq!(run_once(&repo, &sim, state.path()).code, 0);
+    repo.write("web.yaml", &web("web:2"));
+    repo.commit("web 2");
+    let r = run_once(&repo, &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    // The simulator's change log orders the writes on all members: each member's update starts
+    // only after the previous one's Deployment is fully available again.
+    let mut windows: Vec<(u64, u64, &str)> = ["alpha", "bravo", "charlie"]
+        .into_iter()
+        .map(|m| {
+            let (start, available) = update_window(&sim.changes(m, "deployments"), 2);
+            (start, available, m)
+        })
+        .collect();
+    windows.sort();
+    let order: Vec<&str> = windows.iter().map(|w| w.2).collect();
+    assert_eq!(order, ["alpha", "bravo", "charlie"]);
+    for pair in windows.windows(2) {
+        assert!(
+            pair[1].0 > pair[0].1,
+            "{} started (seq {}) before {} was available (seq {})",
+            pair[1].2,
+            pair[1].0,
+            pair[0].2,
+            pair[0].1
+        );
+    }
+}

@@ -5,6 +5,9 @@
 //! - `GET /members/{name}` shows one.
 //! - `POST /members/{name}/faults` (or PUT/PATCH) with JSON `{"latencyMs", "errorRate",
 //!   "errorCodes", "down"}` changes the given fields and returns the member.
+//! - `GET /members/{name}/changes[?resource=deployments]` lists the member's recent changes
+//!   (writes and deletions, the workload controllers' status updates included) with a sequence
+//!   number shared by all members, so the order of events across members can be checked.
 //! - `GET /healthz` answers `ok`.
 
 use std::sync::Arc;
@@ -31,6 +34,36 @@ pub fn describe(m: &Member) -> Value {
     })
 }
 
+/// The member's change log, summarised: what changed, its generation and, for workloads, how
+/// far its rollout is.
+fn changes(m: &Member, resource: Option<&str>) -> Vec<Value> {
+    let store = m.store.lock().unwrap_or_else(|e| e.into_inner());
+    store
+        .changes()
+        .filter(|e| resource.is_none_or(|r| e.key.resource == r))
+        .map(|e| {
+            let o = &e.object;
+            json!({
+                "seq": e.seq,
+                "type": e.kind.as_str(),
+                "group": e.key.group,
+                "resource": e.key.resource,
+                "namespace": e.key.namespace,
+                "name": e.key.name,
+                "resourceVersion": e.rv.to_string(),
+                "generation": o["metadata"]["generation"],
+                "observedGeneration": o["status"]["observedGeneration"],
+                "replicas": o["spec"]["replicas"],
+                "updatedReplicas": o["status"]["updatedReplicas"],
+                "availableReplicas": o["status"]["availableReplicas"],
+                "fieldManagers": o["metadata"]["managedFields"]
+                    .as_array()
+                    .map(|a| a.iter().map(|f| f["manager"].clone()).collect::<Vec<_>>()),
+            })
+        })
+        .collect()
+}
+
 fn problem(code: u16, message: impl Into<String>) -> Response {
     Response::json(code, &json!({"error": message.into()}))
 }
@@ -46,6 +79,10 @@ pub fn handle(members: &[Arc<Member>], req: &Request) -> Response {
         ),
         ("GET", ["members", name]) => match find(name) {
             Some(m) => Response::json(200, &describe(m)),
+            None => problem(404, format!("no member named {name:?}")),
+        },
+        ("GET", ["members", name, "changes"]) => match find(name) {
+            Some(m) => Response::json(200, &json!({"changes": changes(m, req.query("resource"))})),
             None => problem(404, format!("no member named {name:?}")),
         },
         ("POST" | "PUT" | "PATCH", ["members", name, "faults"]) => {

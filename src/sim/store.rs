@@ -54,6 +54,9 @@ impl EventType {
 /// One change, as watches see it.
 #[derive(Debug, Clone)]
 pub struct Event {
+    /// Position among the changes of every member of this process, so a test can order what
+    /// happened on different members (the admin endpoint's change log).
+    pub seq: u64,
     pub rv: u64,
     pub kind: EventType,
     pub key: ObjKey,
@@ -61,6 +64,8 @@ pub struct Event {
     /// The state before a modification (for watches whose selector the object enters or leaves).
     pub old: Option<Value>,
 }
+
+static NEXT_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// How many events the log keeps; a watch from an older revision gets 410 Expired.
 pub const LOG_CAPACITY: usize = 20_000;
@@ -160,6 +165,7 @@ impl Store {
 
     fn record(&mut self, kind: EventType, key: ObjKey, object: Value, old: Option<Value>) {
         let event = Arc::new(Event {
+            seq: NEXT_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
             rv: self.rv,
             kind,
             key,
@@ -171,6 +177,11 @@ impl Store {
         }
         self.log.push_back(event.clone());
         let _ = self.tx.send(event);
+    }
+
+    /// The logged changes, oldest first (at most [`LOG_CAPACITY`]).
+    pub fn changes(&self) -> impl Iterator<Item = &Arc<Event>> {
+        self.log.iter()
     }
 
     /// Starts following changes after revision `since`: the logged events after it and a

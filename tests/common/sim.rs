@@ -144,6 +144,23 @@ impl SimFleet {
     }
 
     /// What the admin endpoint says of a member: `server`, `token`, `faults`, `injectedErrors`.
+    /// The member's change log from the admin endpoint (`resource` like `deployments`), each
+    /// entry with a sequence number shared by all members.
+    pub fn changes(&self, member: &str, resource: &str) -> Vec<serde_json::Value> {
+        let url = format!(
+            "{}/members/{member}/changes?resource={resource}",
+            self.admin
+        );
+        let body = ureq::get(&url)
+            .call()
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+            .body_mut()
+            .read_to_string()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["changes"].as_array().cloned().unwrap_or_default()
+    }
+
     pub fn member(&self, name: &str) -> serde_json::Value {
         let url = format!("{}/members/{name}", self.admin);
         let mut response = ureq::get(&url)
