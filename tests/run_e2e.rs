@@ -284,6 +284,37 @@ fn the_daemon_follows_pushes_serves_status_and_stops_on_sigterm() {
         "{}",
         describe.stdout
     );
+    assert!(
+        describe
+            .stdout
+            .contains("ClusterResourcePlacementAvailable            True    ResourceAvailable"),
+        "{}",
+        describe.stdout
+    );
+    let (_, body) = daemon.get("/api/v1/placements/crp/shop");
+    let shop: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let reasons: Vec<&str> = shop["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "SchedulingPolicyFulfilled",
+            "RolloutStarted",
+            "NoOverrideSpecified",
+            "WorkSynchronized",
+            "ApplySucceeded",
+            "ResourceAvailable"
+        ]
+    );
+    assert_eq!(shop["perCluster"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        shop["selectedResources"],
+        serde_json::json!(["Namespace/shop", "ConfigMap/shop/shop-config"])
+    );
     let (code, metrics) = daemon.get("/metrics");
     assert_eq!(code, 200);
     assert!(

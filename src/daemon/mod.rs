@@ -5,6 +5,7 @@
 //! state crash-safely before anything else happens.
 
 pub mod command;
+pub mod conditions;
 pub mod deliver;
 pub mod metrics;
 pub mod reconcile;
@@ -97,6 +98,76 @@ pub struct PlacementStatus {
     pub clusters: std::collections::BTreeMap<String, state::ClusterState>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed_resource_index: Option<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub selected_resources: Vec<String>,
+    /// Placement-level conditions (KubeFleet's `ClusterResourcePlacement…` /
+    /// `ResourcePlacement…` types; OCM's for OCM placements).
+    pub conditions: Vec<crate::schedule::Condition>,
+    /// Per selected cluster, KubeFleet's per-cluster conditions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_cluster: Vec<conditions::ClusterConditions>,
+    /// Clusters whose last push failed, with the error (KubeFleet's failedPlacements).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub failed: std::collections::BTreeMap<String, String>,
+}
+
+/// KubeFleet's status conditions for a placement after a step (OCM placements keep the
+/// scheduler's own conditions).
+fn placement_conditions(
+    step: &StepSummary,
+    sched: Option<&PlacementSchedule>,
+    stored: Option<&state::PlacementState>,
+) -> (
+    Vec<crate::schedule::Condition>,
+    Vec<conditions::ClusterConditions>,
+) {
+    let Some(sched) = sched else {
+        return (vec![], vec![]);
+    };
+    let prefix = match sched.key.kind.as_str() {
+        "ClusterResourcePlacement" => "ClusterResourcePlacement",
+        "ResourcePlacement" => "ResourcePlacement",
+        _ => return (sched.conditions.clone(), vec![]),
+    };
+    let per_cluster: Vec<conditions::ClusterConditions> = sched
+        .selected
+        .iter()
+        .map(|cluster| {
+            let cs = stored.and_then(|p| p.clusters.get(cluster));
+            let desired = step.desired.get(cluster);
+            let at = |r: Option<&crate::rollout::Revision>| desired.is_some() && r == desired;
+            // A cluster that cannot be rendered stops at Overridden=False.
+            let at_latest = step.render_errors.contains_key(cluster)
+                || cs.is_some_and(|c| {
+                    at(c.revision.as_ref())
+                        || (c.health == crate::rollout::BindingHealth::Failed
+                            && at(c.attempted.as_ref()))
+                });
+            let decision = sched
+                .decisions
+                .iter()
+                .find(|d| &d.cluster == cluster)
+                .map_or("", |d| d.reason.as_str());
+            let facts = conditions::ClusterFacts {
+                cluster,
+                decision,
+                at_latest,
+                blocked: step.waiting.contains(cluster),
+                health: cs.filter(|_| at_latest).map(|c| c.health),
+                error: cs.and_then(|c| c.last_error.as_deref()),
+                overridden: step.overridden.contains(cluster),
+                override_error: step.render_errors.get(cluster).map(String::as_str),
+            };
+            conditions::ClusterConditions {
+                cluster: cluster.clone(),
+                conditions: conditions::cluster_conditions(&facts, step.report_diff),
+            }
+        })
+        .collect();
+    let scheduled = sched.conditions.iter().find(|c| c.type_ == "Scheduled");
+    let placement =
+        conditions::placement_conditions(prefix, scheduled, &per_cluster, step.report_diff);
+    (placement, per_cluster)
 }
 
 pub fn now_unix() -> u64 {
@@ -331,12 +402,22 @@ impl<D: Deliverer> Daemon<D> {
                 .into_iter()
                 .map(|s| {
                     let stored = self.state.placements.get(&s.placement);
+                    let sched = schedule.iter().find(|p| p.key.id() == s.placement);
+                    let (conditions, per_cluster) = placement_conditions(&s, sched, stored);
+                    let failed = stored
+                        .map(|p| {
+                            p.clusters
+                                .iter()
+                                .filter_map(|(c, st)| Some((c.clone(), st.last_error.clone()?)))
+                                .collect()
+                        })
+                        .unwrap_or_default();
                     PlacementStatus {
-                        selected: schedule
-                            .iter()
-                            .find(|p| p.key.id() == s.placement)
-                            .map(|p| p.selected.clone())
-                            .unwrap_or_default(),
+                        selected: sched.map(|p| p.selected.clone()).unwrap_or_default(),
+                        conditions,
+                        per_cluster,
+                        failed,
+                        selected_resources: s.selected_resources.clone(),
                         clusters: stored.map(|p| p.clusters.clone()).unwrap_or_default(),
                         observed_resource_index: stored
                             .and_then(|p| p.resources.latest().map(|r| r.index)),

@@ -12,7 +12,7 @@ use crate::catalog::Catalog;
 use crate::model::placement::{PlacementType, RolloutStrategyType};
 use crate::push::Strategy;
 use crate::render::cluster::{ocm_workloads, overrides_of, render_placement};
-use crate::render::{ClusterTarget, Manifest};
+use crate::render::{ClusterTarget, Manifest, OverrideSet};
 use crate::rollout::{plan_step, BindingHealth, Revision, RollingParams, RolloutBinding, Target};
 use crate::schedule::{BindingState, Fleet, PlacementKey, PlacementSchedule};
 use crate::snapshot::hash_value;
@@ -66,6 +66,16 @@ pub struct StepSummary {
     pub requeue_after: u64,
     /// A line for people when the placement is not rolled out (External strategy, render error).
     pub note: Option<String>,
+    /// What each rendered cluster should run now.
+    pub desired: BTreeMap<String, Revision>,
+    /// Clusters whose manifests the overrides change.
+    pub overridden: BTreeSet<String>,
+    /// Clusters the placement cannot be rendered for, and why.
+    pub render_errors: BTreeMap<String, String>,
+    /// ReportDiff apply strategy: status reports DiffReported instead of Applied/Available.
+    pub report_diff: bool,
+    /// `Kind/namespace/name` (or `Kind/name`) of what the placement selects.
+    pub selected_resources: Vec<String>,
 }
 
 /// The decision for one commit.
@@ -121,6 +131,10 @@ pub fn decide(
         };
         // Renders what `cluster` should run; `None` when rendering fails (reported, not pushed).
         let mut render_errors = Vec::new();
+        let no_overrides = OverrideSet {
+            cluster: vec![],
+            namespaced: vec![],
+        };
         let mut render =
             |cluster: &str, resource_index: u64| -> Option<(Vec<Manifest>, Revision)> {
                 let manifests = if ps.key.kind == "Placement" {
@@ -132,9 +146,18 @@ pub fn decide(
                         labels: &c.labels,
                     };
                     match render_placement(cat, &ps.key, &overrides, &target)? {
-                        Ok(m) => m,
+                        Ok(m) => {
+                            // Whether overrides changed anything, for the Overridden reason.
+                            let plain = render_placement(cat, &ps.key, &no_overrides, &target);
+                            if !matches!(plain, Some(Ok(p)) if p == m) {
+                                step.overridden.insert(cluster.to_string());
+                            }
+                            m
+                        }
                         Err(e) => {
                             render_errors.push(format!("{cluster}: {e}"));
+                            step.render_errors
+                                .insert(cluster.to_string(), e.to_string());
                             return None;
                         }
                     }
@@ -143,6 +166,7 @@ pub fn decide(
                     resource_index,
                     rendered: rendered_fingerprint(&manifests),
                 };
+                step.desired.insert(cluster.to_string(), revision.clone());
                 Some((manifests, revision))
             };
 
@@ -196,6 +220,13 @@ pub fn decide(
         };
         let spec = &entry.spec.spec;
         let resources = crate::snapshot::select(cat, &entry.spec).unwrap_or_default();
+        step.selected_resources = resources
+            .iter()
+            .map(|r| match &r.namespace {
+                Some(ns) => format!("{}/{ns}/{}", r.gvk.kind, r.name),
+                None => format!("{}/{}", r.gvk.kind, r.name),
+            })
+            .collect();
         let in_use: BTreeSet<u64> = prev
             .clusters
             .values()
@@ -212,6 +243,7 @@ pub fn decide(
         decision.histories.insert(id.clone(), advance.history);
         let strategy = Strategy::from_rollout(Some(&spec.strategy));
         decision.abandon.insert(id.clone(), strategy.abandon);
+        step.report_diff = strategy.type_ == crate::model::placement::ApplyStrategyType::ReportDiff;
 
         let strategy_type = spec.strategy.type_.unwrap_or_default();
         if strategy_type == RolloutStrategyType::External {
@@ -434,6 +466,7 @@ pub fn absorb(
                     work.cluster.clone(),
                     ClusterState {
                         revision: Some(revision),
+                        attempted: None,
                         commit: Some(commit.to_string()),
                         health,
                         last_error: None,
@@ -456,18 +489,22 @@ pub fn absorb(
                     });
                 }
             }
-            (_, Outcome::Failed(message)) => {
+            (action, Outcome::Failed(message)) => {
                 let entry =
                     ps.clusters
                         .entry(work.cluster.clone())
                         .or_insert_with(|| ClusterState {
                             revision: None,
+                            attempted: None,
                             commit: None,
                             health: BindingHealth::Failed,
                             last_error: None,
                             updated_at: now,
                         });
                 entry.health = BindingHealth::Failed;
+                if let Action::Apply { revision, .. } = action {
+                    entry.attempted = Some(revision);
+                }
                 entry.last_error = Some(message);
                 entry.updated_at = now;
             }

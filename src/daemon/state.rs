@@ -56,6 +56,9 @@ pub struct ClusterState {
     /// What was last pushed successfully; `None` when nothing was yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<Revision>,
+    /// A revision whose push failed (the cluster still runs `revision`); retried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempted: Option<Revision>,
     /// The commit of that push.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
@@ -120,6 +123,7 @@ mod tests {
                         resource_index: 2,
                         rendered: "h".into(),
                     }),
+                    attempted: None,
                     commit: Some("abc".into()),
                     health: BindingHealth::AvailableUntrackable { since: 7 },
                     last_error: None,

@@ -171,6 +171,25 @@ pub fn describe(p: &Value) -> String {
     if let Some(n) = p["note"].as_str() {
         field(&mut out, "Note", n.into());
     }
+    if let Some(conds) = p["conditions"].as_array().filter(|c| !c.is_empty()) {
+        let _ = writeln!(out, "Conditions:");
+        for c in conds {
+            let _ = writeln!(
+                out,
+                "  {:<44} {:<7} {}",
+                c["type"].as_str().unwrap_or("?"),
+                c["status"].as_str().unwrap_or("?"),
+                c["reason"].as_str().unwrap_or("")
+            );
+        }
+    }
+    if let Some(r) = p["selectedResources"].as_array().filter(|r| !r.is_empty()) {
+        field(
+            &mut out,
+            "Selected resources",
+            list(&Value::Array(r.clone())).join(", "),
+        );
+    }
     let _ = writeln!(out, "Clusters:");
     if let Some(map) = p["clusters"].as_object() {
         for (name, c) in map {

@@ -1,0 +1,438 @@
+//! Placement status conditions as KubeFleet computes them (kubefleet.md §4.4): per cluster, the
+//! binding's conditions in order RolloutStarted, Overridden, WorkSynchronized, then Applied and
+//! Available (or DiffReported for ReportDiff), stopping at the first that is not True; per
+//! placement, each type aggregated over clusters (Unknown wins, then False). Pure.
+
+use serde::Serialize;
+
+use crate::rollout::BindingHealth;
+use crate::schedule::Condition;
+
+/// What is known of one selected cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterFacts<'a> {
+    pub cluster: &'a str,
+    /// The scheduler's reason for picking it.
+    pub decision: &'a str,
+    /// It runs (or was last attempted at) the latest resource snapshot with its overrides.
+    pub at_latest: bool,
+    /// The rollout held it back this step (`RolloutNotStartedYet`).
+    pub blocked: bool,
+    /// No push has reached it yet for the latest revision.
+    pub health: Option<BindingHealth>,
+    pub error: Option<&'a str>,
+    /// Overrides apply to this cluster (else `NoOverrideSpecified`).
+    pub overridden: bool,
+    /// Rendering (overrides) failed for this cluster.
+    pub override_error: Option<&'a str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterConditions {
+    pub cluster: String,
+    pub conditions: Vec<Condition>,
+}
+
+fn cond(type_: &str, status: &str, reason: &str, message: impl Into<String>) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+    }
+}
+
+/// The per-cluster conditions of one selected cluster.
+pub fn cluster_conditions(f: &ClusterFacts, report_diff: bool) -> Vec<Condition> {
+    let mut out = vec![cond("Scheduled", "True", "Scheduled", f.decision)];
+    if !f.at_latest {
+        out.push(if f.blocked {
+            cond(
+                "RolloutStarted",
+                "False",
+                "RolloutNotStartedYet",
+                "The rollout is being blocked by the rollout strategy",
+            )
+        } else {
+            cond(
+                "RolloutStarted",
+                "Unknown",
+                "RolloutStartedUnknown",
+                "In the process of deciding whether to roll out the latest resources or not",
+            )
+        });
+        return out;
+    }
+    out.push(cond(
+        "RolloutStarted",
+        "True",
+        "RolloutStarted",
+        "Detected the new changes on the resources and started the rollout process",
+    ));
+    if let Some(e) = f.override_error {
+        out.push(cond("Overridden", "False", "OverriddenFailed", e));
+        return out;
+    }
+    out.push(if f.overridden {
+        cond(
+            "Overridden",
+            "True",
+            "OverriddenSucceeded",
+            "Successfully applied the override rules on the resources",
+        )
+    } else {
+        cond(
+            "Overridden",
+            "True",
+            "NoOverrideSpecified",
+            "No override rules are configured for the selected resources",
+        )
+    });
+    out.push(cond(
+        "WorkSynchronized",
+        "True",
+        "AllWorkSynced",
+        "All of the works are synchronized to the latest",
+    ));
+    let Some(health) = f.health else {
+        let (type_, reason) = if report_diff {
+            ("DiffReported", "DiffReportingPending")
+        } else {
+            ("Applied", "ApplyPending")
+        };
+        out.push(cond(type_, "Unknown", reason, "Not applied yet"));
+        return out;
+    };
+    if report_diff {
+        out.push(match health {
+            BindingHealth::DiffReported => cond(
+                "DiffReported",
+                "True",
+                "AllWorkHaveDiffReported",
+                "Diff reporting in all work objects has been completed",
+            ),
+            _ => cond(
+                "DiffReported",
+                "False",
+                "NotAllWorkHaveDiffReported",
+                f.error.unwrap_or("Diff reporting has not completed"),
+            ),
+        });
+        return out;
+    }
+    if health == BindingHealth::Failed {
+        out.push(cond(
+            "Applied",
+            "False",
+            "NotAllWorkHaveBeenApplied",
+            f.error.unwrap_or("Failed to apply the manifests"),
+        ));
+        return out;
+    }
+    out.push(cond(
+        "Applied",
+        "True",
+        "AllWorkHaveBeenApplied",
+        "All corresponding work objects are applied",
+    ));
+    out.push(match health {
+        BindingHealth::Available => cond(
+            "Available",
+            "True",
+            "AllWorkAreAvailable",
+            "All corresponding work objects are available",
+        ),
+        BindingHealth::AvailableUntrackable { .. } => cond(
+            "Available",
+            "True",
+            "NotAllWorkAreAvailabilityTrackable",
+            "The availability of some objects cannot be tracked",
+        ),
+        _ => cond(
+            "Available",
+            "False",
+            "NotAllWorkAreAvailable",
+            "Some objects are not available yet",
+        ),
+    });
+    out
+}
+
+/// The condition types a placement expects after `…Scheduled`, in order.
+fn expected(report_diff: bool) -> &'static [&'static str] {
+    if report_diff {
+        &[
+            "RolloutStarted",
+            "Overridden",
+            "WorkSynchronized",
+            "DiffReported",
+        ]
+    } else {
+        &[
+            "RolloutStarted",
+            "Overridden",
+            "WorkSynchronized",
+            "Applied",
+            "Available",
+        ]
+    }
+}
+
+/// (Unknown, False, True) reasons of each placement-level type.
+fn reasons(type_: &str) -> (&'static str, &'static str, &'static str) {
+    match type_ {
+        "RolloutStarted" => (
+            "RolloutStartedUnknown",
+            "RolloutNotStartedYet",
+            "RolloutStarted",
+        ),
+        "Overridden" => (
+            "OverriddenPending",
+            "OverriddenFailed",
+            "OverriddenSucceeded",
+        ),
+        "WorkSynchronized" => (
+            "WorkSynchronizedUnknown",
+            "WorkNotSynchronizedYet",
+            "WorkSynchronized",
+        ),
+        "Applied" => ("ApplyPending", "ApplyFailed", "ApplySucceeded"),
+        "Available" => (
+            "ResourceAvailableUnknown",
+            "ResourceNotAvailableYet",
+            "ResourceAvailable",
+        ),
+        _ => (
+            "DiffReportingPending",
+            "DiffReportingIncompleteOrFailed",
+            "DiffReportingCompleted",
+        ),
+    }
+}
+
+/// Placement-level conditions: `scheduled` (the scheduler's, type `Scheduled`) prefixed with
+/// `prefix` (`ClusterResourcePlacement` or `ResourcePlacement`), then each expected type
+/// aggregated over the clusters.
+pub fn placement_conditions(
+    prefix: &str,
+    scheduled: Option<&Condition>,
+    clusters: &[ClusterConditions],
+    report_diff: bool,
+) -> Vec<Condition> {
+    let mut out = Vec::new();
+    let Some(s) = scheduled else {
+        out.push(cond(
+            &format!("{prefix}Scheduled"),
+            "Unknown",
+            "SchedulePending",
+            "Scheduling has not completed",
+        ));
+        return out;
+    };
+    out.push(Condition {
+        type_: format!("{prefix}{}", s.type_),
+        ..s.clone()
+    });
+    if clusters.is_empty() {
+        return out;
+    }
+    for type_ in expected(report_diff) {
+        let (unknown, false_, true_) = reasons(type_);
+        let status_of = |c: &ClusterConditions| {
+            c.conditions
+                .iter()
+                .find(|x| x.type_ == *type_)
+                .map_or("Unknown", |x| x.status.as_str())
+                .to_string()
+        };
+        let count = |want: &str| clusters.iter().filter(|c| status_of(c) == want).count();
+        let (unknowns, falses) = (count("Unknown"), count("False"));
+        let name = format!("{prefix}{type_}");
+        if unknowns > 0 {
+            out.push(cond(
+                &name,
+                "Unknown",
+                unknown,
+                format!("There are still {unknowns} cluster(s) in the process of deciding whether to roll out the latest resources or not"),
+            ));
+            break;
+        }
+        if falses > 0 {
+            out.push(cond(
+                &name,
+                "False",
+                false_,
+                format!(
+                    "There are {falses} cluster(s) which are not {}",
+                    type_.to_lowercase()
+                ),
+            ));
+            break;
+        }
+        let reason = if *type_ == "Overridden"
+            && clusters.iter().all(|c| {
+                c.conditions
+                    .iter()
+                    .any(|x| x.reason == "NoOverrideSpecified")
+            }) {
+            "NoOverrideSpecified"
+        } else {
+            true_
+        };
+        out.push(cond(
+            &name,
+            "True",
+            reason,
+            format!(
+                "All {} cluster(s) are {}",
+                clusters.len(),
+                type_.to_lowercase()
+            ),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(cluster: &str) -> ClusterFacts<'_> {
+        ClusterFacts {
+            cluster,
+            decision: "picked by scheduling policy",
+            at_latest: true,
+            blocked: false,
+            health: Some(BindingHealth::Available),
+            error: None,
+            overridden: false,
+            override_error: None,
+        }
+    }
+
+    fn types(c: &[Condition]) -> Vec<(String, String, String)> {
+        c.iter()
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect()
+    }
+
+    fn cc(cluster: &str, conditions: Vec<Condition>) -> ClusterConditions {
+        ClusterConditions {
+            cluster: cluster.into(),
+            conditions,
+        }
+    }
+
+    #[test]
+    fn an_available_cluster_has_every_condition_true() {
+        let c = cluster_conditions(&facts("a"), false);
+        let reasons: Vec<String> = c.iter().map(|c| c.reason.clone()).collect();
+        assert_eq!(
+            reasons,
+            [
+                "Scheduled",
+                "RolloutStarted",
+                "NoOverrideSpecified",
+                "AllWorkSynced",
+                "AllWorkHaveBeenApplied",
+                "AllWorkAreAvailable"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_blocked_cluster_stops_at_rollout_not_started() {
+        let f = ClusterFacts {
+            at_latest: false,
+            blocked: true,
+            ..facts("a")
+        };
+        let c = cluster_conditions(&f, false);
+        assert_eq!(
+            types(&c).last().unwrap(),
+            &(
+                "RolloutStarted".into(),
+                "False".into(),
+                "RolloutNotStartedYet".into()
+            )
+        );
+    }
+
+    #[test]
+    fn a_failed_apply_stops_at_applied_with_the_error() {
+        let f = ClusterFacts {
+            health: Some(BindingHealth::Failed),
+            error: Some("409 conflict with kubectl"),
+            ..facts("a")
+        };
+        let c = cluster_conditions(&f, false);
+        let last = c.last().unwrap();
+        assert_eq!(last.reason, "NotAllWorkHaveBeenApplied");
+        assert_eq!(last.message, "409 conflict with kubectl");
+    }
+
+    #[test]
+    fn placement_aggregates_unknown_before_false() {
+        let scheduled = Condition::new("Scheduled", true, "SchedulingPolicyFulfilled", "ok");
+        let ok = cluster_conditions(&facts("a"), false);
+        let pending = cluster_conditions(
+            &ClusterFacts {
+                health: Some(BindingHealth::Pending),
+                ..facts("b")
+            },
+            false,
+        );
+        let p = placement_conditions(
+            "ClusterResourcePlacement",
+            Some(&scheduled),
+            &[cc("a", ok.clone()), cc("b", pending)],
+            false,
+        );
+        assert_eq!(
+            types(&p).last().unwrap(),
+            &(
+                "ClusterResourcePlacementAvailable".into(),
+                "False".into(),
+                "ResourceNotAvailableYet".into()
+            )
+        );
+        assert_eq!(p[0].type_, "ClusterResourcePlacementScheduled");
+        assert_eq!(p[2].reason, "NoOverrideSpecified");
+
+        let all =
+            placement_conditions("ResourcePlacement", Some(&scheduled), &[cc("a", ok)], false);
+        assert_eq!(all.len(), 6);
+        assert!(all.iter().all(|c| c.status == "True"));
+        assert_eq!(all[5].reason, "ResourceAvailable");
+    }
+
+    #[test]
+    fn zero_clusters_keep_only_scheduled_and_report_diff_uses_diff_reported() {
+        let scheduled = Condition::new("Scheduled", false, "SchedulingPolicyUnfulfilled", "none");
+        assert_eq!(
+            placement_conditions("ClusterResourcePlacement", Some(&scheduled), &[], false).len(),
+            1
+        );
+        let diffed = cluster_conditions(
+            &ClusterFacts {
+                health: Some(BindingHealth::DiffReported),
+                ..facts("a")
+            },
+            true,
+        );
+        assert_eq!(diffed.last().unwrap().reason, "AllWorkHaveDiffReported");
+        let p = placement_conditions(
+            "ClusterResourcePlacement",
+            Some(&Condition::new(
+                "Scheduled",
+                true,
+                "SchedulingPolicyFulfilled",
+                "",
+            )),
+            &[cc("a", diffed)],
+            true,
+        );
+        assert_eq!(p.last().unwrap().reason, "DiffReportingCompleted");
+    }
+}
