@@ -35,13 +35,17 @@ fn members() -> String {
 }
 
 fn app(version: &str) -> String {
+    app_with(version, "1")
+}
+
+fn app_with(version: &str, max_unavailable: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Namespace\nmetadata: {{name: shop}}\n---\n\
          apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: shop-config, namespace: shop}}\n\
          data: {{version: \"{version}\"}}\n---\n\
          apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
          metadata: {{name: shop}}\nspec:\n  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: shop}}]\n\
-         \x20 strategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: 1, maxSurge: 0}}}}\n"
+         \x20 strategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: {max_unavailable}, maxSurge: 0}}}}\n"
     )
 }
 
@@ -612,4 +616,33 @@ fn max_unavailable_one_updates_members_strictly_one_after_another() {
             pair[0].1
         );
     }
+}
+
+#[test]
+fn a_member_down_during_a_rollout_delays_only_itself() {
+    let sim = SimFleet::start(FLEET);
+    let repo = Repo::new();
+    repo.write("members.yaml", &members());
+    repo.write("shop.yaml", &app_with("1", "2"));
+    repo.commit("v1");
+    let state = tempfile::tempdir().unwrap();
+    assert_eq!(run_once(&repo, &sim, state.path()).code, 0);
+
+    // alpha goes down; v2 lands on the others (maxUnavailable 2 leaves room for a failed
+    // member) without waiting for alpha's retries, and the run says alpha failed.
+    sim.set_faults("alpha", serde_json::json!({"down": true}));
+    repo.write("shop.yaml", &app_with("2", "2"));
+    repo.commit("v2");
+    let r = run_once(&repo, &sim, state.path());
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("member unreachable"), "{}", r.stderr);
+    for m in ["bravo", "charlie"] {
+        assert_eq!(config_version(&sim, m).as_deref(), Some("2"), "{m}");
+    }
+
+    // Back up: the next run catches alpha up.
+    sim.set_faults("alpha", serde_json::json!({"down": false}));
+    let r = run_once(&repo, &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(config_version(&sim, "alpha").as_deref(), Some("2"));
 }

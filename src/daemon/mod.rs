@@ -294,10 +294,23 @@ impl<D: Deliverer> Daemon<D> {
             .into_iter()
             .map(|t| (t.name, t.context))
             .collect();
-        let results = self
-            .deliverer
-            .deliver(decision.work, &commit, &contexts)
-            .await;
+        // A member that did not answer its probe is not pushed to now: its work fails at once
+        // with the probe's error (and is retried next time), so it cannot hold up the step.
+        let unreachable: std::collections::BTreeMap<&str, &str> = inventory
+            .clusters
+            .iter()
+            .filter(|c| !c.healthy)
+            .map(|c| (c.name.as_str(), c.error.as_deref().unwrap_or("no answer")))
+            .collect();
+        let (work, skipped): (Vec<Work>, Vec<Work>) = decision
+            .work
+            .into_iter()
+            .partition(|w| !unreachable.contains_key(w.cluster.as_str()));
+        let mut results = self.deliverer.deliver(work, &commit, &contexts).await;
+        results.extend(skipped.into_iter().map(|w| {
+            let why = format!("member unreachable: {}", unreachable[w.cluster.as_str()]);
+            (w, Outcome::Failed(why))
+        }));
         for (w, o) in &results {
             let outcome = match (o, &w.action) {
                 (Outcome::Failed(e), _) => {
