@@ -11,7 +11,10 @@ use crate::model::placement::{PlacementType, RolloutStrategyType};
 use crate::model::Labels;
 use crate::render::cluster::render_cluster;
 use crate::render::ClusterTarget;
-use crate::schedule::{ClusterDecision, Condition, Fleet, PlacementKey, PlacementSchedule};
+use crate::schedule::{
+    schedule_commit, ClusterDecision, Condition, Fleet, Inventory, PlacementKey, PlacementSchedule,
+    Previous,
+};
 use crate::snapshot::{hash_value, resource_hash, select};
 use serde::Serialize;
 use serde_json::Value;
@@ -194,6 +197,48 @@ pub struct ObjectDiff {
     pub change: Change,
     /// Unified diff of the YAML, secrets' values masked.
     pub diff: String,
+}
+
+/// What `gitfleet plan` needs besides the two commits: the live inventory (if any), the bindings
+/// of the last run and the clock.
+pub struct Inputs<'a> {
+    pub inventory: Option<&'a Inventory>,
+    pub previous: &'a Previous,
+    pub now_unix: i64,
+}
+
+/// The plan of two valid commits, as `gitfleet plan` computes it: each side's fleet and schedule
+/// (the head scheduled with the base's decisions as previous, as the daemon would), then
+/// [`compare`]. The command and the plan benchmark both go through here.
+pub fn plan_catalogs(
+    (base_commit, base_cat): (&str, &Catalog),
+    (head_commit, head_cat): (&str, &Catalog),
+    inputs: &Inputs,
+    opts: &Options,
+) -> Plan {
+    let base_fleet = Fleet::build(base_cat, inputs.inventory);
+    let head_fleet = Fleet::build(head_cat, inputs.inventory);
+    let base_schedule = schedule_commit(base_cat, &base_fleet, inputs.previous, inputs.now_unix);
+    let as_previous: Previous = base_schedule
+        .iter()
+        .map(|p| (p.key.id(), p.clone()))
+        .collect();
+    let head_schedule = schedule_commit(head_cat, &head_fleet, &as_previous, inputs.now_unix);
+    compare(
+        &World {
+            commit: base_commit,
+            cat: base_cat,
+            fleet: &base_fleet,
+            schedule: &base_schedule,
+        },
+        &World {
+            commit: head_commit,
+            cat: head_cat,
+            fleet: &head_fleet,
+            schedule: &head_schedule,
+        },
+        opts,
+    )
 }
 
 /// A plan that only reports the head's validation errors.
