@@ -9,7 +9,7 @@ pub mod format;
 use crate::catalog::Catalog;
 use crate::model::placement::{PlacementType, RolloutStrategyType};
 use crate::model::Labels;
-use crate::render::cluster::render_cluster;
+use crate::render::cluster::{CommitRenderer, SharedManifests};
 use crate::render::ClusterTarget;
 use crate::schedule::{
     schedule_commit, ClusterDecision, Condition, Fleet, Inventory, PlacementKey, PlacementSchedule,
@@ -18,7 +18,8 @@ use crate::schedule::{
 use crate::snapshot::{hash_value, resource_hash, select};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
 
 /// One side of the comparison.
 pub struct World<'a> {
@@ -263,11 +264,12 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     // Every cluster counts for the placements, the summary and the exit code; `--cluster` only
     // narrows which diffs are shown.
     let mut clusters = compare_clusters(base, head, opts.context);
+    let changed = changed_clusters(&clusters);
     let mut placements = Vec::new();
     for id in ids {
         let b = base_by.get(id).copied();
         let h = head_by.get(id).copied();
-        placements.push(compare_placement(base, head, b, h, &clusters));
+        placements.push(compare_placement(base, head, b, h, &changed));
     }
     let mut summary = Summary::default();
     for p in &placements {
@@ -302,6 +304,21 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
         placements,
         clusters,
     }
+}
+
+/// Placement id → the clusters where an object it delivers changes.
+type ChangedClusters<'a> = HashMap<&'a str, BTreeSet<&'a str>>;
+
+fn changed_clusters(clusters: &[ClusterPlan]) -> ChangedClusters<'_> {
+    let mut out: ChangedClusters = HashMap::new();
+    for c in clusters {
+        for o in &c.objects {
+            out.entry(o.placement.as_str())
+                .or_default()
+                .insert(c.cluster.as_str());
+        }
+    }
+    out
 }
 
 /// The spec of a placement as JSON, for field-by-field comparison.
@@ -400,7 +417,7 @@ fn compare_placement(
     head: &World,
     b: Option<&PlacementSchedule>,
     h: Option<&PlacementSchedule>,
-    clusters: &[ClusterPlan],
+    changed: &ChangedClusters,
 ) -> PlacementPlan {
     let key = h.or(b).map(|p| p.key.clone()).expect("one side exists");
     let base_spec = b.and_then(|_| spec_of(base, &key));
@@ -571,7 +588,7 @@ fn compare_placement(
         _ => Change::Unchanged,
     };
     let rollout = h
-        .map(|h| rollout_impact(head, h, &kept, clusters))
+        .map(|h| rollout_impact(head, h, &kept, changed))
         .filter(|r| change != Change::Unchanged || !r.updating.is_empty());
     PlacementPlan {
         policy_snapshot_index: Transition {
@@ -648,17 +665,12 @@ fn rollout_impact(
     head: &World,
     h: &PlacementSchedule,
     kept: &[String],
-    clusters: &[ClusterPlan],
+    changed: &ChangedClusters,
 ) -> RolloutImpact {
-    let id = h.key.id();
-    let changed_clusters: BTreeSet<&str> = clusters
-        .iter()
-        .filter(|c| c.objects.iter().any(|o| o.placement == id))
-        .map(|c| c.cluster.as_str())
-        .collect();
+    let changed_clusters = changed.get(h.key.id().as_str());
     let updating: Vec<String> = kept
         .iter()
-        .filter(|c| changed_clusters.contains(c.as_str()))
+        .filter(|c| changed_clusters.is_some_and(|cs| cs.contains(c.as_str())))
         .cloned()
         .collect();
     if h.key.kind == "Placement" {
@@ -830,13 +842,8 @@ fn render_inputs(world: &World) -> (BTreeMap<String, String>, String) {
 fn compare_clusters(base: &World, head: &World, context: usize) -> Vec<ClusterPlan> {
     let (base_inputs, base_overrides) = render_inputs(base);
     let (head_inputs, head_overrides) = render_inputs(head);
-    let placements_of = |w: &World, cluster: &str| -> Vec<String> {
-        w.schedule
-            .iter()
-            .filter(|p| p.selected.iter().any(|c| c == cluster))
-            .map(|p| p.key.id())
-            .collect()
-    };
+    let base_side = Side::new(base);
+    let head_side = Side::new(head);
     let names: BTreeSet<&str> = base
         .fleet
         .clusters
@@ -845,22 +852,25 @@ fn compare_clusters(base: &World, head: &World, context: usize) -> Vec<ClusterPl
         .map(|c| c.name.as_str())
         .collect();
     let empty = Labels::new();
+    let mut diffs = DiffMemo::new(context);
     let mut out = Vec::new();
     for name in names {
         let base_labels = base.fleet.get(name).map_or(&empty, |c| &c.labels);
         let head_labels = head.fleet.get(name).map_or(&empty, |c| &c.labels);
-        let (bp, hp) = (placements_of(base, name), placements_of(head, name));
+        let (bp, hp) = (base_side.placements_of(name), head_side.placements_of(name));
         let same_inputs = bp == hp
             && base_labels == head_labels
             && base_overrides == head_overrides
             && bp
                 .iter()
-                .all(|id| base_inputs.get(id) == head_inputs.get(id));
+                .all(|id| base_inputs.get(*id) == head_inputs.get(*id));
         if same_inputs {
             continue;
         }
-        let (base_objects, _, _) = rendered_objects(base, name, base_labels);
-        let (head_objects, errors, failed) = rendered_objects(head, name, head_labels);
+        let base_rendered = base_side.render(name, base_labels);
+        let head_rendered = head_side.render(name, head_labels);
+        let (base_objects, _, _) = base_side.objects(&base_rendered);
+        let (head_objects, errors, failed) = head_side.objects(&head_rendered);
         let mut objects = Vec::new();
         let ids: BTreeSet<&String> = base_objects.keys().chain(head_objects.keys()).collect();
         for id in ids {
@@ -869,18 +879,20 @@ fn compare_clusters(base: &World, head: &World, context: usize) -> Vec<ClusterPl
                 (None, Some(_)) => Change::Added,
                 // A placement that fails to render on the head deletes nothing: the daemon
                 // reports the failure and leaves what is applied in place.
-                (Some((_, placement)), None) if failed.contains(placement) => continue,
+                (Some(x), None) if failed.contains(x.placement) => continue,
                 (Some(_), None) => Change::Removed,
-                (Some(x), Some(y)) if x.0 != y.0 => Change::Changed,
-                _ => continue,
+                (Some(_), Some(_)) => Change::Changed,
+                (None, None) => continue,
             };
-            let placement = h.or(b).map(|(_, p)| p.clone()).unwrap_or_default();
-            let (bt, ht) = masked_yaml(b.map(|x| &x.0), h.map(|x| &x.0));
+            let Some(diff) = diffs.diff(id, b, h) else {
+                continue;
+            };
+            let placement = h.or(b).map(|o| o.placement.to_string()).unwrap_or_default();
             objects.push(ObjectDiff {
                 object: id.clone(),
                 placement,
                 change,
-                diff: unified(&bt, &ht, id, context),
+                diff,
             });
         }
         if !objects.is_empty() || !errors.is_empty() {
@@ -894,36 +906,111 @@ fn compare_clusters(base: &World, head: &World, context: usize) -> Vec<ClusterPl
     out
 }
 
-/// A cluster's rendered objects: by identity, each with the id of the placement delivering it.
-type Objects = BTreeMap<String, (Value, String)>;
+/// One world's rendering for the cluster comparison: its [`CommitRenderer`] (each placement
+/// rendered once per distinct cluster input) and the placements' ids.
+struct Side<'a> {
+    renderer: CommitRenderer<'a>,
+    ids: Vec<String>,
+}
 
-/// A cluster's rendered objects, the rendering errors, and the placements that failed.
-fn rendered_objects(
-    world: &World,
-    cluster: &str,
-    labels: &Labels,
-) -> (Objects, Vec<String>, BTreeSet<String>) {
-    let target = ClusterTarget {
-        name: cluster,
-        labels,
-    };
-    let mut objects = BTreeMap::new();
-    let mut errors = Vec::new();
-    let mut failed = BTreeSet::new();
-    for p in render_cluster(world.cat, world.schedule, &target) {
-        match p.manifests {
-            Ok(ms) => {
-                for m in ms {
-                    objects.insert(object_id(&m.value), (m.value, p.placement.id()));
-                }
-            }
-            Err(e) => {
-                errors.push(format!("{}: {e}", p.placement.id()));
-                failed.insert(p.placement.id());
-            }
+/// One rendered object of a cluster: its value, where it sits in a shared rendering (which
+/// identifies the value: equal positions, equal values), and the placement delivering it.
+struct Object<'r> {
+    value: &'r Value,
+    at: (usize, usize),
+    placement: &'r str,
+}
+
+/// A cluster's rendered objects by identity; later placements win, as in one apply.
+type Objects<'r> = BTreeMap<String, Object<'r>>;
+
+impl<'a> Side<'a> {
+    fn new(world: &World<'a>) -> Self {
+        Self {
+            renderer: CommitRenderer::new(world.cat, world.schedule),
+            ids: world.schedule.iter().map(|p| p.key.id()).collect(),
         }
     }
-    (objects, errors, failed)
+
+    /// Ids of the placements that selected the cluster, in schedule order.
+    fn placements_of(&self, cluster: &str) -> Vec<&str> {
+        self.renderer
+            .indices_of(cluster)
+            .iter()
+            .map(|&i| self.ids[i].as_str())
+            .collect()
+    }
+
+    fn render(&self, cluster: &str, labels: &Labels) -> Vec<(usize, SharedManifests)> {
+        self.renderer.render(&ClusterTarget {
+            name: cluster,
+            labels,
+        })
+    }
+
+    /// A cluster's rendered objects, the rendering errors, and the placements that failed.
+    fn objects<'r>(
+        &'r self,
+        rendered: &'r [(usize, SharedManifests)],
+    ) -> (Objects<'r>, Vec<String>, BTreeSet<&'r str>) {
+        let mut objects = BTreeMap::new();
+        let mut errors = Vec::new();
+        let mut failed = BTreeSet::new();
+        for (i, manifests) in rendered {
+            let placement = self.ids[*i].as_str();
+            match manifests.as_ref() {
+                Ok(ms) => {
+                    let rendering = Rc::as_ptr(manifests) as usize;
+                    for (j, m) in ms.iter().enumerate() {
+                        let object = Object {
+                            value: &m.value,
+                            at: (rendering, j),
+                            placement,
+                        };
+                        objects.insert(object_id(&m.value), object);
+                    }
+                }
+                Err(e) => {
+                    errors.push(format!("{placement}: {e}"));
+                    failed.insert(placement);
+                }
+            }
+        }
+        (objects, errors, failed)
+    }
+}
+
+/// The diffs of object pairs already compared: clusters that render alike share their
+/// renderings, so most pairs recur on many clusters and are diffed once.
+struct DiffMemo {
+    context: usize,
+    seen: HashMap<(Option<(usize, usize)>, Option<(usize, usize)>), Option<String>>,
+}
+
+impl DiffMemo {
+    fn new(context: usize) -> Self {
+        Self {
+            context,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// The unified diff of an object between the two sides, `None` when it is the same.
+    fn diff(&mut self, id: &str, b: Option<&Object>, h: Option<&Object>) -> Option<String> {
+        let key = (b.map(|o| o.at), h.map(|o| o.at));
+        let context = self.context;
+        self.seen
+            .entry(key)
+            .or_insert_with(|| {
+                let (bv, hv) = (b.map(|o| o.value), h.map(|o| o.value));
+                if bv == hv {
+                    return None;
+                }
+                let (bt, ht) = masked_yaml(bv, hv);
+                Some(unified(&bt, &ht, id, context))
+            })
+            .clone()
+    }
 }
 
 fn object_id(v: &Value) -> String {
