@@ -6,7 +6,8 @@
 
 pub mod format;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Entry};
+use crate::model::placement::Placement;
 use crate::model::placement::{PlacementType, RolloutStrategyType};
 use crate::model::Labels;
 use crate::render::cluster::{CommitRenderer, SharedManifests};
@@ -15,9 +16,11 @@ use crate::schedule::{
     schedule_commit, ClusterDecision, Condition, Fleet, Inventory, PlacementKey, PlacementSchedule,
     Previous,
 };
+use crate::snapshot::SelectedResource;
 use crate::snapshot::{hash_value, resource_hash, select};
 use serde::Serialize;
 use serde_json::Value;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 
@@ -263,13 +266,14 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     let ids: BTreeSet<&String> = base_by.keys().chain(head_by.keys()).collect();
     // Every cluster counts for the placements, the summary and the exit code; `--cluster` only
     // narrows which diffs are shown.
-    let mut clusters = compare_clusters(base, head, opts.context);
+    let sel = (Selections::new(base.cat), Selections::new(head.cat));
+    let mut clusters = compare_clusters(base, head, &sel, opts.context);
     let changed = changed_clusters(&clusters);
     let mut placements = Vec::new();
     for id in ids {
         let b = base_by.get(id).copied();
         let h = head_by.get(id).copied();
-        placements.push(compare_placement(base, head, b, h, &changed));
+        placements.push(compare_placement(base, head, &sel, b, h, &changed));
     }
     let mut summary = Summary::default();
     for p in &placements {
@@ -306,6 +310,36 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     }
 }
 
+/// The placements' selected resources in one world, selected once: the comparison of
+/// placements and of clusters both need them.
+struct Selections<'a> {
+    cat: &'a Catalog,
+    /// By the placement's index in the catalog's objects; `None` for a selection error.
+    memo: RefCell<HashMap<usize, Option<Rc<Vec<SelectedResource>>>>>,
+}
+
+impl<'a> Selections<'a> {
+    fn new(cat: &'a Catalog) -> Self {
+        Self {
+            cat,
+            memo: RefCell::new(HashMap::new()),
+        }
+    }
+
+    fn of(&self, entry: &Entry<Placement>) -> Option<Rc<Vec<SelectedResource>>> {
+        if let Some(s) = self.memo.borrow().get(&entry.index) {
+            return s.clone();
+        }
+        let s = select(self.cat, &entry.spec).ok().map(Rc::new);
+        self.memo.borrow_mut().insert(entry.index, s.clone());
+        s
+    }
+
+    fn of_key(&self, key: &PlacementKey) -> Option<Rc<Vec<SelectedResource>>> {
+        self.of(self.cat.placement(&key.name, key.namespace.as_deref())?)
+    }
+}
+
 /// Placement id → the clusters where an object it delivers changes.
 type ChangedClusters<'a> = HashMap<&'a str, BTreeSet<&'a str>>;
 
@@ -338,13 +372,10 @@ fn spec_of(world: &World, key: &PlacementKey) -> Option<Value> {
 }
 
 /// The overrides that follow a placement and select one of its resources, with their hashes.
-fn overrides_of(world: &World, key: &PlacementKey) -> BTreeMap<String, String> {
+fn overrides_of(world: &World, sel: &Selections, key: &PlacementKey) -> BTreeMap<String, String> {
     let cat = world.cat;
     let mut out = BTreeMap::new();
-    let Some(entry) = cat.placement(&key.name, key.namespace.as_deref()) else {
-        return out;
-    };
-    let Ok(resources) = select(cat, &entry.spec) else {
+    let Some(resources) = sel.of_key(key) else {
         return out;
     };
     if key.namespace.is_none() {
@@ -401,9 +432,8 @@ impl ResourceChanges {
     }
 }
 
-fn selection_of(world: &World, key: &PlacementKey) -> Option<BTreeMap<String, String>> {
-    let entry = world.cat.placement(&key.name, key.namespace.as_deref())?;
-    let resources = select(world.cat, &entry.spec).ok()?;
+fn selection_of(sel: &Selections, key: &PlacementKey) -> Option<BTreeMap<String, String>> {
+    let resources = sel.of_key(key)?;
     Some(
         resources
             .iter()
@@ -415,6 +445,7 @@ fn selection_of(world: &World, key: &PlacementKey) -> Option<BTreeMap<String, St
 fn compare_placement(
     base: &World,
     head: &World,
+    sel: &(Selections, Selections),
     b: Option<&PlacementSchedule>,
     h: Option<&PlacementSchedule>,
     changed: &ChangedClusters,
@@ -435,15 +466,18 @@ fn compare_placement(
         }
     }
     let (base_sel, head_sel) = (
-        b.and_then(|_| selection_of(base, &key)),
-        h.and_then(|_| selection_of(head, &key)),
+        b.and_then(|_| selection_of(&sel.0, &key)),
+        h.and_then(|_| selection_of(&sel.1, &key)),
     );
     let resources = match (&base_sel, &head_sel) {
         (Some(bs), Some(hs)) => diff_maps(bs, hs),
         _ => ResourceChanges::default(),
     };
     let overrides = match (b, h) {
-        (Some(_), Some(_)) => diff_maps(&overrides_of(base, &key), &overrides_of(head, &key)),
+        (Some(_), Some(_)) => diff_maps(
+            &overrides_of(base, &sel.0, &key),
+            &overrides_of(head, &sel.1, &key),
+        ),
         _ => ResourceChanges::default(),
     };
     if !overrides.is_empty() {
@@ -799,7 +833,7 @@ fn staged_impact(head: &World, key: &PlacementKey, selected: &[String]) -> Vec<S
 
 /// Fingerprint of everything that shapes one placement's manifests in a world, so clusters
 /// whose inputs did not change are not rendered twice.
-fn render_inputs(world: &World) -> (BTreeMap<String, String>, String) {
+fn render_inputs(world: &World, sel: &Selections) -> (BTreeMap<String, String>, String) {
     let mut per_placement = BTreeMap::new();
     for e in &world.cat.placements {
         let id = PlacementKey {
@@ -808,7 +842,7 @@ fn render_inputs(world: &World) -> (BTreeMap<String, String>, String) {
             name: e.spec.metadata.name.clone(),
         }
         .id();
-        if let Ok(res) = select(world.cat, &e.spec) {
+        if let Some(res) = sel.of(e) {
             per_placement.insert(id, resource_hash(&res));
         }
     }
@@ -839,9 +873,14 @@ fn render_inputs(world: &World) -> (BTreeMap<String, String>, String) {
     (per_placement, hash_value(&serde_json::json!(overrides)))
 }
 
-fn compare_clusters(base: &World, head: &World, context: usize) -> Vec<ClusterPlan> {
-    let (base_inputs, base_overrides) = render_inputs(base);
-    let (head_inputs, head_overrides) = render_inputs(head);
+fn compare_clusters(
+    base: &World,
+    head: &World,
+    sel: &(Selections, Selections),
+    context: usize,
+) -> Vec<ClusterPlan> {
+    let (base_inputs, base_overrides) = render_inputs(base, &sel.0);
+    let (head_inputs, head_overrides) = render_inputs(head, &sel.1);
     let base_side = Side::new(base);
     let head_side = Side::new(head);
     let names: BTreeSet<&str> = base
@@ -872,7 +911,7 @@ fn compare_clusters(base: &World, head: &World, context: usize) -> Vec<ClusterPl
         let (base_objects, _, _) = base_side.objects(&base_rendered);
         let (head_objects, errors, failed) = head_side.objects(&head_rendered);
         let mut objects = Vec::new();
-        let ids: BTreeSet<&String> = base_objects.keys().chain(head_objects.keys()).collect();
+        let ids: BTreeSet<&Rc<str>> = base_objects.keys().chain(head_objects.keys()).collect();
         for id in ids {
             let (b, h) = (base_objects.get(id), head_objects.get(id));
             let change = match (b, h) {
@@ -889,7 +928,7 @@ fn compare_clusters(base: &World, head: &World, context: usize) -> Vec<ClusterPl
             };
             let placement = h.or(b).map(|o| o.placement.to_string()).unwrap_or_default();
             objects.push(ObjectDiff {
-                object: id.clone(),
+                object: id.to_string(),
                 placement,
                 change,
                 diff,
@@ -911,6 +950,9 @@ fn compare_clusters(base: &World, head: &World, context: usize) -> Vec<ClusterPl
 struct Side<'a> {
     renderer: CommitRenderer<'a>,
     ids: Vec<String>,
+    /// The objects' ids of each shared rendering, by its address (renderings live as long as
+    /// the renderer, so addresses are not reused).
+    object_ids: RefCell<HashMap<usize, Rc<[Rc<str>]>>>,
 }
 
 /// One rendered object of a cluster: its value, where it sits in a shared rendering (which
@@ -922,13 +964,14 @@ struct Object<'r> {
 }
 
 /// A cluster's rendered objects by identity; later placements win, as in one apply.
-type Objects<'r> = BTreeMap<String, Object<'r>>;
+type Objects<'r> = BTreeMap<Rc<str>, Object<'r>>;
 
 impl<'a> Side<'a> {
     fn new(world: &World<'a>) -> Self {
         Self {
             renderer: CommitRenderer::new(world.cat, world.schedule),
             ids: world.schedule.iter().map(|p| p.key.id()).collect(),
+            object_ids: RefCell::new(HashMap::new()),
         }
     }
 
@@ -961,13 +1004,19 @@ impl<'a> Side<'a> {
             match manifests.as_ref() {
                 Ok(ms) => {
                     let rendering = Rc::as_ptr(manifests) as usize;
+                    let ids = self
+                        .object_ids
+                        .borrow_mut()
+                        .entry(rendering)
+                        .or_insert_with(|| ms.iter().map(|m| object_id(&m.value).into()).collect())
+                        .clone();
                     for (j, m) in ms.iter().enumerate() {
                         let object = Object {
                             value: &m.value,
                             at: (rendering, j),
                             placement,
                         };
-                        objects.insert(object_id(&m.value), object);
+                        objects.insert(ids[j].clone(), object);
                     }
                 }
                 Err(e) => {

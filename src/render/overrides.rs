@@ -61,6 +61,8 @@ pub enum OverrideFailure {
 pub(super) struct Applicable<'a> {
     cluster: Vec<&'a ClusterResourceOverride>,
     namespaced: Vec<&'a ResourceOverride>,
+    /// Every rule of `cluster` then `namespaced`, in order, and whether it uses variables.
+    rules: Vec<(&'a OverrideRule, bool)>,
 }
 
 /// What of a cluster one placement's rendering reads (see [`Applicable::cluster_key`]): two
@@ -104,32 +106,30 @@ impl<'a> Applicable<'a> {
             (a.namespace(), a.metadata.name.as_str())
                 .cmp(&(b.namespace(), b.metadata.name.as_str()))
         });
+        let rules = cluster
+            .iter()
+            .map(|o| &o.spec.policy.override_rules)
+            .chain(namespaced.iter().map(|o| &o.spec.policy.override_rules))
+            .flatten()
+            .map(|r| (r, rule_has_variables(r)))
+            .collect();
         Self {
             cluster,
             namespaced,
+            rules,
         }
     }
 
     /// The cluster's [`ClusterKey`]: the cluster enters rendering only through the rules whose
     /// cluster selector matches it ([`apply_rules`]) and the variables those rules substitute.
     pub(super) fn cluster_key(&self, cluster: &ClusterTarget) -> ClusterKey {
-        let rules = self
-            .cluster
-            .iter()
-            .map(|o| &o.spec.policy.override_rules)
-            .chain(
-                self.namespaced
-                    .iter()
-                    .map(|o| &o.spec.policy.override_rules),
-            )
-            .flatten();
         let mut bits = Vec::new();
-        for (i, rule) in rules.enumerate() {
+        for (i, (rule, has_variables)) in self.rules.iter().enumerate() {
             if i % 64 == 0 {
                 bits.push(0u64);
             }
             if rule.selects_cluster(cluster.labels) {
-                if rule_has_variables(rule) {
+                if *has_variables {
                     return ClusterKey::Cluster(cluster.name.to_string());
                 }
                 bits[i / 64] |= 1 << (i % 64);
