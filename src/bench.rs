@@ -15,6 +15,8 @@ use std::fmt;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+pub mod plan;
+
 /// The seed [`run`] uses, so every report measures the same fleets.
 pub const DEFAULT_SEED: u64 = 0x6769_7466_6c65_6574;
 /// The scheduler's clock in [`run`]: 2026-02-01T00:00:00Z (after every generated `timeAdded`).
@@ -671,6 +673,39 @@ pub fn run(sizes: &[(usize, usize)]) -> Report {
     Report {
         seed: DEFAULT_SEED,
         rows,
+    }
+}
+
+/// `"100x100,1000x1000"` → `[(100, 100), (1000, 1000)]` (placements × clusters), for the
+/// benchmarks' `GITFLEET_BENCH_SIZES`.
+pub fn parse_sizes(text: &str) -> Result<Vec<(usize, usize)>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let (p, c) = s
+                .split_once(['x', 'X'])
+                .ok_or_else(|| format!("{s:?}: expected PLACEMENTSxCLUSTERS, e.g. 1000x1000"))?;
+            let number = |n: &str| {
+                n.trim()
+                    .replace('_', "")
+                    .parse::<usize>()
+                    .map_err(|e| format!("{s:?}: {n:?} is not a count: {e}"))
+            };
+            Ok((number(p)?, number(c)?))
+        })
+        .collect()
+}
+
+/// The sizes of `GITFLEET_BENCH_SIZES`, or `default` when it is not set.
+pub fn sizes_from_env(default: &[(usize, usize)]) -> Result<Vec<(usize, usize)>, String> {
+    match std::env::var("GITFLEET_BENCH_SIZES") {
+        Ok(text) => match parse_sizes(&text) {
+            Ok(sizes) if !sizes.is_empty() => Ok(sizes),
+            Ok(_) => Err("GITFLEET_BENCH_SIZES names no size".into()),
+            Err(e) => Err(format!("GITFLEET_BENCH_SIZES: {e}")),
+        },
+        Err(_) => Ok(default.to_vec()),
     }
 }
 

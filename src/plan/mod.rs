@@ -6,16 +6,23 @@
 
 pub mod format;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Entry};
+use crate::model::placement::Placement;
 use crate::model::placement::{PlacementType, RolloutStrategyType};
 use crate::model::Labels;
-use crate::render::cluster::render_cluster;
+use crate::render::cluster::{CommitRenderer, SharedManifests};
 use crate::render::ClusterTarget;
-use crate::schedule::{ClusterDecision, Condition, Fleet, PlacementKey, PlacementSchedule};
+use crate::schedule::{
+    schedule_commit, ClusterDecision, Condition, Fleet, Inventory, PlacementKey, PlacementSchedule,
+    Previous,
+};
+use crate::snapshot::SelectedResource;
 use crate::snapshot::{hash_value, resource_hash, select};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
 
 /// One side of the comparison.
 pub struct World<'a> {
@@ -196,6 +203,48 @@ pub struct ObjectDiff {
     pub diff: String,
 }
 
+/// What `gitfleet plan` needs besides the two commits: the live inventory (if any), the bindings
+/// of the last run and the clock.
+pub struct Inputs<'a> {
+    pub inventory: Option<&'a Inventory>,
+    pub previous: &'a Previous,
+    pub now_unix: i64,
+}
+
+/// The plan of two valid commits, as `gitfleet plan` computes it: each side's fleet and schedule
+/// (the head scheduled with the base's decisions as previous, as the daemon would), then
+/// [`compare`]. The command and the plan benchmark both go through here.
+pub fn plan_catalogs(
+    (base_commit, base_cat): (&str, &Catalog),
+    (head_commit, head_cat): (&str, &Catalog),
+    inputs: &Inputs,
+    opts: &Options,
+) -> Plan {
+    let base_fleet = Fleet::build(base_cat, inputs.inventory);
+    let head_fleet = Fleet::build(head_cat, inputs.inventory);
+    let base_schedule = schedule_commit(base_cat, &base_fleet, inputs.previous, inputs.now_unix);
+    let as_previous: Previous = base_schedule
+        .iter()
+        .map(|p| (p.key.id(), p.clone()))
+        .collect();
+    let head_schedule = schedule_commit(head_cat, &head_fleet, &as_previous, inputs.now_unix);
+    compare(
+        &World {
+            commit: base_commit,
+            cat: base_cat,
+            fleet: &base_fleet,
+            schedule: &base_schedule,
+        },
+        &World {
+            commit: head_commit,
+            cat: head_cat,
+            fleet: &head_fleet,
+            schedule: &head_schedule,
+        },
+        opts,
+    )
+}
+
 /// A plan that only reports the head's validation errors.
 pub fn invalid(base: &str, head: &str, errors: Vec<String>) -> Plan {
     Plan {
@@ -217,12 +266,14 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     let ids: BTreeSet<&String> = base_by.keys().chain(head_by.keys()).collect();
     // Every cluster counts for the placements, the summary and the exit code; `--cluster` only
     // narrows which diffs are shown.
-    let mut clusters = compare_clusters(base, head, opts.context);
+    let sel = (Selections::new(base.cat), Selections::new(head.cat));
+    let mut clusters = compare_clusters(base, head, &sel, opts.context);
+    let changed = changed_clusters(&clusters);
     let mut placements = Vec::new();
     for id in ids {
         let b = base_by.get(id).copied();
         let h = head_by.get(id).copied();
-        placements.push(compare_placement(base, head, b, h, &clusters));
+        placements.push(compare_placement(base, head, &sel, b, h, &changed));
     }
     let mut summary = Summary::default();
     for p in &placements {
@@ -259,6 +310,51 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     }
 }
 
+/// The placements' selected resources in one world, selected once: the comparison of
+/// placements and of clusters both need them.
+struct Selections<'a> {
+    cat: &'a Catalog,
+    /// By the placement's index in the catalog's objects; `None` for a selection error.
+    memo: RefCell<HashMap<usize, Option<Rc<Vec<SelectedResource>>>>>,
+}
+
+impl<'a> Selections<'a> {
+    fn new(cat: &'a Catalog) -> Self {
+        Self {
+            cat,
+            memo: RefCell::new(HashMap::new()),
+        }
+    }
+
+    fn of(&self, entry: &Entry<Placement>) -> Option<Rc<Vec<SelectedResource>>> {
+        if let Some(s) = self.memo.borrow().get(&entry.index) {
+            return s.clone();
+        }
+        let s = select(self.cat, &entry.spec).ok().map(Rc::new);
+        self.memo.borrow_mut().insert(entry.index, s.clone());
+        s
+    }
+
+    fn of_key(&self, key: &PlacementKey) -> Option<Rc<Vec<SelectedResource>>> {
+        self.of(self.cat.placement(&key.name, key.namespace.as_deref())?)
+    }
+}
+
+/// Placement id → the clusters where an object it delivers changes.
+type ChangedClusters<'a> = HashMap<&'a str, BTreeSet<&'a str>>;
+
+fn changed_clusters(clusters: &[ClusterPlan]) -> ChangedClusters<'_> {
+    let mut out: ChangedClusters = HashMap::new();
+    for c in clusters {
+        for o in &c.objects {
+            out.entry(o.placement.as_str())
+                .or_default()
+                .insert(c.cluster.as_str());
+        }
+    }
+    out
+}
+
 /// The spec of a placement as JSON, for field-by-field comparison.
 fn spec_of(world: &World, key: &PlacementKey) -> Option<Value> {
     let cat = world.cat;
@@ -276,13 +372,10 @@ fn spec_of(world: &World, key: &PlacementKey) -> Option<Value> {
 }
 
 /// The overrides that follow a placement and select one of its resources, with their hashes.
-fn overrides_of(world: &World, key: &PlacementKey) -> BTreeMap<String, String> {
+fn overrides_of(world: &World, sel: &Selections, key: &PlacementKey) -> BTreeMap<String, String> {
     let cat = world.cat;
     let mut out = BTreeMap::new();
-    let Some(entry) = cat.placement(&key.name, key.namespace.as_deref()) else {
-        return out;
-    };
-    let Ok(resources) = select(cat, &entry.spec) else {
+    let Some(resources) = sel.of_key(key) else {
         return out;
     };
     if key.namespace.is_none() {
@@ -339,9 +432,8 @@ impl ResourceChanges {
     }
 }
 
-fn selection_of(world: &World, key: &PlacementKey) -> Option<BTreeMap<String, String>> {
-    let entry = world.cat.placement(&key.name, key.namespace.as_deref())?;
-    let resources = select(world.cat, &entry.spec).ok()?;
+fn selection_of(sel: &Selections, key: &PlacementKey) -> Option<BTreeMap<String, String>> {
+    let resources = sel.of_key(key)?;
     Some(
         resources
             .iter()
@@ -353,9 +445,10 @@ fn selection_of(world: &World, key: &PlacementKey) -> Option<BTreeMap<String, St
 fn compare_placement(
     base: &World,
     head: &World,
+    sel: &(Selections, Selections),
     b: Option<&PlacementSchedule>,
     h: Option<&PlacementSchedule>,
-    clusters: &[ClusterPlan],
+    changed: &ChangedClusters,
 ) -> PlacementPlan {
     let key = h.or(b).map(|p| p.key.clone()).expect("one side exists");
     let base_spec = b.and_then(|_| spec_of(base, &key));
@@ -373,15 +466,18 @@ fn compare_placement(
         }
     }
     let (base_sel, head_sel) = (
-        b.and_then(|_| selection_of(base, &key)),
-        h.and_then(|_| selection_of(head, &key)),
+        b.and_then(|_| selection_of(&sel.0, &key)),
+        h.and_then(|_| selection_of(&sel.1, &key)),
     );
     let resources = match (&base_sel, &head_sel) {
         (Some(bs), Some(hs)) => diff_maps(bs, hs),
         _ => ResourceChanges::default(),
     };
     let overrides = match (b, h) {
-        (Some(_), Some(_)) => diff_maps(&overrides_of(base, &key), &overrides_of(head, &key)),
+        (Some(_), Some(_)) => diff_maps(
+            &overrides_of(base, &sel.0, &key),
+            &overrides_of(head, &sel.1, &key),
+        ),
         _ => ResourceChanges::default(),
     };
     if !overrides.is_empty() {
@@ -526,7 +622,7 @@ fn compare_placement(
         _ => Change::Unchanged,
     };
     let rollout = h
-        .map(|h| rollout_impact(head, h, &kept, clusters))
+        .map(|h| rollout_impact(head, h, &kept, changed))
         .filter(|r| change != Change::Unchanged || !r.updating.is_empty());
     PlacementPlan {
         policy_snapshot_index: Transition {
@@ -603,17 +699,12 @@ fn rollout_impact(
     head: &World,
     h: &PlacementSchedule,
     kept: &[String],
-    clusters: &[ClusterPlan],
+    changed: &ChangedClusters,
 ) -> RolloutImpact {
-    let id = h.key.id();
-    let changed_clusters: BTreeSet<&str> = clusters
-        .iter()
-        .filter(|c| c.objects.iter().any(|o| o.placement == id))
-        .map(|c| c.cluster.as_str())
-        .collect();
+    let changed_clusters = changed.get(h.key.id().as_str());
     let updating: Vec<String> = kept
         .iter()
-        .filter(|c| changed_clusters.contains(c.as_str()))
+        .filter(|c| changed_clusters.is_some_and(|cs| cs.contains(c.as_str())))
         .cloned()
         .collect();
     if h.key.kind == "Placement" {
@@ -742,7 +833,7 @@ fn staged_impact(head: &World, key: &PlacementKey, selected: &[String]) -> Vec<S
 
 /// Fingerprint of everything that shapes one placement's manifests in a world, so clusters
 /// whose inputs did not change are not rendered twice.
-fn render_inputs(world: &World) -> (BTreeMap<String, String>, String) {
+fn render_inputs(world: &World, sel: &Selections) -> (BTreeMap<String, String>, String) {
     let mut per_placement = BTreeMap::new();
     for e in &world.cat.placements {
         let id = PlacementKey {
@@ -751,7 +842,7 @@ fn render_inputs(world: &World) -> (BTreeMap<String, String>, String) {
             name: e.spec.metadata.name.clone(),
         }
         .id();
-        if let Ok(res) = select(world.cat, &e.spec) {
+        if let Some(res) = sel.of(e) {
             per_placement.insert(id, resource_hash(&res));
         }
     }
@@ -782,16 +873,16 @@ fn render_inputs(world: &World) -> (BTreeMap<String, String>, String) {
     (per_placement, hash_value(&serde_json::json!(overrides)))
 }
 
-fn compare_clusters(base: &World, head: &World, context: usize) -> Vec<ClusterPlan> {
-    let (base_inputs, base_overrides) = render_inputs(base);
-    let (head_inputs, head_overrides) = render_inputs(head);
-    let placements_of = |w: &World, cluster: &str| -> Vec<String> {
-        w.schedule
-            .iter()
-            .filter(|p| p.selected.iter().any(|c| c == cluster))
-            .map(|p| p.key.id())
-            .collect()
-    };
+fn compare_clusters(
+    base: &World,
+    head: &World,
+    sel: &(Selections, Selections),
+    context: usize,
+) -> Vec<ClusterPlan> {
+    let (base_inputs, base_overrides) = render_inputs(base, &sel.0);
+    let (head_inputs, head_overrides) = render_inputs(head, &sel.1);
+    let base_side = Side::new(base);
+    let head_side = Side::new(head);
     let names: BTreeSet<&str> = base
         .fleet
         .clusters
@@ -800,42 +891,47 @@ fn compare_clusters(base: &World, head: &World, context: usize) -> Vec<ClusterPl
         .map(|c| c.name.as_str())
         .collect();
     let empty = Labels::new();
+    let mut diffs = DiffMemo::new(context);
     let mut out = Vec::new();
     for name in names {
         let base_labels = base.fleet.get(name).map_or(&empty, |c| &c.labels);
         let head_labels = head.fleet.get(name).map_or(&empty, |c| &c.labels);
-        let (bp, hp) = (placements_of(base, name), placements_of(head, name));
+        let (bp, hp) = (base_side.placements_of(name), head_side.placements_of(name));
         let same_inputs = bp == hp
             && base_labels == head_labels
             && base_overrides == head_overrides
             && bp
                 .iter()
-                .all(|id| base_inputs.get(id) == head_inputs.get(id));
+                .all(|id| base_inputs.get(*id) == head_inputs.get(*id));
         if same_inputs {
             continue;
         }
-        let (base_objects, _, _) = rendered_objects(base, name, base_labels);
-        let (head_objects, errors, failed) = rendered_objects(head, name, head_labels);
+        let base_rendered = base_side.render(name, base_labels);
+        let head_rendered = head_side.render(name, head_labels);
+        let (base_objects, _, _) = base_side.objects(&base_rendered);
+        let (head_objects, errors, failed) = head_side.objects(&head_rendered);
         let mut objects = Vec::new();
-        let ids: BTreeSet<&String> = base_objects.keys().chain(head_objects.keys()).collect();
+        let ids: BTreeSet<&Rc<str>> = base_objects.keys().chain(head_objects.keys()).collect();
         for id in ids {
             let (b, h) = (base_objects.get(id), head_objects.get(id));
             let change = match (b, h) {
                 (None, Some(_)) => Change::Added,
                 // A placement that fails to render on the head deletes nothing: the daemon
                 // reports the failure and leaves what is applied in place.
-                (Some((_, placement)), None) if failed.contains(placement) => continue,
+                (Some(x), None) if failed.contains(x.placement) => continue,
                 (Some(_), None) => Change::Removed,
-                (Some(x), Some(y)) if x.0 != y.0 => Change::Changed,
-                _ => continue,
+                (Some(_), Some(_)) => Change::Changed,
+                (None, None) => continue,
             };
-            let placement = h.or(b).map(|(_, p)| p.clone()).unwrap_or_default();
-            let (bt, ht) = masked_yaml(b.map(|x| &x.0), h.map(|x| &x.0));
+            let Some(diff) = diffs.diff(id, b, h) else {
+                continue;
+            };
+            let placement = h.or(b).map(|o| o.placement.to_string()).unwrap_or_default();
             objects.push(ObjectDiff {
-                object: id.clone(),
+                object: id.to_string(),
                 placement,
                 change,
-                diff: unified(&bt, &ht, id, context),
+                diff,
             });
         }
         if !objects.is_empty() || !errors.is_empty() {
@@ -849,36 +945,121 @@ fn compare_clusters(base: &World, head: &World, context: usize) -> Vec<ClusterPl
     out
 }
 
-/// A cluster's rendered objects: by identity, each with the id of the placement delivering it.
-type Objects = BTreeMap<String, (Value, String)>;
+/// One world's rendering for the cluster comparison: its [`CommitRenderer`] (each placement
+/// rendered once per distinct cluster input) and the placements' ids.
+struct Side<'a> {
+    renderer: CommitRenderer<'a>,
+    ids: Vec<String>,
+    /// The objects' ids of each shared rendering, by its address (renderings live as long as
+    /// the renderer, so addresses are not reused).
+    object_ids: RefCell<HashMap<usize, Rc<[Rc<str>]>>>,
+}
 
-/// A cluster's rendered objects, the rendering errors, and the placements that failed.
-fn rendered_objects(
-    world: &World,
-    cluster: &str,
-    labels: &Labels,
-) -> (Objects, Vec<String>, BTreeSet<String>) {
-    let target = ClusterTarget {
-        name: cluster,
-        labels,
-    };
-    let mut objects = BTreeMap::new();
-    let mut errors = Vec::new();
-    let mut failed = BTreeSet::new();
-    for p in render_cluster(world.cat, world.schedule, &target) {
-        match p.manifests {
-            Ok(ms) => {
-                for m in ms {
-                    objects.insert(object_id(&m.value), (m.value, p.placement.id()));
-                }
-            }
-            Err(e) => {
-                errors.push(format!("{}: {e}", p.placement.id()));
-                failed.insert(p.placement.id());
-            }
+/// One rendered object of a cluster: its value, where it sits in a shared rendering (which
+/// identifies the value: equal positions, equal values), and the placement delivering it.
+struct Object<'r> {
+    value: &'r Value,
+    at: (usize, usize),
+    placement: &'r str,
+}
+
+/// A cluster's rendered objects by identity; later placements win, as in one apply.
+type Objects<'r> = BTreeMap<Rc<str>, Object<'r>>;
+
+impl<'a> Side<'a> {
+    fn new(world: &World<'a>) -> Self {
+        Self {
+            renderer: CommitRenderer::new(world.cat, world.schedule),
+            ids: world.schedule.iter().map(|p| p.key.id()).collect(),
+            object_ids: RefCell::new(HashMap::new()),
         }
     }
-    (objects, errors, failed)
+
+    /// Ids of the placements that selected the cluster, in schedule order.
+    fn placements_of(&self, cluster: &str) -> Vec<&str> {
+        self.renderer
+            .indices_of(cluster)
+            .iter()
+            .map(|&i| self.ids[i].as_str())
+            .collect()
+    }
+
+    fn render(&self, cluster: &str, labels: &Labels) -> Vec<(usize, SharedManifests)> {
+        self.renderer.render(&ClusterTarget {
+            name: cluster,
+            labels,
+        })
+    }
+
+    /// A cluster's rendered objects, the rendering errors, and the placements that failed.
+    fn objects<'r>(
+        &'r self,
+        rendered: &'r [(usize, SharedManifests)],
+    ) -> (Objects<'r>, Vec<String>, BTreeSet<&'r str>) {
+        let mut objects = BTreeMap::new();
+        let mut errors = Vec::new();
+        let mut failed = BTreeSet::new();
+        for (i, manifests) in rendered {
+            let placement = self.ids[*i].as_str();
+            match manifests.as_ref() {
+                Ok(ms) => {
+                    let rendering = Rc::as_ptr(manifests) as usize;
+                    let ids = self
+                        .object_ids
+                        .borrow_mut()
+                        .entry(rendering)
+                        .or_insert_with(|| ms.iter().map(|m| object_id(&m.value).into()).collect())
+                        .clone();
+                    for (j, m) in ms.iter().enumerate() {
+                        let object = Object {
+                            value: &m.value,
+                            at: (rendering, j),
+                            placement,
+                        };
+                        objects.insert(ids[j].clone(), object);
+                    }
+                }
+                Err(e) => {
+                    errors.push(format!("{placement}: {e}"));
+                    failed.insert(placement);
+                }
+            }
+        }
+        (objects, errors, failed)
+    }
+}
+
+/// The diffs of object pairs already compared: clusters that render alike share their
+/// renderings, so most pairs recur on many clusters and are diffed once.
+struct DiffMemo {
+    context: usize,
+    seen: HashMap<(Option<(usize, usize)>, Option<(usize, usize)>), Option<String>>,
+}
+
+impl DiffMemo {
+    fn new(context: usize) -> Self {
+        Self {
+            context,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// The unified diff of an object between the two sides, `None` when it is the same.
+    fn diff(&mut self, id: &str, b: Option<&Object>, h: Option<&Object>) -> Option<String> {
+        let key = (b.map(|o| o.at), h.map(|o| o.at));
+        let context = self.context;
+        self.seen
+            .entry(key)
+            .or_insert_with(|| {
+                let (bv, hv) = (b.map(|o| o.value), h.map(|o| o.value));
+                if bv == hv {
+                    return None;
+                }
+                let (bt, ht) = masked_yaml(bv, hv);
+                Some(unified(&bt, &ht, id, context))
+            })
+            .clone()
+    }
 }
 
 fn object_id(v: &Value) -> String {

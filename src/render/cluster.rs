@@ -2,13 +2,18 @@
 //! rendered, and the workloads of the ManifestWorkReplicaSets whose OCM Placement selected it.
 //! The daemon, `gitfleet render` and `gitfleet plan` all go through here.
 
+use super::overrides::Applicable;
 use super::{
-    render_for_cluster, wave_of, ClusterTarget, Manifest, OverrideSet, PlacementRef, RenderError,
+    render_for_cluster, render_with, wave_of, ClusterKey, ClusterTarget, Manifest, OverrideSet,
+    PlacementRef, RenderError,
 };
 use crate::catalog::Catalog;
 use crate::model::Gvk;
 use crate::schedule::{PlacementKey, PlacementSchedule};
 use serde_json::Value;
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
 
 /// The manifests one placement delivers to the cluster, or why they cannot be rendered.
 #[derive(Debug)]
@@ -87,20 +92,119 @@ pub fn render_cluster(
     schedule: &[PlacementSchedule],
     cluster: &ClusterTarget,
 ) -> Vec<PlacementManifests> {
-    let overrides = overrides_of(cat);
-    schedule
-        .iter()
-        .filter(|p| p.selected.iter().any(|c| c == cluster.name))
-        .filter_map(|p| {
-            let manifests = if p.key.kind == "Placement" {
-                Ok(ocm_workloads(cat, &p.key))
-            } else {
-                render_placement(cat, &p.key, &overrides, cluster)?
-            };
-            Some(PlacementManifests {
-                placement: p.key.clone(),
-                manifests,
-            })
+    let renderer = CommitRenderer::new(cat, schedule);
+    renderer
+        .render(cluster)
+        .into_iter()
+        .map(|(i, manifests)| PlacementManifests {
+            placement: schedule[i].key.clone(),
+            manifests: Rc::try_unwrap(manifests).unwrap_or_else(|rc| (*rc).clone()),
         })
         .collect()
+}
+
+/// One placement's manifests for one cluster, shared by the clusters that render alike.
+pub type SharedManifests = Rc<Result<Vec<Manifest>, RenderError>>;
+
+/// Renders one commit's schedule for many clusters. Each placement's selection and overrides
+/// are worked out once, and its manifests rendered once per [`ClusterKey`] (what of a cluster the
+/// overrides read) instead of once per cluster: most placements send every cluster the same
+/// objects. A failed rendering is never shared, since its error names the cluster.
+pub struct CommitRenderer<'a> {
+    cat: &'a Catalog,
+    schedule: &'a [PlacementSchedule],
+    overrides: OverrideSet<'a>,
+    /// Indices in `schedule` of the placements that selected each cluster, in schedule order.
+    by_cluster: HashMap<&'a str, Vec<usize>>,
+    /// Per schedule entry, worked out on first use; `None` when the commit cannot render it.
+    sources: Vec<OnceCell<Option<Source<'a>>>>,
+    cache: RefCell<HashMap<(usize, ClusterKey), SharedManifests>>,
+}
+
+enum Source<'a> {
+    /// The same for every cluster (OCM workloads).
+    Fixed(SharedManifests),
+    KubeFleet {
+        applicable: Applicable<'a>,
+        values: Vec<Value>,
+    },
+}
+
+impl<'a> CommitRenderer<'a> {
+    pub fn new(cat: &'a Catalog, schedule: &'a [PlacementSchedule]) -> Self {
+        let mut by_cluster: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, p) in schedule.iter().enumerate() {
+            for c in &p.selected {
+                let list = by_cluster.entry(c.as_str()).or_default();
+                if list.last() != Some(&i) {
+                    list.push(i);
+                }
+            }
+        }
+        Self {
+            cat,
+            schedule,
+            overrides: overrides_of(cat),
+            by_cluster,
+            sources: schedule.iter().map(|_| OnceCell::new()).collect(),
+            cache: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// Indices in the schedule of the placements that selected `cluster`, in schedule order.
+    pub fn indices_of(&self, cluster: &str) -> &[usize] {
+        self.by_cluster.get(cluster).map_or(&[], Vec::as_slice)
+    }
+
+    fn source(&self, i: usize) -> Option<&Source<'a>> {
+        self.sources[i]
+            .get_or_init(|| {
+                let key = &self.schedule[i].key;
+                if key.kind == "Placement" {
+                    return Some(Source::Fixed(Rc::new(Ok(ocm_workloads(self.cat, key)))));
+                }
+                let entry = self.cat.placement(&key.name, key.namespace.as_deref())?;
+                // A commit with selection errors is never rendered (it fails validation).
+                let resources = crate::snapshot::select(self.cat, &entry.spec).ok()?;
+                let placement = PlacementRef {
+                    name: &key.name,
+                    namespace: key.namespace.as_deref(),
+                };
+                Some(Source::KubeFleet {
+                    applicable: Applicable::new(&placement, &self.overrides),
+                    values: resources.into_iter().map(|r| r.value).collect(),
+                })
+            })
+            .as_ref()
+    }
+
+    /// What [`render_cluster`] returns, as `(index in the schedule, manifests)`: equal
+    /// renderings of one placement for two clusters are the same `Rc`.
+    pub fn render(&self, cluster: &ClusterTarget) -> Vec<(usize, SharedManifests)> {
+        let Some(indices) = self.by_cluster.get(cluster.name) else {
+            return vec![];
+        };
+        indices
+            .iter()
+            .filter_map(|&i| Some((i, self.render_one(i, cluster)?)))
+            .collect()
+    }
+
+    fn render_one(&self, i: usize, cluster: &ClusterTarget) -> Option<SharedManifests> {
+        let (applicable, values) = match self.source(i)? {
+            Source::Fixed(m) => return Some(m.clone()),
+            Source::KubeFleet { applicable, values } => (applicable, values),
+        };
+        let key = (i, applicable.cluster_key(cluster));
+        if let Some(m) = self.cache.borrow().get(&key) {
+            if m.is_ok() {
+                return Some(m.clone());
+            }
+        }
+        let m = Rc::new(render_with(applicable, values, cluster, &self.cat.scopes));
+        if m.is_ok() {
+            self.cache.borrow_mut().insert(key, m.clone());
+        }
+        Some(m)
+    }
 }

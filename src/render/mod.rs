@@ -30,7 +30,8 @@ mod waves;
 
 pub use crate::model::envelope::EnvelopeKind;
 pub use overrides::{
-    OverrideFailure, OverrideRef, CLUSTER_LABEL_KEY_VARIABLE_PREFIX, CLUSTER_NAME_VARIABLE,
+    ClusterKey, OverrideFailure, OverrideRef, CLUSTER_LABEL_KEY_VARIABLE_PREFIX,
+    CLUSTER_NAME_VARIABLE,
 };
 pub use waves::{wave_of, LAST_WAVE};
 
@@ -175,6 +176,16 @@ pub fn render_for_cluster(
     scopes: &ScopeTable,
 ) -> Result<Vec<Manifest>, RenderError> {
     let applicable = overrides::Applicable::new(placement, overrides);
+    render_with(&applicable, selected, cluster, scopes)
+}
+
+/// [`render_for_cluster`] with the placement's overrides already chosen.
+fn render_with(
+    applicable: &overrides::Applicable,
+    selected: &[Value],
+    cluster: &ClusterTarget,
+    scopes: &ScopeTable,
+) -> Result<Vec<Manifest>, RenderError> {
     let mut out: Vec<(Order, ObjectKey, Manifest)> = Vec::new();
     for (i, value) in selected.iter().enumerate() {
         let key =

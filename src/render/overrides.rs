@@ -61,6 +61,19 @@ pub enum OverrideFailure {
 pub(super) struct Applicable<'a> {
     cluster: Vec<&'a ClusterResourceOverride>,
     namespaced: Vec<&'a ResourceOverride>,
+    /// Every rule of `cluster` then `namespaced`, in order, and whether it uses variables.
+    rules: Vec<(&'a OverrideRule, bool)>,
+}
+
+/// What of a cluster one placement's rendering reads (see [`Applicable::cluster_key`]): two
+/// clusters with equal keys get the same manifests, though not the same errors (which name the
+/// cluster).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ClusterKey {
+    /// Which override rules select the cluster, in application order (one bit per rule).
+    Rules(Vec<u64>),
+    /// A rule that selects the cluster substitutes its name or labels: this cluster only.
+    Cluster(String),
 }
 
 /// What the rules of one override did to a resource.
@@ -93,10 +106,36 @@ impl<'a> Applicable<'a> {
             (a.namespace(), a.metadata.name.as_str())
                 .cmp(&(b.namespace(), b.metadata.name.as_str()))
         });
+        let rules = cluster
+            .iter()
+            .map(|o| &o.spec.policy.override_rules)
+            .chain(namespaced.iter().map(|o| &o.spec.policy.override_rules))
+            .flatten()
+            .map(|r| (r, rule_has_variables(r)))
+            .collect();
         Self {
             cluster,
             namespaced,
+            rules,
         }
+    }
+
+    /// The cluster's [`ClusterKey`]: the cluster enters rendering only through the rules whose
+    /// cluster selector matches it ([`apply_rules`]) and the variables those rules substitute.
+    pub(super) fn cluster_key(&self, cluster: &ClusterTarget) -> ClusterKey {
+        let mut bits = Vec::new();
+        for (i, (rule, has_variables)) in self.rules.iter().enumerate() {
+            if i % 64 == 0 {
+                bits.push(0u64);
+            }
+            if rule.selects_cluster(cluster.labels) {
+                if *has_variables {
+                    return ClusterKey::Cluster(cluster.name.to_string());
+                }
+                bits[i / 64] |= 1 << (i % 64);
+            }
+        }
+        ClusterKey::Rules(bits)
     }
 
     /// Applies every override that selects `resource` to `value`: `Ok(None)` when a `Delete`
@@ -155,6 +194,16 @@ impl<'a> Applicable<'a> {
         }
         Ok(Some(value))
     }
+}
+
+/// Does a patch of the rule use `${MEMBER-CLUSTER-...}` variables (as [`substitute_value`]
+/// looks for them)?
+fn rule_has_variables(rule: &OverrideRule) -> bool {
+    rule.json_patch_overrides.iter().any(|p| {
+        p.value
+            .as_ref()
+            .is_some_and(|v| v.to_string().contains("${MEMBER-CLUSTER-"))
+    })
 }
 
 /// Rules in order; a rule whose cluster selector does not match is skipped.

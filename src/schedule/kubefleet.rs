@@ -4,6 +4,7 @@
 
 use super::fleet::{Cluster, Fleet};
 use super::{Binding, BindingState, ClusterDecision, Condition, PlacementKey, PlacementSchedule};
+use crate::model::member::Taint;
 use crate::model::placement::{
     ClusterSelectorTerm, PlacementPolicy, PlacementType, PropertyOperator, SortOrder, Toleration,
     TolerationOperator, TopologySpreadConstraint, UnsatisfiableAction,
@@ -117,12 +118,10 @@ impl Bindings {
             b.topology_spread_score = Some(topology);
         }
     }
-    fn unschedule_obsolete_except(&mut self, keep: &BTreeSet<String>) {
+    fn unschedule_obsolete_except(&mut self, keep: impl Fn(&str) -> bool) {
         let index = self.index;
         for b in self.by_cluster.values_mut() {
-            if b.state != BindingState::Unscheduled
-                && b.policy_index != index
-                && !keep.contains(&b.cluster)
+            if b.state != BindingState::Unscheduled && b.policy_index != index && !keep(&b.cluster)
             {
                 Self::unschedule(b);
             }
@@ -285,7 +284,7 @@ fn pick_fixed(input: &Input, bindings: &mut Bindings) -> Outcome {
             bindings.pick(name, None);
         }
     }
-    bindings.unschedule_obsolete_except(&valid);
+    bindings.unschedule_obsolete_except(|name| valid.contains(name));
     let mut decisions = binding_decisions(bindings, false);
     decisions.extend(invalid.iter().cloned());
     Ok((decisions, count_condition(valid.len(), invalid.is_empty())))
@@ -309,13 +308,51 @@ fn eligibility(c: &Cluster) -> Result<(), String> {
     }
 }
 
+/// Why the filters drop a cluster; worded (as KubeFleet's `Status.String()`) only for the few
+/// decisions that list it.
+#[derive(Debug, Clone, Copy)]
+enum Filtered<'a> {
+    NoAffinityTerm,
+    Ineligible(&'a Cluster),
+    Taint(&'a Taint),
+    Topology(&'a TopologySpreadConstraint),
+}
+
+impl Filtered<'_> {
+    fn reason(&self) -> String {
+        match self {
+            Filtered::NoAffinityTerm => unschedulable(
+                "cluster does not match with any of the required cluster affinity terms",
+            ),
+            Filtered::Ineligible(c) => unschedulable(eligibility(c).err().unwrap_or_default()),
+            Filtered::Taint(t) => unschedulable(taint_reason(t)),
+            Filtered::Topology(constraint) => unschedulable(format!(
+                "violated doNotSchedule topology spread constraint {:?} (max skew {})",
+                constraint.topology_key,
+                constraint.max_skew.unwrap_or(1)
+            )),
+        }
+    }
+}
+
 /// The filter chain shared by PickAll and PickN (TSC excepted): `Ok(true)` passes, `Ok(false)`
-/// means already selected (skipped), `Err` carries the filter reason.
-fn filter(
-    input: &Input,
+/// means already selected (skipped), `Err` carries why the filters drop it.
+fn filter<'c>(
+    input: &Input<'c>,
     bindings: &Bindings,
-    c: &Cluster,
-) -> Result<Result<bool, String>, CycleError> {
+    c: &'c Cluster,
+) -> Result<Result<bool, Filtered<'c>>, CycleError> {
+    Ok(match static_filter(input, c)? {
+        Err(why) => Err(why),
+        Ok(()) => Ok(!bindings.is_current(&c.name)),
+    })
+}
+
+/// The filters that do not depend on the bindings: required affinity, eligibility, taints.
+fn static_filter<'c>(
+    input: &Input<'c>,
+    c: &'c Cluster,
+) -> Result<Result<(), Filtered<'c>>, CycleError> {
     if let Some(req) = input
         .policy
         .affinity
@@ -334,23 +371,18 @@ fn filter(
             }
         }
         if !matched {
-            return Ok(Err(unschedulable(
-                "cluster does not match with any of the required cluster affinity terms",
-            )));
+            return Ok(Err(Filtered::NoAffinityTerm));
         }
     }
-    if let Err(why) = eligibility(c) {
-        return Ok(Err(unschedulable(why)));
+    if !c.healthy {
+        return Ok(Err(Filtered::Ineligible(c)));
     }
     // NamespaceAffinity: gitfleet does not collect member namespaces, so the plugin passes
     // every cluster, as KubeFleet does when namespace collection is off.
     if let Some(t) = untolerated_taint(&input.policy.tolerations, c) {
-        return Ok(Err(unschedulable(t)));
+        return Ok(Err(Filtered::Taint(t)));
     }
-    if bindings.is_current(&c.name) {
-        return Ok(Ok(false));
-    }
-    Ok(Ok(true))
+    Ok(Ok(()))
 }
 
 fn term_matches(term: &ClusterSelectorTerm, c: &Cluster) -> Result<bool, CycleError> {
@@ -393,68 +425,70 @@ fn term_matches(term: &ClusterSelectorTerm, c: &Cluster) -> Result<bool, CycleEr
     Ok(true)
 }
 
-/// The first taint of the cluster no toleration tolerates, worded as KubeFleet's `%+v`.
-fn untolerated_taint(tolerations: &[Toleration], c: &Cluster) -> Option<String> {
-    c.taints
-        .iter()
-        .find(|t| {
-            !tolerations.iter().any(|tol| {
-                let op = tol.operator.unwrap_or_default();
-                let key_ok = match op {
-                    TolerationOperator::Exists => tol.key.is_empty() || tol.key == t.key,
-                    TolerationOperator::Equal => tol.key == t.key && tol.value == t.value,
-                };
-                // The only effect is NoSchedule, so a toleration's effect always matches.
-                key_ok
-            })
+/// The first taint of the cluster no toleration tolerates.
+fn untolerated_taint<'c>(tolerations: &[Toleration], c: &'c Cluster) -> Option<&'c Taint> {
+    c.taints.iter().find(|t| {
+        !tolerations.iter().any(|tol| {
+            let op = tol.operator.unwrap_or_default();
+            // The only effect is NoSchedule, so a toleration's effect always matches.
+            match op {
+                TolerationOperator::Exists => tol.key.is_empty() || tol.key == t.key,
+                TolerationOperator::Equal => tol.key == t.key && tol.value == t.value,
+            }
         })
-        .map(|t| {
-            format!(
-                "taint {{Key:{} Value:{} Effect:NoSchedule}} cannot be tolerated",
-                t.key, t.value
-            )
-        })
+    })
+}
+
+/// A taint as KubeFleet's `%+v` words it.
+fn taint_reason(t: &Taint) -> String {
+    format!(
+        "taint {{Key:{} Value:{} Effect:NoSchedule}} cannot be tolerated",
+        t.key, t.value
+    )
 }
 
 fn pick_all(input: &Input, bindings: &mut Bindings) -> Outcome {
-    let mut picked = BTreeSet::new();
+    // Members come sorted by name, so `picked` is sorted too.
+    let mut picked: Vec<&str> = Vec::new();
     let mut filtered = Vec::new();
     for c in input.fleet.clusters.iter().filter(|c| c.fleet_member) {
         match filter(input, bindings, c)? {
-            Ok(true) => {
-                picked.insert(c.name.clone());
-            }
+            Ok(true) => picked.push(&c.name),
             Ok(false) => {}
-            Err(reason) => filtered.push((c.name.clone(), reason)),
+            Err(why) => filtered.push((c, why)),
         }
     }
     for name in &picked {
         bindings.pick(name, None);
     }
-    bindings.unschedule_obsolete_except(&picked);
+    bindings.unschedule_obsolete_except(|name| picked.binary_search(&name).is_ok());
     let mut decisions = binding_decisions(bindings, false);
     add_filtered(&mut decisions, &filtered, MAX_UNSELECTED_DECISIONS);
     let found = bindings.current().count();
     Ok((decisions, count_condition(found, true)))
 }
 
-fn add_filtered(decisions: &mut Vec<ClusterDecision>, filtered: &[(String, String)], room: usize) {
-    let seen: BTreeSet<String> = decisions.iter().map(|d| d.cluster.clone()).collect();
+fn add_filtered(
+    decisions: &mut Vec<ClusterDecision>,
+    filtered: &[(&Cluster, Filtered)],
+    room: usize,
+) {
+    let seen: BTreeSet<&str> = decisions.iter().map(|d| d.cluster.as_str()).collect();
     let slots = MAX_DECISIONS.saturating_sub(decisions.len()).min(room);
-    decisions.extend(
-        filtered
-            .iter()
-            .take(slots)
-            .filter(|(name, _)| !seen.contains(name))
-            .map(|(name, reason)| ClusterDecision {
-                cluster: name.clone(),
-                selected: false,
-                affinity_score: None,
-                topology_spread_score: None,
-                score: None,
-                reason: reason.clone(),
-            }),
-    );
+    let extra: Vec<ClusterDecision> = filtered
+        .iter()
+        .take(slots)
+        .filter(|(c, _)| !seen.contains(c.name.as_str()))
+        .map(|(c, why)| ClusterDecision {
+            cluster: c.name.clone(),
+            selected: false,
+            affinity_score: None,
+            topology_spread_score: None,
+            score: None,
+            reason: why.reason(),
+        })
+        .collect();
+    decisions.extend(extra);
 }
 
 fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome {
@@ -473,8 +507,20 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
         return Ok((decisions, count_condition(n.min(present), true)));
     }
     let constraints = &input.policy.topology_spread_constraints;
+    let members: Vec<&Cluster> = input
+        .fleet
+        .clusters
+        .iter()
+        .filter(|c| c.fleet_member)
+        .collect();
+    // The filters other than "already selected" and the affinity score do not change from one
+    // cycle to the next: each is worked out once, when a cycle first needs it (so the first
+    // error is the one the cycles would meet in order).
+    let mut static_filters: Vec<Option<Result<(), Filtered>>> = vec![None; members.len()];
+    let mut affinities: Vec<Option<i32>> = vec![None; members.len()];
+    let topology = TopologyDomains::new(&members, constraints);
     let mut last_not_picked: Vec<(String, i32, i32)> = Vec::new();
-    let mut last_filtered: Vec<(String, String)> = Vec::new();
+    let mut last_filtered: Vec<(&Cluster, Filtered)> = Vec::new();
     loop {
         let present = bindings.current().count();
         if present >= n {
@@ -483,26 +529,32 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
         let desired = n - present;
         // PostBatch: any spread constraint limits a cycle to one pick.
         let batch = if constraints.is_empty() { desired } else { 1 };
-        let tsc = TopologyState::new(input.fleet, bindings, constraints);
+        let tsc = topology.state(bindings);
         let mut scored: Vec<Scored> = Vec::new();
-        let mut filtered: Vec<(String, String)> = Vec::new();
-        for c in input.fleet.clusters.iter().filter(|c| c.fleet_member) {
-            match filter(input, bindings, c)? {
-                Ok(false) => continue,
-                Err(reason) => {
-                    filtered.push((c.name.clone(), reason));
-                    continue;
-                }
-                Ok(true) => {}
+        let mut filtered: Vec<(&Cluster, Filtered)> = Vec::new();
+        for (i, &c) in members.iter().enumerate() {
+            let passed = match static_filters[i] {
+                Some(r) => r,
+                None => *static_filters[i].insert(static_filter(input, c)?),
+            };
+            if let Err(why) = passed {
+                filtered.push((c, why));
+                continue;
             }
-            let topology = match tsc.score(c) {
-                Err(reason) => {
-                    filtered.push((c.name.clone(), unschedulable(reason)));
+            if bindings.is_current(&c.name) {
+                continue;
+            }
+            let topology = match tsc.score(i) {
+                Err(constraint) => {
+                    filtered.push((c, Filtered::Topology(constraint)));
                     continue;
                 }
                 Ok(t) => t,
             };
-            let affinity = affinity_score(input, c, cache)?;
+            let affinity = match affinities[i] {
+                Some(a) => a,
+                None => *affinities[i].insert(affinity_score(input, c, cache)?),
+            };
             let obsolete = i32::from(bindings.is_obsolete(&c.name));
             scored.push(Scored {
                 cluster: c,
@@ -511,22 +563,27 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
                 obsolete,
             });
         }
-        scored.sort_by(rank);
         let k = batch.min(scored.len());
+        // Only the picks and the best of the rest (listed in the decisions) need an order;
+        // `rank` is total (names are unique), so this is the full sort's prefix.
+        let ranked = (k + MAX_UNSELECTED_DECISIONS).min(scored.len());
+        if ranked > 0 && ranked < scored.len() {
+            scored.select_nth_unstable_by(ranked - 1, rank);
+        }
+        scored[..ranked].sort_by(rank);
         let picked: Vec<(String, i32, i32)> = scored[..k]
             .iter()
             .map(|s| (s.cluster.name.clone(), s.affinity, s.topology))
             .collect();
-        last_not_picked = scored[k..]
+        last_not_picked = scored[k..ranked]
             .iter()
             .map(|s| (s.cluster.name.clone(), s.affinity, s.topology))
             .collect();
         last_filtered = filtered;
-        let keep: BTreeSet<String> = picked.iter().map(|p| p.0.clone()).collect();
         for (name, affinity, topology) in &picked {
             bindings.pick(name, Some((*affinity, *topology)));
         }
-        bindings.unschedule_obsolete_except(&keep);
+        bindings.unschedule_obsolete_except(|name| picked.iter().any(|p| p.0 == name));
         // A capped cycle that picked its full batch is requeued at once; otherwise it is done.
         if k < batch || k == 0 || batch == desired {
             break;
@@ -562,7 +619,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
 /// Removes `count` current bindings: all scheduled before bound, lowest score first (no score
 /// lowest of all), then the smaller name. Obsolete bindings are unscheduled first.
 fn downscale(bindings: &mut Bindings, count: usize) {
-    bindings.unschedule_obsolete_except(&BTreeSet::new());
+    bindings.unschedule_obsolete_except(|_| false);
     let mut current: Vec<Binding> = bindings.current().cloned().collect();
     current.sort_by(|a, b| {
         let state_rank = |s: BindingState| if s == BindingState::Scheduled { 0 } else { 1 };
@@ -646,30 +703,102 @@ pub fn interpolate(v: f64, extremes: Option<(f64, f64)>, order: SortOrder, weigh
     score.round() as i32
 }
 
-/// Topology spread state of one cycle, built over every cluster of the fleet.
-struct TopologyState<'a> {
-    constraints: Vec<(&'a TopologySpreadConstraint, DomainCounts)>,
+/// The topology domains of a placement's candidate clusters, worked out once per placement:
+/// for each constraint (DoNotSchedule first, as they are evaluated), each member's domain.
+struct TopologyDomains<'a> {
+    constraints: Vec<ConstraintDomains<'a>>,
+    /// Member cluster name → index in the members (for counting the bindings per domain).
+    index: HashMap<&'a str, usize>,
 }
 
+struct ConstraintDomains<'a> {
+    constraint: &'a TopologySpreadConstraint,
+    /// Per member: its domain (an index in `names`), if it has the topology label.
+    domain: Vec<Option<usize>>,
+    /// The domains' label values.
+    names: Vec<&'a str>,
+}
+
+impl<'a> TopologyDomains<'a> {
+    fn new(members: &[&'a Cluster], constraints: &'a [TopologySpreadConstraint]) -> Self {
+        let mut ordered: Vec<&TopologySpreadConstraint> = constraints.iter().collect();
+        ordered.sort_by_key(|c| {
+            c.when_unsatisfiable.unwrap_or_default() == UnsatisfiableAction::ScheduleAnyway
+        });
+        let constraints: Vec<ConstraintDomains> = ordered
+            .into_iter()
+            .map(|constraint| {
+                let mut names: Vec<&str> = Vec::new();
+                let mut ids: HashMap<&str, usize> = HashMap::new();
+                let domain = members
+                    .iter()
+                    .map(|c| {
+                        let v = c.labels.get(&constraint.topology_key)?;
+                        Some(*ids.entry(v.as_str()).or_insert_with(|| {
+                            names.push(v.as_str());
+                            names.len() - 1
+                        }))
+                    })
+                    .collect();
+                ConstraintDomains {
+                    constraint,
+                    domain,
+                    names,
+                }
+            })
+            .collect();
+        let index = if constraints.is_empty() {
+            HashMap::new()
+        } else {
+            members
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.name.as_str(), i))
+                .collect()
+        };
+        Self { constraints, index }
+    }
+
+    /// The state of one cycle: bindings counted per domain.
+    fn state(&self, bindings: &Bindings) -> TopologyState<'_> {
+        let current: Vec<usize> = bindings
+            .current()
+            .filter_map(|b| self.index.get(b.cluster.as_str()).copied())
+            .collect();
+        TopologyState {
+            constraints: self
+                .constraints
+                .iter()
+                .map(|cd| {
+                    let mut counts = vec![0usize; cd.names.len()];
+                    for &m in &current {
+                        if let Some(d) = cd.domain[m] {
+                            counts[d] += 1;
+                        }
+                    }
+                    (cd, DomainCounts::new(counts))
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Topology spread state of one cycle.
+struct TopologyState<'a> {
+    constraints: Vec<(&'a ConstraintDomains<'a>, DomainCounts)>,
+}
+
+/// Bindings per domain (every domain of the members, empty ones included).
 struct DomainCounts {
-    counts: HashMap<String, usize>,
+    counts: Vec<usize>,
     smallest: usize,
     second_smallest: usize,
     largest: usize,
 }
 
 impl DomainCounts {
-    fn new(fleet: &Fleet, bindings: &Bindings, key: &str) -> Self {
-        let mut counts: HashMap<String, usize> = HashMap::new();
-        for c in fleet.clusters.iter().filter(|c| c.fleet_member) {
-            if let Some(v) = c.labels.get(key) {
-                let n = counts.entry(v.clone()).or_insert(0);
-                if bindings.is_current(&c.name) {
-                    *n += 1;
-                }
-            }
-        }
-        let mut sorted: Vec<usize> = counts.values().copied().collect();
+    fn new(counts: Vec<usize>) -> Self {
+        let mut sorted = counts.clone();
         sorted.sort_unstable();
         let (smallest, second_smallest, largest) = match sorted.len() {
             0 => (0, 0, 0),
@@ -687,7 +816,7 @@ impl DomainCounts {
     }
 
     /// `(violated, skew change)` of placing one more copy in `domain` (KubeFleet's `willViolate`).
-    fn will_violate(&self, domain: &str, max_skew: i32) -> (bool, i32) {
+    fn will_violate(&self, domain: usize, max_skew: i32) -> (bool, i32) {
         let count = self.counts.get(domain).copied().unwrap_or(0);
         let skew = (self.largest - self.smallest) as i32;
         if self.largest == self.smallest {
@@ -703,40 +832,19 @@ impl DomainCounts {
 }
 
 impl<'a> TopologyState<'a> {
-    fn new(
-        fleet: &Fleet,
-        bindings: &Bindings,
-        constraints: &'a [TopologySpreadConstraint],
-    ) -> Self {
-        // DoNotSchedule constraints are evaluated before ScheduleAnyway ones.
-        let mut ordered: Vec<&TopologySpreadConstraint> = constraints.iter().collect();
-        ordered.sort_by_key(|c| {
-            c.when_unsatisfiable.unwrap_or_default() == UnsatisfiableAction::ScheduleAnyway
-        });
-        Self {
-            constraints: ordered
-                .into_iter()
-                .map(|c| (c, DomainCounts::new(fleet, bindings, &c.topology_key)))
-                .collect(),
-        }
-    }
-
-    /// The cluster's topology spread score, or the DoNotSchedule violation that filters it.
-    fn score(&self, c: &Cluster) -> Result<i32, String> {
+    /// The topology spread score of the `member`-th member, or the DoNotSchedule constraint it
+    /// violates.
+    fn score(&self, member: usize) -> Result<i32, &'a TopologySpreadConstraint> {
         let mut score = 0;
-        for (constraint, counts) in &self.constraints {
-            let Some(domain) = c.labels.get(&constraint.topology_key) else {
+        for (cd, counts) in &self.constraints {
+            let Some(domain) = cd.domain[member] else {
                 continue;
             };
+            let constraint = cd.constraint;
             let max_skew = constraint.max_skew.unwrap_or(1);
             let (violated, change) = counts.will_violate(domain, max_skew);
             match (violated, constraint.when_unsatisfiable.unwrap_or_default()) {
-                (true, UnsatisfiableAction::DoNotSchedule) => {
-                    return Err(format!(
-                    "violated doNotSchedule topology spread constraint {:?} (max skew {max_skew})",
-                    constraint.topology_key
-                ))
-                }
+                (true, UnsatisfiableAction::DoNotSchedule) => return Err(constraint),
                 (true, UnsatisfiableAction::ScheduleAnyway) => score -= TSC_VIOLATION_PENALTY,
                 (false, _) => score -= change,
             }
@@ -777,40 +885,22 @@ mod tests {
     }
 
     fn counts(values: &[usize]) -> DomainCounts {
-        let counts: HashMap<String, usize> = values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (format!("d{i}"), *v))
-            .collect();
-        let mut sorted = values.to_vec();
-        sorted.sort_unstable();
-        let (smallest, second_smallest, largest) = match sorted.len() {
-            1 => (sorted[0], sorted[0], sorted[0]),
-            2 if sorted[0] < sorted[1] => (sorted[0], sorted[1], sorted[1]),
-            2 => (sorted[0], sorted[0], sorted[0]),
-            _ => (sorted[0], sorted[1], sorted[sorted.len() - 1]),
-        };
-        DomainCounts {
-            counts,
-            smallest,
-            second_smallest,
-            largest,
-        }
+        DomainCounts::new(values.to_vec())
     }
 
     #[test]
     fn skew_changes_follow_will_violate() {
         // All equal: +1.
-        assert_eq!(counts(&[1, 1]).will_violate("d0", 1), (false, 1));
-        assert_eq!(counts(&[1, 1]).will_violate("d0", 0), (true, 1));
+        assert_eq!(counts(&[1, 1]).will_violate(0, 1), (false, 1));
+        assert_eq!(counts(&[1, 1]).will_violate(0, 0), (true, 1));
         // Unique smallest: -1.
-        assert_eq!(counts(&[0, 3]).will_violate("d0", 1), (true, -1));
-        assert_eq!(counts(&[0, 2]).will_violate("d0", 1), (false, -1));
-        assert_eq!(counts(&[0, 1]).will_violate("d0", 1), (false, -1));
+        assert_eq!(counts(&[0, 3]).will_violate(0, 1), (true, -1));
+        assert_eq!(counts(&[0, 2]).will_violate(0, 1), (false, -1));
+        assert_eq!(counts(&[0, 1]).will_violate(0, 1), (false, -1));
         // Largest: +1.
-        assert_eq!(counts(&[0, 1]).will_violate("d1", 1), (true, 1));
+        assert_eq!(counts(&[0, 1]).will_violate(1, 1), (true, 1));
         // In between, or a shared smallest: 0.
-        assert_eq!(counts(&[0, 1, 2]).will_violate("d1", 2), (false, 0));
-        assert_eq!(counts(&[0, 0, 1]).will_violate("d0", 1), (false, 0));
+        assert_eq!(counts(&[0, 1, 2]).will_violate(1, 2), (false, 0));
+        assert_eq!(counts(&[0, 0, 1]).will_violate(0, 1), (false, 0));
     }
 }
