@@ -280,9 +280,10 @@ impl<D: Deliverer> Daemon<D> {
         for c in inventory.clusters.iter().filter(|c| !c.healthy) {
             tracing::warn!(member = %c.name, error = c.error.as_deref().unwrap_or(""), "member unhealthy");
         }
-        let fleet = Fleet::build(&cat, Some(&inventory));
-        let (_, previous) = self.store.load_schedule()?;
         let now = now_unix();
+        let eligible = self.state.remember_probe(&inventory, now);
+        let fleet = Fleet::build(&cat, Some(&eligible));
+        let (_, previous) = self.store.load_schedule()?;
         let mut schedule = schedule_commit(&cat, &fleet, &previous, now as i64);
         let decision = reconcile::decide(&cat, &commit, &schedule, &fleet, &self.state, now);
         for s in &decision.steps {

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::rollout::{BindingHealth, Revision};
+use crate::schedule::{Inventory, InventoryCluster};
 use crate::snapshot::History;
 use crate::state::{write_atomic, StateError, FORMAT_VERSION};
 
@@ -28,6 +29,47 @@ pub struct DaemonState {
     /// By placement id (`crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`).
     #[serde(default)]
     pub placements: BTreeMap<String, PlacementState>,
+    /// Each member's last successful probe and when it was made (unix seconds).
+    #[serde(default)]
+    pub members: BTreeMap<String, LastProbe>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastProbe {
+    pub at: u64,
+    pub cluster: InventoryCluster,
+}
+
+/// How long a member stays eligible for new placements after its last successful probe
+/// (spec/README §2).
+pub const ELIGIBLE_FOR: u64 = 300;
+
+impl DaemonState {
+    /// Records this probe's healthy members, and returns the inventory to schedule with: a
+    /// member whose probe failed keeps its last good answer while that is at most
+    /// [`ELIGIBLE_FOR`] seconds old; after that it is unhealthy.
+    pub fn remember_probe(&mut self, probe: &Inventory, now: u64) -> Inventory {
+        let mut out = probe.clone();
+        for c in &mut out.clusters {
+            if c.healthy {
+                self.members.insert(
+                    c.name.clone(),
+                    LastProbe {
+                        at: now,
+                        cluster: c.clone(),
+                    },
+                );
+            } else if let Some(last) = self
+                .members
+                .get(&c.name)
+                .filter(|l| now.saturating_sub(l.at) <= ELIGIBLE_FOR)
+            {
+                *c = last.cluster.clone();
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +146,37 @@ impl DaemonState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_member_stays_eligible_for_five_minutes_after_its_last_good_probe() {
+        let good = InventoryCluster {
+            name: "m".into(),
+            healthy: true,
+            error: None,
+            properties: [(
+                "kubernetes-fleet.io/node-count".to_string(),
+                "3".to_string(),
+            )]
+            .into(),
+            add_on_scores: Default::default(),
+        };
+        let bad = InventoryCluster {
+            healthy: false,
+            error: Some("connection refused".into()),
+            properties: Default::default(),
+            ..good.clone()
+        };
+        let mut s = DaemonState::default();
+        let inv = |c: &InventoryCluster| Inventory {
+            clusters: vec![c.clone()],
+        };
+        assert_eq!(s.remember_probe(&inv(&good), 1000).clusters[0], good);
+        assert_eq!(s.remember_probe(&inv(&bad), 1300).clusters[0], good);
+        assert_eq!(s.remember_probe(&inv(&bad), 1301).clusters[0], bad);
+        // Never probed successfully: unhealthy at once.
+        let mut fresh = DaemonState::default();
+        assert_eq!(fresh.remember_probe(&inv(&bad), 5).clusters[0], bad);
+    }
 
     #[test]
     fn round_trips_and_refuses_other_versions() {
