@@ -704,19 +704,7 @@ fn schedule_table(cat: &Catalog, placements: &[PlacementSchedule]) -> String {
             .unwrap_or_default();
         rows.push([name, ty, wanted, picked, condition]);
     }
-    let widths: Vec<usize> = (0..5)
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let line: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
+    let out = crate::text_table::render(&rows);
     out
 }
 
@@ -1172,19 +1160,7 @@ fn apply_table(results: &[crate::push::MemberResult]) -> String {
             }
         }
     }
-    let widths: Vec<usize> = (0..9)
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let line: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
+    let mut out = crate::text_table::render(&rows);
     if !details.is_empty() {
         out.push('\n');
         for d in details {

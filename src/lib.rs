@@ -21,6 +21,7 @@ pub mod sim;
 pub mod snapshot;
 pub mod source;
 pub mod state;
+pub mod text_table;
 pub mod webhook;
 
 use catalog::{Catalog, Diagnostic, SourceFile};

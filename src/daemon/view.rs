@@ -106,29 +106,11 @@ pub fn table(doc: &Value) -> String {
         "RESOURCES",
         "CLUSTERS",
         "ROLLOUT",
-    ];
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let line = |cells: [&str; 6]| {
-        let mut s = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(c);
-            } else {
-                let _ = write!(s, "{c:w$}  ", w = widths[i]);
-            }
-        }
-        s
-    };
-    let _ = writeln!(out, "{}", line(header));
-    for r in &rows {
-        let cells = [&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]].map(String::as_str);
-        let _ = writeln!(out, "{}", line(cells));
-    }
+    ]
+    .map(String::from);
+    let mut all = vec![header];
+    all.extend(rows);
+    out.push_str(&crate::text_table::render(&all));
     out
 }
 
