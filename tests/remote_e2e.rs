@@ -1,0 +1,186 @@
+//! `gitfleet run` following a remote repository: a bare repository pushed to with the git CLI,
+//! reached by the daemon over `file://` (mirrored into its state directory and fetched with gix),
+//! members served by `gitfleet sim`.
+
+mod common;
+
+use std::path::Path;
+
+use common::sim::SimFleet;
+use common::{gitfleet, Repo};
+
+const FLEET: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+  - name: bravo
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+"#;
+
+const MEMBERS: &str = "\
+apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata: {name: alpha}
+spec: {identity: {name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
+---
+apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata: {name: bravo}
+spec: {identity: {name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
+";
+
+fn app(version: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: shop}}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: shop-config, namespace: shop}}\n\
+         data: {{version: \"{version}\"}}\n---\n\
+         apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+         metadata: {{name: shop}}\nspec:\n  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: shop}}]\n\
+         \x20 strategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: 1, maxSurge: 0}}}}\n"
+    )
+}
+
+/// A bare repository (the "server") and a work clone that pushes to it.
+struct Remote {
+    bare: Repo,
+    work: Repo,
+}
+
+impl Remote {
+    fn new() -> Remote {
+        let bare = Repo {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        bare.git(&["init", "-q", "--bare", "-b", "main"]);
+        let work = Repo::new();
+        work.git(&["remote", "add", "origin", bare.path().to_str().unwrap()]);
+        Remote { bare, work }
+    }
+
+    fn url(&self) -> String {
+        format!("file://{}", self.bare.path().display())
+    }
+
+    /// Commits `shop.yaml` at `version` and pushes it (forced when `force`).
+    fn push(&self, version: &str, force: bool) -> String {
+        self.work.write("members.yaml", MEMBERS);
+        self.work.write("shop.yaml", &app(version));
+        let id = self.work.commit(&format!("shop {version}"));
+        let mut args = vec!["push", "-q", "origin", "main"];
+        if force {
+            args.push("--force");
+        }
+        self.work.git(&args);
+        id
+    }
+}
+
+fn run_once(repo: &str, sim: &SimFleet, state: &Path) -> common::Run {
+    gitfleet(&[
+        "run",
+        "--once",
+        "--repo",
+        repo,
+        "--kubeconfig",
+        sim.kubeconfig.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ])
+}
+
+fn config_version(sim: &SimFleet, member: &str) -> String {
+    let cm = sim.get_json(member, &["configmap", "shop-config", "-n", "shop"]);
+    cm["data"]["version"].as_str().unwrap_or_default().to_string()
+}
+
+fn assert_version(sim: &SimFleet, want: &str) {
+    for m in ["alpha", "bravo"] {
+        assert_eq!(config_version(sim, m), want, "{m}");
+    }
+}
+
+#[test]
+fn once_follows_pushes_and_a_force_push_through_a_file_url() {
+    let sim = SimFleet::start(FLEET);
+    let remote = Remote::new();
+    let state = tempfile::tempdir().unwrap();
+    let first = remote.push("1", false);
+
+    let r = run_once(&remote.url(), &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_version(&sim, "1");
+    let mirror = state.path().join("repo.git");
+    assert!(mirror.join("HEAD").exists(), "the mirror lives in the state dir");
+    let mirrored = |branch: &str| {
+        let out = std::process::Command::new("git")
+            .args(["--git-dir", mirror.to_str().unwrap(), "rev-parse", branch])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    assert_eq!(mirrored("refs/heads/main"), first);
+
+    // A second push: the next run re-uses the mirror, fetches, and rolls the update out.
+    let second = remote.push("2", false);
+    let r = run_once(&remote.url(), &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_version(&sim, "2");
+    assert_eq!(mirrored("refs/heads/main"), second);
+
+    // History rewritten on the server: the mirror is force-updated, the new head is served
+    // and the rewrite is logged.
+    remote.work.git(&["reset", "-q", "--hard", &first]);
+    let rewritten = remote.push("3", true);
+    let r = run_once(&remote.url(), &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_version(&sim, "3");
+    assert_eq!(mirrored("refs/heads/main"), rewritten);
+    assert!(
+        r.stderr.contains("history rewritten"),
+        "the force-push is logged: {}",
+        r.stderr
+    );
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state.path().join("daemon.json")).unwrap()).unwrap();
+    assert_eq!(saved["serving"], rewritten.as_str());
+}
+
+#[test]
+fn an_unreachable_url_fails_once_naming_the_url() {
+    let sim = SimFleet::start(FLEET);
+    let state = tempfile::tempdir().unwrap();
+    let gone = tempfile::tempdir().unwrap();
+    let url = format!("file://{}/nothing-here.git", gone.path().display());
+    let r = run_once(&url, &sim, state.path());
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot fetch"), "{}", r.stderr);
+    assert!(r.stderr.contains(&url), "the message names the URL: {}", r.stderr);
+}
+
+#[test]
+fn a_missing_branch_on_the_remote_is_named() {
+    let sim = SimFleet::start(FLEET);
+    let remote = Remote::new();
+    remote.push("1", false);
+    let state = tempfile::tempdir().unwrap();
+    let r = gitfleet(&[
+        "run",
+        "--once",
+        "--repo",
+        &remote.url(),
+        "--branch",
+        "release",
+        "--kubeconfig",
+        sim.kubeconfig.to_str().unwrap(),
+        "--state-dir",
+        state.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("\"release\""), "{}", r.stderr);
+    assert!(r.stderr.contains(&remote.url()), "{}", r.stderr);
+}
