@@ -148,7 +148,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let bound = listener.local_addr()?;
-        tracing::info!(listen = %bound, repo = %args.repo, branch = %args.branch, "gitfleet run: following the branch");
+        tracing::info!(listen = %bound, repo = %crate::follow::remote::redacted(&args.repo), branch = %args.branch, "gitfleet run: following the branch");
         let server = tokio::spawn(super::server::serve(
             listener,
             status.clone(),

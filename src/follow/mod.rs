@@ -238,7 +238,7 @@ impl Follower {
             self.fetched_at = Some(Instant::now());
             let fetched = fetch(mirror.clone(), self.branch.clone()).await?;
             if let Some(before) = fetched.before.filter(|b| *b != fetched.after) {
-                tracing::info!(url = %mirror.url, old = %before, new = %fetched.after, "fetched a new head");
+                tracing::info!(url = %remote::redacted(&mirror.url), old = %before, new = %fetched.after, "fetched a new head");
                 self.last.get_or_insert(before);
             }
         }
@@ -274,7 +274,7 @@ impl Follower {
 async fn fetch(mirror: remote::Mirror, branch: String) -> Result<remote::Fetched, FollowError> {
     let interrupt = Arc::new(AtomicBool::new(false));
     let stop = interrupt.clone();
-    let (url, name) = (mirror.url.clone(), branch.clone());
+    let (url, name) = (remote::redacted(&mirror.url), branch.clone());
     let task = tokio::task::spawn_blocking(move || mirror.fetch(&branch, &interrupt));
     let failed = |message: String| FollowError::Fetch {
         url: url.clone(),

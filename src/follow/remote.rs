@@ -28,7 +28,7 @@ impl Location {
             let known = SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme));
             if !known || scheme.is_empty() {
                 return Err(FollowError::Url {
-                    url: repo.to_string(),
+                    url: redacted(repo),
                     message: format!(
                         "unsupported scheme {scheme:?} (use a local path or one of {})",
                         SCHEMES.join(", ")
@@ -39,7 +39,7 @@ impl Location {
             return Ok(Self::Local(PathBuf::from(repo)));
         }
         gix::url::parse(repo).map_err(|e| FollowError::Url {
-            url: repo.to_string(),
+            url: redacted(repo),
             message: e.to_string(),
         })?;
         Ok(Self::Remote(repo.to_string()))
@@ -58,9 +58,25 @@ fn is_scp_like(repo: &str) -> bool {
     !before.is_empty() && !slash_first && !drive
 }
 
+/// `url` fit for logs and errors: a password (`https://user:token@host/…`) is masked.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_string();
+    };
+    match rest[..at].split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_string(),
+    }
+}
+
 /// The bare mirror of a remote repository inside the state directory.
 #[derive(Debug, Clone)]
 pub struct Mirror {
+    /// The URL fetched from; shown only through [`redacted`].
     pub url: String,
     /// The mirror's git directory.
     pub path: PathBuf,
@@ -81,7 +97,7 @@ impl Mirror {
         let path = state_dir.join("repo.git");
         let create_err = |message: String| FollowError::Mirror {
             path: path.clone(),
-            url: url.to_string(),
+            url: redacted(url),
             message,
         };
         if !path.join("HEAD").exists() {
@@ -98,7 +114,7 @@ impl Mirror {
     /// it so that a rewritten history is followed. Blocking: network and disk.
     pub fn fetch(&self, branch: &str, interrupt: &AtomicBool) -> Result<Fetched, FollowError> {
         let err = |message: String| FollowError::Fetch {
-            url: self.url.clone(),
+            url: redacted(&self.url),
             branch: branch.to_string(),
             message,
         };
@@ -107,23 +123,40 @@ impl Mirror {
             message: e.to_string(),
         })?;
         let before = super::branch_head(&self.path, branch).ok();
+        // https needs a rustls crypto provider; ring is the one this build carries. Installing
+        // it twice is refused harmlessly.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
         let remote = repo
             .remote_at(self.url.as_str())
             .and_then(|r| r.with_refspecs([refspec.as_str()], gix::remote::Direction::Fetch))
-            .map_err(|e| err(format!("{e:#}")))?
+            .map_err(|e| err(chain(&e)))?
             .with_fetch_tags(gix::remote::fetch::Tags::None);
         let outcome = remote
             .connect(gix::remote::Direction::Fetch)
             .and_then(|c| c.prepare_fetch(gix::progress::Discard, Default::default()))
             .and_then(|p| p.receive(gix::progress::Discard, interrupt))
-            .map_err(|e| err(format!("{e:#}")))?;
+            .map_err(|e| err(chain(&e)))?;
         if outcome.ref_map.mappings.is_empty() {
             return Err(err("the remote has no such branch".to_string()));
         }
         let after = super::branch_head(&self.path, branch)?;
         Ok(Fetched { before, after })
     }
+}
+
+/// An error and its causes on one line, each said once.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(e);
+    while let Some(e) = next {
+        let part = e.to_string();
+        if !parts.contains(&part) {
+            parts.push(part);
+        }
+        next = e.source();
+    }
+    parts.join(": ")
 }
 
 #[cfg(test)]
@@ -135,11 +168,26 @@ mod tests {
         let remote = |s: &str| Location::Remote(s.to_string());
         let local = |s: &str| Location::Local(PathBuf::from(s));
         for (input, want) in [
-            ("file:///srv/git/fleet.git", remote("file:///srv/git/fleet.git")),
-            ("https://example.com/org/fleet.git", remote("https://example.com/org/fleet.git")),
-            ("http://127.0.0.1:8080/fleet", remote("http://127.0.0.1:8080/fleet")),
-            ("ssh://git@example.com:2222/org/fleet.git", remote("ssh://git@example.com:2222/org/fleet.git")),
-            ("git@github.com:org/fleet.git", remote("git@github.com:org/fleet.git")),
+            (
+                "file:///srv/git/fleet.git",
+                remote("file:///srv/git/fleet.git"),
+            ),
+            (
+                "https://example.com/org/fleet.git",
+                remote("https://example.com/org/fleet.git"),
+            ),
+            (
+                "http://127.0.0.1:8080/fleet",
+                remote("http://127.0.0.1:8080/fleet"),
+            ),
+            (
+                "ssh://git@example.com:2222/org/fleet.git",
+                remote("ssh://git@example.com:2222/org/fleet.git"),
+            ),
+            (
+                "git@github.com:org/fleet.git",
+                remote("git@github.com:org/fleet.git"),
+            ),
             ("example.com:fleet.git", remote("example.com:fleet.git")),
             ("/srv/git/fleet", local("/srv/git/fleet")),
             ("fleet", local("fleet")),
@@ -150,6 +198,32 @@ mod tests {
             (".", local(".")),
         ] {
             assert_eq!(Location::parse(input).unwrap(), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn passwords_are_masked_in_what_is_shown() {
+        for (url, shown) in [
+            (
+                "https://bot:s3cret@example.com/fleet.git",
+                "https://bot:***@example.com/fleet.git",
+            ),
+            (
+                "https://bot@example.com/fleet.git",
+                "https://bot@example.com/fleet.git",
+            ),
+            (
+                "ssh://git@example.com/fleet.git",
+                "ssh://git@example.com/fleet.git",
+            ),
+            ("https://example.com/a@b", "https://example.com/a@b"),
+            (
+                "git@github.com:org/fleet.git",
+                "git@github.com:org/fleet.git",
+            ),
+            ("file:///srv/fleet.git", "file:///srv/fleet.git"),
+        ] {
+            assert_eq!(redacted(url), shown, "{url}");
         }
     }
 
