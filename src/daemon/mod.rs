@@ -385,6 +385,7 @@ impl<D: Deliverer> Daemon<D> {
             let Some(head) = head else {
                 tokio::select! {
                     _ = &mut shutdown => return Ok(()),
+                    _ = follower.changed() => {}
                     _ = wake.recv() => follower.wake(),
                     _ = tokio::time::sleep(self.opts.poll) => {}
                 }
