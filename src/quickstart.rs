@@ -146,6 +146,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             .unwrap_or_default();
         let opts = RunOptions {
             repo: repo.clone(),
+            remote: None,
             branch: "main".into(),
             path: String::new(),
             kubeconfig: kubeconfig.clone(),

@@ -21,10 +21,11 @@ pub enum LogFormat {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Path of the git repository to follow (a local clone or a bare repository; pushes into it
-    /// are seen at once).
+    /// The git repository to follow: a local path (a clone or a bare repository; pushes into it
+    /// are seen at once) or a URL (file://, http(s)://, ssh://, git@host:path), mirrored into
+    /// `<state-dir>/repo.git` and fetched every --poll and on the webhook.
     #[arg(long, env = "GITFLEET_REPO")]
-    pub repo: PathBuf,
+    pub repo: String,
     /// Branch to follow.
     #[arg(long, default_value = "main")]
     pub branch: String,
@@ -97,8 +98,21 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         None => None,
     };
     let kubeconfig = Arc::new(crate::members::read_kubeconfig(&args.kubeconfig)?);
+    let (repo, remote) = match crate::follow::remote::Location::parse(&args.repo)? {
+        crate::follow::remote::Location::Local(path) => {
+            // Fail early with a clear message rather than inside the loop.
+            crate::follow::branch_head(&path, &args.branch)?;
+            (path, None)
+        }
+        // Created here, fetched by the loop (where a failure is retried, not fatal).
+        crate::follow::remote::Location::Remote(url) => {
+            let mirror = crate::follow::remote::Mirror::open(&url, &args.state_dir)?;
+            (mirror.path, Some(url))
+        }
+    };
     let opts = RunOptions {
-        repo: args.repo.clone(),
+        repo,
+        remote,
         branch: args.branch.clone(),
         path: args.path.clone(),
         kubeconfig: args.kubeconfig.clone(),
@@ -120,8 +134,6 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         retry_budget: args.retry_budget,
         clock: now_unix,
     };
-    // Fail early with a clear message rather than inside the loop.
-    crate::follow::branch_head(&args.repo, &args.branch)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -136,7 +148,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let bound = listener.local_addr()?;
-        tracing::info!(listen = %bound, repo = %args.repo.display(), branch = %args.branch, "gitfleet run: following the branch");
+        tracing::info!(listen = %bound, repo = %crate::follow::remote::redacted(&args.repo), branch = %args.branch, "gitfleet run: following the branch");
         let server = tokio::spawn(super::server::serve(
             listener,
             status.clone(),

@@ -47,7 +47,10 @@ pub trait Deliverer: Send + Sync {
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// The repository commits are read from: the local one followed, or the mirror of `remote`.
     pub repo: PathBuf,
+    /// The URL followed when `repo` is its mirror (fetched every `poll` and on the webhook).
+    pub remote: Option<String>,
     pub branch: String,
     pub path: String,
     pub kubeconfig: PathBuf,
@@ -458,19 +461,36 @@ impl<D: Deliverer> Daemon<D> {
         mut wake: tokio::sync::mpsc::UnboundedReceiver<()>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<()> {
-        let mut watcher = crate::follow::RefWatcher::new(&self.opts.repo)?;
+        let mut follower = match &self.opts.remote {
+            None => crate::follow::Follower::local(&self.opts.repo, &self.opts.branch)?,
+            Some(url) => crate::follow::Follower::remote(
+                crate::follow::remote::Mirror::open(url, &self.opts.state_dir)?,
+                &self.opts.branch,
+                self.opts.poll,
+            ),
+        };
         tokio::pin!(shutdown);
-        let mut last_head: Option<String> = None;
         let once_started = std::time::Instant::now();
         loop {
-            let head = crate::follow::branch_head(&self.opts.repo, &self.opts.branch)?;
-            if let Some(old) = &last_head {
-                if old != &head && !crate::follow::descends_from(&self.opts.repo, old, &head)? {
-                    tracing::warn!(old = %old, new = %head, "branch history rewritten (force-push); following the new head");
+            let head = match follower.newest_head().await {
+                Ok(head) => Some(head),
+                Err(e) if self.opts.once => return Err(e.into()),
+                Err(e) => {
+                    // What is deployed stays; the mirror's head (if any) keeps being served.
+                    tracing::error!(error = %e, "cannot follow the branch; retrying at the next poll");
+                    follower.current_head().ok()
                 }
-            }
+            };
+            let Some(head) = head else {
+                tokio::select! {
+                    _ = &mut shutdown => return Ok(()),
+                    _ = follower.changed() => {}
+                    _ = wake.recv() => follower.wake(),
+                    _ = tokio::time::sleep(self.opts.poll) => {}
+                }
+                continue;
+            };
             self.status.lock().unwrap().head = Some(head.clone());
-            last_head = Some(head.clone());
             let requeue = match self.reconcile(&head).await {
                 Ok(r) => r,
                 Err(e) if self.opts.once => return Err(e),
@@ -494,8 +514,8 @@ impl<D: Deliverer> Daemon<D> {
                     tracing::info!("shutting down; state is saved");
                     return Ok(());
                 }
-                _ = watcher.changed() => {}
-                _ = wake.recv() => {}
+                _ = follower.changed() => {}
+                _ = wake.recv() => follower.wake(),
                 _ = tokio::time::sleep(wait) => {}
             }
         }

@@ -1,10 +1,16 @@
-//! Following a branch of a local repository: where its head is, whether a new head descends
-//! from the old one (a force-push does not), and a watcher that wakes the daemon when the
-//! repository's refs change. Bursts of ref updates are coalesced: the caller reads the head once
+//! Following a branch: where its head is, whether a new head descends from the old one (a
+//! force-push does not), a watcher that wakes the daemon when a local repository's refs change,
+//! and (in [`remote`]) a mirror of a remote repository fetched with gix. [`Follower`] puts them
+//! together for the daemon. Bursts of ref updates are coalesced: the caller reads the head once
 //! per wake-up, so it only ever sees the newest commit.
+
+pub mod remote;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use notify::{RecursiveMode, Watcher};
 
@@ -26,6 +32,20 @@ pub enum FollowError {
     },
     #[error("cannot watch {path}: {message}")]
     Watch { path: PathBuf, message: String },
+    #[error("--repo {url}: {message}")]
+    Url { url: String, message: String },
+    #[error("cannot create the mirror {path} of {url}: {message}")]
+    Mirror {
+        path: PathBuf,
+        url: String,
+        message: String,
+    },
+    #[error("cannot fetch branch {branch:?} from {url}: {message}")]
+    Fetch {
+        url: String,
+        branch: String,
+        message: String,
+    },
 }
 
 fn open(repo: &Path) -> Result<gix::Repository, FollowError> {
@@ -141,6 +161,137 @@ impl RefWatcher {
         }
         while self.rx.try_recv().is_ok() {}
         true
+    }
+}
+
+/// How long one fetch may take before it is abandoned (and retried at the next poll), so that a
+/// remote that stops answering cannot hang the daemon.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The branch the daemon follows, local or remote: it answers "what is the newest head" and
+/// "wait until something may have changed". A remote repository is fetched into its mirror at
+/// the first look, when [`Follower::wake`] was called (the webhook), and once every `poll`;
+/// looks in between (rollout steps) read the mirror as it is.
+pub struct Follower {
+    branch: String,
+    repo: PathBuf,
+    mirror: Option<remote::Mirror>,
+    watcher: Option<RefWatcher>,
+    poll: Duration,
+    fetched_at: Option<Instant>,
+    fetch_due: bool,
+    last: Option<String>,
+}
+
+impl Follower {
+    /// Follows `branch` of the local repository `repo`, watching its refs.
+    pub fn local(repo: &Path, branch: &str) -> Result<Self, FollowError> {
+        Ok(Self::new(
+            repo.to_path_buf(),
+            None,
+            Some(RefWatcher::new(repo)?),
+            branch,
+            Duration::MAX,
+        ))
+    }
+
+    /// Follows `branch` of a remote repository through its mirror, fetched every `poll`.
+    pub fn remote(mirror: remote::Mirror, branch: &str, poll: Duration) -> Self {
+        Self::new(mirror.path.clone(), Some(mirror), None, branch, poll)
+    }
+
+    fn new(
+        repo: PathBuf,
+        mirror: Option<remote::Mirror>,
+        watcher: Option<RefWatcher>,
+        branch: &str,
+        poll: Duration,
+    ) -> Self {
+        Self {
+            branch: branch.to_string(),
+            repo,
+            mirror,
+            watcher,
+            poll,
+            fetched_at: None,
+            fetch_due: true,
+            last: None,
+        }
+    }
+
+    /// The repository commits are read from (the mirror, for a remote).
+    pub fn repo(&self) -> &Path {
+        &self.repo
+    }
+
+    /// The next look fetches (the webhook said the remote changed).
+    pub fn wake(&mut self) {
+        self.fetch_due = true;
+    }
+
+    /// Fetches when due, then returns the branch's head; a rewritten history is logged. A failed
+    /// fetch is returned as the error; [`Follower::current_head`] still reads the mirror.
+    pub async fn newest_head(&mut self) -> Result<String, FollowError> {
+        let due = self.fetch_due || self.fetched_at.is_none_or(|t| t.elapsed() >= self.poll);
+        if let (Some(mirror), true) = (&self.mirror, due) {
+            self.fetch_due = false;
+            self.fetched_at = Some(Instant::now());
+            let fetched = fetch(mirror.clone(), self.branch.clone()).await?;
+            if let Some(before) = fetched.before.filter(|b| *b != fetched.after) {
+                tracing::info!(url = %remote::redacted(&mirror.url), old = %before, new = %fetched.after, "fetched a new head");
+                self.last.get_or_insert(before);
+            }
+        }
+        self.current_head()
+    }
+
+    /// The branch's head as the repository (or mirror) has it now, without fetching.
+    pub fn current_head(&mut self) -> Result<String, FollowError> {
+        let head = branch_head(&self.repo, &self.branch)?;
+        if let Some(old) = self.last.as_deref().filter(|old| *old != head) {
+            if !descends_from(&self.repo, old, &head)? {
+                tracing::warn!(old = %old, new = %head, "branch history rewritten (force-push); following the new head");
+            }
+        }
+        self.last = Some(head.clone());
+        Ok(head)
+    }
+
+    /// Resolves when a local repository's refs change; never for a remote one (the poll and the
+    /// webhook wake the daemon instead).
+    pub async fn changed(&mut self) {
+        let alive = match &mut self.watcher {
+            Some(w) => w.changed().await,
+            None => false,
+        };
+        if !alive {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// One fetch, off the async threads, bounded by [`FETCH_TIMEOUT`].
+async fn fetch(mirror: remote::Mirror, branch: String) -> Result<remote::Fetched, FollowError> {
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let stop = interrupt.clone();
+    let (url, name) = (remote::redacted(&mirror.url), branch.clone());
+    let task = tokio::task::spawn_blocking(move || mirror.fetch(&branch, &interrupt));
+    let failed = |message: String| FollowError::Fetch {
+        url: url.clone(),
+        branch: name.clone(),
+        message,
+    };
+    match tokio::time::timeout(FETCH_TIMEOUT, task).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(join)) => Err(failed(format!("the fetch task failed: {join}"))),
+        Err(_) => {
+            // Stops a pack transfer in progress; a stuck handshake ends with its connection.
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            Err(failed(format!(
+                "no answer within {}s",
+                FETCH_TIMEOUT.as_secs()
+            )))
+        }
     }
 }
 

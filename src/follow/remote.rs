@@ -1,0 +1,238 @@
+//! Following a remote repository: telling a URL from a local path, and keeping a bare mirror of
+//! the followed branch inside the state directory, fetched with gix. The mirror is an ordinary
+//! bare repository, so everything that reads commits reads it like a local one.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use super::FollowError;
+
+/// Where `--repo` points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A repository on this machine (a work tree or a bare repository), read in place.
+    Local(PathBuf),
+    /// A repository reached over a transport (`file://`, `http(s)://`, `ssh://`, `git://`, or
+    /// scp-like `user@host:path`), mirrored into the state directory.
+    Remote(String),
+}
+
+/// Schemes gix can fetch from with the features this build has.
+const SCHEMES: &[&str] = &["file", "ssh", "git", "http", "https"];
+
+impl Location {
+    /// Reads `--repo` the way git does: `scheme://…` is a URL; a `:` before the first `/`
+    /// (`git@host:org/repo.git`) is scp-like ssh; anything else is a local path.
+    pub fn parse(repo: &str) -> Result<Self, FollowError> {
+        if let Some((scheme, _)) = repo.split_once("://") {
+            let known = SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme));
+            if !known || scheme.is_empty() {
+                return Err(FollowError::Url {
+                    url: redacted(repo),
+                    message: format!(
+                        "unsupported scheme {scheme:?} (use a local path or one of {})",
+                        SCHEMES.join(", ")
+                    ),
+                });
+            }
+        } else if !is_scp_like(repo) {
+            return Ok(Self::Local(PathBuf::from(repo)));
+        }
+        gix::url::parse(repo).map_err(|e| FollowError::Url {
+            url: redacted(repo),
+            message: e.to_string(),
+        })?;
+        Ok(Self::Remote(repo.to_string()))
+    }
+}
+
+/// `host:path` or `user@host:path`, as git reads it: a colon that comes before any slash.
+fn is_scp_like(repo: &str) -> bool {
+    let Some(colon) = repo.find(':') else {
+        return false;
+    };
+    let before = &repo[..colon];
+    let slash_first = repo.find('/').is_some_and(|slash| slash < colon);
+    // `C:\…` and `C:/…` are Windows drive letters, not hosts.
+    let drive = before.len() == 1 && before.chars().all(|c| c.is_ascii_alphabetic());
+    !before.is_empty() && !slash_first && !drive
+}
+
+/// `url` fit for logs and errors: a password (`https://user:token@host/…`) is masked.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_string();
+    };
+    match rest[..at].split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_string(),
+    }
+}
+
+/// The bare mirror of a remote repository inside the state directory.
+#[derive(Debug, Clone)]
+pub struct Mirror {
+    /// The URL fetched from; shown only through [`redacted`].
+    pub url: String,
+    /// The mirror's git directory.
+    pub path: PathBuf,
+}
+
+/// What one fetch did to the followed branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// The branch's commit in the mirror before and after.
+    pub before: Option<String>,
+    pub after: String,
+}
+
+impl Mirror {
+    /// The mirror of `url` at `<state_dir>/repo.git`, created empty when missing and re-used
+    /// (then fetched again) after a restart.
+    pub fn open(url: &str, state_dir: &Path) -> Result<Self, FollowError> {
+        let path = state_dir.join("repo.git");
+        let create_err = |message: String| FollowError::Mirror {
+            path: path.clone(),
+            url: redacted(url),
+            message,
+        };
+        if !path.join("HEAD").exists() {
+            std::fs::create_dir_all(state_dir).map_err(|e| create_err(e.to_string()))?;
+            gix::init_bare(&path).map_err(|e| create_err(e.to_string()))?;
+        }
+        Ok(Self {
+            url: url.to_string(),
+            path,
+        })
+    }
+
+    /// Fetches `branch` from the URL into `refs/heads/<branch>` of the mirror, force-updating
+    /// it so that a rewritten history is followed. Blocking: network and disk.
+    pub fn fetch(&self, branch: &str, interrupt: &AtomicBool) -> Result<Fetched, FollowError> {
+        let err = |message: String| FollowError::Fetch {
+            url: redacted(&self.url),
+            branch: branch.to_string(),
+            message,
+        };
+        let repo = gix::open(&self.path).map_err(|e| FollowError::Open {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })?;
+        let before = super::branch_head(&self.path, branch).ok();
+        // https needs a rustls crypto provider; ring is the one this build carries. Installing
+        // it twice is refused harmlessly.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
+        let remote = repo
+            .remote_at(self.url.as_str())
+            .and_then(|r| r.with_refspecs([refspec.as_str()], gix::remote::Direction::Fetch))
+            .map_err(|e| err(chain(&e)))?
+            .with_fetch_tags(gix::remote::fetch::Tags::None);
+        let outcome = remote
+            .connect(gix::remote::Direction::Fetch)
+            .and_then(|c| c.prepare_fetch(gix::progress::Discard, Default::default()))
+            .and_then(|p| p.receive(gix::progress::Discard, interrupt))
+            .map_err(|e| err(chain(&e)))?;
+        if outcome.ref_map.mappings.is_empty() {
+            return Err(err("the remote has no such branch".to_string()));
+        }
+        let after = super::branch_head(&self.path, branch)?;
+        Ok(Fetched { before, after })
+    }
+}
+
+/// An error and its causes on one line, each said once.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(e);
+    while let Some(e) = next {
+        let part = e.to_string();
+        if !parts.contains(&part) {
+            parts.push(part);
+        }
+        next = e.source();
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_paths_are_told_apart() {
+        let remote = |s: &str| Location::Remote(s.to_string());
+        let local = |s: &str| Location::Local(PathBuf::from(s));
+        for (input, want) in [
+            (
+                "file:///srv/git/fleet.git",
+                remote("file:///srv/git/fleet.git"),
+            ),
+            (
+                "https://example.com/org/fleet.git",
+                remote("https://example.com/org/fleet.git"),
+            ),
+            (
+                "http://127.0.0.1:8080/fleet",
+                remote("http://127.0.0.1:8080/fleet"),
+            ),
+            (
+                "ssh://git@example.com:2222/org/fleet.git",
+                remote("ssh://git@example.com:2222/org/fleet.git"),
+            ),
+            (
+                "git@github.com:org/fleet.git",
+                remote("git@github.com:org/fleet.git"),
+            ),
+            ("example.com:fleet.git", remote("example.com:fleet.git")),
+            ("/srv/git/fleet", local("/srv/git/fleet")),
+            ("fleet", local("fleet")),
+            ("./fleet", local("./fleet")),
+            ("../a:b", local("../a:b")),
+            ("dir/with:colon", local("dir/with:colon")),
+            ("C:/fleet", local("C:/fleet")),
+            (".", local(".")),
+        ] {
+            assert_eq!(Location::parse(input).unwrap(), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn passwords_are_masked_in_what_is_shown() {
+        for (url, shown) in [
+            (
+                "https://bot:s3cret@example.com/fleet.git",
+                "https://bot:***@example.com/fleet.git",
+            ),
+            (
+                "https://bot@example.com/fleet.git",
+                "https://bot@example.com/fleet.git",
+            ),
+            (
+                "ssh://git@example.com/fleet.git",
+                "ssh://git@example.com/fleet.git",
+            ),
+            ("https://example.com/a@b", "https://example.com/a@b"),
+            (
+                "git@github.com:org/fleet.git",
+                "git@github.com:org/fleet.git",
+            ),
+            ("file:///srv/fleet.git", "file:///srv/fleet.git"),
+        ] {
+            assert_eq!(redacted(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn unknown_schemes_are_refused_by_name() {
+        let e = Location::parse("ftp://example.com/fleet.git")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ftp://example.com/fleet.git"), "{e}");
+        assert!(e.contains("unsupported scheme \"ftp\""), "{e}");
+    }
+}

@@ -1,0 +1,340 @@
+//! `gitfleet run` following a remote repository: a bare repository pushed to with the git CLI,
+//! reached by the daemon over `file://` (mirrored into its state directory and fetched with gix),
+//! members served by `gitfleet sim`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::sim::SimFleet;
+use common::{gitfleet, Repo};
+
+const FLEET: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+  - name: bravo
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+"#;
+
+const MEMBERS: &str = "\
+apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata: {name: alpha}
+spec: {identity: {name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
+---
+apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata: {name: bravo}
+spec: {identity: {name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
+";
+
+fn app(version: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: shop}}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: shop-config, namespace: shop}}\n\
+         data: {{version: \"{version}\"}}\n---\n\
+         apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+         metadata: {{name: shop}}\nspec:\n  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: shop}}]\n\
+         \x20 strategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: 1, maxSurge: 0}}}}\n"
+    )
+}
+
+/// A bare repository (the "server") and a work clone that pushes to it.
+struct Remote {
+    bare: Repo,
+    work: Repo,
+}
+
+impl Remote {
+    fn new() -> Remote {
+        let bare = Repo {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        bare.git(&["init", "-q", "--bare", "-b", "main"]);
+        let work = Repo::new();
+        work.git(&["remote", "add", "origin", bare.path().to_str().unwrap()]);
+        Remote { bare, work }
+    }
+
+    fn url(&self) -> String {
+        format!("file://{}", self.bare.path().display())
+    }
+
+    /// Commits `shop.yaml` at `version` and pushes it (forced when `force`).
+    fn push(&self, version: &str, force: bool) -> String {
+        self.work.write("members.yaml", MEMBERS);
+        self.work.write("shop.yaml", &app(version));
+        let id = self.work.commit(&format!("shop {version}"));
+        let mut args = vec!["push", "-q", "origin", "main"];
+        if force {
+            args.push("--force");
+        }
+        self.work.git(&args);
+        id
+    }
+}
+
+fn run_once(repo: &str, sim: &SimFleet, state: &Path) -> common::Run {
+    gitfleet(&[
+        "run",
+        "--once",
+        "--repo",
+        repo,
+        "--kubeconfig",
+        sim.kubeconfig.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ])
+}
+
+/// The applied version, or "" while the ConfigMap is not there (for polling).
+fn config_version(sim: &SimFleet, member: &str) -> String {
+    let get = ["get", "configmap", "shop-config", "-n", "shop"];
+    let (code, out, _) = sim.kubectl(
+        member,
+        &[&get[..], &["-o", "jsonpath={.data.version}"]].concat(),
+    );
+    if code == 0 {
+        out
+    } else {
+        String::new()
+    }
+}
+
+fn assert_version(sim: &SimFleet, want: &str) {
+    for m in ["alpha", "bravo"] {
+        let cm = sim.get_json(m, &["configmap", "shop-config", "-n", "shop"]);
+        assert_eq!(cm["data"]["version"], want, "{m}");
+    }
+}
+
+#[test]
+fn once_follows_pushes_and_a_force_push_through_a_file_url() {
+    let sim = SimFleet::start(FLEET);
+    let remote = Remote::new();
+    let state = tempfile::tempdir().unwrap();
+    let first = remote.push("1", false);
+
+    let r = run_once(&remote.url(), &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_version(&sim, "1");
+    let mirror = state.path().join("repo.git");
+    assert!(
+        mirror.join("HEAD").exists(),
+        "the mirror lives in the state dir"
+    );
+    let mirrored = |branch: &str| {
+        let out = std::process::Command::new("git")
+            .args(["--git-dir", mirror.to_str().unwrap(), "rev-parse", branch])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    assert_eq!(mirrored("refs/heads/main"), first);
+
+    // A second push: the next run re-uses the mirror, fetches, and rolls the update out.
+    let second = remote.push("2", false);
+    let r = run_once(&remote.url(), &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_version(&sim, "2");
+    assert_eq!(mirrored("refs/heads/main"), second);
+
+    // History rewritten on the server: the mirror is force-updated, the new head is served
+    // and the rewrite is logged.
+    remote.work.git(&["reset", "-q", "--hard", &first]);
+    let rewritten = remote.push("3", true);
+    let r = run_once(&remote.url(), &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_version(&sim, "3");
+    assert_eq!(mirrored("refs/heads/main"), rewritten);
+    assert!(
+        r.stderr.contains("history rewritten"),
+        "the force-push is logged: {}",
+        r.stderr
+    );
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state.path().join("daemon.json")).unwrap()).unwrap();
+    assert_eq!(saved["serving"], rewritten.as_str());
+}
+
+#[test]
+fn an_unreachable_url_fails_once_naming_the_url() {
+    let sim = SimFleet::start(FLEET);
+    let state = tempfile::tempdir().unwrap();
+    let gone = tempfile::tempdir().unwrap();
+    let url = format!("file://{}/nothing-here.git", gone.path().display());
+    let r = run_once(&url, &sim, state.path());
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot fetch"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&url),
+        "the message names the URL: {}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_missing_branch_on_the_remote_is_named() {
+    let sim = SimFleet::start(FLEET);
+    let remote = Remote::new();
+    remote.push("1", false);
+    let state = tempfile::tempdir().unwrap();
+    let r = gitfleet(&[
+        "run",
+        "--once",
+        "--repo",
+        &remote.url(),
+        "--branch",
+        "release",
+        "--kubeconfig",
+        sim.kubeconfig.to_str().unwrap(),
+        "--state-dir",
+        state.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("\"release\""), "{}", r.stderr);
+    assert!(r.stderr.contains(&remote.url()), "{}", r.stderr);
+}
+
+/// Polls `check` until it holds, failing after a generous bound (a hang, not a timing test).
+fn await_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The daemon in the background, following a remote; killed on drop.
+struct Daemon {
+    child: Child,
+    addr: String,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    fn start(url: &str, sim: &SimFleet, state: &Path, secret: &Path) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+            .args(["run", "--repo", url, "--kubeconfig"])
+            .arg(&sim.kubeconfig)
+            .arg("--state-dir")
+            .arg(state)
+            // The poll is an hour away (60m): only the webhook makes the daemon fetch.
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--poll",
+                "60m",
+                "--log-format",
+                "json",
+            ])
+            .arg("--webhook-secret-file")
+            .arg(secret)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            let line = rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("the daemon logs its address");
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            if let Some(a) = v["fields"]["listen"].as_str() {
+                break format!("http://{a}");
+            }
+        };
+        Daemon {
+            child,
+            addr,
+            lines: rx,
+        }
+    }
+
+    fn hook(&self) {
+        let status = ureq::post(&format!("{}/hooks/git", self.addr))
+            .header("X-Gitlab-Token", "s3cret")
+            .send(&br#"{"ref":"refs/heads/main"}"#[..])
+            .map(|r| r.status().as_u16())
+            .unwrap();
+        assert_eq!(status, 202);
+    }
+
+    /// Waits for a log line containing every one of `words`.
+    fn await_log(&self, words: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|_| panic!("no log line with {words:?}"));
+            if words.iter().all(|w| line.contains(w)) {
+                return line;
+            }
+        }
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_daemon_fetches_on_the_webhook_and_outlives_a_server_that_is_down() {
+    let sim = SimFleet::start(FLEET);
+    let remote = Remote::new();
+    remote.push("1", false);
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let mut daemon = Daemon::start(&remote.url(), &sim, &state.path().join("state"), &secret);
+    await_until("the first commit on every member", || {
+        ["alpha", "bravo"]
+            .iter()
+            .all(|m| config_version(&sim, m) == "1")
+    });
+
+    // The server goes away: the webhook's fetch fails, is logged with the URL, and the daemon
+    // keeps running with what is deployed untouched.
+    let moved = remote.bare.path().with_extension("away");
+    std::fs::rename(remote.bare.path(), &moved).unwrap();
+    daemon.hook();
+    daemon.await_log(&["cannot fetch", &remote.url()]);
+    assert!(daemon.alive(), "a failed fetch does not stop the daemon");
+    assert_version(&sim, "1");
+
+    // Back again, with a new commit: the next webhook fetches and rolls it out.
+    std::fs::rename(&moved, remote.bare.path()).unwrap();
+    remote.push("2", false);
+    daemon.hook();
+    await_until("the second commit on every member", || {
+        ["alpha", "bravo"]
+            .iter()
+            .all(|m| config_version(&sim, m) == "2")
+    });
+    assert!(daemon.alive());
+}
