@@ -130,6 +130,11 @@ impl RefWatcher {
                 let _ = tx.send(());
                 return;
             };
+            // inotify reports opens and reads too: the daemon's own reads of the refs must
+            // not wake it (that made an idle daemon reconcile back to back).
+            if matches!(event.kind, notify::EventKind::Access(_)) {
+                return;
+            }
             let touches_refs = event.paths.iter().any(|p| {
                 p.starts_with(&refs_dir)
                     || p.file_name()
@@ -359,6 +364,23 @@ mod tests {
         commit(dir.path(), "one");
         let e = branch_head(dir.path(), "release").unwrap_err().to_string();
         assert!(e.contains("branch \"release\""), "{e}");
+    }
+
+    #[tokio::test]
+    async fn reading_the_branch_does_not_wake_the_watcher() {
+        let dir = repo();
+        commit(dir.path(), "one");
+        let mut w = RefWatcher::new(dir.path()).unwrap();
+        for _ in 0..5 {
+            branch_head(dir.path(), "main").unwrap();
+        }
+        // Proving an absence needs a bound: inotify delivers within milliseconds, so reads
+        // that woke the watcher would show up well inside it.
+        let woke = tokio::time::timeout(std::time::Duration::from_millis(500), w.changed()).await;
+        assert!(woke.is_err(), "reading the branch woke the watcher");
+        commit(dir.path(), "two");
+        let woke = tokio::time::timeout(std::time::Duration::from_secs(20), w.changed()).await;
+        assert!(woke.is_ok());
     }
 
     #[tokio::test]
