@@ -315,8 +315,10 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
 struct Selections<'a> {
     cat: &'a Catalog,
     /// By the placement's index in the catalog's objects; `None` for a selection error.
-    memo: Rc<RefCell<HashMap<usize, Option<Rc<Vec<SelectedResource>>>>>>,
+    memo: Rc<SelectionMemo>,
 }
+
+type SelectionMemo = RefCell<HashMap<usize, Option<Rc<Vec<SelectedResource>>>>>;
 
 impl<'a> Selections<'a> {
     fn new(cat: &'a Catalog) -> Self {
@@ -332,7 +334,7 @@ impl<'a> Selections<'a> {
 
     fn memoised(
         cat: &Catalog,
-        memo: &RefCell<HashMap<usize, Option<Rc<Vec<SelectedResource>>>>>,
+        memo: &SelectionMemo,
         entry: &Entry<Placement>,
     ) -> Option<Rc<Vec<SelectedResource>>> {
         if let Some(s) = memo.borrow().get(&entry.index) {
@@ -1048,8 +1050,11 @@ impl<'a> Side<'a> {
 /// renderings, so most pairs recur on many clusters and are diffed once.
 struct DiffMemo {
     context: usize,
-    seen: HashMap<(Option<(usize, usize)>, Option<(usize, usize)>), Option<String>>,
+    seen: HashMap<(Option<Position>, Option<Position>), Option<String>>,
 }
+
+/// Where an object sits: (address of its shared rendering, index in it).
+type Position = (usize, usize);
 
 impl DiffMemo {
     fn new(context: usize) -> Self {
