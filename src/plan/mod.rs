@@ -315,24 +315,41 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
 struct Selections<'a> {
     cat: &'a Catalog,
     /// By the placement's index in the catalog's objects; `None` for a selection error.
-    memo: RefCell<HashMap<usize, Option<Rc<Vec<SelectedResource>>>>>,
+    memo: Rc<SelectionMemo>,
 }
+
+type SelectionMemo = RefCell<HashMap<usize, Option<Rc<Vec<SelectedResource>>>>>;
 
 impl<'a> Selections<'a> {
     fn new(cat: &'a Catalog) -> Self {
         Self {
             cat,
-            memo: RefCell::new(HashMap::new()),
+            memo: Rc::default(),
         }
     }
 
     fn of(&self, entry: &Entry<Placement>) -> Option<Rc<Vec<SelectedResource>>> {
-        if let Some(s) = self.memo.borrow().get(&entry.index) {
+        Self::memoised(self.cat, &self.memo, entry)
+    }
+
+    fn memoised(
+        cat: &Catalog,
+        memo: &SelectionMemo,
+        entry: &Entry<Placement>,
+    ) -> Option<Rc<Vec<SelectedResource>>> {
+        if let Some(s) = memo.borrow().get(&entry.index) {
             return s.clone();
         }
-        let s = select(self.cat, &entry.spec).ok().map(Rc::new);
-        self.memo.borrow_mut().insert(entry.index, s.clone());
+        let s = select(cat, &entry.spec).ok().map(Rc::new);
+        memo.borrow_mut().insert(entry.index, s.clone());
         s
+    }
+
+    /// A renderer of the world that shares these selections.
+    fn renderer(&self, schedule: &'a [PlacementSchedule]) -> CommitRenderer<'a> {
+        let (cat, memo) = (self.cat, self.memo.clone());
+        let select = move |e: &Entry<Placement>| Self::memoised(cat, &memo, e);
+        CommitRenderer::with_selector(self.cat, schedule, Box::new(select))
     }
 
     fn of_key(&self, key: &PlacementKey) -> Option<Rc<Vec<SelectedResource>>> {
@@ -881,8 +898,8 @@ fn compare_clusters(
 ) -> Vec<ClusterPlan> {
     let (base_inputs, base_overrides) = render_inputs(base, &sel.0);
     let (head_inputs, head_overrides) = render_inputs(head, &sel.1);
-    let base_side = Side::new(base);
-    let head_side = Side::new(head);
+    let base_side = Side::new(base, &sel.0);
+    let head_side = Side::new(head, &sel.1);
     let names: BTreeSet<&str> = base
         .fleet
         .clusters
@@ -967,9 +984,9 @@ struct Object<'r> {
 type Objects<'r> = BTreeMap<Rc<str>, Object<'r>>;
 
 impl<'a> Side<'a> {
-    fn new(world: &World<'a>) -> Self {
+    fn new(world: &World<'a>, sel: &Selections<'a>) -> Self {
         Self {
-            renderer: CommitRenderer::new(world.cat, world.schedule),
+            renderer: sel.renderer(world.schedule),
             ids: world.schedule.iter().map(|p| p.key.id()).collect(),
             object_ids: RefCell::new(HashMap::new()),
         }
@@ -1033,8 +1050,11 @@ impl<'a> Side<'a> {
 /// renderings, so most pairs recur on many clusters and are diffed once.
 struct DiffMemo {
     context: usize,
-    seen: HashMap<(Option<(usize, usize)>, Option<(usize, usize)>), Option<String>>,
+    seen: HashMap<(Option<Position>, Option<Position>), Option<String>>,
 }
+
+/// Where an object sits: (address of its shared rendering, index in it).
+type Position = (usize, usize);
 
 impl DiffMemo {
     fn new(context: usize) -> Self {

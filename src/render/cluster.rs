@@ -7,9 +7,11 @@ use super::{
     render_for_cluster, render_with, wave_of, ClusterKey, ClusterTarget, Manifest, OverrideSet,
     PlacementRef, RenderError,
 };
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Entry};
+use crate::model::placement::Placement;
 use crate::model::Gvk;
 use crate::schedule::{PlacementKey, PlacementSchedule};
+use crate::snapshot::SelectedResource;
 use serde_json::Value;
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
@@ -118,20 +120,36 @@ pub struct CommitRenderer<'a> {
     by_cluster: HashMap<&'a str, Vec<usize>>,
     /// Per schedule entry, worked out on first use; `None` when the commit cannot render it.
     sources: Vec<OnceCell<Option<Source<'a>>>>,
+    select: Box<Selector<'a>>,
     cache: RefCell<HashMap<(usize, ClusterKey), SharedManifests>>,
 }
+
+/// A placement's selected resources (`None` for a selection error), as
+/// [`crate::snapshot::select`] gives them; a caller that needs them elsewhere too can share them.
+pub type Selector<'a> = dyn Fn(&Entry<Placement>) -> Option<Rc<Vec<SelectedResource>>> + 'a;
 
 enum Source<'a> {
     /// The same for every cluster (OCM workloads).
     Fixed(SharedManifests),
     KubeFleet {
         applicable: Applicable<'a>,
-        values: Vec<Value>,
+        resources: Rc<Vec<SelectedResource>>,
     },
 }
 
 impl<'a> CommitRenderer<'a> {
     pub fn new(cat: &'a Catalog, schedule: &'a [PlacementSchedule]) -> Self {
+        let select =
+            move |e: &Entry<Placement>| crate::snapshot::select(cat, &e.spec).ok().map(Rc::new);
+        Self::with_selector(cat, schedule, Box::new(select))
+    }
+
+    /// A renderer that takes the placements' selections from `select`.
+    pub fn with_selector(
+        cat: &'a Catalog,
+        schedule: &'a [PlacementSchedule],
+        select: Box<Selector<'a>>,
+    ) -> Self {
         let mut by_cluster: HashMap<&str, Vec<usize>> = HashMap::new();
         for (i, p) in schedule.iter().enumerate() {
             for c in &p.selected {
@@ -147,6 +165,7 @@ impl<'a> CommitRenderer<'a> {
             overrides: overrides_of(cat),
             by_cluster,
             sources: schedule.iter().map(|_| OnceCell::new()).collect(),
+            select,
             cache: RefCell::new(HashMap::new()),
         }
     }
@@ -165,14 +184,14 @@ impl<'a> CommitRenderer<'a> {
                 }
                 let entry = self.cat.placement(&key.name, key.namespace.as_deref())?;
                 // A commit with selection errors is never rendered (it fails validation).
-                let resources = crate::snapshot::select(self.cat, &entry.spec).ok()?;
+                let resources = (self.select)(entry)?;
                 let placement = PlacementRef {
                     name: &key.name,
                     namespace: key.namespace.as_deref(),
                 };
                 Some(Source::KubeFleet {
                     applicable: Applicable::new(&placement, &self.overrides),
-                    values: resources.into_iter().map(|r| r.value).collect(),
+                    resources,
                 })
             })
             .as_ref()
@@ -191,9 +210,12 @@ impl<'a> CommitRenderer<'a> {
     }
 
     fn render_one(&self, i: usize, cluster: &ClusterTarget) -> Option<SharedManifests> {
-        let (applicable, values) = match self.source(i)? {
+        let (applicable, resources) = match self.source(i)? {
             Source::Fixed(m) => return Some(m.clone()),
-            Source::KubeFleet { applicable, values } => (applicable, values),
+            Source::KubeFleet {
+                applicable,
+                resources,
+            } => (applicable, resources),
         };
         let key = (i, applicable.cluster_key(cluster));
         if let Some(m) = self.cache.borrow().get(&key) {
@@ -201,7 +223,8 @@ impl<'a> CommitRenderer<'a> {
                 return Some(m.clone());
             }
         }
-        let m = Rc::new(render_with(applicable, values, cluster, &self.cat.scopes));
+        let values: Vec<&Value> = resources.iter().map(|r| &r.value).collect();
+        let m = Rc::new(render_with(applicable, &values, cluster, &self.cat.scopes));
         if m.is_ok() {
             self.cache.borrow_mut().insert(key, m.clone());
         }

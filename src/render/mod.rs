@@ -176,13 +176,14 @@ pub fn render_for_cluster(
     scopes: &ScopeTable,
 ) -> Result<Vec<Manifest>, RenderError> {
     let applicable = overrides::Applicable::new(placement, overrides);
-    render_with(&applicable, selected, cluster, scopes)
+    let selected: Vec<&Value> = selected.iter().collect();
+    render_with(&applicable, &selected, cluster, scopes)
 }
 
 /// [`render_for_cluster`] with the placement's overrides already chosen.
 fn render_with(
     applicable: &overrides::Applicable,
-    selected: &[Value],
+    selected: &[&Value],
     cluster: &ClusterTarget,
     scopes: &ScopeTable,
 ) -> Result<Vec<Manifest>, RenderError> {
@@ -190,7 +191,7 @@ fn render_with(
     for (i, value) in selected.iter().enumerate() {
         let key =
             identity(value).map_err(|reason| RenderError::InvalidResource { index: i, reason })?;
-        let Some(value) = applicable.apply(value.clone(), &key, None, cluster)? else {
+        let Some(value) = applicable.apply((*value).clone(), &key, None, cluster)? else {
             continue;
         };
         match envelope::unwrap(&value, scopes) {
