@@ -11,8 +11,8 @@
 //!   of GETs) of granularity. Baseline, in the same run: a plain client applying the same
 //!   objects to the same members with server-side apply (members in parallel, objects in
 //!   order), timed until every request has been answered.
-//! - **idle cost**: 100 members, 100 placements (the scheduler benchmark's synthetic fleet,
-//!   `gitfleet::bench::generate`), the daemon with its default poll; once the rollout has
+//! - **idle cost**: 100 members, 100 placements (PickAll, PickN, PickFixed, see [`idle_files`]),
+//!   the daemon with its default poll; once the rollout has
 //!   settled, RSS (`VmRSS`) and CPU time (`utime + stime`) of the daemon process are sampled from
 //!   `/proc/<pid>` for one default poll period, so the window holds exactly one periodic look at
 //!   the branch and the members.
@@ -20,7 +20,6 @@
 //! The simulator shares the machine (and its cores) with the daemon, as it would in the quick
 //! start. `GITFLEET_DAEMON_BENCH="commits,idle_seconds"` changes the sizes (default 20,30).
 
-use gitfleet::bench::{generate, FleetSpec};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -87,7 +86,10 @@ impl Repos {
         std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
         git(&watched, &["init", "-q", "--bare", "-b", "main"])?;
         git(&work, &["init", "-q", "-b", "main"])?;
-        git(&work, &["remote", "add", "origin", watched.to_str().unwrap()])?;
+        git(
+            &work,
+            &["remote", "add", "origin", watched.to_str().unwrap()],
+        )?;
         let repos = Repos { watched, work };
         for (path, text) in files {
             repos.write(path, text)?;
@@ -161,8 +163,8 @@ impl DaemonProcess {
                         let _ = tx.send(a.to_string());
                     }
                     let mut log = log.lock().unwrap();
-                    log.push(line);
-                    if log.len() > 40 {
+                    log.push(line.chars().take(400).collect());
+                    if log.len() > 12 {
                         log.remove(0);
                     }
                 }
@@ -220,6 +222,19 @@ impl DaemonProcess {
             std::thread::sleep(POLL_INTERVAL);
         }
         Ok(start.elapsed())
+    }
+
+    /// The sum of every sample of a counter (all label sets).
+    fn counter_total(&self, name: &str) -> Result<f64> {
+        let text = self.get("/metrics")?;
+        Ok(text
+            .lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum())
     }
 
     /// `(count, sum of seconds)` of the reconcile-duration histogram.
@@ -307,7 +322,10 @@ impl MemberClient {
             ("Deployment", Some(ns)) => format!("/apis/apps/v1/namespaces/{ns}/deployments/{name}"),
             _ => return Err(format!("the baseline cannot apply a {kind}")),
         };
-        let url = format!("{}{path}?fieldManager=bench-baseline&force=true", self.server);
+        let url = format!(
+            "{}{path}?fieldManager=bench-baseline&force=true",
+            self.server
+        );
         self.agent
             .patch(&url)
             .header("Authorization", &self.auth())
@@ -473,9 +491,8 @@ fn latency_files(members: &[String]) -> Vec<(String, String)> {
         crp("api"),
     ];
     files.push(("apps/api.yaml".into(), yaml(&api)));
-    let mut settings = vec![
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "settings"}}),
-    ];
+    let mut settings =
+        vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "settings"}})];
     for i in 0..3 {
         settings.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": format!("settings-{i}"), "namespace": "settings"},
@@ -631,29 +648,69 @@ fn clock_ticks_per_second() -> u64 {
         .unwrap_or(100)
 }
 
+/// A deployable fleet of `clusters` members (labelled by region and environment) and
+/// `placements` ClusterResourcePlacements, each placing its own namespace and ConfigMap: a third
+/// PickAll with label affinity, a third PickN (5 to 20 clusters), a third PickFixed (3 clusters).
+/// (`gitfleet::bench::generate` is made for the scheduler: its ResourcePlacements need namespaces
+/// no placement creates, so its fleet never settles when actually rolled out.)
+fn idle_files(placements: usize, clusters: usize) -> (Vec<String>, Vec<(String, String)>) {
+    const REGIONS: [&str; 4] = ["eastus", "westus2", "westeurope", "japaneast"];
+    const ENVS: [&str; 3] = ["staging", "canary", "production"];
+    let names: Vec<String> = (0..clusters).map(|i| format!("m-{i:03}")).collect();
+    let members: Vec<Value> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mut m = member_doc(n);
+            m["metadata"]["labels"] =
+                json!({"region": REGIONS[i % REGIONS.len()], "environment": ENVS[i % ENVS.len()]});
+            m
+        })
+        .collect();
+    let mut files = vec![("members.yaml".to_string(), yaml(&members))];
+    for p in 0..placements {
+        let ns = format!("app-{p:03}");
+        let policy = match p % 3 {
+            0 => json!({"placementType": "PickAll", "affinity": {"clusterAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"clusterSelectorTerms": [
+                    {"labelSelector": {"matchLabels": {"region": REGIONS[p % REGIONS.len()]}}}]}}}}),
+            1 => json!({"placementType": "PickN", "numberOfClusters": 5 + p % 16}),
+            _ => json!({"placementType": "PickFixed", "clusterNames":
+                (0..3).map(|k| names[(p * 7 + k * 31) % clusters].clone()).collect::<Vec<_>>()}),
+        };
+        let docs = vec![
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "app-config", "namespace": ns},
+                "data": {"REPLICAS": (1 + p % 5).to_string(), "LOG_LEVEL": "info"}}),
+            json!({
+                "apiVersion": "placement.kubernetes-fleet.io/v1",
+                "kind": "ClusterResourcePlacement",
+                "metadata": {"name": ns},
+                "spec": {
+                    "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": ns}],
+                    "policy": policy,
+                },
+            }),
+        ];
+        files.push((format!("placements/{ns}.yaml"), yaml(&docs)));
+    }
+    (names, files)
+}
+
 fn idle(rt: &tokio::runtime::Runtime, window: Duration) -> Result<()> {
     let (placements, clusters) = IDLE_FLEET;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let (files, _) = generate(FleetSpec::new(placements, clusters));
-    let names: Vec<String> = files
-        .iter()
-        .filter_map(|f| f.path.strip_prefix("members/")?.strip_suffix(".yaml"))
-        .map(str::to_string)
-        .collect();
-    // Eight 16-core nodes: enough for every property the generated placements ask for.
+    let (names, texts) = idle_files(placements, clusters);
     let sim = rt
         .block_on(gitfleet::sim::start(
-            sim_fleet(&names, "{count: 8, cpu: '16', memory: 64Gi}"),
+            sim_fleet(&names, "{count: 2, cpu: '8', memory: 32Gi}"),
             gitfleet::sim::StartOptions::default(),
         ))
         .map_err(|e| e.to_string())?;
     let kubeconfig = dir.path().join("kubeconfig");
     sim.write_kubeconfig(&kubeconfig)
         .map_err(|e| e.to_string())?;
-    let texts: Vec<(String, String)> = files
-        .iter()
-        .map(|f| (f.path.clone(), String::from_utf8_lossy(&f.content).into()))
-        .collect();
     let repos = Repos::create(dir.path(), &texts)?;
     let head = git(&repos.work, &["rev-parse", "HEAD"])?;
     let started = Instant::now();
@@ -661,15 +718,20 @@ fn idle(rt: &tokio::runtime::Runtime, window: Duration) -> Result<()> {
     daemon.await_settled(&head)?;
     let rollout = started.elapsed();
     let pid = daemon.pid();
-    let doc: Value = serde_json::from_str(&daemon.get("/api/v1/placements")?)
-        .map_err(|e| e.to_string())?;
+    let doc: Value =
+        serde_json::from_str(&daemon.get("/api/v1/placements")?).map_err(|e| e.to_string())?;
     let placed: usize = doc["placements"]
         .as_array()
-        .map(|ps| ps.iter().map(|p| p["upToDate"].as_array().map_or(0, Vec::len)).sum())
+        .map(|ps| {
+            ps.iter()
+                .map(|p| p["upToDate"].as_array().map_or(0, Vec::len))
+                .sum()
+        })
         .unwrap_or(0);
 
     let tck = clock_ticks_per_second();
     let (reconciles_before, _) = daemon.reconciles()?;
+    let pushes_before = daemon.counter_total("gitfleet_member_pushes_total")?;
     let ticks_before = cpu_ticks(pid)?;
     let start = Instant::now();
     let mut rss = Vec::new();
@@ -682,6 +744,10 @@ fn idle(rt: &tokio::runtime::Runtime, window: Duration) -> Result<()> {
     rss.push(proc_status_kib(pid, "VmRSS:")?);
     let hwm = proc_status_kib(pid, "VmHWM:")?;
     let (reconciles_after, _) = daemon.reconciles()?;
+    let pushes = daemon.counter_total("gitfleet_member_pushes_total")? - pushes_before;
+    if std::env::var_os("GITFLEET_DAEMON_BENCH_LOG").is_some() {
+        eprintln!("{}", daemon.log.lock().unwrap().join("\n"));
+    }
     drop(daemon);
     rt.block_on(sim.shutdown());
 
@@ -689,13 +755,12 @@ fn idle(rt: &tokio::runtime::Runtime, window: Duration) -> Result<()> {
     let mean_rss = rss.iter().sum::<u64>() as f64 / rss.len() as f64 / 1024.0;
     let max_rss = *rss.iter().max().unwrap_or(&0) as f64 / 1024.0;
     println!(
-        "idle: {clusters} members, {placements} placements (bench::generate, seed {:#x}; {placed} placement×cluster bindings), default --poll {}s; rollout of the fleet settled in {:.1} s",
-        gitfleet::bench::DEFAULT_SEED,
+        "idle: {clusters} members, {placements} placements (PickAll with affinity, PickN, PickFixed, one namespace and ConfigMap each; {placed} placement×cluster bindings), default --poll {}s; rollout of the fleet settled in {:.1} s",
         DEFAULT_POLL.as_secs(),
         rollout.as_secs_f64()
     );
     println!(
-        "{:<10} RSS mean {mean_rss:.1} MiB | RSS max {max_rss:.1} MiB | peak (VmHWM, incl. the rollout) {:.1} MiB | CPU {:.2} % of one core ({cpu:.2} s in {:.1} s) | reconciles in the window {}",
+        "{:<10} RSS mean {mean_rss:.1} MiB | RSS max {max_rss:.1} MiB | peak (VmHWM, incl. the rollout) {:.1} MiB | CPU {:.2} % of one core ({cpu:.2} s in {:.1} s) | in the window: {} reconciles, {pushes} placement pushes",
         "daemon",
         hwm as f64 / 1024.0,
         100.0 * cpu / wall.as_secs_f64(),
