@@ -385,7 +385,7 @@ fn stats(samples: &[Duration]) -> Stats {
     let mut s = samples.to_vec();
     s.sort_unstable();
     let n = s.len();
-    let median = if n % 2 == 0 {
+    let median = if n.is_multiple_of(2) {
         (s[n / 2 - 1] + s[n / 2]) / 2
     } else {
         s[n / 2]
