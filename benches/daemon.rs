@@ -1,0 +1,799 @@
+//! The daemon benchmark: `cargo bench --bench daemon` (issue 5, item 8).
+//!
+//! Runs the real binary, `gitfleet run`, as a child process against simulated members served
+//! in this process (`gitfleet::sim`), and measures two things:
+//!
+//! - **push-to-applied latency**: a bare repository the daemon follows, a working clone, 10
+//!   members and a few PickAll placements under the default RollingUpdate strategy. Twenty times:
+//!   commit a new ConfigMap value in the clone, start the clock, `git push` into the watched
+//!   repository, and poll every member over HTTP (every 10 ms) until all serve the new value.
+//!   The clock therefore includes `git push` itself and up to one poll interval (plus one sweep
+//!   of GETs) of granularity. Baseline, in the same run: a plain client applying the same
+//!   objects to the same members with server-side apply (members in parallel, objects in
+//!   order), timed until every request has been answered.
+//! - **idle cost**: 100 members, 100 placements (PickAll, PickN, PickFixed, see [`idle_files`]),
+//!   the daemon with its default poll; once the rollout has
+//!   settled, RSS (`VmRSS`) and CPU time (`utime + stime`) of the daemon process are sampled from
+//!   `/proc/<pid>` for one default poll period, so the window holds exactly one periodic look at
+//!   the branch and the members.
+//!
+//! The simulator shares the machine (and its cores) with the daemon, as it would in the quick
+//! start. `GITFLEET_DAEMON_BENCH="commits,idle_seconds"` changes the sizes (default 20,30).
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const LATENCY_MEMBERS: usize = 10;
+const POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// A bound on every wait, so a broken daemon fails the benchmark instead of hanging it.
+const SETTLE_LIMIT: Duration = Duration::from_secs(300);
+/// `gitfleet run`'s default `--poll`.
+const DEFAULT_POLL: Duration = Duration::from_secs(30);
+const IDLE_FLEET: (usize, usize) = (100, 100);
+
+type Result<T> = std::result::Result<T, String>;
+
+fn sizes() -> (usize, Duration) {
+    let text = std::env::var("GITFLEET_DAEMON_BENCH").unwrap_or_default();
+    let mut it = text.split(',').map(|n| n.trim().parse::<u64>().ok());
+    let commits = it.next().flatten().unwrap_or(20).max(1) as usize;
+    let idle = it.next().flatten().unwrap_or(DEFAULT_POLL.as_secs()).max(1);
+    (commits, Duration::from_secs(idle))
+}
+
+// ---------------------------------------------------------------------------------------------
+// git
+// ---------------------------------------------------------------------------------------------
+
+fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@gitfleet.invalid")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@gitfleet.invalid")
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A bare repository the daemon follows and a working clone that pushes into it.
+struct Repos {
+    watched: PathBuf,
+    work: PathBuf,
+}
+
+impl Repos {
+    /// Writes `files` (path, text) into a new clone, commits and pushes them.
+    fn create(dir: &Path, files: &[(String, String)]) -> Result<Repos> {
+        let watched = dir.join("watched.git");
+        let work = dir.join("work");
+        std::fs::create_dir_all(&watched).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+        git(&watched, &["init", "-q", "--bare", "-b", "main"])?;
+        git(&work, &["init", "-q", "-b", "main"])?;
+        git(
+            &work,
+            &["remote", "add", "origin", watched.to_str().unwrap()],
+        )?;
+        let repos = Repos { watched, work };
+        for (path, text) in files {
+            repos.write(path, text)?;
+        }
+        git(&repos.work, &["add", "-A"])?;
+        git(&repos.work, &["commit", "-q", "-m", "the fleet"])?;
+        git(&repos.work, &["push", "-q", "origin", "main"])?;
+        Ok(repos)
+    }
+
+    fn write(&self, path: &str, text: &str) -> Result<()> {
+        let file = self.work.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).map_err(|e| e.to_string())?;
+        std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))
+    }
+
+    fn commit(&self, message: &str) -> Result<String> {
+        git(&self.work, &["commit", "-q", "-am", message])?;
+        git(&self.work, &["rev-parse", "HEAD"])
+    }
+
+    fn push(&self) -> Result<()> {
+        git(&self.work, &["push", "-q", "origin", "main"]).map(drop)
+    }
+}
+
+fn yaml(docs: &[Value]) -> String {
+    docs.iter()
+        .map(|d| serde_yaml::to_string(d).expect("JSON values serialise as YAML"))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The daemon as a child process
+// ---------------------------------------------------------------------------------------------
+
+struct DaemonProcess {
+    child: Child,
+    addr: String,
+    agent: ureq::Agent,
+    /// The last lines of its log, for error messages.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl DaemonProcess {
+    fn start(repo: &Path, kubeconfig: &Path, state: &Path) -> Result<DaemonProcess> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+            .arg("run")
+            .arg("--repo")
+            .arg(repo)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--state-dir")
+            .arg(state)
+            .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
+            .env("GITFLEET_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start gitfleet run: {e}"))?;
+        let stderr = child.stderr.take().expect("piped");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+                    let v: Value = serde_json::from_str(&line).unwrap_or_default();
+                    if let Some(a) = v["fields"]["listen"].as_str() {
+                        let _ = tx.send(a.to_string());
+                    }
+                    let mut log = log.lock().unwrap();
+                    log.push(line.chars().take(400).collect());
+                    if log.len() > 12 {
+                        log.remove(0);
+                    }
+                }
+            });
+        }
+        let addr = rx
+            .recv_timeout(Duration::from_secs(60))
+            .map_err(|_| "gitfleet run did not log its address".to_string())?;
+        Ok(DaemonProcess {
+            child,
+            addr: format!("http://{addr}"),
+            agent: ureq::Agent::new_with_defaults(),
+            log,
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn get(&self, path: &str) -> Result<String> {
+        self.agent
+            .get(&format!("{}{path}", self.addr))
+            .call()
+            .and_then(|mut r| r.body_mut().read_to_string())
+            .map_err(|e| format!("GET {path}: {e}"))
+    }
+
+    /// Whether the daemon serves `commit` and every placement is settled (nothing applying,
+    /// removing or waiting).
+    fn settled_on(&self, commit: &str) -> Result<bool> {
+        let doc: Value = serde_json::from_str(&self.get("/api/v1/placements")?)
+            .map_err(|e| format!("/api/v1/placements: {e}"))?;
+        if doc["serving"] != commit {
+            return Ok(false);
+        }
+        let placements = doc["placements"].as_array().cloned().unwrap_or_default();
+        Ok(!placements.is_empty()
+            && placements.iter().all(|p| {
+                ["applying", "removing", "waiting"]
+                    .iter()
+                    .all(|k| p[k].as_array().is_none_or(Vec::is_empty))
+            }))
+    }
+
+    fn await_settled(&self, commit: &str) -> Result<Duration> {
+        let start = Instant::now();
+        while !self.settled_on(commit)? {
+            if start.elapsed() > SETTLE_LIMIT {
+                return Err(format!(
+                    "the daemon did not settle on {commit} within {SETTLE_LIMIT:?}; its log ends:\n{}",
+                    self.log.lock().unwrap().join("\n")
+                ));
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        }
+        Ok(start.elapsed())
+    }
+
+    /// The sum of every sample of a counter (all label sets).
+    fn counter_total(&self, name: &str) -> Result<f64> {
+        let text = self.get("/metrics")?;
+        Ok(text
+            .lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum())
+    }
+
+    /// `(count, sum of seconds)` of the reconcile-duration histogram.
+    fn reconciles(&self) -> Result<(u64, f64)> {
+        let text = self.get("/metrics")?;
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        Ok((
+            value("gitfleet_reconcile_duration_seconds_count ") as u64,
+            value("gitfleet_reconcile_duration_seconds_sum "),
+        ))
+    }
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Members over HTTP (as any client would reach them)
+// ---------------------------------------------------------------------------------------------
+
+struct MemberClient {
+    name: String,
+    server: String,
+    token: String,
+    agent: ureq::Agent,
+}
+
+impl MemberClient {
+    fn of(sim: &gitfleet::sim::RunningFleet) -> Vec<MemberClient> {
+        sim.members()
+            .iter()
+            .map(|m| MemberClient {
+                name: m.name.clone(),
+                server: m.server.clone(),
+                token: m.token.clone(),
+                agent: ureq::Agent::new_with_defaults(),
+            })
+            .collect()
+    }
+
+    fn auth(&self) -> String {
+        format!("Bearer {}", self.token)
+    }
+
+    /// `data[key]` of a ConfigMap, `None` when it does not exist.
+    fn config_value(&self, ns: &str, name: &str, key: &str) -> Result<Option<String>> {
+        let url = format!("{}/api/v1/namespaces/{ns}/configmaps/{name}", self.server);
+        match self
+            .agent
+            .get(&url)
+            .header("Authorization", &self.auth())
+            .call()
+        {
+            Ok(mut r) => {
+                let v: Value = r
+                    .body_mut()
+                    .read_to_string()
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+                    .map_err(|e| format!("{}: {url}: {e}", self.name))?;
+                Ok(v["data"][key].as_str().map(str::to_string))
+            }
+            Err(ureq::Error::StatusCode(404)) => Ok(None),
+            Err(e) => Err(format!("{}: GET {url}: {e}", self.name)),
+        }
+    }
+
+    /// Server-side apply of one object.
+    fn apply(&self, obj: &Value) -> Result<()> {
+        let kind = obj["kind"].as_str().unwrap_or_default();
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let ns = obj["metadata"]["namespace"].as_str();
+        let path = match (kind, ns) {
+            ("Namespace", _) => format!("/api/v1/namespaces/{name}"),
+            ("ConfigMap", Some(ns)) => format!("/api/v1/namespaces/{ns}/configmaps/{name}"),
+            ("Deployment", Some(ns)) => format!("/apis/apps/v1/namespaces/{ns}/deployments/{name}"),
+            _ => return Err(format!("the baseline cannot apply a {kind}")),
+        };
+        let url = format!(
+            "{}{path}?fieldManager=bench-baseline&force=true",
+            self.server
+        );
+        self.agent
+            .patch(&url)
+            .header("Authorization", &self.auth())
+            .header("Content-Type", "application/apply-patch+yaml")
+            .send(obj.to_string())
+            .map(drop)
+            .map_err(|e| format!("{}: PATCH {url}: {e}", self.name))
+    }
+}
+
+/// Polls every member every [`POLL_INTERVAL`] until each serves `want`; returns when the last
+/// one was first seen doing so.
+fn await_value(
+    members: &[MemberClient],
+    (ns, name, key): (&str, &str, &str),
+    want: &str,
+    start: Instant,
+) -> Result<Duration> {
+    let mut pending: Vec<&MemberClient> = members.iter().collect();
+    let mut last = Duration::ZERO;
+    while !pending.is_empty() {
+        let mut still = Vec::new();
+        for m in pending {
+            if m.config_value(ns, name, key)?.as_deref() == Some(want) {
+                last = start.elapsed();
+            } else {
+                still.push(m);
+            }
+        }
+        pending = still;
+        if pending.is_empty() {
+            break;
+        }
+        if start.elapsed() > SETTLE_LIMIT {
+            return Err(format!(
+                "{} members never served {ns}/{name} {key}={want}",
+                pending.len()
+            ));
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+    Ok(last)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics and printing
+// ---------------------------------------------------------------------------------------------
+
+struct Stats {
+    median: Duration,
+    p90: Duration,
+    min: Duration,
+    max: Duration,
+}
+
+fn stats(samples: &[Duration]) -> Stats {
+    let mut s = samples.to_vec();
+    s.sort_unstable();
+    let n = s.len();
+    let median = if n.is_multiple_of(2) {
+        (s[n / 2 - 1] + s[n / 2]) / 2
+    } else {
+        s[n / 2]
+    };
+    // Nearest rank.
+    let p90 = s[((n * 9).div_ceil(10)).max(1) - 1];
+    Stats {
+        median,
+        p90,
+        min: s[0],
+        max: s[n - 1],
+    }
+}
+
+fn ms(d: Duration) -> String {
+    let s = d.as_secs_f64() * 1e3;
+    if s >= 100.0 {
+        format!("{s:.0} ms")
+    } else {
+        format!("{s:.1} ms")
+    }
+}
+
+fn line(label: &str, s: &Stats) -> String {
+    format!(
+        "{label:<10} median {:>8} | p90 {:>8} | min {:>8} | max {:>8}",
+        ms(s.median),
+        ms(s.p90),
+        ms(s.min),
+        ms(s.max)
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Latency
+// ---------------------------------------------------------------------------------------------
+
+const WATCHED: (&str, &str, &str) = ("web", "web-config", "revision");
+
+fn member_doc(name: &str) -> Value {
+    json!({
+        "apiVersion": "cluster.kubernetes-fleet.io/v1",
+        "kind": "MemberCluster",
+        "metadata": {"name": name},
+        "spec": {"identity": {"name": format!("agent-{name}"), "kind": "ServiceAccount",
+            "namespace": "fleet-system", "apiGroup": ""}},
+    })
+}
+
+fn crp(name: &str) -> Value {
+    json!({
+        "apiVersion": "placement.kubernetes-fleet.io/v1",
+        "kind": "ClusterResourcePlacement",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": name}],
+            "policy": {"placementType": "PickAll"},
+        },
+    })
+}
+
+fn deployment(ns: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": name, "image": "nginx:1.27",
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
+            },
+        },
+    })
+}
+
+/// The objects of the placement whose ConfigMap changes, in namespace `ns`.
+fn web_objects(ns: &str, revision: usize) -> Vec<Value> {
+    vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": WATCHED.1, "namespace": ns},
+            "data": {WATCHED.2: revision.to_string(), "LOG_LEVEL": "info"}}),
+        deployment(ns, "web"),
+    ]
+}
+
+fn latency_files(members: &[String]) -> Vec<(String, String)> {
+    let mut files = vec![(
+        "members.yaml".to_string(),
+        yaml(&members.iter().map(|m| member_doc(m)).collect::<Vec<_>>()),
+    )];
+    let mut web = web_objects("web", 0);
+    web.push(crp("web"));
+    files.push(("apps/web.yaml".into(), yaml(&web)));
+    let api = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "api"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "api-config", "namespace": "api"},
+            "data": {"TIMEOUT": "30s"}}),
+        deployment("api", "api"),
+        crp("api"),
+    ];
+    files.push(("apps/api.yaml".into(), yaml(&api)));
+    let mut settings =
+        vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "settings"}})];
+    for i in 0..3 {
+        settings.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("settings-{i}"), "namespace": "settings"},
+            "data": {"index": i.to_string(), "payload": "x".repeat(256)}}));
+    }
+    settings.push(crp("settings"));
+    files.push(("apps/settings.yaml".into(), yaml(&settings)));
+    files
+}
+
+fn sim_fleet(names: &[String], nodes: &str) -> gitfleet::sim::FleetFile {
+    let mut text = String::from("members:\n");
+    for n in names {
+        text.push_str(&format!("  - name: {n}\n    nodes: [{nodes}]\n"));
+    }
+    serde_yaml::from_str(&text).expect("fleet file")
+}
+
+fn latency(rt: &tokio::runtime::Runtime, commits: usize) -> Result<()> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let names: Vec<String> = (0..LATENCY_MEMBERS).map(|i| format!("m-{i:02}")).collect();
+    let sim = rt
+        .block_on(gitfleet::sim::start(
+            sim_fleet(&names, "{count: 2, cpu: '8', memory: 32Gi}"),
+            gitfleet::sim::StartOptions::default(),
+        ))
+        .map_err(|e| e.to_string())?;
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig)
+        .map_err(|e| e.to_string())?;
+    let members = MemberClient::of(&sim);
+
+    // Baseline first, in its own namespace, so that it never touches the daemon's objects.
+    let mut baseline = Vec::with_capacity(commits);
+    for r in 1..=commits {
+        let objects = web_objects("baseline-web", r);
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = members
+                .iter()
+                .map(|m| s.spawn(|| objects.iter().try_for_each(|o| m.apply(o))))
+                .collect();
+            handles
+                .into_iter()
+                .try_for_each(|h| h.join().expect("no panic"))
+        })?;
+        baseline.push(start.elapsed());
+    }
+
+    let repos = Repos::create(dir.path(), &latency_files(&names))?;
+    let first = git(&repos.work, &["rev-parse", "HEAD"])?;
+    let started = Instant::now();
+    let daemon = DaemonProcess::start(&repos.watched, &kubeconfig, &dir.path().join("state"))?;
+    daemon.await_settled(&first)?;
+    let first_rollout = started.elapsed();
+
+    let mut latencies = Vec::with_capacity(commits);
+    let mut pushes = Vec::with_capacity(commits);
+    let mut reconciles_per_commit = Vec::with_capacity(commits);
+    let mut reconcile_time = Vec::with_capacity(commits);
+    for r in 1..=commits {
+        let mut web = web_objects("web", r);
+        web.push(crp("web"));
+        repos.write("apps/web.yaml", &yaml(&web))?;
+        let head = repos.commit(&format!("web revision {r}"))?;
+        let (count_before, sum_before) = daemon.reconciles()?;
+        let start = Instant::now();
+        repos.push()?;
+        pushes.push(start.elapsed());
+        latencies.push(await_value(&members, WATCHED, &r.to_string(), start)?);
+        // Let the rollout finish its bookkeeping before the next commit, so rounds never overlap.
+        daemon.await_settled(&head)?;
+        let (count, sum) = daemon.reconciles()?;
+        reconciles_per_commit.push(count - count_before);
+        reconcile_time.push(Duration::from_secs_f64(
+            (sum - sum_before) / (count - count_before).max(1) as f64,
+        ));
+    }
+    drop(daemon);
+    rt.block_on(sim.shutdown());
+
+    let daemon_stats = stats(&latencies);
+    let baseline_stats = stats(&baseline);
+    println!(
+        "push-to-applied latency: {LATENCY_MEMBERS} members, 3 PickAll placements (default RollingUpdate: maxUnavailable 25 %, maxSurge 25 %), {commits} commits each changing one ConfigMap value"
+    );
+    println!("{}", line("daemon", &daemon_stats));
+    println!("{}", line("baseline", &baseline_stats));
+    println!(
+        "{:<10} {:.1}x (median / median); goal: median under 1 s: {}",
+        "ratio",
+        daemon_stats.median.as_secs_f64() / baseline_stats.median.as_secs_f64().max(1e-9),
+        if daemon_stats.median < Duration::from_secs(1) {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
+    let mut counts = reconciles_per_commit.clone();
+    counts.sort_unstable();
+    println!(
+        "{:<10} git push median {} | reconciles per commit median {} (min {}, max {}) | mean reconcile {} (median over commits) | first rollout of the fleet {}",
+        "details",
+        ms(stats(&pushes).median),
+        counts[counts.len() / 2],
+        counts[0],
+        counts[counts.len() - 1],
+        ms(stats(&reconcile_time).median),
+        ms(first_rollout),
+    );
+    println!(
+        "latency = from just before `git push` into the watched bare repository until every member serves the new value, polled every {} ms (the figure includes git push and up to one poll interval plus one sweep of {LATENCY_MEMBERS} GETs); baseline = server-side apply of the same 3 objects (namespace, ConfigMap, Deployment) to the {LATENCY_MEMBERS} members, members in parallel, until every request has been answered.",
+        POLL_INTERVAL.as_millis()
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idle
+// ---------------------------------------------------------------------------------------------
+
+fn proc_status_kib(pid: u32, field: &str) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("/proc/{pid}/status: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| format!("/proc/{pid}/status has no {field}"))
+}
+
+/// `utime + stime` in clock ticks.
+fn cpu_ticks(pid: u32) -> Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+    // Fields after the command name (which may hold spaces) start at state (field 3);
+    // utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')').ok_or("odd /proc/pid/stat")? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    match (num(11), num(12)) {
+        (Some(u), Some(s)) => Ok(u + s),
+        _ => Err(format!("/proc/{pid}/stat: no utime/stime")),
+    }
+}
+
+fn clock_ticks_per_second() -> u64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100)
+}
+
+/// A deployable fleet of `clusters` members (labelled by region and environment) and
+/// `placements` ClusterResourcePlacements, each placing its own namespace and ConfigMap: a third
+/// PickAll with label affinity, a third PickN (5 to 20 clusters), a third PickFixed (3 clusters).
+/// (`gitfleet::bench::generate` is made for the scheduler: its ResourcePlacements need namespaces
+/// no placement creates, so its fleet never settles when actually rolled out.)
+fn idle_files(placements: usize, clusters: usize) -> (Vec<String>, Vec<(String, String)>) {
+    const REGIONS: [&str; 4] = ["eastus", "westus2", "westeurope", "japaneast"];
+    const ENVS: [&str; 3] = ["staging", "canary", "production"];
+    let names: Vec<String> = (0..clusters).map(|i| format!("m-{i:03}")).collect();
+    let members: Vec<Value> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mut m = member_doc(n);
+            m["metadata"]["labels"] =
+                json!({"region": REGIONS[i % REGIONS.len()], "environment": ENVS[i % ENVS.len()]});
+            m
+        })
+        .collect();
+    let mut files = vec![("members.yaml".to_string(), yaml(&members))];
+    for p in 0..placements {
+        let ns = format!("app-{p:03}");
+        let policy = match p % 3 {
+            0 => json!({"placementType": "PickAll", "affinity": {"clusterAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"clusterSelectorTerms": [
+                    {"labelSelector": {"matchLabels": {"region": REGIONS[p % REGIONS.len()]}}}]}}}}),
+            1 => json!({"placementType": "PickN", "numberOfClusters": 5 + p % 16}),
+            _ => json!({"placementType": "PickFixed", "clusterNames":
+                (0..3).map(|k| names[(p * 7 + k * 31) % clusters].clone()).collect::<Vec<_>>()}),
+        };
+        let docs = vec![
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "app-config", "namespace": ns},
+                "data": {"REPLICAS": (1 + p % 5).to_string(), "LOG_LEVEL": "info"}}),
+            json!({
+                "apiVersion": "placement.kubernetes-fleet.io/v1",
+                "kind": "ClusterResourcePlacement",
+                "metadata": {"name": ns},
+                "spec": {
+                    "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": ns}],
+                    "policy": policy,
+                },
+            }),
+        ];
+        files.push((format!("placements/{ns}.yaml"), yaml(&docs)));
+    }
+    (names, files)
+}
+
+fn idle(rt: &tokio::runtime::Runtime, window: Duration) -> Result<()> {
+    let (placements, clusters) = IDLE_FLEET;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (names, texts) = idle_files(placements, clusters);
+    let sim = rt
+        .block_on(gitfleet::sim::start(
+            sim_fleet(&names, "{count: 2, cpu: '8', memory: 32Gi}"),
+            gitfleet::sim::StartOptions::default(),
+        ))
+        .map_err(|e| e.to_string())?;
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig)
+        .map_err(|e| e.to_string())?;
+    let repos = Repos::create(dir.path(), &texts)?;
+    let head = git(&repos.work, &["rev-parse", "HEAD"])?;
+    let started = Instant::now();
+    let daemon = DaemonProcess::start(&repos.watched, &kubeconfig, &dir.path().join("state"))?;
+    daemon.await_settled(&head)?;
+    let rollout = started.elapsed();
+    let pid = daemon.pid();
+    let doc: Value =
+        serde_json::from_str(&daemon.get("/api/v1/placements")?).map_err(|e| e.to_string())?;
+    let placed: usize = doc["placements"]
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .map(|p| p["upToDate"].as_array().map_or(0, Vec::len))
+                .sum()
+        })
+        .unwrap_or(0);
+
+    let tck = clock_ticks_per_second();
+    let (reconciles_before, _) = daemon.reconciles()?;
+    let pushes_before = daemon.counter_total("gitfleet_member_pushes_total")?;
+    let ticks_before = cpu_ticks(pid)?;
+    let start = Instant::now();
+    let mut rss = Vec::new();
+    while start.elapsed() < window {
+        rss.push(proc_status_kib(pid, "VmRSS:")?);
+        std::thread::sleep(Duration::from_secs(1).min(window.saturating_sub(start.elapsed())));
+    }
+    let ticks = cpu_ticks(pid)? - ticks_before;
+    let wall = start.elapsed();
+    rss.push(proc_status_kib(pid, "VmRSS:")?);
+    let hwm = proc_status_kib(pid, "VmHWM:")?;
+    let (reconciles_after, _) = daemon.reconciles()?;
+    let pushes = daemon.counter_total("gitfleet_member_pushes_total")? - pushes_before;
+    if std::env::var_os("GITFLEET_DAEMON_BENCH_LOG").is_some() {
+        eprintln!("{}", daemon.log.lock().unwrap().join("\n"));
+    }
+    drop(daemon);
+    rt.block_on(sim.shutdown());
+
+    let cpu = ticks as f64 / tck as f64;
+    let mean_rss = rss.iter().sum::<u64>() as f64 / rss.len() as f64 / 1024.0;
+    let max_rss = *rss.iter().max().unwrap_or(&0) as f64 / 1024.0;
+    println!(
+        "idle: {clusters} members, {placements} placements (PickAll with affinity, PickN, PickFixed, one namespace and ConfigMap each; {placed} placement×cluster bindings), default --poll {}s; rollout of the fleet settled in {:.1} s",
+        DEFAULT_POLL.as_secs(),
+        rollout.as_secs_f64()
+    );
+    println!(
+        "{:<10} RSS mean {mean_rss:.1} MiB | RSS max {max_rss:.1} MiB | peak (VmHWM, incl. the rollout) {:.1} MiB | CPU {:.2} % of one core ({cpu:.2} s in {:.1} s) | in the window: {} reconciles, {pushes} placement pushes",
+        "daemon",
+        hwm as f64 / 1024.0,
+        100.0 * cpu / wall.as_secs_f64(),
+        wall.as_secs_f64(),
+        reconciles_after - reconciles_before,
+    );
+    println!(
+        "idle = after the rollout settled, the daemon process alone (the simulator runs in the benchmark's process): VmRSS sampled every second, CPU = utime+stime from /proc/<pid>/stat over the window ({tck} ticks/s)."
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let (commits, window) = sizes();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut failed = false;
+    let parts: [(&str, &dyn Fn() -> Result<()>); 2] = [
+        ("latency", &|| latency(&rt, commits)),
+        ("idle", &|| idle(&rt, window)),
+    ];
+    for (name, part) in parts {
+        if let Err(e) = part() {
+            eprintln!("{name}: {e}");
+            failed = true;
+        }
+        println!();
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
