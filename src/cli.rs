@@ -704,8 +704,7 @@ fn schedule_table(cat: &Catalog, placements: &[PlacementSchedule]) -> String {
             .unwrap_or_default();
         rows.push([name, ty, wanted, picked, condition]);
     }
-    let out = crate::text_table::render(&rows);
-    out
+    crate::text_table::render(&rows)
 }
 
 /// `a,b,c` or, for long lists, the first names and how many more.
@@ -797,30 +796,13 @@ fn plan(args: &PlanArgs) -> Result<ExitCode> {
                 read_previous(args.state.as_deref())?,
             ),
         };
-        let now = now_unix();
-        let base_fleet = Fleet::build(&base_cat, inventory.as_ref());
-        let head_fleet = Fleet::build(&head_cat, inventory.as_ref());
-        let base_schedule =
-            crate::schedule::schedule_commit(&base_cat, &base_fleet, &previous, now);
-        // The head is scheduled with the base's decisions as previous, as the daemon would.
-        let as_previous: Previous = base_schedule
-            .iter()
-            .map(|p| (p.key.id(), p.clone()))
-            .collect();
-        let head_schedule =
-            crate::schedule::schedule_commit(&head_cat, &head_fleet, &as_previous, now);
-        crate::plan::compare(
-            &crate::plan::World {
-                commit: &base.commit,
-                cat: &base_cat,
-                fleet: &base_fleet,
-                schedule: &base_schedule,
-            },
-            &crate::plan::World {
-                commit: &head.commit,
-                cat: &head_cat,
-                fleet: &head_fleet,
-                schedule: &head_schedule,
+        crate::plan::plan_catalogs(
+            (&base.commit, &base_cat),
+            (&head.commit, &head_cat),
+            &crate::plan::Inputs {
+                inventory: inventory.as_ref(),
+                previous: &previous,
+                now_unix: now_unix(),
             },
             &crate::plan::Options {
                 clusters: args.clusters.clone(),
