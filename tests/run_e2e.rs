@@ -647,3 +647,50 @@ fn a_member_down_during_a_rollout_delays_only_itself() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(config_version(&sim, "alpha").as_deref(), Some("2"));
 }
+
+#[test]
+fn report_diff_placements_show_their_differences_in_status() {
+    let sim = SimFleet::start(FLEET);
+    let repo = Repo::new();
+    repo.write("members.yaml", &members());
+    repo.write(
+        "shop.yaml",
+        &app("1").replace(
+            "strategy: {type: RollingUpdate,",
+            "strategy: {applyStrategy: {type: ReportDiff}, type: RollingUpdate,",
+        ),
+    );
+    repo.commit("report only");
+    // bravo already runs a different version of the ConfigMap, made by someone else.
+    sim.apply(
+        "bravo",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shop-config, namespace: shop}\n\
+         data: {version: \"0\"}\n",
+        &[],
+    );
+    let state = tempfile::tempdir().unwrap();
+    let r = run_once(&repo, &sim, state.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Nothing written: alpha has nothing, bravo keeps its version.
+    assert_eq!(config_version(&sim, "alpha"), None);
+    assert_eq!(config_version(&sim, "bravo").as_deref(), Some("0"));
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state.path().join("daemon.json")).unwrap()).unwrap();
+    let bravo = &saved["placements"]["crp/shop"]["clusters"]["bravo"];
+    assert_eq!(bravo["health"]["state"], "diffReported", "{bravo:#}");
+    let diffs: Vec<&str> = bravo["diffs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert!(
+        diffs
+            .iter()
+            .any(|d| d.contains("ConfigMap shop/shop-config")
+                && d.contains("version")
+                && d.contains("\"0\" → \"1\"")),
+        "{diffs:#?}"
+    );
+}

@@ -27,6 +27,25 @@ pub struct PushDeliverer {
     pub clock: fn() -> u64,
 }
 
+/// One line per difference push found on an object: `Kind ns/name: path: observed → desired`.
+fn diff_lines(o: &crate::push::ObjectResult) -> Vec<String> {
+    let show = |v: &Option<serde_json::Value>| {
+        v.as_ref().map_or("(absent)".to_string(), |v| v.to_string())
+    };
+    o.diffs
+        .iter()
+        .map(|d| {
+            format!(
+                "{}: {}: {} → {}",
+                o.object,
+                d.path,
+                show(&d.observed),
+                show(&d.desired)
+            )
+        })
+        .collect()
+}
+
 /// The binding health one placement's push result stands for (KubeFleet's binding
 /// conditions: Applied, Available, DiffReported).
 pub fn health_of(result: &PlacementResult, now: u64) -> Result<BindingHealth, String> {
@@ -34,8 +53,15 @@ pub fn health_of(result: &PlacementResult, now: u64) -> Result<BindingHealth, St
         return Err(e.clone());
     }
     if let Some(o) = result.objects.iter().find(|o| o.outcome.is_failure()) {
+        // Drift and refused takeovers carry their differences: say which fields.
+        let diffs = diff_lines(o);
+        let diffs = if diffs.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", diffs.join("; "))
+        };
         return Err(format!(
-            "{}: {:?}{}",
+            "{}: {:?}{}{diffs}",
             o.object,
             o.outcome,
             o.error
@@ -125,17 +151,22 @@ impl Deliverer for PushDeliverer {
         )
         .await;
         let now = (self.clock)();
-        let mut by_key: BTreeMap<(String, String), Result<BindingHealth, String>> = BTreeMap::new();
+        type Health = Result<(BindingHealth, Vec<String>), String>;
+        let mut by_key: BTreeMap<(String, String), Health> = BTreeMap::new();
         for m in &results {
             for p in &m.placements {
-                by_key.insert((m.member.clone(), p.placement.clone()), health_of(p, now));
+                let diffs = p.objects.iter().flat_map(diff_lines).collect();
+                by_key.insert(
+                    (m.member.clone(), p.placement.clone()),
+                    health_of(p, now).map(|h| (h, diffs)),
+                );
             }
         }
         work.into_iter()
             .map(|w| {
                 let key = (w.cluster.clone(), placement_key(&w.placement));
                 let outcome = match by_key.remove(&key) {
-                    Some(Ok(health)) => Outcome::Done(health),
+                    Some(Ok((health, diffs))) => Outcome::Done(health, diffs),
                     Some(Err(e)) => Outcome::Failed(e),
                     None => {
                         Outcome::Failed("the member reported nothing for this placement".into())

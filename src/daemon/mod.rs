@@ -321,8 +321,8 @@ impl<D: Deliverer> Daemon<D> {
                     tracing::warn!(placement = %w.placement.id(), cluster = %w.cluster, error = %e, "push failed");
                     "failed"
                 }
-                (Outcome::Done(_), Action::Remove { .. }) => "removed",
-                (Outcome::Done(_), Action::Apply { .. }) => "applied",
+                (Outcome::Done(..), Action::Remove { .. }) => "removed",
+                (Outcome::Done(..), Action::Apply { .. }) => "applied",
             };
             self.metrics
                 .pushes
@@ -336,7 +336,7 @@ impl<D: Deliverer> Daemon<D> {
         // re-reading a cluster that is still pending is not progress and is paced by the
         // availability poll.
         let progressed = results.iter().any(|(w, o)| match o {
-            Outcome::Done(health) => {
+            Outcome::Done(health, _) => {
                 !matches!(w.action, Action::Apply { refresh: true, .. })
                     || *health != crate::rollout::BindingHealth::Pending
             }
@@ -344,7 +344,7 @@ impl<D: Deliverer> Daemon<D> {
         });
         let pending = results
             .iter()
-            .any(|(_, o)| matches!(o, Outcome::Done(crate::rollout::BindingHealth::Pending)));
+            .any(|(_, o)| matches!(o, Outcome::Done(crate::rollout::BindingHealth::Pending, _)));
         let failed = results.iter().any(|(_, o)| matches!(o, Outcome::Failed(_)));
         reconcile::absorb(
             &mut self.state,

@@ -46,8 +46,10 @@ pub struct Work {
 /// How a piece of work ended, as push reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// Applied (or removed); the health of what is on the cluster now.
-    Done(BindingHealth),
+    /// Applied (or removed); the health of what is on the cluster now, and the differences
+    /// push reported (ReportDiff diffs, fields others changed under FullComparison), one line
+    /// each.
+    Done(BindingHealth, Vec<String>),
     /// It failed; the message says why. Failed bindings are retried on the next reconcile.
     Failed(String),
 }
@@ -460,7 +462,7 @@ pub fn absorb(
                 Action::Apply {
                     revision, binds, ..
                 },
-                Outcome::Done(health),
+                Outcome::Done(health, diffs),
             ) => {
                 ps.clusters.insert(
                     work.cluster.clone(),
@@ -469,6 +471,7 @@ pub fn absorb(
                         attempted: None,
                         commit: Some(commit.to_string()),
                         health,
+                        diffs,
                         last_error: None,
                         updated_at: now,
                     },
@@ -481,7 +484,7 @@ pub fn absorb(
                     }
                 }
             }
-            (Action::Remove { .. }, Outcome::Done(_)) => {
+            (Action::Remove { .. }, Outcome::Done(..)) => {
                 ps.clusters.remove(&work.cluster);
                 if let Some(p) = schedule.iter_mut().find(|p| p.key.id() == id) {
                     p.bindings.retain(|b| {
@@ -498,6 +501,7 @@ pub fn absorb(
                             attempted: None,
                             commit: None,
                             health: BindingHealth::Failed,
+                            diffs: vec![],
                             last_error: None,
                             updated_at: now,
                         });
@@ -576,7 +580,7 @@ mod tests {
         let results = d
             .work
             .into_iter()
-            .map(|w| (w, Outcome::Done(health)))
+            .map(|w| (w, Outcome::Done(health, vec![])))
             .collect();
         absorb(
             state,

@@ -105,6 +105,9 @@ pub struct ClusterState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
     pub health: BindingHealth,
+    /// Differences the last push reported (ReportDiff, or drift seen under FullComparison).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diffs: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// Unix seconds of the last change of this entry.
@@ -199,6 +202,7 @@ mod tests {
                     attempted: None,
                     commit: Some("abc".into()),
                     health: BindingHealth::AvailableUntrackable { since: 7 },
+                    diffs: vec![],
                     last_error: None,
                     updated_at: 9,
                 },

@@ -187,6 +187,9 @@ pub fn describe(p: &Value) -> String {
                     .as_str()
                     .map_or(String::new(), |e| format!("\n    error: {e}"))
             );
+            for d in list(&c["diffs"]) {
+                let _ = writeln!(out, "    diff: {d}");
+            }
         }
     }
     out
