@@ -25,13 +25,30 @@ use std::time::{Duration, Instant};
 const SLOW: &str = "m-slow";
 const DOWN: &str = "m-down";
 
-fn sizes() -> (usize, usize) {
-    let text = std::env::var("GITFLEET_PUSH_BENCH").unwrap_or_default();
+/// `"a,b"` from an environment variable, or the default.
+fn pair_from_env(var: &str, default: (usize, usize)) -> (usize, usize) {
+    let text = std::env::var(var).unwrap_or_default();
     let mut it = text.split(',').map(|n| n.trim().parse::<usize>().ok());
     match (it.next().flatten(), it.next().flatten()) {
-        (Some(m), Some(o)) => (m.max(3), o),
-        _ => (50, 20),
+        (Some(a), Some(b)) => (a, b),
+        _ => default,
     }
+}
+
+fn sizes() -> (usize, usize) {
+    let (m, o) = pair_from_env("GITFLEET_PUSH_BENCH", (50, 20));
+    (m.max(3), o)
+}
+
+/// Simulated members in this process, and a kubeconfig reaching them.
+async fn start_sim(fleet_yaml: &str) -> (gitfleet::sim::RunningFleet, kube::config::Kubeconfig) {
+    let fleet = serde_yaml::from_str(fleet_yaml).expect("fleet file");
+    let sim = gitfleet::sim::start(fleet, gitfleet::sim::StartOptions::default())
+        .await
+        .expect("simulator starts");
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml()).expect("kubeconfig");
+    (sim, kubeconfig)
 }
 
 fn manifests(objects: usize) -> Vec<Manifest> {
@@ -183,12 +200,8 @@ async fn raw_apply(
 }
 
 fn capacity_sizes() -> (usize, usize) {
-    let text = std::env::var("GITFLEET_PUSH_CAPACITY").unwrap_or_default();
-    let mut it = text.split(',').map(|n| n.trim().parse::<usize>().ok());
-    match (it.next().flatten(), it.next().flatten()) {
-        (Some(m), Some(o)) => (m.max(1), o.max(1)),
-        _ => (10, 1000),
-    }
+    let (m, o) = pair_from_env("GITFLEET_PUSH_CAPACITY", (10, 1000));
+    (m.max(1), o.max(1))
 }
 
 /// 1,000 objects to 10 members: gitfleet's push against the raw loop, in the same process.
@@ -198,12 +211,7 @@ async fn capacity() {
     for i in 0..n {
         fleet_yaml.push_str(&format!("  - name: c-{i:02}\n"));
     }
-    let fleet = serde_yaml::from_str(&fleet_yaml).expect("fleet file");
-    let sim = gitfleet::sim::start(fleet, gitfleet::sim::StartOptions::default())
-        .await
-        .expect("simulator starts");
-    let kubeconfig =
-        kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml()).expect("kubeconfig");
+    let (sim, kubeconfig) = start_sim(&fleet_yaml).await;
     let names: Vec<String> = sim.members().iter().map(|m| m.name.clone()).collect();
     // Different namespaces, so both runs create everything new.
     let with_namespace = |ns: &str| -> Vec<Manifest> {
@@ -273,12 +281,7 @@ fn main() {
         fleet_yaml.push_str(&format!(
             "  - name: {SLOW}\n    faults: {{latencyMs: 200}}\n  - name: {DOWN}\n    faults: {{down: true}}\n"
         ));
-        let fleet = serde_yaml::from_str(&fleet_yaml).expect("fleet file");
-        let sim = gitfleet::sim::start(fleet, gitfleet::sim::StartOptions::default())
-            .await
-            .expect("simulator starts");
-        let kubeconfig =
-            kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml()).expect("kubeconfig");
+        let (sim, kubeconfig) = start_sim(&fleet_yaml).await;
         let placement = PlacementPush {
             placement: PlacementKey {
                 kind: "ClusterResourcePlacement".into(),

@@ -594,6 +594,20 @@ mod tests {
         (applied, removed)
     }
 
+    /// State and bindings after the first commit landed everywhere and became available.
+    fn settled_on_v1() -> (DaemonState, crate::schedule::Previous) {
+        let mut state = DaemonState::default();
+        let mut previous = crate::schedule::Previous::new();
+        step(
+            &commit("1", ""),
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        (state, previous)
+    }
+
     #[test]
     fn first_commit_binds_every_cluster_then_updates_one_at_a_time() {
         let mut state = DaemonState::default();
@@ -644,15 +658,7 @@ mod tests {
 
     #[test]
     fn a_cluster_that_stays_pending_stalls_the_update() {
-        let mut state = DaemonState::default();
-        let mut previous = crate::schedule::Previous::new();
-        step(
-            &commit("1", ""),
-            "c1",
-            &mut state,
-            &mut previous,
-            BindingHealth::Available,
-        );
+        let (mut state, mut previous) = settled_on_v1();
         let v2 = commit("2", "");
         let (first, _) = step(&v2, "c2", &mut state, &mut previous, BindingHealth::Pending);
         assert_eq!(first, ["m1"]);
@@ -663,15 +669,7 @@ mod tests {
 
     #[test]
     fn a_deleted_placement_is_removed_everywhere_and_forgotten() {
-        let mut state = DaemonState::default();
-        let mut previous = crate::schedule::Previous::new();
-        step(
-            &commit("1", ""),
-            "c1",
-            &mut state,
-            &mut previous,
-            BindingHealth::Available,
-        );
+        let (mut state, mut previous) = settled_on_v1();
         let without = {
             let yaml = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n";
             let mut text = yaml.to_string();
