@@ -803,3 +803,38 @@ fn a_member_unhealthy_in_the_inventory_is_not_touched() {
         &["configmap", "settings", "-n", "app"]
     ));
 }
+
+/// Many objects of one kind in one namespace are read with one LIST: the takeover rule still
+/// sees the one that someone else created, and the second apply sees everything unchanged.
+#[test]
+fn many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {whenToTakeOver: Never}\n"),
+    );
+    for i in 0..12 {
+        repo.write(
+            &format!("app/cm-{i}.yaml"),
+            &configmap(&format!("cm-{i}"), "{a: '1'}"),
+        );
+    }
+    repo.commit("twelve");
+    create_by_someone_else(
+        &sim,
+        &format!("{NAMESPACE}---\n{}", configmap("cm-7", "{a: mine}")),
+    );
+    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        outcome(&report, "alpha", "ConfigMap", "cm-7").0,
+        "notTakenOver"
+    );
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "cm-3").0, "applied");
+    assert_eq!(outcome(&report, "beta", "ConfigMap", "cm-7").0, "applied");
+    let cm = sim.get_json("alpha", &["configmap", "cm-7", "-n", "app"]);
+    assert_eq!(cm["data"]["a"], "mine");
+    let (_, again, _) = apply_json(&repo, &sim, &[]);
+    assert_eq!(outcome(&again, "beta", "ConfigMap", "cm-3").0, "unchanged");
+}

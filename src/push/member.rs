@@ -437,6 +437,55 @@ struct ObjectContext {
 
 /// Applies (or diffs) manifests in parallel; results in manifest order, with whether gitfleet
 /// created each object.
+/// From this many objects of one kind in one namespace, a wave reads them with one LIST instead
+/// of one GET each (the reads that decide takeover, drift and ownership before each apply).
+const LIST_THRESHOLD: usize = 8;
+
+/// The live objects of the big (kind, namespace) groups of a wave, by (apiVersion, kind,
+/// namespace, name); a group whose LIST fails is left to per-object GETs.
+async fn prefetch(
+    m: &Member,
+    manifests: &[Value],
+) -> BTreeMap<(String, String, String, String), Option<Value>> {
+    let mut groups: BTreeMap<(String, String, String), Vec<ObjectRef>> = BTreeMap::new();
+    for v in manifests {
+        let o = ObjectRef::of(v);
+        let key = (
+            o.api_version.clone(),
+            o.kind.clone(),
+            o.namespace.clone().unwrap_or_default(),
+        );
+        groups.entry(key).or_default().push(o);
+    }
+    let mut out = BTreeMap::new();
+    for ((api_version, kind, namespace), objects) in groups {
+        if objects.len() < LIST_THRESHOLD {
+            continue;
+        }
+        let Ok(Some(api)) = m.api(&objects[0]).await else {
+            continue;
+        };
+        let params = kube::api::ListParams::default();
+        let Ok(list) = m.call(|| api.list(&params)).await else {
+            continue;
+        };
+        let mut live: BTreeMap<String, Value> = list
+            .items
+            .into_iter()
+            .map(to_value)
+            .filter_map(|v| Some((v.pointer("/metadata/name")?.as_str()?.to_string(), v)))
+            .collect();
+        for o in objects {
+            let found = live.remove(&o.name);
+            out.insert(
+                (api_version.clone(), kind.clone(), namespace.clone(), o.name),
+                found,
+            );
+        }
+    }
+    out
+}
+
 async fn run_wave(
     m: &Arc<Member>,
     ctx: &Arc<ObjectContext>,
@@ -444,15 +493,23 @@ async fn run_wave(
 ) -> Vec<(ObjectResult, bool)> {
     let mut tasks = tokio::task::JoinSet::new();
     let n = manifests.len();
+    let mut prefetched = prefetch(m, &manifests).await;
     for (i, manifest) in manifests.into_iter().enumerate() {
         let m = Arc::clone(m);
         let ctx = Arc::clone(ctx);
+        let o = ObjectRef::of(&manifest);
+        let live = prefetched.remove(&(
+            o.api_version,
+            o.kind,
+            o.namespace.unwrap_or_default(),
+            o.name,
+        ));
         tasks.spawn(async move {
             let object = ObjectRef::of(&manifest);
             let r = if ctx.strategy.type_ == ApplyStrategyType::ReportDiff {
                 report_diff(&m, &ctx, &manifest).await.map(|r| (r, false))
             } else {
-                apply_object(&m, &ctx, &manifest).await
+                apply_object(&m, &ctx, &manifest, live).await
             };
             (
                 i,
@@ -502,6 +559,7 @@ async fn apply_object(
     m: &Member,
     ctx: &ObjectContext,
     manifest: &Value,
+    prefetched: Option<Option<Value>>,
 ) -> Result<(ObjectResult, bool), String> {
     let object = ObjectRef::of(manifest);
     if object.name.is_empty() {
@@ -511,7 +569,10 @@ async fn apply_object(
     let s = ctx.strategy;
     let api = m.served_api(&object).await?;
     let name = object.name.as_str();
-    let live = m.get(&api, name).await?;
+    let live = match prefetched {
+        Some(live) => live,
+        None => m.get(&api, name).await?,
+    };
     let how = comparison(s.comparison);
     let desired = comparable(manifest);
     if let Some(live) = &live {
