@@ -574,14 +574,15 @@ async fn apply_object(
         None => m.get(&api, name).await?,
     };
     let how = comparison(s.comparison);
-    let desired = comparable(manifest);
+    // Only worked out when a rule compares (most applies never do).
+    let desired = || comparable(manifest);
     if let Some(live) = &live {
         match placement_label_of(live) {
             Some(l) if l == ctx.label => {
                 let unchanged_in_git =
                     annotation(live, SPEC_HASH_ANNOTATION) == Some(spec_hash(manifest).as_str());
                 if s.when_to_apply == WhenToApply::IfNotDrifted && unchanged_in_git {
-                    let mut drifts = diff(&desired, Some(&comparable(live)), how);
+                    let mut drifts = diff(&desired(), Some(&comparable(live)), how);
                     if !drifts.is_empty() {
                         obscure_secret(&object.kind, &mut drifts);
                         let mut r = ObjectResult::new(object, Outcome::Drifted);
@@ -613,7 +614,7 @@ async fn apply_object(
                     return Ok((r, false));
                 }
                 WhenToTakeOver::IfNoDiff => {
-                    let mut diffs = diff(&desired, Some(&comparable(live)), how);
+                    let mut diffs = diff(&desired(), Some(&comparable(live)), how);
                     if !diffs.is_empty() {
                         obscure_secret(&object.kind, &mut diffs);
                         let mut r = ObjectResult::new(object, Outcome::NotTakenOver);
@@ -680,7 +681,7 @@ async fn apply_object(
     if how == Comparison::Full {
         // Post-apply drift check: differences (in fields others manage) are reported; the apply
         // still counts.
-        r.diffs = diff(&desired, Some(&comparable(&applied)), Comparison::Full);
+        r.diffs = diff(&desired(), Some(&comparable(&applied)), Comparison::Full);
         obscure_secret(&r.object.kind, &mut r.diffs);
     }
     r.availability = Some(availability(r.object.group(), &r.object.kind, &applied));
