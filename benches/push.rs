@@ -7,9 +7,10 @@
 //! `GITFLEET_PUSH_BENCH="members,objects"` changes the size (default 50 members, 20 objects).
 //!
 //! Then the throughput comparison: 1,000 objects to each of 10 healthy members, once through
-//! `push_fleet` and once through a plain client loop (server-side apply of the same objects,
-//! the same number of requests in flight per member), both measured in this run; gitfleet's
-//! throughput is reported as a fraction of that raw capacity.
+//! `push_fleet` and once through a plain client loop (server-side apply of the same objects as
+//! gitfleet sends them, labels and annotations included, with the same number of requests in
+//! flight per member), both measured in this run; gitfleet's throughput is reported as a
+//! fraction of that raw capacity.
 //! `GITFLEET_PUSH_CAPACITY="members,objects"` changes that size (default 10,1000).
 
 use gitfleet::push::{
@@ -228,7 +229,21 @@ async fn capacity() {
             .collect()
     };
     let in_flight = 8;
-    let raw = raw_apply(&kubeconfig, &names, &with_namespace("raw"), in_flight).await;
+    // The raw loop sends the very objects gitfleet sends (its labels and annotations
+    // included), so the comparison measures the client path, not object size.
+    let stamp = gitfleet::push::decorate::Stamp {
+        placement_label: "crp.capacity",
+        resource_snapshot: "capacity",
+        commit: "0000000000000000000000000000000000000000",
+    };
+    let raw_objects: Vec<Manifest> = with_namespace("raw")
+        .into_iter()
+        .map(|mut m| {
+            m.value = gitfleet::push::decorate::decorate(&m.value, &stamp);
+            m
+        })
+        .collect();
+    let raw = raw_apply(&kubeconfig, &names, &raw_objects, in_flight).await;
     let members: Vec<MemberPush> = names
         .iter()
         .map(|m| MemberPush {
