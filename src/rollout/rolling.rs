@@ -2,11 +2,10 @@
 //! what it runs and how healthy it is, which clusters are bound, updated and removed now and
 //! which wait for the budget. Pure: the clock is a parameter.
 //!
-//! Two deliberate departures from KubeFleet (spec/README §4): a placement whose target is zero
+//! One deliberate departure from KubeFleet (spec/README §4): a placement whose target is zero
 //! removes every remaining binding at once (kubefleet#601: KubeFleet cannot shrink to zero while
-//! a binding is not ready), and a binding counts as failed only when applying or availability
-//! really failed — KubeFleet's allow-list (`ApplyPending`, `ResourceNotAvailableYet`, …) is
-//! modelled by [`BindingHealth::Pending`], which is never failed.
+//! a binding is not ready). A binding not available yet ([`BindingHealth::Pending`]) counts as
+//! failed, as it does in KubeFleet in practice (its binding reasons fall outside the allow-list).
 
 use crate::model::placement::IntOrPercent;
 use crate::schedule::BindingState;
@@ -158,7 +157,10 @@ pub fn plan_step(
     let mut min_wait = period;
 
     for b in sorted {
-        let failed = b.health == BindingHealth::Failed;
+        // As KubeFleet behaves in practice (kubefleet.md §3.1, kubefleet#670): a binding whose
+        // objects are not available yet counts as failed, so a newer revision reaches it
+        // outside the budget instead of waiting for an availability that may never come.
+        let failed = matches!(b.health, BindingHealth::Failed | BindingHealth::Pending);
         let diff_reported = b.health == BindingHealth::DiffReported;
         let mut note_readiness = |health| {
             let (is_ready, wait) = readiness(health, period, now);
@@ -515,5 +517,41 @@ mod tests {
         assert!(step.is_settled());
         assert_eq!(step.requeue_after, 0);
         assert_eq!(step.up_to_date, ["a", "b"]);
+    }
+}
+
+#[cfg(test)]
+mod pending_tests {
+    use super::*;
+
+    #[test]
+    fn a_new_revision_reaches_clusters_still_pending_on_the_old_one() {
+        // All three still becoming available on revision 0 when revision 1 arrives: waiting for
+        // them under the budget would wait forever; KubeFleet updates them outside it.
+        let bindings: Vec<RolloutBinding> = ["a", "b", "c"]
+            .into_iter()
+            .map(|c| RolloutBinding {
+                cluster: c.into(),
+                state: BindingState::Bound,
+                deleting: false,
+                current: Some(Revision {
+                    resource_index: 0,
+                    rendered: String::new(),
+                }),
+                health: BindingHealth::Pending,
+            })
+            .collect();
+        let want = |_: &str| Revision {
+            resource_index: 1,
+            rendered: String::new(),
+        };
+        let step = plan_step(
+            &bindings,
+            want,
+            Target::Count(3),
+            &RollingParams::default(),
+            0,
+        );
+        assert_eq!(step.update, ["a", "b", "c"]);
     }
 }
