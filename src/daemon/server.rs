@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::metrics::Metrics;
 use super::Status;
-use crate::sim::http::{self, Request, Response};
+use crate::http::{self, Request, Response};
 
 fn problem(code: u16, message: &str) -> Response {
     Response::json(code, &json!({ "error": message }))

@@ -47,7 +47,6 @@ pub mod discovery;
 pub mod faults;
 pub mod fields;
 pub mod fleet_file;
-pub mod http;
 pub mod kubeconfig;
 pub mod member;
 pub mod patch;
@@ -66,6 +65,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::http;
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
