@@ -43,6 +43,16 @@ pub struct Work {
     pub action: Action,
 }
 
+impl Work {
+    fn remove(placement: &PlacementKey, cluster: &str, strategy: Strategy) -> Work {
+        Work {
+            placement: placement.clone(),
+            cluster: cluster.to_string(),
+            action: Action::Remove { strategy },
+        }
+    }
+}
+
 /// How a piece of work ended, as push reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -206,11 +216,7 @@ pub fn decide(
             for cluster in prev.clusters.keys() {
                 if !ps.selected.contains(cluster) && members.contains(cluster.as_str()) {
                     step.removing.push(cluster.clone());
-                    decision.work.push(Work {
-                        placement: ps.key.clone(),
-                        cluster: cluster.clone(),
-                        action: Action::Remove { strategy },
-                    });
+                    decision.work.push(Work::remove(&ps.key, cluster, strategy));
                 }
             }
             decision.steps.push(step);
@@ -346,11 +352,7 @@ pub fn decide(
         }
         for cluster in &plan.remove {
             step.removing.push(cluster.clone());
-            decision.work.push(Work {
-                placement: ps.key.clone(),
-                cluster: cluster.clone(),
-                action: Action::Remove { strategy },
-            });
+            decision.work.push(Work::remove(&ps.key, cluster, strategy));
         }
         // Up-to-date clusters whose availability is not known yet are re-applied (a no-op on
         // the member) to read it again.
@@ -406,11 +408,7 @@ pub fn decide(
         for cluster in ps.clusters.keys() {
             if members.contains(cluster.as_str()) {
                 step.removing.push(cluster.clone());
-                decision.work.push(Work {
-                    placement: key.clone(),
-                    cluster: cluster.clone(),
-                    action: Action::Remove { strategy },
-                });
+                decision.work.push(Work::remove(&key, cluster, strategy));
             }
         }
         decision.steps.push(step);
