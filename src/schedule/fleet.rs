@@ -1,6 +1,7 @@
 //! The fleet as the scheduler sees it: members declared in the commit (labels, taints) joined with
 //! the live inventory (properties, health, OCM add-on scores), spec/README §2.
 
+use super::labels::LabelIndex;
 use crate::catalog::Catalog;
 use crate::model::member::{ManagedClusterTaint, Taint};
 use crate::model::quantity::Quantity;
@@ -119,6 +120,8 @@ impl Cluster {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Fleet {
     pub clusters: Vec<Cluster>,
+    /// The clusters' labels, indexed once for every placement's selectors.
+    label_index: LabelIndex,
 }
 
 const PROPERTY_ANNOTATION: &str = "gitfleet.io/property.";
@@ -185,7 +188,15 @@ impl Fleet {
         for c in &mut clusters {
             c.parse_properties();
         }
-        Fleet { clusters }
+        let label_index = LabelIndex::new(clusters.iter().map(|c| &c.labels));
+        Fleet {
+            clusters,
+            label_index,
+        }
+    }
+
+    pub fn label_index(&self) -> &LabelIndex {
+        &self.label_index
     }
 
     pub fn get(&self, name: &str) -> Option<&Cluster> {

@@ -3,6 +3,7 @@
 //! downscale, and the decisions and `Scheduled` condition with KubeFleet's exact strings.
 
 use super::fleet::{Cluster, Fleet};
+use super::labels::ClusterBits;
 use super::{Binding, BindingState, ClusterDecision, Condition, PlacementKey, PlacementSchedule};
 use crate::model::member::Taint;
 use crate::model::placement::{
@@ -10,6 +11,7 @@ use crate::model::placement::{
     TolerationOperator, TopologySpreadConstraint, UnsatisfiableAction,
 };
 use crate::model::quantity::Quantity;
+use crate::model::selector::LabelSelector;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -335,14 +337,64 @@ impl Filtered<'_> {
     }
 }
 
+/// A placement's label selectors, worked out once over the whole fleet (see [`LabelIndex`]).
+struct Selectors {
+    /// Per required term: the clusters its label selector matches (`None`: no label selector).
+    /// `None` when the placement has no required affinity.
+    required: Option<Vec<Option<ClusterBits>>>,
+    /// Per preferred term, the same.
+    preferred: Vec<Option<ClusterBits>>,
+}
+
+impl Selectors {
+    fn new(input: &Input) -> Self {
+        let index = input.fleet.label_index();
+        let terms = |sel: Option<&LabelSelector>| sel.map(|s| index.select(s));
+        let affinity = input
+            .policy
+            .affinity
+            .as_ref()
+            .and_then(|a| a.cluster_affinity.as_ref());
+        Selectors {
+            required: affinity
+                .and_then(|ca| {
+                    ca.required_during_scheduling_ignored_during_execution
+                        .as_ref()
+                })
+                .map(|req| {
+                    req.cluster_selector_terms
+                        .iter()
+                        .map(|t| terms(t.label_selector.as_ref()))
+                        .collect()
+                }),
+            preferred: affinity
+                .map(|ca| {
+                    ca.preferred_during_scheduling_ignored_during_execution
+                        .iter()
+                        .map(|p| terms(p.preference.label_selector.as_ref()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Whether the label selector of a term (worked out in `bits`) matches the `index`-th cluster.
+fn labels_match(bits: &Option<ClusterBits>, index: usize) -> bool {
+    bits.as_ref().is_none_or(|b| b.contains(index))
+}
+
 /// The filter chain shared by PickAll and PickN (TSC excepted): `Ok(true)` passes, `Ok(false)`
-/// means already selected (skipped), `Err` carries why the filters drop it.
+/// means already selected (skipped), `Err` carries why the filters drop it. `index` is the
+/// cluster's position in the fleet.
 fn filter<'c>(
     input: &Input<'c>,
+    selectors: &Selectors,
     bindings: &Bindings,
+    index: usize,
     c: &'c Cluster,
 ) -> Result<Result<bool, Filtered<'c>>, CycleError> {
-    Ok(match static_filter(input, c)? {
+    Ok(match static_filter(input, selectors, index, c)? {
         Err(why) => Err(why),
         Ok(()) => Ok(!bindings.is_current(&c.name)),
     })
@@ -351,21 +403,25 @@ fn filter<'c>(
 /// The filters that do not depend on the bindings: required affinity, eligibility, taints.
 fn static_filter<'c>(
     input: &Input<'c>,
+    selectors: &Selectors,
+    index: usize,
     c: &'c Cluster,
 ) -> Result<Result<(), Filtered<'c>>, CycleError> {
-    if let Some(req) = input
-        .policy
-        .affinity
-        .as_ref()
-        .and_then(|a| a.cluster_affinity.as_ref())
-        .and_then(|ca| {
-            ca.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-    {
+    if let (Some(req), Some(bits)) = (
+        input
+            .policy
+            .affinity
+            .as_ref()
+            .and_then(|a| a.cluster_affinity.as_ref())
+            .and_then(|ca| {
+                ca.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+        &selectors.required,
+    ) {
         let mut matched = false;
-        for term in &req.cluster_selector_terms {
-            if term_matches(term, c)? {
+        for (term, bits) in req.cluster_selector_terms.iter().zip(bits) {
+            if labels_match(bits, index) && properties_match(term, c)? {
                 matched = true;
                 break;
             }
@@ -385,12 +441,8 @@ fn static_filter<'c>(
     Ok(Ok(()))
 }
 
-fn term_matches(term: &ClusterSelectorTerm, c: &Cluster) -> Result<bool, CycleError> {
-    if let Some(ls) = &term.label_selector {
-        if !ls.matches(&c.labels) {
-            return Ok(false);
-        }
-    }
+/// The property selector of a term (its label selector is checked first, through [`Selectors`]).
+fn properties_match(term: &ClusterSelectorTerm, c: &Cluster) -> Result<bool, CycleError> {
     let Some(ps) = &term.property_selector else {
         return Ok(true);
     };
@@ -448,11 +500,15 @@ fn taint_reason(t: &Taint) -> String {
 }
 
 fn pick_all(input: &Input, bindings: &mut Bindings) -> Outcome {
+    let selectors = Selectors::new(input);
     // Members come sorted by name, so `picked` is sorted too.
     let mut picked: Vec<&str> = Vec::new();
     let mut filtered = Vec::new();
-    for c in input.fleet.clusters.iter().filter(|c| c.fleet_member) {
-        match filter(input, bindings, c)? {
+    for (i, c) in input.fleet.clusters.iter().enumerate() {
+        if !c.fleet_member {
+            continue;
+        }
+        match filter(input, &selectors, bindings, i, c)? {
             Ok(true) => picked.push(&c.name),
             Ok(false) => {}
             Err(why) => filtered.push((c, why)),
@@ -507,12 +563,16 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
         return Ok((decisions, count_condition(n.min(present), true)));
     }
     let constraints = &input.policy.topology_spread_constraints;
-    let members: Vec<&Cluster> = input
+    let selectors = Selectors::new(input);
+    // Members, and their positions in the fleet.
+    let (members, positions): (Vec<&Cluster>, Vec<usize>) = input
         .fleet
         .clusters
         .iter()
-        .filter(|c| c.fleet_member)
-        .collect();
+        .enumerate()
+        .filter(|(_, c)| c.fleet_member)
+        .map(|(i, c)| (c, i))
+        .unzip();
     // The filters other than "already selected" and the affinity score do not change from one
     // cycle to the next: each is worked out once, when a cycle first needs it (so the first
     // error is the one the cycles would meet in order).
@@ -535,7 +595,9 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
         for (i, &c) in members.iter().enumerate() {
             let passed = match static_filters[i] {
                 Some(r) => r,
-                None => *static_filters[i].insert(static_filter(input, c)?),
+                None => {
+                    *static_filters[i].insert(static_filter(input, &selectors, positions[i], c)?)
+                }
             };
             if let Err(why) = passed {
                 filtered.push((c, why));
@@ -553,7 +615,13 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
             };
             let affinity = match affinities[i] {
                 Some(a) => a,
-                None => *affinities[i].insert(affinity_score(input, c, cache)?),
+                None => *affinities[i].insert(affinity_score(
+                    input,
+                    &selectors,
+                    positions[i],
+                    c,
+                    cache,
+                )?),
             };
             let obsolete = i32::from(bindings.is_obsolete(&c.name));
             scored.push(Scored {
@@ -641,7 +709,13 @@ fn downscale(bindings: &mut Bindings, count: usize) {
 
 /// Preferred affinity: full weight for a matching term, or the weight interpolated over the
 /// property's range in the whole fleet, rounded half away from zero.
-fn affinity_score(input: &Input, c: &Cluster, cache: &mut Cache) -> Result<i32, CycleError> {
+fn affinity_score(
+    input: &Input,
+    selectors: &Selectors,
+    index: usize,
+    c: &Cluster,
+    cache: &mut Cache,
+) -> Result<i32, CycleError> {
     let Some(ca) = input
         .policy
         .affinity
@@ -651,16 +725,15 @@ fn affinity_score(input: &Input, c: &Cluster, cache: &mut Cache) -> Result<i32, 
         return Ok(0);
     };
     let mut total = 0i32;
-    for pref in &ca.preferred_during_scheduling_ignored_during_execution {
-        if pref.weight == 0 {
+    let terms = ca
+        .preferred_during_scheduling_ignored_during_execution
+        .iter()
+        .zip(&selectors.preferred);
+    for (pref, bits) in terms {
+        if pref.weight == 0 || !labels_match(bits, index) {
             continue;
         }
         let term = &pref.preference;
-        if let Some(ls) = &term.label_selector {
-            if !ls.matches(&c.labels) {
-                continue;
-            }
-        }
         let Some(sorter) = &term.property_sorter else {
             total += pref.weight;
             continue;

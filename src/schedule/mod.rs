@@ -4,6 +4,7 @@
 
 pub mod fleet;
 pub mod kubefleet;
+pub mod labels;
 pub mod ocm;
 
 pub use fleet::{Cluster, Fleet, Inventory, InventoryCluster};

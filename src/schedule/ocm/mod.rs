@@ -36,6 +36,7 @@ pub use groups::{
 };
 
 use super::fleet::{Cluster, Fleet};
+use super::labels::ClusterBits;
 use super::{ClusterDecision, Condition, PlacementKey, PlacementSchedule, Previous};
 use crate::catalog::{Catalog, Entry};
 use crate::model::member::{
@@ -527,9 +528,17 @@ impl<'a> World<'a> {
             return run;
         } else {
             let mut reasons: [Option<String>; 3] = Default::default();
+            let labels: Vec<ClusterBits> = spec
+                .predicates
+                .iter()
+                .map(|p| {
+                    let selector = &p.required_cluster_selector.label_selector;
+                    self.fleet.label_index().select(selector)
+                })
+                .collect();
             for &i in candidates {
                 let c = &self.fleet.clusters[i as usize];
-                match predicate_miss(&spec.predicates, c) {
+                match predicate_miss(&spec.predicates, &labels, i as usize, c) {
                     None => passed.push(i),
                     Some(miss) => {
                         let why = reasons[miss as usize]
@@ -875,11 +884,18 @@ impl PredicateMiss {
 
 /// `None` when the cluster matches one of the predicates (ORed; within one, the label AND the
 /// claim selector must match).
-fn predicate_miss(predicates: &[ClusterPredicate], c: &Cluster) -> Option<PredicateMiss> {
+/// `labels` holds what each predicate's label selector matches over the fleet; `index` is the
+/// cluster's position there.
+fn predicate_miss(
+    predicates: &[ClusterPredicate],
+    labels: &[ClusterBits],
+    index: usize,
+    c: &Cluster,
+) -> Option<PredicateMiss> {
     let mut label_miss = false;
-    for p in predicates {
+    for (p, bits) in predicates.iter().zip(labels) {
         let sel = &p.required_cluster_selector;
-        if !sel.label_selector.matches(&c.labels) {
+        if !bits.contains(index) {
             label_miss = true;
             continue;
         }
