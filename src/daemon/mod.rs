@@ -150,10 +150,10 @@ fn placement_conditions(
                 .decisions
                 .iter()
                 .find(|d| &d.cluster == cluster)
-                .map_or("", |d| d.reason.as_str());
+                .map(|d| d.reason());
             let facts = conditions::ClusterFacts {
                 cluster,
-                decision,
+                decision: decision.as_deref().unwrap_or(""),
                 at_latest,
                 blocked: step.waiting.contains(cluster),
                 health: cs.filter(|_| at_latest).map(|c| c.health),

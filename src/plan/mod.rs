@@ -590,7 +590,7 @@ fn compare_placement(
                 String::new()
             };
             match hd {
-                Some(d) => push_reason(&mut r, &d.reason),
+                Some(d) => push_reason(&mut r, &d.reason()),
                 None => push_reason(&mut r, "not selected"),
             }
             r
@@ -613,7 +613,7 @@ fn compare_placement(
         for d in h
             .decisions
             .iter()
-            .filter(|d| !d.selected && !d.reason.contains("does not score high enough"))
+            .filter(|d| !d.selected && !d.reason().contains("does not score high enough"))
         {
             let was_same =
                 decision(b, &d.cluster).is_some_and(|bd| !bd.selected && bd.reason == d.reason);
@@ -621,7 +621,7 @@ fn compare_placement(
             if (unfulfilled || !was_same) && !already_lost {
                 unschedulable.push(ClusterReason {
                     cluster: d.cluster.clone(),
-                    reason: d.reason.clone(),
+                    reason: d.reason().into_owned(),
                 });
             }
         }

@@ -200,10 +200,14 @@ impl Fleet {
     }
 
     pub fn get(&self, name: &str) -> Option<&Cluster> {
+        self.position(name).map(|i| &self.clusters[i])
+    }
+
+    /// Where the cluster is in `clusters`.
+    pub fn position(&self, name: &str) -> Option<usize> {
         self.clusters
             .binary_search_by(|c| c.name.as_str().cmp(name))
             .ok()
-            .map(|i| &self.clusters[i])
     }
 }
 

@@ -4,7 +4,9 @@
 
 use super::fleet::{Cluster, Fleet};
 use super::labels::ClusterBits;
-use super::{Binding, BindingState, ClusterDecision, Condition, PlacementKey, PlacementSchedule};
+use super::{
+    Binding, BindingState, ClusterDecision, Condition, PlacementKey, PlacementSchedule, Reason,
+};
 use crate::model::member::Taint;
 use crate::model::placement::{
     ClusterSelectorTerm, PlacementPolicy, PlacementType, PropertyOperator, SortOrder, Toleration,
@@ -67,49 +69,95 @@ pub struct CycleError {
     pub value: String,
 }
 
-/// Working set of bindings, keyed by cluster.
-struct Bindings {
-    by_cluster: BTreeMap<String, Binding>,
+/// Working set of bindings: those to clusters of the fleet by their position in it (the order
+/// of names, and what the filters ask by), and those to clusters that have left the fleet.
+struct Bindings<'f> {
+    fleet: &'f Fleet,
+    at: BTreeMap<usize, Binding>,
+    /// Bindings to clusters no longer in the fleet: always unscheduled.
+    gone: Vec<Binding>,
     index: u64,
 }
 
-impl Bindings {
-    fn current(&self) -> impl Iterator<Item = &Binding> {
-        self.by_cluster
-            .values()
-            .filter(move |b| b.state != BindingState::Unscheduled && b.policy_index == self.index)
+fn live(b: &Binding) -> bool {
+    b.state != BindingState::Unscheduled
+}
+
+impl<'f> Bindings<'f> {
+    /// The previous bindings; those to clusters that are not fleet members any more (gone from
+    /// the repository) are unscheduled.
+    fn new(fleet: &'f Fleet, previous: &[Binding], index: u64) -> Self {
+        let mut bindings = Bindings {
+            fleet,
+            at: BTreeMap::new(),
+            gone: Vec::new(),
+            index,
+        };
+        for b in previous {
+            let mut b = b.clone();
+            match fleet.position(&b.cluster) {
+                Some(i) => {
+                    if !fleet.clusters[i].fleet_member {
+                        Self::unschedule(&mut b);
+                    }
+                    bindings.at.insert(i, b);
+                }
+                None => {
+                    Self::unschedule(&mut b);
+                    bindings.gone.push(b);
+                }
+            }
+        }
+        bindings
     }
-    fn is_current(&self, cluster: &str) -> bool {
-        self.by_cluster
-            .get(cluster)
-            .is_some_and(|b| b.state != BindingState::Unscheduled && b.policy_index == self.index)
+
+    /// All bindings, sorted by cluster name.
+    fn into_vec(self) -> Vec<Binding> {
+        let mut all: Vec<Binding> = self.at.into_values().collect();
+        if !self.gone.is_empty() {
+            all.extend(self.gone);
+            all.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+        }
+        all
     }
-    fn is_obsolete(&self, cluster: &str) -> bool {
-        self.by_cluster
-            .get(cluster)
-            .is_some_and(|b| b.state != BindingState::Unscheduled && b.policy_index != self.index)
+
+    /// The current bindings (live, for this policy), with their fleet positions, by name.
+    fn current(&self) -> impl Iterator<Item = (usize, &Binding)> {
+        self.at
+            .iter()
+            .filter(move |(_, b)| live(b) && b.policy_index == self.index)
+            .map(|(i, b)| (*i, b))
+    }
+    fn is_current(&self, position: usize) -> bool {
+        self.at
+            .get(&position)
+            .is_some_and(|b| live(b) && b.policy_index == self.index)
+    }
+    fn is_obsolete(&self, position: usize) -> bool {
+        self.at
+            .get(&position)
+            .is_some_and(|b| live(b) && b.policy_index != self.index)
     }
     fn unschedule(b: &mut Binding) {
-        if b.state != BindingState::Unscheduled {
+        if live(b) {
             b.previous_state = Some(b.state);
             b.state = BindingState::Unscheduled;
         }
     }
-    /// Binds `cluster` for the current policy: patches an obsolete binding (state kept), revives
-    /// an unscheduled one (previous state restored) or creates a `Scheduled` one.
-    fn pick(&mut self, cluster: &str, scores: Option<(i32, i32)>) {
+    /// Binds the cluster at `position` for the current policy: patches an obsolete binding
+    /// (state kept), revives an unscheduled one (previous state restored) or creates a
+    /// `Scheduled` one.
+    fn pick(&mut self, position: usize, scores: Option<(i32, i32)>) {
         let index = self.index;
-        let b = self
-            .by_cluster
-            .entry(cluster.to_string())
-            .or_insert_with(|| Binding {
-                cluster: cluster.to_string(),
-                state: BindingState::Scheduled,
-                policy_index: index,
-                affinity_score: None,
-                topology_spread_score: None,
-                previous_state: None,
-            });
+        let fleet = self.fleet;
+        let b = self.at.entry(position).or_insert_with(|| Binding {
+            cluster: fleet.clusters[position].name.clone(),
+            state: BindingState::Scheduled,
+            policy_index: index,
+            affinity_score: None,
+            topology_spread_score: None,
+            previous_state: None,
+        });
         if b.state == BindingState::Unscheduled {
             b.state = b.previous_state.take().unwrap_or(BindingState::Scheduled);
         }
@@ -120,11 +168,10 @@ impl Bindings {
             b.topology_spread_score = Some(topology);
         }
     }
-    fn unschedule_obsolete_except(&mut self, keep: impl Fn(&str) -> bool) {
+    fn unschedule_obsolete_except(&mut self, keep: impl Fn(usize) -> bool) {
         let index = self.index;
-        for b in self.by_cluster.values_mut() {
-            if b.state != BindingState::Unscheduled && b.policy_index != index && !keep(&b.cluster)
-            {
+        for (&i, b) in self.at.iter_mut() {
+            if live(b) && b.policy_index != index && !keep(i) {
                 Self::unschedule(b);
             }
         }
@@ -135,6 +182,8 @@ impl Bindings {
 #[derive(Debug, Clone)]
 struct Scored<'a> {
     cluster: &'a Cluster,
+    /// Its position in the fleet.
+    position: usize,
     topology: i32,
     affinity: i32,
     obsolete: i32,
@@ -149,44 +198,34 @@ fn rank(a: &Scored, b: &Scored) -> Ordering {
 }
 
 pub fn schedule(input: &Input, cache: &mut Cache) -> PlacementSchedule {
-    let mut bindings = Bindings {
-        by_cluster: input
-            .bindings
-            .iter()
-            .map(|b| (b.cluster.clone(), b.clone()))
-            .collect(),
-        index: input.policy_index,
-    };
-    // Dangling: the member is gone from the repository.
-    for b in bindings.by_cluster.values_mut() {
-        let member = input.fleet.get(&b.cluster).is_some_and(|c| c.fleet_member);
-        if !member {
-            Bindings::unschedule(b);
-        }
-    }
+    let mut bindings = Bindings::new(input.fleet, input.bindings, input.policy_index);
     let outcome = match input.policy.placement_type {
         PlacementType::PickFixed => pick_fixed(input, &mut bindings),
         PlacementType::PickAll => pick_all(input, &mut bindings),
         PlacementType::PickN => pick_n(input, &mut bindings, cache),
     };
-    let (decisions, condition) = match outcome {
-        Ok(o) => o,
+    let (decisions, condition, bindings) = match outcome {
+        Ok((decisions, condition)) => (decisions, condition, bindings.into_vec()),
         Err(e) => {
             // The cycle fails as a whole: bindings stay as they were.
-            bindings.by_cluster = input
-                .bindings
-                .iter()
-                .map(|b| (b.cluster.clone(), b.clone()))
-                .collect();
             let message = format!("scheduling failed: {e}");
             (
                 vec![],
                 Condition::new(SCHEDULED, false, NOT_FULLY_SCHEDULED, message),
+                {
+                    let mut as_they_were = input.bindings.to_vec();
+                    as_they_were.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+                    as_they_were
+                },
             )
         }
     };
-    let mut selected: Vec<String> = bindings.current().map(|b| b.cluster.clone()).collect();
-    selected.sort();
+    // Bindings come sorted by name.
+    let selected: Vec<String> = bindings
+        .iter()
+        .filter(|b| live(b) && b.policy_index == input.policy_index)
+        .map(|b| b.cluster.clone())
+        .collect();
     PlacementSchedule {
         key: input.key.clone(),
         policy_snapshot_index: Some(input.policy_index),
@@ -194,21 +233,12 @@ pub fn schedule(input: &Input, cache: &mut Cache) -> PlacementSchedule {
         selected,
         decisions,
         conditions: vec![condition],
-        bindings: bindings.by_cluster.into_values().collect(),
+        bindings,
         decision_groups: vec![],
     }
 }
 
 type Outcome = Result<(Vec<ClusterDecision>, Condition), CycleError>;
-
-fn picked_reason(cluster: &str, scores: Option<(i32, i32)>) -> String {
-    match scores {
-        Some((a, t)) => format!(
-            "Successfully scheduled resources for placement in \"{cluster}\" (affinity score: {a}, topology spread score: {t}): picked by scheduling policy"
-        ),
-        None => format!("Successfully scheduled resources for placement in \"{cluster}\": picked by scheduling policy"),
-    }
-}
 
 fn count_condition(found: usize, fulfilled: bool) -> Condition {
     if fulfilled {
@@ -233,7 +263,7 @@ fn binding_decisions(bindings: &Bindings, with_scores: bool) -> Vec<ClusterDecis
     bindings
         .current()
         .take(MAX_DECISIONS)
-        .map(|b| {
+        .map(|(_, b)| {
             let scores = match (with_scores, b.affinity_score, b.topology_spread_score) {
                 (true, Some(a), Some(t)) => Some((a, t)),
                 (true, _, _) => Some((0, 0)),
@@ -245,7 +275,7 @@ fn binding_decisions(bindings: &Bindings, with_scores: bool) -> Vec<ClusterDecis
                 affinity_score: scores.map(|s| s.0),
                 topology_spread_score: scores.map(|s| s.1),
                 score: None,
-                reason: picked_reason(&b.cluster, scores),
+                reason: Reason::Picked,
             }
         })
         .collect()
@@ -255,14 +285,18 @@ fn pick_fixed(input: &Input, bindings: &mut Bindings) -> Outcome {
     let mut valid = BTreeSet::new();
     let mut invalid = Vec::new();
     for name in &input.policy.cluster_names {
-        match input.fleet.get(name).filter(|c| c.fleet_member) {
+        let position = input.fleet.position(name);
+        match position
+            .map(|i| &input.fleet.clusters[i])
+            .filter(|c| c.fleet_member)
+        {
             None => invalid.push(ClusterDecision {
                 cluster: name.clone(),
                 selected: false,
                 affinity_score: None,
                 topology_spread_score: None,
                 score: None,
-                reason: format!("Specified cluster \"{name}\" is not found"),
+                reason: Reason::text(format!("Specified cluster \"{name}\" is not found")),
             }),
             Some(c) => match eligibility(c) {
                 Err(why) => invalid.push(ClusterDecision {
@@ -271,22 +305,22 @@ fn pick_fixed(input: &Input, bindings: &mut Bindings) -> Outcome {
                     affinity_score: None,
                     topology_spread_score: None,
                     score: None,
-                    reason: format!(
+                    reason: Reason::text(format!(
                         "Cluster \"{name}\" is not eligible for resource placement yet: {why}"
-                    ),
+                    )),
                 }),
                 Ok(()) => {
-                    valid.insert(name.clone());
+                    valid.extend(position);
                 }
             },
         }
     }
-    for name in &valid {
-        if !bindings.is_current(name) {
-            bindings.pick(name, None);
+    for &i in &valid {
+        if !bindings.is_current(i) {
+            bindings.pick(i, None);
         }
     }
-    bindings.unschedule_obsolete_except(|name| valid.contains(name));
+    bindings.unschedule_obsolete_except(|i| valid.contains(&i));
     let mut decisions = binding_decisions(bindings, false);
     decisions.extend(invalid.iter().cloned());
     Ok((decisions, count_condition(valid.len(), invalid.is_empty())))
@@ -396,7 +430,7 @@ fn filter<'c>(
 ) -> Result<Result<bool, Filtered<'c>>, CycleError> {
     Ok(match static_filter(input, selectors, index, c)? {
         Err(why) => Err(why),
-        Ok(()) => Ok(!bindings.is_current(&c.name)),
+        Ok(()) => Ok(!bindings.is_current(index)),
     })
 }
 
@@ -501,23 +535,23 @@ fn taint_reason(t: &Taint) -> String {
 
 fn pick_all(input: &Input, bindings: &mut Bindings) -> Outcome {
     let selectors = Selectors::new(input);
-    // Members come sorted by name, so `picked` is sorted too.
-    let mut picked: Vec<&str> = Vec::new();
+    // Positions, ascending.
+    let mut picked: Vec<usize> = Vec::new();
     let mut filtered = Vec::new();
     for (i, c) in input.fleet.clusters.iter().enumerate() {
         if !c.fleet_member {
             continue;
         }
         match filter(input, &selectors, bindings, i, c)? {
-            Ok(true) => picked.push(&c.name),
+            Ok(true) => picked.push(i),
             Ok(false) => {}
             Err(why) => filtered.push((c, why)),
         }
     }
-    for name in &picked {
-        bindings.pick(name, None);
+    for &i in &picked {
+        bindings.pick(i, None);
     }
-    bindings.unschedule_obsolete_except(|name| picked.binary_search(&name).is_ok());
+    bindings.unschedule_obsolete_except(|i| picked.binary_search(&i).is_ok());
     let mut decisions = binding_decisions(bindings, false);
     add_filtered(&mut decisions, &filtered, MAX_UNSELECTED_DECISIONS);
     let found = bindings.current().count();
@@ -541,7 +575,7 @@ fn add_filtered(
             affinity_score: None,
             topology_spread_score: None,
             score: None,
-            reason: why.reason(),
+            reason: Reason::text(why.reason()),
         })
         .collect();
     decisions.extend(extra);
@@ -551,9 +585,9 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
     let n = input.policy.number_of_clusters.unwrap_or(0).max(0) as usize;
     let present = bindings.current().count();
     let obsolete = bindings
-        .by_cluster
-        .values()
-        .filter(|b| bindings.is_obsolete(&b.cluster))
+        .at
+        .keys()
+        .filter(|&&i| bindings.is_obsolete(i))
         .count();
     if n <= present {
         if present - n + obsolete > 0 {
@@ -578,8 +612,8 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
     // error is the one the cycles would meet in order).
     let mut static_filters: Vec<Option<Result<(), Filtered>>> = vec![None; members.len()];
     let mut affinities: Vec<Option<i32>> = vec![None; members.len()];
-    let topology = TopologyDomains::new(&members, constraints);
-    let mut last_not_picked: Vec<(String, i32, i32)> = Vec::new();
+    let topology = TopologyDomains::new(&members, &positions, constraints);
+    let mut last_not_picked: Vec<(&str, i32, i32)> = Vec::new();
     let mut last_filtered: Vec<(&Cluster, Filtered)> = Vec::new();
     loop {
         let present = bindings.current().count();
@@ -603,7 +637,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
                 filtered.push((c, why));
                 continue;
             }
-            if bindings.is_current(&c.name) {
+            if bindings.is_current(positions[i]) {
                 continue;
             }
             let topology = match tsc.score(i) {
@@ -623,9 +657,10 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
                     cache,
                 )?),
             };
-            let obsolete = i32::from(bindings.is_obsolete(&c.name));
+            let obsolete = i32::from(bindings.is_obsolete(positions[i]));
             scored.push(Scored {
                 cluster: c,
+                position: positions[i],
                 topology,
                 affinity,
                 obsolete,
@@ -639,19 +674,19 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
             scored.select_nth_unstable_by(ranked - 1, rank);
         }
         scored[..ranked].sort_by(rank);
-        let picked: Vec<(String, i32, i32)> = scored[..k]
+        let picked: Vec<(usize, i32, i32)> = scored[..k]
             .iter()
-            .map(|s| (s.cluster.name.clone(), s.affinity, s.topology))
+            .map(|s| (s.position, s.affinity, s.topology))
             .collect();
         last_not_picked = scored[k..ranked]
             .iter()
-            .map(|s| (s.cluster.name.clone(), s.affinity, s.topology))
+            .map(|s| (s.cluster.name.as_str(), s.affinity, s.topology))
             .collect();
         last_filtered = filtered;
-        for (name, affinity, topology) in &picked {
-            bindings.pick(name, Some((*affinity, *topology)));
+        for &(i, affinity, topology) in &picked {
+            bindings.pick(i, Some((affinity, topology)));
         }
-        bindings.unschedule_obsolete_except(|name| picked.iter().any(|p| p.0 == name));
+        bindings.unschedule_obsolete_except(|i| picked.iter().any(|p| p.0 == i));
         // A capped cycle that picked its full batch is requeued at once; otherwise it is done.
         if k < batch || k == 0 || batch == desired {
             break;
@@ -659,27 +694,30 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
     }
     let found = bindings.current().count();
     let mut decisions = binding_decisions(bindings, true);
-    let seen: BTreeSet<String> = decisions.iter().map(|d| d.cluster.clone()).collect();
-    let mut room = MAX_UNSELECTED_DECISIONS;
-    for (name, a, t) in last_not_picked
+    let seen: BTreeSet<&str> = decisions.iter().map(|d| d.cluster.as_str()).collect();
+    let mut unpicked = Vec::new();
+    for &(name, a, t) in last_not_picked
         .iter()
         .filter(|(name, _, _)| !seen.contains(name))
     {
-        if room == 0 || decisions.len() >= MAX_DECISIONS {
+        if unpicked.len() == MAX_UNSELECTED_DECISIONS
+            || decisions.len() + unpicked.len() >= MAX_DECISIONS
+        {
             break;
         }
-        decisions.push(ClusterDecision {
-            cluster: name.clone(),
+        unpicked.push(ClusterDecision {
+            cluster: name.to_string(),
             selected: false,
-            affinity_score: Some(*a),
-            topology_spread_score: Some(*t),
+            affinity_score: Some(a),
+            topology_spread_score: Some(t),
             score: None,
-            reason: format!(
+            reason: Reason::text(format!(
                 "Cluster \"{name}\" does not score high enough (affinity score: {a}, topology spread score: {t})"
-            ),
+            )),
         });
-        room -= 1;
     }
+    let room = MAX_UNSELECTED_DECISIONS - unpicked.len();
+    decisions.extend(unpicked);
     add_filtered(&mut decisions, &last_filtered, room);
     Ok((decisions, count_condition(found, found >= n)))
 }
@@ -688,8 +726,8 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
 /// lowest of all), then the smaller name. Obsolete bindings are unscheduled first.
 fn downscale(bindings: &mut Bindings, count: usize) {
     bindings.unschedule_obsolete_except(|_| false);
-    let mut current: Vec<Binding> = bindings.current().cloned().collect();
-    current.sort_by(|a, b| {
+    let mut current: Vec<(usize, &Binding)> = bindings.current().collect();
+    current.sort_by(|(_, a), (_, b)| {
         let state_rank = |s: BindingState| if s == BindingState::Scheduled { 0 } else { 1 };
         let score = |b: &Binding| match (b.topology_spread_score, b.affinity_score) {
             (Some(t), Some(a)) => Some((t, a)),
@@ -700,9 +738,10 @@ fn downscale(bindings: &mut Bindings, count: usize) {
             .then_with(|| score(a).cmp(&score(b)))
             .then_with(|| a.cluster.cmp(&b.cluster))
     });
-    for b in current.into_iter().take(count) {
-        if let Some(x) = bindings.by_cluster.get_mut(&b.cluster) {
-            Bindings::unschedule(x);
+    let dropped: Vec<usize> = current.into_iter().take(count).map(|(i, _)| i).collect();
+    for i in dropped {
+        if let Some(b) = bindings.at.get_mut(&i) {
+            Bindings::unschedule(b);
         }
     }
 }
@@ -780,8 +819,8 @@ pub fn interpolate(v: f64, extremes: Option<(f64, f64)>, order: SortOrder, weigh
 /// for each constraint (DoNotSchedule first, as they are evaluated), each member's domain.
 struct TopologyDomains<'a> {
     constraints: Vec<ConstraintDomains<'a>>,
-    /// Member cluster name → index in the members (for counting the bindings per domain).
-    index: HashMap<&'a str, usize>,
+    /// The members' positions in the fleet, ascending (for counting the bindings per domain).
+    positions: &'a [usize],
 }
 
 struct ConstraintDomains<'a> {
@@ -793,7 +832,11 @@ struct ConstraintDomains<'a> {
 }
 
 impl<'a> TopologyDomains<'a> {
-    fn new(members: &[&'a Cluster], constraints: &'a [TopologySpreadConstraint]) -> Self {
+    fn new(
+        members: &[&'a Cluster],
+        positions: &'a [usize],
+        constraints: &'a [TopologySpreadConstraint],
+    ) -> Self {
         let mut ordered: Vec<&TopologySpreadConstraint> = constraints.iter().collect();
         ordered.sort_by_key(|c| {
             c.when_unsatisfiable.unwrap_or_default() == UnsatisfiableAction::ScheduleAnyway
@@ -820,23 +863,22 @@ impl<'a> TopologyDomains<'a> {
                 }
             })
             .collect();
-        let index = if constraints.is_empty() {
-            HashMap::new()
-        } else {
-            members
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (c.name.as_str(), i))
-                .collect()
-        };
-        Self { constraints, index }
+        Self {
+            constraints,
+            positions,
+        }
     }
 
     /// The state of one cycle: bindings counted per domain.
     fn state(&self, bindings: &Bindings) -> TopologyState<'_> {
+        if self.constraints.is_empty() {
+            return TopologyState {
+                constraints: vec![],
+            };
+        }
         let current: Vec<usize> = bindings
             .current()
-            .filter_map(|b| self.index.get(b.cluster.as_str()).copied())
+            .filter_map(|(i, _)| self.positions.binary_search(&i).ok())
             .collect();
         TopologyState {
             constraints: self

@@ -10,7 +10,9 @@ pub mod ocm;
 pub use fleet::{Cluster, Fleet, Inventory, InventoryCluster};
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Which placement a result is about: `ClusterResourcePlacement`, `ResourcePlacement` or OCM
 /// `Placement`, with namespace for the namespaced ones.
@@ -63,20 +65,121 @@ pub struct Binding {
     pub previous_state: Option<BindingState>,
 }
 
-/// One line of a placement's decisions (spec/README §6).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// One line of a placement's decisions (spec/README §6). Serialized with the reason as text.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "DecisionRecord")]
 pub struct ClusterDecision {
     pub cluster: String,
     pub selected: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity_score: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_spread_score: Option<i32>,
     /// OCM placements: the total prioritizer score.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<i64>,
-    pub reason: String,
+    pub reason: Reason,
+}
+
+/// Why a cluster was or was not picked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// KubeFleet's "picked by scheduling policy", worded from the decision's cluster and scores
+    /// when it is shown: a fleet-wide placement has thousands of them, and writing each out
+    /// was a large share of scheduling time.
+    Picked,
+    /// Any other reason. Shared: one filter reason often stands for many clusters.
+    Text(Arc<str>),
+}
+
+impl Reason {
+    pub fn text(text: impl Into<Arc<str>>) -> Reason {
+        Reason::Text(text.into())
+    }
+}
+
+impl ClusterDecision {
+    /// The reason as KubeFleet (or gitfleet, for OCM) words it.
+    pub fn reason(&self) -> Cow<'_, str> {
+        match &self.reason {
+            Reason::Text(t) => Cow::Borrowed(t),
+            Reason::Picked => Cow::Owned(picked_reason(&self.cluster, self.scores())),
+        }
+    }
+
+    /// KubeFleet's (affinity, topology spread) scores, when the decision has both.
+    fn scores(&self) -> Option<(i32, i32)> {
+        self.affinity_score.zip(self.topology_spread_score)
+    }
+}
+
+/// KubeFleet's reason for a picked cluster, with the scores when the policy is PickN.
+pub fn picked_reason(cluster: &str, scores: Option<(i32, i32)>) -> String {
+    match scores {
+        Some((a, t)) => format!(
+            "Successfully scheduled resources for placement in \"{cluster}\" (affinity score: {a}, topology spread score: {t}): picked by scheduling policy"
+        ),
+        None => format!("Successfully scheduled resources for placement in \"{cluster}\": picked by scheduling policy"),
+    }
+}
+
+impl Serialize for ClusterDecision {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let optional = [
+            self.affinity_score.is_some(),
+            self.topology_spread_score.is_some(),
+            self.score.is_some(),
+        ];
+        let fields = 3 + optional.iter().filter(|o| **o).count();
+        let mut st = s.serialize_struct("ClusterDecision", fields)?;
+        st.serialize_field("cluster", &self.cluster)?;
+        st.serialize_field("selected", &self.selected)?;
+        match self.affinity_score {
+            Some(a) => st.serialize_field("affinityScore", &a)?,
+            None => st.skip_field("affinityScore")?,
+        }
+        match self.topology_spread_score {
+            Some(t) => st.serialize_field("topologySpreadScore", &t)?,
+            None => st.skip_field("topologySpreadScore")?,
+        }
+        match self.score {
+            Some(t) => st.serialize_field("score", &t)?,
+            None => st.skip_field("score")?,
+        }
+        st.serialize_field("reason", &*self.reason())?;
+        st.end()
+    }
+}
+
+/// A decision as stored (the state store, `-o json`): the reason as text.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DecisionRecord {
+    cluster: String,
+    selected: bool,
+    #[serde(default)]
+    affinity_score: Option<i32>,
+    #[serde(default)]
+    topology_spread_score: Option<i32>,
+    #[serde(default)]
+    score: Option<i64>,
+    reason: String,
+}
+
+impl From<DecisionRecord> for ClusterDecision {
+    fn from(r: DecisionRecord) -> Self {
+        let mut d = ClusterDecision {
+            cluster: r.cluster,
+            selected: r.selected,
+            affinity_score: r.affinity_score,
+            topology_spread_score: r.topology_spread_score,
+            score: r.score,
+            reason: Reason::Picked,
+        };
+        // A stored decision equals the fresh one that would have written it.
+        if r.reason != picked_reason(&d.cluster, d.scores()) {
+            d.reason = Reason::text(r.reason);
+        }
+        d
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,4 +287,54 @@ pub fn schedule_commit(
     }
     out.extend(ocm::schedule_all(cat, fleet, previous, now_unix));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(cluster: &str, scores: Option<(i32, i32)>, reason: Reason) -> ClusterDecision {
+        ClusterDecision {
+            cluster: cluster.into(),
+            selected: true,
+            affinity_score: scores.map(|s| s.0),
+            topology_spread_score: scores.map(|s| s.1),
+            score: None,
+            reason,
+        }
+    }
+
+    /// A picked reason is worded when shown, and reads back as the same decision.
+    #[test]
+    fn decisions_round_trip_with_their_reason_as_text() {
+        let picked = decision("east-1", Some((20, -1)), Reason::Picked);
+        let json = serde_json::to_value(&picked).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "cluster": "east-1",
+                "selected": true,
+                "affinityScore": 20,
+                "topologySpreadScore": -1,
+                "reason": "Successfully scheduled resources for placement in \"east-1\" (affinity score: 20, topology spread score: -1): picked by scheduling policy",
+            })
+        );
+        assert_eq!(
+            serde_json::from_value::<ClusterDecision>(json).unwrap(),
+            picked
+        );
+        let pick_all = decision("west", None, Reason::Picked);
+        assert_eq!(
+            pick_all.reason(),
+            "Successfully scheduled resources for placement in \"west\": picked by scheduling policy"
+        );
+        let text = decision("west", None, Reason::text("filtered by Predicate"));
+        let json = serde_json::to_value(&text).unwrap();
+        assert_eq!(json["reason"], "filtered by Predicate");
+        assert!(json.get("affinityScore").is_none());
+        assert_eq!(
+            serde_json::from_value::<ClusterDecision>(json).unwrap(),
+            text
+        );
+    }
 }

@@ -37,7 +37,7 @@ pub use groups::{
 
 use super::fleet::{Cluster, Fleet};
 use super::labels::ClusterBits;
-use super::{ClusterDecision, Condition, PlacementKey, PlacementSchedule, Previous};
+use super::{ClusterDecision, Condition, PlacementKey, PlacementSchedule, Previous, Reason};
 use crate::catalog::{Catalog, Entry};
 use crate::model::member::{
     ManagedClusterTaint, OcmTaintEffect, SelectorType, CLUSTER_SET_LABEL, TAINT_UNREACHABLE,
@@ -51,7 +51,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::rc::Rc;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 /// `PlacementKey::kind` of OCM placements.
 pub const PLACEMENT_KIND: &str = "Placement";
@@ -527,7 +527,7 @@ impl<'a> World<'a> {
             run.misconfig = Some(m);
             return run;
         } else {
-            let mut reasons: [Option<String>; 3] = Default::default();
+            let mut reasons: [Option<Arc<str>>; 3] = Default::default();
             let labels: Vec<ClusterBits> = spec
                 .predicates
                 .iter()
@@ -542,7 +542,7 @@ impl<'a> World<'a> {
                     None => passed.push(i),
                     Some(miss) => {
                         let why = reasons[miss as usize]
-                            .get_or_insert_with(|| miss.reason(spec.predicates.len()));
+                            .get_or_insert_with(|| miss.reason(spec.predicates.len()).into());
                         run.filtered.push((i, why.clone()));
                     }
                 }
@@ -569,7 +569,7 @@ impl<'a> World<'a> {
                 Err(why) => {
                     let c = &self.fleet.clusters[i as usize];
                     run.filtered
-                        .push((i, taint_reason(&why, c, in_decisions(i))));
+                        .push((i, taint_reason(&why, c, in_decisions(i)).into()));
                 }
             }
         }
@@ -686,10 +686,11 @@ impl<'a> World<'a> {
     ) -> Vec<ClusterDecision> {
         let name = |i: u32| self.fleet.clusters[i as usize].name.clone();
         if let Some(m) = &run.misconfig {
-            let reason = format!(
+            let reason: Arc<str> = format!(
                 "not scheduled: the placement is misconfigured ({})",
                 m.text()
-            );
+            )
+            .into();
             return candidates
                 .iter()
                 .map(|&i| decision(name(i), false, None, reason.clone()))
@@ -795,7 +796,7 @@ fn decision(
     cluster: String,
     selected: bool,
     score: Option<i64>,
-    reason: String,
+    reason: impl Into<Arc<str>>,
 ) -> ClusterDecision {
     ClusterDecision {
         cluster,
@@ -803,7 +804,7 @@ fn decision(
         affinity_score: None,
         topology_spread_score: None,
         score,
-        reason,
+        reason: Reason::text(reason),
     }
 }
 
@@ -812,7 +813,7 @@ fn decision(
 struct Run<'a> {
     misconfig: Option<Misconfig>,
     /// Clusters removed by a filter, with the reason.
-    filtered: Vec<(u32, String)>,
+    filtered: Vec<(u32, Arc<str>)>,
     /// Clusters that passed the filters, by index.
     feasible: Vec<Feasible>,
     prioritizers: Vec<(Prioritizer<'a>, i32)>,

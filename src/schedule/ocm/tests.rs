@@ -325,11 +325,11 @@ fn example_1_memory_weight_1() {
     );
     assert_eq!(next.selected, ["cluster3", "cluster4"]);
     assert_eq!(
-        decision_of(&next, "cluster2").reason,
+        decision_of(&next, "cluster2").reason(),
         "does not score high enough: not in the top 2 (score 145, rank 3 of 4; Balance 100×1 + ResourceAllocatableMemory -55×1 + Steady 100×1)"
     );
     assert_eq!(
-        decision_of(&next, "cluster4").reason,
+        decision_of(&next, "cluster4").reason(),
         "selected: score 200, rank 1 of 4 (Balance 100×1 + ResourceAllocatableMemory 100×1 + Steady 0×1)"
     );
 
@@ -610,7 +610,7 @@ fn resource_reason_says_when_data_is_missing() {
     );
     let r = one(&cat, &f, "p", &[], NOW);
     assert_eq!(
-        decision_of(&r, "c").reason,
+        decision_of(&r, "c").reason(),
         "selected: score 0, rank 2 of 3 (ResourceAllocatableCPU 0×1 (no data))"
     );
 }
@@ -638,7 +638,7 @@ fn one_cluster_with_resource_data_scores_100() {
     let r = schedule_one(&cat, &entry, &f, None, &BTreeMap::new(), NOW);
     assert_eq!(scores(&r), named(&[("b", 100), ("c", 0)]));
     assert_eq!(
-        decision_of(&r, "a").reason,
+        decision_of(&r, "a").reason(),
         "filtered by Predicate: the cluster's claims (properties) do not match its claimSelector"
     );
 }
@@ -657,7 +657,7 @@ fn ties_break_by_name_bytes_and_top_k_cuts() {
     let order: Vec<&str> = two.decisions.iter().map(|d| d.cluster.as_str()).collect();
     assert_eq!(order, ["alpha", "cluster1", "cluster10", "cluster2"]);
     assert_eq!(
-        decision_of(&two, "cluster10").reason,
+        decision_of(&two, "cluster10").reason(),
         "does not score high enough: not in the top 2 (score 100, rank 3 of 4; Balance 100×1 + Steady 0×1)"
     );
     assert_eq!(
@@ -811,9 +811,9 @@ fn taints_and_tolerations() {
         let f = fleet(&cat, None);
         let r = one(&cat, &f, "p", if before { &["c"] } else { &[] }, now);
         let d = decision_of(&r, "c");
-        assert_eq!(d.selected, want, "{name}: {}", d.reason);
+        assert_eq!(d.selected, want, "{name}: {}", d.reason());
         assert_eq!(d.score.is_some(), want, "{name}");
-        assert!(d.reason.contains(fragment), "{name}: {}", d.reason);
+        assert!(d.reason().contains(fragment), "{name}: {}", d.reason());
         let status = if want { "True" } else { "False" };
         assert_eq!(satisfied_of(&r).0, status, "{name}");
     }
@@ -840,7 +840,7 @@ fn an_unhealthy_cluster_carries_the_unreachable_taint() {
     let r = one(&cat, &f, "p", &["down"], NOW);
     assert_eq!(r.selected, ["up"]);
     assert_eq!(
-        decision_of(&r, "down").reason,
+        decision_of(&r, "down").reason(),
         "filtered by TaintToleration: taint cluster.open-cluster-management.io/unreachable:NoSelect (gitfleet's stand-in for the hub's taint: the cluster is unhealthy: connection refused) is not tolerated; the cluster is removed from the placement's decisions"
     );
     let cat = objects(json!([{"key": TAINT_UNREACHABLE, "operator": "Exists"}]));
@@ -854,10 +854,10 @@ fn an_unhealthy_cluster_carries_the_unreachable_taint() {
     assert_eq!(r.selected, ["up"]);
     assert!(
         decision_of(&r, "down")
-            .reason
+            .reason()
             .contains("when the cluster became unhealthy is unknown"),
         "{}",
-        decision_of(&r, "down").reason
+        decision_of(&r, "down").reason()
     );
 }
 
@@ -891,7 +891,7 @@ fn toleration_rules_are_checked_when_there_are_clusters() {
     assert_eq!(satisfied_of(&r).1, "NoManagedClusterMatched");
     assert!(r.selected.is_empty());
     assert_eq!(
-        decision_of(&r, "c").reason,
+        decision_of(&r, "c").reason(),
         "not scheduled: the placement is misconfigured (TaintToleration:If the key is empty, operator must be Exists.)"
     );
     // A misconfigured placement writes one empty PlacementDecision.
@@ -982,13 +982,13 @@ fn predicates_are_ored_and_claims_are_properties() {
     let r = one(&cat, &f, "p", &[], NOW);
     assert_eq!(r.selected, ["east", "gpu"]);
     assert_eq!(
-        decision_of(&r, "west").reason,
+        decision_of(&r, "west").reason(),
         "filtered by Predicate: the cluster matches none of the 2 predicates"
     );
     let r = one(&cat, &f, "west-only", &[], NOW);
     assert_eq!(r.selected, ["west"]);
     assert_eq!(
-        decision_of(&r, "east").reason,
+        decision_of(&r, "east").reason(),
         "filtered by Predicate: the cluster's labels do not match its labelSelector"
     );
     // Filtered clusters follow the scored ones, by name.
@@ -1015,7 +1015,11 @@ fn cel_selectors_are_reported_as_unsupported() {
     assert_eq!(misconfigured_of(&r), ("True", "Misconfigured", message));
     assert_eq!(satisfied_of(&r).1, "NoManagedClusterMatched");
     let d = decision_of(&r, "c");
-    assert!(!d.selected && d.reason.contains("CEL cluster selectors are not supported"));
+    assert!(
+        !d.selected
+            && d.reason()
+                .contains("CEL cluster selectors are not supported")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1335,7 +1339,7 @@ fn clusters_per_decision_group_percentages_and_misconfiguration() {
     assert_eq!(satisfied_of(&r).1, "AllDecisionsScheduled");
     let d = decision_of(&r, "a");
     assert!(!d.selected);
-    assert!(d.reason.starts_with("not placed: the placement is misconfigured (:5 invalid type: string is not a percentage)"), "{}", d.reason);
+    assert!(d.reason().starts_with("not placed: the placement is misconfigured (:5 invalid type: string is not a percentage)"), "{}", d.reason());
 }
 
 #[test]
