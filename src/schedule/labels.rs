@@ -36,7 +36,7 @@ impl ClusterBits {
 
     /// Clears the bits past `len` in the last word, so that a complement stays in range.
     fn trim(&mut self, len: usize) {
-        if len % 64 != 0 {
+        if !len.is_multiple_of(64) {
             if let Some(last) = self.words.last_mut() {
                 *last &= (1u64 << (len % 64)) - 1;
             }
