@@ -201,7 +201,7 @@ pub fn schedule(input: &Input, cache: &mut Cache) -> PlacementSchedule {
     let mut bindings = Bindings::new(input.fleet, input.bindings, input.policy_index);
     let outcome = match input.policy.placement_type {
         PlacementType::PickFixed => pick_fixed(input, &mut bindings),
-        PlacementType::PickAll => pick_all(input, &mut bindings),
+        PlacementType::PickAll => pick_all(input, &mut bindings, cache),
         PlacementType::PickN => pick_n(input, &mut bindings, cache),
     };
     let (decisions, condition, bindings) = match outcome {
@@ -260,25 +260,24 @@ fn count_condition(found: usize, fulfilled: bool) -> Condition {
 
 /// Decisions of the current bindings, as KubeFleet records them.
 fn binding_decisions(bindings: &Bindings, with_scores: bool) -> Vec<ClusterDecision> {
-    bindings
-        .current()
-        .take(MAX_DECISIONS)
-        .map(|(_, b)| {
-            let scores = match (with_scores, b.affinity_score, b.topology_spread_score) {
-                (true, Some(a), Some(t)) => Some((a, t)),
-                (true, _, _) => Some((0, 0)),
-                _ => None,
-            };
-            ClusterDecision {
-                cluster: b.cluster.clone(),
-                selected: true,
-                affinity_score: scores.map(|s| s.0),
-                topology_spread_score: scores.map(|s| s.1),
-                score: None,
-                reason: Reason::Picked,
-            }
-        })
-        .collect()
+    let mut decisions = Vec::with_capacity(bindings.at.len().min(MAX_DECISIONS) + 1);
+    let current = bindings.current().take(MAX_DECISIONS).map(|(_, b)| {
+        let scores = match (with_scores, b.affinity_score, b.topology_spread_score) {
+            (true, Some(a), Some(t)) => Some((a, t)),
+            (true, _, _) => Some((0, 0)),
+            _ => None,
+        };
+        ClusterDecision {
+            cluster: b.cluster.clone(),
+            selected: true,
+            affinity_score: scores.map(|s| s.0),
+            topology_spread_score: scores.map(|s| s.1),
+            score: None,
+            reason: Reason::Picked,
+        }
+    });
+    decisions.extend(current);
+    decisions
 }
 
 fn pick_fixed(input: &Input, bindings: &mut Bindings) -> Outcome {
@@ -376,12 +375,16 @@ struct Selectors {
     /// Per required term: the clusters its label selector matches (`None`: no label selector).
     /// `None` when the placement has no required affinity.
     required: Option<Vec<Option<ClusterBits>>>,
-    /// Per preferred term, the same.
+    /// Per required term, per expression of its property selector: the value to compare with.
+    wanted: Vec<Vec<Option<f64>>>,
+    /// Per preferred term, the same as `required`.
     preferred: Vec<Option<ClusterBits>>,
+    /// Per preferred term with a property sorter: the property's range over the fleet.
+    extremes: Vec<Option<(f64, f64)>>,
 }
 
 impl Selectors {
-    fn new(input: &Input) -> Self {
+    fn new(input: &Input, cache: &mut Cache) -> Self {
         let index = input.fleet.label_index();
         let terms = |sel: Option<&LabelSelector>| sel.map(|s| index.select(s));
         let affinity = input
@@ -389,26 +392,48 @@ impl Selectors {
             .affinity
             .as_ref()
             .and_then(|a| a.cluster_affinity.as_ref());
+        let required = affinity.and_then(|ca| {
+            ca.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+        let preferred = affinity
+            .map(|ca| {
+                ca.preferred_during_scheduling_ignored_during_execution
+                    .as_slice()
+            })
+            .unwrap_or_default();
         Selectors {
-            required: affinity
-                .and_then(|ca| {
-                    ca.required_during_scheduling_ignored_during_execution
-                        .as_ref()
-                })
+            required: required.map(|req| {
+                req.cluster_selector_terms
+                    .iter()
+                    .map(|t| terms(t.label_selector.as_ref()))
+                    .collect()
+            }),
+            wanted: required
                 .map(|req| {
-                    req.cluster_selector_terms
-                        .iter()
-                        .map(|t| terms(t.label_selector.as_ref()))
-                        .collect()
-                }),
-            preferred: affinity
-                .map(|ca| {
-                    ca.preferred_during_scheduling_ignored_during_execution
-                        .iter()
-                        .map(|p| terms(p.preference.label_selector.as_ref()))
-                        .collect()
+                    let expressions = |t: &ClusterSelectorTerm| {
+                        let exps = t
+                            .property_selector
+                            .iter()
+                            .flat_map(|ps| &ps.match_expressions);
+                        // Validation guarantees exactly one well-formed value.
+                        exps.map(|e| Some(Quantity::parse(e.values.first()?).ok()?.0))
+                            .collect()
+                    };
+                    req.cluster_selector_terms.iter().map(expressions).collect()
                 })
                 .unwrap_or_default(),
+            preferred: preferred
+                .iter()
+                .map(|p| terms(p.preference.label_selector.as_ref()))
+                .collect(),
+            extremes: preferred
+                .iter()
+                .map(|p| {
+                    let sorter = p.preference.property_sorter.as_ref()?;
+                    cache.extremes(input.fleet, &sorter.name)
+                })
+                .collect(),
         }
     }
 }
@@ -454,8 +479,13 @@ fn static_filter<'c>(
         &selectors.required,
     ) {
         let mut matched = false;
-        for (term, bits) in req.cluster_selector_terms.iter().zip(bits) {
-            if labels_match(bits, index) && properties_match(term, c)? {
+        let terms = req
+            .cluster_selector_terms
+            .iter()
+            .zip(bits)
+            .zip(&selectors.wanted);
+        for ((term, bits), wanted) in terms {
+            if labels_match(bits, index) && properties_match(term, wanted, c)? {
                 matched = true;
                 break;
             }
@@ -476,11 +506,16 @@ fn static_filter<'c>(
 }
 
 /// The property selector of a term (its label selector is checked first, through [`Selectors`]).
-fn properties_match(term: &ClusterSelectorTerm, c: &Cluster) -> Result<bool, CycleError> {
+/// `wanted` holds each expression's value, parsed.
+fn properties_match(
+    term: &ClusterSelectorTerm,
+    wanted: &[Option<f64>],
+    c: &Cluster,
+) -> Result<bool, CycleError> {
     let Some(ps) = &term.property_selector else {
         return Ok(true);
     };
-    for exp in &ps.match_expressions {
+    for (exp, want) in ps.match_expressions.iter().zip(wanted) {
         let value = match c.property(&exp.name) {
             None => return Ok(false),
             Some(Ok(v)) => v,
@@ -492,17 +527,16 @@ fn properties_match(term: &ClusterSelectorTerm, c: &Cluster) -> Result<bool, Cyc
                 })
             }
         };
-        // Validation guarantees exactly one well-formed value.
-        let Some(want) = exp.values.first().and_then(|v| Quantity::parse(v).ok()) else {
+        let Some(want) = *want else {
             return Ok(false);
         };
         let ok = match exp.operator {
-            PropertyOperator::Eq => value == want.0,
-            PropertyOperator::Ne => value != want.0,
-            PropertyOperator::Gt => value > want.0,
-            PropertyOperator::Ge => value >= want.0,
-            PropertyOperator::Lt => value < want.0,
-            PropertyOperator::Le => value <= want.0,
+            PropertyOperator::Eq => value == want,
+            PropertyOperator::Ne => value != want,
+            PropertyOperator::Gt => value > want,
+            PropertyOperator::Ge => value >= want,
+            PropertyOperator::Lt => value < want,
+            PropertyOperator::Le => value <= want,
         };
         if !ok {
             return Ok(false);
@@ -533,8 +567,8 @@ fn taint_reason(t: &Taint) -> String {
     )
 }
 
-fn pick_all(input: &Input, bindings: &mut Bindings) -> Outcome {
-    let selectors = Selectors::new(input);
+fn pick_all(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome {
+    let selectors = Selectors::new(input, cache);
     // Positions, ascending.
     let mut picked: Vec<usize> = Vec::new();
     let mut filtered = Vec::new();
@@ -545,7 +579,7 @@ fn pick_all(input: &Input, bindings: &mut Bindings) -> Outcome {
         match filter(input, &selectors, bindings, i, c)? {
             Ok(true) => picked.push(i),
             Ok(false) => {}
-            Err(why) => filtered.push((c, why)),
+            Err(why) => filtered.push((i, c, why)),
         }
     }
     for &i in &picked {
@@ -553,31 +587,38 @@ fn pick_all(input: &Input, bindings: &mut Bindings) -> Outcome {
     }
     bindings.unschedule_obsolete_except(|i| picked.binary_search(&i).is_ok());
     let mut decisions = binding_decisions(bindings, false);
-    add_filtered(&mut decisions, &filtered, MAX_UNSELECTED_DECISIONS);
+    add_filtered(
+        &mut decisions,
+        bindings,
+        &filtered,
+        MAX_UNSELECTED_DECISIONS,
+    );
     let found = bindings.current().count();
     Ok((decisions, count_condition(found, true)))
 }
 
+/// Adds decisions for up to `room` clusters the filters dropped, skipping those still bound
+/// (IgnoredDuringExecution keeps them, and they have a decision already). `filtered` holds
+/// fleet positions.
 fn add_filtered(
     decisions: &mut Vec<ClusterDecision>,
-    filtered: &[(&Cluster, Filtered)],
+    bindings: &Bindings,
+    filtered: &[(usize, &Cluster, Filtered)],
     room: usize,
 ) {
-    let seen: BTreeSet<&str> = decisions.iter().map(|d| d.cluster.as_str()).collect();
     let slots = MAX_DECISIONS.saturating_sub(decisions.len()).min(room);
-    let extra: Vec<ClusterDecision> = filtered
+    let extra = filtered
         .iter()
         .take(slots)
-        .filter(|(c, _)| !seen.contains(c.name.as_str()))
-        .map(|(c, why)| ClusterDecision {
+        .filter(|(i, _, _)| !bindings.is_current(*i))
+        .map(|(_, c, why)| ClusterDecision {
             cluster: c.name.clone(),
             selected: false,
             affinity_score: None,
             topology_spread_score: None,
             score: None,
             reason: Reason::text(why.reason()),
-        })
-        .collect();
+        });
     decisions.extend(extra);
 }
 
@@ -597,7 +638,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
         return Ok((decisions, count_condition(n.min(present), true)));
     }
     let constraints = &input.policy.topology_spread_constraints;
-    let selectors = Selectors::new(input);
+    let selectors = Selectors::new(input, cache);
     // Members, and their positions in the fleet.
     let (members, positions): (Vec<&Cluster>, Vec<usize>) = input
         .fleet
@@ -614,7 +655,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
     let mut affinities: Vec<Option<i32>> = vec![None; members.len()];
     let topology = TopologyDomains::new(&members, &positions, constraints);
     let mut last_not_picked: Vec<(&str, i32, i32)> = Vec::new();
-    let mut last_filtered: Vec<(&Cluster, Filtered)> = Vec::new();
+    let mut last_filtered: Vec<(usize, &Cluster, Filtered)> = Vec::new();
     loop {
         let present = bindings.current().count();
         if present >= n {
@@ -625,7 +666,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
         let batch = if constraints.is_empty() { desired } else { 1 };
         let tsc = topology.state(bindings);
         let mut scored: Vec<Scored> = Vec::new();
-        let mut filtered: Vec<(&Cluster, Filtered)> = Vec::new();
+        let mut filtered: Vec<(usize, &Cluster, Filtered)> = Vec::new();
         for (i, &c) in members.iter().enumerate() {
             let passed = match static_filters[i] {
                 Some(r) => r,
@@ -634,7 +675,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
                 }
             };
             if let Err(why) = passed {
-                filtered.push((c, why));
+                filtered.push((positions[i], c, why));
                 continue;
             }
             if bindings.is_current(positions[i]) {
@@ -642,20 +683,14 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
             }
             let topology = match tsc.score(i) {
                 Err(constraint) => {
-                    filtered.push((c, Filtered::Topology(constraint)));
+                    filtered.push((positions[i], c, Filtered::Topology(constraint)));
                     continue;
                 }
                 Ok(t) => t,
             };
             let affinity = match affinities[i] {
                 Some(a) => a,
-                None => *affinities[i].insert(affinity_score(
-                    input,
-                    &selectors,
-                    positions[i],
-                    c,
-                    cache,
-                )?),
+                None => *affinities[i].insert(affinity_score(input, &selectors, positions[i], c)?),
             };
             let obsolete = i32::from(bindings.is_obsolete(positions[i]));
             scored.push(Scored {
@@ -718,7 +753,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
     }
     let room = MAX_UNSELECTED_DECISIONS - unpicked.len();
     decisions.extend(unpicked);
-    add_filtered(&mut decisions, &last_filtered, room);
+    add_filtered(&mut decisions, bindings, &last_filtered, room);
     Ok((decisions, count_condition(found, found >= n)))
 }
 
@@ -753,7 +788,6 @@ fn affinity_score(
     selectors: &Selectors,
     index: usize,
     c: &Cluster,
-    cache: &mut Cache,
 ) -> Result<i32, CycleError> {
     let Some(ca) = input
         .policy
@@ -767,8 +801,9 @@ fn affinity_score(
     let terms = ca
         .preferred_during_scheduling_ignored_during_execution
         .iter()
-        .zip(&selectors.preferred);
-    for (pref, bits) in terms {
+        .zip(&selectors.preferred)
+        .zip(&selectors.extremes);
+    for ((pref, bits), extremes) in terms {
         if pref.weight == 0 || !labels_match(bits, index) {
             continue;
         }
@@ -788,12 +823,7 @@ fn affinity_score(
                 })
             }
         };
-        total += interpolate(
-            v,
-            cache.extremes(input.fleet, &sorter.name),
-            sorter.sort_order,
-            pref.weight,
-        );
+        total += interpolate(v, *extremes, sorter.sort_order, pref.weight);
     }
     Ok(total)
 }

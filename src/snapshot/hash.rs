@@ -6,45 +6,58 @@ use sha2::{Digest, Sha256};
 
 /// Writes `v` as canonical JSON.
 pub fn canonical_json(v: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(v, &mut out);
-    out
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).expect("JSON is UTF-8")
 }
 
-fn write_canonical(v: &Value, out: &mut String) {
+fn write_canonical(v: &Value, out: &mut Vec<u8>) {
     match v {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[k], out);
+                write_json(k, out);
+                out.push(b':');
+                write_canonical(v, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_json(scalar, out),
     }
+}
+
+/// A string or scalar as serde_json writes it (escapes included).
+fn write_json<T: serde::Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
+    serde_json::to_writer(out, v).expect("writing JSON to memory cannot fail");
 }
 
 /// sha256 hex of the canonical JSON of `v`.
 pub fn hash_value(v: &Value) -> String {
-    let digest = Sha256::digest(canonical_json(v).as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    let mut json = Vec::new();
+    write_canonical(v, &mut json);
+    let digest = Sha256::digest(&json);
+    let mut hex = String::with_capacity(64);
+    for b in digest {
+        use std::fmt::Write as _;
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex
 }
 
 #[cfg(test)]
@@ -65,6 +78,11 @@ mod tests {
             r#"{"a":{"x":null,"y":[1,{"p":2,"q":1}]},"b":1}"#
         );
         assert_eq!(hash_value(&a), hash_value(&b));
+        // sha256 of that text: hashes recorded in state stores stay valid.
+        assert_eq!(
+            hash_value(&a),
+            "2c3048f96c306125197950534af08ab8daf6128c26f9a1d2cbd16b252bd76e66"
+        );
     }
 
     #[test]
