@@ -15,7 +15,8 @@ use crate::model::placement::{
 use crate::model::quantity::Quantity;
 use crate::model::selector::LabelSelector;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
 
 pub const SCHEDULED: &str = "Scheduled";
 pub const FULLY_SCHEDULED: &str = "SchedulingPolicyFulfilled";
@@ -38,25 +39,85 @@ pub struct Input<'a> {
     pub bindings: &'a [Binding],
 }
 
-/// Per-run caches shared by all placements: property extremes over the whole fleet.
+/// Per-run caches shared by all placements (one fleet): each property's values by fleet position
+/// and its range over the members, and each topology key's domains.
 #[derive(Default)]
 pub struct Cache {
+    columns: HashMap<String, Rc<[Prop]>>,
     extremes: HashMap<String, Option<(f64, f64)>>,
+    domains: HashMap<String, Rc<Domains>>,
+}
+
+/// A cluster's property, read once per run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Prop {
+    Missing,
+    Value(f64),
+    /// Not a quantity: the cycle fails on it (the raw text is read again for the error).
+    Invalid,
+}
+
+/// The domains of one topology key over the fleet members.
+struct Domains {
+    /// Per fleet position: the domain (numbered in order of first appearance), if the cluster is
+    /// a member with the label.
+    by_position: Vec<Option<usize>>,
+    count: usize,
 }
 
 impl Cache {
+    fn column(&mut self, fleet: &Fleet, property: &str) -> Rc<[Prop]> {
+        if let Some(c) = self.columns.get(property) {
+            return c.clone();
+        }
+        let column: Rc<[Prop]> = fleet
+            .clusters
+            .iter()
+            .map(|c| match c.property(property) {
+                None => Prop::Missing,
+                Some(Ok(v)) => Prop::Value(v),
+                Some(Err(_)) => Prop::Invalid,
+            })
+            .collect();
+        self.columns.insert(property.to_string(), column.clone());
+        column
+    }
+
     fn extremes(&mut self, fleet: &Fleet, property: &str) -> Option<(f64, f64)> {
         if let Some(e) = self.extremes.get(property) {
             return *e;
         }
+        let column = self.column(fleet, property);
         let mut mm: Option<(f64, f64)> = None;
-        for c in fleet.clusters.iter().filter(|c| c.fleet_member) {
-            if let Some(Ok(v)) = c.property(property) {
+        for (c, p) in fleet.clusters.iter().zip(column.iter()) {
+            if let (true, Prop::Value(v)) = (c.fleet_member, *p) {
                 mm = Some(mm.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
             }
         }
         self.extremes.insert(property.to_string(), mm);
         mm
+    }
+
+    fn domains(&mut self, fleet: &Fleet, key: &str) -> Rc<Domains> {
+        if let Some(d) = self.domains.get(key) {
+            return d.clone();
+        }
+        let mut ids: HashMap<&str, usize> = HashMap::new();
+        let by_position = fleet
+            .clusters
+            .iter()
+            .map(|c| {
+                let v = c.labels.get(key).filter(|_| c.fleet_member)?;
+                let next = ids.len();
+                Some(*ids.entry(v.as_str()).or_insert(next))
+            })
+            .collect();
+        let domains = Rc::new(Domains {
+            by_position,
+            count: ids.len(),
+        });
+        self.domains.insert(key.to_string(), domains.clone());
+        domains
     }
 }
 
@@ -73,7 +134,8 @@ pub struct CycleError {
 /// of names, and what the filters ask by), and those to clusters that have left the fleet.
 struct Bindings<'f> {
     fleet: &'f Fleet,
-    at: BTreeMap<usize, Binding>,
+    /// Sorted by position: picks mostly arrive in that order, so this is mostly appending.
+    at: Vec<(usize, Binding)>,
     /// Bindings to clusters no longer in the fleet: always unscheduled.
     gone: Vec<Binding>,
     index: u64,
@@ -89,7 +151,7 @@ impl<'f> Bindings<'f> {
     fn new(fleet: &'f Fleet, previous: &[Binding], index: u64) -> Self {
         let mut bindings = Bindings {
             fleet,
-            at: BTreeMap::new(),
+            at: Vec::with_capacity(previous.len()),
             gone: Vec::new(),
             index,
         };
@@ -100,7 +162,7 @@ impl<'f> Bindings<'f> {
                     if !fleet.clusters[i].fleet_member {
                         Self::unschedule(&mut b);
                     }
-                    bindings.at.insert(i, b);
+                    bindings.at.push((i, b));
                 }
                 None => {
                     Self::unschedule(&mut b);
@@ -108,12 +170,31 @@ impl<'f> Bindings<'f> {
                 }
             }
         }
+        bindings.at.sort_by_key(|(i, _)| *i);
+        // A cluster listed twice: the later entry wins, as a map would have it.
+        bindings.at.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                std::mem::swap(later, kept);
+            }
+            same
+        });
         bindings
+    }
+
+    fn get(&self, position: usize) -> Option<&Binding> {
+        let at = self.at.binary_search_by_key(&position, |(i, _)| *i).ok()?;
+        Some(&self.at[at].1)
+    }
+
+    fn get_mut(&mut self, position: usize) -> Option<&mut Binding> {
+        let at = self.at.binary_search_by_key(&position, |(i, _)| *i).ok()?;
+        Some(&mut self.at[at].1)
     }
 
     /// All bindings, sorted by cluster name.
     fn into_vec(self) -> Vec<Binding> {
-        let mut all: Vec<Binding> = self.at.into_values().collect();
+        let mut all: Vec<Binding> = self.at.into_iter().map(|(_, b)| b).collect();
         if !self.gone.is_empty() {
             all.extend(self.gone);
             all.sort_by(|a, b| a.cluster.cmp(&b.cluster));
@@ -129,13 +210,11 @@ impl<'f> Bindings<'f> {
             .map(|(i, b)| (*i, b))
     }
     fn is_current(&self, position: usize) -> bool {
-        self.at
-            .get(&position)
+        self.get(position)
             .is_some_and(|b| live(b) && b.policy_index == self.index)
     }
     fn is_obsolete(&self, position: usize) -> bool {
-        self.at
-            .get(&position)
+        self.get(position)
             .is_some_and(|b| live(b) && b.policy_index != self.index)
     }
     fn unschedule(b: &mut Binding) {
@@ -150,14 +229,22 @@ impl<'f> Bindings<'f> {
     fn pick(&mut self, position: usize, scores: Option<(i32, i32)>) {
         let index = self.index;
         let fleet = self.fleet;
-        let b = self.at.entry(position).or_insert_with(|| Binding {
-            cluster: fleet.clusters[position].name.clone(),
-            state: BindingState::Scheduled,
-            policy_index: index,
-            affinity_score: None,
-            topology_spread_score: None,
-            previous_state: None,
-        });
+        let at = match self.at.binary_search_by_key(&position, |(i, _)| *i) {
+            Ok(at) => at,
+            Err(at) => {
+                let b = Binding {
+                    cluster: fleet.clusters[position].name.clone(),
+                    state: BindingState::Scheduled,
+                    policy_index: index,
+                    affinity_score: None,
+                    topology_spread_score: None,
+                    previous_state: None,
+                };
+                self.at.insert(at, (position, b));
+                at
+            }
+        };
+        let b = &mut self.at[at].1;
         if b.state == BindingState::Unscheduled {
             b.state = b.previous_state.take().unwrap_or(BindingState::Scheduled);
         }
@@ -170,7 +257,8 @@ impl<'f> Bindings<'f> {
     }
     fn unschedule_obsolete_except(&mut self, keep: impl Fn(usize) -> bool) {
         let index = self.index;
-        for (&i, b) in self.at.iter_mut() {
+        for (i, b) in self.at.iter_mut() {
+            let i = *i;
             if live(b) && b.policy_index != index && !keep(i) {
                 Self::unschedule(b);
             }
@@ -190,11 +278,10 @@ struct Scored<'a> {
 }
 
 /// KubeFleet's ranking: `(topology spread, affinity, obsolete binding)` descending, then the
-/// lexicographically larger name first.
+/// lexicographically larger name first (the fleet is sorted by name, so the later position).
 fn rank(a: &Scored, b: &Scored) -> Ordering {
-    (b.topology, b.affinity, b.obsolete)
-        .cmp(&(a.topology, a.affinity, a.obsolete))
-        .then_with(|| b.cluster.name.cmp(&a.cluster.name))
+    (b.topology, b.affinity, b.obsolete, b.position)
+        .cmp(&(a.topology, a.affinity, a.obsolete, a.position))
 }
 
 pub fn schedule(input: &Input, cache: &mut Cache) -> PlacementSchedule {
@@ -375,12 +462,14 @@ struct Selectors {
     /// Per required term: the clusters its label selector matches (`None`: no label selector).
     /// `None` when the placement has no required affinity.
     required: Option<Vec<Option<ClusterBits>>>,
-    /// Per required term, per expression of its property selector: the value to compare with.
-    wanted: Vec<Vec<Option<f64>>>,
+    /// Per required term, per expression of its property selector: the value to compare with
+    /// and the property's values.
+    wanted: Vec<Vec<(Option<f64>, Rc<[Prop]>)>>,
     /// Per preferred term, the same as `required`.
     preferred: Vec<Option<ClusterBits>>,
-    /// Per preferred term with a property sorter: the property's range over the fleet.
-    extremes: Vec<Option<(f64, f64)>>,
+    /// Per preferred term with a property sorter: the property's values and its range over
+    /// the members.
+    sorters: Vec<Option<(Rc<[Prop]>, Option<(f64, f64)>)>>,
 }
 
 impl Selectors {
@@ -411,27 +500,34 @@ impl Selectors {
             }),
             wanted: required
                 .map(|req| {
-                    let expressions = |t: &ClusterSelectorTerm| {
+                    let mut expressions = |t: &ClusterSelectorTerm| {
                         let exps = t
                             .property_selector
                             .iter()
                             .flat_map(|ps| &ps.match_expressions);
-                        // Validation guarantees exactly one well-formed value.
-                        exps.map(|e| Some(Quantity::parse(e.values.first()?).ok()?.0))
-                            .collect()
+                        exps.map(|e| {
+                            // Validation guarantees exactly one well-formed value.
+                            let want = e.values.first().and_then(|v| Quantity::parse(v).ok());
+                            (want.map(|q| q.0), cache.column(input.fleet, &e.name))
+                        })
+                        .collect()
                     };
-                    req.cluster_selector_terms.iter().map(expressions).collect()
+                    req.cluster_selector_terms
+                        .iter()
+                        .map(&mut expressions)
+                        .collect()
                 })
                 .unwrap_or_default(),
             preferred: preferred
                 .iter()
                 .map(|p| terms(p.preference.label_selector.as_ref()))
                 .collect(),
-            extremes: preferred
+            sorters: preferred
                 .iter()
                 .map(|p| {
                     let sorter = p.preference.property_sorter.as_ref()?;
-                    cache.extremes(input.fleet, &sorter.name)
+                    let column = cache.column(input.fleet, &sorter.name);
+                    Some((column, cache.extremes(input.fleet, &sorter.name)))
                 })
                 .collect(),
         }
@@ -485,7 +581,7 @@ fn static_filter<'c>(
             .zip(bits)
             .zip(&selectors.wanted);
         for ((term, bits), wanted) in terms {
-            if labels_match(bits, index) && properties_match(term, wanted, c)? {
+            if labels_match(bits, index) && properties_match(term, wanted, index, c)? {
                 matched = true;
                 break;
             }
@@ -506,26 +602,22 @@ fn static_filter<'c>(
 }
 
 /// The property selector of a term (its label selector is checked first, through [`Selectors`]).
-/// `wanted` holds each expression's value, parsed.
+/// `wanted` holds each expression's value, parsed, and the property over the fleet; `index` is
+/// the cluster's position there.
 fn properties_match(
     term: &ClusterSelectorTerm,
-    wanted: &[Option<f64>],
+    wanted: &[(Option<f64>, Rc<[Prop]>)],
+    index: usize,
     c: &Cluster,
 ) -> Result<bool, CycleError> {
     let Some(ps) = &term.property_selector else {
         return Ok(true);
     };
-    for (exp, want) in ps.match_expressions.iter().zip(wanted) {
-        let value = match c.property(&exp.name) {
-            None => return Ok(false),
-            Some(Ok(v)) => v,
-            Some(Err(raw)) => {
-                return Err(CycleError {
-                    cluster: c.name.clone(),
-                    property: exp.name.clone(),
-                    value: raw,
-                })
-            }
+    for (exp, (want, column)) in ps.match_expressions.iter().zip(wanted) {
+        let value = match column[index] {
+            Prop::Missing => return Ok(false),
+            Prop::Value(v) => v,
+            Prop::Invalid => return Err(invalid_property(c, &exp.name)),
         };
         let Some(want) = *want else {
             return Ok(false);
@@ -543,6 +635,17 @@ fn properties_match(
         }
     }
     Ok(true)
+}
+
+fn invalid_property(c: &Cluster, property: &str) -> CycleError {
+    CycleError {
+        cluster: c.name.clone(),
+        property: property.to_string(),
+        value: match c.property(property) {
+            Some(Err(raw)) => raw,
+            _ => String::new(),
+        },
+    }
 }
 
 /// The first taint of the cluster no toleration tolerates.
@@ -570,8 +673,8 @@ fn taint_reason(t: &Taint) -> String {
 fn pick_all(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome {
     let selectors = Selectors::new(input, cache);
     // Positions, ascending.
-    let mut picked: Vec<usize> = Vec::new();
-    let mut filtered = Vec::new();
+    let mut picked: Vec<usize> = Vec::with_capacity(input.fleet.clusters.len());
+    let mut filtered = Vec::with_capacity(input.fleet.clusters.len());
     for (i, c) in input.fleet.clusters.iter().enumerate() {
         if !c.fleet_member {
             continue;
@@ -627,8 +730,8 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
     let present = bindings.current().count();
     let obsolete = bindings
         .at
-        .keys()
-        .filter(|&&i| bindings.is_obsolete(i))
+        .iter()
+        .filter(|(i, _)| bindings.is_obsolete(*i))
         .count();
     if n <= present {
         if present - n + obsolete > 0 {
@@ -653,7 +756,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
     // error is the one the cycles would meet in order).
     let mut static_filters: Vec<Option<Result<(), Filtered>>> = vec![None; members.len()];
     let mut affinities: Vec<Option<i32>> = vec![None; members.len()];
-    let topology = TopologyDomains::new(&members, &positions, constraints);
+    let topology = TopologyDomains::new(input.fleet, constraints, cache);
     let mut last_not_picked: Vec<(&str, i32, i32)> = Vec::new();
     let mut last_filtered: Vec<(usize, &Cluster, Filtered)> = Vec::new();
     loop {
@@ -665,8 +768,8 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
         // PostBatch: any spread constraint limits a cycle to one pick.
         let batch = if constraints.is_empty() { desired } else { 1 };
         let tsc = topology.state(bindings);
-        let mut scored: Vec<Scored> = Vec::new();
-        let mut filtered: Vec<(usize, &Cluster, Filtered)> = Vec::new();
+        let mut scored: Vec<Scored> = Vec::with_capacity(members.len());
+        let mut filtered: Vec<(usize, &Cluster, Filtered)> = Vec::with_capacity(members.len());
         for (i, &c) in members.iter().enumerate() {
             let passed = match static_filters[i] {
                 Some(r) => r,
@@ -681,7 +784,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
             if bindings.is_current(positions[i]) {
                 continue;
             }
-            let topology = match tsc.score(i) {
+            let topology = match tsc.score(positions[i]) {
                 Err(constraint) => {
                     filtered.push((positions[i], c, Filtered::Topology(constraint)));
                     continue;
@@ -775,7 +878,7 @@ fn downscale(bindings: &mut Bindings, count: usize) {
     });
     let dropped: Vec<usize> = current.into_iter().take(count).map(|(i, _)| i).collect();
     for i in dropped {
-        if let Some(b) = bindings.at.get_mut(&i) {
+        if let Some(b) = bindings.get_mut(i) {
             Bindings::unschedule(b);
         }
     }
@@ -802,8 +905,8 @@ fn affinity_score(
         .preferred_during_scheduling_ignored_during_execution
         .iter()
         .zip(&selectors.preferred)
-        .zip(&selectors.extremes);
-    for ((pref, bits), extremes) in terms {
+        .zip(&selectors.sorters);
+    for ((pref, bits), sorter_values) in terms {
         if pref.weight == 0 || !labels_match(bits, index) {
             continue;
         }
@@ -812,16 +915,13 @@ fn affinity_score(
             total += pref.weight;
             continue;
         };
-        let v = match c.property(&sorter.name) {
-            None => continue,
-            Some(Ok(v)) => v,
-            Some(Err(raw)) => {
-                return Err(CycleError {
-                    cluster: c.name.clone(),
-                    property: sorter.name.clone(),
-                    value: raw,
-                })
-            }
+        let Some((column, extremes)) = sorter_values else {
+            continue;
+        };
+        let v = match column[index] {
+            Prop::Missing => continue,
+            Prop::Value(v) => v,
+            Prop::Invalid => return Err(invalid_property(c, &sorter.name)),
         };
         total += interpolate(v, *extremes, sorter.sort_order, pref.weight);
     }
@@ -845,58 +945,31 @@ pub fn interpolate(v: f64, extremes: Option<(f64, f64)>, order: SortOrder, weigh
     score.round() as i32
 }
 
-/// The topology domains of a placement's candidate clusters, worked out once per placement:
-/// for each constraint (DoNotSchedule first, as they are evaluated), each member's domain.
+/// The topology domains of a placement: for each constraint (DoNotSchedule first, as they are
+/// evaluated), each member's domain.
 struct TopologyDomains<'a> {
     constraints: Vec<ConstraintDomains<'a>>,
-    /// The members' positions in the fleet, ascending (for counting the bindings per domain).
-    positions: &'a [usize],
 }
 
 struct ConstraintDomains<'a> {
     constraint: &'a TopologySpreadConstraint,
-    /// Per member: its domain (an index in `names`), if it has the topology label.
-    domain: Vec<Option<usize>>,
-    /// The domains' label values.
-    names: Vec<&'a str>,
+    domains: Rc<Domains>,
 }
 
 impl<'a> TopologyDomains<'a> {
-    fn new(
-        members: &[&'a Cluster],
-        positions: &'a [usize],
-        constraints: &'a [TopologySpreadConstraint],
-    ) -> Self {
+    fn new(fleet: &Fleet, constraints: &'a [TopologySpreadConstraint], cache: &mut Cache) -> Self {
         let mut ordered: Vec<&TopologySpreadConstraint> = constraints.iter().collect();
         ordered.sort_by_key(|c| {
             c.when_unsatisfiable.unwrap_or_default() == UnsatisfiableAction::ScheduleAnyway
         });
-        let constraints: Vec<ConstraintDomains> = ordered
+        let constraints = ordered
             .into_iter()
-            .map(|constraint| {
-                let mut names: Vec<&str> = Vec::new();
-                let mut ids: HashMap<&str, usize> = HashMap::new();
-                let domain = members
-                    .iter()
-                    .map(|c| {
-                        let v = c.labels.get(&constraint.topology_key)?;
-                        Some(*ids.entry(v.as_str()).or_insert_with(|| {
-                            names.push(v.as_str());
-                            names.len() - 1
-                        }))
-                    })
-                    .collect();
-                ConstraintDomains {
-                    constraint,
-                    domain,
-                    names,
-                }
+            .map(|constraint| ConstraintDomains {
+                constraint,
+                domains: cache.domains(fleet, &constraint.topology_key),
             })
             .collect();
-        Self {
-            constraints,
-            positions,
-        }
+        Self { constraints }
     }
 
     /// The state of one cycle: bindings counted per domain.
@@ -906,18 +979,15 @@ impl<'a> TopologyDomains<'a> {
                 constraints: vec![],
             };
         }
-        let current: Vec<usize> = bindings
-            .current()
-            .filter_map(|(i, _)| self.positions.binary_search(&i).ok())
-            .collect();
+        let current: Vec<usize> = bindings.current().map(|(i, _)| i).collect();
         TopologyState {
             constraints: self
                 .constraints
                 .iter()
                 .map(|cd| {
-                    let mut counts = vec![0usize; cd.names.len()];
-                    for &m in &current {
-                        if let Some(d) = cd.domain[m] {
+                    let mut counts = vec![0usize; cd.domains.count];
+                    for &i in &current {
+                        if let Some(d) = cd.domains.by_position[i] {
                             counts[d] += 1;
                         }
                     }
@@ -977,12 +1047,12 @@ impl DomainCounts {
 }
 
 impl<'a> TopologyState<'a> {
-    /// The topology spread score of the `member`-th member, or the DoNotSchedule constraint it
-    /// violates.
-    fn score(&self, member: usize) -> Result<i32, &'a TopologySpreadConstraint> {
+    /// The topology spread score of the member at `position` in the fleet, or the DoNotSchedule
+    /// constraint it violates.
+    fn score(&self, position: usize) -> Result<i32, &'a TopologySpreadConstraint> {
         let mut score = 0;
         for (cd, counts) in &self.constraints {
-            let Some(domain) = cd.domain[member] else {
+            let Some(domain) = cd.domains.by_position[position] else {
                 continue;
             };
             let constraint = cd.constraint;
