@@ -57,6 +57,13 @@ enum Prop {
     Invalid,
 }
 
+/// A property expression of a required term: the value to compare with, and the property's
+/// values by fleet position.
+type Wanted = (Option<f64>, Rc<[Prop]>);
+/// A preferred term's property sorter: the property's values by fleet position, and its range
+/// over the members.
+type Sorter = (Rc<[Prop]>, Option<(f64, f64)>);
+
 /// The domains of one topology key over the fleet members.
 struct Domains {
     /// Per fleet position: the domain (numbered in order of first appearance), if the cluster is
@@ -464,12 +471,12 @@ struct Selectors {
     required: Option<Vec<Option<ClusterBits>>>,
     /// Per required term, per expression of its property selector: the value to compare with
     /// and the property's values.
-    wanted: Vec<Vec<(Option<f64>, Rc<[Prop]>)>>,
+    wanted: Vec<Vec<Wanted>>,
     /// Per preferred term, the same as `required`.
     preferred: Vec<Option<ClusterBits>>,
     /// Per preferred term with a property sorter: the property's values and its range over
     /// the members.
-    sorters: Vec<Option<(Rc<[Prop]>, Option<(f64, f64)>)>>,
+    sorters: Vec<Option<Sorter>>,
 }
 
 impl Selectors {
@@ -606,7 +613,7 @@ fn static_filter<'c>(
 /// the cluster's position there.
 fn properties_match(
     term: &ClusterSelectorTerm,
-    wanted: &[(Option<f64>, Rc<[Prop]>)],
+    wanted: &[Wanted],
     index: usize,
     c: &Cluster,
 ) -> Result<bool, CycleError> {
