@@ -68,7 +68,9 @@ fn time_command(placements: usize, clusters: usize) -> Result<String, String> {
             let elapsed = start.elapsed();
             // Exit code 2: the plan changes the fleet, as the head does.
             if status.code() != Some(2) {
-                return Err(format!("gitfleet plan --format {format} exited with {status}"));
+                return Err(format!(
+                    "gitfleet plan --format {format} exited with {status}"
+                ));
             }
             best = best.min(elapsed);
         }
@@ -109,7 +111,12 @@ fn git(repo: &Path, args: &[&str]) -> Result<(), String> {
     let out = Command::new("git")
         .arg("-C")
         .arg(repo)
-        .args(["-c", "user.name=bench", "-c", "user.email=bench@gitfleet.invalid"])
+        .args([
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@gitfleet.invalid",
+        ])
         .args(args)
         .output()
         .map_err(|e| format!("git: {e}"))?;

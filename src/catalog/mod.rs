@@ -23,7 +23,7 @@ use crate::model::staged::{
 use crate::model::{Gvk, Object, ObjectKey, Origin};
 use parse::Document;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// A file of the commit: its path relative to the repository root, and its bytes.
 #[derive(Debug, Clone)]
@@ -77,6 +77,17 @@ pub struct Catalog {
     documents: Vec<Document>,
     /// Objects that repeat an identity defined earlier (reported; never selected).
     duplicates: std::collections::BTreeSet<usize>,
+    /// The hub objects by kind and by namespace, built once the commit is loaded: resource
+    /// selection looks objects up for every selector of every placement.
+    hub: HubIndex,
+}
+
+/// Hub objects (see [`Catalog::hub_objects`]) by group and kind and by namespace, as indices in
+/// `objects`, ascending.
+#[derive(Debug, Clone, Default)]
+struct HubIndex {
+    by_kind: HashMap<String, HashMap<String, Vec<usize>>>,
+    by_namespace: HashMap<String, Vec<usize>>,
 }
 
 /// The kinds gitfleet understands as APIs of its own, with the versions each accepts.
@@ -221,6 +232,7 @@ impl Catalog {
             }
         }
         validate::run(&mut cat, &mut diags);
+        cat.index_hub_objects();
         diags.sort();
         diags.dedup();
         (cat, diags)
@@ -358,8 +370,47 @@ impl Catalog {
         self.objects
             .iter()
             .enumerate()
-            .filter(|(i, _)| self.classes[*i] == Class::Hub && !self.duplicates.contains(i))
+            .filter(|(i, _)| self.is_hub_object(*i))
             .map(|(_, o)| o)
+    }
+
+    fn is_hub_object(&self, index: usize) -> bool {
+        self.classes[index] == Class::Hub && !self.duplicates.contains(&index)
+    }
+
+    fn index_hub_objects(&mut self) {
+        let mut hub = HubIndex::default();
+        for (i, o) in self.objects.iter().enumerate() {
+            if !self.is_hub_object(i) {
+                continue;
+            }
+            hub.by_kind
+                .entry(o.gvk.group.clone())
+                .or_default()
+                .entry(o.gvk.kind.clone())
+                .or_default()
+                .push(i);
+            if let Some(ns) = &o.namespace {
+                hub.by_namespace.entry(ns.clone()).or_default().push(i);
+            }
+        }
+        self.hub = hub;
+    }
+
+    /// The hub objects of one group and kind, in [`Catalog::hub_objects`] order.
+    pub fn hub_objects_of_kind<'a>(
+        &'a self,
+        group: &str,
+        kind: &str,
+    ) -> impl Iterator<Item = &'a Object> + 'a {
+        let indices = self.hub.by_kind.get(group).and_then(|k| k.get(kind));
+        indices.into_iter().flatten().map(|&i| &self.objects[i])
+    }
+
+    /// The hub objects in namespace `ns`, in [`Catalog::hub_objects`] order.
+    pub fn hub_objects_in<'a>(&'a self, ns: &str) -> impl Iterator<Item = &'a Object> + 'a {
+        let indices = self.hub.by_namespace.get(ns);
+        indices.into_iter().flatten().map(|&i| &self.objects[i])
     }
 
     pub fn scope_of(&self, gvk: &Gvk) -> Option<Scope> {

@@ -185,8 +185,7 @@ pub fn select(cat: &Catalog, placement: &Placement) -> Result<Vec<SelectedResour
             }
         }
         let matches: Vec<&Object> = cat
-            .hub_objects()
-            .filter(|o| o.gvk.group == sel.group && o.gvk.kind == sel.kind)
+            .hub_objects_of_kind(&sel.group, &sel.kind)
             .filter(|o| namespace_filter.is_none() || o.namespace == namespace_filter)
             .filter(|o| term_matches(sel, o))
             .filter(|o| !is_skipped(o, cat))
@@ -250,8 +249,7 @@ fn term_matches(sel: &ResourceSelectorTerm, o: &Object) -> bool {
 
 /// Every selectable namespaced object in namespace `ns`.
 fn namespace_contents<'a>(cat: &'a Catalog, ns: &'a str) -> impl Iterator<Item = &'a Object> + 'a {
-    cat.hub_objects()
-        .filter(move |o| o.namespace.as_deref() == Some(ns))
+    cat.hub_objects_in(ns)
         .filter(move |o| !is_disabled(&o.gvk) && !is_skipped(o, cat))
 }
 
