@@ -381,3 +381,51 @@ fn render_errors_of_the_head_come_first_and_loud() {
     let warning = markdown.find("> [!WARNING]").expect("a warning block");
     assert!(warning < markdown.find("| Placement |").unwrap());
 }
+
+/// The head renders what the base rendered where nothing changed, but never a cluster's own
+/// rendering once its labels changed: an override that substitutes the cluster's labels
+/// renders anew with the head's labels.
+#[test]
+fn a_member_label_used_by_an_override_variable_changes_only_that_members_objects() {
+    let repo = fleet();
+    // The cluster is declared twice (MemberCluster and ManagedCluster): both move.
+    let declared = "name: eastus-prod-1\n  labels:\n";
+    edit(
+        &repo,
+        "members/eastus-prod-1.yaml",
+        &format!("{declared}    region: eastus\n"),
+        &format!("{declared}    region: eastus2\n"),
+    );
+    let set = "    cluster.open-cluster-management.io/clusterset: production\n";
+    edit(
+        &repo,
+        "ocm/managed-clusters.yaml",
+        &format!("{declared}{set}    region: eastus\n"),
+        &format!("{declared}{set}    region: eastus2\n"),
+    );
+    repo.commit("eastus-prod-1 moves region");
+    let run = plan(&repo, &["--format", "json"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let clusters = plan["clusters"].as_array().unwrap();
+    let names: Vec<&str> = clusters
+        .iter()
+        .map(|c| c["cluster"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["eastus-prod-1"], "{}", run.stdout);
+    let objects = clusters[0]["objects"].as_array().unwrap();
+    let diff_of = |id: &str| {
+        objects
+            .iter()
+            .find(|o| o["object"].as_str().unwrap().contains(id))
+            .unwrap_or_else(|| panic!("no diff of {id}: {objects:?}"))["diff"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let role = diff_of("platform-viewer");
+    assert!(role.contains("-    fleet-region: eastus\n"), "{role}");
+    assert!(role.contains("+    fleet-region: eastus2\n"), "{role}");
+    let web = diff_of("shop-web");
+    assert!(web.contains("+          value: eastus2\n"), "{web}");
+}

@@ -223,11 +223,12 @@ pub fn plan_catalogs(
     let base_fleet = Fleet::build(base_cat, inputs.inventory);
     let head_fleet = Fleet::build(head_cat, inputs.inventory);
     let base_schedule = schedule_commit(base_cat, &base_fleet, inputs.previous, inputs.now_unix);
-    let as_previous: Previous = base_schedule
-        .iter()
-        .map(|p| (p.key.id(), p.clone()))
-        .collect();
+    // The base's results are the head's previous ones (lent, not copied: they are large).
+    let ids: Vec<String> = base_schedule.iter().map(|p| p.key.id()).collect();
+    let mut as_previous: Previous = ids.iter().cloned().zip(base_schedule).collect();
     let head_schedule = schedule_commit(head_cat, &head_fleet, &as_previous, inputs.now_unix);
+    let base_schedule: Vec<PlacementSchedule> =
+        ids.iter().filter_map(|id| as_previous.remove(id)).collect();
     compare(
         &World {
             commit: base_commit,
@@ -898,8 +899,8 @@ fn compare_clusters(
 ) -> Vec<ClusterPlan> {
     let (base_inputs, base_overrides) = render_inputs(base, &sel.0);
     let (head_inputs, head_overrides) = render_inputs(head, &sel.1);
-    let base_side = Side::new(base, &sel.0);
-    let head_side = Side::new(head, &sel.1);
+    let base_side = Side::new(base, &sel.0, None);
+    let head_side = Side::new(head, &sel.1, Some(&base_side));
     let names: BTreeSet<&str> = base
         .fleet
         .clusters
@@ -923,8 +924,8 @@ fn compare_clusters(
         if same_inputs {
             continue;
         }
-        let base_rendered = base_side.render(name, base_labels);
-        let head_rendered = head_side.render(name, head_labels);
+        let base_rendered = base_side.render(name, base_labels, false);
+        let head_rendered = head_side.render(name, head_labels, base_labels == head_labels);
         let (base_objects, _, _) = base_side.objects(&base_rendered);
         let (head_objects, errors, failed) = head_side.objects(&head_rendered);
         let mut objects = Vec::new();
@@ -965,7 +966,7 @@ fn compare_clusters(
 /// One world's rendering for the cluster comparison: its [`CommitRenderer`] (each placement
 /// rendered once per distinct cluster input) and the placements' ids.
 struct Side<'a> {
-    renderer: CommitRenderer<'a>,
+    renderer: Rc<CommitRenderer<'a>>,
     ids: Vec<String>,
     /// The objects' ids of each shared rendering, by its address (renderings live as long as
     /// the renderer, so addresses are not reused).
@@ -984,9 +985,15 @@ struct Object<'r> {
 type Objects<'r> = BTreeMap<Rc<str>, Object<'r>>;
 
 impl<'a> Side<'a> {
-    fn new(world: &World<'a>, sel: &Selections<'a>) -> Self {
+    /// The head's side reuses the base's renderings where a placement renders alike.
+    fn new(world: &World<'a>, sel: &Selections<'a>, base: Option<&Side<'a>>) -> Self {
+        let renderer = sel.renderer(world.schedule);
+        let renderer = match base {
+            Some(b) => renderer.reusing(b.renderer.clone()),
+            None => renderer,
+        };
         Self {
-            renderer: sel.renderer(world.schedule),
+            renderer: Rc::new(renderer),
             ids: world.schedule.iter().map(|p| p.key.id()).collect(),
             object_ids: RefCell::new(HashMap::new()),
         }
@@ -1001,11 +1008,18 @@ impl<'a> Side<'a> {
             .collect()
     }
 
-    fn render(&self, cluster: &str, labels: &Labels) -> Vec<(usize, SharedManifests)> {
-        self.renderer.render(&ClusterTarget {
+    /// `same_cluster`: the cluster has the same labels on the other side.
+    fn render(
+        &self,
+        cluster: &str,
+        labels: &Labels,
+        same_cluster: bool,
+    ) -> Vec<(usize, SharedManifests)> {
+        let target = ClusterTarget {
             name: cluster,
             labels,
-        })
+        };
+        self.renderer.render_reusing(&target, same_cluster)
     }
 
     /// A cluster's rendered objects, the rendering errors, and the placements that failed.
@@ -1067,6 +1081,10 @@ impl DiffMemo {
     /// The unified diff of an object between the two sides, `None` when it is the same.
     fn diff(&mut self, id: &str, b: Option<&Object>, h: Option<&Object>) -> Option<String> {
         let key = (b.map(|o| o.at), h.map(|o| o.at));
+        if key.0.is_some() && key.0 == key.1 {
+            // One rendering shared by both sides.
+            return None;
+        }
         let context = self.context;
         self.seen
             .entry(key)

@@ -122,6 +122,17 @@ pub struct CommitRenderer<'a> {
     sources: Vec<OnceCell<Option<Source<'a>>>>,
     select: Box<Selector<'a>>,
     cache: RefCell<HashMap<(usize, ClusterKey), SharedManifests>>,
+    twin: Option<Twin<'a>>,
+}
+
+/// Another commit's renderer whose renderings this one reuses, for the placements that have the
+/// same key, selected resources and overrides in both commits (`gitfleet plan`'s base, for its
+/// head: most placements are the same on both sides).
+struct Twin<'a> {
+    base: Rc<CommitRenderer<'a>>,
+    by_key: HashMap<&'a PlacementKey, usize>,
+    /// Per schedule entry of this renderer: the index of its twin in `base`'s schedule.
+    of: Vec<OnceCell<Option<usize>>>,
 }
 
 /// A placement's selected resources (`None` for a selection error), as
@@ -167,7 +178,46 @@ impl<'a> CommitRenderer<'a> {
             sources: schedule.iter().map(|_| OnceCell::new()).collect(),
             select,
             cache: RefCell::new(HashMap::new()),
+            twin: None,
         }
+    }
+
+    /// This renderer, reusing `base`'s renderings (and filling its cache) for each placement
+    /// that renders the same in both commits. See [`CommitRenderer::render_reusing`].
+    pub fn reusing(mut self, base: Rc<CommitRenderer<'a>>) -> Self {
+        self.twin = Some(Twin {
+            by_key: base
+                .schedule
+                .iter()
+                .enumerate()
+                .map(|(j, p)| (&p.key, j))
+                .collect(),
+            of: self.schedule.iter().map(|_| OnceCell::new()).collect(),
+            base,
+        });
+        self
+    }
+
+    /// The base renderer and the index there of placement `i`'s twin, if it has one.
+    fn twin_of(&self, i: usize) -> Option<(&CommitRenderer<'a>, usize)> {
+        let twin = self.twin.as_ref()?;
+        let j = *twin.of[i].get_or_init(|| {
+            let j = *twin.by_key.get(&self.schedule[i].key)?;
+            match (self.source(i)?, twin.base.source(j)?) {
+                (
+                    Source::KubeFleet {
+                        applicable: a,
+                        resources: r,
+                    },
+                    Source::KubeFleet {
+                        applicable: b,
+                        resources: s,
+                    },
+                ) if a.same_as(b) && (Rc::ptr_eq(r, s) || r == s) => Some(j),
+                _ => None,
+            }
+        });
+        Some((&twin.base, j?))
     }
 
     /// Indices in the schedule of the placements that selected `cluster`, in schedule order.
@@ -200,16 +250,34 @@ impl<'a> CommitRenderer<'a> {
     /// What [`render_cluster`] returns, as `(index in the schedule, manifests)`: equal
     /// renderings of one placement for two clusters are the same `Rc`.
     pub fn render(&self, cluster: &ClusterTarget) -> Vec<(usize, SharedManifests)> {
+        self.render_reusing(cluster, false)
+    }
+
+    /// [`CommitRenderer::render`], taking what it can from the base renderer given to
+    /// [`CommitRenderer::reusing`]: the same `Rc`s, so that unchanged objects are recognised
+    /// without comparing them. `same_cluster` says the cluster has the same labels in the base;
+    /// only then are renderings that substitute the cluster's name or labels reused (their cache
+    /// key is the cluster's name alone).
+    pub fn render_reusing(
+        &self,
+        cluster: &ClusterTarget,
+        same_cluster: bool,
+    ) -> Vec<(usize, SharedManifests)> {
         let Some(indices) = self.by_cluster.get(cluster.name) else {
             return vec![];
         };
         indices
             .iter()
-            .filter_map(|&i| Some((i, self.render_one(i, cluster)?)))
+            .filter_map(|&i| Some((i, self.render_one(i, cluster, same_cluster)?)))
             .collect()
     }
 
-    fn render_one(&self, i: usize, cluster: &ClusterTarget) -> Option<SharedManifests> {
+    fn render_one(
+        &self,
+        i: usize,
+        cluster: &ClusterTarget,
+        same_cluster: bool,
+    ) -> Option<SharedManifests> {
         let (applicable, resources) = match self.source(i)? {
             Source::Fixed(m) => return Some(m.clone()),
             Source::KubeFleet {
@@ -217,7 +285,13 @@ impl<'a> CommitRenderer<'a> {
                 resources,
             } => (applicable, resources),
         };
-        let key = (i, applicable.cluster_key(cluster));
+        let cluster_key = applicable.cluster_key(cluster);
+        if let Some((base, j)) = self.twin_of(i) {
+            if same_cluster || matches!(cluster_key, ClusterKey::Rules(_)) {
+                return base.render_one(j, cluster, same_cluster);
+            }
+        }
+        let key = (i, cluster_key);
         if let Some(m) = self.cache.borrow().get(&key) {
             if m.is_ok() {
                 return Some(m.clone());

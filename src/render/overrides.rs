@@ -120,6 +120,19 @@ impl<'a> Applicable<'a> {
         }
     }
 
+    /// Do both follow the same overrides (equal in content, in the same order)? Then they render
+    /// any resource alike for clusters with equal [`ClusterKey`]s.
+    pub(super) fn same_as(&self, other: &Applicable) -> bool {
+        self.cluster.len() == other.cluster.len()
+            && self.namespaced.len() == other.namespaced.len()
+            && self.cluster.iter().zip(&other.cluster).all(|(a, b)| a == b)
+            && self
+                .namespaced
+                .iter()
+                .zip(&other.namespaced)
+                .all(|(a, b)| a == b)
+    }
+
     /// The cluster's [`ClusterKey`]: the cluster enters rendering only through the rules whose
     /// cluster selector matches it ([`apply_rules`]) and the variables those rules substitute.
     pub(super) fn cluster_key(&self, cluster: &ClusterTarget) -> ClusterKey {
