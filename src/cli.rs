@@ -1,6 +1,7 @@
 //! The `gitfleet` command line: parse arguments, call the library, print. Thin by design.
 
 use crate::catalog::{Catalog, Diagnostic};
+use crate::model::member::MEMBER_NAME_LABEL;
 use crate::model::Labels;
 use crate::render::cluster::{overrides_of, render_cluster, render_placement, PlacementManifests};
 use crate::render::{ClusterTarget, Manifest};
@@ -837,24 +838,13 @@ fn plan(args: &PlanArgs) -> Result<ExitCode> {
     )
 }
 
-/// Labels of a declared member (MemberCluster or ManagedCluster), with the label gitfleet adds.
+/// Labels of a declared member as KubeFleet's overrides see them (those of its MemberCluster,
+/// or of its ManagedCluster when it is only that), with the label gitfleet adds.
 fn member_labels(cat: &Catalog, cluster: &str) -> Labels {
-    let mut labels = Labels::new();
-    for o in &cat.objects {
-        let member = matches!(
-            (o.gvk.group.as_str(), o.gvk.kind.as_str()),
-            ("cluster.kubernetes-fleet.io", "MemberCluster")
-                | ("cluster.open-cluster-management.io", "ManagedCluster")
-        );
-        if member && o.name == cluster {
-            labels.extend(o.labels());
-        }
+    match Fleet::build(cat, None).get(cluster) {
+        Some(c) => c.labels.clone(),
+        None => Labels::from([(MEMBER_NAME_LABEL.to_string(), cluster.to_string())]),
     }
-    labels.insert(
-        "kubernetes-fleet.io/member-name".into(),
-        cluster.to_string(),
-    );
-    labels
 }
 
 fn print_manifests(manifests: &[Manifest], format: ManifestFormat) -> Result<()> {

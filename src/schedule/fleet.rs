@@ -3,7 +3,7 @@
 
 use super::labels::LabelIndex;
 use crate::catalog::Catalog;
-use crate::model::member::{ManagedClusterTaint, Taint};
+use crate::model::member::{ManagedClusterTaint, Taint, MEMBER_NAME_LABEL};
 use crate::model::quantity::Quantity;
 use crate::model::Labels;
 use serde::{Deserialize, Serialize};
@@ -77,9 +77,13 @@ impl Inventory {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cluster {
     pub name: String,
-    /// Labels from the repository, plus `kubernetes-fleet.io/member-name` (KubeFleet) and the
-    /// cluster-set label defaulted to `default` (OCM).
+    /// The labels KubeFleet sees: the `MemberCluster`'s, plus `kubernetes-fleet.io/member-name`.
+    /// (A cluster declared only as a `ManagedCluster` has that object's labels here.)
     pub labels: Labels,
+    /// The labels OCM sees: the `ManagedCluster`'s, with the cluster-set label defaulted to
+    /// `default`. Kept apart from `labels`: each hub reads its own object, so neither API's
+    /// labels leak into the other's scheduling.
+    pub ocm_labels: Labels,
     /// Declared as a KubeFleet `MemberCluster`.
     pub fleet_member: bool,
     /// Declared as an OCM `ManagedCluster`.
@@ -120,8 +124,9 @@ impl Cluster {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Fleet {
     pub clusters: Vec<Cluster>,
-    /// The clusters' labels, indexed once for every placement's selectors.
+    /// The clusters' `labels` and `ocm_labels`, indexed once for every placement's selectors.
     label_index: LabelIndex,
+    ocm_label_index: LabelIndex,
 }
 
 const PROPERTY_ANNOTATION: &str = "gitfleet.io/property.";
@@ -135,6 +140,7 @@ impl Fleet {
         let blank = |name: &str| Cluster {
             name: name.to_string(),
             labels: Labels::new(),
+            ocm_labels: Labels::new(),
             fleet_member: false,
             ocm_member: false,
             taints: vec![],
@@ -150,7 +156,7 @@ impl Fleet {
                 .entry(m.spec.metadata.name.clone())
                 .or_insert_with(|| blank(&m.spec.metadata.name));
             c.fleet_member = true;
-            c.labels.extend(m.spec.labels());
+            c.labels = m.spec.labels();
             c.taints = m.spec.spec.taints.clone();
             declared_properties(&m.spec.metadata.annotations, &mut c.properties);
         }
@@ -159,7 +165,11 @@ impl Fleet {
                 .entry(m.spec.metadata.name.clone())
                 .or_insert_with(|| blank(&m.spec.metadata.name));
             c.ocm_member = true;
-            c.labels.extend(m.spec.labels());
+            c.ocm_labels = m.spec.labels();
+            if !c.fleet_member {
+                c.labels = c.ocm_labels.clone();
+                c.labels.insert(MEMBER_NAME_LABEL.into(), c.name.clone());
+            }
             c.ocm_taints = m.spec.spec.taints.clone();
             declared_properties(&m.spec.metadata.annotations, &mut c.properties);
         }
@@ -189,14 +199,22 @@ impl Fleet {
             c.parse_properties();
         }
         let label_index = LabelIndex::new(clusters.iter().map(|c| &c.labels));
+        let ocm_label_index = LabelIndex::new(clusters.iter().map(|c| &c.ocm_labels));
         Fleet {
             clusters,
             label_index,
+            ocm_label_index,
         }
     }
 
+    /// The index of the clusters' KubeFleet `labels`.
     pub fn label_index(&self) -> &LabelIndex {
         &self.label_index
+    }
+
+    /// The index of the clusters' `ocm_labels`.
+    pub fn ocm_label_index(&self) -> &LabelIndex {
+        &self.ocm_label_index
     }
 
     pub fn get(&self, name: &str) -> Option<&Cluster> {

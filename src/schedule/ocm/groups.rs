@@ -77,7 +77,7 @@ pub(super) fn decision_groups(
         let mut members = Vec::new();
         for (i, c) in selected.iter().enumerate() {
             if !assigned[i]
-                && sel.label_selector.matches(&c.labels)
+                && sel.label_selector.matches(&c.ocm_labels)
                 && sel
                     .claim_selector
                     .match_expressions

@@ -348,7 +348,7 @@ impl<'a> World<'a> {
         let mut by_set_label: HashMap<&str, Vec<u32>> = HashMap::new();
         for (i, c) in fleet.clusters.iter().enumerate() {
             if views[i].eligible {
-                if let Some(set) = c.labels.get(CLUSTER_SET_LABEL) {
+                if let Some(set) = c.ocm_labels.get(CLUSTER_SET_LABEL) {
                     by_set_label.entry(set.as_str()).or_default().push(i as u32);
                 }
             }
@@ -361,7 +361,7 @@ impl<'a> World<'a> {
                     .clusters
                     .iter()
                     .enumerate()
-                    .filter(|(i, c)| views[*i].eligible && set.selects(&c.labels))
+                    .filter(|(i, c)| views[*i].eligible && set.selects(&c.ocm_labels))
                     .map(|(i, _)| i as u32)
                     .collect(),
                 _ => by_set_label
@@ -533,7 +533,7 @@ impl<'a> World<'a> {
                 .iter()
                 .map(|p| {
                     let selector = &p.required_cluster_selector.label_selector;
-                    self.fleet.label_index().select(selector)
+                    self.fleet.ocm_label_index().select(selector)
                 })
                 .collect();
             for &i in candidates {
