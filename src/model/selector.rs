@@ -84,24 +84,31 @@ impl LabelSelectorRequirement {
     }
 }
 
+/// Builders for the tests of selectors and of what uses them.
 #[cfg(test)]
-mod tests {
+pub(crate) mod testing {
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pub fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     }
 
-    fn req(key: &str, operator: SelectorOperator, values: &[&str]) -> LabelSelectorRequirement {
+    pub fn req(key: &str, operator: SelectorOperator, values: &[&str]) -> LabelSelectorRequirement {
         LabelSelectorRequirement {
             key: key.into(),
             operator,
             values: values.iter().map(|v| v.to_string()).collect(),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{labels, req};
+    use super::*;
 
     #[test]
     fn empty_selector_matches_everything() {

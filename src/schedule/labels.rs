@@ -131,22 +131,7 @@ impl LabelIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::selector::LabelSelectorRequirement;
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    fn req(key: &str, operator: SelectorOperator, values: &[&str]) -> LabelSelectorRequirement {
-        LabelSelectorRequirement {
-            key: key.into(),
-            operator,
-            values: values.iter().map(|v| v.to_string()).collect(),
-        }
-    }
+    use crate::model::selector::testing::{labels, req};
 
     /// The index agrees with `LabelSelector::matches` for every operator, on a fleet that spans
     /// more than one word and ends mid-word (so complements must not leak past the end).
