@@ -3,7 +3,8 @@
 //! apply these manifests to that cluster, remove that placement from this cluster — and, once
 //! the work is done, the new state. The daemon loop does the I/O around it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
 
 use serde_json::Value;
 
@@ -11,8 +12,8 @@ use super::state::{ClusterState, DaemonState, PlacementState};
 use crate::catalog::Catalog;
 use crate::model::placement::{PlacementType, RolloutStrategyType};
 use crate::push::Strategy;
-use crate::render::cluster::{ocm_workloads, overrides_of, render_placement};
-use crate::render::{ClusterTarget, Manifest, OverrideSet};
+use crate::render::cluster::{ocm_workloads, Selections};
+use crate::render::{ClusterTarget, Manifest};
 use crate::rollout::{plan_step, BindingHealth, Revision, RollingParams, RolloutBinding, Target};
 use crate::schedule::{BindingState, Fleet, PlacementKey, PlacementSchedule};
 use crate::snapshot::hash_value;
@@ -129,12 +130,17 @@ pub fn decide(
     state: &DaemonState,
     now: u64,
 ) -> Decision {
-    let overrides = overrides_of(cat);
+    // Each placement's selection is made once and shared; each placement is rendered once per
+    // distinct cluster input (and once without overrides, for the Overridden reason).
+    let selections = Selections::new(cat);
+    let renderer = selections.renderer(schedule);
+    let plain = selections.renderer(schedule).without_overrides();
+    // Fingerprints of shared renderings, by address (renderings live as long as the renderer).
+    let mut fingerprints: HashMap<usize, String> = HashMap::new();
     let members: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
-    let labels_of = |name: &str| fleet.clusters.iter().find(|c| c.name == name);
     let mut decision = Decision::default();
 
-    for ps in schedule {
+    for (i, ps) in schedule.iter().enumerate() {
         let id = ps.key.id();
         let prev = state.placements.get(&id).cloned().unwrap_or_default();
         let mut step = StepSummary {
@@ -143,28 +149,31 @@ pub fn decide(
         };
         // Renders what `cluster` should run; `None` when rendering fails (reported, not pushed).
         let mut render_errors = Vec::new();
-        let no_overrides = OverrideSet {
-            cluster: vec![],
-            namespaced: vec![],
-        };
         let mut render =
             |cluster: &str, resource_index: u64| -> Option<(Vec<Manifest>, Revision)> {
-                let manifests = if ps.key.kind == "Placement" {
-                    ocm_workloads(cat, &ps.key)
+                let (manifests, rendered) = if ps.key.kind == "Placement" {
+                    let manifests = ocm_workloads(cat, &ps.key);
+                    let rendered = rendered_fingerprint(&manifests);
+                    (manifests, rendered)
                 } else {
-                    let c = labels_of(cluster)?;
+                    let c = fleet.get(cluster)?;
                     let target = ClusterTarget {
                         name: cluster,
                         labels: &c.labels,
                     };
-                    match render_placement(cat, &ps.key, &overrides, &target)? {
+                    let shared = renderer.render_index(i, &target)?;
+                    match shared.as_ref() {
                         Ok(m) => {
                             // Whether overrides changed anything, for the Overridden reason.
-                            let plain = render_placement(cat, &ps.key, &no_overrides, &target);
-                            if !matches!(plain, Some(Ok(p)) if p == m) {
+                            let without = plain.render_index(i, &target);
+                            if !matches!(without.as_deref(), Some(Ok(p)) if p == m) {
                                 step.overridden.insert(cluster.to_string());
                             }
-                            m
+                            let rendered = fingerprints
+                                .entry(Rc::as_ptr(&shared) as usize)
+                                .or_insert_with(|| rendered_fingerprint(m))
+                                .clone();
+                            (m.clone(), rendered)
                         }
                         Err(e) => {
                             render_errors.push(format!("{cluster}: {e}"));
@@ -176,7 +185,7 @@ pub fn decide(
                 };
                 let revision = Revision {
                     resource_index,
-                    rendered: rendered_fingerprint(&manifests),
+                    rendered,
                 };
                 step.desired.insert(cluster.to_string(), revision.clone());
                 Some((manifests, revision))
@@ -227,7 +236,7 @@ pub fn decide(
             continue;
         };
         let spec = &entry.spec.spec;
-        let resources = crate::snapshot::select(cat, &entry.spec).unwrap_or_default();
+        let resources = selections.of(entry).unwrap_or_default();
         step.selected_resources = resources
             .iter()
             .map(|r| match &r.namespace {
@@ -590,6 +599,46 @@ mod tests {
         );
         *previous = schedule.into_iter().map(|p| (p.key.id(), p)).collect();
         (applied, removed)
+    }
+
+    /// Overrides that select some clusters change only those clusters' manifests and revision
+    /// fingerprints, and only those count as overridden (the Overridden condition's reason).
+    #[test]
+    fn overridden_clusters_are_those_whose_manifests_the_overrides_change() {
+        let cro = "---\napiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourceOverride\n\
+                   metadata: {name: mark}\nspec:\n\
+                   \x20 placement: {name: app, scope: Cluster}\n\
+                   \x20 clusterResourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}]\n\
+                   \x20 policy:\n    overrideRules:\n\
+                   \x20   - clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchExpressions: [{key: kubernetes-fleet.io/member-name, operator: In, values: [m2, m3]}]}}]}\n\
+                   \x20     jsonPatchOverrides: [{op: add, path: /metadata/labels, value: {marked: 'yes'}}]\n";
+        let cat = commit("1", cro);
+        let fleet = Fleet::build(&cat, None);
+        let schedule = crate::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+        // maxUnavailable 1, maxSurge 1: the first step only; render every cluster through it.
+        let d = decide(&cat, "c1", &schedule, &fleet, &DaemonState::default(), 0);
+        let step = &d.steps[0];
+        let overridden: Vec<&str> = step.overridden.iter().map(String::as_str).collect();
+        assert_eq!(overridden, ["m2", "m3"]);
+        let rendered = |c: &str| step.desired[c].rendered.clone();
+        assert_eq!(rendered("m1"), rendered("m4"));
+        assert_eq!(rendered("m2"), rendered("m3"));
+        assert_ne!(rendered("m1"), rendered("m2"));
+        for w in &d.work {
+            let Action::Apply { manifests, .. } = &w.action else {
+                continue;
+            };
+            let marked = manifests[0]
+                .value
+                .pointer("/metadata/labels/marked")
+                .is_some();
+            assert_eq!(
+                marked,
+                ["m2", "m3"].contains(&w.cluster.as_str()),
+                "{}",
+                w.cluster
+            );
+        }
     }
 
     /// State and bindings after the first commit landed everywhere and became available.

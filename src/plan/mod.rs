@@ -6,18 +6,16 @@
 
 pub mod format;
 
-use crate::catalog::{Catalog, Entry};
-use crate::model::placement::Placement;
+use crate::catalog::Catalog;
 use crate::model::placement::{PlacementType, RolloutStrategyType};
 use crate::model::Labels;
-use crate::render::cluster::{CommitRenderer, SharedManifests};
+use crate::render::cluster::{CommitRenderer, Selections, SharedManifests};
 use crate::render::ClusterTarget;
 use crate::schedule::{
     schedule_commit, ClusterDecision, Condition, Fleet, Inventory, PlacementKey, PlacementSchedule,
     Previous,
 };
-use crate::snapshot::SelectedResource;
-use crate::snapshot::{hash_value, resource_hash, select};
+use crate::snapshot::{hash_value, resource_hash};
 use serde::Serialize;
 use serde_json::Value;
 use std::cell::RefCell;
@@ -308,53 +306,6 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
         summary,
         placements,
         clusters,
-    }
-}
-
-/// The placements' selected resources in one world, selected once: the comparison of
-/// placements and of clusters both need them.
-struct Selections<'a> {
-    cat: &'a Catalog,
-    /// By the placement's index in the catalog's objects; `None` for a selection error.
-    memo: Rc<SelectionMemo>,
-}
-
-type SelectionMemo = RefCell<HashMap<usize, Option<Rc<Vec<SelectedResource>>>>>;
-
-impl<'a> Selections<'a> {
-    fn new(cat: &'a Catalog) -> Self {
-        Self {
-            cat,
-            memo: Rc::default(),
-        }
-    }
-
-    fn of(&self, entry: &Entry<Placement>) -> Option<Rc<Vec<SelectedResource>>> {
-        Self::memoised(self.cat, &self.memo, entry)
-    }
-
-    fn memoised(
-        cat: &Catalog,
-        memo: &SelectionMemo,
-        entry: &Entry<Placement>,
-    ) -> Option<Rc<Vec<SelectedResource>>> {
-        if let Some(s) = memo.borrow().get(&entry.index) {
-            return s.clone();
-        }
-        let s = select(cat, &entry.spec).ok().map(Rc::new);
-        memo.borrow_mut().insert(entry.index, s.clone());
-        s
-    }
-
-    /// A renderer of the world that shares these selections.
-    fn renderer(&self, schedule: &'a [PlacementSchedule]) -> CommitRenderer<'a> {
-        let (cat, memo) = (self.cat, self.memo.clone());
-        let select = move |e: &Entry<Placement>| Self::memoised(cat, &memo, e);
-        CommitRenderer::with_selector(self.cat, schedule, Box::new(select))
-    }
-
-    fn of_key(&self, key: &PlacementKey) -> Option<Rc<Vec<SelectedResource>>> {
-        self.of(self.cat.placement(&key.name, key.namespace.as_deref())?)
     }
 }
 

@@ -105,6 +105,55 @@ pub fn render_cluster(
         .collect()
 }
 
+/// A commit's placements' selected resources, each selected once and shared by whoever needs
+/// them: renderers of the commit, `gitfleet plan`'s comparison of placements, the daemon's
+/// snapshot bookkeeping.
+pub struct Selections<'a> {
+    cat: &'a Catalog,
+    /// By the placement's index in the catalog's objects; `None` for a selection error.
+    memo: Rc<SelectionMemo>,
+}
+
+type SelectionMemo = RefCell<HashMap<usize, Option<Rc<Vec<SelectedResource>>>>>;
+
+impl<'a> Selections<'a> {
+    pub fn new(cat: &'a Catalog) -> Self {
+        Self {
+            cat,
+            memo: Rc::default(),
+        }
+    }
+
+    /// The placement's selection; `None` for a selection error.
+    pub fn of(&self, entry: &Entry<Placement>) -> Option<Rc<Vec<SelectedResource>>> {
+        Self::memoised(self.cat, &self.memo, entry)
+    }
+
+    fn memoised(
+        cat: &Catalog,
+        memo: &SelectionMemo,
+        entry: &Entry<Placement>,
+    ) -> Option<Rc<Vec<SelectedResource>>> {
+        if let Some(s) = memo.borrow().get(&entry.index) {
+            return s.clone();
+        }
+        let s = crate::snapshot::select(cat, &entry.spec).ok().map(Rc::new);
+        memo.borrow_mut().insert(entry.index, s.clone());
+        s
+    }
+
+    /// A renderer of the world that shares these selections.
+    pub fn renderer(&self, schedule: &'a [PlacementSchedule]) -> CommitRenderer<'a> {
+        let (cat, memo) = (self.cat, self.memo.clone());
+        let select = move |e: &Entry<Placement>| Self::memoised(cat, &memo, e);
+        CommitRenderer::with_selector(self.cat, schedule, Box::new(select))
+    }
+
+    pub fn of_key(&self, key: &PlacementKey) -> Option<Rc<Vec<SelectedResource>>> {
+        self.of(self.cat.placement(&key.name, key.namespace.as_deref())?)
+    }
+}
+
 /// One placement's manifests for one cluster, shared by the clusters that render alike.
 pub type SharedManifests = Rc<Result<Vec<Manifest>, RenderError>>;
 
@@ -180,6 +229,19 @@ impl<'a> CommitRenderer<'a> {
             cache: RefCell::new(HashMap::new()),
             twin: None,
         }
+    }
+
+    /// This renderer, with no override applied (to tell what the overrides change).
+    pub fn without_overrides(mut self) -> Self {
+        self.overrides = OverrideSet::default();
+        self.sources = self.schedule.iter().map(|_| OnceCell::new()).collect();
+        self
+    }
+
+    /// The manifests the `i`-th placement of the schedule sends to `cluster` (whether or not
+    /// the schedule selected it); `None` when the commit cannot render that placement.
+    pub fn render_index(&self, i: usize, cluster: &ClusterTarget) -> Option<SharedManifests> {
+        self.render_one(i, cluster, false)
     }
 
     /// This renderer, reusing `base`'s renderings (and filling its cache) for each placement
