@@ -638,6 +638,10 @@ pub struct Row {
     pub peak_rss_kib: Option<u64>,
     /// `schedule_commit` over each kind of placement alone (one run each): where the time goes.
     pub by_policy: Vec<PolicyTime>,
+    /// The daemon's reconcile decision over the schedule (first commit, empty state), once,
+    /// after everything else (`peak_rss_kib` is read before it): its time and the work items
+    /// it produced. `None` above `REPEAT_LIMIT` pairs.
+    pub reconcile: Option<(Duration, usize)>,
 }
 
 /// The time of scheduling only the placements of one policy kind.
@@ -754,6 +758,19 @@ fn measure(spec: FleetSpec) -> Row {
         baseline_time = baseline_time.min(t);
         baseline_matches = m;
     }
+    let by_policy = by_policy(&cat, &fleet, &previous);
+    // Before the reconcile below, whose work items (manifests per cluster) dwarf the schedule.
+    let peak_rss_kib = peak_rss_kib();
+    // What the daemon does next with the schedule: render every selected cluster and decide
+    // the first rollout step.
+    // Its work items hold every cluster's manifests, so it is measured on the smaller sizes only.
+    let reconcile = (spec.placements.saturating_mul(spec.clusters) <= REPEAT_LIMIT).then(|| {
+        let out = schedule_commit(&cat, &fleet, &previous, NOW_UNIX);
+        let state = crate::daemon::state::DaemonState::default();
+        let (decision, time) =
+            timed(|| crate::daemon::reconcile::decide(&cat, "bench", &out, &fleet, &state, 0));
+        (time, decision.work.len())
+    });
     Row {
         placements: spec.placements,
         clusters: spec.clusters,
@@ -770,8 +787,9 @@ fn measure(spec: FleetSpec) -> Row {
         results: counts.0,
         selected: counts.1,
         decisions: counts.2,
-        peak_rss_kib: peak_rss_kib(),
-        by_policy: by_policy(&cat, &fleet, &previous),
+        peak_rss_kib,
+        by_policy,
+        reconcile,
     }
 }
 
@@ -977,6 +995,15 @@ impl fmt::Display for Report {
                 .map(|p| format!("{} {} ({})", p.policy, secs(p.time), p.placements))
                 .collect();
             writeln!(f, "{:>10} by policy: {}", "", parts.join(" · "))?;
+            let reconcile = match r.reconcile {
+                Some((time, work)) => format!("{}, {work} work items", secs(time)),
+                None => format!("not measured (over {REPEAT_LIMIT} placement×cluster pairs)"),
+            };
+            writeln!(
+                f,
+                "{:>10} daemon reconcile (decide on this schedule, empty state): {reconcile}",
+                ""
+            )?;
             if r.diagnostics > 0 {
                 writeln!(
                     f,
@@ -998,7 +1025,8 @@ impl fmt::Display for Report {
             f,
             "peak RSS is VmHWM (generation, analysis and scheduling together), process-wide and \
              monotonic: sizes are measured smallest first, so each row's figure is the peak of that \
-             size (or of an earlier, smaller one)."
+             size (or of an earlier, smaller one, its daemon reconcile included); it is read before \
+             the row's own daemon reconcile, whose work items hold every cluster's manifests."
         )
     }
 }
