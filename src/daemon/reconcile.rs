@@ -45,6 +45,30 @@ pub struct Work {
 }
 
 impl Work {
+    /// Apply `manifests` at `revision`; `binds` and `refresh` as in [`Action::Apply`].
+    fn apply(
+        placement: &PlacementKey,
+        cluster: &str,
+        (manifests, revision): (Vec<Manifest>, Revision),
+        strategy: Strategy,
+        resource_snapshot: String,
+        binds: bool,
+        refresh: bool,
+    ) -> Work {
+        Work {
+            placement: placement.clone(),
+            cluster: cluster.to_string(),
+            action: Action::Apply {
+                manifests,
+                revision,
+                binds,
+                refresh,
+                strategy,
+                resource_snapshot,
+            },
+        }
+    }
+
     fn remove(placement: &PlacementKey, cluster: &str, strategy: Strategy) -> Work {
         Work {
             placement: placement.clone(),
@@ -209,18 +233,17 @@ pub fn decide(
                 }
                 step.applying.push(cluster.clone());
                 let resource_snapshot = revision.rendered.clone();
-                decision.work.push(Work {
-                    placement: ps.key.clone(),
-                    cluster: cluster.clone(),
-                    action: Action::Apply {
-                        manifests,
-                        revision,
-                        binds: false,
-                        refresh: false,
-                        strategy,
-                        resource_snapshot,
-                    },
-                });
+                let rendered = (manifests, revision);
+                let work = Work::apply(
+                    &ps.key,
+                    cluster,
+                    rendered,
+                    strategy,
+                    resource_snapshot,
+                    false,
+                    false,
+                );
+                decision.work.push(work);
             }
             for cluster in prev.clusters.keys() {
                 if !ps.selected.contains(cluster) && members.contains(cluster.as_str()) {
@@ -249,14 +272,14 @@ pub fn decide(
             .values()
             .filter_map(|c| c.revision.as_ref().map(|r| r.resource_index))
             .collect();
+        let resource_snapshot = crate::snapshot::resource_hash(&resources);
         let advance = prev.resources.advance(
-            &crate::snapshot::resource_hash(&resources),
+            &resource_snapshot,
             commit,
             spec.revision_history_limit.unwrap_or(10).max(1) as u32,
             &in_use,
         );
         let resource_index = advance.index;
-        let resource_snapshot = crate::snapshot::resource_hash(&resources);
         decision.histories.insert(id.clone(), advance.history);
         let strategy = Strategy::from_rollout(Some(&spec.strategy));
         decision.abandon.insert(id.clone(), strategy.abandon);
@@ -342,22 +365,13 @@ pub fn decide(
             .map(|c| (c, true))
             .chain(plan.update.iter().map(|c| (c, false)))
         {
-            let Some(Some((manifests, revision))) = desired.remove(cluster) else {
+            let Some(Some(rendered)) = desired.remove(cluster) else {
                 continue;
             };
             step.applying.push(cluster.clone());
-            decision.work.push(Work {
-                placement: ps.key.clone(),
-                cluster: cluster.clone(),
-                action: Action::Apply {
-                    manifests,
-                    revision,
-                    binds,
-                    refresh: false,
-                    strategy,
-                    resource_snapshot: resource_snapshot.clone(),
-                },
-            });
+            let snapshot = resource_snapshot.clone();
+            let work = Work::apply(&ps.key, cluster, rendered, strategy, snapshot, binds, false);
+            decision.work.push(work);
         }
         for cluster in &plan.remove {
             step.removing.push(cluster.clone());
@@ -370,22 +384,10 @@ pub fn decide(
                 .clusters
                 .get(cluster)
                 .is_some_and(|c| c.health == BindingHealth::Pending);
-            match desired.remove(cluster) {
-                Some(Some((manifests, revision))) if pending => {
-                    decision.work.push(Work {
-                        placement: ps.key.clone(),
-                        cluster: cluster.clone(),
-                        action: Action::Apply {
-                            manifests,
-                            revision,
-                            binds: false,
-                            refresh: true,
-                            strategy,
-                            resource_snapshot: resource_snapshot.clone(),
-                        },
-                    });
-                }
-                _ => {}
+            if let Some(Some(rendered)) = desired.remove(cluster).filter(|_| pending) {
+                let snapshot = resource_snapshot.clone();
+                let work = Work::apply(&ps.key, cluster, rendered, strategy, snapshot, false, true);
+                decision.work.push(work);
             }
         }
         step.waiting = plan.waiting;
