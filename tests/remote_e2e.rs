@@ -4,12 +4,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
+use common::daemon::{await_until, Daemon};
 use common::sim::SimFleet;
 use common::{gitfleet, Repo};
 
@@ -206,68 +203,8 @@ fn a_missing_branch_on_the_remote_is_named() {
     assert!(r.stderr.contains(&remote.url()), "{}", r.stderr);
 }
 
-/// Polls `check` until it holds, failing after a generous bound (a hang, not a timing test).
-fn await_until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The daemon in the background, following a remote; killed on drop.
-struct Daemon {
-    child: Child,
-    addr: String,
-    lines: mpsc::Receiver<String>,
-}
-
+/// The webhook and liveness, as the tests use them.
 impl Daemon {
-    fn start(url: &str, sim: &SimFleet, state: &Path, secret: &Path) -> Daemon {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
-            .args(["run", "--repo", url, "--kubeconfig"])
-            .arg(&sim.kubeconfig)
-            .arg("--state-dir")
-            .arg(state)
-            // The poll is an hour away (60m): only the webhook makes the daemon fetch.
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--poll",
-                "60m",
-                "--log-format",
-                "json",
-            ])
-            .arg("--webhook-secret-file")
-            .arg(secret)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, rx) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            let line = rx
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .expect("the daemon logs its address");
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-            if let Some(a) = v["fields"]["listen"].as_str() {
-                break format!("http://{a}");
-            }
-        };
-        Daemon {
-            child,
-            addr,
-            lines: rx,
-        }
-    }
-
     fn hook(&self) {
         let status = ureq::post(&format!("{}/hooks/git", self.addr))
             .header("X-Gitlab-Token", "s3cret")
@@ -277,29 +214,8 @@ impl Daemon {
         assert_eq!(status, 202);
     }
 
-    /// Waits for a log line containing every one of `words`.
-    fn await_log(&self, words: &[&str]) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .unwrap_or_else(|_| panic!("no log line with {words:?}"));
-            if words.iter().all(|w| line.contains(w)) {
-                return line;
-            }
-        }
-    }
-
     fn alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -311,7 +227,14 @@ fn the_daemon_fetches_on_the_webhook_and_outlives_a_server_that_is_down() {
     let state = tempfile::tempdir().unwrap();
     let secret = state.path().join("secret");
     std::fs::write(&secret, "s3cret\n").unwrap();
-    let mut daemon = Daemon::start(&remote.url(), &sim, &state.path().join("state"), &secret);
+    let mut daemon = Daemon::start(
+        remote.url(),
+        &sim.kubeconfig,
+        &state.path().join("state"),
+        &secret,
+        // An hour away: only the webhook makes the daemon fetch.
+        "60m",
+    );
     await_until("the first commit on every member", || {
         ["alpha", "bravo"]
             .iter()

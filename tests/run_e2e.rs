@@ -4,10 +4,11 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::daemon::{await_until, Daemon};
 use common::sim::SimFleet;
 use common::{gitfleet, Repo};
 
@@ -151,66 +152,8 @@ fn once_rolls_a_commit_out_and_a_bad_commit_changes_nothing() {
     );
 }
 
-/// The daemon running in the background.
-struct Daemon {
-    child: Child,
-    addr: String,
-    lines: mpsc::Receiver<String>,
-}
-
+/// The status API, as a client sees it.
 impl Daemon {
-    fn start(
-        repo: &Repo,
-        sim: &SimFleet,
-        state: &std::path::Path,
-        secret: &std::path::Path,
-    ) -> Daemon {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
-            .args(["run", "--repo"])
-            .arg(repo.path())
-            .arg("--kubeconfig")
-            .arg(&sim.kubeconfig)
-            .arg("--state-dir")
-            .arg(state)
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--poll",
-                "1m",
-                "--log-format",
-                "json",
-            ])
-            .arg("--webhook-secret-file")
-            .arg(secret)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, rx) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut addr = None;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while addr.is_none() {
-            let line = rx
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .expect("the daemon logs its address");
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-            if let Some(a) = v["fields"]["listen"].as_str() {
-                addr = Some(format!("http://{a}"));
-            }
-        }
-        Daemon {
-            child,
-            addr: addr.unwrap(),
-            lines: rx,
-        }
-    }
-
     fn get(&self, path: &str) -> (u16, String) {
         match ureq::get(&format!("{}{path}", self.addr)).call() {
             Ok(mut r) => (r.status().as_u16(), r.body_mut().read_to_string().unwrap()),
@@ -232,22 +175,6 @@ impl Daemon {
     }
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Polls `check` until it holds, failing after a generous bound (a hang, not a timing test).
-fn await_until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn the_daemon_follows_pushes_serves_status_and_stops_on_sigterm() {
     let sim = SimFleet::start(FLEET);
@@ -255,7 +182,13 @@ fn the_daemon_follows_pushes_serves_status_and_stops_on_sigterm() {
     let state = tempfile::tempdir().unwrap();
     let secret = state.path().join("secret");
     std::fs::write(&secret, "s3cret\n").unwrap();
-    let daemon = Daemon::start(&repo, &sim, &state.path().join("state"), &secret);
+    let daemon = Daemon::start(
+        repo.path(),
+        &sim.kubeconfig,
+        &state.path().join("state"),
+        &secret,
+        "1m",
+    );
 
     await_until("the first commit on every member", || {
         ["alpha", "bravo", "charlie"]
@@ -517,17 +450,8 @@ fn sigkill_mid_rollout_resumes_where_it_was() {
     repo.commit("web 2");
     let secret = state.path().join("secret");
     std::fs::write(&secret, "s").unwrap();
-    let mut daemon = Daemon::start(&repo, &sim, state.path(), &secret);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let line = daemon
-            .lines
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("a rollout step");
-        if line.contains("rollout step") {
-            break;
-        }
-    }
+    let mut daemon = Daemon::start(repo.path(), &sim.kubeconfig, state.path(), &secret, "1m");
+    daemon.await_log(&["rollout step"]);
     daemon.child.kill().unwrap();
     daemon.child.wait().unwrap();
     let updated_before: Vec<&str> = ["alpha", "bravo", "charlie"]

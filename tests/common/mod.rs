@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod daemon;
 pub mod sim;
 
 pub struct Repo {

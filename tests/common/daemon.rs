@@ -1,0 +1,96 @@
+//! `gitfleet run` in the background for the end-to-end tests: started with a JSON log and a
+//! status API on a free port, its address read from the log, killed on drop.
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub struct Daemon {
+    pub child: Child,
+    /// `http://host:port` of the status API.
+    pub addr: String,
+    /// Its log lines (JSON), as they come.
+    pub lines: mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    /// `gitfleet run --repo <repo>` against the members of `kubeconfig`, polling every `poll`,
+    /// with the webhook secret in `secret`.
+    pub fn start(
+        repo: impl AsRef<OsStr>,
+        kubeconfig: &Path,
+        state: &Path,
+        secret: &Path,
+        poll: &str,
+    ) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+            .args(["run", "--repo"])
+            .arg(repo)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--state-dir")
+            .arg(state)
+            .args(["--listen", "127.0.0.1:0", "--poll", poll])
+            .args(["--log-format", "json", "--webhook-secret-file"])
+            .arg(secret)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            let line = rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("the daemon logs its address");
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            if let Some(a) = v["fields"]["listen"].as_str() {
+                break format!("http://{a}");
+            }
+        };
+        Daemon {
+            child,
+            addr,
+            lines: rx,
+        }
+    }
+
+    /// Waits for a log line containing every one of `words`.
+    pub fn await_log(&self, words: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|_| panic!("no log line with {words:?}"));
+            if words.iter().all(|w| line.contains(w)) {
+                return line;
+            }
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `check` until it holds, failing after a generous bound (a hang, not a timing test).
+pub fn await_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
