@@ -16,7 +16,7 @@ use super::clock;
 use super::discovery;
 use super::faults::FaultState;
 use super::fleet_file::{Faults, MemberSpec};
-use super::patch::PatchType;
+use super::patch::{strip_directives, PatchType};
 use super::protobuf::{self, ProtobufError};
 use super::schema;
 use super::status::ApiError;
@@ -567,18 +567,6 @@ fn check_patch_fields(
         ),
         _ => schema::strict_error(&rt.version, &rt.kind, &unknown),
     })
-}
-
-/// Drops strategic-merge directives (`$patch`, `$setElementOrder/…`, `$retainKeys`, …).
-fn strip_directives(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.retain(|k, _| !k.starts_with('$'));
-            m.values_mut().for_each(strip_directives);
-        }
-        Value::Array(a) => a.iter_mut().for_each(strip_directives),
-        _ => {}
-    }
 }
 
 /// A request body as JSON, by its content type: JSON, YAML or Kubernetes protobuf.

@@ -155,7 +155,8 @@ fn merge_list(target: &mut Vec<Value>, patch: &[Value], keys: &[&str]) {
     }
 }
 
-fn strip_directives(v: &mut Value) {
+/// Drops strategic-merge directives (`$patch`, `$setElementOrder/…`, `$retainKeys`, …).
+pub(super) fn strip_directives(v: &mut Value) {
     match v {
         Value::Object(m) => {
             m.retain(|k, _| !k.starts_with('$'));

@@ -251,14 +251,7 @@ fn adopt_orphans(
             .unwrap_or_default();
         refs.push(owner_ref(owner, api_version, kind));
         new["metadata"]["ownerReferences"] = json!(refs);
-        let av = old["apiVersion"].as_str().unwrap_or("v1").to_string();
-        record_update(
-            Some(&old),
-            &mut new,
-            &writer(CONTROLLER, &av, None, now),
-            true,
-        );
-        store.put(key, new);
+        write_update(store, key, &old, new, CONTROLLER, None, now);
     }
 }
 
@@ -353,14 +346,7 @@ fn set_status(
     }
     let mut new = old.clone();
     new["status"] = status;
-    let av = old["apiVersion"].as_str().unwrap_or("v1").to_string();
-    record_update(
-        Some(old),
-        &mut new,
-        &writer(manager, &av, Some("status"), now),
-        true,
-    );
-    store.put(key.clone(), new);
+    write_update(store, key.clone(), old, new, manager, Some("status"), now);
 }
 
 fn set_replicas(store: &mut Store, key: &ObjKey, old: &Value, replicas: i64, now: &str) {
@@ -371,14 +357,28 @@ fn set_replicas(store: &mut Store, key: &ObjKey, old: &Value, replicas: i64, now
     new["spec"]["replicas"] = json!(replicas);
     let g = old["metadata"]["generation"].as_i64().unwrap_or(1);
     new["metadata"]["generation"] = json!(g + 1);
+    write_update(store, key.clone(), old, new, CONTROLLER, None, now);
+}
+
+/// Stores `new`, `manager`'s update of `old` (through `subresource`, if any), with its managed
+/// fields recorded as the API server records them.
+fn write_update(
+    store: &mut Store,
+    key: ObjKey,
+    old: &Value,
+    mut new: Value,
+    manager: &str,
+    subresource: Option<&str>,
+    now: &str,
+) {
     let av = old["apiVersion"].as_str().unwrap_or("v1").to_string();
     record_update(
         Some(old),
         &mut new,
-        &writer(CONTROLLER, &av, None, now),
+        &writer(manager, &av, subresource, now),
         true,
     );
-    store.put(key.clone(), new);
+    store.put(key, new);
 }
 
 fn int(v: &Value) -> i64 {
@@ -523,14 +523,7 @@ fn set_annotation(
         new["metadata"]["annotations"] = json!({});
     }
     new["metadata"]["annotations"][name] = json!(value);
-    let av = old["apiVersion"].as_str().unwrap_or("v1").to_string();
-    record_update(
-        Some(old),
-        &mut new,
-        &writer(CONTROLLER, &av, None, now),
-        true,
-    );
-    store.put(key.clone(), new);
+    write_update(store, key.clone(), old, new, CONTROLLER, None, now);
 }
 
 fn deployment_status(store: &mut Store, key: &ObjKey, d: &Value, now: &str) {
