@@ -511,18 +511,28 @@ fn sim_fleet(names: &[String], nodes: &str) -> gitfleet::sim::FleetFile {
     serde_yaml::from_str(&text).expect("fleet file")
 }
 
-fn latency(rt: &tokio::runtime::Runtime, commits: usize) -> Result<()> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let names: Vec<String> = (0..LATENCY_MEMBERS).map(|i| format!("m-{i:02}")).collect();
+/// Simulated members `names` (two 8-core nodes each) and a kubeconfig for them in `dir`.
+fn start_members(
+    rt: &tokio::runtime::Runtime,
+    names: &[String],
+    dir: &Path,
+) -> Result<(gitfleet::sim::RunningFleet, PathBuf)> {
     let sim = rt
         .block_on(gitfleet::sim::start(
-            sim_fleet(&names, "{count: 2, cpu: '8', memory: 32Gi}"),
+            sim_fleet(names, "{count: 2, cpu: '8', memory: 32Gi}"),
             gitfleet::sim::StartOptions::default(),
         ))
         .map_err(|e| e.to_string())?;
-    let kubeconfig = dir.path().join("kubeconfig");
+    let kubeconfig = dir.join("kubeconfig");
     sim.write_kubeconfig(&kubeconfig)
         .map_err(|e| e.to_string())?;
+    Ok((sim, kubeconfig))
+}
+
+fn latency(rt: &tokio::runtime::Runtime, commits: usize) -> Result<()> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let names: Vec<String> = (0..LATENCY_MEMBERS).map(|i| format!("m-{i:02}")).collect();
+    let (sim, kubeconfig) = start_members(rt, &names, dir.path())?;
     let members = MemberClient::of(&sim);
 
     // Baseline first, in its own namespace, so that it never touches the daemon's objects.
@@ -702,15 +712,7 @@ fn idle(rt: &tokio::runtime::Runtime, window: Duration) -> Result<()> {
     let (placements, clusters) = IDLE_FLEET;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let (names, texts) = idle_files(placements, clusters);
-    let sim = rt
-        .block_on(gitfleet::sim::start(
-            sim_fleet(&names, "{count: 2, cpu: '8', memory: 32Gi}"),
-            gitfleet::sim::StartOptions::default(),
-        ))
-        .map_err(|e| e.to_string())?;
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig)
-        .map_err(|e| e.to_string())?;
+    let (sim, kubeconfig) = start_members(rt, &names, dir.path())?;
     let repos = Repos::create(dir.path(), &texts)?;
     let head = git(&repos.work, &["rev-parse", "HEAD"])?;
     let started = Instant::now();
