@@ -189,6 +189,20 @@ pub struct Daemon<D: Deliverer> {
     pub metrics: Arc<metrics::Metrics>,
     /// The last head reconciled, to count new commits once.
     last_head: Option<String>,
+    /// The last commits analyzed (see [`Daemon::analyzed`]), oldest first, at most two.
+    analyzed: Vec<Arc<Analyzed>>,
+    /// The schedule last saved to the store, as the next reconcile's previous results.
+    previous: Option<crate::schedule::Previous>,
+}
+
+/// One commit read from the repository and analyzed.
+struct Analyzed {
+    /// The id it was asked for.
+    requested: String,
+    /// Its full id.
+    commit: String,
+    cat: crate::catalog::Catalog,
+    diags: Vec<crate::catalog::Diagnostic>,
 }
 
 impl<D: Deliverer> Daemon<D> {
@@ -209,6 +223,8 @@ impl<D: Deliverer> Daemon<D> {
             status,
             metrics: Arc::new(metrics::Metrics::default()),
             last_head: None,
+            analyzed: Vec::new(),
+            previous: None,
         })
     }
 
@@ -227,9 +243,31 @@ impl<D: Deliverer> Daemon<D> {
         result
     }
 
-    async fn reconcile_inner(&mut self, head: &str) -> Result<Option<Duration>> {
-        let files = crate::source::read_commit(&self.opts.repo, head, &self.opts.path)?;
+    /// The commit `id` read and analyzed, kept for the next reconciles: a commit never changes,
+    /// and a rollout reconciles the same one many times (every 500 ms while it waits for
+    /// availability). The head and, behind a rejected head, the last good commit are kept.
+    fn analyzed(&mut self, id: &str) -> Result<Arc<Analyzed>> {
+        if let Some(a) = self.analyzed.iter().find(|a| a.requested == id) {
+            return Ok(a.clone());
+        }
+        let files = crate::source::read_commit(&self.opts.repo, id, &self.opts.path)?;
         let (cat, diags) = crate::analyze(&files.files);
+        let a = Arc::new(Analyzed {
+            requested: id.to_string(),
+            commit: files.commit,
+            cat,
+            diags,
+        });
+        if self.analyzed.len() == 2 {
+            self.analyzed.remove(0);
+        }
+        self.analyzed.push(a.clone());
+        Ok(a)
+    }
+
+    async fn reconcile_inner(&mut self, head: &str) -> Result<Option<Duration>> {
+        let analyzed = self.analyzed(head)?;
+        let diags = &analyzed.diags;
         let commit = if diags.is_empty() {
             self.state.rejected = None;
             head.to_string()
@@ -257,20 +295,19 @@ impl<D: Deliverer> Daemon<D> {
                 _ => return Ok(None),
             }
         };
-        let (cat, files) = if commit == head {
-            (cat, files)
+        let analyzed = if commit == head {
+            analyzed
         } else {
-            let files = crate::source::read_commit(&self.opts.repo, &commit, &self.opts.path)?;
-            let (cat, _) = crate::analyze(&files.files);
-            (cat, files)
+            self.analyzed(&commit)?
         };
-        let commit = files.commit.clone();
+        let cat = &analyzed.cat;
+        let commit = analyzed.commit.clone();
         if self.state.serving.as_deref() != Some(commit.as_str()) {
             tracing::info!(commit = %commit, "serving new commit");
         }
         self.state.serving = Some(commit.clone());
 
-        let members = members_of(&[&cat]);
+        let members = members_of(&[cat]);
         let inventory = collect(&members, &self.opts.kubeconfig, &self.opts.probe)
             .await
             .context("cannot probe the members")?;
@@ -285,16 +322,21 @@ impl<D: Deliverer> Daemon<D> {
         }
         let now = now_unix();
         let eligible = self.state.remember_probe(&inventory, now);
-        let fleet = Fleet::build(&cat, Some(&eligible));
-        let (_, previous) = self.store.load_schedule()?;
-        let mut schedule = schedule_commit(&cat, &fleet, &previous, now as i64);
-        let decision = reconcile::decide(&cat, &commit, &schedule, &fleet, &self.state, now);
+        let fleet = Fleet::build(cat, Some(&eligible));
+        // The last reconcile's results, kept in memory; read from the store after a restart or
+        // a failed reconcile.
+        let previous = match self.previous.take() {
+            Some(p) => p,
+            None => self.store.load_schedule()?.1,
+        };
+        let mut schedule = schedule_commit(cat, &fleet, &previous, now as i64);
+        let decision = reconcile::decide(cat, &commit, &schedule, &fleet, &self.state, now);
         for s in &decision.steps {
             if !s.applying.is_empty() || !s.removing.is_empty() {
                 tracing::info!(placement = %s.placement, applying = ?s.applying, removing = ?s.removing, waiting = ?s.waiting, "rollout step");
             }
         }
-        let contexts = crate::members::member_targets(&cat)
+        let contexts = crate::members::member_targets(cat)
             .into_iter()
             .map(|t| (t.name, t.context))
             .collect();
@@ -357,6 +399,7 @@ impl<D: Deliverer> Daemon<D> {
         // Bindings first: a crash between the two writes re-applies one step (idempotent), it
         // never forgets one.
         self.store.save_schedule(&commit, &schedule)?;
+        self.previous = Some(schedule.iter().map(|p| (p.key.id(), p.clone())).collect());
         self.state.save(&self.opts.state_dir)?;
 
         let unsettled = decision
