@@ -1,0 +1,216 @@
+//! deploy/: the Kustomize base renders with kubectl's kustomize, the Helm chart passes `helm lint`,
+//! and with matching values `helm template` renders the same objects as Kustomize (the Namespace
+//! aside: Helm makes it with `--create-namespace`). The pods follow the restricted Pod Security
+//! profile and the RBAC stays inside gitfleet's namespace.
+//!
+//! helm comes from `go install helm.sh/helm/v3/cmd/helm` (`.ci/run` installs it). Without it the
+//! Helm checks say they were skipped, unless `GITFLEET_REQUIRE_TOOLS=1` (CI) makes that a failure.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run(program: &Path, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap_or_else(|e| panic!("{} runs: {e}", program.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed:\n{}{}",
+        program.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The objects of a YAML stream, by `Kind/name`.
+fn objects(yaml: &str) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let v: Value = serde::Deserialize::deserialize(doc).expect("rendered YAML parses");
+        if v.is_null() {
+            continue;
+        }
+        let key = format!(
+            "{}/{}",
+            v["kind"].as_str().unwrap(),
+            v["metadata"]["name"].as_str().unwrap()
+        );
+        assert!(out.insert(key.clone(), v).is_none(), "{key} rendered twice");
+    }
+    out
+}
+
+fn kustomize(dir: &str) -> BTreeMap<String, Value> {
+    objects(&run(Path::new("kubectl"), &["kustomize", dir]))
+}
+
+fn helm() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("GITFLEET_HELM").map(PathBuf::from),
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gitfleet/tools/bin/helm")),
+        Some(PathBuf::from("helm")),
+    ];
+    let found = candidates.into_iter().flatten().find(|p| {
+        Command::new(p)
+            .arg("version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("GITFLEET_REQUIRE_TOOLS").as_deref() != Ok("1"),
+            "helm is required (GITFLEET_REQUIRE_TOOLS=1): go install helm.sh/helm/v3/cmd/helm@v3.22.0"
+        );
+        eprintln!(
+            "SKIPPED: the Helm chart checks need helm \
+             (GOBIN=~/.cache/gitfleet/tools/bin go install helm.sh/helm/v3/cmd/helm@v3.22.0)"
+        );
+    }
+    found
+}
+
+fn deployment(objs: &BTreeMap<String, Value>) -> &Value {
+    &objs["Deployment/gitfleet"]
+}
+
+#[test]
+fn kustomize_base_runs_two_restricted_replicas_with_namespaced_rbac() {
+    let objs = kustomize("deploy/kustomize/base");
+    let kinds: Vec<&str> = objs.keys().map(|k| k.split('/').next().unwrap()).collect();
+    for kind in [
+        "Namespace",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} missing: {kinds:?}");
+    }
+    // Nothing cluster-wide: the daemon only needs its own namespace's Lease and ConfigMaps.
+    assert!(!kinds.iter().any(|k| k.starts_with("Cluster")), "{kinds:?}");
+    for (key, obj) in &objs {
+        if !key.starts_with("Namespace/") {
+            assert_eq!(obj["metadata"]["namespace"], "gitfleet", "{key}");
+        }
+    }
+    let role = &objs["Role/gitfleet"];
+    let resources: Vec<&str> = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["resources"].as_array().unwrap())
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(resources, ["leases", "configmaps", "events"]);
+
+    let deploy = deployment(&objs);
+    assert_eq!(deploy["spec"]["replicas"], 2);
+    let pod = &deploy["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let container = &pod["containers"][0];
+    let sc = &container["securityContext"];
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    // The members' kubeconfig comes from a Secret, read-only.
+    let members = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "members")
+        .expect("members volume");
+    assert_eq!(members["secret"]["secretName"], "gitfleet-members");
+    // The PDB keeps one replica through voluntary disruptions.
+    assert_eq!(
+        objs["PodDisruptionBudget/gitfleet"]["spec"]["maxUnavailable"],
+        1
+    );
+}
+
+#[test]
+fn components_add_credentials_as_files_never_as_values() {
+    let objs = kustomize("deploy/kustomize/overlays/example");
+    let container = &deployment(&objs)["spec"]["template"]["spec"]["containers"][0];
+    let env: BTreeMap<&str, &Value> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e))
+        .collect();
+    for name in [
+        "GITFLEET_GIT_SSH_KEY_FILE",
+        "GITFLEET_GIT_KNOWN_HOSTS_FILE",
+        "GITFLEET_WEBHOOK_SECRET_FILE",
+        "GITFLEET_TRUSTED_SIGNERS",
+    ] {
+        let value = env[name]["value"].as_str().unwrap();
+        assert!(value.starts_with("/etc/gitfleet/"), "{name}={value}");
+    }
+    assert_eq!(
+        objs["ConfigMap/gitfleet-config"]["data"]["GITFLEET_REPO"],
+        "ssh://git@git.example.com/platform/fleet.git"
+    );
+}
+
+#[test]
+fn helm_chart_lints_and_renders_what_kustomize_renders() {
+    let Some(helm) = helm() else { return };
+    let lint = run(&helm, &["lint", "deploy/helm/gitfleet"]);
+    assert!(lint.contains("0 chart(s) failed"), "{lint}");
+    let cases: [(&str, &[&str]); 2] = [
+        ("deploy/kustomize/base", &[]),
+        (
+            "deploy/kustomize/overlays/example",
+            &[
+                "--set",
+                "git.sshSecret=gitfleet-git-ssh,webhookSecret=gitfleet-webhook,trustConfigMap=gitfleet-trust",
+                "--set",
+                "repository.url=ssh://git@git.example.com/platform/fleet.git",
+            ],
+        ),
+    ];
+    for (dir, set) in cases {
+        let mut want = kustomize(dir);
+        want.remove("Namespace/gitfleet");
+        let mut args = vec![
+            "template",
+            "gitfleet",
+            "deploy/helm/gitfleet",
+            "--namespace",
+            "gitfleet",
+        ];
+        args.extend_from_slice(set);
+        let got = objects(&run(&helm, &args));
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{dir}"
+        );
+        for (key, obj) in &want {
+            assert_eq!(
+                &got[key], obj,
+                "{dir}: {key} differs between Helm and Kustomize"
+            );
+        }
+    }
+}
