@@ -168,19 +168,18 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
         let daemon = Daemon::open(opts, deliverer)?;
         let status = daemon.status.clone();
         let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let listener = tokio::net::TcpListener::bind(args.listen)
+        let listener = crate::daemon::server::bind(args.listen)
             .await
-            .with_context(|| format!("cannot listen on {} (use --listen)", args.listen))?;
-        let server = format!("http://{}", listener.local_addr()?);
-        tokio::spawn(crate::daemon::server::serve(
-            listener,
-            status.clone(),
-            daemon.metrics.clone(),
-            None,
-            wake_tx,
-            stop_rx,
-        ));
+            .context("use --listen to pick another address")?;
+        let api = crate::daemon::server::Api {
+            status: status.clone(),
+            metrics: daemon.metrics.clone(),
+            webhook_secret: None,
+            wake: wake_tx,
+        };
+        let mut http =
+            crate::daemon::server::spawn(listener, api, crate::daemon::server::Limits::default())?;
+        let server = format!("http://{}", http.local_addr());
         println!("gitfleet quickstart");
         println!("  fleet repository  {}  (branch main)", repo.display());
         println!(
@@ -227,14 +226,18 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             })
         };
         let result = daemon
-            .run(wake_rx, async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
+            .run(
+                wake_rx,
+                http.or_ended(async {
+                    let _ = tokio::signal::ctrl_c().await;
+                }),
+            )
             .await;
         printer.abort();
-        let _ = stop_tx.send(true);
+        let served = http.finish().await;
         sim.shutdown().await;
         result?;
+        served?;
         println!(
             "stopped; the repository and state stay in {}",
             dir.display()

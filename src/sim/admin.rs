@@ -15,8 +15,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::fleet_file::FaultsUpdate;
+use super::http::{Request, Response};
 use super::member::Member;
-use crate::http::{Request, Response};
 
 pub fn describe(m: &Member) -> Value {
     let (faults, injected) = {

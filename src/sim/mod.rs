@@ -47,6 +47,7 @@ pub mod discovery;
 pub mod faults;
 pub mod fields;
 pub mod fleet_file;
+pub mod http;
 pub mod kubeconfig;
 pub mod member;
 pub mod patch;
@@ -65,7 +66,6 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::http;
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::watch;

@@ -6,10 +6,10 @@ use serde_json::{json, Value};
 
 use super::clock;
 use super::fleet_file::{MemberSpec, NodeGroup};
+use super::http::{Body, Request, Response};
 use super::member::{handle, Member};
 use super::seed;
 use super::store::{ObjKey, LOG_CAPACITY};
-use crate::http::{Body, Request, Response};
 
 const TOKEN: &str = "tok";
 

@@ -1,5 +1,5 @@
-//! A small HTTP/1.1 server on tokio, shared by the simulator's members and admin endpoint and
-//! the daemon's status API; enough for what kube-rs (hyper) and kubectl (Go net/http) send:
+//! A small HTTP/1.1 server on tokio for the simulator's members and admin endpoint; enough for
+//! what kube-rs (hyper) and kubectl (Go net/http) send:
 //! keep-alive connections, `Content-Length` and chunked request bodies, full responses and
 //! chunked streaming responses (watch) that flush each chunk. No TLS, no HTTP/2, no compression.
 
