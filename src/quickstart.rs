@@ -136,10 +136,13 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             fleet,
             crate::sim::StartOptions {
                 admin: Some("127.0.0.1:0".parse().expect("an address")),
+                admin_token: None,
             },
         )
         .await?;
         sim.write_kubeconfig(&kubeconfig)?;
+        let admin_token = crate::sim::admin_token_path(&kubeconfig);
+        sim.write_admin_token(&admin_token)?;
         let admin = sim
             .admin_addr()
             .map(|a| format!("http://{a}"))
@@ -187,7 +190,10 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             sim.members().len(),
             kubeconfig.display()
         );
-        println!("  fault injection   {admin}/members");
+        println!(
+            "  fault injection   curl -H \"Authorization: Bearer $(cat '{}')\" {admin}/members",
+            admin_token.display()
+        );
         println!("  status            gitfleet status --server {server}");
         println!();
         println!("Try a change: in another terminal,");

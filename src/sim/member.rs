@@ -137,7 +137,12 @@ pub async fn listen(member: Arc<Member>, first: TcpListener, mut shutdown: watch
         listener = Some(l);
         if let Some(Ok((stream, _))) = accepted {
             let rx = member.stopped.subscribe();
-            tokio::spawn(http::serve_connection(stream, handler.clone(), rx));
+            tokio::spawn(http::serve_connection(
+                stream,
+                handler.clone(),
+                rx,
+                http::Limits::default(),
+            ));
         }
     }
 }
