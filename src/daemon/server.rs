@@ -631,6 +631,48 @@ mod tests {
         assert_eq!(reader.await.unwrap(), "");
     }
 
+    /// Past the connection cap a client waits in the backlog: answered only once a connection
+    /// closes. (The "not yet" half waits 300 ms: a broken cap could slip through it on a very
+    /// slow machine, a working one never fails it.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn clients_past_the_connection_cap_wait_for_a_free_connection() {
+        let (server, addr) = start(Limits {
+            connections: 1,
+            ..Limits::default()
+        });
+        let got = tokio::task::spawn_blocking(move || {
+            let ask = |s: &mut std::net::TcpStream| {
+                s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            };
+            let mut first = std::net::TcpStream::connect(addr).unwrap();
+            ask(&mut first);
+            let mut buf = [0u8; 1024];
+            let n = first.read(&mut buf).unwrap();
+            assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+            // `first` is kept alive and holds the only connection.
+            let mut second = std::net::TcpStream::connect(addr).unwrap();
+            ask(&mut second);
+            second
+                .set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            let early = second.read(&mut buf);
+            assert!(
+                matches!(&early, Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)),
+                "answered past the cap: {early:?}"
+            );
+            drop(first);
+            second
+                .set_read_timeout(Some(Duration::from_secs(30)))
+                .unwrap();
+            let n = second.read(&mut buf).unwrap();
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        })
+        .await
+        .unwrap();
+        assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+        server.finish().await.unwrap();
+    }
+
     /// A server task that dies stops the daemon: the loop's shutdown future resolves, and
     /// `finish` says what happened.
     #[tokio::test]
