@@ -147,9 +147,13 @@ pub struct SimArgs {
     #[arg(long)]
     pub kubeconfig_out: Option<PathBuf>,
     /// Serve the admin endpoint (fault injection: latency, errors, down/up) on this address,
-    /// e.g. 127.0.0.1:0.
+    /// e.g. 127.0.0.1:0. Every admin request needs `Authorization: Bearer <admin token>`.
     #[arg(long)]
     pub admin: Option<std::net::SocketAddr>,
+    /// The admin endpoint's token (default: a random one). It is written to
+    /// `<kubeconfig-out>.admin-token` (mode 0600), or printed without --kubeconfig-out.
+    #[arg(long, env = "GITFLEET_SIM_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
 }
 
 const PLAN_EXIT_CODES: &str = "\
@@ -417,6 +421,7 @@ fn sim(args: SimArgs) -> Result<ExitCode> {
         fleet: args.fleet,
         kubeconfig_out: args.kubeconfig_out,
         admin: args.admin,
+        admin_token: args.admin_token,
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,6 @@ pub mod cli;
 pub mod daemon;
 pub mod daemon_client;
 pub mod follow;
-pub mod http;
 pub mod members;
 pub mod model;
 pub mod plan;

@@ -136,10 +136,13 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             fleet,
             crate::sim::StartOptions {
                 admin: Some("127.0.0.1:0".parse().expect("an address")),
+                admin_token: None,
             },
         )
         .await?;
         sim.write_kubeconfig(&kubeconfig)?;
+        let admin_token = crate::sim::admin_token_path(&kubeconfig);
+        sim.write_admin_token(&admin_token)?;
         let admin = sim
             .admin_addr()
             .map(|a| format!("http://{a}"))
@@ -168,19 +171,18 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
         let daemon = Daemon::open(opts, deliverer)?;
         let status = daemon.status.clone();
         let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let listener = tokio::net::TcpListener::bind(args.listen)
+        let listener = crate::daemon::server::bind(args.listen)
             .await
-            .with_context(|| format!("cannot listen on {} (use --listen)", args.listen))?;
-        let server = format!("http://{}", listener.local_addr()?);
-        tokio::spawn(crate::daemon::server::serve(
-            listener,
-            status.clone(),
-            daemon.metrics.clone(),
-            None,
-            wake_tx,
-            stop_rx,
-        ));
+            .context("use --listen to pick another address")?;
+        let api = crate::daemon::server::Api {
+            status: status.clone(),
+            metrics: daemon.metrics.clone(),
+            webhook_secret: None,
+            wake: wake_tx,
+        };
+        let mut http =
+            crate::daemon::server::spawn(listener, api, crate::daemon::server::Limits::default())?;
+        let server = format!("http://{}", http.local_addr());
         println!("gitfleet quickstart");
         println!("  fleet repository  {}  (branch main)", repo.display());
         println!(
@@ -188,7 +190,10 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             sim.members().len(),
             kubeconfig.display()
         );
-        println!("  fault injection   {admin}/members");
+        println!(
+            "  fault injection   curl -H \"Authorization: Bearer $(cat '{}')\" {admin}/members",
+            admin_token.display()
+        );
         println!("  status            gitfleet status --server {server}");
         println!();
         println!("Try a change: in another terminal,");
@@ -227,14 +232,18 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             })
         };
         let result = daemon
-            .run(wake_rx, async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
+            .run(
+                wake_rx,
+                http.or_ended(async {
+                    let _ = tokio::signal::ctrl_c().await;
+                }),
+            )
             .await;
         printer.abort();
-        let _ = stop_tx.send(true);
+        let served = http.finish().await;
         sim.shutdown().await;
         result?;
+        served?;
         println!(
             "stopped; the repository and state stay in {}",
             dir.display()

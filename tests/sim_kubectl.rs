@@ -1339,6 +1339,7 @@ fn the_example_fleet_matches_the_sample_inventory() {
     )
     .unwrap();
     let members = ureq::get(&format!("{}/members", sim.admin))
+        .header("authorization", sim.admin_auth())
         .call()
         .unwrap()
         .body_mut()
@@ -1414,6 +1415,68 @@ fn unknown_fields_of_built_in_kinds_are_refused() {
     sim.apply("alpha", WIDGET_CRD, &[]);
     sim.apply("alpha", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: default}\nspek: {size: 1}\n", &[]);
     assert_eq!(sim.get_json("alpha", &["widget", "w"])["spek"]["size"], 1);
+}
+
+/// The admin endpoint hands out member tokens and takes members down: without its own token
+/// (generated at start and written beside the kubeconfig, mode 0600, or given with
+/// `--admin-token`) every request is refused, and the refusal leaks no member token.
+#[test]
+fn the_admin_endpoint_needs_its_own_token() {
+    let sim = start();
+    let file = sim.dir.path().join("kubeconfig.admin-token");
+    assert!(
+        sim.banner
+            .contains(&format!("admin token file: {}", file.display())),
+        "{}",
+        sim.banner
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let member_token = sim.member("alpha")["token"].as_str().unwrap().to_string();
+    let call = |method: &str, path: &str, auth: Option<&str>| {
+        let url = format!("{}{path}", sim.admin);
+        let mut req = ureq::http::Request::builder().method(method).uri(&url);
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .new_agent();
+        let mut r = agent
+            .run(req.body(r#"{"down": true}"#.to_string()).unwrap())
+            .unwrap();
+        (r.status().as_u16(), r.body_mut().read_to_string().unwrap())
+    };
+    for auth in [None, Some("Bearer wrong"), Some(member_token.as_str())] {
+        for (method, path) in [
+            ("GET", "/members"),
+            ("GET", "/members/alpha"),
+            ("GET", "/healthz"),
+            ("POST", "/members/alpha/faults"),
+        ] {
+            let (code, body) = call(method, path, auth);
+            assert_eq!(code, 401, "{method} {path} with {auth:?}: {body}");
+            assert!(!body.contains(&member_token), "{body}");
+        }
+    }
+    // Nothing was changed by the refused POSTs.
+    assert_eq!(sim.member("alpha")["faults"]["down"], false);
+    let (code, body) = call("GET", "/members", Some(&sim.admin_auth()));
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(&member_token));
+
+    // A token given on the command line is the one required.
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet.yaml");
+    std::fs::write(&fleet, FLEET).unwrap();
+    let chosen = SimFleet::start_args(&fleet, dir, &["--admin-token", "chosen-token"]);
+    assert_eq!(chosen.admin_token, "chosen-token");
+    assert_eq!(chosen.member("alpha")["name"], "alpha");
 }
 
 /// Faults given in the fleet file are in force from the start, and the admin endpoint lifts

@@ -141,26 +141,22 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     runtime.block_on(async move {
         let daemon = Daemon::open(opts, deliverer)?;
         let status = daemon.status.clone();
-        let metrics = daemon.metrics.clone();
         let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
-        let bound = listener.local_addr()?;
-        tracing::info!(listen = %bound, repo = %crate::follow::remote::redacted(&args.repo), branch = %args.branch, "gitfleet run: following the branch");
-        let server = tokio::spawn(super::server::serve(
-            listener,
-            status.clone(),
-            metrics,
-            webhook_secret,
-            wake_tx,
-            stop_rx,
-        ));
-        let result = daemon.run(wake_rx, shutdown_signal()).await;
-        let _ = stop_tx.send(true);
-        let _ = server.await;
+        let listener = super::server::bind(args.listen).await?;
+        let api = super::server::Api {
+            status: status.clone(),
+            metrics: daemon.metrics.clone(),
+            webhook_secret: webhook_secret.map(Arc::from),
+            wake: wake_tx,
+        };
+        let mut server = super::server::spawn(listener, api, super::server::Limits::default())?;
+        tracing::info!(listen = %server.local_addr(), repo = %crate::follow::remote::redacted(&args.repo), branch = %args.branch, "gitfleet run: following the branch");
+        let result = daemon
+            .run(wake_rx, server.or_ended(shutdown_signal()))
+            .await;
+        let served = server.finish().await;
         result?;
+        served?;
         let st = status.lock().unwrap();
         let failed = st.rejected.is_some()
             || st

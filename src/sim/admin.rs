@@ -1,5 +1,8 @@
 //! The admin endpoint: a loopback HTTP port to look at the members and change their faults at
-//! run time.
+//! run time. It hands out member tokens and can take members down, so every request, `/healthz`
+//! included, must carry the endpoint's own token, `Authorization: Bearer <token>` (401
+//! otherwise); `gitfleet sim` generates it at start (or takes `--admin-token`) and writes it
+//! beside the kubeconfig.
 //!
 //! - `GET /members` lists members: name, context, server, token, faults, injected error count.
 //! - `GET /members/{name}` shows one.
@@ -15,8 +18,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::fleet_file::FaultsUpdate;
+use super::http::{Request, Response};
 use super::member::Member;
-use crate::http::{Request, Response};
 
 pub fn describe(m: &Member) -> Value {
     let (faults, injected) = {
@@ -68,6 +71,29 @@ fn problem(code: u16, message: impl Into<String>) -> Response {
     Response::json(code, &json!({"error": message.into()}))
 }
 
+/// Lets `req` through when it carries `token` as its bearer token.
+pub fn authorize(token: &str, req: &Request) -> Result<(), Response> {
+    use sha2::{Digest, Sha256};
+    let given = req
+        .header("authorization")
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim);
+    // Digests compared, not the tokens: the comparison's time tells nothing of the token.
+    let matches = given.is_some_and(|g| {
+        !token.is_empty() && Sha256::digest(g.as_bytes()) == Sha256::digest(token.as_bytes())
+    });
+    if matches {
+        return Ok(());
+    }
+    let why = if given.is_some() {
+        "wrong admin token"
+    } else {
+        "the admin endpoint needs `Authorization: Bearer <token>`: the token is in the file \
+         `gitfleet sim` names on start (<kubeconfig>.admin-token), or the one given with --admin-token"
+    };
+    Err(problem(401, why).with_header("WWW-Authenticate", "Bearer"))
+}
+
 pub fn handle(members: &[Arc<Member>], req: &Request) -> Response {
     let seg: Vec<&str> = req.segments.iter().map(String::as_str).collect();
     let find = |name: &str| members.iter().find(|m| m.name == name);
@@ -105,5 +131,33 @@ pub fn handle(members: &[Arc<Member>], req: &Request) -> Response {
             404,
             "not found: use GET /members, GET /members/{name}, POST /members/{name}/faults",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_request_needs_the_admin_token() {
+        let req = |auth: Option<&str>| {
+            let headers: Vec<(&str, &str)> =
+                auth.map(|a| ("Authorization", a)).into_iter().collect();
+            Request::new("GET", "/members", &headers, b"")
+        };
+        assert!(authorize("s3cret", &req(Some("Bearer s3cret"))).is_ok());
+        for (auth, why) in [
+            (None, "needs `Authorization: Bearer <token>`"),
+            (Some("Bearer s3cre"), "wrong admin token"),
+            (Some("Bearer s3cret2"), "wrong admin token"),
+            (Some("Basic s3cret"), "needs `Authorization"),
+        ] {
+            let mut refused = authorize("s3cret", &req(auth)).unwrap_err();
+            assert_eq!(refused.status, 401, "{auth:?}");
+            let body = String::from_utf8(refused.body_bytes()).unwrap();
+            assert!(body.contains(why), "{auth:?}: {body}");
+        }
+        // An empty token never matches (it is refused at start anyway).
+        assert!(authorize("", &req(Some("Bearer "))).is_err());
     }
 }

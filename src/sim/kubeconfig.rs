@@ -45,12 +45,17 @@ pub fn kubeconfig_yaml(entries: &[KubeconfigEntry]) -> String {
 
 /// Writes the kubeconfig atomically, readable only by its owner.
 pub fn write_kubeconfig(path: &Path, entries: &[KubeconfigEntry]) -> std::io::Result<()> {
+    write_private(path, kubeconfig_yaml(entries).as_bytes())
+}
+
+/// Writes a file of credentials atomically, readable only by its owner.
+pub fn write_private(path: &Path, content: &[u8]) -> std::io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(kubeconfig_yaml(entries).as_bytes())?;
+    tmp.write_all(content)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

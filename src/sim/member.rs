@@ -16,13 +16,13 @@ use super::clock;
 use super::discovery;
 use super::faults::FaultState;
 use super::fleet_file::{Faults, MemberSpec};
+use super::http::{self, Body, Handler, Request, Response};
 use super::patch::{strip_directives, PatchType};
 use super::protobuf::{self, ProtobufError};
 use super::schema;
 use super::status::ApiError;
 use super::store::{Event, EventType, Store};
 use super::table::{self, Shape};
-use crate::http::{self, Body, Handler, Request, Response};
 
 /// A running member's state, shared by its listener, its connections and its controllers.
 pub struct Member {
@@ -137,7 +137,12 @@ pub async fn listen(member: Arc<Member>, first: TcpListener, mut shutdown: watch
         listener = Some(l);
         if let Some(Ok((stream, _))) = accepted {
             let rx = member.stopped.subscribe();
-            tokio::spawn(http::serve_connection(stream, handler.clone(), rx));
+            tokio::spawn(http::serve_connection(
+                stream,
+                handler.clone(),
+                rx,
+                http::Limits::default(),
+            ));
         }
     }
 }

@@ -2,7 +2,9 @@
 //! loopback, for the quick start, end-to-end tests and benchmarks. Each member has its own port,
 //! bearer token, in-memory object store, nodes (from the fleet file, see [`fleet_file`]) and
 //! simulated workloads; faults (latency, errors, down) can be injected per member, from the
-//! fleet file and at run time through the admin endpoint ([`admin`]).
+//! fleet file and at run time through the admin endpoint ([`admin`], behind a token of its
+//! own). Members and the admin endpoint are served by the simulator's own small HTTP/1.1
+//! server ([`http`]), which bounds what a client can make it hold.
 //!
 //! It serves what kube-rs and kubectl use (shared/spec/kube-api-surface.md): `/version`, legacy
 //! and aggregated discovery, a minimal OpenAPI v3, get/list/watch/create/update/patch (server-side
@@ -47,6 +49,7 @@ pub mod discovery;
 pub mod faults;
 pub mod fields;
 pub mod fleet_file;
+pub mod http;
 pub mod kubeconfig;
 pub mod member;
 pub mod patch;
@@ -65,7 +68,6 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::http;
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -78,15 +80,19 @@ pub use kubeconfig::KubeconfigEntry;
 
 use member::Member;
 
-/// Options for [`run`]: what `gitfleet sim --fleet FILE [--kubeconfig-out F] [--admin ADDR]` takes.
+/// Options for [`run`]: what `gitfleet sim --fleet FILE [--kubeconfig-out F] [--admin ADDR]
+/// [--admin-token T]` takes.
 #[derive(Debug, Clone)]
 pub struct SimOptions {
     /// The fleet file.
     pub fleet: PathBuf,
-    /// Where to write the kubeconfig (none: not written).
+    /// Where to write the kubeconfig (none: not written). The admin token, if any, is written
+    /// beside it, to `<kubeconfig>.admin-token`.
     pub kubeconfig_out: Option<PathBuf>,
     /// Address for the admin endpoint, e.g. `127.0.0.1:0` (none: no admin endpoint).
     pub admin: Option<SocketAddr>,
+    /// The admin endpoint's bearer token (none: a random one).
+    pub admin_token: Option<String>,
 }
 
 /// Options for [`start`].
@@ -94,6 +100,8 @@ pub struct SimOptions {
 pub struct StartOptions {
     /// Address for the admin endpoint (none: no admin endpoint).
     pub admin: Option<SocketAddr>,
+    /// The admin endpoint's bearer token (none: a random one).
+    pub admin_token: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +119,13 @@ pub enum SimError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot write the admin token to {path}: {source}")]
+    AdminToken {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("admin token: {0}")]
+    InvalidAdminToken(&'static str),
     #[error("cannot write kubeconfig {path}: {source}")]
     Kubeconfig {
         path: String,
@@ -158,6 +173,7 @@ pub struct RunningFleet {
     members: Vec<Arc<Member>>,
     info: Vec<MemberInfo>,
     admin: Option<SocketAddr>,
+    admin_token: Option<String>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -174,6 +190,24 @@ impl RunningFleet {
     /// The admin endpoint's address, when started with one.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin
+    }
+
+    /// The bearer token every admin request must carry, when started with an admin endpoint.
+    pub fn admin_token(&self) -> Option<&str> {
+        self.admin_token.as_deref()
+    }
+
+    /// Writes the admin token to `path` (mode 0600).
+    pub fn write_admin_token(&self, path: &Path) -> Result<(), SimError> {
+        let Some(token) = &self.admin_token else {
+            return Ok(());
+        };
+        kubeconfig::write_private(path, format!("{token}\n").as_bytes()).map_err(|source| {
+            SimError::AdminToken {
+                path: path.display().to_string(),
+                source,
+            }
+        })
     }
 
     /// The kubeconfig text for every member.
@@ -270,10 +304,7 @@ pub async fn start(fleet: FleetFile, opts: StartOptions) -> Result<RunningFleet,
             addr: want,
             source,
         })?;
-        let token = spec
-            .token
-            .clone()
-            .unwrap_or_else(|| generate_token(&spec.name, fleet.seed, i));
+        let token = spec.token.clone().unwrap_or_else(generate_token);
         let version = spec
             .kubernetes_version
             .clone()
@@ -304,6 +335,14 @@ pub async fn start(fleet: FleetFile, opts: StartOptions) -> Result<RunningFleet,
         });
         members.push(m);
     }
+    let admin_token = match (&opts.admin, opts.admin_token) {
+        (None, _) => None,
+        (Some(_), Some(t)) if t.trim().is_empty() => {
+            return Err(SimError::InvalidAdminToken("empty"));
+        }
+        (Some(_), Some(t)) => Some(t.trim().to_string()),
+        (Some(_), None) => Some(generate_token()),
+    };
     let admin = match opts.admin {
         Some(want) => {
             let listener = TcpListener::bind(want)
@@ -315,6 +354,7 @@ pub async fn start(fleet: FleetFile, opts: StartOptions) -> Result<RunningFleet,
             tasks.push(tokio::spawn(serve_admin(
                 listener,
                 members.clone(),
+                admin_token.clone().unwrap_or_default(),
                 shutdown_rx.clone(),
             )));
             Some(addr)
@@ -325,6 +365,7 @@ pub async fn start(fleet: FleetFile, opts: StartOptions) -> Result<RunningFleet,
         members,
         info,
         admin,
+        admin_token,
         shutdown,
         tasks,
     })
@@ -333,18 +374,26 @@ pub async fn start(fleet: FleetFile, opts: StartOptions) -> Result<RunningFleet,
 async fn serve_admin(
     listener: TcpListener,
     members: Vec<Arc<Member>>,
+    token: String,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let members = Arc::new(members);
+    let token = Arc::new(token);
     let handler: http::Handler = Arc::new(move |req| {
-        let members = members.clone();
-        Box::pin(async move { admin::handle(&members, &req) })
+        let (members, token) = (members.clone(), token.clone());
+        Box::pin(async move {
+            // The admin endpoint hands out member tokens and can take members down.
+            match admin::authorize(&token, &req) {
+                Ok(()) => admin::handle(&members, &req),
+                Err(refused) => refused,
+            }
+        })
     });
     loop {
         tokio::select! {
             a = listener.accept() => {
                 if let Ok((stream, _)) = a {
-                    tokio::spawn(http::serve_connection(stream, handler.clone(), shutdown.clone()));
+                    tokio::spawn(http::serve_connection(stream, handler.clone(), shutdown.clone(), http::Limits::default()));
                 }
             }
             _ = shutdown.changed() => return,
@@ -352,15 +401,11 @@ async fn serve_admin(
     }
 }
 
-fn generate_token(name: &str, seed: u64, index: usize) -> String {
-    use sha2::{Digest, Sha256};
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let digest =
-        Sha256::digest(format!("{name}/{seed}/{index}/{nanos}/{}", std::process::id()).as_bytes());
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+/// A random bearer token: 128 bits from the operating system, in hex.
+fn generate_token() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the operating system's random source");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Writes a kubeconfig for `members` to `path` (mode 0600): one context, cluster and user per
@@ -377,9 +422,17 @@ pub fn write_kubeconfig(path: &Path, members: &[MemberInfo]) -> Result<(), SimEr
 /// members and a `ready` line on stdout, and serves until Ctrl-C.
 pub async fn run(opts: SimOptions) -> Result<(), SimError> {
     let fleet = FleetFile::load(&opts.fleet)?;
-    let running = start(fleet, StartOptions { admin: opts.admin }).await?;
+    let running = start(
+        fleet,
+        StartOptions {
+            admin: opts.admin,
+            admin_token: opts.admin_token,
+        },
+    )
+    .await?;
     if let Some(path) = &opts.kubeconfig_out {
         running.write_kubeconfig(path)?;
+        running.write_admin_token(&admin_token_path(path))?;
     }
     print!("{}", ready_text(&running, opts.kubeconfig_out.as_deref()));
     let _ = std::io::stdout().flush();
@@ -397,6 +450,13 @@ pub fn run_blocking(opts: SimOptions) -> Result<(), SimError> {
         .block_on(run(opts))
 }
 
+/// Where `gitfleet sim` writes the admin token: beside the kubeconfig, `<kubeconfig>.admin-token`.
+pub fn admin_token_path(kubeconfig: &Path) -> PathBuf {
+    let mut name = kubeconfig.as_os_str().to_owned();
+    name.push(".admin-token");
+    PathBuf::from(name)
+}
+
 /// What `gitfleet sim` prints once every member listens.
 pub fn ready_text(running: &RunningFleet, kubeconfig: Option<&Path>) -> String {
     let width = running
@@ -412,8 +472,16 @@ pub fn ready_text(running: &RunningFleet, kubeconfig: Option<&Path>) -> String {
     if let Some(k) = kubeconfig {
         out.push_str(&format!("kubeconfig: {}\n", k.display()));
     }
-    if let Some(a) = running.admin_addr() {
+    if let (Some(a), Some(token)) = (running.admin_addr(), running.admin_token()) {
         out.push_str(&format!("admin: http://{a}/members\n"));
+        match kubeconfig {
+            Some(k) => out.push_str(&format!(
+                "admin token file: {}\n",
+                admin_token_path(k).display()
+            )),
+            // Nowhere to write it: the only way to hand it over.
+            None => out.push_str(&format!("admin token: {token}\n")),
+        }
     }
     out.push_str(&format!(
         "gitfleet sim: ready, {} member(s); Ctrl-C stops\n",

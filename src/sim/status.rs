@@ -132,6 +132,15 @@ impl ApiError {
         ApiError::new(400, "BadRequest", message)
     }
 
+    /// A request body over the server's limit (the API server's `MaxRequestBodyBytes`).
+    pub fn entity_too_large(limit: usize) -> Self {
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
     pub fn unauthorized() -> Self {
         ApiError::new(401, "Unauthorized", "Unauthorized")
     }

@@ -6,10 +6,10 @@ use serde_json::{json, Value};
 
 use super::clock;
 use super::fleet_file::{MemberSpec, NodeGroup};
+use super::http::{Body, Request, Response};
 use super::member::{handle, Member};
 use super::seed;
 use super::store::{ObjKey, LOG_CAPACITY};
-use crate::http::{Body, Request, Response};
 
 const TOKEN: &str = "tok";
 
@@ -275,4 +275,51 @@ async fn aggregated_discovery_includes_an_applied_crds_group() {
     assert_eq!(resource["resource"], "widgets");
     assert_eq!(resource["responseKind"]["kind"], "Widget");
     assert_eq!(resource["scope"], "Cluster");
+}
+
+/// Without a kubeconfig to sit beside, the generated admin token is printed; an empty one given
+/// on the command line is refused.
+#[tokio::test]
+async fn the_admin_token_is_printed_without_a_kubeconfig_and_never_empty() {
+    let fleet = || super::FleetFile {
+        members: vec![MemberSpec {
+            name: "m".into(),
+            ..MemberSpec::default()
+        }],
+        ..super::FleetFile::default()
+    };
+    let admin = Some("127.0.0.1:0".parse().unwrap());
+    let running = super::start(
+        fleet(),
+        super::StartOptions {
+            admin,
+            admin_token: None,
+        },
+    )
+    .await
+    .unwrap();
+    let token = running.admin_token().unwrap().to_string();
+    assert_eq!(token.len(), 32);
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+    let banner = super::ready_text(&running, None);
+    assert!(
+        banner.contains(&format!("admin token: {token}\n")),
+        "{banner}"
+    );
+    let with_file = super::ready_text(&running, Some(std::path::Path::new("/tmp/k")));
+    assert!(
+        with_file.contains("admin token file: /tmp/k.admin-token\n"),
+        "{with_file}"
+    );
+    assert!(!with_file.contains(&token), "{with_file}");
+    running.shutdown().await;
+    let empty = super::start(
+        fleet(),
+        super::StartOptions {
+            admin,
+            admin_token: Some(" ".into()),
+        },
+    )
+    .await;
+    assert!(matches!(empty, Err(super::SimError::InvalidAdminToken(_))));
 }

@@ -19,6 +19,8 @@ pub struct SimFleet {
     pub kubeconfig: PathBuf,
     /// `http://127.0.0.1:<port>` of the admin endpoint.
     pub admin: String,
+    /// The admin endpoint's bearer token, read from the file the simulator names.
+    pub admin_token: String,
     /// What the simulator printed up to and including its `ready` line.
     pub banner: String,
 }
@@ -34,6 +36,11 @@ impl SimFleet {
 
     /// Starts `gitfleet sim` on a fleet file on disk; `dir` holds the kubeconfig it writes.
     pub fn start_file(fleet: &Path, dir: tempfile::TempDir) -> SimFleet {
+        Self::start_args(fleet, dir, &[])
+    }
+
+    /// [`SimFleet::start_file`] with more arguments for `gitfleet sim`.
+    pub fn start_args(fleet: &Path, dir: tempfile::TempDir, extra: &[&str]) -> SimFleet {
         let kubeconfig = dir.path().join("kubeconfig");
         let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
             .arg("sim")
@@ -42,6 +49,8 @@ impl SimFleet {
             .arg("--kubeconfig-out")
             .arg(&kubeconfig)
             .args(["--admin", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("GITFLEET_SIM_ADMIN_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -62,6 +71,7 @@ impl SimFleet {
         });
         let mut banner = String::new();
         let mut admin = None;
+        let mut admin_token = None;
         loop {
             let line = match rx.recv_timeout(READY_TIMEOUT) {
                 Ok(line) => line,
@@ -75,6 +85,10 @@ impl SimFleet {
             if let Some(a) = line.strip_prefix("admin: ") {
                 admin = Some(a.trim_end_matches("/members").to_string());
             }
+            if let Some(f) = line.strip_prefix("admin token file: ") {
+                let token = std::fs::read_to_string(f).expect("the admin token file");
+                admin_token = Some(token.trim().to_string());
+            }
             if line.starts_with("gitfleet sim: ready") {
                 break;
             }
@@ -84,6 +98,7 @@ impl SimFleet {
             dir,
             kubeconfig,
             admin: admin.expect("the simulator prints its admin address"),
+            admin_token: admin_token.expect("the simulator names its admin token file"),
             banner,
         }
     }
@@ -93,6 +108,7 @@ impl SimFleet {
     pub fn set_faults(&self, member: &str, faults: serde_json::Value) {
         let url = format!("{}/members/{member}/faults", self.admin);
         let mut response = ureq::post(&url)
+            .header("authorization", self.admin_auth())
             .header("content-type", "application/json")
             .send(faults.to_string().as_bytes())
             .unwrap_or_else(|e| panic!("POST {url}: {e}"));
@@ -152,6 +168,7 @@ impl SimFleet {
             self.admin
         );
         let body = ureq::get(&url)
+            .header("authorization", self.admin_auth())
             .call()
             .unwrap_or_else(|e| panic!("GET {url}: {e}"))
             .body_mut()
@@ -164,10 +181,16 @@ impl SimFleet {
     pub fn member(&self, name: &str) -> serde_json::Value {
         let url = format!("{}/members/{name}", self.admin);
         let mut response = ureq::get(&url)
+            .header("authorization", self.admin_auth())
             .call()
             .unwrap_or_else(|e| panic!("GET {url}: {e}"));
         let text = response.body_mut().read_to_string().unwrap();
         serde_json::from_str(&text).expect("the admin endpoint answers JSON")
+    }
+
+    /// The `Authorization` header value for the admin endpoint.
+    pub fn admin_auth(&self) -> String {
+        format!("Bearer {}", self.admin_token)
     }
 
     /// One plain HTTP/1.1 request to a member (`Connection: close`), with the given bearer token

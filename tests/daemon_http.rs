@@ -1,0 +1,234 @@
+//! The daemon's HTTP API under hostile clients, on the real binary: an endless header line and
+//! hundreds of idle connections neither grow its memory nor keep `/healthz` from answering;
+//! oversized bodies and unknown paths get JSON problem bodies, never Kubernetes `Status`.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::daemon::{await_until, Daemon};
+use common::sim::SimFleet;
+use common::Repo;
+
+const FLEET: &str = "anonymousAuth: true\nmembers:\n  - name: alpha\n";
+
+/// How long `/healthz` may take under load before the test fails: a bound on a hang, far above
+/// the few milliseconds it takes.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(5);
+
+fn start() -> (SimFleet, Repo, tempfile::TempDir, Daemon) {
+    let sim = SimFleet::start(FLEET);
+    let repo = Repo::new();
+    repo.write(
+        "members.yaml",
+        "apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+         metadata: {name: alpha}\n\
+         spec: {identity: {name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}\n",
+    );
+    repo.commit("members");
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let daemon = Daemon::start(
+        repo.path(),
+        &sim.kubeconfig,
+        &state.path().join("state"),
+        &secret,
+        "1m",
+    );
+    (sim, repo, state, daemon)
+}
+
+fn host(daemon: &Daemon) -> String {
+    daemon.addr.trim_start_matches("http://").to_string()
+}
+
+/// The daemon's resident memory in KiB.
+fn rss_kib(daemon: &Daemon) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", daemon.child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/<pid>/status")
+}
+
+/// One request on a fresh connection (`Connection: close`); returns status line and body and
+/// how long the answer took.
+fn request(daemon: &Daemon, head: &str, body: &[u8]) -> (String, String, Duration) {
+    let started = Instant::now();
+    let mut s = TcpStream::connect(host(daemon)).unwrap();
+    s.set_read_timeout(Some(ANSWER_DEADLINE)).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)
+        .unwrap_or_else(|e| panic!("no answer to {head:?} within {ANSWER_DEADLINE:?}: {e}"));
+    let elapsed = started.elapsed();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.lines().next().unwrap_or("").to_string();
+    (status, body.to_string(), elapsed)
+}
+
+fn healthz(daemon: &Daemon) -> Duration {
+    let (status, body, took) = request(
+        daemon,
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"",
+    );
+    assert_eq!((status.as_str(), body.as_str()), ("HTTP/1.1 200 OK", "ok"));
+    took
+}
+
+#[test]
+fn an_endless_header_line_and_500_idle_connections_do_not_take_the_daemon_down() {
+    let (_sim, _repo, _state, daemon) = start();
+    // Measured once the first reconcile is done, so that its own allocations do not count.
+    await_until("readiness", || {
+        request(
+            &daemon,
+            "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            b"",
+        )
+        .0 == "HTTP/1.1 200 OK"
+    });
+    healthz(&daemon);
+    let before = rss_kib(&daemon);
+
+    // 500 connections that never send a byte.
+    let idle: Vec<TcpStream> = (0..500)
+        .map(|_| TcpStream::connect(host(&daemon)).unwrap())
+        .collect();
+    // Two endless header lines at once: 16 MiB each, far more than the socket buffers hold, so
+    // the writes fail once the daemon stops reading.
+    let endless: Vec<_> = (0..2)
+        .map(|_| {
+            let addr = host(&daemon);
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+                s.write_all(b"GET /healthz HTTP/1.1\r\nX-Endless: ")
+                    .unwrap();
+                let chunk = vec![b'a'; 64 * 1024];
+                let mut sent = 0usize;
+                for _ in 0..256 {
+                    if s.write_all(&chunk).is_err() {
+                        return (true, sent);
+                    }
+                    sent += chunk.len();
+                }
+                (false, sent)
+            })
+        })
+        .collect();
+    let took = healthz(&daemon);
+    for t in endless {
+        let (refused, sent) = t.join().unwrap();
+        assert!(refused, "the daemon read {sent} bytes of one header line");
+        eprintln!(
+            "endless header line: refused after {} KiB sent",
+            sent / 1024
+        );
+    }
+    let took_after = healthz(&daemon);
+    let after = rss_kib(&daemon);
+    eprintln!(
+        "RSS before {before} KiB, with 500 idle connections and after two endless header lines \
+         {after} KiB; /healthz answered in {took:?} during the endless lines, {took_after:?} after"
+    );
+    // Generous: 500 connections cost a few MiB; an unbounded header line would cost 32 MiB.
+    assert!(
+        after < before + 24 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+
+    // The idle connections are closed by the daemon (after its 10 s header-read timeout).
+    let started = Instant::now();
+    let mut first = idle.into_iter().next().unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = first
+        .read(&mut buf)
+        .expect("the daemon closes an idle connection");
+    let answer = String::from_utf8_lossy(&buf[..n]);
+    assert!(
+        n == 0 || answer.starts_with("HTTP/1.1 408"),
+        "an idle connection got {answer:?}"
+    );
+    eprintln!(
+        "an idle connection was closed {:?} after the check",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn oversized_webhooks_and_unknown_paths_get_json_problems() {
+    let (_sim, _repo, _state, daemon) = start();
+    // As curl sends a large body: the head first, the body only after `100 Continue`. The
+    // daemon answers from the head alone.
+    let (status, body, _) = request(
+        &daemon,
+        &format!(
+            "POST /hooks/git HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Gitlab-Token: s3cret\r\n\
+             Expect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+            1024 * 1024 + 1
+        ),
+        b"",
+    );
+    assert_eq!(status, "HTTP/1.1 413 Payload Too Large");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+        serde_json::json!({"error": "payload too large"})
+    );
+    let (status, body, _) = request(
+        &daemon,
+        "GET /api/v1/nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"",
+    );
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+    assert_eq!(body, r#"{"error":"not found"}"#);
+    // A webhook of a normal size still works.
+    let (status, body, _) = request(
+        &daemon,
+        "POST /hooks/git HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Gitlab-Token: s3cret\r\n\
+         Content-Length: 2\r\n\r\n",
+        b"{}",
+    );
+    assert_eq!(
+        (status.as_str(), body.as_str()),
+        ("HTTP/1.1 202 Accepted", r#"{"status":"fetching"}"#)
+    );
+}
+
+#[test]
+fn an_address_in_use_stops_the_daemon_with_a_message() {
+    let sim = SimFleet::start(FLEET);
+    let repo = Repo::new();
+    repo.write("README", "empty fleet\n");
+    repo.commit("empty");
+    let state = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let r = common::gitfleet(&[
+        "run",
+        "--repo",
+        repo.path().to_str().unwrap(),
+        "--kubeconfig",
+        sim.kubeconfig.to_str().unwrap(),
+        "--state-dir",
+        state.path().to_str().unwrap(),
+        "--listen",
+        &addr,
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("cannot listen on {addr}")),
+        "{}",
+        r.stderr
+    );
+}
