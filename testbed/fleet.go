@@ -4,8 +4,8 @@ package main
 // describes its members once and runs them on either backend. The test bed honours what a real
 // control plane can honour: member names and contexts, ports, and node pools (count, cpu,
 // memory, allocatable, pods, instance type, labels, taints, ready, unschedulable). What only a
-// simulator can do (injected error rates and latency, bearer tokens, a chosen Kubernetes version)
-// is either ignored with a note on stderr or, for faults, refused.
+// simulator can do (injected faults, bearer tokens, a chosen Kubernetes version) is ignored with a
+// note on stderr.
 
 import (
 	"fmt"
@@ -129,6 +129,9 @@ func loadFleet(path string) (*fleetFile, error) {
 		if m.KubernetesVersion != "" {
 			ignored = append(ignored, "kubernetesVersion (the members run the built version)")
 		}
+		if m.Faults != nil && (m.Faults.LatencyMs != 0 || m.Faults.ErrorRate != 0 || m.Faults.Down) {
+			ignored = append(ignored, "faults (real API servers fail for real only; the admin endpoint stops a member)")
+		}
 		if m.WorkloadDelayMs != nil {
 			ignored = append(ignored, "workloadDelayMs (the real controllers and kwok set the pace)")
 		}
@@ -166,9 +169,6 @@ func (f *fleetFile) problems() []string {
 				out = append(out, fmt.Sprintf("%s.port: %d appears twice", at, m.Port))
 			}
 			ports[m.Port] = true
-		}
-		if m.Faults != nil && (m.Faults.LatencyMs != 0 || m.Faults.ErrorRate != 0 || m.Faults.Down) {
-			out = append(out, fmt.Sprintf("%s.faults: the test bed runs real API servers and injects no faults; stop a member through the admin endpoint instead", at))
 		}
 		pools := map[string]bool{}
 		for j, g := range m.Nodes {
