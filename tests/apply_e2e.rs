@@ -13,6 +13,18 @@ on_both_backends!(
     lands_objects_then_updates_and_prunes,
     a_down_member_fails_alone_and_catches_up_later,
     custom_resources_land_after_their_crd,
+    a_field_owned_by_another_manager_conflicts_without_force,
+    take_over_never_leaves_unlabelled_objects_alone,
+    prune_never_deletes_an_object_without_gitfleets_label,
+    client_side_apply_removes_what_git_dropped_and_keeps_what_others_added,
+    report_diff_writes_nothing_and_reports_the_diff,
+    if_not_drifted_reports_drift_after_a_kubectl_edit,
+    abandon_leaves_the_object_on_the_member,
+    take_over_if_no_diff_takes_identical_objects_only,
+    a_namespace_gitfleet_did_not_create_is_never_deleted,
+    full_comparison_reports_fields_others_set_after_apply,
+    many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules,
+    a_pruned_object_held_by_a_finalizer_is_in_progress_until_it_goes,
 );
 
 const FLEET: &str = r#"
@@ -335,9 +347,8 @@ fn kubectl_ok(members: &Members, ctx: &str, args: &[&str]) {
     assert_eq!(code, 0, "kubectl {args:?}: {out}{err}");
 }
 
-#[test]
-fn a_field_owned_by_another_manager_conflicts_without_force() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn a_field_owned_by_another_manager_conflicts_without_force(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
     repo.commit("first");
@@ -385,9 +396,8 @@ fn a_field_owned_by_another_manager_conflicts_without_force() {
     assert_eq!(cm["data"]["mode"], "green");
 }
 
-#[test]
-fn take_over_never_leaves_unlabelled_objects_alone() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn take_over_never_leaves_unlabelled_objects_alone(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -427,9 +437,8 @@ fn take_over_never_leaves_unlabelled_objects_alone() {
     );
 }
 
-#[test]
-fn prune_never_deletes_an_object_without_gitfleets_label() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn prune_never_deletes_an_object_without_gitfleets_label(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write("app/old.yaml", &configmap("old", "{a: '1'}"));
     repo.write("app/gone.yaml", &configmap("gone", "{a: '1'}"));
@@ -486,9 +495,8 @@ fn prune_never_deletes_an_object_without_gitfleets_label() {
     ));
 }
 
-#[test]
-fn client_side_apply_removes_what_git_dropped_and_keeps_what_others_added() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn client_side_apply_removes_what_git_dropped_and_keeps_what_others_added(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -532,9 +540,8 @@ fn client_side_apply_removes_what_git_dropped_and_keeps_what_others_added() {
     assert_eq!(cm["data"], json!({"a": "2"}));
 }
 
-#[test]
-fn report_diff_writes_nothing_and_reports_the_diff() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn report_diff_writes_nothing_and_reports_the_diff(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -574,9 +581,8 @@ fn report_diff_writes_nothing_and_reports_the_diff() {
     assert!(!exists(&members, "beta", &["namespace", "gitfleet-system"]));
 }
 
-#[test]
-fn if_not_drifted_reports_drift_after_a_kubectl_edit() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn if_not_drifted_reports_drift_after_a_kubectl_edit(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -616,9 +622,8 @@ fn if_not_drifted_reports_drift_after_a_kubectl_edit() {
     assert_eq!(cm["data"]["mode"], "red");
 }
 
-#[test]
-fn abandon_leaves_the_object_on_the_member() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn abandon_leaves_the_object_on_the_member(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -714,9 +719,8 @@ spec: {size: 3}
     assert_eq!(w["spec"]["size"], 3);
 }
 
-#[test]
-fn take_over_if_no_diff_takes_identical_objects_only() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn take_over_if_no_diff_takes_identical_objects_only(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -749,9 +753,8 @@ fn take_over_if_no_diff_takes_identical_objects_only() {
     );
 }
 
-#[test]
-fn a_namespace_gitfleet_did_not_create_is_never_deleted() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn a_namespace_gitfleet_did_not_create_is_never_deleted(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
     repo.commit("first");
@@ -778,9 +781,8 @@ fn a_namespace_gitfleet_did_not_create_is_never_deleted() {
     assert!(!exists(&members, "beta", &["namespace", "app"]));
 }
 
-#[test]
-fn full_comparison_reports_fields_others_set_after_apply() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn full_comparison_reports_fields_others_set_after_apply(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -842,9 +844,8 @@ fn a_member_unhealthy_in_the_inventory_is_not_touched() {
 
 /// Many objects of one kind in one namespace are read with one LIST: the takeover rule still
 /// sees the one that someone else created, and the second apply sees everything unchanged.
-#[test]
-fn many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -873,4 +874,75 @@ fn many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules() {
     assert_eq!(cm["data"]["a"], "mine");
     let (_, again, _) = apply_json(&repo, &members, &[]);
     assert_eq!(outcome(&again, "beta", "ConfigMap", "cm-3").0, "unchanged");
+}
+
+fn a_pruned_object_held_by_a_finalizer_is_in_progress_until_it_goes(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/held.yaml",
+        "apiVersion: v1
+kind: ConfigMap
+metadata: {name: held, namespace: app, finalizers: [example.com/hold]}
+data: {a: '1'}
+",
+    );
+    repo.commit("first");
+    let (code, report, err) = apply_json(&repo, &members, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+
+    // The DELETE is accepted, but the finalizer keeps the object: not pruned yet, and the record
+    // still lists it.
+    repo.remove("app/held.yaml");
+    repo.commit("second");
+    let (code, report, _) = apply_json(&repo, &members, &["--retry-budget", "2s"]);
+    assert_ne!(code, 0, "{report:#}");
+    let (outcome_alpha, result) = outcome(&report, "alpha", "ConfigMap", "held");
+    assert_eq!(outcome_alpha, "failed", "{result:#}");
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap()
+            .contains("deletion in progress"),
+        "{result:#}"
+    );
+    let cm = members.get_json("alpha", &["configmap", "held", "-n", "app"]);
+    assert!(cm["metadata"]["deletionTimestamp"].is_string(), "{cm:#}");
+    let record = members.get_json(
+        "alpha",
+        &["configmap", "applied.crp.app", "-n", "gitfleet-system"],
+    );
+    assert!(record["data"]["objects"]
+        .as_str()
+        .unwrap()
+        .contains("\"held\""));
+
+    // Once its finalizer is done, the next run sees it gone and forgets it.
+    for ctx in ["alpha", "beta"] {
+        kubectl_ok(
+            &members,
+            ctx,
+            &[
+                "patch",
+                "configmap",
+                "held",
+                "-n",
+                "app",
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"finalizers":null}}"#,
+            ],
+        );
+    }
+    let (code, report, err) = apply_json(&repo, &members, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "held").0, "pruned");
+    let record = members.get_json(
+        "alpha",
+        &["configmap", "applied.crp.app", "-n", "gitfleet-system"],
+    );
+    assert!(!record["data"]["objects"]
+        .as_str()
+        .unwrap()
+        .contains("\"held\""));
 }

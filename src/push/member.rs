@@ -6,6 +6,8 @@
 //! A real API server serves a new CRD's kind only once the CRD is Established, a moment after
 //! the apply returns; so the kinds of CRDs applied in this run are awaited (discovery asked again
 //! on the retry schedule, within the budget) before their custom resources are called unserved.
+//! Likewise a pruned object counts as pruned only once it is gone: a real server accepts a
+//! Namespace's DELETE at once and removes it later, and finalizers hold any object.
 
 use super::availability::availability;
 use super::compare::{comparable, diff, obscure_secret, three_way_patch, Comparison};
@@ -149,6 +151,43 @@ impl Member {
             .lock()
             .expect("not poisoned")
             .extend(kinds);
+    }
+
+    /// Waits, on the retry schedule and within the budget, until a deleted object is gone: a
+    /// real API server accepts the DELETE of a Namespace at once and empties and removes it
+    /// afterwards (the namespace controller), and finalizers hold other objects the same way.
+    /// An object of the same name with another uid (made anew) counts as gone. When the budget
+    /// ends first, the deletion is reported in progress (and the record keeps the object, so the
+    /// next run looks again).
+    async fn await_gone(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), String> {
+        let mut attempt = 0u32;
+        loop {
+            let still = match self.get(api, name).await? {
+                None => return Ok(()),
+                Some(live) => live,
+            };
+            if uid.is_some() && still.pointer("/metadata/uid").and_then(Value::as_str) != uid {
+                return Ok(());
+            }
+            let wait = delay(attempt, None);
+            if !self.budget.allows(tokio::time::Instant::now(), wait) {
+                let finalizers = still
+                    .pointer("/metadata/finalizers")
+                    .or_else(|| still.pointer("/spec/finalizers"))
+                    .map(Value::to_string)
+                    .unwrap_or_else(|| "[]".into());
+                return Err(format!(
+                    "deletion in progress: the member accepted the DELETE but still has the object (finalizers {finalizers}); the next run checks again"
+                ));
+            }
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        }
     }
 
     async fn served_api(&self, obj: &ObjectRef) -> Result<Api<DynamicObject>, String> {
@@ -836,7 +875,13 @@ async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> O
     }
     let dp = DeleteParams::background();
     match m.call(|| api.delete(&object.name, &dp)).await {
-        Ok(_) => ObjectResult::new(object, Outcome::Pruned),
+        Ok(_) => {
+            let uid = live.pointer("/metadata/uid").and_then(Value::as_str);
+            match m.await_gone(&api, &object.name, uid).await {
+                Ok(()) => ObjectResult::new(object, Outcome::Pruned),
+                Err(e) => ObjectResult::failed(object, e),
+            }
+        }
         Err(e) if e.starts_with("404 ") => ObjectResult::new(object, Outcome::Pruned),
         Err(e) => ObjectResult::failed(object, e),
     }
