@@ -1,11 +1,31 @@
 //! `gitfleet apply` end to end: the real binary, a real git repository, and members served by the
-//! real `gitfleet sim`, checked with kubectl.
+//! real `gitfleet sim` or, for the tests listed in `on_both_backends!`, also by real API servers
+//! (the test bed), checked with kubectl.
 
 mod common;
 
-use common::sim::SimFleet;
+use common::members::{Backend, Members};
 use common::{gitfleet, Repo, Run};
 use serde_json::{json, Value};
+
+// Member-facing behaviour, checked on `gitfleet sim` and on real API servers (the test bed).
+on_both_backends!(
+    lands_objects_then_updates_and_prunes,
+    a_down_member_fails_alone_and_catches_up_later,
+    custom_resources_land_after_their_crd,
+    a_field_owned_by_another_manager_conflicts_without_force,
+    take_over_never_leaves_unlabelled_objects_alone,
+    prune_never_deletes_an_object_without_gitfleets_label,
+    client_side_apply_removes_what_git_dropped_and_keeps_what_others_added,
+    report_diff_writes_nothing_and_reports_the_diff,
+    if_not_drifted_reports_drift_after_a_kubectl_edit,
+    abandon_leaves_the_object_on_the_member,
+    take_over_if_no_diff_takes_identical_objects_only,
+    a_namespace_gitfleet_did_not_create_is_never_deleted,
+    full_comparison_reports_fields_others_set_after_apply,
+    many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules,
+    a_pruned_object_held_by_a_finalizer_is_in_progress_until_it_goes,
+);
 
 const FLEET: &str = r#"
 anonymousAuth: true
@@ -100,9 +120,9 @@ fn fleet_repo() -> Repo {
     repo
 }
 
-fn apply(repo: &Repo, sim: &SimFleet, extra: &[&str]) -> Run {
+fn apply(repo: &Repo, members: &Members, extra: &[&str]) -> Run {
     let repo_path = repo.path().display().to_string();
-    let kubeconfig = sim.kubeconfig.display().to_string();
+    let kubeconfig = members.kubeconfig.display().to_string();
     let mut args = vec!["apply", "--repo", &repo_path, "--kubeconfig", &kubeconfig];
     if !extra.contains(&"--retry-budget") {
         args.extend_from_slice(&["--retry-budget", "20s"]);
@@ -111,10 +131,10 @@ fn apply(repo: &Repo, sim: &SimFleet, extra: &[&str]) -> Run {
     gitfleet(&args)
 }
 
-fn apply_json(repo: &Repo, sim: &SimFleet, extra: &[&str]) -> (i32, Value, String) {
+fn apply_json(repo: &Repo, members: &Members, extra: &[&str]) -> (i32, Value, String) {
     let mut args = vec!["-o", "json"];
     args.extend_from_slice(extra);
-    let run = apply(repo, sim, &args);
+    let run = apply(repo, members, &args);
     let v: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| {
         panic!(
             "apply -o json printed no JSON ({e}): {}\n{}",
@@ -142,10 +162,10 @@ fn outcome(report: &Value, member: &str, kind: &str, name: &str) -> (String, Val
     panic!("no {kind} {name} on {member} in {report:#}");
 }
 
-fn exists(sim: &SimFleet, ctx: &str, args: &[&str]) -> bool {
+fn exists(members: &Members, ctx: &str, args: &[&str]) -> bool {
     let mut full = vec!["get"];
     full.extend_from_slice(args);
-    let (code, _, err) = sim.kubectl(ctx, &full);
+    let (code, _, err) = members.kubectl(ctx, &full);
     if code != 0 {
         assert!(
             err.contains("NotFound") || err.contains("not found"),
@@ -155,9 +175,8 @@ fn exists(sim: &SimFleet, ctx: &str, args: &[&str]) -> bool {
     code == 0
 }
 
-#[test]
-fn lands_objects_then_updates_and_prunes() {
-    let sim = SimFleet::start(FLEET);
+fn lands_objects_then_updates_and_prunes(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
     repo.write("app/old.yaml", &configmap("old", "{x: '1'}"));
@@ -165,10 +184,10 @@ fn lands_objects_then_updates_and_prunes() {
     repo.write("app/envelope.yaml", ENVELOPE);
     let first = repo.commit("first");
 
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
     for ctx in ["alpha", "beta"] {
-        let cm = sim.get_json(ctx, &["configmap", "settings", "-n", "app"]);
+        let cm = members.get_json(ctx, &["configmap", "settings", "-n", "app"]);
         assert_eq!(cm["data"]["mode"], "blue");
         assert_eq!(cm["data"]["region"], format!("{ctx}-region"));
         let labels = &cm["metadata"]["labels"];
@@ -178,9 +197,9 @@ fn lands_objects_then_updates_and_prunes() {
         assert_eq!(ann["gitfleet.io/commit"], first.as_str());
         assert!(ann["gitfleet.io/spec-hash"].as_str().is_some());
         assert!(ann["gitfleet.io/resource-snapshot"].as_str().is_some());
-        let quota = sim.get_json(ctx, &["resourcequota", "app-quota", "-n", "app"]);
+        let quota = members.get_json(ctx, &["resourcequota", "app-quota", "-n", "app"]);
         assert_eq!(quota["spec"]["hard"]["pods"], "10");
-        let record = sim.get_json(
+        let record = members.get_json(
             ctx,
             &["configmap", "applied.crp.app", "-n", "gitfleet-system"],
         );
@@ -199,7 +218,7 @@ fn lands_objects_then_updates_and_prunes() {
     );
 
     // The same commit again changes nothing.
-    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    let (code, report, _) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0);
     assert_eq!(
         outcome(&report, "beta", "ConfigMap", "settings").0,
@@ -210,24 +229,23 @@ fn lands_objects_then_updates_and_prunes() {
     repo.write("app/settings.yaml", &configmap("settings", "{mode: green}"));
     repo.remove("app/old.yaml");
     repo.commit("second");
-    let run = apply(&repo, &sim, &[]);
+    let run = apply(&repo, &members, &[]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.starts_with("PLACEMENT"), "{}", run.stdout);
     for ctx in ["alpha", "beta"] {
-        let cm = sim.get_json(ctx, &["configmap", "settings", "-n", "app"]);
+        let cm = members.get_json(ctx, &["configmap", "settings", "-n", "app"]);
         assert_eq!(cm["data"]["mode"], "green");
-        assert!(!exists(&sim, ctx, &["configmap", "old", "-n", "app"]));
+        assert!(!exists(&members, ctx, &["configmap", "old", "-n", "app"]));
     }
 }
 
-#[test]
-fn a_down_member_fails_alone_and_catches_up_later() {
-    let sim = SimFleet::start(FLEET);
+fn a_down_member_fails_alone_and_catches_up_later(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
     repo.commit("first");
-    sim.set_faults("beta", json!({"down": true}));
-    let (code, report, _) = apply_json(&repo, &sim, &["--retry-budget", "1s"]);
+    members.stop_member("beta");
+    let (code, report, _) = apply_json(&repo, &members, &["--retry-budget", "1s"]);
     assert_eq!(code, 1);
     assert_eq!(
         outcome(&report, "alpha", "ConfigMap", "settings").0,
@@ -244,16 +262,16 @@ fn a_down_member_fails_alone_and_catches_up_later() {
         "{beta:#}"
     );
     assert!(exists(
-        &sim,
+        &members,
         "alpha",
         &["configmap", "settings", "-n", "app"]
     ));
 
-    sim.set_faults("beta", json!({"down": false}));
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    members.start_member("beta");
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
     assert!(exists(
-        &sim,
+        &members,
         "beta",
         &["configmap", "settings", "-n", "app"]
     ));
@@ -261,7 +279,7 @@ fn a_down_member_fails_alone_and_catches_up_later() {
 
 #[test]
 fn a_flaky_member_lands_through_retries() {
-    let sim = SimFleet::start(FLEET);
+    let members = Members::start(Backend::Sim, FLEET);
     let repo = fleet_repo();
     for i in 0..5 {
         repo.write(
@@ -270,13 +288,19 @@ fn a_flaky_member_lands_through_retries() {
         );
     }
     repo.commit("first");
-    sim.set_faults("alpha", json!({"errorRate": 0.5, "errorCodes": [503, 429]}));
-    let (code, report, err) = apply_json(&repo, &sim, &["--retry-budget", "60s"]);
+    members
+        .sim()
+        .expect("faults need the simulator")
+        .set_faults("alpha", json!({"errorRate": 0.5, "errorCodes": [503, 429]}));
+    let (code, report, err) = apply_json(&repo, &members, &["--retry-budget", "60s"]);
     assert_eq!(code, 0, "{report:#}\n{err}");
-    sim.set_faults("alpha", json!({"errorRate": 0.0}));
+    members
+        .sim()
+        .expect("faults need the simulator")
+        .set_faults("alpha", json!({"errorRate": 0.0}));
     for i in 0..5 {
         assert!(exists(
-            &sim,
+            &members,
             "alpha",
             &["configmap", &format!("cm{i}"), "-n", "app"]
         ));
@@ -288,19 +312,24 @@ fn crp_with(strategy: &str) -> String {
 }
 
 /// Runs kubectl with a manifest written to a file (kubectl reads it with -f).
-fn kubectl_file(sim: &SimFleet, ctx: &str, args: &[&str], manifest: &str) -> (i32, String, String) {
-    let path = sim.dir.path().join(format!("manifest-{ctx}.yaml"));
+fn kubectl_file(
+    members: &Members,
+    ctx: &str,
+    args: &[&str],
+    manifest: &str,
+) -> (i32, String, String) {
+    let path = members.dir().join(format!("manifest-{ctx}.yaml"));
     std::fs::write(&path, manifest).unwrap();
     let path = path.display().to_string();
     let mut full = args.to_vec();
     full.extend_from_slice(&["-f", &path]);
-    sim.kubectl(ctx, &full)
+    members.kubectl(ctx, &full)
 }
 
 /// Objects created on alpha by someone other than gitfleet (kubectl's own server-side apply).
-fn create_by_someone_else(sim: &SimFleet, manifests: &str) {
+fn create_by_someone_else(members: &Members, manifests: &str) {
     let (code, out, err) = kubectl_file(
-        sim,
+        members,
         "alpha",
         &[
             "apply",
@@ -313,21 +342,20 @@ fn create_by_someone_else(sim: &SimFleet, manifests: &str) {
     assert_eq!(code, 0, "{out}{err}");
 }
 
-fn kubectl_ok(sim: &SimFleet, ctx: &str, args: &[&str]) {
-    let (code, out, err) = sim.kubectl(ctx, args);
+fn kubectl_ok(members: &Members, ctx: &str, args: &[&str]) {
+    let (code, out, err) = members.kubectl(ctx, args);
     assert_eq!(code, 0, "kubectl {args:?}: {out}{err}");
 }
 
-#[test]
-fn a_field_owned_by_another_manager_conflicts_without_force() {
-    let sim = SimFleet::start(FLEET);
+fn a_field_owned_by_another_manager_conflicts_without_force(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
     repo.commit("first");
-    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    let (code, _, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{err}");
     let (code, out, err) = kubectl_file(
-        &sim,
+        &members,
         "alpha",
         &[
             "apply",
@@ -341,7 +369,7 @@ fn a_field_owned_by_another_manager_conflicts_without_force() {
     assert_eq!(code, 0, "{out}{err}");
     repo.write("app/settings.yaml", &configmap("settings", "{mode: green}"));
     repo.commit("second");
-    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    let (code, report, _) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 1);
     let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
     assert_eq!(o, "failed");
@@ -351,7 +379,7 @@ fn a_field_owned_by_another_manager_conflicts_without_force() {
         outcome(&report, "beta", "ConfigMap", "settings").0,
         "applied"
     );
-    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    let cm = members.get_json("alpha", &["configmap", "settings", "-n", "app"]);
     assert_eq!(cm["data"]["mode"], "red");
 
     // serverSideApplyConfig.force takes the field over.
@@ -362,15 +390,14 @@ fn a_field_owned_by_another_manager_conflicts_without_force() {
         ),
     );
     repo.commit("force");
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
-    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    let cm = members.get_json("alpha", &["configmap", "settings", "-n", "app"]);
     assert_eq!(cm["data"]["mode"], "green");
 }
 
-#[test]
-fn take_over_never_leaves_unlabelled_objects_alone() {
-    let sim = SimFleet::start(FLEET);
+fn take_over_never_leaves_unlabelled_objects_alone(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -380,10 +407,10 @@ fn take_over_never_leaves_unlabelled_objects_alone() {
     repo.write("app/fresh.yaml", &configmap("fresh", "{a: '1'}"));
     repo.commit("first");
     create_by_someone_else(
-        &sim,
+        &members,
         &format!("{NAMESPACE}---\n{}", configmap("settings", "{mode: mine}")),
     );
-    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    let (code, report, _) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 1);
     let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
     assert_eq!(o, "notTakenOver", "{r:#}");
@@ -397,10 +424,10 @@ fn take_over_never_leaves_unlabelled_objects_alone() {
         outcome(&report, "beta", "ConfigMap", "settings").0,
         "applied"
     );
-    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    let cm = members.get_json("alpha", &["configmap", "settings", "-n", "app"]);
     assert_eq!(cm["data"]["mode"], "mine");
     assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
-    let table = apply(&repo, &sim, &[]);
+    let table = apply(&repo, &members, &[]);
     assert!(
         table
             .stdout
@@ -410,18 +437,17 @@ fn take_over_never_leaves_unlabelled_objects_alone() {
     );
 }
 
-#[test]
-fn prune_never_deletes_an_object_without_gitfleets_label() {
-    let sim = SimFleet::start(FLEET);
+fn prune_never_deletes_an_object_without_gitfleets_label(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write("app/old.yaml", &configmap("old", "{a: '1'}"));
     repo.write("app/gone.yaml", &configmap("gone", "{a: '1'}"));
     repo.commit("first");
-    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    let (code, _, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{err}");
     // Someone claims `old` by removing gitfleet's label.
     kubectl_ok(
-        &sim,
+        &members,
         "alpha",
         &[
             "label",
@@ -435,31 +461,42 @@ fn prune_never_deletes_an_object_without_gitfleets_label() {
     repo.remove("app/old.yaml");
     repo.remove("app/gone.yaml");
     repo.commit("second");
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
     assert_eq!(outcome(&report, "alpha", "ConfigMap", "old").0, "left");
     assert_eq!(outcome(&report, "alpha", "ConfigMap", "gone").0, "pruned");
     assert_eq!(outcome(&report, "beta", "ConfigMap", "old").0, "pruned");
-    assert!(exists(&sim, "alpha", &["configmap", "old", "-n", "app"]));
-    assert!(!exists(&sim, "alpha", &["configmap", "gone", "-n", "app"]));
-    assert!(!exists(&sim, "beta", &["configmap", "old", "-n", "app"]));
+    assert!(exists(
+        &members,
+        "alpha",
+        &["configmap", "old", "-n", "app"]
+    ));
+    assert!(!exists(
+        &members,
+        "alpha",
+        &["configmap", "gone", "-n", "app"]
+    ));
+    assert!(!exists(
+        &members,
+        "beta",
+        &["configmap", "old", "-n", "app"]
+    ));
 
     // Removing the placement prunes what it delivered, namespace included (gitfleet created it).
     repo.remove("app/placement.yaml");
     repo.commit("third");
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
-    assert!(!exists(&sim, "beta", &["namespace", "app"]));
+    assert!(!exists(&members, "beta", &["namespace", "app"]));
     assert!(!exists(
-        &sim,
+        &members,
         "beta",
         &["configmap", "applied.crp.app", "-n", "gitfleet-system"]
     ));
 }
 
-#[test]
-fn client_side_apply_removes_what_git_dropped_and_keeps_what_others_added() {
-    let sim = SimFleet::start(FLEET);
+fn client_side_apply_removes_what_git_dropped_and_keeps_what_others_added(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -470,10 +507,10 @@ fn client_side_apply_removes_what_git_dropped_and_keeps_what_others_added() {
         &configmap("settings", "{a: '1', b: '2'}"),
     );
     repo.commit("first");
-    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    let (code, _, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{err}");
     kubectl_ok(
-        &sim,
+        &members,
         "alpha",
         &[
             "patch",
@@ -488,24 +525,23 @@ fn client_side_apply_removes_what_git_dropped_and_keeps_what_others_added() {
     );
     repo.write("app/settings.yaml", &configmap("settings", "{a: '1'}"));
     repo.commit("second");
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
-    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    let cm = members.get_json("alpha", &["configmap", "settings", "-n", "app"]);
     assert_eq!(cm["data"], json!({"a": "1", "other": "x"}));
 
     // Switching to ServerSideApply takes over what gitfleet's own client-side writes own.
     repo.write("app/placement.yaml", CRP);
     repo.write("app/settings.yaml", &configmap("settings", "{a: '2'}"));
     repo.commit("third");
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
-    let cm = sim.get_json("beta", &["configmap", "settings", "-n", "app"]);
+    let cm = members.get_json("beta", &["configmap", "settings", "-n", "app"]);
     assert_eq!(cm["data"], json!({"a": "2"}));
 }
 
-#[test]
-fn report_diff_writes_nothing_and_reports_the_diff() {
-    let sim = SimFleet::start(FLEET);
+fn report_diff_writes_nothing_and_reports_the_diff(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -515,10 +551,10 @@ fn report_diff_writes_nothing_and_reports_the_diff() {
     repo.write("app/fresh.yaml", &configmap("fresh", "{a: '1'}"));
     repo.commit("first");
     create_by_someone_else(
-        &sim,
+        &members,
         &format!("{NAMESPACE}---\n{}", configmap("settings", "{mode: red}")),
     );
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
     let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
     assert_eq!(o, "diffed");
@@ -533,17 +569,20 @@ fn report_diff_writes_nothing_and_reports_the_diff() {
         outcome(&report, "alpha", "ConfigMap", "fresh").1["diffs"][0]["path"],
         "/"
     );
-    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    let cm = members.get_json("alpha", &["configmap", "settings", "-n", "app"]);
     assert_eq!(cm["data"]["mode"], "red");
     assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
-    assert!(!exists(&sim, "alpha", &["configmap", "fresh", "-n", "app"]));
-    assert!(!exists(&sim, "beta", &["namespace", "app"]));
-    assert!(!exists(&sim, "beta", &["namespace", "gitfleet-system"]));
+    assert!(!exists(
+        &members,
+        "alpha",
+        &["configmap", "fresh", "-n", "app"]
+    ));
+    assert!(!exists(&members, "beta", &["namespace", "app"]));
+    assert!(!exists(&members, "beta", &["namespace", "gitfleet-system"]));
 }
 
-#[test]
-fn if_not_drifted_reports_drift_after_a_kubectl_edit() {
-    let sim = SimFleet::start(FLEET);
+fn if_not_drifted_reports_drift_after_a_kubectl_edit(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -551,10 +590,10 @@ fn if_not_drifted_reports_drift_after_a_kubectl_edit() {
     );
     repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
     repo.commit("first");
-    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    let (code, _, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{err}");
     kubectl_ok(
-        &sim,
+        &members,
         "alpha",
         &[
             "patch",
@@ -567,7 +606,7 @@ fn if_not_drifted_reports_drift_after_a_kubectl_edit() {
             r#"{"data":{"mode":"red"}}"#,
         ],
     );
-    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    let (code, report, _) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 1);
     let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
     assert_eq!(o, "drifted");
@@ -579,13 +618,12 @@ fn if_not_drifted_reports_drift_after_a_kubectl_edit() {
         outcome(&report, "beta", "ConfigMap", "settings").0,
         "unchanged"
     );
-    let cm = sim.get_json("alpha", &["configmap", "settings", "-n", "app"]);
+    let cm = members.get_json("alpha", &["configmap", "settings", "-n", "app"]);
     assert_eq!(cm["data"]["mode"], "red");
 }
 
-#[test]
-fn abandon_leaves_the_object_on_the_member() {
-    let sim = SimFleet::start(FLEET);
+fn abandon_leaves_the_object_on_the_member(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -593,47 +631,50 @@ fn abandon_leaves_the_object_on_the_member() {
     );
     repo.write("app/old.yaml", &configmap("old", "{a: '1'}"));
     repo.commit("first");
-    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    let (code, _, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{err}");
     repo.remove("app/old.yaml");
     repo.commit("second");
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
     assert_eq!(outcome(&report, "alpha", "ConfigMap", "old").0, "abandoned");
-    let cm = sim.get_json("alpha", &["configmap", "old", "-n", "app"]);
+    let cm = members.get_json("alpha", &["configmap", "old", "-n", "app"]);
     assert_eq!(cm["data"]["a"], "1");
     assert!(cm["metadata"]["labels"]["gitfleet.io/placement"].is_null());
 
     // The placement removed from git: its record still says Abandon.
     repo.remove("app/placement.yaml");
     repo.commit("third");
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
     assert_eq!(outcome(&report, "beta", "Namespace", "app").0, "abandoned");
-    assert!(exists(&sim, "beta", &["namespace", "app"]));
+    assert!(exists(&members, "beta", &["namespace", "app"]));
 }
 
 #[test]
 fn an_invalid_commit_applies_nothing() {
-    let sim = SimFleet::start(FLEET);
+    let members = Members::start(Backend::Sim, FLEET);
     let repo = fleet_repo();
     repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
     repo.write("app/broken.yaml", "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\nmetadata: {name: broken}\nspec: {policy: {placementType: PickSome}}\n");
     repo.commit("broken");
-    let run = apply(&repo, &sim, &[]);
+    let run = apply(&repo, &members, &[]);
     assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("broken.yaml"), "{}", run.stderr);
-    assert!(!exists(&sim, "alpha", &["namespace", "app"]));
-    assert!(!exists(&sim, "alpha", &["namespace", "gitfleet-system"]));
+    assert!(!exists(&members, "alpha", &["namespace", "app"]));
+    assert!(!exists(
+        &members,
+        "alpha",
+        &["namespace", "gitfleet-system"]
+    ));
     let run = gitfleet(&["apply", "--repo", "/nonexistent/repo", "--kubeconfig", "x"]);
     assert_eq!(run.code, 3, "{}", run.stderr);
     let run = gitfleet(&["apply", "--repo", "."]);
     assert_eq!(run.code, 2, "{}", run.stderr);
 }
 
-#[test]
-fn custom_resources_land_after_their_crd() {
-    let sim = SimFleet::start(FLEET);
+fn custom_resources_land_after_their_crd(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/crd.yaml",
@@ -670,17 +711,16 @@ spec: {size: 3}
         ),
     );
     repo.commit("first");
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
     let (_, r) = outcome(&report, "alpha", "Widget", "w");
     assert_eq!(r["availability"]["status"], "NotTrackable");
-    let w = sim.get_json("alpha", &["widgets.example.com", "w", "-n", "app"]);
+    let w = members.get_json("alpha", &["widgets.example.com", "w", "-n", "app"]);
     assert_eq!(w["spec"]["size"], 3);
 }
 
-#[test]
-fn take_over_if_no_diff_takes_identical_objects_only() {
-    let sim = SimFleet::start(FLEET);
+fn take_over_if_no_diff_takes_identical_objects_only(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -690,14 +730,14 @@ fn take_over_if_no_diff_takes_identical_objects_only() {
     repo.write("app/differs.yaml", &configmap("differs", "{a: '1'}"));
     repo.commit("first");
     create_by_someone_else(
-        &sim,
+        &members,
         &format!(
             "{NAMESPACE}---\n{}---\n{}",
             configmap("same", "{a: '1'}"),
             configmap("differs", "{a: '2'}")
         ),
     );
-    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    let (code, report, _) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 1);
     assert_eq!(outcome(&report, "alpha", "ConfigMap", "same").0, "applied");
     let (o, r) = outcome(&report, "alpha", "ConfigMap", "differs");
@@ -706,45 +746,43 @@ fn take_over_if_no_diff_takes_identical_objects_only() {
         r["diffs"],
         json!([{"path": "/data/a", "observed": "2", "desired": "1"}])
     );
-    let same = sim.get_json("alpha", &["configmap", "same", "-n", "app"]);
+    let same = members.get_json("alpha", &["configmap", "same", "-n", "app"]);
     assert_eq!(
         same["metadata"]["labels"]["gitfleet.io/placement"],
         "crp.app"
     );
 }
 
-#[test]
-fn a_namespace_gitfleet_did_not_create_is_never_deleted() {
-    let sim = SimFleet::start(FLEET);
+fn a_namespace_gitfleet_did_not_create_is_never_deleted(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
     repo.commit("first");
-    create_by_someone_else(&sim, NAMESPACE);
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    create_by_someone_else(&members, NAMESPACE);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
     // Taken over (whenToTakeOver Always): labelled, but not created by gitfleet.
-    let ns = sim.get_json("alpha", &["namespace", "app"]);
+    let ns = members.get_json("alpha", &["namespace", "app"]);
     assert_eq!(ns["metadata"]["labels"]["gitfleet.io/placement"], "crp.app");
 
     repo.remove("app/placement.yaml");
     repo.commit("placement removed");
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
     assert_eq!(outcome(&report, "alpha", "Namespace", "app").0, "abandoned");
     assert_eq!(outcome(&report, "beta", "Namespace", "app").0, "pruned");
-    let ns = sim.get_json("alpha", &["namespace", "app"]);
+    let ns = members.get_json("alpha", &["namespace", "app"]);
     assert!(ns["metadata"]["labels"]["gitfleet.io/placement"].is_null());
     assert!(!exists(
-        &sim,
+        &members,
         "alpha",
         &["configmap", "settings", "-n", "app"]
     ));
-    assert!(!exists(&sim, "beta", &["namespace", "app"]));
+    assert!(!exists(&members, "beta", &["namespace", "app"]));
 }
 
-#[test]
-fn full_comparison_reports_fields_others_set_after_apply() {
-    let sim = SimFleet::start(FLEET);
+fn full_comparison_reports_fields_others_set_after_apply(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -752,10 +790,10 @@ fn full_comparison_reports_fields_others_set_after_apply() {
     );
     repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
     repo.commit("first");
-    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    let (code, _, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{err}");
     kubectl_ok(
-        &sim,
+        &members,
         "alpha",
         &[
             "patch",
@@ -768,7 +806,7 @@ fn full_comparison_reports_fields_others_set_after_apply() {
             r#"{"data":{"extra":"x"}}"#,
         ],
     );
-    let (code, report, err) = apply_json(&repo, &sim, &[]);
+    let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
     let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
     assert_eq!(o, "unchanged");
@@ -780,25 +818,25 @@ fn full_comparison_reports_fields_others_set_after_apply() {
 
 #[test]
 fn a_member_unhealthy_in_the_inventory_is_not_touched() {
-    let sim = SimFleet::start(FLEET);
+    let members = Members::start(Backend::Sim, FLEET);
     let repo = fleet_repo();
     repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
     repo.commit("first");
-    let (code, _, err) = apply_json(&repo, &sim, &[]);
+    let (code, _, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{err}");
-    let inventory = sim.dir.path().join("inventory.yaml");
+    let inventory = members.dir().join("inventory.yaml");
     std::fs::write(
         &inventory,
         "clusters:\n- {name: alpha}\n- {name: beta, healthy: false, error: agent lost}\n",
     )
     .unwrap();
     let inventory = inventory.display().to_string();
-    let (code, report, err) = apply_json(&repo, &sim, &["--inventory", &inventory]);
+    let (code, report, err) = apply_json(&repo, &members, &["--inventory", &inventory]);
     assert_eq!(code, 0, "{report:#}\n{err}");
     assert_eq!(report["skipped"][0]["member"], "beta");
     assert!(err.contains("beta: skipped"), "{err}");
     assert!(exists(
-        &sim,
+        &members,
         "beta",
         &["configmap", "settings", "-n", "app"]
     ));
@@ -806,9 +844,8 @@ fn a_member_unhealthy_in_the_inventory_is_not_touched() {
 
 /// Many objects of one kind in one namespace are read with one LIST: the takeover rule still
 /// sees the one that someone else created, and the second apply sees everything unchanged.
-#[test]
-fn many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules() {
-    let sim = SimFleet::start(FLEET);
+fn many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.write(
         "app/placement.yaml",
@@ -822,10 +859,10 @@ fn many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules() {
     }
     repo.commit("twelve");
     create_by_someone_else(
-        &sim,
+        &members,
         &format!("{NAMESPACE}---\n{}", configmap("cm-7", "{a: mine}")),
     );
-    let (code, report, _) = apply_json(&repo, &sim, &[]);
+    let (code, report, _) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 1);
     assert_eq!(
         outcome(&report, "alpha", "ConfigMap", "cm-7").0,
@@ -833,8 +870,79 @@ fn many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules() {
     );
     assert_eq!(outcome(&report, "alpha", "ConfigMap", "cm-3").0, "applied");
     assert_eq!(outcome(&report, "beta", "ConfigMap", "cm-7").0, "applied");
-    let cm = sim.get_json("alpha", &["configmap", "cm-7", "-n", "app"]);
+    let cm = members.get_json("alpha", &["configmap", "cm-7", "-n", "app"]);
     assert_eq!(cm["data"]["a"], "mine");
-    let (_, again, _) = apply_json(&repo, &sim, &[]);
+    let (_, again, _) = apply_json(&repo, &members, &[]);
     assert_eq!(outcome(&again, "beta", "ConfigMap", "cm-3").0, "unchanged");
+}
+
+fn a_pruned_object_held_by_a_finalizer_is_in_progress_until_it_goes(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = fleet_repo();
+    repo.write(
+        "app/held.yaml",
+        "apiVersion: v1
+kind: ConfigMap
+metadata: {name: held, namespace: app, finalizers: [example.com/hold]}
+data: {a: '1'}
+",
+    );
+    repo.commit("first");
+    let (code, report, err) = apply_json(&repo, &members, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+
+    // The DELETE is accepted, but the finalizer keeps the object: not pruned yet, and the record
+    // still lists it.
+    repo.remove("app/held.yaml");
+    repo.commit("second");
+    let (code, report, _) = apply_json(&repo, &members, &["--retry-budget", "2s"]);
+    assert_ne!(code, 0, "{report:#}");
+    let (outcome_alpha, result) = outcome(&report, "alpha", "ConfigMap", "held");
+    assert_eq!(outcome_alpha, "failed", "{result:#}");
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap()
+            .contains("deletion in progress"),
+        "{result:#}"
+    );
+    let cm = members.get_json("alpha", &["configmap", "held", "-n", "app"]);
+    assert!(cm["metadata"]["deletionTimestamp"].is_string(), "{cm:#}");
+    let record = members.get_json(
+        "alpha",
+        &["configmap", "applied.crp.app", "-n", "gitfleet-system"],
+    );
+    assert!(record["data"]["objects"]
+        .as_str()
+        .unwrap()
+        .contains("\"held\""));
+
+    // Once its finalizer is done, the next run sees it gone and forgets it.
+    for ctx in ["alpha", "beta"] {
+        kubectl_ok(
+            &members,
+            ctx,
+            &[
+                "patch",
+                "configmap",
+                "held",
+                "-n",
+                "app",
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"finalizers":null}}"#,
+            ],
+        );
+    }
+    let (code, report, err) = apply_json(&repo, &members, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "held").0, "pruned");
+    let record = members.get_json(
+        "alpha",
+        &["configmap", "applied.crp.app", "-n", "gitfleet-system"],
+    );
+    assert!(!record["data"]["objects"]
+        .as_str()
+        .unwrap()
+        .contains("\"held\""));
 }

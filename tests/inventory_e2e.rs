@@ -1,11 +1,15 @@
 //! End-to-end: `gitfleet inventory` and `--inventory live` against members served by the real
-//! `gitfleet sim`, reached only through the kubeconfig it writes.
+//! `gitfleet sim` or, for the tests listed in `on_both_backends!`, also by real API servers with
+//! the real scheduler and kwok's nodes (the test bed), reached only through the kubeconfig.
 
 mod common;
-use common::sim::SimFleet;
+use common::members::{Backend, Members};
 use common::{gitfleet, Repo, Run};
 use serde_json::Value;
 use std::time::{Duration, Instant};
+
+// Member-facing behaviour, checked on `gitfleet sim` and on real API servers (the test bed).
+on_both_backends!(inventory_reads_nodes_and_pods_and_live_scheduling_follows_it,);
 
 /// `small`: two ready nodes with reserved capacity and one node that is not ready. `big`: three
 /// schedulable nodes and a cordoned one. `third`: reached through another context name.
@@ -113,18 +117,18 @@ fn fleet_repo() -> Repo {
     repo
 }
 
-fn run(repo: &Repo, sim: &SimFleet, command: &str, extra: &[&str]) -> Run {
+fn run(repo: &Repo, members: &Members, command: &str, extra: &[&str]) -> Run {
     let repo_path = repo.path().display().to_string();
-    let kubeconfig = sim.kubeconfig.display().to_string();
+    let kubeconfig = members.kubeconfig.display().to_string();
     let mut args = vec![command, "--repo", &repo_path, "--kubeconfig", &kubeconfig];
     args.extend_from_slice(extra);
     gitfleet(&args)
 }
 
-fn inventory_json(repo: &Repo, sim: &SimFleet, extra: &[&str]) -> Value {
+fn inventory_json(repo: &Repo, members: &Members, extra: &[&str]) -> Value {
     let mut args = vec!["-o", "json"];
     args.extend_from_slice(extra);
-    let r = run(repo, sim, "inventory", &args);
+    let r = run(repo, members, "inventory", &args);
     assert_eq!(r.code, 0, "{}", r.stderr);
     serde_json::from_str(&r.stdout).expect("inventory prints JSON")
 }
@@ -148,10 +152,10 @@ fn picked(schedule: &Value, placement: &str) -> Vec<String> {
     serde_json::from_value(p["selected"].clone()).unwrap()
 }
 
-fn schedule_live(repo: &Repo, sim: &SimFleet) -> Value {
+fn schedule_live(repo: &Repo, members: &Members) -> Value {
     let r = run(
         repo,
-        sim,
+        members,
         "schedule",
         &["--inventory", "live", "-o", "json"],
     );
@@ -168,15 +172,14 @@ fn await_condition(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn inventory_reads_nodes_and_pods_and_live_scheduling_follows_it() {
-    let sim = SimFleet::start(FLEET);
+fn inventory_reads_nodes_and_pods_and_live_scheduling_follows_it(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
-    let prices = sim.dir.path().join("prices.yaml");
+    let prices = members.dir().join("prices.yaml");
     std::fs::write(&prices, "instanceTypes: {D4: 0.192, D8: 0.384}\n").unwrap();
     let prices = prices.display().to_string();
 
-    let inv = inventory_json(&repo, &sim, &["--prices", &prices]);
+    let inv = inventory_json(&repo, &members, &["--prices", &prices]);
     let props = |name: &str| cluster(&inv, name)["properties"].clone();
     assert_eq!(
         props("small"),
@@ -215,8 +218,8 @@ fn inventory_reads_nodes_and_pods_and_live_scheduling_follows_it() {
 
     // The printed inventory is an inventory file: schedule reads it back, and deciding from it
     // is deciding live.
-    let file = sim.dir.path().join("inventory.yaml");
-    let yaml = run(&repo, &sim, "inventory", &[]);
+    let file = members.dir().join("inventory.yaml");
+    let yaml = run(&repo, &members, "inventory", &[]);
     assert_eq!(yaml.code, 0, "{}", yaml.stderr);
     std::fs::write(&file, &yaml.stdout).unwrap();
     let from_file = gitfleet(&[
@@ -230,13 +233,13 @@ fn inventory_reads_nodes_and_pods_and_live_scheduling_follows_it() {
     ]);
     assert_eq!(from_file.code, 0, "{}", from_file.stderr);
     let from_file: Value = serde_json::from_str(&from_file.stdout).unwrap();
-    let live = schedule_live(&repo, &sim);
+    let live = schedule_live(&repo, &members);
     assert_eq!(from_file, live);
     assert_eq!(picked(&live, "roomy"), ["big", "small"]);
     assert_eq!(picked(&live, "most-cpu"), ["big"]);
 
     // Three pods of 7 cpu land on big's three schedulable nodes: 3 of its 24 cpu stay free.
-    let deployment = sim.dir.path().join("hungry.yaml");
+    let deployment = members.dir().join("hungry.yaml");
     std::fs::write(
         &deployment,
         "apiVersion: apps/v1
@@ -255,17 +258,17 @@ spec:
 ",
     )
     .unwrap();
-    let (code, _, err) = sim.kubectl(
+    let (code, _, err) = members.kubectl(
         "big",
         &["apply", "--server-side", "-f", deployment.to_str().unwrap()],
     );
     assert_eq!(code, 0, "{err}");
     await_condition("three running pods on big", || {
-        let pods = sim.get_json("big", &["pods", "-n", "default", "-l", "app=hungry"]);
+        let pods = members.get_json("big", &["pods", "-n", "default", "-l", "app=hungry"]);
         let items = pods["items"].as_array().cloned().unwrap_or_default();
         items.len() == 3 && items.iter().all(|p| p["status"]["phase"] == "Running")
     });
-    let inv = inventory_json(&repo, &sim, &[]);
+    let inv = inventory_json(&repo, &members, &[]);
     let big = &cluster(&inv, "big")["properties"];
     assert_eq!(big["resources.kubernetes-fleet.io/available-cpu"], "3");
     assert_eq!(
@@ -274,7 +277,7 @@ spec:
     );
     assert_eq!(big["resources.kubernetes-fleet.io/allocatable-cpu"], "24");
 
-    let live = schedule_live(&repo, &sim);
+    let live = schedule_live(&repo, &members);
     assert_eq!(picked(&live, "roomy"), ["small"]);
     assert_eq!(picked(&live, "most-cpu"), ["small"]);
 
@@ -282,7 +285,7 @@ spec:
     let head = repo.git(&["rev-parse", "HEAD"]);
     let plan = run(
         &repo,
-        &sim,
+        &members,
         "plan",
         &["--base", &head, "--head", &head, "--inventory", "live"],
     );
@@ -291,17 +294,20 @@ spec:
 
 #[test]
 fn a_down_member_is_reported_unhealthy_and_the_others_still_answer() {
-    let sim = SimFleet::start(FLEET);
+    let members = Members::start(Backend::Sim, FLEET);
     let repo = fleet_repo();
-    sim.set_faults("big", serde_json::json!({"down": true}));
+    members.stop_member("big");
     // `third` answers, but only with errors.
-    sim.set_faults(
-        "third",
-        serde_json::json!({"errorRate": 1.0, "errorCodes": [500]}),
-    );
+    members
+        .sim()
+        .expect("faults need the simulator")
+        .set_faults(
+            "third",
+            serde_json::json!({"errorRate": 1.0, "errorCodes": [500]}),
+        );
 
     // A member answering 5xx is asked again until its time is up: keep that short here.
-    let inv = inventory_json(&repo, &sim, &["--member-timeout", "2"]);
+    let inv = inventory_json(&repo, &members, &["--member-timeout", "2"]);
     let big = cluster(&inv, "big");
     assert_eq!(big["healthy"], false);
     let error = big["error"].as_str().unwrap();
@@ -321,7 +327,7 @@ fn a_down_member_is_reported_unhealthy_and_the_others_still_answer() {
     // Live scheduling leaves the down member out and says why on stderr.
     let r = run(
         &repo,
-        &sim,
+        &members,
         "schedule",
         &["--inventory", "live", "--member-timeout", "2", "-o", "json"],
     );
@@ -336,16 +342,19 @@ fn a_down_member_is_reported_unhealthy_and_the_others_still_answer() {
     assert_eq!(picked(&live, "most-cpu"), ["small"]);
 
     // Back up: healthy again.
-    sim.set_faults("big", serde_json::json!({"down": false}));
-    sim.set_faults("third", serde_json::json!({"errorRate": 0.0}));
-    let inv = inventory_json(&repo, &sim, &[]);
+    members.start_member("big");
+    members
+        .sim()
+        .expect("faults need the simulator")
+        .set_faults("third", serde_json::json!({"errorRate": 0.0}));
+    let inv = inventory_json(&repo, &members, &[]);
     assert_eq!(cluster(&inv, "big")["healthy"], true);
     assert_eq!(cluster(&inv, "third")["healthy"], true);
 }
 
 #[test]
 fn nothing_to_ask_is_an_error_and_a_missing_context_only_fails_its_member() {
-    let sim = SimFleet::start(FLEET);
+    let members = Members::start(Backend::Sim, FLEET);
     let repo = fleet_repo();
 
     let bad = gitfleet(&[
@@ -376,7 +385,7 @@ fn nothing_to_ask_is_an_error_and_a_missing_context_only_fails_its_member() {
     // A member whose context the kubeconfig lacks is unhealthy; the rest answer.
     repo.write("members/ghost.yaml", &member("ghost", ""));
     repo.commit("a member without a context");
-    let inv = inventory_json(&repo, &sim, &[]);
+    let inv = inventory_json(&repo, &members, &[]);
     let ghost = cluster(&inv, "ghost");
     assert_eq!(ghost["healthy"], false);
     assert!(

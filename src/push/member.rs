@@ -2,6 +2,12 @@
 //! budget and bounded by its request limit; kinds resolved by discovery, cached for the run
 //! (only found kinds are cached, so a CRD applied in an earlier wave makes its custom resources
 //! resolvable in a later one).
+//!
+//! A real API server serves a new CRD's kind only once the CRD is Established, a moment after
+//! the apply returns; so the kinds of CRDs applied in this run are awaited (discovery asked again
+//! on the retry schedule, within the budget) before their custom resources are called unserved.
+//! Likewise a pruned object counts as pruned only once it is gone: a real server accepts a
+//! Namespace's DELETE at once and removes it later, and finalizers hold any object.
 
 use super::availability::availability;
 use super::compare::{comparable, diff, obscure_secret, three_way_patch, Comparison};
@@ -15,13 +21,13 @@ use super::{
     MemberPush, MemberResult, ObjectRef, ObjectResult, Outcome, PlacementPush, PlacementResult,
     PushOptions, Strategy,
 };
-use crate::members::retry::{with_retry, Budget};
+use crate::members::retry::{delay, with_retry, Budget};
 use crate::model::placement::{ApplyStrategyType, ComparisonOption, WhenToApply, WhenToTakeOver};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
@@ -32,6 +38,8 @@ pub struct Member {
     budget: Budget,
     requests: Semaphore,
     kinds: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
+    /// (apiVersion, kind) defined by CRDs applied in this run: worth waiting for in discovery.
+    expected_kinds: Mutex<HashSet<(String, String)>>,
 }
 
 fn describe(err: &kube::Error) -> String {
@@ -52,6 +60,7 @@ impl Member {
             budget: Budget::starting_now(opts.retry_budget),
             requests: Semaphore::new(opts.parallel_requests.max(1)),
             kinds: Mutex::new(HashMap::new()),
+            expected_kinds: Mutex::new(HashSet::new()),
         }
     }
 
@@ -93,23 +102,38 @@ impl Member {
                     .rsplit_once('/')
                     .unwrap_or(("", &obj.api_version));
                 let gvk = GroupVersionKind::gvk(group, version, &obj.kind);
-                let found = with_retry(self.budget, || async {
-                    let _slot = self.requests.acquire().await.expect("never closed");
-                    kube::discovery::pinned_kind(&self.client, &gvk).await
-                })
-                .await;
-                match found {
-                    Ok((ar, caps)) => {
-                        let entry = (ar, caps.scope == Scope::Namespaced);
-                        self.kinds
-                            .lock()
-                            .expect("not poisoned")
-                            .insert(cache_key, entry.clone());
-                        entry
+                let mut attempt = 0u32;
+                loop {
+                    let found = with_retry(self.budget, || async {
+                        let _slot = self.requests.acquire().await.expect("never closed");
+                        kube::discovery::pinned_kind(&self.client, &gvk).await
+                    })
+                    .await;
+                    match found {
+                        Ok((ar, caps)) => {
+                            let entry = (ar, caps.scope == Scope::Namespaced);
+                            self.kinds
+                                .lock()
+                                .expect("not poisoned")
+                                .insert(cache_key, entry.clone());
+                            break entry;
+                        }
+                        Err((kube::Error::Api(s), _)) if s.code == 404 => {}
+                        Err((kube::Error::Discovery(_), _)) => {}
+                        Err((e, _)) => return Err(describe(&e)),
                     }
-                    Err((kube::Error::Api(s), _)) if s.code == 404 => return Ok(None),
-                    Err((kube::Error::Discovery(_), _)) => return Ok(None),
-                    Err((e, _)) => return Err(describe(&e)),
+                    // Not served (yet): a CRD this run applied may still be getting established.
+                    let expected = self
+                        .expected_kinds
+                        .lock()
+                        .expect("not poisoned")
+                        .contains(&cache_key);
+                    let wait = delay(attempt, None);
+                    if !expected || !self.budget.allows(tokio::time::Instant::now(), wait) {
+                        return Ok(None);
+                    }
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
                 }
             }
         };
@@ -119,6 +143,51 @@ impl Member {
         } else {
             Api::all_with(self.client.clone(), &ar)
         }))
+    }
+
+    /// Kinds that CRDs applied in this run define, to be awaited in discovery.
+    fn expect_kinds(&self, kinds: Vec<(String, String)>) {
+        self.expected_kinds
+            .lock()
+            .expect("not poisoned")
+            .extend(kinds);
+    }
+
+    /// Waits, on the retry schedule and within the budget, until a deleted object is gone: a
+    /// real API server accepts the DELETE of a Namespace at once and empties and removes it
+    /// afterwards (the namespace controller), and finalizers hold other objects the same way.
+    /// An object of the same name with another uid (made anew) counts as gone. When the budget
+    /// ends first, the deletion is reported in progress (and the record keeps the object, so the
+    /// next run looks again).
+    async fn await_gone(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), String> {
+        let mut attempt = 0u32;
+        loop {
+            let still = match self.get(api, name).await? {
+                None => return Ok(()),
+                Some(live) => live,
+            };
+            if uid.is_some() && still.pointer("/metadata/uid").and_then(Value::as_str) != uid {
+                return Ok(());
+            }
+            let wait = delay(attempt, None);
+            if !self.budget.allows(tokio::time::Instant::now(), wait) {
+                let finalizers = still
+                    .pointer("/metadata/finalizers")
+                    .or_else(|| still.pointer("/spec/finalizers"))
+                    .map(Value::to_string)
+                    .unwrap_or_else(|| "[]".into());
+                return Err(format!(
+                    "deletion in progress: the member accepted the DELETE but still has the object (finalizers {finalizers}); the next run checks again"
+                ));
+            }
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        }
     }
 
     async fn served_api(&self, obj: &ObjectRef) -> Result<Api<DynamicObject>, String> {
@@ -396,7 +465,12 @@ async fn push_placement(
             .iter()
             .position(|m| m.wave != wave)
             .map_or(p.manifests.len(), |n| i + n);
-        for (r, created) in run_wave(m, &ctx, manifests[i..end].to_vec()).await {
+        let wave_results = run_wave(m, &ctx, manifests[i..end].to_vec()).await;
+        // Results come in manifest order.
+        for ((r, created), manifest) in wave_results.into_iter().zip(&manifests[i..end]) {
+            if matches!(r.outcome, Outcome::Applied | Outcome::Unchanged) {
+                m.expect_kinds(crd_kinds(manifest));
+            }
             if r.outcome != Outcome::NotTakenOver {
                 entries.insert(Entry {
                     created: created || created_before.contains(&r.object),
@@ -425,6 +499,30 @@ async fn push_placement(
         }
     }
     result
+}
+
+/// The (apiVersion, kind) of every served version a CustomResourceDefinition manifest defines;
+/// nothing for any other manifest.
+fn crd_kinds(manifest: &Value) -> Vec<(String, String)> {
+    let is_crd = manifest["kind"] == "CustomResourceDefinition"
+        && manifest["apiVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"));
+    let spec = &manifest["spec"];
+    let (Some(group), Some(kind)) = (spec["group"].as_str(), spec["names"]["kind"].as_str()) else {
+        return Vec::new();
+    };
+    if !is_crd {
+        return Vec::new();
+    }
+    spec["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["served"].as_bool().unwrap_or(true))
+        .filter_map(|v| v["name"].as_str())
+        .map(|version| (format!("{group}/{version}"), kind.to_string()))
+        .collect()
 }
 
 /// What every object of a placement shares.
@@ -777,7 +875,13 @@ async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> O
     }
     let dp = DeleteParams::background();
     match m.call(|| api.delete(&object.name, &dp)).await {
-        Ok(_) => ObjectResult::new(object, Outcome::Pruned),
+        Ok(_) => {
+            let uid = live.pointer("/metadata/uid").and_then(Value::as_str);
+            match m.await_gone(&api, &object.name, uid).await {
+                Ok(()) => ObjectResult::new(object, Outcome::Pruned),
+                Err(e) => ObjectResult::failed(object, e),
+            }
+        }
         Err(e) if e.starts_with("404 ") => ObjectResult::new(object, Outcome::Pruned),
         Err(e) => ObjectResult::failed(object, e),
     }
@@ -786,6 +890,23 @@ async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crd_defines_the_kinds_of_its_served_versions_only() {
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "spec": {"group": "example.com", "names": {"kind": "Widget"},
+                "versions": [{"name": "v1", "served": true}, {"name": "v1beta1", "served": false},
+                    {"name": "v2"}]}});
+        assert_eq!(
+            crd_kinds(&crd),
+            [
+                ("example.com/v1".to_string(), "Widget".to_string()),
+                ("example.com/v2".to_string(), "Widget".to_string())
+            ]
+        );
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "spec": crd["spec"].clone()});
+        assert!(crd_kinds(&cm).is_empty());
+    }
 
     #[test]
     fn self_conflicts_are_recognised() {

@@ -125,7 +125,7 @@ pub enum Outcome {
     Applied,
     /// Applied, and the member already had it exactly so.
     Unchanged,
-    /// Deleted: no longer delivered.
+    /// Deleted, and gone from the member: no longer delivered.
     Pruned,
     /// No longer delivered, left on the member without gitfleet's labels (Abandon, or a
     /// namespace gitfleet did not create).

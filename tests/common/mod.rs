@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub mod daemon;
+pub mod kubectl;
+pub mod members;
 pub mod sim;
+pub mod testbed;
 
 pub struct Repo {
     pub dir: tempfile::TempDir,

@@ -127,25 +127,12 @@ impl SimFleet {
         args: &[&str],
         stdin: &str,
     ) -> (i32, String, String) {
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["--context", context])
-            .args(args)
-            .env("KUBECACHEDIR", self.dir.path().join("kube-cache"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl runs (is it installed?)");
-        let mut input = child.stdin.take().unwrap();
-        input.write_all(stdin.as_bytes()).unwrap();
-        drop(input);
-        let out = child.wait_with_output().expect("kubectl finishes");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        super::kubectl::run(
+            &self.kubeconfig,
+            &self.dir.path().join("kube-cache"),
+            context,
+            args,
+            stdin,
         )
     }
 

@@ -1,0 +1,202 @@
+//! Members for end-to-end tests on either backend: `gitfleet sim` (fast, ours) or the test bed
+//! (real kube-apiserver, controller-manager, scheduler and kwok per member). A test describes its
+//! fleet once, in the fleet-file format both read, and reaches the members only through the
+//! kubeconfig and kubectl, as a user reaches real clusters; [`on_both_backends!`] runs it on each.
+//!
+//! Each test starts its own members: gitfleet treats a member as its own (it prunes placements
+//! whose records it finds there and that the commit no longer has), so two tests cannot share
+//! one. Start costs are measured in README's "Tests" section.
+//!
+//! A real-member test is skipped, with a note on the terminal, when the test bed is not built
+//! (see [`super::testbed`]); `GITFLEET_TESTBED_REQUIRED=1` turns that into a failure.
+
+use std::path::{Path, PathBuf};
+
+use super::sim::SimFleet;
+use super::testbed::{self, Testbed};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `gitfleet sim`.
+    Sim,
+    /// The test bed: real Kubernetes control planes.
+    Real,
+}
+
+enum Running {
+    Sim(SimFleet),
+    Real(Testbed),
+}
+
+/// Started members, stopped on drop.
+pub struct Members {
+    pub backend: Backend,
+    /// Declared before `dir`: fields drop in order, so the members stop before their folder goes.
+    running: Running,
+    /// Holds the fleet file, the kubeconfig and (real) the test bed's state; removed last.
+    dir: tempfile::TempDir,
+    pub kubeconfig: PathBuf,
+    /// `http://127.0.0.1:<port>` of the admin endpoint (the same API on both backends for
+    /// `faults: {down}`).
+    admin: String,
+}
+
+/// Whether tests on `backend` can run here; for the real tier, notes the skip on the terminal
+/// when the test bed is not built (and fails when it is required).
+pub fn available(backend: Backend) -> bool {
+    match backend {
+        Backend::Sim => true,
+        Backend::Real => {
+            let found = testbed::binary().is_some();
+            if !found {
+                testbed::note_skipped();
+            }
+            found
+        }
+    }
+}
+
+impl Members {
+    /// Starts members from a fleet file given as YAML text (the `gitfleet sim --fleet` format).
+    /// On the real backend, simulator-only fields (tokens, anonymousAuth, workloadDelayMs) are
+    /// ignored and faults other than stopping a member are refused.
+    pub fn start(backend: Backend, fleet_yaml: &str) -> Members {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fleet = dir.path().join("fleet.yaml");
+        std::fs::write(&fleet, fleet_yaml).unwrap();
+        let running = match backend {
+            Backend::Sim => {
+                let sim_dir = tempfile::tempdir_in(dir.path()).expect("tempdir");
+                Running::Sim(SimFleet::start_file(&fleet, sim_dir))
+            }
+            Backend::Real => {
+                let binary = testbed::binary()
+                    .unwrap_or_else(|| panic!("no test bed: {}", testbed::HOW_TO_RUN));
+                Running::Real(Testbed::start(&binary, &fleet, dir.path()))
+            }
+        };
+        let (kubeconfig, admin) = match &running {
+            Running::Sim(s) => (s.kubeconfig.clone(), s.admin.clone()),
+            Running::Real(t) => (t.kubeconfig.clone(), t.admin.clone()),
+        };
+        Members {
+            backend,
+            running,
+            dir,
+            kubeconfig,
+            admin,
+        }
+    }
+
+    /// A folder for the test's own files, removed with the members.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The simulator, for what only it offers (injected errors, change logs); `None` on the
+    /// real backend.
+    pub fn sim(&self) -> Option<&SimFleet> {
+        match &self.running {
+            Running::Sim(s) => Some(s),
+            Running::Real(_) => None,
+        }
+    }
+
+    /// Stops a member's API server: its address refuses connections until [`Self::start_member`].
+    pub fn stop_member(&self, name: &str) {
+        self.set_down(name, true);
+    }
+
+    /// Starts a stopped member again (same address); returns once it serves requests.
+    pub fn start_member(&self, name: &str) {
+        self.set_down(name, false);
+    }
+
+    fn set_down(&self, name: &str, down: bool) {
+        let url = format!("{}/members/{name}/faults", self.admin);
+        let body = serde_json::json!({ "down": down }).to_string();
+        let mut response = ureq::post(&url)
+            .header("content-type", "application/json")
+            .send(body.as_bytes())
+            .unwrap_or_else(|e| panic!("POST {url} {body}: {e}"));
+        let _ = response.body_mut().read_to_string();
+    }
+
+    /// Runs the real `kubectl` against one member's context; returns (exit code, stdout, stderr).
+    pub fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String) {
+        self.kubectl_stdin(context, args, "")
+    }
+
+    /// [`Members::kubectl`] with `stdin` fed to kubectl (for `apply -f -`).
+    pub fn kubectl_stdin(
+        &self,
+        context: &str,
+        args: &[&str],
+        stdin: &str,
+    ) -> (i32, String, String) {
+        super::kubectl::run(
+            &self.kubeconfig,
+            &self.dir.path().join("kube-cache"),
+            context,
+            args,
+            stdin,
+        )
+    }
+
+    /// `kubectl apply --server-side -f -` of `yaml`, panicking when kubectl fails.
+    pub fn apply(&self, context: &str, yaml: &str, extra: &[&str]) -> String {
+        let mut args = vec!["apply", "--server-side", "-f", "-"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = self.kubectl_stdin(context, &args, yaml);
+        assert_eq!(code, 0, "kubectl {args:?} failed: {err}\n{yaml}");
+        out
+    }
+
+    /// `kubectl get` as JSON, panicking when kubectl fails.
+    pub fn get_json(&self, context: &str, args: &[&str]) -> serde_json::Value {
+        let mut full = vec!["get"];
+        full.extend_from_slice(args);
+        full.extend_from_slice(&["-o", "json"]);
+        let (code, out, err) = self.kubectl(context, &full);
+        assert_eq!(code, 0, "kubectl {full:?} failed: {err}");
+        serde_json::from_str(&out).expect("kubectl prints JSON")
+    }
+
+    /// Whether `kubectl get <args>` finds the object (any other failure panics).
+    pub fn exists(&self, context: &str, args: &[&str]) -> bool {
+        let mut full = vec!["get"];
+        full.extend_from_slice(args);
+        let (code, _, err) = self.kubectl(context, &full);
+        if code != 0 {
+            assert!(
+                err.contains("NotFound") || err.contains("not found"),
+                "{err}"
+            );
+        }
+        code == 0
+    }
+}
+
+/// Runs each named test function (`fn name(backend: Backend)`) on both backends, as the tests
+/// `name::sim` and `name::real` (so `cargo test real` runs the real-member tier alone). The real
+/// one is skipped, with a note, when the test bed is not built.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                use $crate::common::members::{available, Backend};
+                #[test]
+                fn sim() {
+                    super::$name(Backend::Sim)
+                }
+                #[test]
+                fn real() {
+                    if available(Backend::Real) {
+                        super::$name(Backend::Real)
+                    }
+                }
+            }
+        )*
+    };
+}
