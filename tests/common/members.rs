@@ -115,8 +115,12 @@ impl Members {
     fn set_down(&self, name: &str, down: bool) {
         let url = format!("{}/members/{name}/faults", self.admin);
         let body = serde_json::json!({ "down": down }).to_string();
-        let mut response = ureq::post(&url)
-            .header("content-type", "application/json")
+        let mut request = ureq::post(&url).header("content-type", "application/json");
+        // The simulator's admin endpoint needs its own token; the test bed's serves loopback only.
+        if let Running::Sim(s) = &self.running {
+            request = request.header("authorization", &format!("Bearer {}", s.admin_token));
+        }
+        let mut response = request
             .send(body.as_bytes())
             .unwrap_or_else(|e| panic!("POST {url} {body}: {e}"));
         let _ = response.body_mut().read_to_string();
