@@ -4,6 +4,7 @@
 
 mod diagnostic;
 pub mod parse;
+mod strings;
 mod validate;
 
 pub use diagnostic::Diagnostic;
@@ -73,8 +74,8 @@ pub struct Catalog {
     pub approval_requests: Vec<Entry<ApprovalRequest>>,
     pub evictions: Vec<Entry<ClusterResourcePlacementEviction>>,
     pub disruption_budgets: Vec<Entry<ClusterResourcePlacementDisruptionBudget>>,
-    /// Parsed documents, kept to locate fields by line; indexed like `objects`.
-    documents: Vec<Document>,
+    /// Where each object's fields are written, to locate them by line; indexed like `objects`.
+    positions: Vec<crate::yaml::Positions>,
     /// Objects that repeat an identity defined earlier (reported; never selected).
     duplicates: std::collections::BTreeSet<usize>,
     /// The hub objects by kind and by namespace, built once the commit is loaded: resource
@@ -239,39 +240,50 @@ impl Catalog {
     }
 
     /// Turns one parsed document (a `List` becomes its items) into objects.
-    fn add_document(&mut self, doc: Document, diags: &mut Vec<Diagnostic>) {
+    fn add_document(&mut self, mut doc: Document, diags: &mut Vec<Diagnostic>) {
         let is_list = doc.value.get("kind").and_then(|k| k.as_str()) == Some("List")
             && doc.value.get("items").is_some();
-        if is_list {
-            match doc.value.get("items").and_then(|i| i.as_array()) {
-                Some(items) => {
-                    for (i, item) in items.iter().enumerate() {
-                        self.add_object(
-                            Document {
-                                value: item.clone(),
-                                path_prefix: format!("items[{i}]"),
-                                ..doc.clone()
-                            },
-                            diags,
-                        );
-                    }
-                }
-                None => diags.push(Diagnostic {
-                    origin: doc.origin.clone(),
-                    object: "List".into(),
-                    field: "items".into(),
-                    message: "must be a list of objects".into(),
-                }),
-            }
+        if !is_list {
+            self.add_object(doc, diags);
             return;
         }
-        self.add_object(doc, diags);
+        let positions = doc.positions.items(&doc.value, "items");
+        match doc.value.get_mut("items").and_then(|i| i.as_array_mut()) {
+            Some(items) => {
+                let items = std::mem::take(items);
+                let mut positions = positions.into_iter();
+                for item in items {
+                    let positions = positions.next().unwrap_or_default();
+                    let origin = Origin {
+                        line: positions.root_line().unwrap_or(doc.origin.line),
+                        ..doc.origin.clone()
+                    };
+                    self.add_object(
+                        Document {
+                            origin,
+                            value: item,
+                            positions,
+                        },
+                        diags,
+                    );
+                }
+            }
+            None => diags.push(Diagnostic {
+                origin: Origin {
+                    line: doc.line("items"),
+                    ..doc.origin.clone()
+                },
+                object: "List".into(),
+                field: "items".into(),
+                message: "must be a list of objects".into(),
+            }),
+        }
     }
 
     fn add_object(&mut self, doc: Document, diags: &mut Vec<Diagnostic>) {
         let at = |field: &str, object: String, message: String| Diagnostic {
             origin: Origin {
-                line: parse::locate(&doc, field),
+                line: doc.line(field),
                 ..doc.origin.clone()
             },
             object,
@@ -341,28 +353,36 @@ impl Catalog {
         let gvk = Gvk::from_api_version(&api_version, &kind);
         let class = class_of(&gvk);
         self.objects.push(Object {
-            origin: doc.origin.clone(),
+            origin: doc.origin,
             gvk,
             name,
             namespace,
-            value: doc.value.clone(),
+            value: doc.value,
         });
         self.classes.push(class);
-        self.documents.push(doc);
+        self.positions.push(doc.positions);
     }
 
     /// The line of `field` in object `index`, for diagnostics.
     pub fn diagnostic(&self, index: usize, field: &str, message: impl Into<String>) -> Diagnostic {
-        let doc = &self.documents[index];
+        let object = &self.objects[index];
         Diagnostic {
             origin: Origin {
-                line: parse::locate(doc, field),
-                ..doc.origin.clone()
+                line: self.positions[index]
+                    .line(&object.value, field)
+                    .unwrap_or(object.origin.line),
+                ..object.origin.clone()
             },
-            object: self.objects[index].display_name(),
+            object: object.display_name(),
             field: field.into(),
             message: message.into(),
         }
+    }
+
+    /// What YAML made of a plain scalar at `field` of object `index`, when it made a boolean,
+    /// number or null of it (see [`crate::yaml::Positions::hint`]).
+    pub fn yaml_hint(&self, index: usize, field: &str) -> Option<String> {
+        self.positions[index].hint(&self.objects[index].value, field)
     }
 
     /// Objects a placement may select (spec/README §1: everything that is not a fleet API).
