@@ -478,3 +478,42 @@ pub fn fleet_versions(gvk: &Gvk) -> Option<&'static [&'static str]> {
         .find(|(g, k, _, _)| *g == gvk.group && *k == gvk.kind)
         .map(|(_, _, v, _)| *v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(files: &[(&str, &str)]) -> (Catalog, Vec<String>) {
+        let files: Vec<SourceFile> = files
+            .iter()
+            .map(|(path, text)| SourceFile {
+                path: path.to_string(),
+                content: text.as_bytes().to_vec(),
+            })
+            .collect();
+        let (cat, diags) = Catalog::load(&files);
+        (cat, diags.iter().map(|d| d.to_string()).collect())
+    }
+
+    #[test]
+    fn typed_fleet_fields_read_yaml_as_kubectl_sends_it() {
+        let crp = "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - {group: '', version: v1, kind: Namespace, name: app}\n  policy:\n    placementType: PickN\n    numberOfClusters: 010\n";
+        let ns = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n";
+        let (cat, diags) = load(&[("p.yaml", crp), ("ns.yaml", ns)]);
+        assert!(diags.is_empty(), "{diags:?}");
+        let policy = cat.placements[0].spec.spec.policy.as_ref().unwrap();
+        assert_eq!(policy.number_of_clusters, Some(8));
+    }
+
+    #[test]
+    fn list_items_sit_at_their_own_line_with_their_fields() {
+        let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata: {name: a}\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: b\n    labels: {on: off}\n";
+        let (cat, diags) = load(&[("l.yaml", list)]);
+        assert_eq!(
+            diags,
+            ["l.yaml:11: Namespace/b: metadata.labels.true: Invalid value: must be a string, not a boolean; YAML reads `off` as the boolean false here; quote it (\"off\") to keep the text"]
+        );
+        let lines: Vec<usize> = cat.objects.iter().map(|o| o.origin.line).collect();
+        assert_eq!(lines, [4, 7]);
+    }
+}
