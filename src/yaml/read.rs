@@ -31,6 +31,10 @@ pub struct DocumentError {
     pub message: String,
 }
 
+/// Collections may nest this deep (serde_yaml's and serde_json's limit): the rest of gitfleet
+/// walks values recursively.
+const MAX_DEPTH: usize = 128;
+
 /// Nodes an alias may copy in one document before it is refused (a "billion laughs" guard,
 /// as go-yaml's "excessive aliasing"), beyond ten times the nodes written out.
 const ALIAS_ALLOWANCE: usize = 100_000;
@@ -56,19 +60,20 @@ pub fn stream(text: &str) -> (Vec<Document>, Vec<DocumentError>) {
             Some(Ok((Event::DocumentStart(..), span))) => {
                 let mut b = Builder::new(&mut parser);
                 let result = b.document(span);
+                let found = std::mem::take(&mut b.errors);
                 let this = index;
                 index += 1;
+                let clean = found.is_empty();
+                errors.extend(found.into_iter().map(|(line, message)| DocumentError {
+                    index: this,
+                    line,
+                    message,
+                }));
                 match result {
-                    Ok(doc) if b.errors.is_empty() => {
-                        docs.push(Document { index: this, ..doc });
-                        continue;
-                    }
-                    Ok(_) => {
-                        errors.extend(b.errors.into_iter().map(|(line, message)| DocumentError {
-                            index: this,
-                            line,
-                            message,
-                        }));
+                    Ok(doc) => {
+                        if clean {
+                            docs.push(Document { index: this, ..doc });
+                        }
                         continue;
                     }
                     Err(abort) => {
@@ -137,6 +142,8 @@ struct Builder<'p, 'a> {
     /// Nodes written out in the text, and nodes copied through aliases.
     written: usize,
     copied: usize,
+    /// Collections open around the current node.
+    depth: usize,
 }
 
 type Step<T> = Result<T, Abort>;
@@ -159,6 +166,7 @@ impl<'p, 'a> Builder<'p, 'a> {
             errors: Vec::new(),
             written: 0,
             copied: 0,
+            depth: 0,
         }
     }
 
@@ -221,6 +229,17 @@ impl<'p, 'a> Builder<'p, 'a> {
 
     /// One node starting with `event`; `line` is its key's line when it is a map value.
     fn node(&mut self, event: Event<'a>, span: Span, line: Option<u32>) -> Step<Value> {
+        if matches!(event, Event::Scalar(..) | Event::Alias(_)) {
+            return self.node_on_stack(event, span, line);
+        }
+        // Depth is bounded (MAX_DEPTH), but an unoptimised build's frames are large enough to
+        // exhaust a 2 MiB thread stack before that: grow the stack when it runs low.
+        stacker::maybe_grow(128 * 1024, 2 * 1024 * 1024, || {
+            self.node_on_stack(event, span, line)
+        })
+    }
+
+    fn node_on_stack(&mut self, event: Event<'a>, span: Span, line: Option<u32>) -> Step<Value> {
         let line = line.unwrap_or_else(|| line_of(&span));
         self.written += 1;
         match event {
@@ -245,7 +264,7 @@ impl<'p, 'a> Builder<'p, 'a> {
                 Ok(value)
             }
             Event::SequenceStart(_, anchor, _) => {
-                let start = self.open(line);
+                let start = self.open(line)?;
                 let mut items = Vec::new();
                 loop {
                     let (event, span) = self.next()?;
@@ -260,7 +279,7 @@ impl<'p, 'a> Builder<'p, 'a> {
                 Ok(value)
             }
             Event::MappingStart(_, anchor, _) => {
-                let start = self.open(line);
+                let start = self.open(line)?;
                 let map = self.mapping(start)?;
                 self.close(start);
                 let value = Value::Object(map);
@@ -302,16 +321,24 @@ impl<'p, 'a> Builder<'p, 'a> {
         (scalar, spelling)
     }
 
-    fn open(&mut self, line: u32) -> usize {
+    fn open(&mut self, line: u32) -> Step<usize> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(Abort::Fatal(
+                line as usize,
+                format!("the document nests deeper than {MAX_DEPTH} levels"),
+            ));
+        }
         self.nodes.push(Node {
             line,
             size: 0,
             spelling: 0,
         });
-        self.nodes.len() - 1
+        Ok(self.nodes.len() - 1)
     }
 
     fn close(&mut self, start: usize) {
+        self.depth -= 1;
         self.nodes[start].size = (self.nodes.len() - start) as u32;
     }
 

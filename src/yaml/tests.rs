@@ -67,6 +67,25 @@ fn duplicate_keys_are_errors_at_the_second_key() {
 }
 
 #[test]
+fn every_problem_of_a_document_is_reported_and_deep_nesting_is_bounded() {
+    // A duplicate key before a syntax error: both are reported.
+    let errors = errors_of("a: 1\na: 2\nb: [\n");
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(errors[0].line, 2);
+    // Nesting deeper than 128 levels is an error (as it was with serde_yaml, and as serde_json
+    // has it), not a stack overflow, in flow and block style.
+    let flow = |d: usize| format!("{}{}", "[".repeat(d), "]".repeat(d));
+    assert_eq!(documents(&flow(128)).unwrap().len(), 1);
+    let e = documents(&flow(129)).unwrap_err();
+    assert!(e.message.contains("deeper than 128"), "{e}");
+    assert!(documents(&flow(5000)).is_err());
+    let block =
+        |d: usize| -> String { (0..d).map(|i| format!("{}k:\n", "  ".repeat(i))).collect() };
+    assert_eq!(documents(&block(128)).unwrap().len(), 1);
+    assert_eq!(documents(&block(129)).unwrap_err().line, Some(128));
+}
+
+#[test]
 fn merge_keys_follow_go_yaml_v2() {
     // The cases kubectl was seen to read this way (tests/yaml_kubectl.rs checks them live).
     let d = one(concat!(
