@@ -1,5 +1,6 @@
-//! A commit's objects: parsed with their origin, classified (spec/README §1), decoded into the typed
-//! models and validated. Every problem is returned at once as a located [`Diagnostic`].
+//! A commit's objects: read as Kubernetes reads YAML ([`crate::yaml`]) with their origin and the
+//! line of every field, classified (spec/README §1), decoded into the typed models and validated.
+//! Every problem is returned at once as a located [`Diagnostic`].
 //! Pure: it takes file contents, never reads them.
 
 mod diagnostic;
