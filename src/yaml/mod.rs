@@ -1,10 +1,12 @@
 //! YAML, read as Kubernetes reads it and written so that Kubernetes reads it back the same.
 //! Every YAML gitfleet reads or writes goes through this module: manifests of a commit, fleet,
-//! inventory and price files, request bodies of the simulator, `-o yaml` outputs, tests.
+//! inventory and price files, request bodies of the simulator, `-o yaml` outputs, tests. The one
+//! exception is the kubeconfig naming the members, which kube reads itself (with its relative
+//! paths resolved).
 //!
 //! kubectl, client-go and the API server read YAML through sigs.k8s.io/yaml: go-yaml v2 (YAML
-//! 1.1 scalars: `yes` is true, `0755` is 493), then a conversion to JSON. [`resolve`] holds
-//! those rules, [`read`] builds JSON values from granit-parser's events (a YAML 1.2 parser with
+//! 1.1 scalars: `yes` is true, `0755` is 493), then a conversion to JSON. `resolve` holds
+//! those rules, `read` builds JSON values from granit-parser's events (a YAML 1.2 parser with
 //! positions and scalar styles; the resolution is ours), and [`Positions`] keeps the line of
 //! every value for diagnostics. Writing ([`to_string`]) uses serde-saphyr, which quotes every
 //! string a YAML 1.1 reader would take for something else (`"yes"`, `"0755"`, `"1:30"`).
