@@ -118,7 +118,7 @@ impl Repos {
 
 fn yaml(docs: &[Value]) -> String {
     docs.iter()
-        .map(|d| serde_yaml::to_string(d).expect("JSON values serialise as YAML"))
+        .map(|d| gitfleet::yaml::to_string(d).expect("JSON values serialise as YAML"))
         .collect::<Vec<_>>()
         .join("---\n")
 }
@@ -508,7 +508,7 @@ fn sim_fleet(names: &[String], nodes: &str) -> gitfleet::sim::FleetFile {
     for n in names {
         text.push_str(&format!("  - name: {n}\n    nodes: [{nodes}]\n"));
     }
-    serde_yaml::from_str(&text).expect("fleet file")
+    gitfleet::yaml::from_str(&text).expect("fleet file")
 }
 
 /// Simulated members `names` (two 8-core nodes each) and a kubeconfig for them in `dir`.

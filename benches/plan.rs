@@ -49,7 +49,7 @@ fn time_command(placements: usize, clusters: usize) -> Result<String, String> {
     let repo = dir.path().join("fleet");
     commit_both(&fleet, &repo)?;
     let inventory = dir.path().join("inventory.yaml");
-    let text = serde_yaml::to_string(&fleet.inventory).map_err(|e| e.to_string())?;
+    let text = gitfleet::yaml::to_string(&fleet.inventory).map_err(|e| e.to_string())?;
     std::fs::write(&inventory, text).map_err(|e| e.to_string())?;
     let mut parts = Vec::new();
     for format in ["text", "markdown", "json"] {

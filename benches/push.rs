@@ -43,7 +43,7 @@ fn sizes() -> (usize, usize) {
 
 /// Simulated members in this process, and a kubeconfig reaching them.
 async fn start_sim(fleet_yaml: &str) -> (gitfleet::sim::RunningFleet, kube::config::Kubeconfig) {
-    let fleet = serde_yaml::from_str(fleet_yaml).expect("fleet file");
+    let fleet = gitfleet::yaml::from_str(fleet_yaml).expect("fleet file");
     let sim = gitfleet::sim::start(fleet, gitfleet::sim::StartOptions::default())
         .await
         .expect("simulator starts");

@@ -147,7 +147,7 @@ fn weighted<'a, T>(rng: &mut Rng, items: &'a [T], share: impl Fn(&T) -> usize) -
 fn yaml_file(path: String, docs: &[Value]) -> SourceFile {
     let text = docs
         .iter()
-        .map(|d| serde_yaml::to_string(d).expect("JSON values serialise as YAML"))
+        .map(|d| crate::yaml::to_string(d).expect("JSON values serialise as YAML"))
         .collect::<Vec<_>>()
         .join("---\n");
     SourceFile {

@@ -570,7 +570,7 @@ fn inventory(args: &InventoryCmdArgs) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match args.output {
         ManifestFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&inventory)?)?,
-        ManifestFormat::Yaml => write!(out, "{}", serde_yaml::to_string(&inventory)?)?,
+        ManifestFormat::Yaml => write!(out, "{}", crate::yaml::to_string(&inventory)?)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -614,14 +614,14 @@ fn schedule(args: &ScheduleArgs) -> Result<ExitCode> {
         ScheduleFormat::Yaml => write!(
             out,
             "{}",
-            serde_yaml::to_string(&schedule_view(&commit.commit, &placements))?
+            crate::yaml::to_string(&schedule_view(&commit.commit, &placements))?
         )?,
         ScheduleFormat::Table => write!(out, "{}", schedule_table(&cat, &placements))?,
         ScheduleFormat::Placementdecisions => {
             for p in placements.iter().filter(|p| p.key.kind == "Placement") {
                 for d in crate::schedule::ocm::placement_decisions(p) {
                     writeln!(out, "---")?;
-                    write!(out, "{}", serde_yaml::to_string(&d)?)?;
+                    write!(out, "{}", crate::yaml::to_string(&d)?)?;
                 }
             }
         }
@@ -863,7 +863,7 @@ fn print_manifests(manifests: &[Manifest], format: ManifestFormat) -> Result<()>
         ManifestFormat::Yaml => {
             for m in manifests {
                 writeln!(out, "---")?;
-                write!(out, "{}", serde_yaml::to_string(&m.value)?)?;
+                write!(out, "{}", crate::yaml::to_string(&m.value)?)?;
             }
         }
     }

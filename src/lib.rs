@@ -23,6 +23,7 @@ pub mod source;
 pub mod state;
 pub mod text_table;
 pub mod webhook;
+pub mod yaml;
 
 use catalog::{Catalog, Diagnostic, SourceFile};
 

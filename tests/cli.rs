@@ -227,9 +227,7 @@ fn render_applies_overrides_in_apply_order() {
         "east-1",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let docs: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(&run.stdout)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .collect();
+    let docs: Vec<serde_json::Value> = gitfleet::yaml::documents(&run.stdout).unwrap();
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, vec!["Namespace", "ConfigMap", "Deployment"]);
     let deploy = &docs[2];
@@ -585,7 +583,7 @@ fn plan_reads_inventory_and_bindings_from_a_daemon() {
     // The daemon's view: every cluster healthy, with the sample inventory's properties, and the
     // shop placement currently bound to three clusters chosen differently from a fresh schedule.
     let inv_yaml = std::fs::read_to_string(repo.path().join(".inventory/inventory.yaml")).unwrap();
-    let inv: serde_json::Value = serde_yaml::from_str(&inv_yaml).unwrap();
+    let inv: serde_json::Value = gitfleet::yaml::from_str(&inv_yaml).unwrap();
     let state = tempfile::tempdir().unwrap();
     let state_arg = state.path().display().to_string();
     let inventory_arg = repo

@@ -38,9 +38,9 @@ fn crp(policy_and_more: &str) -> String {
 fn cases() -> Vec<Case> {
     vec![
         // --- syntax and shape
-        case("malformed YAML", "a: [1, 2\nb: 3\n", &["case.yaml:2: document 0: invalid YAML: did not find expected ',' or ']'"]),
-        case("duplicate key", "apiVersion: v1\nkind: ConfigMap\nkind: Secret\n", &["case.yaml:3: document 0: invalid YAML: duplicate entry with key \"kind\""]),
-        case("tab indentation", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n\tname: x\n", &["case.yaml:4: document 0: invalid YAML: found character that cannot start any token"]),
+        case("malformed YAML", "a: [1, 2\nb: 3\n", &["case.yaml:2: document 0: invalid YAML: illegal placement of ':' indicator"]),
+        case("duplicate key", "apiVersion: v1\nkind: ConfigMap\nkind: Secret\n", &["case.yaml:3: document 0: invalid YAML: duplicate key \"kind\" (first written at line 2)"]),
+        case("tab indentation", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n\tname: x\n", &["case.yaml:4: document 0: invalid YAML: tabs disallowed within this context (block indentation)"]),
         case("scalar document", "just a string\n", &["case.yaml:1: document 0: a Kubernetes object must be a mapping"]),
         case("list document", "- a\n- b\n", &["case.yaml:1: document 0: a Kubernetes object must be a mapping"]),
         case("missing apiVersion", "kind: ConfigMap\nmetadata:\n  name: x\n  namespace: app\n", &["case.yaml:1: ConfigMap/x: apiVersion: Required value: must be a non-empty string"]),
@@ -48,14 +48,31 @@ fn cases() -> Vec<Case> {
         case("missing name", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  namespace: app\n", &["case.yaml:3: ConfigMap/?: metadata.name: Required value: name is required"]),
         case("generateName", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: x-\n  namespace: app\n", &["case.yaml:3: ConfigMap/?: metadata.name: Required value: generateName is not supported; gitfleet needs a stable name"]),
         case("kind is a number", "apiVersion: v1\nkind: 3\nmetadata:\n  name: x\n", &["case.yaml:2: document 0: kind: Required value: must be a non-empty string"]),
-        case("second document broken", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ok\n---\nkey: {unclosed\n", &["case.yaml:7: document 1: invalid YAML: did not find expected ',' or '}'"]),
+        case("second document broken", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ok\n---\nkey: {unclosed\n", &["case.yaml:6: document 1: invalid YAML: unclosed bracket '{'"]),
         Case {
             name: "malformed JSON",
             file: "case.json",
             content: "{\n  \"apiVersion\": \"v1\",\n  \"kind\": }\n".into(),
             want: vec!["case.json:3: document 0: invalid JSON: expected value at line 3 column 11"],
         },
-        case("List items not a list", "apiVersion: v1\nkind: List\nitems: {a: 1}\n", &["case.yaml:1: List: items: must be a list of objects"]),
+        case("List items not a list", "apiVersion: v1\nkind: List\nitems: {a: 1}\n", &["case.yaml:3: List: items: must be a list of objects"]),
+        // --- YAML read as Kubernetes reads it (YAML 1.1 scalars, then JSON)
+        case("ConfigMap data YAML reads as a boolean", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: app\ndata:\n  enabled: yes\n  mode: 0755\n  name: plain\n  quoted: \"on\"\n  empty:\n", &[
+            "case.yaml:7: ConfigMap/c: data.enabled: Invalid value: must be a string, not a boolean; YAML reads `yes` as the boolean true here; quote it (\"yes\") to keep the text",
+            "case.yaml:8: ConfigMap/c: data.mode: Invalid value: must be a string, not a number; YAML reads `0755` as the number 493 here; quote it (\"0755\") to keep the text",
+        ]),
+        case("label and annotation values that are not strings", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: other\n  labels: {app.kubernetes.io/managed: on}\n  annotations:\n    replicas: 3\n", &[
+            "case.yaml:5: Namespace/other: metadata.labels.app.kubernetes.io/managed: Invalid value: must be a string, not a boolean; YAML reads `on` as the boolean true here; quote it (\"on\") to keep the text",
+            "case.yaml:7: Namespace/other: metadata.annotations.replicas: Invalid value: must be a string, not a number; YAML reads `3` as the number 3 here; quote it (\"3\") to keep the text",
+        ]),
+        case("container env value and args YAML reads as numbers", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: app}\nspec:\n  template:\n    spec:\n      containers:\n      - name: c\n        args: [--port, 8080]\n        env:\n        - {name: DEBUG, value: no}\n        - {name: EMPTY}\n", &[
+            "case.yaml:9: Deployment/d: spec.template.spec.containers[0].args[1]: Invalid value: must be a string, not a number; YAML reads `8080` as the number 8080 here; quote it (\"8080\") to keep the text",
+            "case.yaml:11: Deployment/d: spec.template.spec.containers[0].env[0].value: Invalid value: must be a string, not a boolean; YAML reads `no` as the boolean false here; quote it (\"no\") to keep the text",
+        ]),
+        case("a fleet API string field YAML reads as a boolean", crp("  policy:\n    tolerations:\n    - key: gpu\n      operator: Equal\n      value: yes\n"), &["case.yaml:12: ClusterResourcePlacement/p: spec.policy.tolerations[0].value: invalid type: boolean `true`, expected a string; YAML reads `yes` as the boolean true here; quote it (\"yes\") to keep the text"]),
+        case("infinity", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: app}\ndata:\n  limit: .inf\n", &["case.yaml:5: document 0: invalid YAML: YAML reads `.inf` as infinity, which JSON cannot carry; quote it to keep the text"]),
+        case("null map key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: app}\ndata:\n  ~: x\n", &["case.yaml:5: document 0: invalid YAML: a null map key cannot be a JSON object key"]),
+        case("duplicate key in a nested mapping", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: app\n  name: d\n", &["case.yaml:6: document 0: invalid YAML: duplicate key \"name\" (first written at line 4)"]),
         case("bad object inside a List", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: c}\n", &["case.yaml:6: ConfigMap/c: metadata.namespace: Required value: ConfigMap is namespaced and must name its namespace"]),
         // --- scope, namespaces, identities
         case("unknown scope", "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n", &["case.yaml:1: Widget/w: unknown scope: kind Widget of group \"example.com\" is neither a built-in kind nor defined by a CustomResourceDefinition in the repository"]),
@@ -83,7 +100,7 @@ fn cases() -> Vec<Case> {
         case("property sorter in required term", crp("  policy:\n    affinity:\n      clusterAffinity:\n        requiredDuringSchedulingIgnoredDuringExecution:\n          clusterSelectorTerms:\n          - propertySorter: {name: x, sortOrder: Ascending}\n"), &["case.yaml:13: ClusterResourcePlacement/p: spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySorter: propertySorter is not allowed in required affinity terms"]),
         case("bad property quantity", crp("  policy:\n    affinity:\n      clusterAffinity:\n        requiredDuringSchedulingIgnoredDuringExecution:\n          clusterSelectorTerms:\n          - propertySelector:\n              matchExpressions:\n              - name: kubernetes-fleet.io/node-count\n                operator: Ge\n                values: [three]\n"), &["case.yaml:17: ClusterResourcePlacement/p: spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySelector.matchExpressions[0].values[0]: \"three\" is not a valid quantity: it must start with a number"]),
         case("weight out of range", crp("  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity:\n      clusterAffinity:\n        preferredDuringSchedulingIgnoredDuringExecution:\n        - weight: 150\n          preference: {}\n"), &["case.yaml:14: ClusterResourcePlacement/p: spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: must be between -100 and 100, got 150"]),
-        case("Exists toleration with value", crp("  policy:\n    tolerations:\n    - key: gpu\n      operator: Exists\n      value: yes\n"), &["case.yaml:12: ClusterResourcePlacement/p: spec.policy.tolerations[0].value: toleration value needs to be empty, when operator is Exists"]),
+        case("Exists toleration with value", crp("  policy:\n    tolerations:\n    - key: gpu\n      operator: Exists\n      value: \"yes\"\n"), &["case.yaml:12: ClusterResourcePlacement/p: spec.policy.tolerations[0].value: toleration value needs to be empty, when operator is Exists"]),
         case("toleration effect", crp("  policy:\n    tolerations:\n    - key: gpu\n      operator: Exists\n      effect: NoExecute\n"), &["case.yaml:12: ClusterResourcePlacement/p: spec.policy.tolerations[0].effect: unknown variant `NoExecute`, expected `NoSchedule`"]),
         case("rollingUpdate with External", crp("  strategy:\n    type: External\n    rollingUpdate: {maxSurge: 1}\n"), &["case.yaml:10: ClusterResourcePlacement/p: spec.strategy.rollingUpdate: rollingUpdate config is not valid for External rollout strategy type"]),
         case("maxUnavailable pattern", crp("  strategy:\n    rollingUpdate:\n      maxUnavailable: 120%\n"), &["case.yaml:10: ClusterResourcePlacement/p: spec.strategy.rollingUpdate.maxUnavailable: String(\"120%\") must match ^((100|[0-9]{1,2})%|[0-9]+)$"]),
@@ -101,7 +118,7 @@ fn cases() -> Vec<Case> {
         // --- envelopes
         case("namespaced object in a ClusterResourceEnvelope", "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourceEnvelope\nmetadata:\n  name: env\ndata:\n  cm.yaml:\n    apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: inner, namespace: app}\n", &["case.yaml:6: ClusterResourceEnvelope/env: data.cm.yaml: a namespaced object ConfigMap app/inner has been wrapped in a cluster resource envelope; a ClusterResourceEnvelope may carry only cluster-scoped objects"]),
         case("ResourceEnvelope carrying another namespace", "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ResourceEnvelope\nmetadata:\n  name: env\n  namespace: app\ndata:\n  cm.yaml:\n    apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: inner, namespace: default}\n", &["case.yaml:10: ResourceEnvelope/env: data.cm.yaml.metadata.namespace: a namespaced object ConfigMap default/inner has been wrapped in a ResourceEnvelope from another namespace (\"app\")"]),
-        case("legacy envelope ConfigMap with broken YAML", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: legacy\n  namespace: app\n  annotations: {kubernetes-fleet.io/envelope-configmap: \"true\"}\ndata:\n  bad.yaml: \"kind: [\\n\"\n", &["case.yaml:8: ConfigMap/legacy: data.bad.yaml: is not valid YAML or JSON: did not find expected node content at line 2 column 1, while parsing a flow node"]),
+        case("legacy envelope ConfigMap with broken YAML", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: legacy\n  namespace: app\n  annotations: {kubernetes-fleet.io/envelope-configmap: \"true\"}\ndata:\n  bad.yaml: \"kind: [\\n\"\n", &["case.yaml:8: ConfigMap/legacy: data.bad.yaml: is not valid YAML or JSON: line 1: unclosed bracket '['"]),
         // --- staged updates
         case("stage name", "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterStagedUpdateStrategy\nmetadata:\n  name: s\nspec:\n  stages:\n  - name: Canary\n    labelSelector: {}\n", &["case.yaml:7: ClusterStagedUpdateStrategy/s: spec.stages[0].name: \"Canary\" must match '^[a-z0-9]+$'"]),
         case("TimedWait without waitTime", "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterStagedUpdateStrategy\nmetadata:\n  name: s\nspec:\n  stages:\n  - name: canary\n    afterStageTasks:\n    - type: TimedWait\n", &["case.yaml:9: ClusterStagedUpdateStrategy/s: spec.stages[0].afterStageTasks[0].waitTime: AfterStageTaskType is TimedWait, waitTime is required"]),

@@ -175,7 +175,7 @@ fn envelope_change_is_a_new_resource_snapshot_and_a_diff_of_the_inner_object() {
     assert!(text.contains("resource snapshot 0 → 1"));
     assert!(text.contains("resources: changed ResourceEnvelope/payments/payments-guardrails"));
     assert!(text.contains("~ ResourceQuota/payments/payments-quota (crp/payments-app)"));
-    assert!(text.contains("-    pods: '40'\n    +    pods: '60'"));
+    assert!(text.contains("-    pods: \"40\"\n    +    pods: \"60\""));
 }
 
 #[test]
@@ -265,8 +265,8 @@ stringData:
     }
     let text = plan(&repo, &[]).stdout;
     assert!(
-        text.contains("-      api-key: '***'\n    +      api-key: '*** (changed)'")
-            || text.contains("-  api-key: '***'\n    +  api-key: '*** (changed)'"),
+        text.contains("-      api-key: \"***\"\n    +      api-key: \"*** (changed)\"")
+            || text.contains("-  api-key: \"***\"\n    +  api-key: \"*** (changed)\""),
         "{text}"
     );
     insta::assert_snapshot!("secret_masked.text", text);

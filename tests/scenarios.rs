@@ -25,7 +25,8 @@ use serde_json::Value;
 
 fn run_scenario(path: &std::path::Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).unwrap();
-    let doc: Value = serde_yaml::from_str(&text).map_err(|e| format!("bad scenario YAML: {e}"))?;
+    let doc: Value =
+        gitfleet::yaml::from_str(&text).map_err(|e| format!("bad scenario YAML: {e}"))?;
     let objects = doc["repo"].as_array().ok_or("no repo")?;
     let files: Vec<SourceFile> = objects
         .iter()

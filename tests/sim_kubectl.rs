@@ -1333,7 +1333,7 @@ fn the_example_fleet_matches_the_sample_inventory() {
         &root.join("examples/sim-fleet.yaml"),
         tempfile::tempdir().unwrap(),
     );
-    let inventory: Value = serde_yaml::from_str(
+    let inventory: Value = gitfleet::yaml::from_str(
         &std::fs::read_to_string(root.join("examples/fleet-repo/.inventory/inventory.yaml"))
             .unwrap(),
     )

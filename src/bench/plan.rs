@@ -34,7 +34,7 @@ fn docs_of(file: &SourceFile) -> Vec<Value> {
     let text = String::from_utf8_lossy(&file.content);
     text.split("---\n")
         .filter(|d| !d.trim().is_empty())
-        .map(|d| serde_yaml::from_str(d).expect("generated YAML parses"))
+        .map(|d| crate::yaml::from_str(d).expect("generated YAML parses"))
         .collect()
 }
 

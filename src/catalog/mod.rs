@@ -1,9 +1,11 @@
-//! A commit's objects: parsed with their origin, classified (spec/README §1), decoded into the typed
-//! models and validated. Every problem is returned at once as a located [`Diagnostic`].
+//! A commit's objects: read as Kubernetes reads YAML ([`crate::yaml`]) with their origin and the
+//! line of every field, classified (spec/README §1), decoded into the typed models and validated.
+//! Every problem is returned at once as a located [`Diagnostic`].
 //! Pure: it takes file contents, never reads them.
 
 mod diagnostic;
 pub mod parse;
+mod strings;
 mod validate;
 
 pub use diagnostic::Diagnostic;
@@ -73,8 +75,8 @@ pub struct Catalog {
     pub approval_requests: Vec<Entry<ApprovalRequest>>,
     pub evictions: Vec<Entry<ClusterResourcePlacementEviction>>,
     pub disruption_budgets: Vec<Entry<ClusterResourcePlacementDisruptionBudget>>,
-    /// Parsed documents, kept to locate fields by line; indexed like `objects`.
-    documents: Vec<Document>,
+    /// Where each object's fields are written, to locate them by line; indexed like `objects`.
+    positions: Vec<crate::yaml::Positions>,
     /// Objects that repeat an identity defined earlier (reported; never selected).
     duplicates: std::collections::BTreeSet<usize>,
     /// The hub objects by kind and by namespace, built once the commit is loaded: resource
@@ -239,39 +241,50 @@ impl Catalog {
     }
 
     /// Turns one parsed document (a `List` becomes its items) into objects.
-    fn add_document(&mut self, doc: Document, diags: &mut Vec<Diagnostic>) {
+    fn add_document(&mut self, mut doc: Document, diags: &mut Vec<Diagnostic>) {
         let is_list = doc.value.get("kind").and_then(|k| k.as_str()) == Some("List")
             && doc.value.get("items").is_some();
-        if is_list {
-            match doc.value.get("items").and_then(|i| i.as_array()) {
-                Some(items) => {
-                    for (i, item) in items.iter().enumerate() {
-                        self.add_object(
-                            Document {
-                                value: item.clone(),
-                                path_prefix: format!("items[{i}]"),
-                                ..doc.clone()
-                            },
-                            diags,
-                        );
-                    }
-                }
-                None => diags.push(Diagnostic {
-                    origin: doc.origin.clone(),
-                    object: "List".into(),
-                    field: "items".into(),
-                    message: "must be a list of objects".into(),
-                }),
-            }
+        if !is_list {
+            self.add_object(doc, diags);
             return;
         }
-        self.add_object(doc, diags);
+        let positions = doc.positions.items(&doc.value, "items");
+        match doc.value.get_mut("items").and_then(|i| i.as_array_mut()) {
+            Some(items) => {
+                let items = std::mem::take(items);
+                let mut positions = positions.into_iter();
+                for item in items {
+                    let positions = positions.next().unwrap_or_default();
+                    let origin = Origin {
+                        line: positions.root_line().unwrap_or(doc.origin.line),
+                        ..doc.origin.clone()
+                    };
+                    self.add_object(
+                        Document {
+                            origin,
+                            value: item,
+                            positions,
+                        },
+                        diags,
+                    );
+                }
+            }
+            None => diags.push(Diagnostic {
+                origin: Origin {
+                    line: doc.line("items"),
+                    ..doc.origin.clone()
+                },
+                object: "List".into(),
+                field: "items".into(),
+                message: "must be a list of objects".into(),
+            }),
+        }
     }
 
     fn add_object(&mut self, doc: Document, diags: &mut Vec<Diagnostic>) {
         let at = |field: &str, object: String, message: String| Diagnostic {
             origin: Origin {
-                line: parse::locate(&doc, field),
+                line: doc.line(field),
                 ..doc.origin.clone()
             },
             object,
@@ -341,28 +354,36 @@ impl Catalog {
         let gvk = Gvk::from_api_version(&api_version, &kind);
         let class = class_of(&gvk);
         self.objects.push(Object {
-            origin: doc.origin.clone(),
+            origin: doc.origin,
             gvk,
             name,
             namespace,
-            value: doc.value.clone(),
+            value: doc.value,
         });
         self.classes.push(class);
-        self.documents.push(doc);
+        self.positions.push(doc.positions);
     }
 
     /// The line of `field` in object `index`, for diagnostics.
     pub fn diagnostic(&self, index: usize, field: &str, message: impl Into<String>) -> Diagnostic {
-        let doc = &self.documents[index];
+        let object = &self.objects[index];
         Diagnostic {
             origin: Origin {
-                line: parse::locate(doc, field),
-                ..doc.origin.clone()
+                line: self.positions[index]
+                    .line(&object.value, field)
+                    .unwrap_or(object.origin.line),
+                ..object.origin.clone()
             },
-            object: self.objects[index].display_name(),
+            object: object.display_name(),
             field: field.into(),
             message: message.into(),
         }
+    }
+
+    /// What YAML made of a plain scalar at `field` of object `index`, when it made a boolean,
+    /// number or null of it (see [`crate::yaml::Positions::hint`]).
+    pub fn yaml_hint(&self, index: usize, field: &str) -> Option<String> {
+        self.positions[index].hint(&self.objects[index].value, field)
     }
 
     /// Objects a placement may select (spec/README §1: everything that is not a fleet API).
@@ -457,4 +478,43 @@ pub fn fleet_versions(gvk: &Gvk) -> Option<&'static [&'static str]> {
         .iter()
         .find(|(g, k, _, _)| *g == gvk.group && *k == gvk.kind)
         .map(|(_, _, v, _)| *v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(files: &[(&str, &str)]) -> (Catalog, Vec<String>) {
+        let files: Vec<SourceFile> = files
+            .iter()
+            .map(|(path, text)| SourceFile {
+                path: path.to_string(),
+                content: text.as_bytes().to_vec(),
+            })
+            .collect();
+        let (cat, diags) = Catalog::load(&files);
+        (cat, diags.iter().map(|d| d.to_string()).collect())
+    }
+
+    #[test]
+    fn typed_fleet_fields_read_yaml_as_kubectl_sends_it() {
+        let crp = "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - {group: '', version: v1, kind: Namespace, name: app}\n  policy:\n    placementType: PickN\n    numberOfClusters: 010\n";
+        let ns = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n";
+        let (cat, diags) = load(&[("p.yaml", crp), ("ns.yaml", ns)]);
+        assert!(diags.is_empty(), "{diags:?}");
+        let policy = cat.placements[0].spec.spec.policy.as_ref().unwrap();
+        assert_eq!(policy.number_of_clusters, Some(8));
+    }
+
+    #[test]
+    fn list_items_sit_at_their_own_line_with_their_fields() {
+        let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata: {name: a}\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: b\n    labels: {on: off}\n";
+        let (cat, diags) = load(&[("l.yaml", list)]);
+        assert_eq!(
+            diags,
+            ["l.yaml:11: Namespace/b: metadata.labels.true: Invalid value: must be a string, not a boolean; YAML reads `off` as the boolean false here; quote it (\"off\") to keep the text"]
+        );
+        let lines: Vec<usize> = cat.objects.iter().map(|o| o.origin.line).collect();
+        assert_eq!(lines, [4, 7]);
+    }
 }

@@ -11,6 +11,7 @@ pub(super) fn run(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
     check_scopes(cat, diags);
     check_duplicates(cat, diags);
     decode_fleet_objects(cat, diags);
+    super::strings::check(cat, diags);
     check_envelopes(cat, diags);
     check_overrides(cat, diags);
     check_update_runs(cat, diags);
@@ -186,7 +187,14 @@ fn push_typed<T: ApiObject>(
     let typed: T = match decode(&cat.objects[i].value) {
         Ok(t) => t,
         Err(p) => {
-            diags.push(cat.diagnostic(i, &p.field, p.message));
+            // A type error on a value YAML read as a boolean or number: say so.
+            let message = match cat.yaml_hint(i, &p.field) {
+                Some(hint) if p.message.starts_with("invalid type") => {
+                    format!("{}; {hint}", p.message)
+                }
+                _ => p.message,
+            };
+            diags.push(cat.diagnostic(i, &p.field, message));
             return;
         }
     };

@@ -238,7 +238,7 @@ pub fn status(args: &StatusArgs) -> Result<ExitCode> {
     };
     match args.output {
         StatusFormat::Json => println!("{}", serde_json::to_string_pretty(&shown)?),
-        StatusFormat::Yaml => print!("{}", serde_yaml::to_string(&shown)?),
+        StatusFormat::Yaml => print!("{}", crate::yaml::to_string(&shown)?),
         StatusFormat::Table if args.placement.is_some() => {
             print!("{}", super::view::describe(&shown))
         }

@@ -155,7 +155,7 @@ spec: {hubAcceptsClient: true}
 
     #[tokio::test]
     async fn a_missing_context_names_the_member_and_the_file() {
-        let kc: Kubeconfig = serde_yaml::from_str(
+        let kc: Kubeconfig = crate::yaml::from_str(
             "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n",
         )
         .unwrap();

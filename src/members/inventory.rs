@@ -90,7 +90,7 @@ pub enum PriceError {
 impl PriceTable {
     /// Parses a price table's text (YAML or JSON); `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<PriceTable, PriceError> {
-        let table: PriceTable = serde_yaml::from_str(text).map_err(|e| PriceError::Parse {
+        let table: PriceTable = crate::yaml::from_str(text).map_err(|e| PriceError::Parse {
             file: file.into(),
             message: e.to_string(),
         })?;
@@ -812,7 +812,7 @@ mod tests {
         let err = PriceTable::parse("p.yaml", "instanceType: {D4: 1}").unwrap_err();
         assert!(
             err.to_string()
-                .starts_with("p.yaml: unknown field `instanceType`"),
+                .starts_with("p.yaml: line 1: instanceType: unknown field `instanceType`"),
             "{err}"
         );
     }
@@ -853,7 +853,7 @@ mod tests {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let closed_port = closed.local_addr().unwrap().port();
         drop(closed);
-        let kubeconfig: Kubeconfig = serde_yaml::from_str(&format!(
+        let kubeconfig: Kubeconfig = crate::yaml::from_str(&format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: silent\n  cluster: {{server: 'http://{}'}}\n- name: closed\n  cluster: {{server: 'http://127.0.0.1:{closed_port}'}}\ncontexts:\n- name: silent\n  context: {{cluster: silent, user: u}}\n- name: closed\n  context: {{cluster: closed, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n",
             silent.local_addr().unwrap()
         ))

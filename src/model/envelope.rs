@@ -259,14 +259,7 @@ fn legacy_contents(
 
 /// The non-empty documents of a YAML stream, as JSON.
 fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
-    let mut out = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(text) {
-        let v = Value::deserialize(doc).map_err(|e| e.to_string())?;
-        if !v.is_null() {
-            out.push(v);
-        }
-    }
-    Ok(out)
+    crate::yaml::documents(text).map_err(|e| e.to_string())
 }
 
 fn validate_envelope(meta: &ObjectMeta, data: &Map<String, Value>) -> Vec<Problem> {
@@ -459,7 +452,7 @@ mod tests {
     }
 
     fn yaml(text: &str) -> Value {
-        serde_yaml::from_str(text).unwrap()
+        crate::yaml::from_str(text).unwrap()
     }
 
     fn fields(problems: &[Problem]) -> Vec<(&str, &str)> {

@@ -1265,7 +1265,7 @@ spec:
                 "\"a\" must match '^[a-zA-Z0-9][-A-Za-z0-9_.]{0,61}[a-zA-Z0-9]$'",
             ),
             (
-                placement("  decisionStrategy: {groupStrategy: {decisionGroups: [{groupName: ab, groupClusterSelector: {labelSelector: {matchLabels: {'-x': y}}}}]}}\n"),
+                placement("  decisionStrategy: {groupStrategy: {decisionGroups: [{groupName: ab, groupClusterSelector: {labelSelector: {matchLabels: {'-x': v}}}}]}}\n"),
                 "spec.decisionStrategy.groupStrategy.decisionGroups[0].groupClusterSelector.labelSelector.matchLabels",
                 "key \"-x\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
             ),

@@ -556,12 +556,12 @@ mod tests {
     use crate::model::decode;
 
     fn cro(yaml: &str) -> ClusterResourceOverride {
-        let v: Value = serde_yaml::from_str(yaml).unwrap();
+        let v: Value = crate::yaml::from_str(yaml).unwrap();
         decode(&v).unwrap()
     }
 
     fn ro(yaml: &str) -> ResourceOverride {
-        let v: Value = serde_yaml::from_str(yaml).unwrap();
+        let v: Value = crate::yaml::from_str(yaml).unwrap();
         decode(&v).unwrap()
     }
 
@@ -596,7 +596,7 @@ mod tests {
             let Ok(text) = std::fs::read_to_string(format!("{dir}/{file}")) else {
                 continue; // the shared examples are not part of the crate
             };
-            let v: Value = serde_yaml::from_str(&text).unwrap();
+            let v: Value = crate::yaml::from_str(&text).unwrap();
             let problems = if v["kind"] == "ClusterResourceOverride" {
                 decode::<ClusterResourceOverride>(&v).unwrap().validate()
             } else {
@@ -620,7 +620,7 @@ mod tests {
         let y = format!(
             "{RO_HEAD}  resourceSelectors: [{{group: apps, version: v1, kind: Deployment, name: web, labelSelector: {{}}}}]\n{RULES}"
         );
-        let v: Value = serde_yaml::from_str(&y).unwrap();
+        let v: Value = crate::yaml::from_str(&y).unwrap();
         let err = decode::<ResourceOverride>(&v).unwrap_err();
         assert_eq!(err.field, "spec.resourceSelectors[0].labelSelector");
     }
@@ -877,7 +877,7 @@ mod tests {
         let y = format!(
             "{CRO_HEAD}{CRO_SEL}  policy:\n    overrideRules:\n    - jsonPatchOverrides: [{{op: move, path: /spec/a}}]\n"
         );
-        let v: Value = serde_yaml::from_str(&y).unwrap();
+        let v: Value = crate::yaml::from_str(&y).unwrap();
         let err = decode::<ClusterResourceOverride>(&v).unwrap_err();
         assert_eq!(
             err.field,
@@ -889,7 +889,8 @@ mod tests {
     fn cluster_selector_matching() {
         let labels: Labels = [("env".to_string(), "prod".to_string())].into();
         let rule = |cs: &str| -> OverrideRule {
-            let v: Value = serde_yaml::from_str(&format!("{{{cs} overrideType: Delete}}")).unwrap();
+            let v: Value =
+                crate::yaml::from_str(&format!("{{{cs} overrideType: Delete}}")).unwrap();
             decode(&v).unwrap()
         };
         let cases = [

@@ -908,7 +908,7 @@ mod tests {
     use crate::model::decode;
 
     fn placement(yaml: &str) -> Placement {
-        let v: Value = serde_yaml::from_str(yaml).unwrap();
+        let v: Value = crate::yaml::from_str(yaml).unwrap();
         decode(&v).unwrap()
     }
 
@@ -966,7 +966,7 @@ mod tests {
     #[test]
     fn unknown_fields_are_rejected_with_their_path() {
         let v: Value =
-            serde_yaml::from_str(&crp(&format!("{SEL}  policy: {{placementTyp: PickAll}}\n")))
+            crate::yaml::from_str(&crp(&format!("{SEL}  policy: {{placementTyp: PickAll}}\n")))
                 .unwrap();
         let err = decode::<Placement>(&v).unwrap_err();
         assert_eq!(err.field, "spec.policy.placementTyp");
@@ -1077,12 +1077,12 @@ mod tests {
                 "invalid resource property",
             ),
             (
-                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySelector: {{matchExpressions: [{{name: n, operator: Gt, values: ['1', '2']}}]}}}}]}}}}}}\n"),
+                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySelector: {{matchExpressions: [{{name: cpu, operator: Gt, values: ['1', '2']}}]}}}}]}}}}}}\n"),
                 "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySelector.matchExpressions[0].values",
                 "exactly one value",
             ),
             (
-                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySelector: {{matchExpressions: [{{name: n, operator: Gt, values: [lots]}}]}}}}]}}}}}}\n"),
+                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySelector: {{matchExpressions: [{{name: cpu, operator: Gt, values: [lots]}}]}}}}]}}}}}}\n"),
                 "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySelector.matchExpressions[0].values[0]",
                 "not a valid quantity",
             ),
@@ -1129,7 +1129,7 @@ mod tests {
         ];
         for (spec, field, message) in cases {
             let doc = crp(spec);
-            let v: Value = serde_yaml::from_str(&doc).unwrap();
+            let v: Value = crate::yaml::from_str(&doc).unwrap();
             let got: Vec<(String, String)> = decode::<Placement>(&v)
                 .unwrap()
                 .validate()

@@ -4,7 +4,7 @@ use super::{decode, ApiObject};
 use serde_json::Value;
 
 pub fn value(yaml: &str) -> Value {
-    serde_yaml::from_str(yaml).unwrap()
+    crate::yaml::from_str(yaml).unwrap()
 }
 
 pub fn typed<T: ApiObject>(yaml: &str) -> T {

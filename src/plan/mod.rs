@@ -1103,7 +1103,7 @@ fn masked_yaml(b: Option<&Value>, h: Option<&Value>) -> (String, String) {
         }
     }
     let yaml = |v: Option<Value>| {
-        v.map(|v| serde_yaml::to_string(&v).unwrap_or_default())
+        v.map(|v| crate::yaml::to_string(&v).unwrap_or_default())
             .unwrap_or_default()
     };
     (yaml(b), yaml(h))

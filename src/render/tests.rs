@@ -4,11 +4,10 @@ use super::*;
 use crate::model::decode;
 use crate::model::envelope::ENVELOPE_CONFIGMAP_ANNOTATION;
 use crate::model::scope::Scope;
-use serde::Deserialize;
 use serde_json::json;
 
 fn yaml(text: &str) -> Value {
-    serde_yaml::from_str(text).unwrap()
+    crate::yaml::from_str(text).unwrap()
 }
 
 fn cro(text: &str) -> ClusterResourceOverride {
@@ -183,7 +182,7 @@ fn cluster_overrides_by_name_then_resource_overrides_so_the_resource_override_wi
     assert_eq!(replicas_of(&w.values(&[deployment("app", "web")])[0]), 3);
     w.ros = vec![
         ro_with("app", "z", "", DEPLOY_WEB, &replicas(5)),
-        ro_with("app", "y", "", DEPLOY_WEB, &replicas(4)),
+        ro_with("app", "ya", "", DEPLOY_WEB, &replicas(4)),
     ];
     assert_eq!(replicas_of(&w.values(&[deployment("app", "web")])[0]), 5);
 }
@@ -815,10 +814,7 @@ fn kubefleet_override_inside_envelope_example() {
     let Ok(text) = std::fs::read_to_string(path) else {
         return; // the shared examples are not part of the crate
     };
-    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
-        .map(|d| Value::deserialize(d).unwrap())
-        .filter(|v| !v.is_null())
-        .collect();
+    let docs: Vec<Value> = crate::yaml::documents(&text).unwrap();
     let find = |kind: &str| docs.iter().find(|d| d["kind"] == kind).unwrap();
     let ro: ResourceOverride = decode(find("ResourceOverride")).unwrap();
     let cro: ClusterResourceOverride = decode(find("ClusterResourceOverride")).unwrap();

@@ -48,7 +48,7 @@ impl Inventory {
     /// Parses an inventory file's text (YAML or JSON); `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Inventory, InventoryError> {
         let value: serde_json::Value =
-            serde_yaml::from_str(text).map_err(|e| InventoryError::Parse {
+            crate::yaml::from_str(text).map_err(|e| InventoryError::Parse {
                 file: file.into(),
                 message: e.to_string(),
             })?;

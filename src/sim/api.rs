@@ -828,7 +828,7 @@ fn server_side_apply(
             )],
         ));
     }
-    let mut config: Value = serde_yaml::from_slice(body)
+    let mut config: Value = crate::yaml::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     check_identity(t, &mut config, true)?;
     if config["metadata"]["managedFields"]

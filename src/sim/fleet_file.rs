@@ -271,7 +271,7 @@ pub enum FleetFileError {
     #[error("fleet file {path} is not valid YAML for a fleet: {source}")]
     Parse {
         path: String,
-        source: serde_yaml::Error,
+        source: crate::yaml::Error,
     },
     #[error("fleet file {path} has {} problem(s):\n  {}", problems.len(), problems.join("\n  "))]
     Invalid { path: String, problems: Vec<String> },
@@ -291,7 +291,7 @@ impl FleetFile {
     /// Parses and validates fleet-file text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<FleetFile, FleetFileError> {
         let fleet: FleetFile =
-            serde_yaml::from_str(text).map_err(|source| FleetFileError::Parse {
+            crate::yaml::from_str(text).map_err(|source| FleetFileError::Parse {
                 path: origin.to_string(),
                 source,
             })?;
