@@ -35,8 +35,8 @@ fn run(program: &Path, args: &[&str]) -> String {
 /// The objects of a YAML stream, by `Kind/name`.
 fn objects(yaml: &str) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v: Value = serde::Deserialize::deserialize(doc).expect("rendered YAML parses");
+    // Read as the API server reads it (YAML 1.1 scalars), through gitfleet's own reader.
+    for v in gitfleet::yaml::documents(yaml).expect("rendered YAML parses") {
         if v.is_null() {
             continue;
         }
