@@ -13,11 +13,11 @@
 //! fraction of that raw capacity.
 //! `GITFLEET_PUSH_CAPACITY="members,objects"` changes that size (default 10,1000).
 
+use gitfleet::model::{PlacementKey, PlacementKind};
 use gitfleet::push::{
     MemberPush, MemberResult, PlacementPush, PruneUnlisted, PushOptions, Strategy,
 };
 use gitfleet::render::{wave_of, Manifest};
-use gitfleet::schedule::PlacementKey;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -250,11 +250,11 @@ async fn capacity() {
             member: m.clone(),
             context: m.clone(),
             placements: vec![PlacementPush {
-                placement: PlacementKey {
-                    kind: "ClusterResourcePlacement".into(),
-                    namespace: None,
-                    name: "capacity".into(),
-                },
+                placement: PlacementKey::new(
+                    PlacementKind::ClusterResourcePlacement,
+                    None,
+                    "capacity",
+                ),
                 strategy: Strategy::default(),
                 resource_snapshot: "capacity".into(),
                 manifests: with_namespace("pushed"),
@@ -298,11 +298,7 @@ fn main() {
         ));
         let (sim, kubeconfig) = start_sim(&fleet_yaml).await;
         let placement = PlacementPush {
-            placement: PlacementKey {
-                kind: "ClusterResourcePlacement".into(),
-                namespace: None,
-                name: "bench".into(),
-            },
+            placement: PlacementKey::new(PlacementKind::ClusterResourcePlacement, None, "bench"),
             strategy: Strategy::default(),
             resource_snapshot: "bench".into(),
             manifests: manifests(objects),

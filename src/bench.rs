@@ -1069,7 +1069,7 @@ mod tests {
         assert!(cat
             .placements
             .iter()
-            .any(|p| p.spec.kind == "ResourcePlacement"));
+            .any(|p| p.spec.kind == crate::model::PlacementKind::ResourcePlacement));
         for t in [
             PlacementType::PickAll,
             PlacementType::PickN,

@@ -3,9 +3,10 @@
 use crate::catalog::{Catalog, Diagnostic};
 use crate::model::member::MEMBER_NAME_LABEL;
 use crate::model::Labels;
+use crate::model::{PlacementKey, PlacementKind};
 use crate::render::cluster::{overrides_of, render_cluster, render_placement, PlacementManifests};
 use crate::render::{ClusterTarget, Manifest};
-use crate::schedule::{Fleet, Inventory, PlacementKey, PlacementSchedule, Previous};
+use crate::schedule::{Fleet, Inventory, PlacementSchedule, Previous};
 use crate::source::{read_commit, CommitFiles};
 use crate::state::StateStore;
 use anyhow::{anyhow, bail, Context, Result};
@@ -613,7 +614,10 @@ fn schedule(args: &ScheduleArgs) -> Result<ExitCode> {
         )?,
         ScheduleFormat::Table => write!(out, "{}", schedule_table(&cat, &placements))?,
         ScheduleFormat::Placementdecisions => {
-            for p in placements.iter().filter(|p| p.key.kind == "Placement") {
+            for p in placements
+                .iter()
+                .filter(|p| p.key.kind == PlacementKind::OcmPlacement)
+            {
                 for d in crate::schedule::ocm::placement_decisions(p) {
                     writeln!(out, "---")?;
                     write!(out, "{}", serde_yaml::to_string(&d)?)?;
@@ -660,8 +664,8 @@ fn schedule_table(cat: &Catalog, placements: &[PlacementSchedule]) -> String {
         "CONDITION".to_string(),
     ]];
     for p in placements {
-        let (ty, wanted) = match p.key.kind.as_str() {
-            "Placement" => {
+        let (ty, wanted) = match p.key.kind {
+            PlacementKind::OcmPlacement => {
                 let n = cat
                     .ocm_placements
                     .iter()
@@ -741,7 +745,7 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
                 }
             };
             let key = PlacementKey {
-                kind: entry.spec.kind.clone(),
+                kind: entry.spec.kind,
                 namespace: args.namespace.clone(),
                 name: name.clone(),
             };
@@ -1019,7 +1023,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
 
 /// A KubeFleet placement's strategy; OCM placements get the defaults.
 fn placement_strategy(cat: &Catalog, key: &PlacementKey) -> crate::push::Strategy {
-    if key.kind == "Placement" {
+    if key.kind == PlacementKind::OcmPlacement {
         return crate::push::Strategy::default();
     }
     let entry = cat.placement(&key.name, key.namespace.as_deref());
@@ -1031,7 +1035,7 @@ fn placement_strategy(cat: &Catalog, key: &PlacementKey) -> crate::push::Strateg
 fn resource_snapshot(cat: &Catalog, key: &PlacementKey, manifests: &[Manifest]) -> String {
     let hash = cat
         .placement(&key.name, key.namespace.as_deref())
-        .filter(|_| key.kind != "Placement")
+        .filter(|_| key.kind.is_kubefleet())
         .and_then(|e| crate::snapshot::select(cat, &e.spec).ok())
         .map(|selected| crate::snapshot::resource_hash(&selected))
         .unwrap_or_else(|| {

@@ -87,7 +87,7 @@ impl StateStore {
         let previous = parsed
             .placements
             .into_iter()
-            .map(|p| (p.key.id(), p))
+            .map(|p| (p.key.clone(), p))
             .collect();
         Ok((Some(parsed.commit), previous))
     }
@@ -128,15 +128,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::{Binding, BindingState, PlacementKey};
+    use crate::schedule::{Binding, BindingState};
 
     fn sample() -> PlacementSchedule {
         PlacementSchedule {
-            key: PlacementKey {
-                kind: "ClusterResourcePlacement".into(),
-                namespace: None,
-                name: "app".into(),
-            },
+            key: "crp/app".parse().unwrap(),
             policy_snapshot_index: Some(2),
             policy_hash: Some("h".into()),
             selected: vec!["a".into()],
@@ -162,7 +158,7 @@ mod tests {
         store.save_schedule("abc", &[sample()]).unwrap();
         let (commit, prev) = store.load_schedule().unwrap();
         assert_eq!(commit.as_deref(), Some("abc"));
-        assert_eq!(prev["crp/app"], sample());
+        assert_eq!(prev[&"crp/app".parse().unwrap()], sample());
         // No temporary files are left behind.
         let names: Vec<_> = fs::read_dir(dir.path().join("state"))
             .unwrap()

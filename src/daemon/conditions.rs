@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use crate::model::PlacementKind;
 use crate::rollout::BindingHealth;
 use crate::schedule::Condition;
 
@@ -215,11 +216,13 @@ fn reasons(type_: &str) -> (&'static str, &'static str, &'static str) {
 /// `prefix` (`ClusterResourcePlacement` or `ResourcePlacement`), then each expected type
 /// aggregated over the clusters.
 pub fn placement_conditions(
-    prefix: &str,
+    kind: PlacementKind,
     scheduled: Option<&Condition>,
     clusters: &[ClusterConditions],
     report_diff: bool,
 ) -> Vec<Condition> {
+    // KubeFleet prefixes the placement-level types with the kind: ClusterResourcePlacementApplied.
+    let prefix = kind.api_kind();
     let mut out = Vec::new();
     let Some(s) = scheduled else {
         out.push(cond(
@@ -384,7 +387,7 @@ mod tests {
             false,
         );
         let p = placement_conditions(
-            "ClusterResourcePlacement",
+            PlacementKind::ClusterResourcePlacement,
             Some(&scheduled),
             &[cc("a", ok.clone()), cc("b", pending)],
             false,
@@ -400,8 +403,12 @@ mod tests {
         assert_eq!(p[0].type_, "ClusterResourcePlacementScheduled");
         assert_eq!(p[2].reason, "NoOverrideSpecified");
 
-        let all =
-            placement_conditions("ResourcePlacement", Some(&scheduled), &[cc("a", ok)], false);
+        let all = placement_conditions(
+            PlacementKind::ResourcePlacement,
+            Some(&scheduled),
+            &[cc("a", ok)],
+            false,
+        );
         assert_eq!(all.len(), 6);
         assert!(all.iter().all(|c| c.status == "True"));
         assert_eq!(all[5].reason, "ResourceAvailable");
@@ -411,7 +418,13 @@ mod tests {
     fn zero_clusters_keep_only_scheduled_and_report_diff_uses_diff_reported() {
         let scheduled = Condition::new("Scheduled", false, "SchedulingPolicyUnfulfilled", "none");
         assert_eq!(
-            placement_conditions("ClusterResourcePlacement", Some(&scheduled), &[], false).len(),
+            placement_conditions(
+                PlacementKind::ClusterResourcePlacement,
+                Some(&scheduled),
+                &[],
+                false
+            )
+            .len(),
             1
         );
         let diffed = cluster_conditions(
@@ -423,7 +436,7 @@ mod tests {
         );
         assert_eq!(diffed.last().unwrap().reason, "AllWorkHaveDiffReported");
         let p = placement_conditions(
-            "ClusterResourcePlacement",
+            PlacementKind::ClusterResourcePlacement,
             Some(&Condition::new(
                 "Scheduled",
                 true,

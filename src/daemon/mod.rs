@@ -127,11 +127,9 @@ fn placement_conditions(
     let Some(sched) = sched else {
         return (vec![], vec![]);
     };
-    let prefix = match sched.key.kind.as_str() {
-        "ClusterResourcePlacement" => "ClusterResourcePlacement",
-        "ResourcePlacement" => "ResourcePlacement",
-        _ => return (sched.conditions.clone(), vec![]),
-    };
+    if !sched.key.kind.is_kubefleet() {
+        return (sched.conditions.clone(), vec![]);
+    }
     let per_cluster: Vec<conditions::ClusterConditions> = sched
         .selected
         .iter()
@@ -169,7 +167,7 @@ fn placement_conditions(
         .collect();
     let scheduled = sched.conditions.iter().find(|c| c.type_ == "Scheduled");
     let placement =
-        conditions::placement_conditions(prefix, scheduled, &per_cluster, step.report_diff);
+        conditions::placement_conditions(sched.key.kind, scheduled, &per_cluster, step.report_diff);
     (placement, per_cluster)
 }
 
@@ -360,7 +358,7 @@ impl<D: Deliverer> Daemon<D> {
         for (w, o) in &results {
             let outcome = match (o, &w.action) {
                 (Outcome::Failed(e), _) => {
-                    tracing::warn!(placement = %w.placement.id(), cluster = %w.cluster, error = %e, "push failed");
+                    tracing::warn!(placement = %w.placement, cluster = %w.cluster, error = %e, "push failed");
                     "failed"
                 }
                 (Outcome::Done(..), Action::Remove { .. }) => "removed",
@@ -399,7 +397,12 @@ impl<D: Deliverer> Daemon<D> {
         // Bindings first: a crash between the two writes re-applies one step (idempotent), it
         // never forgets one.
         self.store.save_schedule(&commit, &schedule)?;
-        self.previous = Some(schedule.iter().map(|p| (p.key.id(), p.clone())).collect());
+        self.previous = Some(
+            schedule
+                .iter()
+                .map(|p| (p.key.clone(), p.clone()))
+                .collect(),
+        );
         self.state.save(&self.opts.state_dir)?;
 
         let unsettled = decision
@@ -435,7 +438,7 @@ impl<D: Deliverer> Daemon<D> {
                 self.metrics
                     .rollout_clusters
                     .get_or_create(&metrics::labels(&[
-                        ("placement", &s.placement),
+                        ("placement", &s.placement.to_string()),
                         ("state", state),
                     ]))
                     .set(n as i64);
@@ -462,7 +465,7 @@ impl<D: Deliverer> Daemon<D> {
                 .into_iter()
                 .map(|s| {
                     let stored = self.state.placements.get(&s.placement);
-                    let sched = schedule.iter().find(|p| p.key.id() == s.placement);
+                    let sched = schedule.iter().find(|p| p.key == s.placement);
                     let (conditions, per_cluster) = placement_conditions(&s, sched, stored);
                     let failed = stored
                         .map(|p| {
@@ -481,7 +484,7 @@ impl<D: Deliverer> Daemon<D> {
                         clusters: stored.map(|p| p.clusters.clone()).unwrap_or_default(),
                         observed_resource_index: stored
                             .and_then(|p| p.resources.latest().map(|r| r.index)),
-                        id: s.placement,
+                        id: s.placement.to_string(),
                         strategy: s.strategy,
                         target: s.target,
                         applying: s.applying,

@@ -11,11 +11,12 @@ use serde_json::Value;
 use super::state::{ClusterState, DaemonState, PlacementState};
 use crate::catalog::Catalog;
 use crate::model::placement::{PlacementType, RolloutStrategyType};
+use crate::model::{PlacementKey, PlacementKind};
 use crate::push::Strategy;
 use crate::render::cluster::{ocm_workloads, Selections};
 use crate::render::{ClusterTarget, Manifest};
 use crate::rollout::{plan_step, BindingHealth, Revision, RollingParams, RolloutBinding, Target};
-use crate::schedule::{BindingState, Fleet, PlacementKey, PlacementSchedule};
+use crate::schedule::{BindingState, Fleet, PlacementSchedule};
 use crate::snapshot::hash_value;
 
 /// What to do on one member for one placement.
@@ -89,10 +90,31 @@ pub enum Outcome {
     Failed(String),
 }
 
+impl StepSummary {
+    fn new(placement: PlacementKey) -> StepSummary {
+        StepSummary {
+            placement,
+            strategy: String::new(),
+            target: 0,
+            applying: vec![],
+            removing: vec![],
+            waiting: vec![],
+            up_to_date: vec![],
+            requeue_after: 0,
+            note: None,
+            desired: BTreeMap::new(),
+            overridden: BTreeSet::new(),
+            render_errors: BTreeMap::new(),
+            report_diff: false,
+            selected_resources: vec![],
+        }
+    }
+}
+
 /// Per placement: what the step decided, for status and logs.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StepSummary {
-    pub placement: String,
+    pub placement: PlacementKey,
     pub strategy: String,
     pub target: usize,
     pub applying: Vec<String>,
@@ -120,11 +142,11 @@ pub struct StepSummary {
 pub struct Decision {
     pub work: Vec<Work>,
     pub steps: Vec<StepSummary>,
-    /// Resource snapshot histories after this commit, by placement id.
-    pub histories: BTreeMap<String, crate::snapshot::History>,
+    /// Resource snapshot histories after this commit, by placement.
+    pub histories: BTreeMap<PlacementKey, crate::snapshot::History>,
     /// Whether each placement abandons its objects on removal, remembered for when the
     /// placement itself is deleted from the repository.
-    pub abandon: BTreeMap<String, bool>,
+    pub abandon: BTreeMap<PlacementKey, bool>,
 }
 
 fn rendered_fingerprint(manifests: &[Manifest]) -> String {
@@ -165,17 +187,14 @@ pub fn decide(
     let mut decision = Decision::default();
 
     for (i, ps) in schedule.iter().enumerate() {
-        let id = ps.key.id();
-        let prev = state.placements.get(&id).cloned().unwrap_or_default();
-        let mut step = StepSummary {
-            placement: id.clone(),
-            ..StepSummary::default()
-        };
+        let id = &ps.key;
+        let prev = state.placements.get(id).cloned().unwrap_or_default();
+        let mut step = StepSummary::new(id.clone());
         // Renders what `cluster` should run; `None` when rendering fails (reported, not pushed).
         let mut render_errors = Vec::new();
         let mut render =
             |cluster: &str, resource_index: u64| -> Option<(Vec<Manifest>, Revision)> {
-                let (manifests, rendered) = if ps.key.kind == "Placement" {
+                let (manifests, rendered) = if ps.key.kind == PlacementKind::OcmPlacement {
                     let manifests = ocm_workloads(cat, &ps.key);
                     let rendered = rendered_fingerprint(&manifests);
                     (manifests, rendered)
@@ -215,7 +234,7 @@ pub fn decide(
                 Some((manifests, revision))
             };
 
-        if ps.key.kind == "Placement" {
+        if ps.key.kind == PlacementKind::OcmPlacement {
             // OCM placements: ManifestWorkReplicaSet workloads go to every selected cluster.
             step.strategy = "OCM".into();
             step.target = ps.selected.len();
@@ -401,46 +420,28 @@ pub fn decide(
 
     // Placements gone from the commit: remove what they placed, no pacing (KubeFleet deletes
     // every binding at once), except on members that left the repository.
-    let live: BTreeSet<String> = schedule.iter().map(|p| p.key.id()).collect();
-    for (id, ps) in &state.placements {
-        if live.contains(id) {
+    let live: BTreeSet<&PlacementKey> = schedule.iter().map(|p| &p.key).collect();
+    for (key, ps) in &state.placements {
+        if live.contains(key) {
             continue;
         }
-        let Some(key) = key_from_id(id) else { continue };
         let strategy = Strategy {
             abandon: ps.abandon,
             ..Strategy::default()
         };
         let mut step = StepSummary {
-            placement: id.clone(),
             strategy: "Deleted".into(),
-            ..StepSummary::default()
+            ..StepSummary::new(key.clone())
         };
         for cluster in ps.clusters.keys() {
             if members.contains(cluster.as_str()) {
                 step.removing.push(cluster.clone());
-                decision.work.push(Work::remove(&key, cluster, strategy));
+                decision.work.push(Work::remove(key, cluster, strategy));
             }
         }
         decision.steps.push(step);
     }
     decision
-}
-
-/// Parses `crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME` back into a key.
-pub fn key_from_id(id: &str) -> Option<PlacementKey> {
-    let parts: Vec<&str> = id.split('/').collect();
-    let (kind, namespace, name) = match parts.as_slice() {
-        ["crp", name] => ("ClusterResourcePlacement", None, *name),
-        ["rp", ns, name] => ("ResourcePlacement", Some(*ns), *name),
-        ["ocm", ns, name] => ("Placement", Some(*ns), *name),
-        _ => return None,
-    };
-    Some(PlacementKey {
-        kind: kind.into(),
-        namespace: namespace.map(str::to_string),
-        name: name.into(),
-    })
 }
 
 /// Folds the outcomes of the work into the state and the schedule's bindings: applied clusters
@@ -449,8 +450,8 @@ pub fn absorb(
     state: &mut DaemonState,
     schedule: &mut [PlacementSchedule],
     decided: (
-        BTreeMap<String, crate::snapshot::History>,
-        BTreeMap<String, bool>,
+        BTreeMap<PlacementKey, crate::snapshot::History>,
+        BTreeMap<PlacementKey, bool>,
     ),
     results: Vec<(Work, Outcome)>,
     commit: &str,
@@ -464,7 +465,7 @@ pub fn absorb(
         state.placements.entry(id).or_default().abandon = abandon;
     }
     for (work, outcome) in results {
-        let id = work.placement.id();
+        let id = &work.placement;
         let ps: &mut PlacementState = state.placements.entry(id.clone()).or_default();
         match (work.action, outcome) {
             (
@@ -486,7 +487,7 @@ pub fn absorb(
                     },
                 );
                 if binds {
-                    if let Some(p) = schedule.iter_mut().find(|p| p.key.id() == id) {
+                    if let Some(p) = schedule.iter_mut().find(|p| &p.key == id) {
                         for b in p.bindings.iter_mut().filter(|b| b.cluster == work.cluster) {
                             b.state = BindingState::Bound;
                         }
@@ -495,7 +496,7 @@ pub fn absorb(
             }
             (Action::Remove { .. }, Outcome::Done(..)) => {
                 ps.clusters.remove(&work.cluster);
-                if let Some(p) = schedule.iter_mut().find(|p| p.key.id() == id) {
+                if let Some(p) = schedule.iter_mut().find(|p| &p.key == id) {
                     p.bindings.retain(|b| {
                         !(b.cluster == work.cluster && b.state == BindingState::Unscheduled)
                     });
@@ -524,10 +525,10 @@ pub fn absorb(
         }
     }
     // A placement with nothing left on any cluster and gone from the commit is forgotten.
-    let live: BTreeSet<String> = schedule.iter().map(|p| p.key.id()).collect();
+    let live: BTreeSet<&PlacementKey> = schedule.iter().map(|p| &p.key).collect();
     state
         .placements
-        .retain(|id, ps| live.contains(id) || !ps.clusters.is_empty());
+        .retain(|key, ps| live.contains(key) || !ps.clusters.is_empty());
 }
 
 #[cfg(test)]
@@ -599,7 +600,7 @@ mod tests {
             sha,
             0,
         );
-        *previous = schedule.into_iter().map(|p| (p.key.id(), p)).collect();
+        *previous = schedule.into_iter().map(|p| (p.key.clone(), p)).collect();
         (applied, removed)
     }
 
@@ -671,7 +672,7 @@ mod tests {
             BindingHealth::Available,
         );
         assert_eq!(applied, MEMBERS);
-        let bindings = &previous["crp/app"].bindings;
+        let bindings = &previous[&app()].bindings;
         assert!(bindings.iter().all(|b| b.state == BindingState::Bound));
 
         // A new resource version: maxUnavailable 1 of 4 → one cluster per step while each
@@ -698,7 +699,7 @@ mod tests {
             BindingHealth::Available,
         );
         assert!(applied.is_empty());
-        let ps = &state.placements["crp/app"];
+        let ps = &state.placements[&app()];
         assert!(ps
             .clusters
             .values()
@@ -757,11 +758,7 @@ mod tests {
         assert!(d.steps[0].note.as_deref().unwrap().contains("External"));
     }
 
-    #[test]
-    fn ids_round_trip() {
-        for id in ["crp/a", "rp/ns/b", "ocm/ns/c"] {
-            assert_eq!(key_from_id(id).unwrap().id(), id);
-        }
-        assert!(key_from_id("x/y").is_none());
+    fn app() -> PlacementKey {
+        "crp/app".parse().unwrap()
     }
 }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::PlacementKey;
 use crate::rollout::{BindingHealth, Revision};
 use crate::schedule::{Inventory, InventoryCluster};
 use crate::snapshot::History;
@@ -26,9 +27,9 @@ pub struct DaemonState {
     /// The newest commit that failed validation, and why; cleared by the next good commit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<Rejected>,
-    /// By placement id (`crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`).
-    #[serde(default)]
-    pub placements: BTreeMap<String, PlacementState>,
+    /// By placement; in the file, by id (`crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`).
+    #[serde(default, with = "crate::model::placement_key::by_id")]
+    pub placements: BTreeMap<PlacementKey, PlacementState>,
     /// Each member's last successful probe and when it was made (unix seconds).
     #[serde(default)]
     pub members: BTreeMap<String, LastProbe>,
@@ -189,7 +190,7 @@ mod tests {
         let mut s = fresh.clone();
         s.serving = Some("abc".into());
         s.placements
-            .entry("crp/app".into())
+            .entry("crp/app".parse().unwrap())
             .or_default()
             .clusters
             .insert(

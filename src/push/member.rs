@@ -17,6 +17,7 @@ use super::{
 };
 use crate::members::retry::{with_retry, Budget};
 use crate::model::placement::{ApplyStrategyType, ComparisonOption, WhenToApply, WhenToTakeOver};
+use crate::model::PlacementKind;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;
@@ -253,7 +254,7 @@ pub async fn push_member(
     // ClusterResourcePlacements first: they deliver the namespaces that ResourcePlacements (and
     // OCM workloads) place into.
     let mut ordered: Vec<&PlacementPush> = target.placements.iter().collect();
-    ordered.sort_by_key(|p| p.placement.kind != "ClusterResourcePlacement");
+    ordered.sort_by_key(|p| p.placement.kind != PlacementKind::ClusterResourcePlacement);
     for p in ordered {
         let key = placement_key(&p.placement);
         let old = records.get(&key);

@@ -18,8 +18,8 @@ use crate::model::placement::{
     ApplyStrategyType, ComparisonOption, PropagationPolicy, RolloutStrategy, WhenToApply,
     WhenToTakeOver,
 };
+use crate::model::PlacementKey;
 use crate::render::Manifest;
-use crate::schedule::PlacementKey;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::time::Duration;
