@@ -14,10 +14,9 @@
 //! `GITFLEET_PUSH_CAPACITY="members,objects"` changes that size (default 10,1000).
 
 use gitfleet::model::{PlacementKey, PlacementKind};
-use gitfleet::push::{
-    MemberPush, MemberResult, PlacementPush, PruneUnlisted, PushOptions, Strategy,
-};
+use gitfleet::push::{MemberPush, MemberResult, PlacementPush, PruneUnlisted, PushOptions};
 use gitfleet::render::{wave_of, Manifest};
+use gitfleet::rollout::ApplyStrategy;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -255,7 +254,7 @@ async fn capacity() {
                     None,
                     "capacity",
                 ),
-                strategy: Strategy::default(),
+                strategy: ApplyStrategy::default(),
                 resource_snapshot: "capacity".into(),
                 manifests: with_namespace("pushed"),
             }],
@@ -299,7 +298,7 @@ fn main() {
         let (sim, kubeconfig) = start_sim(&fleet_yaml).await;
         let placement = PlacementPush {
             placement: PlacementKey::new(PlacementKind::ClusterResourcePlacement, None, "bench"),
-            strategy: Strategy::default(),
+            strategy: ApplyStrategy::default(),
             resource_snapshot: "bench".into(),
             manifests: manifests(objects),
         };

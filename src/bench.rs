@@ -766,9 +766,19 @@ fn measure(spec: FleetSpec) -> Row {
     // Its work items hold every cluster's manifests, so it is measured on the smaller sizes only.
     let reconcile = (spec.placements.saturating_mul(spec.clusters) <= REPEAT_LIMIT).then(|| {
         let out = schedule_commit(&cat, &fleet, &previous, NOW_UNIX);
-        let state = crate::daemon::state::DaemonState::default();
+        let state = crate::rollout::RolloutState::default();
+        let unreachable = BTreeMap::new();
+        let input = crate::rollout::Input {
+            cat: &cat,
+            commit: "bench",
+            schedule: &out,
+            fleet: &fleet,
+            unreachable: &unreachable,
+            only: None,
+            now: 0,
+        };
         let (decision, time) =
-            timed(|| crate::daemon::reconcile::decide(&cat, "bench", &out, &fleet, &state, 0));
+            timed(|| crate::rollout::step(&input, &state, crate::rollout::Pacing::Rolling));
         (time, decision.work.len())
     });
     Row {

@@ -1022,12 +1022,12 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
 }
 
 /// A KubeFleet placement's strategy; OCM placements get the defaults.
-fn placement_strategy(cat: &Catalog, key: &PlacementKey) -> crate::push::Strategy {
+fn placement_strategy(cat: &Catalog, key: &PlacementKey) -> crate::rollout::ApplyStrategy {
     if key.kind == PlacementKind::OcmPlacement {
-        return crate::push::Strategy::default();
+        return crate::rollout::ApplyStrategy::default();
     }
     let entry = cat.placement(&key.name, key.namespace.as_deref());
-    crate::push::Strategy::from_rollout(entry.map(|e| &e.spec.spec.strategy))
+    crate::rollout::ApplyStrategy::from_rollout(entry.map(|e| &e.spec.spec.strategy))
 }
 
 /// The `gitfleet.io/resource-snapshot` stamp: the hash of the placement's selected resources

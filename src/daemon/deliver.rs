@@ -9,13 +9,12 @@ use std::sync::Arc;
 
 use kube::config::Kubeconfig;
 
-use super::reconcile::{Action, Outcome, Work};
 use super::Deliverer;
 use crate::push::{
     decorate::placement_key, push_fleet, Availability, MemberPush, Outcome as ObjectOutcome,
     PlacementPush, PlacementResult, PruneUnlisted, PushOptions,
 };
-use crate::rollout::BindingHealth;
+use crate::rollout::{Action, BindingHealth, Outcome, Work};
 
 pub struct PushDeliverer {
     pub kubeconfig: Arc<Kubeconfig>,

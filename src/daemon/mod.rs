@@ -1,16 +1,13 @@
 //! `gitfleet run`: follow a branch and reconcile every new head. The loop is I/O around the pure
-//! [`reconcile::decide`]: read the commit, validate (a bad commit is rejected and the last good
-//! one keeps being served), probe the members' inventory, schedule with the stored bindings,
-//! decide the RollingUpdate step, deliver the work to members, absorb the outcomes, and save the
-//! state crash-safely before anything else happens.
+//! rollout step ([`crate::rollout::step`] at rolling pace): read the commit, validate (a bad
+//! commit is rejected and the last good one keeps being served), probe the members' inventory,
+//! schedule with the stored bindings, step, deliver the work to members, absorb the outcomes,
+//! and save the state crash-safely before anything else happens.
 
 pub mod command;
-pub mod conditions;
 pub mod deliver;
 pub mod metrics;
-pub mod reconcile;
 pub mod server;
-pub mod state;
 pub mod view;
 
 use std::future::Future;
@@ -22,10 +19,12 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::members::inventory::{collect, members_of, Options as ProbeOptions};
+use crate::rollout::conditions::{self, ClusterConditions};
+use crate::rollout::{
+    Action, ClusterState, Input, Outcome, Pacing, Rejected, RolloutState, StepSummary, Work,
+};
 use crate::schedule::{schedule_commit, Fleet, Inventory, PlacementSchedule};
 use crate::state::StateStore;
-pub use reconcile::{Action, Outcome, StepSummary, Work};
-use state::{DaemonState, Rejected};
 
 /// How often a cluster whose objects are not available yet is looked at again (members are
 /// not watched).
@@ -98,7 +97,7 @@ pub struct PlacementStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// Per cluster: revision, health and last error, as stored.
-    pub clusters: std::collections::BTreeMap<String, state::ClusterState>,
+    pub clusters: std::collections::BTreeMap<String, ClusterState>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed_resource_index: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -108,67 +107,10 @@ pub struct PlacementStatus {
     pub conditions: Vec<crate::schedule::Condition>,
     /// Per selected cluster, KubeFleet's per-cluster conditions.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub per_cluster: Vec<conditions::ClusterConditions>,
+    pub per_cluster: Vec<ClusterConditions>,
     /// Clusters whose last push failed, with the error (KubeFleet's failedPlacements).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub failed: std::collections::BTreeMap<String, String>,
-}
-
-/// KubeFleet's status conditions for a placement after a step (OCM placements keep the
-/// scheduler's own conditions).
-fn placement_conditions(
-    step: &StepSummary,
-    sched: Option<&PlacementSchedule>,
-    stored: Option<&state::PlacementState>,
-) -> (
-    Vec<crate::schedule::Condition>,
-    Vec<conditions::ClusterConditions>,
-) {
-    let Some(sched) = sched else {
-        return (vec![], vec![]);
-    };
-    if !sched.key.kind.is_kubefleet() {
-        return (sched.conditions.clone(), vec![]);
-    }
-    let per_cluster: Vec<conditions::ClusterConditions> = sched
-        .selected
-        .iter()
-        .map(|cluster| {
-            let cs = stored.and_then(|p| p.clusters.get(cluster));
-            let desired = step.desired.get(cluster);
-            let at = |r: Option<&crate::rollout::Revision>| desired.is_some() && r == desired;
-            // A cluster that cannot be rendered stops at Overridden=False.
-            let at_latest = step.render_errors.contains_key(cluster)
-                || cs.is_some_and(|c| {
-                    at(c.revision.as_ref())
-                        || (c.health == crate::rollout::BindingHealth::Failed
-                            && at(c.attempted.as_ref()))
-                });
-            let decision = sched
-                .decisions
-                .iter()
-                .find(|d| &d.cluster == cluster)
-                .map(|d| d.reason());
-            let facts = conditions::ClusterFacts {
-                cluster,
-                decision: decision.as_deref().unwrap_or(""),
-                at_latest,
-                blocked: step.waiting.contains(cluster),
-                health: cs.filter(|_| at_latest).map(|c| c.health),
-                error: cs.and_then(|c| c.last_error.as_deref()),
-                overridden: step.overridden.contains(cluster),
-                override_error: step.render_errors.get(cluster).map(String::as_str),
-            };
-            conditions::ClusterConditions {
-                cluster: cluster.clone(),
-                conditions: conditions::cluster_conditions(&facts, step.report_diff),
-            }
-        })
-        .collect();
-    let scheduled = sched.conditions.iter().find(|c| c.type_ == "Scheduled");
-    let placement =
-        conditions::placement_conditions(sched.key.kind, scheduled, &per_cluster, step.report_diff);
-    (placement, per_cluster)
 }
 
 pub fn now_unix() -> u64 {
@@ -181,7 +123,7 @@ pub fn now_unix() -> u64 {
 pub struct Daemon<D: Deliverer> {
     opts: RunOptions,
     store: StateStore,
-    state: DaemonState,
+    state: RolloutState,
     deliverer: D,
     pub status: Arc<Mutex<Status>>,
     pub metrics: Arc<metrics::Metrics>,
@@ -206,7 +148,7 @@ struct Analyzed {
 impl<D: Deliverer> Daemon<D> {
     pub fn open(opts: RunOptions, deliverer: D) -> Result<Self> {
         let store = StateStore::open(&opts.state_dir)?;
-        let state = DaemonState::load(&opts.state_dir)?;
+        let state = store.load_rollout()?;
         let status = Arc::new(Mutex::new(Status {
             branch: opts.branch.clone(),
             serving: state.serving.clone(),
@@ -285,7 +227,7 @@ impl<D: Deliverer> Daemon<D> {
                 commit: head.to_string(),
                 errors,
             });
-            self.state.save(&self.opts.state_dir)?;
+            self.store.save_rollout(&self.state)?;
             self.publish(None, vec![], None);
             match self.state.serving.clone() {
                 // Keep rolling out the last good commit; nothing is deleted because of the bad one.
@@ -328,7 +270,27 @@ impl<D: Deliverer> Daemon<D> {
             None => self.store.load_schedule()?.1,
         };
         let mut schedule = schedule_commit(cat, &fleet, &previous, now as i64);
-        let decision = reconcile::decide(cat, &commit, &schedule, &fleet, &self.state, now);
+        // A member that did not answer its probe is not pushed to now: its work fails at once
+        // with the probe's error (and is retried next time), so it cannot hold up the step.
+        let unreachable: std::collections::BTreeMap<String, String> = inventory
+            .clusters
+            .iter()
+            .filter(|c| !c.healthy)
+            .map(|c| {
+                let why = c.error.as_deref().unwrap_or("no answer");
+                (c.name.clone(), format!("member unreachable: {why}"))
+            })
+            .collect();
+        let input = Input {
+            cat,
+            commit: &commit,
+            schedule: &schedule,
+            fleet: &fleet,
+            unreachable: &unreachable,
+            only: None,
+            now,
+        };
+        let decision = crate::rollout::step(&input, &self.state, Pacing::Rolling);
         for s in &decision.steps {
             if !s.applying.is_empty() || !s.removing.is_empty() {
                 tracing::info!(placement = %s.placement, applying = ?s.applying, removing = ?s.removing, waiting = ?s.waiting, "rollout step");
@@ -338,23 +300,16 @@ impl<D: Deliverer> Daemon<D> {
             .into_iter()
             .map(|t| (t.name, t.context))
             .collect();
-        // A member that did not answer its probe is not pushed to now: its work fails at once
-        // with the probe's error (and is retried next time), so it cannot hold up the step.
-        let unreachable: std::collections::BTreeMap<&str, &str> = inventory
-            .clusters
-            .iter()
-            .filter(|c| !c.healthy)
-            .map(|c| (c.name.as_str(), c.error.as_deref().unwrap_or("no answer")))
-            .collect();
-        let (work, skipped): (Vec<Work>, Vec<Work>) = decision
-            .work
-            .into_iter()
-            .partition(|w| !unreachable.contains_key(w.cluster.as_str()));
-        let mut results = self.deliverer.deliver(work, &commit, &contexts).await;
-        results.extend(skipped.into_iter().map(|w| {
-            let why = format!("member unreachable: {}", unreachable[w.cluster.as_str()]);
-            (w, Outcome::Failed(why))
-        }));
+        let mut results = self
+            .deliverer
+            .deliver(decision.work, &commit, &contexts)
+            .await;
+        results.extend(
+            decision
+                .held
+                .into_iter()
+                .map(|(w, why)| (w, Outcome::Failed(why))),
+        );
         for (w, o) in &results {
             let outcome = match (o, &w.action) {
                 (Outcome::Failed(e), _) => {
@@ -386,10 +341,10 @@ impl<D: Deliverer> Daemon<D> {
             .iter()
             .any(|(_, o)| matches!(o, Outcome::Done(crate::rollout::BindingHealth::Pending, _)));
         let failed = results.iter().any(|(_, o)| matches!(o, Outcome::Failed(_)));
-        reconcile::absorb(
+        crate::rollout::absorb(
             &mut self.state,
             &mut schedule,
-            (decision.histories, decision.abandon),
+            decision.ledger,
             results,
             &commit,
             now,
@@ -403,7 +358,7 @@ impl<D: Deliverer> Daemon<D> {
                 .map(|p| (p.key.clone(), p.clone()))
                 .collect(),
         );
-        self.state.save(&self.opts.state_dir)?;
+        self.store.save_rollout(&self.state)?;
 
         let unsettled = decision
             .steps
@@ -466,7 +421,7 @@ impl<D: Deliverer> Daemon<D> {
                 .map(|s| {
                     let stored = self.state.placements.get(&s.placement);
                     let sched = schedule.iter().find(|p| p.key == s.placement);
-                    let (conditions, per_cluster) = placement_conditions(&s, sched, stored);
+                    let (conditions, per_cluster) = conditions::of_step(&s, sched, stored);
                     let failed = stored
                         .map(|p| {
                             p.clusters

@@ -13,11 +13,12 @@ use super::decorate::{
 use super::record::{self, Entry, Record};
 use super::{
     MemberPush, MemberResult, ObjectRef, ObjectResult, Outcome, PlacementPush, PlacementResult,
-    PushOptions, Strategy,
+    PushOptions,
 };
 use crate::members::retry::{with_retry, Budget};
 use crate::model::placement::{ApplyStrategyType, ComparisonOption, WhenToApply, WhenToTakeOver};
 use crate::model::PlacementKind;
+use crate::rollout::ApplyStrategy;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;
@@ -430,7 +431,7 @@ async fn push_placement(
 
 /// What every object of a placement shares.
 struct ObjectContext {
-    strategy: Strategy,
+    strategy: ApplyStrategy,
     label: String,
     resource_snapshot: String,
     commit: String,
