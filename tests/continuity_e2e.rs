@@ -124,7 +124,6 @@ spec:
 /// 16 characters and the daemon with the whole hash, so a `run` after an `apply` of the same
 /// commit re-patched every object on every member.
 #[test]
-#[ignore = "fails until gitfleet apply goes through the rollout core (issue 12, step d)"]
 fn apply_then_run_on_the_same_commit_writes_nothing() {
     let sim = SimFleet::start(FLEET);
     let repo = Repo::new();

@@ -7,12 +7,12 @@
 pub mod format;
 
 use crate::catalog::Catalog;
-use crate::model::placement::{PlacementType, RolloutStrategyType};
 use crate::model::placement_key::as_id;
 use crate::model::Labels;
 use crate::model::{PlacementKey, PlacementKind};
 use crate::render::cluster::{CommitRenderer, Selections, SharedManifests};
 use crate::render::ClusterTarget;
+use crate::rollout::preview;
 use crate::schedule::{
     schedule_commit, ClusterDecision, Condition, Fleet, Inventory, PlacementSchedule, Previous,
 };
@@ -593,7 +593,7 @@ fn compare_placement(
         _ => Change::Unchanged,
     };
     let rollout = h
-        .map(|h| rollout_impact(head, h, &kept, changed))
+        .map(|h| rollout_impact(head, h, b, &kept, changed))
         .filter(|r| change != Change::Unchanged || !r.updating.is_empty());
     PlacementPlan {
         policy_snapshot_index: Transition {
@@ -666,9 +666,12 @@ fn score_change(b: &Score, h: &Score) -> String {
     parts.join(", ")
 }
 
+/// How the head rolls out to the placement's clusters: the rollout core's own preview of the
+/// daemon's steps (same pace, target and budget), from the clusters whose manifests change.
 fn rollout_impact(
     head: &World,
     h: &PlacementSchedule,
+    b: Option<&PlacementSchedule>,
     kept: &[String],
     changed: &ChangedClusters,
 ) -> RolloutImpact {
@@ -678,80 +681,60 @@ fn rollout_impact(
         .filter(|c| changed_clusters.is_some_and(|cs| cs.contains(c.as_str())))
         .cloned()
         .collect();
+    let impact = |strategy: &str, description: String| RolloutImpact {
+        strategy: strategy.into(),
+        updating: updating.clone(),
+        max_unavailable: None,
+        max_surge: None,
+        description,
+        stages: vec![],
+    };
     if h.key.kind == PlacementKind::OcmPlacement {
-        return RolloutImpact {
-            strategy: "OCM".into(),
-            description: "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into(),
-            updating,
-            max_unavailable: None,
-            max_surge: None,
-            stages: vec![],
-        };
+        return impact("OCM", "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into());
     }
     let Some(entry) = head.cat.placement(&h.key.name, h.key.namespace.as_deref()) else {
-        return RolloutImpact {
-            strategy: "RollingUpdate".into(),
-            updating,
-            max_unavailable: None,
-            max_surge: None,
-            description: String::new(),
-            stages: vec![],
-        };
+        return impact("RollingUpdate", String::new());
     };
-    let spec = entry.spec.defaulted_spec();
-    let strategy = spec.strategy.type_.unwrap_or_default();
-    if strategy == RolloutStrategyType::External {
-        let stages = staged_impact(head, &h.key, &h.selected);
-        let description = if stages.is_empty() {
-            "strategy External: nothing rolls out until a staged update run names this placement"
-                .to_string()
-        } else {
-            "strategy External: staged update runs roll out stage by stage".to_string()
-        };
-        return RolloutImpact {
-            strategy: "External".into(),
-            updating,
-            max_unavailable: None,
-            max_surge: None,
-            description,
-            stages,
-        };
-    }
-    let ru = spec.strategy.rolling_update.unwrap_or_default();
-    let target = match spec.policy.as_ref().map(|p| p.placement_type) {
-        Some(PlacementType::PickN) => spec
-            .policy
-            .as_ref()
-            .and_then(|p| p.number_of_clusters)
-            .unwrap_or(0) as i64,
-        _ => h.selected.len() as i64,
+    let updating_set: BTreeSet<&str> = updating.iter().map(String::as_str).collect();
+    let change = preview::Change {
+        base: b.map_or(&[], |b| b.selected.as_slice()),
+        head: &h.selected,
+        updating: &updating_set,
     };
-    let resolve = |v: &Option<crate::model::placement::IntOrPercent>| {
-        v.as_ref()
-            .and_then(|v| v.scaled_up(target))
-            .map(|x| x.max(0) as usize)
+    let (budget, steps) = match preview::preview(&entry.spec.spec, change) {
+        preview::Preview::Staged => {
+            let stages = staged_impact(head, &h.key, &h.selected);
+            let description = if stages.is_empty() {
+                "strategy External: nothing rolls out until a staged update run names this placement"
+            } else {
+                "strategy External: staged update runs roll out stage by stage"
+            };
+            return RolloutImpact {
+                stages,
+                ..impact("External", description.into())
+            };
+        }
+        preview::Preview::Rolling { budget, steps } => (budget, steps),
     };
-    let max_unavailable = resolve(&ru.max_unavailable).map(|m| m.max(1));
-    let max_surge = resolve(&ru.max_surge);
-    let surge = match max_surge.unwrap_or(0) {
+    let surge = match budget.max_surge {
         0 => "new clusters are added only as others finish".to_string(),
         s => format!("up to {s} cluster(s) above the target while new clusters are added"),
     };
-    let description = match (updating.len(), max_unavailable) {
+    let m = budget.max_unavailable;
+    let description = match (updating.len(), steps) {
         (0, _) => format!("RollingUpdate: no cluster that stays selected updates; {surge}"),
-        (n, Some(m)) => {
-            let batches = n.div_ceil(m.max(1));
-            format!("RollingUpdate: {n} cluster(s) update, at most {m} unavailable at a time ({batches} step(s)); {surge}")
-        }
-        (n, None) => format!("RollingUpdate: {n} cluster(s) update"),
+        (n, Some(steps)) => format!(
+            "RollingUpdate: {n} cluster(s) update, at most {m} unavailable at a time ({steps} step(s)); {surge}"
+        ),
+        (n, None) => format!(
+            "RollingUpdate: {n} cluster(s) should update, but maxUnavailable resolves to {m} of {} cluster(s): none is updated; {surge}",
+            budget.target
+        ),
     };
     RolloutImpact {
-        strategy: "RollingUpdate".into(),
-        updating,
-        max_unavailable,
-        max_surge,
-        description,
-        stages: vec![],
+        max_unavailable: Some(m),
+        max_surge: Some(budget.max_surge),
+        ..impact("RollingUpdate", description)
     }
 }
 

@@ -15,6 +15,7 @@ pub mod decorate;
 pub mod fleet;
 pub mod member;
 pub mod record;
+pub mod work;
 
 use crate::model::PlacementKey;
 use crate::render::Manifest;
@@ -26,6 +27,7 @@ use std::time::Duration;
 pub use availability::Availability;
 pub use compare::Diff;
 pub use fleet::push_fleet;
+pub use work::member_pushes;
 
 /// What one placement delivers to one member.
 #[derive(Debug, Clone)]
