@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use tokio_util::sync::CancellationToken;
 
 use super::deliver::PushDeliverer;
 use super::{Daemon, RunOptions};
@@ -115,20 +116,19 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         remote,
         branch: args.branch.clone(),
         path: args.path.clone(),
-        kubeconfig: args.kubeconfig.clone(),
         state_dir: args.state_dir.clone(),
         listen: Some(args.listen),
         poll: args.poll,
         once: args.once,
         webhook_secret: webhook_secret.clone(),
-        probe: ProbeOptions {
-            timeout: Duration::from_secs_f64(args.member_timeout),
-            ..ProbeOptions::default()
-        },
     };
     let deliverer = PushDeliverer {
         kubeconfig,
         kubeconfig_path: args.kubeconfig.clone(),
+        probe: ProbeOptions {
+            timeout: Duration::from_secs_f64(args.member_timeout),
+            ..ProbeOptions::default()
+        },
         parallel_members: usize::from(args.parallel_members),
         parallel_requests: usize::from(args.parallel_requests),
         retry_budget: args.retry_budget,
@@ -157,7 +157,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             wake_tx,
             stop_rx,
         ));
-        let result = daemon.run(wake_rx, shutdown_signal()).await;
+        let shutdown = CancellationToken::new();
+        tokio::spawn(cancel_on_signal(shutdown.clone()));
+        let result = daemon.run(wake_rx, shutdown).await;
         let _ = stop_tx.send(true);
         let _ = server.await;
         result?;
@@ -175,10 +177,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     })
 }
 
-/// Resolves on the first SIGTERM or Ctrl-C (the loop then stops after the step in flight, with
-/// state saved); a second signal exits at once.
-async fn shutdown_signal() {
+/// Cancels `shutdown` on the first SIGTERM or Ctrl-C (the loop then stops after the step in
+/// flight, with state saved); a second signal exits at once.
+async fn cancel_on_signal(shutdown: CancellationToken) {
     wait_for_signal().await;
+    shutdown.cancel();
     tracing::info!("signal received: finishing the step in flight; a second signal exits now");
     tokio::spawn(async {
         wait_for_signal().await;

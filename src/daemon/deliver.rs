@@ -9,15 +9,19 @@ use std::sync::Arc;
 use kube::config::Kubeconfig;
 
 use super::Deliverer;
+use crate::members::inventory::{collect_with, Member, Options as ProbeOptions};
 use crate::push::{
     decorate::placement_key, member_pushes, push_fleet, Availability, Outcome as ObjectOutcome,
     PlacementResult, PushOptions,
 };
 use crate::rollout::{BindingHealth, Outcome, Work};
+use crate::schedule::Inventory;
 
 pub struct PushDeliverer {
     pub kubeconfig: Arc<Kubeconfig>,
     pub kubeconfig_path: PathBuf,
+    /// How members are probed for their inventory.
+    pub probe: ProbeOptions,
     pub parallel_members: usize,
     pub parallel_requests: usize,
     pub retry_budget: std::time::Duration,
@@ -90,6 +94,11 @@ pub fn health_of(result: &PlacementResult, now: u64) -> Result<BindingHealth, St
 }
 
 impl Deliverer for PushDeliverer {
+    async fn probe(&self, members: &[Member]) -> anyhow::Result<Inventory> {
+        let kubeconfig = self.kubeconfig.clone();
+        Ok(collect_with(members, kubeconfig, &self.kubeconfig_path, &self.probe).await)
+    }
+
     async fn deliver(
         &self,
         work: Vec<Work>,
