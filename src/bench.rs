@@ -1011,7 +1011,7 @@ impl fmt::Display for Report {
             };
             writeln!(
                 f,
-                "{:>10} daemon reconcile (decide on this schedule, empty state): {reconcile}",
+                "{:>10} daemon reconcile (the rollout step at rolling pace on this schedule, empty state): {reconcile}",
                 ""
             )?;
             if r.diagnostics > 0 {
