@@ -592,9 +592,7 @@ fn compare_placement(
         }
         _ => Change::Unchanged,
     };
-    let rollout = h
-        .map(|h| rollout_impact(head, h, b, &kept, changed))
-        .filter(|r| change != Change::Unchanged || !r.updating.is_empty());
+    let rollout = h.and_then(|h| rollout_impact(head, h, b, &kept, changed, change));
     PlacementPlan {
         policy_snapshot_index: Transition {
             base: b.and_then(|p| p.policy_snapshot_index),
@@ -668,19 +666,24 @@ fn score_change(b: &Score, h: &Score) -> String {
 
 /// How the head rolls out to the placement's clusters: the rollout core's own preview of the
 /// daemon's steps (same pace, target and budget), from the clusters whose manifests change.
+/// `None` for a placement that is unchanged and updates no cluster.
 fn rollout_impact(
     head: &World,
     h: &PlacementSchedule,
     b: Option<&PlacementSchedule>,
     kept: &[String],
     changed: &ChangedClusters,
-) -> RolloutImpact {
+    change: Change,
+) -> Option<RolloutImpact> {
     let changed_clusters = changed.get(&h.key);
     let updating: Vec<String> = kept
         .iter()
         .filter(|c| changed_clusters.is_some_and(|cs| cs.contains(c.as_str())))
         .cloned()
         .collect();
+    if change == Change::Unchanged && updating.is_empty() {
+        return None;
+    }
     let impact = |strategy: &str, description: String| RolloutImpact {
         strategy: strategy.into(),
         updating: updating.clone(),
@@ -690,10 +693,10 @@ fn rollout_impact(
         stages: vec![],
     };
     if h.key.kind == PlacementKind::OcmPlacement {
-        return impact("OCM", "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into());
+        return Some(impact("OCM", "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into()));
     }
     let Some(entry) = head.cat.placement(&h.key.name, h.key.namespace.as_deref()) else {
-        return impact("RollingUpdate", String::new());
+        return Some(impact("RollingUpdate", String::new()));
     };
     let updating_set: BTreeSet<&str> = updating.iter().map(String::as_str).collect();
     let change = preview::Change {
@@ -709,10 +712,10 @@ fn rollout_impact(
             } else {
                 "strategy External: staged update runs roll out stage by stage"
             };
-            return RolloutImpact {
+            return Some(RolloutImpact {
                 stages,
                 ..impact("External", description.into())
-            };
+            });
         }
         preview::Preview::Rolling { budget, steps } => (budget, steps),
     };
@@ -731,11 +734,11 @@ fn rollout_impact(
             budget.target
         ),
     };
-    RolloutImpact {
+    Some(RolloutImpact {
         max_unavailable: Some(m),
         max_surge: Some(budget.max_surge),
         ..impact("RollingUpdate", description)
-    }
+    })
 }
 
 /// The stages of the update runs (of the head) that roll the placement out, with their clusters.

@@ -503,6 +503,10 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
 
     // A member that cannot be reached now is not pushed to: its work is held (and fails at
     // once), so that it delays only itself.
+    if input.unreachable.is_empty() {
+        decision.work = work;
+        work = Vec::new();
+    }
     for w in work {
         match input.unreachable.get(&w.cluster) {
             Some(why) => {
