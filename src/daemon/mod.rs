@@ -5,7 +5,7 @@
 //! be requeued, shutdown — and each event leads to one look at the branch: read its head and
 //! reconcile it ([`reconciler`]). The reconciler, like kube-runtime's, returns an [`Action`]:
 //! when it wants to be looked at again. The rollout itself is the core's
-//! ([`crate::rollout::step`] at rolling pace); blocking work (git reads, analysis, scheduling and
+//! ([`crate::rollout::step()`] at rolling pace); blocking work (git reads, analysis, scheduling and
 //! the step, fsync'd saves) runs on tokio's blocking pool so that the runtime keeps answering.
 //!
 //! The HTTP server ([`server`]) shares only two things with the loop: the status snapshot it

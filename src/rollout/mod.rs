@@ -5,7 +5,7 @@
 //! `gitfleet apply` and `gitfleet plan` all go through here; none of them decides any of this
 //! on its own.
 //!
-//! - [`step`]: the step, with the pacing as its parameter ([`Pacing::Immediate`] for `apply`,
+//! - [`step()`]: the step, with the pacing as its parameter ([`Pacing::Immediate`] for `apply`,
 //!   [`Pacing::Rolling`] for `run`; staged update runs plug into [`Pace::Staged`]), and
 //!   [`absorb`], which folds the outcomes back into the state;
 //! - [`rolling`]: KubeFleet's RollingUpdate decision for one placement;
