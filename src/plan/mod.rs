@@ -790,8 +790,8 @@ fn staged_impact(head: &World, key: &PlacementKey, selected: &[String]) -> Vec<S
 
 /// Fingerprint of everything that shapes one placement's manifests in a world, so clusters
 /// whose inputs did not change are not rendered twice.
-fn render_inputs(world: &World, sel: &Selections) -> (BTreeMap<PlacementKey, String>, String) {
-    let mut per_placement = BTreeMap::new();
+fn render_inputs(world: &World, sel: &Selections) -> (HashMap<PlacementKey, String>, String) {
+    let mut per_placement = HashMap::new();
     for e in &world.cat.placements {
         let ns = world.cat.objects[e.index].namespace.as_deref();
         let id = PlacementKey::new(e.spec.kind, ns, &e.spec.metadata.name);
