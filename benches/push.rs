@@ -13,11 +13,10 @@
 //! fraction of that raw capacity.
 //! `GITFLEET_PUSH_CAPACITY="members,objects"` changes that size (default 10,1000).
 
-use gitfleet::push::{
-    MemberPush, MemberResult, PlacementPush, PruneUnlisted, PushOptions, Strategy,
-};
+use gitfleet::model::{PlacementKey, PlacementKind};
+use gitfleet::push::{MemberPush, MemberResult, PlacementPush, PruneUnlisted, PushOptions};
 use gitfleet::render::{wave_of, Manifest};
-use gitfleet::schedule::PlacementKey;
+use gitfleet::rollout::ApplyStrategy;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -250,12 +249,12 @@ async fn capacity() {
             member: m.clone(),
             context: m.clone(),
             placements: vec![PlacementPush {
-                placement: PlacementKey {
-                    kind: "ClusterResourcePlacement".into(),
-                    namespace: None,
-                    name: "capacity".into(),
-                },
-                strategy: Strategy::default(),
+                placement: PlacementKey::new(
+                    PlacementKind::ClusterResourcePlacement,
+                    None,
+                    "capacity",
+                ),
+                strategy: ApplyStrategy::default(),
                 resource_snapshot: "capacity".into(),
                 manifests: with_namespace("pushed"),
             }],
@@ -298,12 +297,8 @@ fn main() {
         ));
         let (sim, kubeconfig) = start_sim(&fleet_yaml).await;
         let placement = PlacementPush {
-            placement: PlacementKey {
-                kind: "ClusterResourcePlacement".into(),
-                namespace: None,
-                name: "bench".into(),
-            },
-            strategy: Strategy::default(),
+            placement: PlacementKey::new(PlacementKind::ClusterResourcePlacement, None, "bench"),
+            strategy: ApplyStrategy::default(),
             resource_snapshot: "bench".into(),
             manifests: manifests(objects),
         };

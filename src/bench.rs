@@ -766,9 +766,19 @@ fn measure(spec: FleetSpec) -> Row {
     // Its work items hold every cluster's manifests, so it is measured on the smaller sizes only.
     let reconcile = (spec.placements.saturating_mul(spec.clusters) <= REPEAT_LIMIT).then(|| {
         let out = schedule_commit(&cat, &fleet, &previous, NOW_UNIX);
-        let state = crate::daemon::state::DaemonState::default();
+        let state = crate::rollout::RolloutState::default();
+        let unreachable = BTreeMap::new();
+        let input = crate::rollout::Input {
+            cat: &cat,
+            commit: "bench",
+            schedule: &out,
+            fleet: &fleet,
+            unreachable: &unreachable,
+            only: None,
+            now: 0,
+        };
         let (decision, time) =
-            timed(|| crate::daemon::reconcile::decide(&cat, "bench", &out, &fleet, &state, 0));
+            timed(|| crate::rollout::step(&input, &state, crate::rollout::Pacing::Rolling));
         (time, decision.work.len())
     });
     Row {
@@ -1001,7 +1011,7 @@ impl fmt::Display for Report {
             };
             writeln!(
                 f,
-                "{:>10} daemon reconcile (decide on this schedule, empty state): {reconcile}",
+                "{:>10} daemon reconcile (the rollout step at rolling pace on this schedule, empty state): {reconcile}",
                 ""
             )?;
             if r.diagnostics > 0 {
@@ -1069,7 +1079,7 @@ mod tests {
         assert!(cat
             .placements
             .iter()
-            .any(|p| p.spec.kind == "ResourcePlacement"));
+            .any(|p| p.spec.kind == crate::model::PlacementKind::ResourcePlacement));
         for t in [
             PlacementType::PickAll,
             PlacementType::PickN,

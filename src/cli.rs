@@ -3,9 +3,10 @@
 use crate::catalog::{Catalog, Diagnostic};
 use crate::model::member::MEMBER_NAME_LABEL;
 use crate::model::Labels;
+use crate::model::{PlacementKey, PlacementKind};
 use crate::render::cluster::{overrides_of, render_cluster, render_placement, PlacementManifests};
 use crate::render::{ClusterTarget, Manifest};
-use crate::schedule::{Fleet, Inventory, PlacementKey, PlacementSchedule, Previous};
+use crate::schedule::{Fleet, Inventory, PlacementSchedule, Previous};
 use crate::source::{read_commit, CommitFiles};
 use crate::state::StateStore;
 use anyhow::{anyhow, bail, Context, Result};
@@ -618,7 +619,10 @@ fn schedule(args: &ScheduleArgs) -> Result<ExitCode> {
         )?,
         ScheduleFormat::Table => write!(out, "{}", schedule_table(&cat, &placements))?,
         ScheduleFormat::Placementdecisions => {
-            for p in placements.iter().filter(|p| p.key.kind == "Placement") {
+            for p in placements
+                .iter()
+                .filter(|p| p.key.kind == PlacementKind::OcmPlacement)
+            {
                 for d in crate::schedule::ocm::placement_decisions(p) {
                     writeln!(out, "---")?;
                     write!(out, "{}", crate::yaml::to_string(&d)?)?;
@@ -665,8 +669,8 @@ fn schedule_table(cat: &Catalog, placements: &[PlacementSchedule]) -> String {
         "CONDITION".to_string(),
     ]];
     for p in placements {
-        let (ty, wanted) = match p.key.kind.as_str() {
-            "Placement" => {
+        let (ty, wanted) = match p.key.kind {
+            PlacementKind::OcmPlacement => {
                 let n = cat
                     .ocm_placements
                     .iter()
@@ -746,7 +750,7 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
                 }
             };
             let key = PlacementKey {
-                kind: entry.spec.kind.clone(),
+                kind: entry.spec.kind,
                 namespace: args.namespace.clone(),
                 name: name.clone(),
             };
@@ -875,7 +879,8 @@ fn print_manifests(manifests: &[Manifest], format: ManifestFormat) -> Result<()>
 }
 
 fn apply(args: &ApplyArgs) -> Result<ExitCode> {
-    use crate::push::{MemberPush, PlacementPush, PruneUnlisted, PushOptions};
+    use crate::push::{PlacementResult, PushOptions};
+    use crate::rollout::{Input, Pacing, RolloutState};
     use std::collections::{BTreeMap, BTreeSet};
 
     let (commit, cat) = match load_valid(&args.commit)? {
@@ -889,92 +894,62 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         &[&cat],
     )?;
     let fleet = Fleet::build(&cat, inventory.as_ref());
-    let mut schedule = crate::schedule::schedule_commit(&cat, &fleet, &Previous::new(), now_unix());
-    if let Some(name) = &args.placement {
-        schedule.retain(|p| &p.key.name == name && p.key.namespace == args.namespace);
-        if schedule.is_empty() {
-            bail!(
-                "no placement {name:?}{} in commit {}",
-                args.namespace
-                    .as_ref()
-                    .map(|ns| format!(" in namespace {ns:?}"))
-                    .unwrap_or_default(),
-                commit.commit
-            );
+    let now = now_unix();
+    let schedule = crate::schedule::schedule_commit(&cat, &fleet, &Previous::new(), now);
+    let only: Option<BTreeSet<PlacementKey>> = match &args.placement {
+        None => None,
+        Some(name) => {
+            let keys: BTreeSet<PlacementKey> = schedule
+                .iter()
+                .map(|p| &p.key)
+                .filter(|k| &k.name == name && k.namespace == args.namespace)
+                .cloned()
+                .collect();
+            if keys.is_empty() {
+                bail!(
+                    "no placement {name:?}{} in commit {}",
+                    args.namespace
+                        .as_ref()
+                        .map(|ns| format!(" in namespace {ns:?}"))
+                        .unwrap_or_default(),
+                    commit.commit
+                );
+            }
+            Some(keys)
         }
-    }
-    let only: BTreeSet<String> = schedule
+    };
+    // A member the inventory says is unhealthy is not touched at all: the schedule (without the
+    // daemon's bindings) no longer picks it, and sweeping it would wipe a cluster that may only
+    // be briefly unreachable.
+    let unreachable: BTreeMap<String, String> = fleet
+        .clusters
         .iter()
-        .map(|p| crate::push::decorate::placement_key(&p.key))
+        .filter(|c| !c.healthy)
+        .map(|c| {
+            let why = c.health_reason.as_deref().unwrap_or("unhealthy");
+            (c.name.clone(), why.to_string())
+        })
         .collect();
-    // Every declared member is visited, selected or not, so that what it no longer receives is
-    // pruned; selected clusters that are not declared are reached by their own context name.
-    let mut contexts: BTreeMap<String, String> = crate::members::member_targets(&cat)
+    let input = Input {
+        cat: &cat,
+        commit: &commit.commit,
+        schedule: &schedule,
+        fleet: &fleet,
+        unreachable: &unreachable,
+        only: only.as_ref(),
+        now: now.max(0) as u64,
+    };
+    let decision = crate::rollout::step(&input, &RolloutState::default(), Pacing::Immediate);
+    let mut skipped = Vec::new();
+    for (name, reason) in &decision.skipped {
+        eprintln!("{name}: skipped, unhealthy in the inventory ({reason})");
+        skipped.push(serde_json::json!({"member": name, "reason": reason}));
+    }
+    let contexts: BTreeMap<String, String> = crate::members::member_targets(&cat)
         .into_iter()
         .map(|t| (t.name, t.context))
         .collect();
-    for p in &schedule {
-        for c in &p.selected {
-            contexts.entry(c.clone()).or_insert_with(|| c.clone());
-        }
-    }
-    // A member the inventory says is unhealthy is not touched at all: the schedule (without the
-    // daemon's bindings) no longer picks it, and pruning it would wipe a cluster that may only be
-    // briefly unreachable.
-    let mut skipped = Vec::new();
-    contexts.retain(|name, _| match fleet.get(name) {
-        Some(c) if !c.healthy => {
-            let reason = c
-                .health_reason
-                .clone()
-                .unwrap_or_else(|| "unhealthy".into());
-            eprintln!("{name}: skipped, unhealthy in the inventory ({reason})");
-            skipped.push(serde_json::json!({"member": name, "reason": reason}));
-            false
-        }
-        _ => true,
-    });
-    let mut render_failures = Vec::new();
-    let mut members = Vec::new();
-    for (member, context) in &contexts {
-        let labels = member_labels(&cat, member);
-        let cluster = ClusterTarget {
-            name: member,
-            labels: &labels,
-        };
-        let mut placements = Vec::new();
-        let mut unrenderable = BTreeSet::new();
-        for rendered in render_cluster(&cat, &schedule, &cluster) {
-            let key = crate::push::decorate::placement_key(&rendered.placement);
-            match rendered.manifests {
-                Ok(manifests) => placements.push(PlacementPush {
-                    strategy: placement_strategy(&cat, &rendered.placement),
-                    resource_snapshot: resource_snapshot(&cat, &rendered.placement, &manifests),
-                    placement: rendered.placement,
-                    manifests,
-                }),
-                Err(e) => {
-                    render_failures.push(crate::push::PlacementResult {
-                        placement: key.clone(),
-                        cluster: member.clone(),
-                        error: Some(format!("cannot render: {e}")),
-                        objects: Vec::new(),
-                    });
-                    unrenderable.insert(key);
-                }
-            }
-        }
-        let prune_unlisted = match &args.placement {
-            Some(_) => PruneUnlisted::Only(only.difference(&unrenderable).cloned().collect()),
-            None => PruneUnlisted::AllExcept(unrenderable),
-        };
-        members.push(MemberPush {
-            member: member.clone(),
-            context: context.clone(),
-            placements,
-            prune_unlisted,
-        });
-    }
+    let members = crate::push::member_pushes(&decision.work, &decision.sweeps, &contexts);
     let kubeconfig = crate::members::read_kubeconfig(&args.kubeconfig)?;
     let opts = PushOptions {
         commit: commit.commit.clone(),
@@ -998,9 +973,17 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         &opts,
         progress,
     ));
-    for failure in render_failures {
-        if let Some(m) = results.iter_mut().find(|m| m.member == failure.cluster) {
-            m.placements.push(failure);
+    // What cannot be rendered for a member is reported with that member's results.
+    for step in &decision.steps {
+        for (cluster, e) in &step.render_errors {
+            if let Some(m) = results.iter_mut().find(|m| &m.member == cluster) {
+                m.placements.push(PlacementResult {
+                    placement: crate::push::decorate::placement_key(&step.placement),
+                    cluster: cluster.clone(),
+                    error: Some(format!("cannot render: {e}")),
+                    objects: Vec::new(),
+                });
+            }
         }
     }
     let failed = results.iter().any(crate::push::MemberResult::failed);
@@ -1020,30 +1003,6 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// A KubeFleet placement's strategy; OCM placements get the defaults.
-fn placement_strategy(cat: &Catalog, key: &PlacementKey) -> crate::push::Strategy {
-    if key.kind == "Placement" {
-        return crate::push::Strategy::default();
-    }
-    let entry = cat.placement(&key.name, key.namespace.as_deref());
-    crate::push::Strategy::from_rollout(entry.map(|e| &e.spec.spec.strategy))
-}
-
-/// The `gitfleet.io/resource-snapshot` stamp: the hash of the placement's selected resources
-/// (the same for every cluster), or of the OCM workloads.
-fn resource_snapshot(cat: &Catalog, key: &PlacementKey, manifests: &[Manifest]) -> String {
-    let hash = cat
-        .placement(&key.name, key.namespace.as_deref())
-        .filter(|_| key.kind != "Placement")
-        .and_then(|e| crate::snapshot::select(cat, &e.spec).ok())
-        .map(|selected| crate::snapshot::resource_hash(&selected))
-        .unwrap_or_else(|| {
-            let values: Vec<&serde_json::Value> = manifests.iter().map(|m| &m.value).collect();
-            crate::snapshot::hash_value(&serde_json::json!(values))
-        });
-    hash[..16.min(hash.len())].to_string()
 }
 
 /// Per placement and cluster: counts, then one line per problem or difference.

@@ -59,7 +59,7 @@ pub fn schedule(server: &str) -> Result<Previous, ClientError> {
     Ok(doc
         .placements
         .into_iter()
-        .map(|p| (p.key.id(), p))
+        .map(|p| (p.key.clone(), p))
         .collect())
 }
 

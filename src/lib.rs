@@ -1,7 +1,10 @@
 //! gitfleet: a Git repository as the hub of a Kubernetes fleet.
 //!
-//! The core (`model`, `catalog`, `snapshot`, `render`) is pure and synchronous: values in, values
-//! out. The edges (`source`, `cli`) read repositories and talk to people. See ARCHITECTURE.md.
+//! The core (`model`, `catalog`, `snapshot`, `schedule`, `render`, `rollout`, `plan`) is pure and
+//! synchronous: values in, values out. `rollout` is one step for one commit, which `gitfleet
+//! run` (the `daemon`), `gitfleet apply` (`cli`) and `gitfleet plan` all take. The edges
+//! (`source`, `follow`, `members`, `push`, `state`, `daemon`, `cli`) read repositories, talk to
+//! members and people, and keep state. See ARCHITECTURE.md.
 
 pub mod bench;
 pub mod catalog;

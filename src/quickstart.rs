@@ -152,17 +152,16 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             remote: None,
             branch: "main".into(),
             path: String::new(),
-            kubeconfig: kubeconfig.clone(),
             state_dir: dir.join("state"),
             listen: Some(args.listen),
             poll: Duration::from_secs(30),
             once: false,
             webhook_secret: None,
-            probe: Default::default(),
         };
         let deliverer = PushDeliverer {
             kubeconfig: Arc::new(crate::members::read_kubeconfig(&kubeconfig)?),
             kubeconfig_path: kubeconfig.clone(),
+            probe: Default::default(),
             parallel_members: 16,
             parallel_requests: 8,
             retry_budget: Duration::from_secs(30),
@@ -231,14 +230,21 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
                 }
             })
         };
-        let result = daemon
-            .run(
-                wake_rx,
-                http.or_ended(async {
-                    let _ = tokio::signal::ctrl_c().await;
-                }),
-            )
-            .await;
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let on_ctrl_c = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            on_ctrl_c.cancel();
+        });
+        let run = daemon.run(wake_rx, shutdown.clone());
+        tokio::pin!(run);
+        let result = tokio::select! {
+            r = &mut run => r,
+            _ = http.or_ended(shutdown.clone().cancelled_owned()) => {
+                shutdown.cancel();
+                run.await
+            }
+        };
         printer.abort();
         let served = http.finish().await;
         sim.shutdown().await;

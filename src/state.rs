@@ -1,7 +1,10 @@
-//! The durable state store (`--state DIR`): what must survive between runs — today the last
-//! schedule (bindings, decisions, policy indices) — written crash-safely (temporary file, fsync,
-//! rename, fsync of the folder) in a versioned format.
+//! The durable state store (`--state DIR`, `--state-dir DIR`): what must survive between runs —
+//! the last schedule (bindings, decisions, policy indices; `schedule.json`, shared with
+//! `gitfleet schedule --state`) and the rollout's state (`daemon.json`, see
+//! [`crate::rollout::RolloutState`]) — written crash-safely (temporary file, fsync, rename, fsync
+//! of the folder) in a versioned format. Directories written by gitfleet 0.1.0 read unchanged.
 
+use crate::rollout::RolloutState;
 use crate::schedule::{PlacementSchedule, Previous};
 use serde::{Deserialize, Serialize};
 use std::fs;
@@ -11,6 +14,7 @@ use std::path::{Path, PathBuf};
 /// Bumped whenever the on-disk format changes incompatibly.
 pub const FORMAT_VERSION: u32 = 1;
 const SCHEDULE_FILE: &str = "schedule.json";
+const ROLLOUT_FILE: &str = "daemon.json";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -33,6 +37,14 @@ pub enum StateError {
     Corrupt { file: PathBuf, message: String },
     #[error("{file} has state format version {found}, but this gitfleet reads version {FORMAT_VERSION}; use the gitfleet that wrote it, or move the directory away to start afresh")]
     Version { file: PathBuf, found: u32 },
+}
+
+/// `daemon.json`: the rollout's state behind the format version.
+#[derive(Serialize)]
+struct RolloutFile<'a> {
+    version: u32,
+    #[serde(flatten)]
+    state: &'a RolloutState,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -60,34 +72,38 @@ impl StateStore {
         })
     }
 
-    /// The last saved schedule, by placement id; empty when nothing was saved yet.
-    pub fn load_schedule(&self) -> Result<(Option<String>, Previous), StateError> {
-        let file = self.dir.join(SCHEDULE_FILE);
+    /// A file of the directory, checked for the format version; `None` when it does not exist.
+    fn read_versioned<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Result<Option<T>, StateError> {
+        let file = self.dir.join(name);
         let bytes = match fs::read(&file) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok((None, Previous::new()))
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(StateError::Read { file, source }),
         };
-        let value: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| StateError::Corrupt {
-                file: file.clone(),
-                message: e.to_string(),
-            })?;
+        let corrupt = |e: serde_json::Error| StateError::Corrupt {
+            file: file.clone(),
+            message: e.to_string(),
+        };
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(corrupt)?;
         let found = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
         if found != FORMAT_VERSION {
             return Err(StateError::Version { file, found });
         }
-        let parsed: ScheduleFile =
-            serde_json::from_value(value).map_err(|e| StateError::Corrupt {
-                file: file.clone(),
-                message: e.to_string(),
-            })?;
+        serde_json::from_value(value).map(Some).map_err(corrupt)
+    }
+
+    /// The last saved schedule, by placement; empty when nothing was saved yet.
+    pub fn load_schedule(&self) -> Result<(Option<String>, Previous), StateError> {
+        let Some(parsed) = self.read_versioned::<ScheduleFile>(SCHEDULE_FILE)? else {
+            return Ok((None, Previous::new()));
+        };
         let previous = parsed
             .placements
             .into_iter()
-            .map(|p| (p.key.id(), p))
+            .map(|p| (p.key.clone(), p))
             .collect();
         Ok((Some(parsed.commit), previous))
     }
@@ -104,6 +120,20 @@ impl StateStore {
         };
         let bytes = serde_json::to_vec_pretty(&file).expect("state serialises");
         write_atomic(&self.dir.join(SCHEDULE_FILE), &bytes)
+    }
+
+    /// The rollout's state; empty when nothing was saved yet.
+    pub fn load_rollout(&self) -> Result<RolloutState, StateError> {
+        Ok(self.read_versioned(ROLLOUT_FILE)?.unwrap_or_default())
+    }
+
+    pub fn save_rollout(&self, state: &RolloutState) -> Result<(), StateError> {
+        let file = RolloutFile {
+            version: FORMAT_VERSION,
+            state,
+        };
+        let bytes = serde_json::to_vec_pretty(&file).expect("rollout state serialises");
+        write_atomic(&self.dir.join(ROLLOUT_FILE), &bytes)
     }
 }
 
@@ -128,15 +158,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::{Binding, BindingState, PlacementKey};
+    use crate::schedule::{Binding, BindingState};
 
     fn sample() -> PlacementSchedule {
         PlacementSchedule {
-            key: PlacementKey {
-                kind: "ClusterResourcePlacement".into(),
-                namespace: None,
-                name: "app".into(),
-            },
+            key: "crp/app".parse().unwrap(),
             policy_snapshot_index: Some(2),
             policy_hash: Some("h".into()),
             selected: vec!["a".into()],
@@ -162,13 +188,110 @@ mod tests {
         store.save_schedule("abc", &[sample()]).unwrap();
         let (commit, prev) = store.load_schedule().unwrap();
         assert_eq!(commit.as_deref(), Some("abc"));
-        assert_eq!(prev["crp/app"], sample());
+        assert_eq!(prev[&"crp/app".parse().unwrap()], sample());
         // No temporary files are left behind.
         let names: Vec<_> = fs::read_dir(dir.path().join("state"))
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("schedule.json")]);
+    }
+
+    #[test]
+    fn the_rollout_state_round_trips_and_refuses_other_versions() {
+        use crate::rollout::{BindingHealth, ClusterState, Revision};
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path()).unwrap();
+        assert_eq!(store.load_rollout().unwrap(), RolloutState::default());
+        let mut s = RolloutState {
+            serving: Some("abc".into()),
+            ..RolloutState::default()
+        };
+        s.placements
+            .entry("crp/app".parse().unwrap())
+            .or_default()
+            .clusters
+            .insert(
+                "m1".into(),
+                ClusterState {
+                    revision: Some(Revision {
+                        resource_index: 2,
+                        rendered: "h".into(),
+                    }),
+                    attempted: None,
+                    commit: Some("abc".into()),
+                    health: BindingHealth::AvailableUntrackable { since: 7 },
+                    diffs: vec![],
+                    last_error: None,
+                    updated_at: 9,
+                },
+            );
+        store.save_rollout(&s).unwrap();
+        assert_eq!(store.load_rollout().unwrap(), s);
+        let text = fs::read_to_string(dir.path().join(ROLLOUT_FILE)).unwrap();
+        assert!(
+            text.starts_with(&format!(
+                "{{\n  \"version\": {FORMAT_VERSION},\n  \"serving\""
+            )),
+            "{text}"
+        );
+        fs::write(
+            dir.path().join(ROLLOUT_FILE),
+            text.replacen(
+                &format!("\"version\": {FORMAT_VERSION}"),
+                "\"version\": 99",
+                1,
+            ),
+        )
+        .unwrap();
+        let e = store.load_rollout().unwrap_err().to_string();
+        assert!(e.contains("version 99"), "{e}");
+    }
+
+    /// A state directory gitfleet 0.1.0 wrote mid-rollout (tests/fixtures/state-0.1.0) reads
+    /// into typed placement keys, and writes back byte for byte.
+    #[test]
+    fn a_state_directory_written_by_0_1_0_reads_and_writes_back_unchanged() {
+        use crate::model::PlacementKind;
+        use crate::rollout::BindingHealth;
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/state-0.1.0/state");
+        let store = StateStore::open(&fixture).unwrap();
+        let state = store.load_rollout().unwrap();
+        let kinds: Vec<(PlacementKind, String)> = state
+            .placements
+            .keys()
+            .map(|k| (k.kind, k.to_string()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (PlacementKind::ClusterResourcePlacement, "crp/batch".into()),
+                (PlacementKind::ClusterResourcePlacement, "crp/shop".into()),
+                (
+                    PlacementKind::ClusterResourcePlacement,
+                    "crp/web-namespace".into()
+                ),
+                (PlacementKind::OcmPlacement, "ocm/ocm-apps/agent".into()),
+                (PlacementKind::ResourcePlacement, "rp/web/web".into()),
+            ]
+        );
+        let shop = &state.placements[&"crp/shop".parse().unwrap()];
+        let charlie = &shop.clusters["charlie"];
+        assert_eq!(charlie.health, BindingHealth::Failed);
+        assert_eq!(charlie.revision.as_ref().unwrap().resource_index, 0);
+        assert_eq!(charlie.attempted.as_ref().unwrap().resource_index, 1);
+        let (commit, previous) = store.load_schedule().unwrap();
+        assert_eq!(commit, state.serving);
+        assert_eq!(previous.len(), 5);
+
+        let copy = tempfile::tempdir().unwrap();
+        let again = StateStore::open(copy.path()).unwrap();
+        again.save_rollout(&state).unwrap();
+        assert_eq!(
+            fs::read(copy.path().join(ROLLOUT_FILE)).unwrap(),
+            fs::read(fixture.join(ROLLOUT_FILE)).unwrap()
+        );
     }
 
     #[test]

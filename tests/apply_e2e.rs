@@ -196,7 +196,12 @@ fn lands_objects_then_updates_and_prunes(backend: Backend) {
         let ann = &cm["metadata"]["annotations"];
         assert_eq!(ann["gitfleet.io/commit"], first.as_str());
         assert!(ann["gitfleet.io/spec-hash"].as_str().is_some());
-        assert!(ann["gitfleet.io/resource-snapshot"].as_str().is_some());
+        // The whole sha256 of the placement's resources, as the daemon stamps it.
+        let stamp = ann["gitfleet.io/resource-snapshot"].as_str().unwrap();
+        assert!(
+            stamp.len() == 64 && stamp.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{stamp}"
+        );
         let quota = members.get_json(ctx, &["resourcequota", "app-quota", "-n", "app"]);
         assert_eq!(quota["spec"]["hard"]["pods"], "10");
         let record = members.get_json(

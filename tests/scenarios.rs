@@ -67,7 +67,12 @@ fn run_scenario(path: &std::path::Path) -> Result<(), String> {
     }
     let previous: Previous = match previous_json {
         Value::Null => Previous::new(),
-        v => serde_json::from_value(v).map_err(|e| format!("previous: {e}"))?,
+        // Keyed by placement id in the scenario files.
+        v => serde_json::from_value::<std::collections::BTreeMap<String, _>>(v)
+            .map_err(|e| format!("previous: {e}"))?
+            .into_iter()
+            .map(|(id, p)| Ok((id.parse().map_err(|e| format!("previous: {e}"))?, p)))
+            .collect::<Result<_, String>>()?,
     };
     let now = doc["now"].as_i64().unwrap_or(1_767_225_600);
     let fleet = Fleet::build(&cat, inventory.as_ref());
@@ -75,7 +80,7 @@ fn run_scenario(path: &std::path::Path) -> Result<(), String> {
     let expect = doc["expect"].as_object().ok_or("no expect")?;
     let mut errors = Vec::new();
     for (id, want) in expect {
-        let Some(got) = results.iter().find(|r| r.key.id() == *id) else {
+        let Some(got) = results.iter().find(|r| r.key.to_string() == *id) else {
             errors.push(format!("{id}: not scheduled"));
             continue;
         };

@@ -376,7 +376,7 @@ pub fn measure_plan(spec: FleetSpec, runs: usize) -> PlanRow {
             let bf = Fleet::build(&base_cat, inputs.inventory);
             let hf = Fleet::build(&head_cat, inputs.inventory);
             let bs = schedule_commit(&base_cat, &bf, &previous, NOW_UNIX);
-            let prev: Previous = bs.iter().map(|p| (p.key.id(), p.clone())).collect();
+            let prev: Previous = bs.iter().map(|p| (p.key.clone(), p.clone())).collect();
             black_box(schedule_commit(&head_cat, &hf, &prev, NOW_UNIX))
         });
         baseline = baseline.min(t);
@@ -558,10 +558,10 @@ mod dump {
             let bf = Fleet::build(&base_cat, Some(&fleet.inventory));
             let hf = Fleet::build(&head_cat, Some(&fleet.inventory));
             let bs = schedule_commit(&base_cat, &bf, &Previous::new(), NOW_UNIX);
-            let prev: Previous = bs.iter().map(|p| (p.key.id(), p.clone())).collect();
+            let prev: Previous = bs.iter().map(|p| (p.key.clone(), p.clone())).collect();
             let hs = schedule_commit(&head_cat, &hf, &prev, NOW_UNIX);
             // The head's schedule again from its own result: nothing changes, downscale paths.
-            let prev2: Previous = hs.iter().map(|p| (p.key.id(), p.clone())).collect();
+            let prev2: Previous = hs.iter().map(|p| (p.key.clone(), p.clone())).collect();
             let again = schedule_commit(&base_cat, &bf, &prev2, NOW_UNIX);
             let tag = format!("s{seed}-{placements}x{clusters}");
             let pretty = |v: &dyn erased::Json| v.json();

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use tokio_util::sync::CancellationToken;
 
 use super::deliver::PushDeliverer;
 use super::{Daemon, RunOptions};
@@ -115,20 +116,19 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         remote,
         branch: args.branch.clone(),
         path: args.path.clone(),
-        kubeconfig: args.kubeconfig.clone(),
         state_dir: args.state_dir.clone(),
         listen: Some(args.listen),
         poll: args.poll,
         once: args.once,
         webhook_secret: webhook_secret.clone(),
-        probe: ProbeOptions {
-            timeout: Duration::from_secs_f64(args.member_timeout),
-            ..ProbeOptions::default()
-        },
     };
     let deliverer = PushDeliverer {
         kubeconfig,
         kubeconfig_path: args.kubeconfig.clone(),
+        probe: ProbeOptions {
+            timeout: Duration::from_secs_f64(args.member_timeout),
+            ..ProbeOptions::default()
+        },
         parallel_members: usize::from(args.parallel_members),
         parallel_requests: usize::from(args.parallel_requests),
         retry_budget: args.retry_budget,
@@ -151,9 +151,19 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         };
         let mut server = super::server::spawn(listener, api, super::server::Limits::default())?;
         tracing::info!(listen = %server.local_addr(), repo = %crate::follow::remote::redacted(&args.repo), branch = %args.branch, "gitfleet run: following the branch");
-        let result = daemon
-            .run(wake_rx, server.or_ended(shutdown_signal()))
-            .await;
+        let shutdown = CancellationToken::new();
+        tokio::spawn(cancel_on_signal(shutdown.clone()));
+        // The loop stops on a signal, or when the HTTP server dies (supervised: the daemon then
+        // exits with the server's error instead of running on without its API).
+        let run = daemon.run(wake_rx, shutdown.clone());
+        tokio::pin!(run);
+        let result = tokio::select! {
+            r = &mut run => r,
+            _ = server.or_ended(shutdown.clone().cancelled_owned()) => {
+                shutdown.cancel();
+                run.await
+            }
+        };
         let served = server.finish().await;
         result?;
         served?;
@@ -171,10 +181,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     })
 }
 
-/// Resolves on the first SIGTERM or Ctrl-C (the loop then stops after the step in flight, with
-/// state saved); a second signal exits at once.
-async fn shutdown_signal() {
+/// Cancels `shutdown` on the first SIGTERM or Ctrl-C (the loop then stops after the step in
+/// flight, with state saved); a second signal exits at once.
+async fn cancel_on_signal(shutdown: CancellationToken) {
     wait_for_signal().await;
+    shutdown.cancel();
     tracing::info!("signal received: finishing the step in flight; a second signal exits now");
     tokio::spawn(async {
         wait_for_signal().await;

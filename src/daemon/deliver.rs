@@ -1,7 +1,6 @@
-//! Delivering a reconcile's work through [`crate::push`]: work is grouped per member, each
-//! member gets one push with the placements it should apply now (a removal is a push of no
-//! manifests, so push prunes everything its record holds for the placement), and the per
-//! placement results come back as binding health for the rollout.
+//! Delivering a step's work through [`crate::push`] (one push per member, see
+//! [`crate::push::work`]), and the per-placement results back as binding health for the
+//! rollout.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -9,17 +8,20 @@ use std::sync::Arc;
 
 use kube::config::Kubeconfig;
 
-use super::reconcile::{Action, Outcome, Work};
 use super::Deliverer;
+use crate::members::inventory::{collect_with, Member, Options as ProbeOptions};
 use crate::push::{
-    decorate::placement_key, push_fleet, Availability, MemberPush, Outcome as ObjectOutcome,
-    PlacementPush, PlacementResult, PruneUnlisted, PushOptions,
+    decorate::placement_key, member_pushes, push_fleet, Availability, Outcome as ObjectOutcome,
+    PlacementResult, PushOptions,
 };
-use crate::rollout::BindingHealth;
+use crate::rollout::{BindingHealth, Outcome, Work};
+use crate::schedule::Inventory;
 
 pub struct PushDeliverer {
     pub kubeconfig: Arc<Kubeconfig>,
     pub kubeconfig_path: PathBuf,
+    /// How members are probed for their inventory.
+    pub probe: ProbeOptions,
     pub parallel_members: usize,
     pub parallel_requests: usize,
     pub retry_budget: std::time::Duration,
@@ -92,50 +94,18 @@ pub fn health_of(result: &PlacementResult, now: u64) -> Result<BindingHealth, St
 }
 
 impl Deliverer for PushDeliverer {
+    async fn probe(&self, members: &[Member]) -> anyhow::Result<Inventory> {
+        let kubeconfig = self.kubeconfig.clone();
+        Ok(collect_with(members, kubeconfig, &self.kubeconfig_path, &self.probe).await)
+    }
+
     async fn deliver(
         &self,
         work: Vec<Work>,
         commit: &str,
         contexts: &BTreeMap<String, String>,
     ) -> Vec<(Work, Outcome)> {
-        let mut per_member: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for (i, w) in work.iter().enumerate() {
-            per_member.entry(w.cluster.clone()).or_default().push(i);
-        }
-        let members: Vec<MemberPush> = per_member
-            .iter()
-            .map(|(member, indices)| MemberPush {
-                member: member.clone(),
-                context: contexts
-                    .get(member)
-                    .cloned()
-                    .unwrap_or_else(|| member.clone()),
-                placements: indices
-                    .iter()
-                    .map(|&i| {
-                        let w = &work[i];
-                        let (manifests, strategy, snapshot) = match &w.action {
-                            Action::Apply {
-                                manifests,
-                                strategy,
-                                resource_snapshot,
-                                ..
-                            } => (manifests.clone(), *strategy, resource_snapshot.clone()),
-                            Action::Remove { strategy } => (vec![], *strategy, String::new()),
-                        };
-                        PlacementPush {
-                            placement: w.placement.clone(),
-                            strategy,
-                            resource_snapshot: snapshot,
-                            manifests,
-                        }
-                    })
-                    .collect(),
-                // Only what the rollout chose is touched: other placements on the member wait
-                // for their own step.
-                prune_unlisted: PruneUnlisted::Only(Default::default()),
-            })
-            .collect();
+        let members = member_pushes(&work, &[], contexts);
         let opts = PushOptions {
             commit: commit.to_string(),
             parallel_members: self.parallel_members,

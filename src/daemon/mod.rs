@@ -1,31 +1,46 @@
-//! `gitfleet run`: follow a branch and reconcile every new head. The loop is I/O around the pure
-//! [`reconcile::decide`]: read the commit, validate (a bad commit is rejected and the last good
-//! one keeps being served), probe the members' inventory, schedule with the stored bindings,
-//! decide the RollingUpdate step, deliver the work to members, absorb the outcomes, and save the
-//! state crash-safely before anything else happens.
+//! `gitfleet run`: follow a branch and roll every new head out.
+//!
+//! The loop ([`Daemon::run`]) is one `select!` over a closed [`Event`] enum — the followed
+//! repository's refs changed, the poll is due, the webhook said so, the last reconcile asked to
+//! be requeued, shutdown — and each event leads to one look at the branch: read its head and
+//! reconcile it ([`reconciler`]). The reconciler, like kube-runtime's, returns an [`Action`]:
+//! when it wants to be looked at again. The rollout itself is the core's
+//! ([`crate::rollout::step()`] at rolling pace); blocking work (git reads, analysis, scheduling and
+//! the step, fsync'd saves) runs on tokio's blocking pool so that the runtime keeps answering.
+//!
+//! The HTTP server ([`server`]) shares only two things with the loop: the status snapshot it
+//! reads ([`Status`], replaced after every reconcile) and the webhook channel it sends wake-ups
+//! into. Shutdown is a `CancellationToken` the loop selects on; the step in flight finishes and
+//! its state is saved.
 
 pub mod command;
-pub mod conditions;
 pub mod deliver;
 pub mod metrics;
-pub mod reconcile;
+pub mod reconciler;
 pub mod server;
-pub mod state;
 pub mod view;
 
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
-use crate::members::inventory::{collect, members_of, Options as ProbeOptions};
-use crate::schedule::{schedule_commit, Fleet, Inventory, PlacementSchedule};
+use crate::members::inventory::Member;
+use crate::rollout::conditions::ClusterConditions;
+use crate::rollout::{ClusterState, Outcome, Rejected, RolloutState, Work};
+use crate::schedule::{Inventory, PlacementSchedule};
 use crate::state::StateStore;
-pub use reconcile::{Action, Outcome, StepSummary, Work};
-use state::{DaemonState, Rejected};
+use reconciler::Analyzed;
 
 /// How often a cluster whose objects are not available yet is looked at again (members are
 /// not watched).
@@ -34,14 +49,21 @@ pub const AVAILABILITY_POLL: Duration = Duration::from_millis(500);
 /// How long `--once` waits for workloads to become available before it gives up and exits.
 pub const ONCE_AVAILABILITY_LIMIT: Duration = Duration::from_secs(300);
 
-/// Delivers work to members (push). A trait so that the loop stays testable without members.
+/// After a failed reconcile (git unreadable, members not probed, state not saved), the next try.
+pub const RETRY_AFTER_ERROR: Duration = Duration::from_secs(5);
+
+/// The daemon's way to the members: probing them and delivering work to them (push). A trait
+/// so that the loop and the reconciler are testable without members.
 pub trait Deliverer: Send + Sync {
+    /// Every member's health and properties (a member that does not answer is unhealthy).
+    fn probe(&self, members: &[Member]) -> impl Future<Output = Result<Inventory>> + Send;
+
     /// `contexts` maps each member of the commit to its kubeconfig context.
     fn deliver(
         &self,
         work: Vec<Work>,
         commit: &str,
-        contexts: &std::collections::BTreeMap<String, String>,
+        contexts: &BTreeMap<String, String>,
     ) -> impl Future<Output = Vec<(Work, Outcome)>> + Send;
 }
 
@@ -53,13 +75,11 @@ pub struct RunOptions {
     pub remote: Option<String>,
     pub branch: String,
     pub path: String,
-    pub kubeconfig: PathBuf,
     pub state_dir: PathBuf,
     pub listen: Option<std::net::SocketAddr>,
     pub poll: Duration,
     pub once: bool,
     pub webhook_secret: Option<Vec<u8>>,
-    pub probe: ProbeOptions,
 }
 
 /// What the daemon shows on its HTTP API and in logs; replaced after every reconcile.
@@ -98,7 +118,7 @@ pub struct PlacementStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// Per cluster: revision, health and last error, as stored.
-    pub clusters: std::collections::BTreeMap<String, state::ClusterState>,
+    pub clusters: std::collections::BTreeMap<String, ClusterState>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed_resource_index: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -108,69 +128,10 @@ pub struct PlacementStatus {
     pub conditions: Vec<crate::schedule::Condition>,
     /// Per selected cluster, KubeFleet's per-cluster conditions.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub per_cluster: Vec<conditions::ClusterConditions>,
+    pub per_cluster: Vec<ClusterConditions>,
     /// Clusters whose last push failed, with the error (KubeFleet's failedPlacements).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub failed: std::collections::BTreeMap<String, String>,
-}
-
-/// KubeFleet's status conditions for a placement after a step (OCM placements keep the
-/// scheduler's own conditions).
-fn placement_conditions(
-    step: &StepSummary,
-    sched: Option<&PlacementSchedule>,
-    stored: Option<&state::PlacementState>,
-) -> (
-    Vec<crate::schedule::Condition>,
-    Vec<conditions::ClusterConditions>,
-) {
-    let Some(sched) = sched else {
-        return (vec![], vec![]);
-    };
-    let prefix = match sched.key.kind.as_str() {
-        "ClusterResourcePlacement" => "ClusterResourcePlacement",
-        "ResourcePlacement" => "ResourcePlacement",
-        _ => return (sched.conditions.clone(), vec![]),
-    };
-    let per_cluster: Vec<conditions::ClusterConditions> = sched
-        .selected
-        .iter()
-        .map(|cluster| {
-            let cs = stored.and_then(|p| p.clusters.get(cluster));
-            let desired = step.desired.get(cluster);
-            let at = |r: Option<&crate::rollout::Revision>| desired.is_some() && r == desired;
-            // A cluster that cannot be rendered stops at Overridden=False.
-            let at_latest = step.render_errors.contains_key(cluster)
-                || cs.is_some_and(|c| {
-                    at(c.revision.as_ref())
-                        || (c.health == crate::rollout::BindingHealth::Failed
-                            && at(c.attempted.as_ref()))
-                });
-            let decision = sched
-                .decisions
-                .iter()
-                .find(|d| &d.cluster == cluster)
-                .map(|d| d.reason());
-            let facts = conditions::ClusterFacts {
-                cluster,
-                decision: decision.as_deref().unwrap_or(""),
-                at_latest,
-                blocked: step.waiting.contains(cluster),
-                health: cs.filter(|_| at_latest).map(|c| c.health),
-                error: cs.and_then(|c| c.last_error.as_deref()),
-                overridden: step.overridden.contains(cluster),
-                override_error: step.render_errors.get(cluster).map(String::as_str),
-            };
-            conditions::ClusterConditions {
-                cluster: cluster.clone(),
-                conditions: conditions::cluster_conditions(&facts, step.report_diff),
-            }
-        })
-        .collect();
-    let scheduled = sched.conditions.iter().find(|c| c.type_ == "Scheduled");
-    let placement =
-        conditions::placement_conditions(prefix, scheduled, &per_cluster, step.report_diff);
-    (placement, per_cluster)
 }
 
 pub fn now_unix() -> u64 {
@@ -179,11 +140,83 @@ pub fn now_unix() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The daemon's working set.
+/// Everything that makes the daemon look at the branch again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The followed repository's refs changed (a local repository is watched).
+    RefChanged,
+    /// `--poll` passed since the last look: fetch (a remote), probe the members again.
+    PollTick,
+    /// The webhook said the remote changed: fetch at once.
+    Webhook,
+    /// The last reconcile asked to be looked at again ([`Action::requeue_after`]).
+    Requeue,
+    /// SIGTERM or Ctrl-C: stop between looks (state is saved after every look).
+    Shutdown,
+}
+
+/// What a reconcile asks of the loop, as kube-runtime's reconcilers return it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Action {
+    /// Look again after this long (at the latest at the next poll); `None`: only on an event.
+    pub requeue_after: Option<Duration>,
+}
+
+impl Action {
+    pub fn requeue(after: Duration) -> Action {
+        Action {
+            requeue_after: Some(after),
+        }
+    }
+
+    /// Settled, or nothing to do: wait for a change or the poll.
+    pub fn await_change() -> Action {
+        Action {
+            requeue_after: None,
+        }
+    }
+
+    /// `--once` keeps stepping while the rollout moves, or waits for availability (bounded: a
+    /// workload that never becomes available must not hang a one-shot run).
+    fn keeps_once_going(&self, elapsed: Duration) -> bool {
+        match self.requeue_after {
+            Some(Duration::ZERO) => true,
+            Some(AVAILABILITY_POLL) => elapsed < ONCE_AVAILABILITY_LIMIT,
+            _ => false,
+        }
+    }
+}
+
+/// The loop's two clocks: the poll, restarted by every look, and the requeue the last look
+/// asked for (never later than the poll).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Timers {
+    poll: Duration,
+    next_poll: Instant,
+    requeue_at: Option<Instant>,
+}
+
+impl Timers {
+    /// The first look is at once.
+    fn start(poll: Duration, now: Instant) -> Timers {
+        Timers {
+            poll,
+            next_poll: now + poll,
+            requeue_at: Some(now),
+        }
+    }
+
+    fn looked(&mut self, now: Instant, action: Action) {
+        self.next_poll = now + self.poll;
+        self.requeue_at = action.requeue_after.map(|after| now + after.min(self.poll));
+    }
+}
+
+/// The daemon's working set: one task owns it and is the only one to change the state.
 pub struct Daemon<D: Deliverer> {
     opts: RunOptions,
     store: StateStore,
-    state: DaemonState,
+    state: RolloutState,
     deliverer: D,
     pub status: Arc<Mutex<Status>>,
     pub metrics: Arc<metrics::Metrics>,
@@ -195,20 +228,10 @@ pub struct Daemon<D: Deliverer> {
     previous: Option<crate::schedule::Previous>,
 }
 
-/// One commit read from the repository and analyzed.
-struct Analyzed {
-    /// The id it was asked for.
-    requested: String,
-    /// Its full id.
-    commit: String,
-    cat: crate::catalog::Catalog,
-    diags: Vec<crate::catalog::Diagnostic>,
-}
-
 impl<D: Deliverer> Daemon<D> {
     pub fn open(opts: RunOptions, deliverer: D) -> Result<Self> {
         let store = StateStore::open(&opts.state_dir)?;
-        let state = DaemonState::load(&opts.state_dir)?;
+        let state = store.load_rollout()?;
         let status = Arc::new(Mutex::new(Status {
             branch: opts.branch.clone(),
             serving: state.serving.clone(),
@@ -228,281 +251,12 @@ impl<D: Deliverer> Daemon<D> {
         })
     }
 
-    /// One reconcile of `head`; returns how long until the rollout wants another look
-    /// (`None`: settled, wait for a new commit or the poll).
-    pub async fn reconcile(&mut self, head: &str) -> Result<Option<Duration>> {
-        let started = std::time::Instant::now();
-        if self.last_head.as_deref() != Some(head) {
-            self.metrics.commits_seen.inc();
-            self.last_head = Some(head.to_string());
-        }
-        let result = self.reconcile_inner(head).await;
-        self.metrics
-            .reconcile_seconds
-            .observe(started.elapsed().as_secs_f64());
-        result
-    }
-
-    /// The commit `id` read and analyzed, kept for the next reconciles: a commit never changes,
-    /// and a rollout reconciles the same one many times (every 500 ms while it waits for
-    /// availability). The head and, behind a rejected head, the last good commit are kept.
-    fn analyzed(&mut self, id: &str) -> Result<Arc<Analyzed>> {
-        if let Some(a) = self.analyzed.iter().find(|a| a.requested == id) {
-            return Ok(a.clone());
-        }
-        let files = crate::source::read_commit(&self.opts.repo, id, &self.opts.path)?;
-        let (cat, diags) = crate::analyze(&files.files);
-        let a = Arc::new(Analyzed {
-            requested: id.to_string(),
-            commit: files.commit,
-            cat,
-            diags,
-        });
-        if self.analyzed.len() == 2 {
-            self.analyzed.remove(0);
-        }
-        self.analyzed.push(a.clone());
-        Ok(a)
-    }
-
-    async fn reconcile_inner(&mut self, head: &str) -> Result<Option<Duration>> {
-        let analyzed = self.analyzed(head)?;
-        let diags = &analyzed.diags;
-        let commit = if diags.is_empty() {
-            self.state.rejected = None;
-            head.to_string()
-        } else {
-            let errors: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
-            if self.state.rejected.as_ref().map(|r| r.commit.as_str()) != Some(head) {
-                tracing::error!(
-                    commit = head,
-                    errors = errors.len(),
-                    "commit rejected: {}",
-                    errors.join("; ")
-                );
-                self.status.lock().unwrap().commits_rejected += 1;
-                self.metrics.commits_rejected.inc();
-            }
-            self.state.rejected = Some(Rejected {
-                commit: head.to_string(),
-                errors,
-            });
-            self.state.save(&self.opts.state_dir)?;
-            self.publish(None, vec![], None);
-            match self.state.serving.clone() {
-                // Keep rolling out the last good commit; nothing is deleted because of the bad one.
-                Some(good) if good != head => good,
-                _ => return Ok(None),
-            }
-        };
-        let analyzed = if commit == head {
-            analyzed
-        } else {
-            self.analyzed(&commit)?
-        };
-        let cat = &analyzed.cat;
-        let commit = analyzed.commit.clone();
-        if self.state.serving.as_deref() != Some(commit.as_str()) {
-            tracing::info!(commit = %commit, "serving new commit");
-        }
-        self.state.serving = Some(commit.clone());
-
-        let members = members_of(&[cat]);
-        let inventory = collect(&members, &self.opts.kubeconfig, &self.opts.probe)
-            .await
-            .context("cannot probe the members")?;
-        for c in &inventory.clusters {
-            self.metrics
-                .member_healthy
-                .get_or_create(&metrics::labels(&[("member", &c.name)]))
-                .set(i64::from(c.healthy));
-        }
-        for c in inventory.clusters.iter().filter(|c| !c.healthy) {
-            tracing::warn!(member = %c.name, error = c.error.as_deref().unwrap_or(""), "member unhealthy");
-        }
-        let now = now_unix();
-        let eligible = self.state.remember_probe(&inventory, now);
-        let fleet = Fleet::build(cat, Some(&eligible));
-        // The last reconcile's results, kept in memory; read from the store after a restart or
-        // a failed reconcile.
-        let previous = match self.previous.take() {
-            Some(p) => p,
-            None => self.store.load_schedule()?.1,
-        };
-        let mut schedule = schedule_commit(cat, &fleet, &previous, now as i64);
-        let decision = reconcile::decide(cat, &commit, &schedule, &fleet, &self.state, now);
-        for s in &decision.steps {
-            if !s.applying.is_empty() || !s.removing.is_empty() {
-                tracing::info!(placement = %s.placement, applying = ?s.applying, removing = ?s.removing, waiting = ?s.waiting, "rollout step");
-            }
-        }
-        let contexts = crate::members::member_targets(cat)
-            .into_iter()
-            .map(|t| (t.name, t.context))
-            .collect();
-        // A member that did not answer its probe is not pushed to now: its work fails at once
-        // with the probe's error (and is retried next time), so it cannot hold up the step.
-        let unreachable: std::collections::BTreeMap<&str, &str> = inventory
-            .clusters
-            .iter()
-            .filter(|c| !c.healthy)
-            .map(|c| (c.name.as_str(), c.error.as_deref().unwrap_or("no answer")))
-            .collect();
-        let (work, skipped): (Vec<Work>, Vec<Work>) = decision
-            .work
-            .into_iter()
-            .partition(|w| !unreachable.contains_key(w.cluster.as_str()));
-        let mut results = self.deliverer.deliver(work, &commit, &contexts).await;
-        results.extend(skipped.into_iter().map(|w| {
-            let why = format!("member unreachable: {}", unreachable[w.cluster.as_str()]);
-            (w, Outcome::Failed(why))
-        }));
-        for (w, o) in &results {
-            let outcome = match (o, &w.action) {
-                (Outcome::Failed(e), _) => {
-                    tracing::warn!(placement = %w.placement.id(), cluster = %w.cluster, error = %e, "push failed");
-                    "failed"
-                }
-                (Outcome::Done(..), Action::Remove { .. }) => "removed",
-                (Outcome::Done(..), Action::Apply { .. }) => "applied",
-            };
-            self.metrics
-                .pushes
-                .get_or_create(&metrics::labels(&[
-                    ("member", &w.cluster),
-                    ("outcome", outcome),
-                ]))
-                .inc();
-        }
-        // A step moved the rollout when a binding changed what it runs or became available;
-        // re-reading a cluster that is still pending is not progress and is paced by the
-        // availability poll.
-        let progressed = results.iter().any(|(w, o)| match o {
-            Outcome::Done(health, _) => {
-                !matches!(w.action, Action::Apply { refresh: true, .. })
-                    || *health != crate::rollout::BindingHealth::Pending
-            }
-            Outcome::Failed(_) => false,
-        });
-        let pending = results
-            .iter()
-            .any(|(_, o)| matches!(o, Outcome::Done(crate::rollout::BindingHealth::Pending, _)));
-        let failed = results.iter().any(|(_, o)| matches!(o, Outcome::Failed(_)));
-        reconcile::absorb(
-            &mut self.state,
-            &mut schedule,
-            (decision.histories, decision.abandon),
-            results,
-            &commit,
-            now,
-        );
-        // Bindings first: a crash between the two writes re-applies one step (idempotent), it
-        // never forgets one.
-        self.store.save_schedule(&commit, &schedule)?;
-        self.previous = Some(schedule.iter().map(|p| (p.key.id(), p.clone())).collect());
-        self.state.save(&self.opts.state_dir)?;
-
-        let unsettled = decision
-            .steps
-            .iter()
-            .filter(|s| !s.waiting.is_empty() || !s.applying.is_empty() || !s.removing.is_empty())
-            .count();
-        let requeue = if progressed {
-            // Something moved: look again at once to take the next step.
-            Some(Duration::ZERO)
-        } else if pending {
-            Some(AVAILABILITY_POLL)
-        } else if failed || unsettled > 0 {
-            let wait = decision
-                .steps
-                .iter()
-                .map(|s| s.requeue_after)
-                .filter(|w| *w > 0)
-                .min()
-                .unwrap_or(5);
-            Some(Duration::from_secs(wait.min(60)))
-        } else {
-            None
-        };
-        self.metrics.rollout_clusters.clear();
-        for s in &decision.steps {
-            for (state, n) in [
-                ("upToDate", s.up_to_date.len()),
-                ("waiting", s.waiting.len()),
-                ("applying", s.applying.len()),
-                ("removing", s.removing.len()),
-            ] {
-                self.metrics
-                    .rollout_clusters
-                    .get_or_create(&metrics::labels(&[
-                        ("placement", &s.placement),
-                        ("state", state),
-                    ]))
-                    .set(n as i64);
-            }
-        }
-        self.publish(Some(inventory), decision.steps, Some(schedule));
-        Ok(requeue)
-    }
-
-    fn publish(
-        &self,
-        inventory: Option<Inventory>,
-        steps: Vec<StepSummary>,
-        schedule: Option<Vec<PlacementSchedule>>,
-    ) {
-        let mut st = self.status.lock().unwrap();
-        st.serving = self.state.serving.clone();
-        st.rejected = self.state.rejected.clone();
-        if let Some(inv) = inventory {
-            st.inventory = Some(inv);
-        }
-        if let Some(schedule) = schedule {
-            st.placements = steps
-                .into_iter()
-                .map(|s| {
-                    let stored = self.state.placements.get(&s.placement);
-                    let sched = schedule.iter().find(|p| p.key.id() == s.placement);
-                    let (conditions, per_cluster) = placement_conditions(&s, sched, stored);
-                    let failed = stored
-                        .map(|p| {
-                            p.clusters
-                                .iter()
-                                .filter_map(|(c, st)| Some((c.clone(), st.last_error.clone()?)))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    PlacementStatus {
-                        selected: sched.map(|p| p.selected.clone()).unwrap_or_default(),
-                        conditions,
-                        per_cluster,
-                        failed,
-                        selected_resources: s.selected_resources.clone(),
-                        clusters: stored.map(|p| p.clusters.clone()).unwrap_or_default(),
-                        observed_resource_index: stored
-                            .and_then(|p| p.resources.latest().map(|r| r.index)),
-                        id: s.placement,
-                        strategy: s.strategy,
-                        target: s.target,
-                        applying: s.applying,
-                        removing: s.removing,
-                        waiting: s.waiting,
-                        up_to_date: s.up_to_date,
-                        note: s.note,
-                    }
-                })
-                .collect();
-            st.schedule = schedule;
-            st.reconciles += 1;
-        }
-    }
-
-    /// Follows the branch until `shutdown` resolves (or, with `--once`, until the rollout
-    /// settles or stops progressing).
+    /// Follows the branch until `shutdown` is cancelled (or, with `--once`, until the rollout
+    /// settles or stops progressing). `webhook` receives the server's wake-ups.
     pub async fn run(
         mut self,
-        mut wake: tokio::sync::mpsc::UnboundedReceiver<()>,
-        shutdown: impl Future<Output = ()>,
+        mut webhook: UnboundedReceiver<()>,
+        shutdown: CancellationToken,
     ) -> Result<()> {
         let mut follower = match &self.opts.remote {
             None => crate::follow::Follower::local(&self.opts.repo, &self.opts.branch)?,
@@ -512,55 +266,102 @@ impl<D: Deliverer> Daemon<D> {
                 self.opts.poll,
             ),
         };
-        tokio::pin!(shutdown);
-        let once_started = std::time::Instant::now();
+        let started = Instant::now();
+        let mut timers = Timers::start(self.opts.poll, started);
         loop {
-            let head = match follower.newest_head().await {
-                Ok(head) => Some(head),
-                Err(e) if self.opts.once => return Err(e.into()),
-                Err(e) => {
-                    // What is deployed stays; the mirror's head (if any) keeps being served.
-                    tracing::error!(error = %e, "cannot follow the branch; retrying at the next poll");
-                    follower.current_head().ok()
+            let requeue = async {
+                match timers.requeue_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
                 }
             };
-            let Some(head) = head else {
-                tokio::select! {
-                    _ = &mut shutdown => return Ok(()),
-                    _ = follower.changed() => {}
-                    _ = wake.recv() => follower.wake(),
-                    _ = tokio::time::sleep(self.opts.poll) => {}
-                }
-                continue;
+            let event = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => Event::Shutdown,
+                Some(()) = webhook.recv() => Event::Webhook,
+                () = follower.changed() => Event::RefChanged,
+                () = requeue => Event::Requeue,
+                () = tokio::time::sleep_until(timers.next_poll) => Event::PollTick,
             };
-            self.status.lock().unwrap().head = Some(head.clone());
-            let requeue = match self.reconcile(&head).await {
-                Ok(r) => r,
-                Err(e) if self.opts.once => return Err(e),
-                Err(e) => {
-                    tracing::error!(error = %format!("{e:#}"), "reconcile failed; retrying");
-                    Some(Duration::from_secs(5))
-                }
-            };
-            if self.opts.once {
-                // Keep stepping while the rollout moves or waits for availability (bounded:
-                // a workload that never becomes available must not hang a one-shot run).
-                let waiting_for_availability = requeue == Some(AVAILABILITY_POLL)
-                    && once_started.elapsed() < ONCE_AVAILABILITY_LIMIT;
-                if requeue != Some(Duration::ZERO) && !waiting_for_availability {
-                    return Ok(());
-                }
-            }
-            let wait = requeue.unwrap_or(self.opts.poll).min(self.opts.poll);
-            tokio::select! {
-                _ = &mut shutdown => {
+            tracing::debug!(?event, "event");
+            match event {
+                Event::Shutdown => {
                     tracing::info!("shutting down; state is saved");
                     return Ok(());
                 }
-                _ = follower.changed() => {}
-                _ = wake.recv() => follower.wake(),
-                _ = tokio::time::sleep(wait) => {}
+                Event::Webhook => follower.wake(),
+                Event::RefChanged | Event::PollTick | Event::Requeue => {}
+            }
+            let action = self.look(&mut follower).await?;
+            if self.opts.once && !action.keeps_once_going(started.elapsed()) {
+                return Ok(());
+            }
+            timers.looked(Instant::now(), action);
+        }
+    }
+
+    /// One look at the branch: its newest head, reconciled. Errors end a `--once` run; the
+    /// daemon logs them and tries again.
+    async fn look(&mut self, follower: &mut crate::follow::Follower) -> Result<Action> {
+        let head = match follower.newest_head().await {
+            Ok(head) => Some(head),
+            Err(e) if self.opts.once => return Err(e.into()),
+            Err(e) => {
+                // What is deployed stays; the mirror's head (if any) keeps being served.
+                tracing::error!(error = %e, "cannot follow the branch; retrying at the next poll");
+                follower.current_head().await.ok()
+            }
+        };
+        let Some(head) = head else {
+            return Ok(Action::await_change());
+        };
+        self.status.lock().unwrap().head = Some(head.clone());
+        match self.reconcile(&head).await {
+            Ok(action) => Ok(action),
+            Err(e) if self.opts.once => Err(e),
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "reconcile failed; retrying");
+                Ok(Action::requeue(RETRY_AFTER_ERROR))
             }
         }
+    }
+}
+
+/// Runs `f` on the blocking pool (git, analysis, the rollout step, fsync'd saves).
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    use anyhow::Context;
+    tokio::task::spawn_blocking(f)
+        .await
+        .context("a blocking task of the daemon failed")
+}
+
+#[cfg(test)]
+mod timer_tests {
+    use super::*;
+
+    #[test]
+    fn a_requeue_is_never_later_than_the_poll_and_every_look_restarts_the_poll() {
+        let poll = Duration::from_secs(30);
+        let t0 = Instant::now();
+        let mut timers = Timers::start(poll, t0);
+        assert_eq!(timers.requeue_at, Some(t0));
+        let t1 = t0 + Duration::from_secs(7);
+        timers.looked(t1, Action::requeue(Duration::from_secs(60)));
+        assert_eq!(timers.requeue_at, Some(t1 + poll));
+        assert_eq!(timers.next_poll, t1 + poll);
+        timers.looked(t1, Action::requeue(AVAILABILITY_POLL));
+        assert_eq!(timers.requeue_at, Some(t1 + AVAILABILITY_POLL));
+        timers.looked(t1, Action::await_change());
+        assert_eq!(timers.requeue_at, None);
+    }
+
+    #[test]
+    fn once_goes_on_while_the_rollout_moves_or_waits_for_availability_within_the_limit() {
+        let early = Duration::from_secs(1);
+        assert!(Action::requeue(Duration::ZERO).keeps_once_going(early));
+        assert!(Action::requeue(AVAILABILITY_POLL).keeps_once_going(early));
+        assert!(!Action::requeue(AVAILABILITY_POLL).keeps_once_going(ONCE_AVAILABILITY_LIMIT));
+        assert!(!Action::requeue(RETRY_AFTER_ERROR).keeps_once_going(early));
+        assert!(!Action::await_change().keeps_once_going(early));
     }
 }

@@ -235,7 +235,8 @@ impl Follower {
     }
 
     /// Fetches when due, then returns the branch's head; a rewritten history is logged. A failed
-    /// fetch is returned as the error; [`Follower::current_head`] still reads the mirror.
+    /// fetch is returned as the error; [`Follower::current_head`] still reads the mirror. The
+    /// git work runs on the blocking pool.
     pub async fn newest_head(&mut self) -> Result<String, FollowError> {
         let due = self.fetch_due || self.fetched_at.is_none_or(|t| t.elapsed() >= self.poll);
         if let (Some(mirror), true) = (&self.mirror, due) {
@@ -247,17 +248,20 @@ impl Follower {
                 self.last.get_or_insert(before);
             }
         }
-        self.current_head()
+        self.current_head().await
     }
 
-    /// The branch's head as the repository (or mirror) has it now, without fetching.
-    pub fn current_head(&mut self) -> Result<String, FollowError> {
-        let head = branch_head(&self.repo, &self.branch)?;
-        if let Some(old) = self.last.as_deref().filter(|old| *old != head) {
-            if !descends_from(&self.repo, old, &head)? {
-                tracing::warn!(old = %old, new = %head, "branch history rewritten (force-push); following the new head");
-            }
-        }
+    /// The branch's head as the repository (or mirror) has it now, without fetching; read on
+    /// the blocking pool.
+    pub async fn current_head(&mut self) -> Result<String, FollowError> {
+        let (repo, branch, last) = (self.repo.clone(), self.branch.clone(), self.last.clone());
+        let head = tokio::task::spawn_blocking(move || read_head(&repo, &branch, last.as_deref()))
+            .await
+            .map_err(|e| FollowError::Branch {
+                path: self.repo.clone(),
+                branch: self.branch.clone(),
+                message: format!("the read failed: {e}"),
+            })??;
         self.last = Some(head.clone());
         Ok(head)
     }
@@ -273,6 +277,17 @@ impl Follower {
             std::future::pending::<()>().await;
         }
     }
+}
+
+/// The branch's head; logs when it does not descend from `last` (a force-push).
+fn read_head(repo: &Path, branch: &str, last: Option<&str>) -> Result<String, FollowError> {
+    let head = branch_head(repo, branch)?;
+    if let Some(old) = last.filter(|old| *old != head) {
+        if !descends_from(repo, old, &head)? {
+            tracing::warn!(old = %old, new = %head, "branch history rewritten (force-push); following the new head");
+        }
+    }
+    Ok(head)
 }
 
 /// One fetch, off the async threads, bounded by [`FETCH_TIMEOUT`].

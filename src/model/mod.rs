@@ -7,6 +7,7 @@ pub mod object;
 pub mod ocm;
 pub mod overrides;
 pub mod placement;
+pub mod placement_key;
 pub mod quantity;
 pub mod scope;
 pub mod selector;
@@ -15,6 +16,7 @@ pub mod staged;
 mod testing;
 
 pub use object::{Gvk, Object, ObjectKey, Origin};
+pub use placement_key::{PlacementKey, PlacementKind};
 pub use selector::{LabelSelector, Labels};
 
 /// One validation problem inside an object: the field path (`spec.policy.numberOfClusters`) and

@@ -16,7 +16,7 @@ pub const GROUP: &str = "placement.kubernetes-fleet.io";
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Placement {
     pub api_version: String,
-    pub kind: String,
+    pub kind: super::PlacementKind,
     pub metadata: ObjectMeta,
     pub spec: PlacementSpec,
     #[serde(default, skip_serializing)]
@@ -381,7 +381,7 @@ pub enum ReportBackDestination {
 
 impl Placement {
     pub fn is_namespaced(&self) -> bool {
-        self.kind == "ResourcePlacement"
+        self.kind == super::PlacementKind::ResourcePlacement
     }
 
     /// The spec with every default KubeFleet's CRD schema and `SetPlacementDefaults` fill in.

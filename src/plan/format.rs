@@ -70,12 +70,7 @@ pub fn text(plan: &Plan, color: bool) -> String {
 }
 
 fn text_placement(out: &mut String, p: &Paint, pl: &PlacementPlan) {
-    let title = format!(
-        "{} {} ({})",
-        sigil(pl.change),
-        pl.key.id(),
-        change_label(pl)
-    );
+    let title = format!("{} {} ({})", sigil(pl.change), pl.key, change_label(pl));
     let _ = writeln!(out, "{}", p.bold(&p.change(pl.change, &title)));
     for m in &pl.gained {
         let line = format!("  + {} gained: {}", m.cluster, move_reason(m));
@@ -146,7 +141,7 @@ pub fn markdown(plan: &Plan, max_bytes: usize) -> String {
             let _ = writeln!(
                 out,
                 "| `{}` | {} | {} | {} | {} | {} | {} |",
-                pl.key.id(),
+                pl.key,
                 cell(&change_label(pl)),
                 cell(&names(pl.gained.iter().map(|m| m.cluster.as_str()))),
                 cell(&names(pl.lost.iter().map(|m| m.cluster.as_str()))),
@@ -286,7 +281,7 @@ fn markdown_errors(out: &mut String, plan: &Plan, max_bytes: usize) {
 }
 
 fn markdown_placement(pl: &PlacementPlan) -> String {
-    let mut s = format!("#### `{}` — {}\n\n", pl.key.id(), change_label(pl));
+    let mut s = format!("#### `{}` — {}\n\n", pl.key, change_label(pl));
     for m in &pl.gained {
         let _ = writeln!(
             s,
@@ -836,8 +831,8 @@ impl Paint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{PlacementKey, PlacementKind};
     use crate::plan::{ResourceChanges, Summary};
-    use crate::schedule::PlacementKey;
 
     fn object(i: usize) -> ObjectDiff {
         let body: String = (0..40)
@@ -845,7 +840,7 @@ mod tests {
             .collect();
         ObjectDiff {
             object: format!("ConfigMap/app/config-{i}"),
-            placement: "crp/app".into(),
+            placement: "crp/app".parse().unwrap(),
             change: Change::Added,
             diff: format!("--- base/x\n+++ head/x\n@@ -0,0 +1,40 @@\n{body}"),
         }
@@ -853,11 +848,7 @@ mod tests {
 
     fn placement(name: &str, change: Change) -> PlacementPlan {
         PlacementPlan {
-            key: PlacementKey {
-                kind: "ClusterResourcePlacement".into(),
-                namespace: None,
-                name: name.into(),
-            },
+            key: PlacementKey::new(PlacementKind::ClusterResourcePlacement, None, name),
             change,
             changed_fields: vec![],
             policy_snapshot_index: Transition {

@@ -7,13 +7,14 @@
 pub mod format;
 
 use crate::catalog::Catalog;
-use crate::model::placement::{PlacementType, RolloutStrategyType};
+use crate::model::placement_key::as_id;
 use crate::model::Labels;
+use crate::model::{PlacementKey, PlacementKind};
 use crate::render::cluster::{CommitRenderer, Selections, SharedManifests};
 use crate::render::ClusterTarget;
+use crate::rollout::preview;
 use crate::schedule::{
-    schedule_commit, ClusterDecision, Condition, Fleet, Inventory, PlacementKey, PlacementSchedule,
-    Previous,
+    schedule_commit, ClusterDecision, Condition, Fleet, Inventory, PlacementSchedule, Previous,
 };
 use crate::snapshot::{hash_value, resource_hash};
 use serde::Serialize;
@@ -194,8 +195,9 @@ pub struct ClusterPlan {
 pub struct ObjectDiff {
     /// `Kind/namespace/name` (`Kind/name` when cluster-scoped).
     pub object: String,
-    /// The placement that delivers it (the head's, or the base's for a removed object).
-    pub placement: String,
+    /// The placement that delivers it (the head's, or the base's for a removed object), by id.
+    #[serde(with = "as_id")]
+    pub placement: PlacementKey,
     pub change: Change,
     /// Unified diff of the YAML, secrets' values masked.
     pub diff: String,
@@ -222,7 +224,7 @@ pub fn plan_catalogs(
     let head_fleet = Fleet::build(head_cat, inputs.inventory);
     let base_schedule = schedule_commit(base_cat, &base_fleet, inputs.previous, inputs.now_unix);
     // The base's results are the head's previous ones (lent, not copied: they are large).
-    let ids: Vec<String> = base_schedule.iter().map(|p| p.key.id()).collect();
+    let ids: Vec<PlacementKey> = base_schedule.iter().map(|p| p.key.clone()).collect();
     let mut as_previous: Previous = ids.iter().cloned().zip(base_schedule).collect();
     let head_schedule = schedule_commit(head_cat, &head_fleet, &as_previous, inputs.now_unix);
     let base_schedule: Vec<PlacementSchedule> =
@@ -258,11 +260,11 @@ pub fn invalid(base: &str, head: &str, errors: Vec<String>) -> Plan {
 
 /// Compares two worlds.
 pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
-    let base_by: BTreeMap<String, &PlacementSchedule> =
-        base.schedule.iter().map(|p| (p.key.id(), p)).collect();
-    let head_by: BTreeMap<String, &PlacementSchedule> =
-        head.schedule.iter().map(|p| (p.key.id(), p)).collect();
-    let ids: BTreeSet<&String> = base_by.keys().chain(head_by.keys()).collect();
+    let base_by: BTreeMap<&PlacementKey, &PlacementSchedule> =
+        base.schedule.iter().map(|p| (&p.key, p)).collect();
+    let head_by: BTreeMap<&PlacementKey, &PlacementSchedule> =
+        head.schedule.iter().map(|p| (&p.key, p)).collect();
+    let ids: BTreeSet<&PlacementKey> = base_by.keys().chain(head_by.keys()).copied().collect();
     // Every cluster counts for the placements, the summary and the exit code; `--cluster` only
     // narrows which diffs are shown.
     let sel = (Selections::new(base.cat), Selections::new(head.cat));
@@ -309,14 +311,14 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     }
 }
 
-/// Placement id → the clusters where an object it delivers changes.
-type ChangedClusters<'a> = HashMap<&'a str, BTreeSet<&'a str>>;
+/// Placement → the clusters where an object it delivers changes.
+type ChangedClusters<'a> = HashMap<&'a PlacementKey, BTreeSet<&'a str>>;
 
 fn changed_clusters(clusters: &[ClusterPlan]) -> ChangedClusters<'_> {
     let mut out: ChangedClusters = HashMap::new();
     for c in clusters {
         for o in &c.objects {
-            out.entry(o.placement.as_str())
+            out.entry(&o.placement)
                 .or_default()
                 .insert(c.cluster.as_str());
         }
@@ -327,7 +329,7 @@ fn changed_clusters(clusters: &[ClusterPlan]) -> ChangedClusters<'_> {
 /// The spec of a placement as JSON, for field-by-field comparison.
 fn spec_of(world: &World, key: &PlacementKey) -> Option<Value> {
     let cat = world.cat;
-    if key.kind == "Placement" {
+    if key.kind == PlacementKind::OcmPlacement {
         return cat
             .ocm_placements
             .iter()
@@ -590,9 +592,7 @@ fn compare_placement(
         }
         _ => Change::Unchanged,
     };
-    let rollout = h
-        .map(|h| rollout_impact(head, h, &kept, changed))
-        .filter(|r| change != Change::Unchanged || !r.updating.is_empty());
+    let rollout = h.and_then(|h| rollout_impact(head, h, b, &kept, changed, change));
     PlacementPlan {
         policy_snapshot_index: Transition {
             base: b.and_then(|p| p.policy_snapshot_index),
@@ -664,93 +664,81 @@ fn score_change(b: &Score, h: &Score) -> String {
     parts.join(", ")
 }
 
+/// How the head rolls out to the placement's clusters: the rollout core's own preview of the
+/// daemon's steps (same pace, target and budget), from the clusters whose manifests change.
+/// `None` for a placement that is unchanged and updates no cluster.
 fn rollout_impact(
     head: &World,
     h: &PlacementSchedule,
+    b: Option<&PlacementSchedule>,
     kept: &[String],
     changed: &ChangedClusters,
-) -> RolloutImpact {
-    let changed_clusters = changed.get(h.key.id().as_str());
+    change: Change,
+) -> Option<RolloutImpact> {
+    let changed_clusters = changed.get(&h.key);
     let updating: Vec<String> = kept
         .iter()
         .filter(|c| changed_clusters.is_some_and(|cs| cs.contains(c.as_str())))
         .cloned()
         .collect();
-    if h.key.kind == "Placement" {
-        return RolloutImpact {
-            strategy: "OCM".into(),
-            description: "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into(),
-            updating,
-            max_unavailable: None,
-            max_surge: None,
-            stages: vec![],
-        };
+    if change == Change::Unchanged && updating.is_empty() {
+        return None;
+    }
+    let impact = |strategy: &str, description: String| RolloutImpact {
+        strategy: strategy.into(),
+        updating: updating.clone(),
+        max_unavailable: None,
+        max_surge: None,
+        description,
+        stages: vec![],
+    };
+    if h.key.kind == PlacementKind::OcmPlacement {
+        return Some(impact("OCM", "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into()));
     }
     let Some(entry) = head.cat.placement(&h.key.name, h.key.namespace.as_deref()) else {
-        return RolloutImpact {
-            strategy: "RollingUpdate".into(),
-            updating,
-            max_unavailable: None,
-            max_surge: None,
-            description: String::new(),
-            stages: vec![],
-        };
+        return Some(impact("RollingUpdate", String::new()));
     };
-    let spec = entry.spec.defaulted_spec();
-    let strategy = spec.strategy.type_.unwrap_or_default();
-    if strategy == RolloutStrategyType::External {
-        let stages = staged_impact(head, &h.key, &h.selected);
-        let description = if stages.is_empty() {
-            "strategy External: nothing rolls out until a staged update run names this placement"
-                .to_string()
-        } else {
-            "strategy External: staged update runs roll out stage by stage".to_string()
-        };
-        return RolloutImpact {
-            strategy: "External".into(),
-            updating,
-            max_unavailable: None,
-            max_surge: None,
-            description,
-            stages,
-        };
-    }
-    let ru = spec.strategy.rolling_update.unwrap_or_default();
-    let target = match spec.policy.as_ref().map(|p| p.placement_type) {
-        Some(PlacementType::PickN) => spec
-            .policy
-            .as_ref()
-            .and_then(|p| p.number_of_clusters)
-            .unwrap_or(0) as i64,
-        _ => h.selected.len() as i64,
+    let updating_set: BTreeSet<&str> = updating.iter().map(String::as_str).collect();
+    let change = preview::Change {
+        base: b.map_or(&[], |b| b.selected.as_slice()),
+        head: &h.selected,
+        updating: &updating_set,
     };
-    let resolve = |v: &Option<crate::model::placement::IntOrPercent>| {
-        v.as_ref()
-            .and_then(|v| v.scaled_up(target))
-            .map(|x| x.max(0) as usize)
+    let (budget, steps) = match preview::preview(&entry.spec.spec, change) {
+        preview::Preview::Staged => {
+            let stages = staged_impact(head, &h.key, &h.selected);
+            let description = if stages.is_empty() {
+                "strategy External: nothing rolls out until a staged update run names this placement"
+            } else {
+                "strategy External: staged update runs roll out stage by stage"
+            };
+            return Some(RolloutImpact {
+                stages,
+                ..impact("External", description.into())
+            });
+        }
+        preview::Preview::Rolling { budget, steps } => (budget, steps),
     };
-    let max_unavailable = resolve(&ru.max_unavailable).map(|m| m.max(1));
-    let max_surge = resolve(&ru.max_surge);
-    let surge = match max_surge.unwrap_or(0) {
+    let surge = match budget.max_surge {
         0 => "new clusters are added only as others finish".to_string(),
         s => format!("up to {s} cluster(s) above the target while new clusters are added"),
     };
-    let description = match (updating.len(), max_unavailable) {
+    let m = budget.max_unavailable;
+    let description = match (updating.len(), steps) {
         (0, _) => format!("RollingUpdate: no cluster that stays selected updates; {surge}"),
-        (n, Some(m)) => {
-            let batches = n.div_ceil(m.max(1));
-            format!("RollingUpdate: {n} cluster(s) update, at most {m} unavailable at a time ({batches} step(s)); {surge}")
-        }
-        (n, None) => format!("RollingUpdate: {n} cluster(s) update"),
+        (n, Some(steps)) => format!(
+            "RollingUpdate: {n} cluster(s) update, at most {m} unavailable at a time ({steps} step(s)); {surge}"
+        ),
+        (n, None) => format!(
+            "RollingUpdate: {n} cluster(s) should update, but maxUnavailable resolves to {m} of {} cluster(s): none is updated; {surge}",
+            budget.target
+        ),
     };
-    RolloutImpact {
-        strategy: "RollingUpdate".into(),
-        updating,
-        max_unavailable,
-        max_surge,
-        description,
-        stages: vec![],
-    }
+    Some(RolloutImpact {
+        max_unavailable: Some(m),
+        max_surge: Some(budget.max_surge),
+        ..impact("RollingUpdate", description)
+    })
 }
 
 /// The stages of the update runs (of the head) that roll the placement out, with their clusters.
@@ -802,26 +790,19 @@ fn staged_impact(head: &World, key: &PlacementKey, selected: &[String]) -> Vec<S
 
 /// Fingerprint of everything that shapes one placement's manifests in a world, so clusters
 /// whose inputs did not change are not rendered twice.
-fn render_inputs(world: &World, sel: &Selections) -> (BTreeMap<String, String>, String) {
-    let mut per_placement = BTreeMap::new();
+fn render_inputs(world: &World, sel: &Selections) -> (HashMap<PlacementKey, String>, String) {
+    let mut per_placement = HashMap::new();
     for e in &world.cat.placements {
-        let id = PlacementKey {
-            kind: e.spec.kind.clone(),
-            namespace: world.cat.objects[e.index].namespace.clone(),
-            name: e.spec.metadata.name.clone(),
-        }
-        .id();
+        let ns = world.cat.objects[e.index].namespace.as_deref();
+        let id = PlacementKey::new(e.spec.kind, ns, &e.spec.metadata.name);
         if let Some(res) = sel.of(e) {
             per_placement.insert(id, resource_hash(&res));
         }
     }
     for e in &world.cat.manifest_work_replica_sets {
-        let ns = world.cat.objects[e.index]
-            .namespace
-            .clone()
-            .unwrap_or_default();
+        let ns = world.cat.objects[e.index].namespace.as_deref();
         for r in &e.spec.spec.placement_refs {
-            let id = format!("ocm/{ns}/{}", r.name);
+            let id = PlacementKey::new(PlacementKind::OcmPlacement, ns, &r.name);
             let h = hash_value(
                 &serde_json::to_value(&e.spec.spec.manifest_work_template).unwrap_or_default(),
             );
@@ -871,7 +852,7 @@ fn compare_clusters(
             && base_overrides == head_overrides
             && bp
                 .iter()
-                .all(|id| base_inputs.get(*id) == head_inputs.get(*id));
+                .all(|id| base_inputs.get(id) == head_inputs.get(id));
         if same_inputs {
             continue;
         }
@@ -895,7 +876,9 @@ fn compare_clusters(
             let Some(diff) = diffs.diff(id, b, h) else {
                 continue;
             };
-            let placement = h.or(b).map(|o| o.placement.to_string()).unwrap_or_default();
+            let Some(placement) = h.or(b).map(|o| o.placement.clone()) else {
+                continue;
+            };
             objects.push(ObjectDiff {
                 object: id.to_string(),
                 placement,
@@ -918,7 +901,7 @@ fn compare_clusters(
 /// rendered once per distinct cluster input) and the placements' ids.
 struct Side<'a> {
     renderer: Rc<CommitRenderer<'a>>,
-    ids: Vec<String>,
+    ids: Vec<PlacementKey>,
     /// The objects' ids of each shared rendering, by its address (renderings live as long as
     /// the renderer, so addresses are not reused).
     object_ids: RefCell<HashMap<usize, Rc<[Rc<str>]>>>,
@@ -929,7 +912,7 @@ struct Side<'a> {
 struct Object<'r> {
     value: &'r Value,
     at: (usize, usize),
-    placement: &'r str,
+    placement: &'r PlacementKey,
 }
 
 /// A cluster's rendered objects by identity; later placements win, as in one apply.
@@ -945,17 +928,17 @@ impl<'a> Side<'a> {
         };
         Self {
             renderer: Rc::new(renderer),
-            ids: world.schedule.iter().map(|p| p.key.id()).collect(),
+            ids: world.schedule.iter().map(|p| p.key.clone()).collect(),
             object_ids: RefCell::new(HashMap::new()),
         }
     }
 
-    /// Ids of the placements that selected the cluster, in schedule order.
-    fn placements_of(&self, cluster: &str) -> Vec<&str> {
+    /// The placements that selected the cluster, in schedule order.
+    fn placements_of(&self, cluster: &str) -> Vec<&PlacementKey> {
         self.renderer
             .indices_of(cluster)
             .iter()
-            .map(|&i| self.ids[i].as_str())
+            .map(|&i| &self.ids[i])
             .collect()
     }
 
@@ -977,12 +960,12 @@ impl<'a> Side<'a> {
     fn objects<'r>(
         &'r self,
         rendered: &'r [(usize, SharedManifests)],
-    ) -> (Objects<'r>, Vec<String>, BTreeSet<&'r str>) {
+    ) -> (Objects<'r>, Vec<String>, BTreeSet<&'r PlacementKey>) {
         let mut objects = BTreeMap::new();
         let mut errors = Vec::new();
         let mut failed = BTreeSet::new();
         for (i, manifests) in rendered {
-            let placement = self.ids[*i].as_str();
+            let placement = &self.ids[*i];
             match manifests.as_ref() {
                 Ok(ms) => {
                     let rendering = Rc::as_ptr(manifests) as usize;

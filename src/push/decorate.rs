@@ -1,7 +1,7 @@
 //! What gitfleet adds to every object it applies (spec/README §5): the managed-by and placement
 //! labels, and the snapshot, commit and spec-hash annotations. Pure.
 
-use crate::schedule::PlacementKey;
+use crate::model::PlacementKey;
 use crate::snapshot::hash_value;
 use serde_json::{Map, Value};
 
@@ -20,13 +20,10 @@ pub const FIELD_MANAGER: &str = "gitfleet";
 /// The longest label value Kubernetes accepts.
 const LABEL_VALUE_MAX: usize = 63;
 
-/// `crp.<name>`, `rp.<ns>.<name>`, `ocm.<ns>.<name>`: names the placement in labels and records.
+/// `crp.<name>`, `rp.<ns>.<name>`, `ocm.<ns>.<name>`: names the placement in labels and records
+/// on members (byte for byte as gitfleet 0.1.0 wrote them).
 pub fn placement_key(key: &PlacementKey) -> String {
-    let prefix = match key.kind.as_str() {
-        "ClusterResourcePlacement" => "crp",
-        "ResourcePlacement" => "rp",
-        _ => "ocm",
-    };
+    let prefix = key.kind.prefix();
     match &key.namespace {
         Some(ns) => format!("{prefix}.{ns}.{}", key.name),
         None => format!("{prefix}.{}", key.name),
@@ -115,28 +112,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn key(kind: &str, ns: Option<&str>, name: &str) -> PlacementKey {
-        PlacementKey {
-            kind: kind.into(),
-            namespace: ns.map(str::to_string),
-            name: name.into(),
-        }
-    }
-
     #[test]
     fn keys_name_the_kind_namespace_and_name() {
-        assert_eq!(
-            placement_key(&key("ClusterResourcePlacement", None, "web")),
-            "crp.web"
-        );
-        assert_eq!(
-            placement_key(&key("ResourcePlacement", Some("team"), "web")),
-            "rp.team.web"
-        );
-        assert_eq!(
-            placement_key(&key("Placement", Some("ocm-ns"), "p")),
-            "ocm.ocm-ns.p"
-        );
+        let key = |id: &str| placement_key(&id.parse().unwrap());
+        assert_eq!(key("crp/web"), "crp.web");
+        assert_eq!(key("rp/team/web"), "rp.team.web");
+        assert_eq!(key("ocm/ocm-ns/p"), "ocm.ocm-ns.p");
     }
 
     #[test]

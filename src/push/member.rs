@@ -19,10 +19,12 @@ use super::decorate::{
 use super::record::{self, Entry, Record};
 use super::{
     MemberPush, MemberResult, ObjectRef, ObjectResult, Outcome, PlacementPush, PlacementResult,
-    PushOptions, Strategy,
+    PushOptions,
 };
 use crate::members::retry::{delay, with_retry, Budget};
 use crate::model::placement::{ApplyStrategyType, ComparisonOption, WhenToApply, WhenToTakeOver};
+use crate::model::PlacementKind;
+use crate::rollout::ApplyStrategy;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;
@@ -322,7 +324,7 @@ pub async fn push_member(
     // ClusterResourcePlacements first: they deliver the namespaces that ResourcePlacements (and
     // OCM workloads) place into.
     let mut ordered: Vec<&PlacementPush> = target.placements.iter().collect();
-    ordered.sort_by_key(|p| p.placement.kind != "ClusterResourcePlacement");
+    ordered.sort_by_key(|p| p.placement.kind != PlacementKind::ClusterResourcePlacement);
     for p in ordered {
         let key = placement_key(&p.placement);
         let old = records.get(&key);
@@ -527,7 +529,7 @@ fn crd_kinds(manifest: &Value) -> Vec<(String, String)> {
 
 /// What every object of a placement shares.
 struct ObjectContext {
-    strategy: Strategy,
+    strategy: ApplyStrategy,
     label: String,
     resource_snapshot: String,
     commit: String,

@@ -3,9 +3,11 @@
 //! ReportDiff, takeover and drift rules, a record of what was applied per placement on each
 //! member, pruning of what is no longer delivered, and availability per kind.
 //!
-//! The decisions are pure ([`decorate`], [`compare`], [`availability`], [`record`], and
-//! [`Strategy`]); [`member`] talks to one member and [`fleet`] to many at once. This module does
-//! not know where manifests come from (git, rendering) nor how results are printed.
+//! What to push, with which strategy and snapshot stamp, is the rollout's decision
+//! ([`crate::rollout`]); push carries it out. Its helpers are pure ([`decorate`], [`compare`],
+//! [`availability`], [`record`]); [`member`] talks to one member and [`fleet`] to many at once.
+//! This module does not know where manifests come from (git, rendering) nor how results are
+//! printed.
 
 pub mod availability;
 pub mod compare;
@@ -13,13 +15,11 @@ pub mod decorate;
 pub mod fleet;
 pub mod member;
 pub mod record;
+pub mod work;
 
-use crate::model::placement::{
-    ApplyStrategyType, ComparisonOption, PropagationPolicy, RolloutStrategy, WhenToApply,
-    WhenToTakeOver,
-};
+use crate::model::PlacementKey;
 use crate::render::Manifest;
-use crate::schedule::PlacementKey;
+use crate::rollout::ApplyStrategy;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -27,52 +27,13 @@ use std::time::Duration;
 pub use availability::Availability;
 pub use compare::Diff;
 pub use fleet::push_fleet;
-
-/// How a placement's objects are applied: its `applyStrategy` and `deleteStrategy`, defaulted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Strategy {
-    pub type_: ApplyStrategyType,
-    pub comparison: ComparisonOption,
-    pub when_to_apply: WhenToApply,
-    pub when_to_take_over: WhenToTakeOver,
-    pub force: bool,
-    pub abandon: bool,
-}
-
-impl Default for Strategy {
-    fn default() -> Self {
-        Strategy::from_rollout(None)
-    }
-}
-
-impl Strategy {
-    /// The placement's strategy with gitfleet's defaults: ServerSideApply when no type is given
-    /// (spec/README §5; KubeFleet's own default is ClientSideApply).
-    pub fn from_rollout(strategy: Option<&RolloutStrategy>) -> Strategy {
-        let apply = strategy.and_then(|s| s.apply_strategy.as_ref());
-        Strategy {
-            type_: apply
-                .and_then(|a| a.type_)
-                .unwrap_or(ApplyStrategyType::ServerSideApply),
-            comparison: apply.and_then(|a| a.comparison_option).unwrap_or_default(),
-            when_to_apply: apply.and_then(|a| a.when_to_apply).unwrap_or_default(),
-            when_to_take_over: apply.and_then(|a| a.when_to_take_over).unwrap_or_default(),
-            force: apply
-                .and_then(|a| a.server_side_apply_config.as_ref())
-                .is_some_and(|c| c.force),
-            abandon: strategy
-                .and_then(|s| s.delete_strategy.as_ref())
-                .and_then(|d| d.propagation_policy)
-                == Some(PropagationPolicy::Abandon),
-        }
-    }
-}
+pub use work::member_pushes;
 
 /// What one placement delivers to one member.
 #[derive(Debug, Clone)]
 pub struct PlacementPush {
     pub placement: PlacementKey,
-    pub strategy: Strategy,
+    pub strategy: ApplyStrategy,
     /// Hash of the placement's selected resources (the `gitfleet.io/resource-snapshot` stamp).
     pub resource_snapshot: String,
     /// In apply order (waves).
@@ -272,14 +233,6 @@ impl MemberResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn default_strategy_is_server_side_apply() {
-        let s = Strategy::from_rollout(None);
-        assert_eq!(s.type_, ApplyStrategyType::ServerSideApply);
-        assert_eq!(s.when_to_take_over, WhenToTakeOver::Always);
-        assert!(!s.force && !s.abandon);
-    }
 
     #[test]
     fn object_refs_know_their_group_and_wave() {

@@ -10,7 +10,8 @@ use super::{
 use crate::catalog::{Catalog, Entry};
 use crate::model::placement::Placement;
 use crate::model::Gvk;
-use crate::schedule::{PlacementKey, PlacementSchedule};
+use crate::model::{PlacementKey, PlacementKind};
+use crate::schedule::PlacementSchedule;
 use crate::snapshot::SelectedResource;
 use serde_json::Value;
 use std::cell::{OnceCell, RefCell};
@@ -291,7 +292,7 @@ impl<'a> CommitRenderer<'a> {
         self.sources[i]
             .get_or_init(|| {
                 let key = &self.schedule[i].key;
-                if key.kind == "Placement" {
+                if key.kind == PlacementKind::OcmPlacement {
                     return Some(Source::Fixed(Rc::new(Ok(ocm_workloads(self.cat, key)))));
                 }
                 let entry = self.cat.placement(&key.name, key.namespace.as_deref())?;

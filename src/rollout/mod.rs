@@ -1,9 +1,34 @@
-//! Rollout planning (pure): how a placement's clusters move to a new revision. `rolling` is
-//! KubeFleet's RollingUpdate controller step (kubefleet.md §3.1). The daemon that drives it with
-//! live health from members is not built yet; `gitfleet apply` pushes without pacing.
+//! The rollout core: **one step for one commit**. Given the commit's catalog and schedule, the
+//! fleet, the state of the rollout and the clock, which cluster gets which snapshot now — the
+//! work for members, with its manifests, apply strategy and snapshot stamp — and, once push has
+//! done the work, the state it leaves and the KubeFleet/OCM status conditions. `gitfleet run`,
+//! `gitfleet apply` and `gitfleet plan` all go through here; none of them decides any of this
+//! on its own.
+//!
+//! - [`step()`]: the step, with the pacing as its parameter ([`Pacing::Immediate`] for `apply`,
+//!   [`Pacing::Rolling`] for `run`; staged update runs plug into [`Pace::Staged`]), and
+//!   [`absorb`], which folds the outcomes back into the state;
+//! - [`rolling`]: KubeFleet's RollingUpdate decision for one placement;
+//! - [`work`]: the work items and their outcomes; [`strategy`]: how objects are applied;
+//! - [`state`]: what a rollout remembers between steps (values; `crate::state` stores them);
+//! - [`conditions`]: the placements' status conditions;
+//! - [`preview`]: the rolling step played forward, for `gitfleet plan`.
+//!
+//! Pure: no I/O, no clock (time is a parameter), no async. It must not know how work reaches a
+//! member (push), where commits come from (git) or how anything is printed.
 
+pub mod conditions;
+pub mod preview;
 pub mod rolling;
+pub mod state;
+pub mod step;
+pub mod strategy;
+pub mod work;
 
 pub use rolling::{
     plan_step, BindingHealth, Budget, Revision, RollingParams, RolloutBinding, RolloutStep, Target,
 };
+pub use state::{ClusterState, LastProbe, PlacementState, Rejected, RolloutState};
+pub use step::{absorb, step, Decision, Input, Ledger, Pace, Pacing, StepSummary};
+pub use strategy::ApplyStrategy;
+pub use work::{Action, Outcome, Prune, Sweep, Work};

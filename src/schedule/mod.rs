@@ -9,35 +9,11 @@ pub mod ocm;
 
 pub use fleet::{Cluster, Fleet, Inventory, InventoryCluster};
 
+use crate::model::{PlacementKey, PlacementKind};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// Which placement a result is about: `ClusterResourcePlacement`, `ResourcePlacement` or OCM
-/// `Placement`, with namespace for the namespaced ones.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct PlacementKey {
-    pub kind: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl PlacementKey {
-    /// `crp/<name>`, `rp/<ns>/<name>`, `ocm/<ns>/<name>`: stable keys for the state store.
-    pub fn id(&self) -> String {
-        let prefix = match self.kind.as_str() {
-            "ClusterResourcePlacement" => "crp",
-            "ResourcePlacement" => "rp",
-            _ => "ocm",
-        };
-        match &self.namespace {
-            Some(ns) => format!("{prefix}/{ns}/{}", self.name),
-            None => format!("{prefix}/{}", self.name),
-        }
-    }
-}
 
 /// KubeFleet binding states (kubefleet.md §1.12).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -244,8 +220,8 @@ pub struct Schedule {
     pub placements: Vec<PlacementSchedule>,
 }
 
-/// The previous run's results, by placement id ([`PlacementKey::id`]).
-pub type Previous = BTreeMap<String, PlacementSchedule>;
+/// The previous run's results, by placement.
+pub type Previous = BTreeMap<PlacementKey, PlacementSchedule>;
 
 /// Schedules every placement of a commit: KubeFleet placements in catalog order, then OCM
 /// placements. `previous` holds the last run's results (bindings, decisions, policy index);
@@ -261,13 +237,13 @@ pub fn schedule_commit(
     for entry in &cat.placements {
         let placement = &entry.spec;
         let key = PlacementKey {
-            kind: placement.kind.clone(),
+            kind: placement.kind,
             namespace: cat.objects[entry.index].namespace.clone(),
             name: placement.metadata.name.clone(),
         };
         let policy = placement.spec.policy_or_default();
         let hash = crate::snapshot::policy_hash(&policy);
-        let prev = previous.get(&key.id());
+        let prev = previous.get(&key);
         let index =
             match prev.and_then(|p| Some((p.policy_snapshot_index?, p.policy_hash.as_deref()?))) {
                 Some((i, h)) if h == hash => i,

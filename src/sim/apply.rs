@@ -230,6 +230,17 @@ pub fn apply(
     }
     merge_into(&mut merged, config, writer.associative);
 
+    // As kube-apiserver does, an apply that changes nothing (the same object, the same fields)
+    // leaves its manager's entry as it was, time and place: the object is not written at all.
+    let unchanged = merged == *live
+        && entries.iter().any(|e| {
+            e.same_identity(writer.manager, "Apply", writer.subresource)
+                && e.api_version == writer.api_version
+                && e.fields == applied
+        });
+    if unchanged {
+        return Ok(merged);
+    }
     entries.retain(|e| !e.same_identity(writer.manager, "Apply", writer.subresource));
     if !applied.is_empty() {
         entries.push(ManagedEntry {
@@ -384,6 +395,28 @@ mod tests {
         assert_eq!(mf["operation"], "Apply");
         assert_eq!(mf["fieldsType"], "FieldsV1");
         assert_eq!(mf["fieldsV1"], json!({"f:data": {"f:a": {}}}));
+    }
+
+    /// Regression: the entry moved to the end of the list on every apply, so re-applying an
+    /// unchanged configuration after another manager's write changed the object (a write, a new
+    /// resourceVersion) where kube-apiserver changes nothing.
+    #[test]
+    fn an_apply_that_changes_nothing_leaves_the_managed_fields_as_they_are() {
+        let live = do_apply(&cm(json!(null)), &cm(json!({"a": "1"})), "mgr", false).unwrap();
+        let mut updated = live.clone();
+        updated["metadata"]["annotations"] = json!({"note": "x"});
+        let other = Writer {
+            now: "2026-01-02T00:00:00Z",
+            ..writer("controller")
+        };
+        record_update(Some(&live), &mut updated, &other, false);
+        let again = do_apply(&updated, &cm(json!({"a": "1"})), "mgr", false).unwrap();
+        assert_eq!(again, updated);
+        // A changed value is a write: the entry takes the time of the apply.
+        let changed = do_apply(&updated, &cm(json!({"a": "2"})), "mgr", false).unwrap();
+        let entries = read_entries(&changed);
+        assert_eq!(entries.len(), 2);
+        assert_eq!(changed["data"]["a"], "2");
     }
 
     #[test]

@@ -37,7 +37,9 @@ pub use groups::{
 
 use super::fleet::{Cluster, Fleet};
 use super::labels::ClusterBits;
-use super::{ClusterDecision, Condition, PlacementKey, PlacementSchedule, Previous, Reason};
+use super::{
+    ClusterDecision, Condition, PlacementKey, PlacementKind, PlacementSchedule, Previous, Reason,
+};
 use crate::catalog::{Catalog, Entry};
 use crate::model::member::{
     ManagedClusterTaint, OcmTaintEffect, SelectorType, CLUSTER_SET_LABEL, TAINT_UNREACHABLE,
@@ -53,8 +55,6 @@ use std::fmt::Write as _;
 use std::rc::Rc;
 use std::sync::{Arc, LazyLock};
 
-/// `PlacementKey::kind` of OCM placements.
-pub const PLACEMENT_KIND: &str = "Placement";
 /// Condition type: are the decisions complete?
 pub const SATISFIED: &str = "PlacementSatisfied";
 /// Condition type: did the configuration check pass?
@@ -146,13 +146,8 @@ pub fn schedule_one(
         .0
 }
 
-fn id(ns: &str, name: &str) -> String {
-    PlacementKey {
-        kind: PLACEMENT_KIND.into(),
-        namespace: Some(ns.into()),
-        name: name.into(),
-    }
-    .id()
+fn id(ns: &str, name: &str) -> PlacementKey {
+    PlacementKey::new(PlacementKind::OcmPlacement, Some(ns), name)
 }
 
 fn index_of(fleet: &Fleet, name: &str) -> Option<usize> {
@@ -418,11 +413,7 @@ impl<'a> World<'a> {
         balance: &BalanceView,
         now_unix: i64,
     ) -> (PlacementSchedule, Option<Vec<u32>>) {
-        let key = PlacementKey {
-            kind: PLACEMENT_KIND.into(),
-            namespace: Some(ns.into()),
-            name: placement.metadata.name.clone(),
-        };
+        let key = id(ns, &placement.metadata.name);
         let mut out = PlacementSchedule {
             key: key.clone(),
             policy_snapshot_index: None,

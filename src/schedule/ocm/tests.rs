@@ -129,11 +129,7 @@ fn one(cat: &Catalog, fleet: &Fleet, name: &str, previous: &[&str], now: i64) ->
 
 fn previous_of(name: &str, selected: &[&str]) -> Option<PlacementSchedule> {
     (!selected.is_empty()).then(|| PlacementSchedule {
-        key: PlacementKey {
-            kind: PLACEMENT_KIND.into(),
-            namespace: Some("app".into()),
-            name: name.into(),
-        },
+        key: PlacementKey::new(PlacementKind::OcmPlacement, Some("app"), name),
         policy_snapshot_index: None,
         policy_hash: None,
         selected: selected.iter().map(|s| s.to_string()).collect(),
@@ -714,7 +710,7 @@ fn balance_counts_the_other_placements_in_order() {
     let cat = commit(objects);
     let f = fleet(&cat, None);
     let out = schedule_all(&cat, &f, &Previous::new(), NOW);
-    let ids: Vec<String> = out.iter().map(|r| r.key.id()).collect();
+    let ids: Vec<String> = out.iter().map(|r| r.key.to_string()).collect();
     assert_eq!(ids, ["ocm/app/a", "ocm/app/b"]);
     assert_eq!(out[0].selected, ["c1"]);
     // b sees a's new decision on c1: maxCount 1, so c1 scores -100.
@@ -726,7 +722,10 @@ fn balance_counts_the_other_placements_in_order() {
 
     // With b's previous decision on c3: a (first) counts it; b keeps c3 with Steady.
     let mut previous = Previous::new();
-    previous.insert("ocm/app/b".into(), previous_of("b", &["c3"]).unwrap());
+    previous.insert(
+        "ocm/app/b".parse().unwrap(),
+        previous_of("b", &["c3"]).unwrap(),
+    );
     let out = schedule_all(&cat, &f, &previous, NOW);
     assert_eq!(
         scores(&out[0]),
@@ -1072,7 +1071,7 @@ fn candidates_come_from_the_sets_bound_into_the_namespace() {
     ]);
     let f = fleet(&cat, None);
     let out = schedule_all(&cat, &f, &Previous::new(), NOW);
-    let get = |id: &str| out.iter().find(|r| r.key.id() == id).unwrap();
+    let get = |id: &str| out.iter().find(|r| r.key.to_string() == id).unwrap();
     let candidates = |id: &str| {
         let mut c: Vec<&str> = get(id)
             .decisions

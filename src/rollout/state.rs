@@ -1,34 +1,29 @@
-//! What the daemon keeps in `--state-dir` besides the schedule (`schedule.json`, shared with
-//! `gitfleet schedule --state`): the commit it serves, the last rejected commit, and per
-//! placement its resource snapshot history and what every cluster was last given, with the
-//! health that push reported. Written crash-safely after every step, so a restart resumes where
-//! the rollout was.
+//! What a rollout remembers between steps: the commit it serves, the last rejected commit, per
+//! placement its resource snapshot history and what every cluster was last given (with the
+//! health push reported), and each member's last good probe. Values only: the state store
+//! (`crate::state`) reads and writes them, crash-safely, in the format gitfleet 0.1.0 wrote.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::rollout::{BindingHealth, Revision};
+use super::rolling::{BindingHealth, Revision};
+use crate::model::PlacementKey;
 use crate::schedule::{Inventory, InventoryCluster};
 use crate::snapshot::History;
-use crate::state::{write_atomic, StateError, FORMAT_VERSION};
-
-const FILE: &str = "daemon.json";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DaemonState {
-    pub version: u32,
+pub struct RolloutState {
     /// The last commit that validated and is being rolled out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serving: Option<String>,
     /// The newest commit that failed validation, and why; cleared by the next good commit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<Rejected>,
-    /// By placement id (`crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`).
-    #[serde(default)]
-    pub placements: BTreeMap<String, PlacementState>,
+    /// By placement; in the file, by id (`crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`).
+    #[serde(default, with = "crate::model::placement_key::by_id")]
+    pub placements: BTreeMap<PlacementKey, PlacementState>,
     /// Each member's last successful probe and when it was made (unix seconds).
     #[serde(default)]
     pub members: BTreeMap<String, LastProbe>,
@@ -45,7 +40,7 @@ pub struct LastProbe {
 /// (spec/README §2).
 pub const ELIGIBLE_FOR: u64 = 300;
 
-impl DaemonState {
+impl RolloutState {
     /// Records this probe's healthy members, and returns the inventory to schedule with: a
     /// member whose probe failed keeps its last good answer while that is at most
     /// [`ELIGIBLE_FOR`] seconds old; after that it is unhealthy.
@@ -114,38 +109,6 @@ pub struct ClusterState {
     pub updated_at: u64,
 }
 
-impl DaemonState {
-    pub fn load(dir: &Path) -> Result<DaemonState, StateError> {
-        let file = dir.join(FILE);
-        let bytes = match std::fs::read(&file) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(DaemonState {
-                    version: FORMAT_VERSION,
-                    ..DaemonState::default()
-                })
-            }
-            Err(source) => return Err(StateError::Read { file, source }),
-        };
-        let corrupt = |file: &PathBuf, e: serde_json::Error| StateError::Corrupt {
-            file: file.clone(),
-            message: e.to_string(),
-        };
-        let value: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| corrupt(&file, e))?;
-        let found = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-        if found != FORMAT_VERSION {
-            return Err(StateError::Version { file, found });
-        }
-        serde_json::from_value(value).map_err(|e| corrupt(&file, e))
-    }
-
-    pub fn save(&self, dir: &Path) -> Result<(), StateError> {
-        let bytes = serde_json::to_vec_pretty(self).expect("daemon state serialises");
-        write_atomic(&dir.join(FILE), &bytes)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,7 +132,7 @@ mod tests {
             properties: Default::default(),
             ..good.clone()
         };
-        let mut s = DaemonState::default();
+        let mut s = RolloutState::default();
         let inv = |c: &InventoryCluster| Inventory {
             clusters: vec![c.clone()],
         };
@@ -177,50 +140,7 @@ mod tests {
         assert_eq!(s.remember_probe(&inv(&bad), 1300).clusters[0], good);
         assert_eq!(s.remember_probe(&inv(&bad), 1301).clusters[0], bad);
         // Never probed successfully: unhealthy at once.
-        let mut fresh = DaemonState::default();
+        let mut fresh = RolloutState::default();
         assert_eq!(fresh.remember_probe(&inv(&bad), 5).clusters[0], bad);
-    }
-
-    #[test]
-    fn round_trips_and_refuses_other_versions() {
-        let dir = tempfile::tempdir().unwrap();
-        let fresh = DaemonState::load(dir.path()).unwrap();
-        assert_eq!(fresh.version, FORMAT_VERSION);
-        let mut s = fresh.clone();
-        s.serving = Some("abc".into());
-        s.placements
-            .entry("crp/app".into())
-            .or_default()
-            .clusters
-            .insert(
-                "m1".into(),
-                ClusterState {
-                    revision: Some(Revision {
-                        resource_index: 2,
-                        rendered: "h".into(),
-                    }),
-                    attempted: None,
-                    commit: Some("abc".into()),
-                    health: BindingHealth::AvailableUntrackable { since: 7 },
-                    diffs: vec![],
-                    last_error: None,
-                    updated_at: 9,
-                },
-            );
-        s.save(dir.path()).unwrap();
-        assert_eq!(DaemonState::load(dir.path()).unwrap(), s);
-
-        let text = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
-        std::fs::write(
-            dir.path().join(FILE),
-            text.replacen(
-                &format!("\"version\": {FORMAT_VERSION}"),
-                "\"version\": 99",
-                1,
-            ),
-        )
-        .unwrap();
-        let e = DaemonState::load(dir.path()).unwrap_err().to_string();
-        assert!(e.contains("version 99"), "{e}");
     }
 }

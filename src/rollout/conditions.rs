@@ -1,12 +1,16 @@
 //! Placement status conditions as KubeFleet computes them (kubefleet.md §4.4): per cluster, the
 //! binding's conditions in order RolloutStarted, Overridden, WorkSynchronized, then Applied and
 //! Available (or DiffReported for ReportDiff), stopping at the first that is not True; per
-//! placement, each type aggregated over clusters (Unknown wins, then False). Pure.
+//! placement, each type aggregated over clusters (Unknown wins, then False). [`of_step`] works
+//! them out from a rollout step and the state it left. Pure.
 
 use serde::Serialize;
 
-use crate::rollout::BindingHealth;
-use crate::schedule::Condition;
+use super::rolling::{BindingHealth, Revision};
+use super::state::PlacementState;
+use super::step::StepSummary;
+use crate::model::PlacementKind;
+use crate::schedule::{Condition, PlacementSchedule};
 
 /// What is known of one selected cluster.
 #[derive(Debug, Clone)]
@@ -212,14 +216,16 @@ fn reasons(type_: &str) -> (&'static str, &'static str, &'static str) {
 }
 
 /// Placement-level conditions: `scheduled` (the scheduler's, type `Scheduled`) prefixed with
-/// `prefix` (`ClusterResourcePlacement` or `ResourcePlacement`), then each expected type
+/// the kind (`ClusterResourcePlacement` or `ResourcePlacement`), then each expected type
 /// aggregated over the clusters.
 pub fn placement_conditions(
-    prefix: &str,
+    kind: PlacementKind,
     scheduled: Option<&Condition>,
     clusters: &[ClusterConditions],
     report_diff: bool,
 ) -> Vec<Condition> {
+    // KubeFleet prefixes the placement-level types with the kind: ClusterResourcePlacementApplied.
+    let prefix = kind.api_kind();
     let mut out = Vec::new();
     let Some(s) = scheduled else {
         out.push(cond(
@@ -292,6 +298,59 @@ pub fn placement_conditions(
         ));
     }
     out
+}
+
+/// A placement's status conditions after a step: KubeFleet's placement-level and per-cluster
+/// conditions for its placements, the scheduler's own conditions for OCM placements. `sched`
+/// is the placement's schedule, `stored` its state after the step.
+pub fn of_step(
+    step: &StepSummary,
+    sched: Option<&PlacementSchedule>,
+    stored: Option<&PlacementState>,
+) -> (Vec<Condition>, Vec<ClusterConditions>) {
+    let Some(sched) = sched else {
+        return (vec![], vec![]);
+    };
+    if !sched.key.kind.is_kubefleet() {
+        return (sched.conditions.clone(), vec![]);
+    }
+    let per_cluster: Vec<ClusterConditions> = sched
+        .selected
+        .iter()
+        .map(|cluster| {
+            let cs = stored.and_then(|p| p.clusters.get(cluster));
+            let desired = step.desired.get(cluster);
+            let at = |r: Option<&Revision>| desired.is_some() && r == desired;
+            // A cluster that cannot be rendered stops at Overridden=False.
+            let at_latest = step.render_errors.contains_key(cluster)
+                || cs.is_some_and(|c| {
+                    at(c.revision.as_ref())
+                        || (c.health == BindingHealth::Failed && at(c.attempted.as_ref()))
+                });
+            let decision = sched
+                .decisions
+                .iter()
+                .find(|d| &d.cluster == cluster)
+                .map(|d| d.reason());
+            let facts = ClusterFacts {
+                cluster,
+                decision: decision.as_deref().unwrap_or(""),
+                at_latest,
+                blocked: step.waiting.contains(cluster),
+                health: cs.filter(|_| at_latest).map(|c| c.health),
+                error: cs.and_then(|c| c.last_error.as_deref()),
+                overridden: step.overridden.contains(cluster),
+                override_error: step.render_errors.get(cluster).map(String::as_str),
+            };
+            ClusterConditions {
+                cluster: cluster.clone(),
+                conditions: cluster_conditions(&facts, step.report_diff),
+            }
+        })
+        .collect();
+    let scheduled = sched.conditions.iter().find(|c| c.type_ == "Scheduled");
+    let placement = placement_conditions(sched.key.kind, scheduled, &per_cluster, step.report_diff);
+    (placement, per_cluster)
 }
 
 #[cfg(test)]
@@ -384,7 +443,7 @@ mod tests {
             false,
         );
         let p = placement_conditions(
-            "ClusterResourcePlacement",
+            PlacementKind::ClusterResourcePlacement,
             Some(&scheduled),
             &[cc("a", ok.clone()), cc("b", pending)],
             false,
@@ -400,8 +459,12 @@ mod tests {
         assert_eq!(p[0].type_, "ClusterResourcePlacementScheduled");
         assert_eq!(p[2].reason, "NoOverrideSpecified");
 
-        let all =
-            placement_conditions("ResourcePlacement", Some(&scheduled), &[cc("a", ok)], false);
+        let all = placement_conditions(
+            PlacementKind::ResourcePlacement,
+            Some(&scheduled),
+            &[cc("a", ok)],
+            false,
+        );
         assert_eq!(all.len(), 6);
         assert!(all.iter().all(|c| c.status == "True"));
         assert_eq!(all[5].reason, "ResourceAvailable");
@@ -411,7 +474,13 @@ mod tests {
     fn zero_clusters_keep_only_scheduled_and_report_diff_uses_diff_reported() {
         let scheduled = Condition::new("Scheduled", false, "SchedulingPolicyUnfulfilled", "none");
         assert_eq!(
-            placement_conditions("ClusterResourcePlacement", Some(&scheduled), &[], false).len(),
+            placement_conditions(
+                PlacementKind::ClusterResourcePlacement,
+                Some(&scheduled),
+                &[],
+                false
+            )
+            .len(),
             1
         );
         let diffed = cluster_conditions(
@@ -423,7 +492,7 @@ mod tests {
         );
         assert_eq!(diffed.last().unwrap().reason, "AllWorkHaveDiffReported");
         let p = placement_conditions(
-            "ClusterResourcePlacement",
+            PlacementKind::ClusterResourcePlacement,
             Some(&Condition::new(
                 "Scheduled",
                 true,

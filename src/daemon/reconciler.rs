@@ -1,0 +1,374 @@
+//! One reconcile of a head, the I/O around the rollout core: read and validate the commit (a bad
+//! one is rejected and the last good one keeps being served), probe the members, schedule with
+//! the stored bindings and step at rolling pace (both on the blocking pool), deliver the work,
+//! absorb the outcomes, save the state crash-safely (bindings first), publish the status — and
+//! decide, from what happened, when to look again ([`next_action`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::{blocking, metrics, Action, Daemon, Deliverer, PlacementStatus, AVAILABILITY_POLL};
+use crate::members::inventory::members_of;
+use crate::rollout::conditions;
+use crate::rollout::{BindingHealth, Input, Outcome, Pacing, Rejected, StepSummary, Work};
+use crate::schedule::{schedule_commit, Fleet, Inventory, PlacementSchedule};
+
+/// How long to wait after a failed push when no placement asks for a time of its own.
+const RETRY_FAILED_PUSH: u64 = 5;
+/// The longest wait a placement's requeue may ask for before the next look.
+const LONGEST_REQUEUE: u64 = 60;
+
+/// One commit read from the repository and analyzed.
+pub(super) struct Analyzed {
+    /// The id it was asked for.
+    requested: String,
+    /// Its full id.
+    commit: String,
+    cat: crate::catalog::Catalog,
+    diags: Vec<crate::catalog::Diagnostic>,
+}
+
+/// When to look again after a step, from what it decided and how its work ended: at once when
+/// a binding changed what it runs or became available (take the next step); every
+/// [`AVAILABILITY_POLL`] while a cluster's availability is not known yet (members are not
+/// watched); while something failed or waits for the budget, after the shortest wait a
+/// placement asks for (5 s if none, at most 60 s); otherwise only on a change or the poll.
+pub fn next_action(steps: &[StepSummary], results: &[(Work, Outcome)]) -> Action {
+    // Re-reading a cluster that is still pending is not progress: the availability poll paces
+    // it.
+    let progressed = results.iter().any(|(w, o)| match o {
+        Outcome::Done(health, _) => {
+            !matches!(
+                w.action,
+                crate::rollout::Action::Apply { refresh: true, .. }
+            ) || *health != BindingHealth::Pending
+        }
+        Outcome::Failed(_) => false,
+    });
+    let pending = results
+        .iter()
+        .any(|(_, o)| matches!(o, Outcome::Done(BindingHealth::Pending, _)));
+    let failed = results.iter().any(|(_, o)| matches!(o, Outcome::Failed(_)));
+    if progressed {
+        Action::requeue(Duration::ZERO)
+    } else if pending {
+        Action::requeue(AVAILABILITY_POLL)
+    } else if failed || steps.iter().any(StepSummary::is_moving) {
+        let wait = steps
+            .iter()
+            .map(|s| s.requeue_after)
+            .filter(|w| *w > 0)
+            .min()
+            .unwrap_or(RETRY_FAILED_PUSH);
+        Action::requeue(Duration::from_secs(wait.min(LONGEST_REQUEUE)))
+    } else {
+        Action::await_change()
+    }
+}
+
+impl<D: Deliverer> Daemon<D> {
+    /// One reconcile of `head`; returns when the rollout wants another look.
+    pub async fn reconcile(&mut self, head: &str) -> Result<Action> {
+        let started = std::time::Instant::now();
+        if self.last_head.as_deref() != Some(head) {
+            self.metrics.commits_seen.inc();
+            self.last_head = Some(head.to_string());
+        }
+        let result = self.reconcile_inner(head).await;
+        self.metrics
+            .reconcile_seconds
+            .observe(started.elapsed().as_secs_f64());
+        result
+    }
+
+    /// The commit `id` read and analyzed (on the blocking pool), kept for the next reconciles:
+    /// a commit never changes, and a rollout reconciles the same one many times (every 500 ms
+    /// while it waits for availability). The head and, behind a rejected head, the last good
+    /// commit are kept.
+    async fn analyzed(&mut self, id: &str) -> Result<Arc<Analyzed>> {
+        if let Some(a) = self.analyzed.iter().find(|a| a.requested == id) {
+            return Ok(a.clone());
+        }
+        let (repo, path, requested) = (
+            self.opts.repo.clone(),
+            self.opts.path.clone(),
+            id.to_string(),
+        );
+        let a = blocking(move || -> Result<Analyzed> {
+            let files = crate::source::read_commit(&repo, &requested, &path)?;
+            let (cat, diags) = crate::analyze(&files.files);
+            Ok(Analyzed {
+                requested,
+                commit: files.commit,
+                cat,
+                diags,
+            })
+        })
+        .await??;
+        let a = Arc::new(a);
+        if self.analyzed.len() == 2 {
+            self.analyzed.remove(0);
+        }
+        self.analyzed.push(a.clone());
+        Ok(a)
+    }
+
+    /// Saves the rollout state, and the schedule first when given (a crash between the two
+    /// writes re-applies one step, which is idempotent; it never forgets one), on the blocking
+    /// pool.
+    async fn save(
+        &mut self,
+        schedule: Option<(String, Vec<PlacementSchedule>)>,
+    ) -> Result<Vec<PlacementSchedule>> {
+        let store = self.store.clone();
+        let state = std::mem::take(&mut self.state);
+        let (state, saved) = blocking(move || {
+            let saved = match &schedule {
+                Some((commit, s)) => store.save_schedule(commit, s),
+                None => Ok(()),
+            }
+            .and_then(|()| store.save_rollout(&state));
+            (
+                state,
+                saved.map(|()| schedule.map(|(_, s)| s).unwrap_or_default()),
+            )
+        })
+        .await?;
+        self.state = state;
+        Ok(saved?)
+    }
+
+    async fn reconcile_inner(&mut self, head: &str) -> Result<Action> {
+        let analyzed = self.analyzed(head).await?;
+        let commit = if analyzed.diags.is_empty() {
+            self.state.rejected = None;
+            head.to_string()
+        } else {
+            let errors: Vec<String> = analyzed.diags.iter().map(|d| d.to_string()).collect();
+            if self.state.rejected.as_ref().map(|r| r.commit.as_str()) != Some(head) {
+                tracing::error!(
+                    commit = head,
+                    errors = errors.len(),
+                    "commit rejected: {}",
+                    errors.join("; ")
+                );
+                self.status.lock().unwrap().commits_rejected += 1;
+                self.metrics.commits_rejected.inc();
+            }
+            self.state.rejected = Some(Rejected {
+                commit: head.to_string(),
+                errors,
+            });
+            self.save(None).await?;
+            self.publish(None, vec![], None);
+            match self.state.serving.clone() {
+                // Keep rolling out the last good commit; nothing is deleted because of the bad one.
+                Some(good) if good != head => good,
+                _ => return Ok(Action::await_change()),
+            }
+        };
+        let analyzed = if commit == head {
+            analyzed
+        } else {
+            self.analyzed(&commit).await?
+        };
+        let commit = analyzed.commit.clone();
+        if self.state.serving.as_deref() != Some(commit.as_str()) {
+            tracing::info!(commit = %commit, "serving new commit");
+        }
+        self.state.serving = Some(commit.clone());
+
+        let members = members_of(&[&analyzed.cat]);
+        let inventory = self
+            .deliverer
+            .probe(&members)
+            .await
+            .context("cannot probe the members")?;
+        for c in &inventory.clusters {
+            self.metrics
+                .member_healthy
+                .get_or_create(&metrics::labels(&[("member", &c.name)]))
+                .set(i64::from(c.healthy));
+        }
+        for c in inventory.clusters.iter().filter(|c| !c.healthy) {
+            tracing::warn!(member = %c.name, error = c.error.as_deref().unwrap_or(""), "member unhealthy");
+        }
+        let now = super::now_unix();
+        let eligible = self.state.remember_probe(&inventory, now);
+        // The last reconcile's results, kept in memory; read from the store after a restart or
+        // a failed reconcile.
+        let previous = match self.previous.take() {
+            Some(p) => p,
+            None => {
+                let store = self.store.clone();
+                blocking(move || store.load_schedule()).await??.1
+            }
+        };
+        // A member that did not answer its probe is not pushed to now: its work fails at once
+        // with the probe's error (and is retried next time), so it cannot hold up the step.
+        let unreachable: BTreeMap<String, String> = inventory
+            .clusters
+            .iter()
+            .filter(|c| !c.healthy)
+            .map(|c| {
+                let why = c.error.as_deref().unwrap_or("no answer");
+                (c.name.clone(), format!("member unreachable: {why}"))
+            })
+            .collect();
+        // Scheduling and the step take seconds on a large fleet: off the async threads, with
+        // the state lent to them.
+        let state = std::mem::take(&mut self.state);
+        let (step_commit, step_analyzed) = (commit.clone(), analyzed.clone());
+        let (state, mut schedule, decision) = blocking(move || {
+            let cat = &step_analyzed.cat;
+            let fleet = Fleet::build(cat, Some(&eligible));
+            let schedule = schedule_commit(cat, &fleet, &previous, now as i64);
+            let input = Input {
+                cat,
+                commit: &step_commit,
+                schedule: &schedule,
+                fleet: &fleet,
+                unreachable: &unreachable,
+                only: None,
+                now,
+            };
+            let decision = crate::rollout::step(&input, &state, Pacing::Rolling);
+            (state, schedule, decision)
+        })
+        .await?;
+        self.state = state;
+        for s in &decision.steps {
+            if !s.applying.is_empty() || !s.removing.is_empty() {
+                tracing::info!(placement = %s.placement, applying = ?s.applying, removing = ?s.removing, waiting = ?s.waiting, "rollout step");
+            }
+        }
+        let contexts = crate::members::member_targets(&analyzed.cat)
+            .into_iter()
+            .map(|t| (t.name, t.context))
+            .collect();
+        let mut results = self
+            .deliverer
+            .deliver(decision.work, &commit, &contexts)
+            .await;
+        results.extend(
+            decision
+                .held
+                .into_iter()
+                .map(|(w, why)| (w, Outcome::Failed(why))),
+        );
+        for (w, o) in &results {
+            let outcome = match (o, &w.action) {
+                (Outcome::Failed(e), _) => {
+                    tracing::warn!(placement = %w.placement, cluster = %w.cluster, error = %e, "push failed");
+                    "failed"
+                }
+                (Outcome::Done(..), crate::rollout::Action::Remove { .. }) => "removed",
+                (Outcome::Done(..), crate::rollout::Action::Apply { .. }) => "applied",
+            };
+            self.metrics
+                .pushes
+                .get_or_create(&metrics::labels(&[
+                    ("member", &w.cluster),
+                    ("outcome", outcome),
+                ]))
+                .inc();
+        }
+        let action = next_action(&decision.steps, &results);
+        crate::rollout::absorb(
+            &mut self.state,
+            &mut schedule,
+            decision.ledger,
+            results,
+            &commit,
+            now,
+        );
+        let schedule = self.save(Some((commit, schedule))).await?;
+        self.previous = Some(
+            schedule
+                .iter()
+                .map(|p| (p.key.clone(), p.clone()))
+                .collect(),
+        );
+
+        self.metrics.rollout_clusters.clear();
+        for s in &decision.steps {
+            let placement = s.placement.to_string();
+            for (state, n) in [
+                ("upToDate", s.up_to_date.len()),
+                ("waiting", s.waiting.len()),
+                ("applying", s.applying.len()),
+                ("removing", s.removing.len()),
+            ] {
+                self.metrics
+                    .rollout_clusters
+                    .get_or_create(&metrics::labels(&[
+                        ("placement", &placement),
+                        ("state", state),
+                    ]))
+                    .set(n as i64);
+            }
+        }
+        self.publish(Some(inventory), decision.steps, Some(schedule));
+        Ok(action)
+    }
+
+    /// Replaces the status snapshot the server reads (built first, then swapped in, so that
+    /// the server never waits for it to be built).
+    fn publish(
+        &self,
+        inventory: Option<Inventory>,
+        steps: Vec<StepSummary>,
+        schedule: Option<Vec<PlacementSchedule>>,
+    ) {
+        let placements: Option<Vec<PlacementStatus>> = schedule.as_ref().map(|schedule| {
+            steps
+                .into_iter()
+                .map(|s| {
+                    let stored = self.state.placements.get(&s.placement);
+                    let sched = schedule.iter().find(|p| p.key == s.placement);
+                    let (conditions, per_cluster) = conditions::of_step(&s, sched, stored);
+                    let failed = stored
+                        .map(|p| {
+                            p.clusters
+                                .iter()
+                                .filter_map(|(c, st)| Some((c.clone(), st.last_error.clone()?)))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    PlacementStatus {
+                        selected: sched.map(|p| p.selected.clone()).unwrap_or_default(),
+                        conditions,
+                        per_cluster,
+                        failed,
+                        selected_resources: s.selected_resources.clone(),
+                        clusters: stored.map(|p| p.clusters.clone()).unwrap_or_default(),
+                        observed_resource_index: stored
+                            .and_then(|p| p.resources.latest().map(|r| r.index)),
+                        id: s.placement.to_string(),
+                        strategy: s.strategy,
+                        target: s.target,
+                        applying: s.applying,
+                        removing: s.removing,
+                        waiting: s.waiting,
+                        up_to_date: s.up_to_date,
+                        note: s.note,
+                    }
+                })
+                .collect()
+        });
+        let mut st = self.status.lock().unwrap();
+        st.serving = self.state.serving.clone();
+        st.rejected = self.state.rejected.clone();
+        if let Some(inv) = inventory {
+            st.inventory = Some(inv);
+        }
+        if let (Some(placements), Some(schedule)) = (placements, schedule) {
+            st.placements = placements;
+            st.schedule = schedule;
+            st.reconciles += 1;
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! The loop's and the reconciler's decisions — when to look again, when members are probed,
+//! when state is saved — with a fake [`Deliverer`] (no members) and tokio's paused clock, on a
+//! real git repository.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+use crate::rollout::BindingHealth;
+use crate::schedule::InventoryCluster;
+
+const MEMBERS: [&str; 3] = ["m1", "m2", "m3"];
+
+/// What the fake members answer, and what they were asked.
+#[derive(Default)]
+struct Members {
+    /// Members that do not answer their probe.
+    down: Mutex<BTreeSet<String>>,
+    /// How every push ends (`None`: it fails).
+    health: Mutex<Option<BindingHealth>>,
+    probes: AtomicUsize,
+    /// The clusters of each delivery, in order.
+    deliveries: Mutex<Vec<Vec<String>>>,
+}
+
+impl Members {
+    fn set_health(&self, health: Option<BindingHealth>) {
+        *self.health.lock().unwrap() = health;
+    }
+
+    fn probes(&self) -> usize {
+        self.probes.load(Ordering::SeqCst)
+    }
+
+    /// The deliveries that carried work.
+    fn pushes(&self) -> Vec<Vec<String>> {
+        let d = self.deliveries.lock().unwrap();
+        d.iter().filter(|w| !w.is_empty()).cloned().collect()
+    }
+}
+
+struct Fake(Arc<Members>);
+
+impl Deliverer for Fake {
+    async fn probe(&self, members: &[Member]) -> Result<Inventory> {
+        self.0.probes.fetch_add(1, Ordering::SeqCst);
+        let down = self.0.down.lock().unwrap().clone();
+        let clusters = members
+            .iter()
+            .map(|m| {
+                let name = m.target.name.clone();
+                let healthy = !down.contains(&name);
+                InventoryCluster {
+                    error: (!healthy).then(|| "connection refused".to_string()),
+                    name,
+                    healthy,
+                    properties: Default::default(),
+                    add_on_scores: Default::default(),
+                }
+            })
+            .collect();
+        Ok(Inventory { clusters })
+    }
+
+    async fn deliver(
+        &self,
+        work: Vec<Work>,
+        _commit: &str,
+        _contexts: &BTreeMap<String, String>,
+    ) -> Vec<(Work, Outcome)> {
+        let clusters = work.iter().map(|w| w.cluster.clone()).collect();
+        self.0.deliveries.lock().unwrap().push(clusters);
+        let health = *self.0.health.lock().unwrap();
+        work.into_iter()
+            .map(|w| {
+                let outcome = match health {
+                    Some(h) => Outcome::Done(h, vec![]),
+                    None => Outcome::Failed("409 conflict".into()),
+                };
+                (w, outcome)
+            })
+            .collect()
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn fleet(version: &str) -> String {
+    let mut yaml = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: app}}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg, namespace: app}}\n\
+         data: {{version: '{version}'}}\n---\n\
+         apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+         metadata: {{name: app}}\nspec:\n  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: app}}]\n\
+         \x20 strategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: 1, maxSurge: 0}}}}\n"
+    );
+    for m in MEMBERS {
+        yaml.push_str(&format!(
+            "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+             metadata: {{name: {m}}}\nspec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n"
+        ));
+    }
+    yaml
+}
+
+/// A repository, a state directory and the fake members of one test.
+struct World {
+    repo: tempfile::TempDir,
+    state: tempfile::TempDir,
+    members: Arc<Members>,
+}
+
+impl World {
+    fn new(content: &str) -> World {
+        let world = World {
+            repo: tempfile::tempdir().unwrap(),
+            state: tempfile::tempdir().unwrap(),
+            members: Arc::new(Members::default()),
+        };
+        world.members.set_health(Some(BindingHealth::Available));
+        git(world.repo.path(), &["init", "-q", "-b", "main"]);
+        world.commit(content);
+        world
+    }
+
+    fn commit(&self, content: &str) -> String {
+        std::fs::write(self.repo.path().join("fleet.yaml"), content).unwrap();
+        git(self.repo.path(), &["add", "-A"]);
+        git(self.repo.path(), &["commit", "-q", "-m", "c"]);
+        git(self.repo.path(), &["rev-parse", "HEAD"])
+    }
+
+    fn daemon(&self, once: bool) -> Daemon<Fake> {
+        let opts = RunOptions {
+            repo: self.repo.path().to_path_buf(),
+            remote: None,
+            branch: "main".into(),
+            path: String::new(),
+            state_dir: self.state.path().to_path_buf(),
+            listen: None,
+            poll: Duration::from_secs(30),
+            once,
+            webhook_secret: None,
+        };
+        Daemon::open(opts, Fake(self.members.clone())).unwrap()
+    }
+
+    fn head(&self) -> String {
+        git(self.repo.path(), &["rev-parse", "HEAD"])
+    }
+
+    fn stored(&self) -> StateStore {
+        StateStore::open(self.state.path()).unwrap()
+    }
+}
+
+const AT_ONCE: Action = Action {
+    requeue_after: Some(Duration::ZERO),
+};
+
+#[tokio::test]
+async fn a_new_commit_is_bound_at_once_then_settles_and_waits_for_a_change() {
+    let w = World::new(&fleet("1"));
+    let mut d = w.daemon(false);
+    let head = w.head();
+    // maxSurge 0 over 3 new bindings: all three are bound in the first step; something moved,
+    // so the next step is at once; then nothing is left to do.
+    assert_eq!(d.reconcile(&head).await.unwrap(), AT_ONCE);
+    assert_eq!(d.reconcile(&head).await.unwrap(), Action::await_change());
+    assert_eq!(w.members.pushes(), [MEMBERS.map(String::from).to_vec()]);
+    // Every reconcile probes the members once.
+    assert_eq!(w.members.probes(), 2);
+
+    // A new version: one member per step (maxUnavailable 1), each step at once after the last.
+    let head = w.commit(&fleet("2"));
+    for _ in MEMBERS {
+        assert_eq!(d.reconcile(&head).await.unwrap(), AT_ONCE);
+    }
+    assert_eq!(d.reconcile(&head).await.unwrap(), Action::await_change());
+    let updates: Vec<Vec<String>> = w.members.pushes()[1..].to_vec();
+    assert_eq!(updates, [["m1"], ["m2"], ["m3"]]);
+}
+
+#[tokio::test]
+async fn a_pending_cluster_is_looked_at_every_availability_poll_until_available() {
+    let w = World::new(&fleet("1"));
+    w.members.set_health(Some(BindingHealth::Pending));
+    let mut d = w.daemon(false);
+    let head = w.head();
+    // Binding is progress even when the objects are not available yet.
+    assert_eq!(d.reconcile(&head).await.unwrap(), AT_ONCE);
+    // Re-reading a pending cluster is not: the availability poll paces it.
+    let poll = Action::requeue(AVAILABILITY_POLL);
+    assert_eq!(d.reconcile(&head).await.unwrap(), poll);
+    assert_eq!(d.reconcile(&head).await.unwrap(), poll);
+    w.members.set_health(Some(BindingHealth::Available));
+    assert_eq!(d.reconcile(&head).await.unwrap(), AT_ONCE);
+    assert_eq!(d.reconcile(&head).await.unwrap(), Action::await_change());
+}
+
+#[tokio::test]
+async fn a_failed_push_is_retried_after_five_seconds() {
+    let w = World::new(&fleet("1"));
+    w.members.set_health(None);
+    let mut d = w.daemon(false);
+    let head = w.head();
+    let retry = Action::requeue(Duration::from_secs(5));
+    assert_eq!(d.reconcile(&head).await.unwrap(), retry);
+    w.members.set_health(Some(BindingHealth::Available));
+    assert_eq!(d.reconcile(&head).await.unwrap(), AT_ONCE);
+    let stored = w.stored().load_rollout().unwrap();
+    let app = &stored.placements[&"crp/app".parse().unwrap()];
+    assert!(app.clusters.values().all(|c| c.last_error.is_none()));
+}
+
+#[tokio::test]
+async fn a_member_that_does_not_answer_is_not_pushed_to_and_its_work_fails_at_once() {
+    let w = World::new(&fleet("1"));
+    let mut d = w.daemon(false);
+    let head = w.head();
+    d.reconcile(&head).await.unwrap();
+    d.reconcile(&head).await.unwrap();
+    // m1, first in line for the update, stops answering (it stays eligible for five minutes).
+    w.members.down.lock().unwrap().insert("m1".into());
+    let head = w.commit(&fleet("2"));
+    d.reconcile(&head).await.unwrap();
+    assert_eq!(w.members.pushes().len(), 1, "nothing was pushed to m1");
+    let stored = w.stored().load_rollout().unwrap();
+    let m1 = &stored.placements[&"crp/app".parse().unwrap()].clusters["m1"];
+    assert_eq!(m1.health, BindingHealth::Failed);
+    let error = m1.last_error.as_deref().unwrap();
+    assert!(
+        error.starts_with("member unreachable: connection refused"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_rejected_head_is_saved_without_probing_and_the_last_good_commit_keeps_being_served() {
+    let w = World::new("kind: [not, valid");
+    let mut d = w.daemon(false);
+    let bad = w.head();
+    assert_eq!(d.reconcile(&bad).await.unwrap(), Action::await_change());
+    assert_eq!((w.members.probes(), w.members.pushes().len()), (0, 0));
+    let stored = w.stored().load_rollout().unwrap();
+    assert_eq!(stored.rejected.unwrap().commit, bad);
+    assert_eq!(stored.serving, None);
+
+    let good = w.commit(&fleet("1"));
+    d.reconcile(&good).await.unwrap();
+    let worse = w.commit("kind: [still, not");
+    // The good commit is stepped further; the rejection is saved alongside.
+    assert_eq!(d.reconcile(&worse).await.unwrap(), Action::await_change());
+    let stored = w.stored().load_rollout().unwrap();
+    assert_eq!(stored.serving.as_deref(), Some(good.as_str()));
+    assert_eq!(stored.rejected.unwrap().commit, worse);
+}
+
+#[tokio::test]
+async fn every_reconcile_saves_the_bindings_and_the_rollout_state() {
+    let w = World::new(&fleet("1"));
+    let mut d = w.daemon(false);
+    let head = w.head();
+    d.reconcile(&head).await.unwrap();
+    let store = w.stored();
+    assert_eq!(store.load_rollout().unwrap(), d.state);
+    let (commit, previous) = store.load_schedule().unwrap();
+    assert_eq!(commit.as_deref(), Some(head.as_str()));
+    let bindings = &previous[&"crp/app".parse().unwrap()].bindings;
+    assert!(bindings
+        .iter()
+        .all(|b| b.state == crate::schedule::BindingState::Bound));
+    // A restarted daemon carries on from the store: nothing to bind again.
+    let mut again = w.daemon(false);
+    assert_eq!(
+        again.reconcile(&head).await.unwrap(),
+        Action::await_change()
+    );
+    assert_eq!(w.members.pushes().len(), 1);
+}
+
+/// The loop running in the background, with its webhook sender and shutdown token.
+struct Running {
+    handle: tokio::task::JoinHandle<Result<()>>,
+    webhook: tokio::sync::mpsc::UnboundedSender<()>,
+    shutdown: CancellationToken,
+}
+
+fn start(d: Daemon<Fake>) -> Running {
+    let (webhook, rx) = tokio::sync::mpsc::unbounded_channel();
+    let shutdown = CancellationToken::new();
+    let handle = tokio::spawn(d.run(rx, shutdown.clone()));
+    Running {
+        handle,
+        webhook,
+        shutdown,
+    }
+}
+
+/// Lets the paused clock run for `d` (the runtime advances it whenever every task waits).
+async fn elapse(d: Duration) {
+    tokio::time::sleep(d).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_loop_steps_until_settled_then_looks_again_at_the_poll_or_on_a_webhook() {
+    let w = World::new(&fleet("1"));
+    let running = start(w.daemon(false));
+    elapse(Duration::from_secs(1)).await;
+    // Bound, then settled: two looks at once.
+    assert_eq!(w.members.probes(), 2);
+    elapse(Duration::from_secs(28)).await;
+    assert_eq!(w.members.probes(), 2, "nothing happens before the poll");
+    elapse(Duration::from_secs(2)).await;
+    assert_eq!(w.members.probes(), 3, "the poll at 30 s");
+    // The webhook: a look at once, and the poll restarts from it.
+    running.webhook.send(()).unwrap();
+    elapse(Duration::from_millis(1)).await;
+    assert_eq!(w.members.probes(), 4);
+    elapse(Duration::from_secs(29)).await;
+    assert_eq!(w.members.probes(), 4);
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
+    assert_eq!(w.members.pushes().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_loop_polls_availability_every_500ms_and_stops_when_available() {
+    let w = World::new(&fleet("1"));
+    w.members.set_health(Some(BindingHealth::Pending));
+    let running = start(w.daemon(false));
+    // Looks at 0 (bind), 0 (refresh: pending), 0.5 s and 1 s.
+    elapse(Duration::from_millis(1250)).await;
+    assert_eq!(w.members.probes(), 4);
+    w.members.set_health(Some(BindingHealth::Available));
+    // At 1.5 s the refresh finds them available (progress: once more at once), then settled.
+    elapse(Duration::from_millis(500)).await;
+    assert_eq!(w.members.probes(), 6);
+    elapse(Duration::from_secs(20)).await;
+    assert_eq!(w.members.probes(), 6);
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_ends_the_loop_at_once_with_the_state_saved() {
+    let w = World::new(&fleet("1"));
+    let running = start(w.daemon(false));
+    elapse(Duration::from_secs(1)).await;
+    running.shutdown.cancel();
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(1), running.handle)
+        .await
+        .expect("the loop ends on shutdown")
+        .unwrap()
+        .unwrap();
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(
+        w.stored().load_rollout().unwrap().serving.as_deref(),
+        Some(w.head().as_str())
+    );
+}
+
+/// `--once` returns when the rollout settles (whether it gives up waiting for availability is
+/// [`Action::keeps_once_going`]'s, tested in `timer_tests`).
+#[tokio::test(start_paused = true)]
+async fn once_ends_when_settled() {
+    let w = World::new(&fleet("1"));
+    let started = Instant::now();
+    let (_tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    w.daemon(true)
+        .run(rx, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!((started.elapsed(), w.members.probes()), (Duration::ZERO, 2));
+    assert_eq!(w.members.pushes().len(), 1);
+}

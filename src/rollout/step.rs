@@ -1,0 +1,1058 @@
+//! One rollout step for one commit: given the commit's catalog and schedule, the fleet, the
+//! state and the clock, which cluster gets which snapshot now — the [`Work`] for members — and,
+//! once the work is done ([`absorb`]), the state it leaves.
+//!
+//! The pacing is the parameter ([`Pacing`]): `gitfleet apply` steps immediately (everything
+//! now, no budget), `gitfleet run` at each placement's own pace (KubeFleet's RollingUpdate per
+//! placement, [`super::rolling`]). Everything else — what a cluster should run, the manifests,
+//! the apply strategy, the `gitfleet.io/resource-snapshot` stamp, removals — is decided here
+//! once for both, so an `apply` followed by a `run` of the same commit finds nothing to change.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use super::rolling::{plan_step, BindingHealth, Revision, RollingParams, RolloutBinding, Target};
+use super::state::{ClusterState, PlacementState, RolloutState};
+use super::strategy::ApplyStrategy;
+use super::work::{Action, Outcome, Prune, Sweep, Work};
+use crate::catalog::Catalog;
+use crate::model::placement::{
+    PlacementPolicy, PlacementSpec, PlacementType, RollingUpdateConfig, RolloutStrategyType,
+};
+use crate::model::{PlacementKey, PlacementKind};
+use crate::render::cluster::{ocm_workloads, Selections};
+use crate::render::{ClusterTarget, Manifest};
+use crate::schedule::{BindingState, Fleet, PlacementSchedule};
+use crate::snapshot::hash_value;
+
+/// How fast a step moves the fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pacing {
+    /// `gitfleet apply`: every selected cluster gets every placement's current manifests now,
+    /// whatever its strategy, without a budget; what a member no longer receives is swept from
+    /// its records ([`Sweep`]).
+    Immediate,
+    /// `gitfleet run`: each placement at its own pace. KubeFleet's RollingUpdate within the
+    /// budget of `strategy.rollingUpdate`; OCM workloads to every selected cluster at once;
+    /// `strategy.type: External` placements move only as staged update runs say (see
+    /// [`Pace::Staged`]).
+    Rolling,
+}
+
+/// How one placement moves in a step, from the pacing and its strategy.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pace {
+    /// Every binding now.
+    Now,
+    /// KubeFleet's RollingUpdate (kubefleet.md §3.1).
+    Rolling {
+        target: Target,
+        params: RollingParams,
+    },
+    /// `strategy.type: External`: ClusterStagedUpdateRuns decide which clusters move, stage by
+    /// stage (kubefleet.md §3.3). Not built yet: such placements are scheduled, never rolled
+    /// out. The staged step plugs in here, with the runs as part of the step's input.
+    Staged,
+}
+
+impl Pace {
+    /// The pace of a KubeFleet placement with `spec` under `pacing`.
+    pub fn of(pacing: Pacing, spec: &PlacementSpec) -> Pace {
+        match (pacing, spec.strategy.type_.unwrap_or_default()) {
+            (Pacing::Immediate, _) => Pace::Now,
+            (Pacing::Rolling, RolloutStrategyType::External) => Pace::Staged,
+            (Pacing::Rolling, RolloutStrategyType::RollingUpdate) => Pace::Rolling {
+                target: target_of(spec.policy.as_ref()),
+                params: rolling_params(spec.strategy.rolling_update.as_ref()),
+            },
+        }
+    }
+
+    /// How status names the pace.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Pace::Now => "Immediate",
+            Pace::Rolling { .. } => "RollingUpdate",
+            Pace::Staged => "External",
+        }
+    }
+}
+
+/// How many clusters a placement targets (kubefleet.md §3.1 step 2).
+pub fn target_of(policy: Option<&PlacementPolicy>) -> Target {
+    match policy.map_or(PlacementType::PickAll, |p| p.placement_type) {
+        PlacementType::PickAll => Target::PickAll,
+        PlacementType::PickFixed => Target::Count(policy.map_or(0, |p| p.cluster_names.len())),
+        PlacementType::PickN => Target::Count(
+            policy
+                .and_then(|p| p.number_of_clusters)
+                .unwrap_or(0)
+                .max(0) as usize,
+        ),
+    }
+}
+
+/// `strategy.rollingUpdate` with KubeFleet's defaults.
+pub fn rolling_params(ru: Option<&RollingUpdateConfig>) -> RollingParams {
+    let d = RollingParams::default();
+    let Some(ru) = ru else { return d };
+    RollingParams {
+        max_unavailable: ru.max_unavailable.clone().unwrap_or(d.max_unavailable),
+        max_surge: ru.max_surge.clone().unwrap_or(d.max_surge),
+        unavailable_period_seconds: ru
+            .unavailable_period_seconds
+            .map_or(d.unavailable_period_seconds, |s| s.max(0) as u64),
+    }
+}
+
+/// What a step needs besides the state.
+pub struct Input<'a> {
+    pub cat: &'a Catalog,
+    /// The commit being rolled out (recorded in the snapshot history).
+    pub commit: &'a str,
+    /// The scheduler's result for the commit, bindings included.
+    pub schedule: &'a [PlacementSchedule],
+    /// The clusters, with the labels overrides read.
+    pub fleet: &'a Fleet,
+    /// Members that cannot be reached now, and why: nothing is pushed to them in this step.
+    pub unreachable: &'a BTreeMap<String, String>,
+    /// Only these placements are stepped (all when `None`).
+    pub only: Option<&'a BTreeSet<PlacementKey>>,
+    /// Unix seconds.
+    pub now: u64,
+}
+
+/// Per placement: what the step decided, for status and logs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepSummary {
+    pub placement: PlacementKey,
+    /// `RollingUpdate`, `External`, `Immediate`, `OCM`, or `Deleted` (gone from the commit).
+    pub strategy: String,
+    pub target: usize,
+    pub applying: Vec<String>,
+    pub removing: Vec<String>,
+    pub waiting: Vec<String>,
+    pub up_to_date: Vec<String>,
+    /// Seconds until the placement wants another look (0: settled).
+    pub requeue_after: u64,
+    /// A line for people when the placement is not rolled out (External strategy, render error).
+    pub note: Option<String>,
+    /// What each rendered cluster should run now.
+    pub desired: BTreeMap<String, Revision>,
+    /// Clusters whose manifests the overrides change (worked out under rolling pacing only:
+    /// status's Overridden reason).
+    pub overridden: BTreeSet<String>,
+    /// Clusters the placement cannot be rendered for, and why.
+    pub render_errors: BTreeMap<String, String>,
+    /// ReportDiff apply strategy: status reports DiffReported instead of Applied/Available.
+    pub report_diff: bool,
+    /// `Kind/namespace/name` (or `Kind/name`) of what the placement selects.
+    pub selected_resources: Vec<String>,
+}
+
+impl StepSummary {
+    fn new(placement: PlacementKey, strategy: &str) -> StepSummary {
+        StepSummary {
+            placement,
+            strategy: strategy.to_string(),
+            target: 0,
+            applying: vec![],
+            removing: vec![],
+            waiting: vec![],
+            up_to_date: vec![],
+            requeue_after: 0,
+            note: None,
+            desired: BTreeMap::new(),
+            overridden: BTreeSet::new(),
+            render_errors: BTreeMap::new(),
+            report_diff: false,
+            selected_resources: vec![],
+        }
+    }
+
+    /// Something changes or waits for the budget.
+    pub fn is_moving(&self) -> bool {
+        !self.waiting.is_empty() || !self.applying.is_empty() || !self.removing.is_empty()
+    }
+}
+
+/// What a step records whatever the work's outcomes.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Resource snapshot histories after this commit, by placement.
+    pub histories: BTreeMap<PlacementKey, crate::snapshot::History>,
+    /// Whether each placement abandons its objects on removal, remembered for when the
+    /// placement itself is deleted from the repository.
+    pub abandon: BTreeMap<PlacementKey, bool>,
+}
+
+/// The decision of one step.
+#[derive(Debug, Default)]
+pub struct Decision {
+    /// To deliver now.
+    pub work: Vec<Work>,
+    /// For members that cannot be reached now, with why: not delivered, failed at once.
+    pub held: Vec<(Work, String)>,
+    /// Immediate pacing: the members whose records are swept, and how.
+    pub sweeps: Vec<Sweep>,
+    /// Members the step does not touch at all because they cannot be reached, and why.
+    pub skipped: BTreeMap<String, String>,
+    pub steps: Vec<StepSummary>,
+    pub ledger: Ledger,
+}
+
+fn rendered_fingerprint(manifests: &[Manifest]) -> String {
+    let values: Vec<&Value> = manifests.iter().map(|m| &m.value).collect();
+    hash_value(&serde_json::json!(values))
+}
+
+/// One step for the commit of `input` from `state`, at `pacing`.
+pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
+    let Input {
+        cat,
+        commit,
+        schedule,
+        fleet,
+        now,
+        ..
+    } = *input;
+    let in_scope = |key: &PlacementKey| input.only.is_none_or(|only| only.contains(key));
+    // Each placement's selection is made once and shared; each placement is rendered once per
+    // distinct cluster input (and, for status, once without overrides).
+    let selections = Selections::new(cat);
+    let renderer = selections.renderer(schedule);
+    let plain = selections.renderer(schedule).without_overrides();
+    let track_overrides = pacing == Pacing::Rolling;
+    // Fingerprints of shared renderings, by address (renderings live as long as the renderer).
+    let mut fingerprints: HashMap<usize, String> = HashMap::new();
+    let members: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
+    let mut decision = Decision::default();
+    let mut work = Vec::new();
+
+    for (i, ps) in schedule.iter().enumerate() {
+        let key = &ps.key;
+        if !in_scope(key) {
+            continue;
+        }
+        let prev = state.placements.get(key).cloned().unwrap_or_default();
+        let mut step = StepSummary::new(key.clone(), "");
+        // Renders what `cluster` should run; `None` when rendering fails (reported, not pushed).
+        let mut render =
+            |cluster: &str, resource_index: u64| -> Option<(Vec<Manifest>, Revision)> {
+                let (manifests, rendered) = if key.kind == PlacementKind::OcmPlacement {
+                    let manifests = ocm_workloads(cat, key);
+                    let rendered = rendered_fingerprint(&manifests);
+                    (manifests, rendered)
+                } else {
+                    let c = fleet.get(cluster)?;
+                    let target = ClusterTarget {
+                        name: cluster,
+                        labels: &c.labels,
+                    };
+                    let shared = renderer.render_index(i, &target)?;
+                    match shared.as_ref() {
+                        Ok(m) => {
+                            if track_overrides {
+                                let without = plain.render_index(i, &target);
+                                if !matches!(without.as_deref(), Some(Ok(p)) if p == m) {
+                                    step.overridden.insert(cluster.to_string());
+                                }
+                            }
+                            let rendered = fingerprints
+                                .entry(Rc::as_ptr(&shared) as usize)
+                                .or_insert_with(|| rendered_fingerprint(m))
+                                .clone();
+                            (m.clone(), rendered)
+                        }
+                        Err(e) => {
+                            step.render_errors
+                                .insert(cluster.to_string(), e.to_string());
+                            return None;
+                        }
+                    }
+                };
+                let revision = Revision {
+                    resource_index,
+                    rendered,
+                };
+                step.desired.insert(cluster.to_string(), revision.clone());
+                Some((manifests, revision))
+            };
+
+        if key.kind == PlacementKind::OcmPlacement {
+            // OCM placements: the ManifestWorkReplicaSet workloads go to every selected cluster
+            // at once (their own rolloutStrategy is not modelled).
+            let strategy = ApplyStrategy::default();
+            let mut applying = Vec::new();
+            let mut up_to_date = Vec::new();
+            for cluster in &ps.selected {
+                let Some((manifests, revision)) = render(cluster, 0) else {
+                    continue;
+                };
+                let current = prev.clusters.get(cluster);
+                let settled = current.and_then(|c| c.revision.as_ref()) == Some(&revision)
+                    && current.is_some_and(|c| c.health != BindingHealth::Failed);
+                if settled && pacing == Pacing::Rolling {
+                    up_to_date.push(cluster.clone());
+                    continue;
+                }
+                applying.push(cluster.clone());
+                // The workloads' own hash is their snapshot stamp.
+                let stamp = revision.rendered.clone();
+                let rendered = (manifests, revision);
+                work.push(Work::apply(
+                    key, cluster, rendered, strategy, stamp, false, false,
+                ));
+            }
+            let mut removing = Vec::new();
+            for cluster in prev.clusters.keys() {
+                if !ps.selected.contains(cluster) && members.contains(cluster.as_str()) {
+                    removing.push(cluster.clone());
+                    work.push(Work::remove(key, cluster, strategy));
+                }
+            }
+            step.strategy = "OCM".into();
+            step.target = ps.selected.len();
+            step.applying = applying;
+            step.up_to_date = up_to_date;
+            step.removing = removing;
+            decision.steps.push(step);
+            continue;
+        }
+
+        let Some(entry) = cat.placement(&key.name, key.namespace.as_deref()) else {
+            continue;
+        };
+        let spec = &entry.spec.spec;
+        let resources = selections.of(entry).unwrap_or_default();
+        step.selected_resources = resources
+            .iter()
+            .map(|r| match &r.namespace {
+                Some(ns) => format!("{}/{ns}/{}", r.gvk.kind, r.name),
+                None => format!("{}/{}", r.gvk.kind, r.name),
+            })
+            .collect();
+        let in_use: BTreeSet<u64> = prev
+            .clusters
+            .values()
+            .filter_map(|c| c.revision.as_ref().map(|r| r.resource_index))
+            .collect();
+        // The snapshot stamp: the whole hash of the selected resources, for every cluster.
+        let resource_snapshot = crate::snapshot::resource_hash(&resources);
+        let advance = prev.resources.advance(
+            &resource_snapshot,
+            commit,
+            spec.revision_history_limit.unwrap_or(10).max(1) as u32,
+            &in_use,
+        );
+        let resource_index = advance.index;
+        decision
+            .ledger
+            .histories
+            .insert(key.clone(), advance.history);
+        let strategy = ApplyStrategy::from_rollout(Some(&spec.strategy));
+        decision
+            .ledger
+            .abandon
+            .insert(key.clone(), strategy.abandon);
+        step.report_diff = strategy.reports_diff();
+
+        let pace = Pace::of(pacing, spec);
+        step.strategy = pace.name().into();
+        let (target, params) = match pace {
+            Pace::Staged => {
+                step.note = Some(
+                    "strategy External: scheduled, not rolled out (staged update runs are not built yet)"
+                        .into(),
+                );
+                decision.steps.push(step);
+                continue;
+            }
+            Pace::Now => {
+                // Everything now: every binding is applied (or removed), whatever it runs.
+                for b in &ps.bindings {
+                    if b.state == BindingState::Unscheduled {
+                        step.removing.push(b.cluster.clone());
+                        work.push(Work::remove(key, &b.cluster, strategy));
+                        continue;
+                    }
+                    step.target += 1;
+                    let Some(rendered) = render(&b.cluster, resource_index) else {
+                        continue;
+                    };
+                    step.applying.push(b.cluster.clone());
+                    let binds = b.state == BindingState::Scheduled;
+                    let stamp = resource_snapshot.clone();
+                    work.push(Work::apply(
+                        key, &b.cluster, rendered, strategy, stamp, binds, false,
+                    ));
+                }
+                note_render_errors(&mut step);
+                decision.steps.push(step);
+                continue;
+            }
+            Pace::Rolling { target, params } => (target, params),
+        };
+
+        // Bindings of clusters that left the repository are gone from the schedule: a member
+        // removed from the repository keeps what it has (KubeFleet behaves the same).
+        let bindings: Vec<RolloutBinding> = ps
+            .bindings
+            .iter()
+            .map(|b| {
+                let current = prev.clusters.get(&b.cluster);
+                RolloutBinding {
+                    cluster: b.cluster.clone(),
+                    state: b.state,
+                    // Removal is synchronous within a step: a failed one is retried as a
+                    // fresh removal candidate, never left "deleting".
+                    deleting: false,
+                    current: current.and_then(|c| c.revision.clone()),
+                    health: current.map_or(BindingHealth::Pending, |c| c.health),
+                }
+            })
+            .collect();
+        let mut desired: BTreeMap<String, Option<(Vec<Manifest>, Revision)>> = BTreeMap::new();
+        for b in &ps.bindings {
+            if b.state != BindingState::Unscheduled {
+                desired.insert(b.cluster.clone(), render(&b.cluster, resource_index));
+            }
+        }
+        // A cluster that cannot be rendered keeps what it runs: desired = current, so it is
+        // neither updated nor counted as stale; the error is in the step's note.
+        let plan = plan_step(
+            &bindings,
+            |cluster| match desired.get(cluster) {
+                Some(Some((_, r))) => r.clone(),
+                _ => prev
+                    .clusters
+                    .get(cluster)
+                    .and_then(|c| c.revision.clone())
+                    .unwrap_or(Revision {
+                        resource_index,
+                        rendered: String::new(),
+                    }),
+            },
+            target,
+            &params,
+            now,
+        );
+        step.target = plan.budget.target;
+        for (cluster, binds) in plan
+            .bind
+            .iter()
+            .map(|c| (c, true))
+            .chain(plan.update.iter().map(|c| (c, false)))
+        {
+            let Some(Some(rendered)) = desired.remove(cluster) else {
+                continue;
+            };
+            step.applying.push(cluster.clone());
+            let stamp = resource_snapshot.clone();
+            work.push(Work::apply(
+                key, cluster, rendered, strategy, stamp, binds, false,
+            ));
+        }
+        for cluster in &plan.remove {
+            step.removing.push(cluster.clone());
+            work.push(Work::remove(key, cluster, strategy));
+        }
+        // Up-to-date clusters whose availability is not known yet are re-applied (a no-op on
+        // the member) to read it again.
+        for cluster in &plan.up_to_date {
+            let pending = prev
+                .clusters
+                .get(cluster)
+                .is_some_and(|c| c.health == BindingHealth::Pending);
+            if let Some(Some(rendered)) = desired.remove(cluster).filter(|_| pending) {
+                let stamp = resource_snapshot.clone();
+                work.push(Work::apply(
+                    key, cluster, rendered, strategy, stamp, false, true,
+                ));
+            }
+        }
+        step.waiting = plan.waiting;
+        step.up_to_date = plan.up_to_date;
+        step.requeue_after = plan.requeue_after;
+        note_render_errors(&mut step);
+        decision.steps.push(step);
+    }
+
+    // Placements gone from the commit: remove what they placed, no pacing (KubeFleet deletes
+    // every binding at once), except on members that left the repository.
+    let live: BTreeSet<&PlacementKey> = schedule.iter().map(|p| &p.key).collect();
+    for (key, ps) in &state.placements {
+        if live.contains(key) || !in_scope(key) {
+            continue;
+        }
+        let strategy = ApplyStrategy {
+            abandon: ps.abandon,
+            ..ApplyStrategy::default()
+        };
+        let mut step = StepSummary::new(key.clone(), "Deleted");
+        for cluster in ps.clusters.keys() {
+            if members.contains(cluster.as_str()) {
+                step.removing.push(cluster.clone());
+                work.push(Work::remove(key, cluster, strategy));
+            }
+        }
+        decision.steps.push(step);
+    }
+
+    // A member that cannot be reached now is not pushed to: its work is held (and fails at
+    // once), so that it delays only itself.
+    if input.unreachable.is_empty() {
+        decision.work = work;
+        work = Vec::new();
+    }
+    for w in work {
+        match input.unreachable.get(&w.cluster) {
+            Some(why) => {
+                decision.skipped.insert(w.cluster.clone(), why.clone());
+                decision.held.push((w, why.clone()));
+            }
+            None => decision.work.push(w),
+        }
+    }
+    if pacing == Pacing::Immediate {
+        sweep(input, &mut decision);
+    }
+    decision
+}
+
+fn note_render_errors(step: &mut StepSummary) {
+    if !step.render_errors.is_empty() {
+        let lines: Vec<String> = step
+            .render_errors
+            .iter()
+            .map(|(cluster, e)| format!("{cluster}: {e}"))
+            .collect();
+        step.note = Some(format!("cannot render: {}", lines.join("; ")));
+    }
+}
+
+/// Immediate pacing: every member of the fleet, and every cluster given work, is swept of what
+/// it no longer receives — except the placements that cannot be rendered for it (unknown, not
+/// gone) and, when the step is limited to some placements, the others. A member that cannot be
+/// reached is not touched at all.
+fn sweep(input: &Input, decision: &mut Decision) {
+    let mut clusters: BTreeSet<&str> = input
+        .fleet
+        .clusters
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    clusters.extend(decision.work.iter().map(|w| w.cluster.as_str()));
+    let mut sweeps = Vec::new();
+    for cluster in clusters {
+        if let Some(why) = input.unreachable.get(cluster) {
+            decision.skipped.insert(cluster.to_string(), why.clone());
+            continue;
+        }
+        let unrenderable: BTreeSet<PlacementKey> = decision
+            .steps
+            .iter()
+            .filter(|s| s.render_errors.contains_key(cluster))
+            .map(|s| s.placement.clone())
+            .collect();
+        let prune = match input.only {
+            None => Prune::AllExcept(unrenderable),
+            Some(only) => Prune::Only(only.difference(&unrenderable).cloned().collect()),
+        };
+        sweeps.push(Sweep {
+            cluster: cluster.to_string(),
+            prune,
+        });
+    }
+    decision.sweeps = sweeps;
+}
+
+/// Folds the outcomes of the work into the state and the schedule's bindings: applied clusters
+/// record their revision and health and become Bound; removed ones leave both.
+pub fn absorb(
+    state: &mut RolloutState,
+    schedule: &mut [PlacementSchedule],
+    ledger: Ledger,
+    results: Vec<(Work, Outcome)>,
+    commit: &str,
+    now: u64,
+) {
+    for (key, history) in ledger.histories {
+        state.placements.entry(key).or_default().resources = history;
+    }
+    for (key, abandon) in ledger.abandon {
+        state.placements.entry(key).or_default().abandon = abandon;
+    }
+    for (work, outcome) in results {
+        let key = &work.placement;
+        let ps: &mut PlacementState = state.placements.entry(key.clone()).or_default();
+        match (work.action, outcome) {
+            (
+                Action::Apply {
+                    revision, binds, ..
+                },
+                Outcome::Done(health, diffs),
+            ) => {
+                ps.clusters.insert(
+                    work.cluster.clone(),
+                    ClusterState {
+                        revision: Some(revision),
+                        attempted: None,
+                        commit: Some(commit.to_string()),
+                        health,
+                        diffs,
+                        last_error: None,
+                        updated_at: now,
+                    },
+                );
+                if binds {
+                    if let Some(p) = schedule.iter_mut().find(|p| &p.key == key) {
+                        for b in p.bindings.iter_mut().filter(|b| b.cluster == work.cluster) {
+                            b.state = BindingState::Bound;
+                        }
+                    }
+                }
+            }
+            (Action::Remove { .. }, Outcome::Done(..)) => {
+                ps.clusters.remove(&work.cluster);
+                if let Some(p) = schedule.iter_mut().find(|p| &p.key == key) {
+                    p.bindings.retain(|b| {
+                        !(b.cluster == work.cluster && b.state == BindingState::Unscheduled)
+                    });
+                }
+            }
+            (action, Outcome::Failed(message)) => {
+                let entry =
+                    ps.clusters
+                        .entry(work.cluster.clone())
+                        .or_insert_with(|| ClusterState {
+                            revision: None,
+                            attempted: None,
+                            commit: None,
+                            health: BindingHealth::Failed,
+                            diffs: vec![],
+                            last_error: None,
+                            updated_at: now,
+                        });
+                entry.health = BindingHealth::Failed;
+                if let Action::Apply { revision, .. } = action {
+                    entry.attempted = Some(revision);
+                }
+                entry.last_error = Some(message);
+                entry.updated_at = now;
+            }
+        }
+    }
+    // A placement with nothing left on any cluster and gone from the commit is forgotten.
+    let live: BTreeSet<&PlacementKey> = schedule.iter().map(|p| &p.key).collect();
+    state
+        .placements
+        .retain(|key, ps| live.contains(key) || !ps.clusters.is_empty());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::SourceFile;
+
+    const MEMBERS: &[&str] = &["m1", "m2", "m3", "m4"];
+
+    fn commit(image_tag: &str, extra: &str) -> Catalog {
+        let mut yaml = String::from(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n---\n\
+             apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: app}\n",
+        );
+        yaml.push_str(&format!("data: {{tag: '{image_tag}'}}\n"));
+        for m in MEMBERS {
+            yaml.push_str(&format!(
+                "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+                 metadata: {{name: {m}}}\nspec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n"
+            ));
+        }
+        yaml.push_str(
+            "---\napiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+             metadata: {name: app}\nspec:\n  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}]\n\
+             \x20 strategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1, maxSurge: 1}}\n",
+        );
+        yaml.push_str(extra);
+        let (cat, diags) = crate::analyze(&[SourceFile {
+            path: "fleet.yaml".into(),
+            content: yaml.into_bytes(),
+        }]);
+        assert!(diags.is_empty(), "{diags:#?}");
+        cat
+    }
+
+    fn decide(
+        cat: &Catalog,
+        commit: &str,
+        schedule: &[PlacementSchedule],
+        fleet: &Fleet,
+        state: &RolloutState,
+        pacing: Pacing,
+    ) -> Decision {
+        let input = Input {
+            cat,
+            commit,
+            schedule,
+            fleet,
+            unreachable: &BTreeMap::new(),
+            only: None,
+            now: 0,
+        };
+        step(&input, state, pacing)
+    }
+
+    /// One rolling step with every push succeeding with `health`; returns the clusters applied
+    /// and removed.
+    fn roll(
+        cat: &Catalog,
+        sha: &str,
+        state: &mut RolloutState,
+        previous: &mut crate::schedule::Previous,
+        health: BindingHealth,
+    ) -> (Vec<String>, Vec<String>) {
+        let fleet = Fleet::build(cat, None);
+        let mut schedule = crate::schedule::schedule_commit(cat, &fleet, previous, 0);
+        let d = decide(cat, sha, &schedule, &fleet, state, Pacing::Rolling);
+        let applied: Vec<String> = d
+            .work
+            .iter()
+            .filter(|w| matches!(w.action, Action::Apply { .. }))
+            .map(|w| w.cluster.clone())
+            .collect();
+        let removed: Vec<String> = d
+            .work
+            .iter()
+            .filter(|w| matches!(w.action, Action::Remove { .. }))
+            .map(|w| w.cluster.clone())
+            .collect();
+        let results = d
+            .work
+            .into_iter()
+            .map(|w| (w, Outcome::Done(health, vec![])))
+            .collect();
+        absorb(state, &mut schedule, d.ledger, results, sha, 0);
+        *previous = schedule.into_iter().map(|p| (p.key.clone(), p)).collect();
+        (applied, removed)
+    }
+
+    /// Overrides that select some clusters change only those clusters' manifests and revision
+    /// fingerprints, and only those count as overridden (the Overridden condition's reason).
+    #[test]
+    fn overridden_clusters_are_those_whose_manifests_the_overrides_change() {
+        let cro = "---\napiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourceOverride\n\
+                   metadata: {name: mark}\nspec:\n\
+                   \x20 placement: {name: app, scope: Cluster}\n\
+                   \x20 clusterResourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}]\n\
+                   \x20 policy:\n    overrideRules:\n\
+                   \x20   - clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchExpressions: [{key: kubernetes-fleet.io/member-name, operator: In, values: [m2, m3]}]}}]}\n\
+                   \x20     jsonPatchOverrides: [{op: add, path: /metadata/labels, value: {marked: 'yes'}}]\n";
+        let cat = commit("1", cro);
+        let fleet = Fleet::build(&cat, None);
+        let schedule = crate::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+        // maxUnavailable 1, maxSurge 1: the first step only; render every cluster through it.
+        let d = decide(
+            &cat,
+            "c1",
+            &schedule,
+            &fleet,
+            &RolloutState::default(),
+            Pacing::Rolling,
+        );
+        let step = &d.steps[0];
+        let overridden: Vec<&str> = step.overridden.iter().map(String::as_str).collect();
+        assert_eq!(overridden, ["m2", "m3"]);
+        let rendered = |c: &str| step.desired[c].rendered.clone();
+        assert_eq!(rendered("m1"), rendered("m4"));
+        assert_eq!(rendered("m2"), rendered("m3"));
+        assert_ne!(rendered("m1"), rendered("m2"));
+        for w in &d.work {
+            let Action::Apply { manifests, .. } = &w.action else {
+                continue;
+            };
+            let marked = manifests[0]
+                .value
+                .pointer("/metadata/labels/marked")
+                .is_some();
+            assert_eq!(
+                marked,
+                ["m2", "m3"].contains(&w.cluster.as_str()),
+                "{}",
+                w.cluster
+            );
+        }
+    }
+
+    /// State and bindings after the first commit landed everywhere and became available.
+    fn settled_on_v1() -> (RolloutState, crate::schedule::Previous) {
+        let mut state = RolloutState::default();
+        let mut previous = crate::schedule::Previous::new();
+        roll(
+            &commit("1", ""),
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        (state, previous)
+    }
+
+    #[test]
+    fn first_commit_binds_every_cluster_then_updates_one_at_a_time() {
+        let mut state = RolloutState::default();
+        let mut previous = crate::schedule::Previous::new();
+        let v1 = commit("1", "");
+        // PickAll over 4: target 4 + surge 1 - 0 can-be-ready = 5 may be bound: all 4 are.
+        let (applied, _) = roll(
+            &v1,
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert_eq!(applied, MEMBERS);
+        let bindings = &previous[&app()].bindings;
+        assert!(bindings.iter().all(|b| b.state == BindingState::Bound));
+
+        // A new resource version: maxUnavailable 1 of 4 → one cluster per step while each
+        // becomes available.
+        let v2 = commit("2", "");
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            let (applied, _) = roll(
+                &v2,
+                "c2",
+                &mut state,
+                &mut previous,
+                BindingHealth::Available,
+            );
+            assert_eq!(applied.len(), 1, "{applied:?}");
+            order.extend(applied);
+        }
+        assert_eq!(order, MEMBERS);
+        let (applied, _) = roll(
+            &v2,
+            "c2",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert!(applied.is_empty());
+        let ps = &state.placements[&app()];
+        assert!(ps
+            .clusters
+            .values()
+            .all(|c| c.revision.as_ref().unwrap().resource_index == 1));
+    }
+
+    #[test]
+    fn a_cluster_that_stays_pending_stalls_the_update() {
+        let (mut state, mut previous) = settled_on_v1();
+        let v2 = commit("2", "");
+        let (first, _) = roll(&v2, "c2", &mut state, &mut previous, BindingHealth::Pending);
+        assert_eq!(first, ["m1"]);
+        // m1 is not available yet: no budget for another, but m1 is re-applied to read health.
+        let (again, _) = roll(&v2, "c2", &mut state, &mut previous, BindingHealth::Pending);
+        assert_eq!(again, ["m1"]);
+    }
+
+    #[test]
+    fn a_deleted_placement_is_removed_everywhere_and_forgotten() {
+        let (mut state, mut previous) = settled_on_v1();
+        let without = {
+            let yaml = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n";
+            let mut text = yaml.to_string();
+            for m in MEMBERS {
+                text.push_str(&format!(
+                    "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+                     metadata: {{name: {m}}}\nspec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n"
+                ));
+            }
+            crate::analyze(&[SourceFile {
+                path: "fleet.yaml".into(),
+                content: text.into_bytes(),
+            }])
+            .0
+        };
+        let (_, removed) = roll(
+            &without,
+            "c2",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert_eq!(removed, MEMBERS);
+        assert!(state.placements.is_empty());
+    }
+
+    #[test]
+    fn external_strategy_is_scheduled_but_not_pushed() {
+        let mut cat = commit("1", "");
+        cat.placements[0].spec.spec.strategy.type_ = Some(RolloutStrategyType::External);
+        let fleet = Fleet::build(&cat, None);
+        let schedule = crate::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+        assert_eq!(schedule[0].selected, MEMBERS);
+        let d = decide(
+            &cat,
+            "c1",
+            &schedule,
+            &fleet,
+            &RolloutState::default(),
+            Pacing::Rolling,
+        );
+        assert!(d.work.is_empty());
+        assert!(d.steps[0].note.as_deref().unwrap().contains("External"));
+    }
+
+    fn app() -> PlacementKey {
+        "crp/app".parse().unwrap()
+    }
+
+    fn applied(d: &Decision) -> BTreeMap<String, (Revision, String, usize)> {
+        d.work
+            .iter()
+            .filter_map(|w| match &w.action {
+                Action::Apply {
+                    revision,
+                    resource_snapshot,
+                    manifests,
+                    ..
+                } => Some((
+                    w.cluster.clone(),
+                    (revision.clone(), resource_snapshot.clone(), manifests.len()),
+                )),
+                Action::Remove { .. } => None,
+            })
+            .collect()
+    }
+
+    /// `apply` and `run` are one step at two paces: immediately every cluster gets what the
+    /// rolling step gives it in its turn — same manifests, revision and the whole snapshot hash
+    /// as stamp (issue 12: apply cut it to 16 characters, so a run after it re-patched
+    /// everything).
+    #[test]
+    fn immediate_pacing_gives_every_cluster_now_what_rolling_gives_it_in_turn() {
+        let (state, mut previous) = settled_on_v1();
+        let v2 = commit("2", "");
+        let fleet = Fleet::build(&v2, None);
+        let schedule = crate::schedule::schedule_commit(&v2, &fleet, &previous, 0);
+        let rolling = decide(&v2, "c2", &schedule, &fleet, &state, Pacing::Rolling);
+        let now = decide(&v2, "c2", &schedule, &fleet, &state, Pacing::Immediate);
+        let (rolled, immediate) = (applied(&rolling), applied(&now));
+        assert_eq!(rolled.keys().collect::<Vec<_>>(), ["m1"]);
+        assert_eq!(immediate.keys().collect::<Vec<_>>(), MEMBERS);
+        assert_eq!(rolled["m1"], immediate["m1"]);
+        let selected = crate::snapshot::select(&v2, &v2.placements[0].spec).unwrap();
+        let hash = crate::snapshot::resource_hash(&selected);
+        assert_eq!(hash.len(), 64);
+        assert!(immediate.values().all(|(_, stamp, _)| *stamp == hash));
+        assert_eq!(now.steps[0].strategy, "Immediate");
+        assert!(now.steps[0].waiting.is_empty());
+        // A fresh schedule (what `apply` has, with no bindings kept) steps the same way.
+        previous.clear();
+        let fresh = crate::schedule::schedule_commit(&v2, &fleet, &previous, 0);
+        let from_nothing = decide(
+            &v2,
+            "c2",
+            &fresh,
+            &fleet,
+            &RolloutState::default(),
+            Pacing::Immediate,
+        );
+        // Its history starts at 0 (it keeps none); the rest is the same.
+        let strip =
+            |m: BTreeMap<String, (Revision, String, usize)>| -> Vec<(String, String, String)> {
+                m.into_iter()
+                    .map(|(c, (r, stamp, _))| (c, r.rendered, stamp))
+                    .collect()
+            };
+        assert_eq!(strip(applied(&from_nothing)), strip(immediate));
+    }
+
+    #[test]
+    fn immediate_pacing_pushes_external_placements_that_rolling_leaves_to_staged_runs() {
+        let mut cat = commit("1", "");
+        cat.placements[0].spec.spec.strategy.type_ = Some(RolloutStrategyType::External);
+        let fleet = Fleet::build(&cat, None);
+        let schedule = crate::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+        let state = RolloutState::default();
+        let now = decide(&cat, "c1", &schedule, &fleet, &state, Pacing::Immediate);
+        assert_eq!(applied(&now).len(), MEMBERS.len());
+        assert_eq!(
+            Pace::of(Pacing::Rolling, &cat.placements[0].spec.spec),
+            Pace::Staged
+        );
+    }
+
+    /// `apply` sweeps every member of what it no longer receives, except placements that cannot
+    /// be rendered for it; a member that cannot be reached is not touched at all; limited to
+    /// some placements, the sweep is limited to them.
+    #[test]
+    fn immediate_pacing_sweeps_members_and_leaves_unreachable_ones_alone() {
+        let broken = "---\napiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourceOverride\n\
+                      metadata: {name: broken}\nspec:\n\
+                      \x20 placement: {name: app, scope: Cluster}\n\
+                      \x20 clusterResourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}]\n\
+                      \x20 policy:\n    overrideRules:\n\
+                      \x20   - clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchExpressions: [{key: kubernetes-fleet.io/member-name, operator: In, values: [m2]}]}}]}\n\
+                      \x20     jsonPatchOverrides: [{op: replace, path: /spec/missing, value: 1}]\n";
+        let cat = commit("1", broken);
+        let fleet = Fleet::build(&cat, None);
+        let schedule = crate::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+        let unreachable: BTreeMap<String, String> = [("m4".to_string(), "down".to_string())].into();
+        let app: PlacementKey = "crp/app".parse().unwrap();
+        let step_with = |only: Option<&BTreeSet<PlacementKey>>| {
+            let input = Input {
+                cat: &cat,
+                commit: "c1",
+                schedule: &schedule,
+                fleet: &fleet,
+                unreachable: &unreachable,
+                only,
+                now: 0,
+            };
+            step(&input, &RolloutState::default(), Pacing::Immediate)
+        };
+        let d = step_with(None);
+        assert_eq!(applied(&d).keys().collect::<Vec<_>>(), ["m1", "m3"]);
+        assert!(
+            d.steps[0].render_errors.contains_key("m2"),
+            "{:?}",
+            d.steps[0]
+        );
+        let held: Vec<&str> = d.held.iter().map(|(w, _)| w.cluster.as_str()).collect();
+        assert_eq!(held, ["m4"]);
+        assert_eq!(d.skipped.keys().collect::<Vec<_>>(), ["m4"]);
+        let sweeps: Vec<(&str, &Prune)> = d
+            .sweeps
+            .iter()
+            .map(|s| (s.cluster.as_str(), &s.prune))
+            .collect();
+        let keep_app = Prune::AllExcept([app.clone()].into());
+        let keep_none = Prune::AllExcept(BTreeSet::new());
+        assert_eq!(
+            sweeps,
+            [("m1", &keep_none), ("m2", &keep_app), ("m3", &keep_none)]
+        );
+        let only: BTreeSet<PlacementKey> = [app.clone()].into();
+        let limited = step_with(Some(&only));
+        assert_eq!(limited.sweeps[0].prune, Prune::Only(only.clone()));
+        assert_eq!(limited.sweeps[1].prune, Prune::Only(BTreeSet::new()));
+        // Rolling pace sweeps nothing: it knows what it placed.
+        let input = Input {
+            cat: &cat,
+            commit: "c1",
+            schedule: &schedule,
+            fleet: &fleet,
+            unreachable: &unreachable,
+            only: None,
+            now: 0,
+        };
+        assert!(step(&input, &RolloutState::default(), Pacing::Rolling)
+            .sweeps
+            .is_empty());
+    }
+}

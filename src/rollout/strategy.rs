@@ -1,0 +1,65 @@
+//! How a placement's objects are applied on a member: its `applyStrategy` and `deleteStrategy`,
+//! defaulted the gitfleet way. Decided here, once, for every command; push only carries it out.
+
+use crate::model::placement::{
+    ApplyStrategyType, ComparisonOption, PropagationPolicy, RolloutStrategy, WhenToApply,
+    WhenToTakeOver,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApplyStrategy {
+    pub type_: ApplyStrategyType,
+    pub comparison: ComparisonOption,
+    pub when_to_apply: WhenToApply,
+    pub when_to_take_over: WhenToTakeOver,
+    pub force: bool,
+    pub abandon: bool,
+}
+
+impl Default for ApplyStrategy {
+    /// What OCM workloads get, and a deleted placement whose strategy is gone.
+    fn default() -> Self {
+        ApplyStrategy::from_rollout(None)
+    }
+}
+
+impl ApplyStrategy {
+    /// The placement's strategy with gitfleet's defaults: ServerSideApply when no type is given
+    /// (spec/README §5; KubeFleet's own default is ClientSideApply).
+    pub fn from_rollout(strategy: Option<&RolloutStrategy>) -> ApplyStrategy {
+        let apply = strategy.and_then(|s| s.apply_strategy.as_ref());
+        ApplyStrategy {
+            type_: apply
+                .and_then(|a| a.type_)
+                .unwrap_or(ApplyStrategyType::ServerSideApply),
+            comparison: apply.and_then(|a| a.comparison_option).unwrap_or_default(),
+            when_to_apply: apply.and_then(|a| a.when_to_apply).unwrap_or_default(),
+            when_to_take_over: apply.and_then(|a| a.when_to_take_over).unwrap_or_default(),
+            force: apply
+                .and_then(|a| a.server_side_apply_config.as_ref())
+                .is_some_and(|c| c.force),
+            abandon: strategy
+                .and_then(|s| s.delete_strategy.as_ref())
+                .and_then(|d| d.propagation_policy)
+                == Some(PropagationPolicy::Abandon),
+        }
+    }
+
+    /// ReportDiff: nothing is written; status reports DiffReported instead of Applied/Available.
+    pub fn reports_diff(&self) -> bool {
+        self.type_ == ApplyStrategyType::ReportDiff
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_strategy_is_server_side_apply() {
+        let s = ApplyStrategy::from_rollout(None);
+        assert_eq!(s.type_, ApplyStrategyType::ServerSideApply);
+        assert_eq!(s.when_to_take_over, WhenToTakeOver::Always);
+        assert!(!s.force && !s.abandon && !s.reports_diff());
+    }
+}
