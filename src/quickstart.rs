@@ -236,15 +236,9 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             let _ = tokio::signal::ctrl_c().await;
             on_ctrl_c.cancel();
         });
-        let run = daemon.run(wake_rx, shutdown.clone());
-        tokio::pin!(run);
-        let result = tokio::select! {
-            r = &mut run => r,
-            _ = http.or_ended(shutdown.clone().cancelled_owned()) => {
-                shutdown.cancel();
-                run.await
-            }
-        };
+        let result = http
+            .supervise(daemon.run(wake_rx, shutdown.clone()), &shutdown)
+            .await;
         printer.abort();
         let served = http.finish().await;
         sim.shutdown().await;

@@ -155,15 +155,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         tokio::spawn(cancel_on_signal(shutdown.clone()));
         // The loop stops on a signal, or when the HTTP server dies (supervised: the daemon then
         // exits with the server's error instead of running on without its API).
-        let run = daemon.run(wake_rx, shutdown.clone());
-        tokio::pin!(run);
-        let result = tokio::select! {
-            r = &mut run => r,
-            _ = server.or_ended(shutdown.clone().cancelled_owned()) => {
-                shutdown.cancel();
-                run.await
-            }
-        };
+        let result = server.supervise(daemon.run(wake_rx, shutdown.clone()), &shutdown).await;
         let served = server.finish().await;
         result?;
         served?;

@@ -261,7 +261,7 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
         .map_err(|source| ServerError::Bind { addr, source })
 }
 
-/// A running server. The loop's shutdown future is [`Server::or_ended`], so a server that ends
+/// A running server. The loop runs under [`Server::supervise`], so a server that ends
 /// on its own stops the daemon too; [`Server::finish`] stops it and says whether it had failed.
 pub struct Server {
     addr: SocketAddr,
@@ -310,6 +310,24 @@ impl Server {
                 let e = ServerError::Ended { addr: self.addr, why };
                 tracing::error!(error = %e, "stopping the daemon: its HTTP API is gone");
                 self.failure = Some(e);
+            }
+        }
+    }
+
+    /// Drives `run`, a loop that ends once `shutdown` is cancelled, beside the server. If the
+    /// server ends on its own first, `shutdown` is cancelled so that the loop finishes its step
+    /// and ends, and [`Server::finish`] then reports why.
+    pub async fn supervise<T>(
+        &mut self,
+        run: impl std::future::Future<Output = T>,
+        shutdown: &tokio_util::sync::CancellationToken,
+    ) -> T {
+        tokio::pin!(run);
+        tokio::select! {
+            r = &mut run => r,
+            _ = self.or_ended(shutdown.clone().cancelled_owned()) => {
+                shutdown.cancel();
+                run.await
             }
         }
     }
