@@ -12,11 +12,13 @@
 //! - [`work`]: the work items and their outcomes; [`strategy`]: how objects are applied;
 //! - [`state`]: what a rollout remembers between steps (values; `crate::state` stores them);
 //! - [`conditions`]: the placements' status conditions;
-//! - [`preview`]: the rolling step played forward, for `gitfleet plan`.
+//! - [`preview`]: the rolling step played forward, for `gitfleet plan`;
+//! - [`approval`]: the approval requests of staged runs and what an accepted approval records.
 //!
 //! Pure: no I/O, no clock (time is a parameter), no async. It must not know how work reaches a
 //! member (push), where commits come from (git) or how anything is printed.
 
+pub mod approval;
 pub mod conditions;
 pub mod preview;
 pub mod rolling;
