@@ -428,7 +428,12 @@ fn sim(args: SimArgs) -> Result<ExitCode> {
 }
 
 fn read(args: &CommitArgs) -> Result<CommitFiles> {
-    read_commit(&args.repo, &args.rev, &args.path).map_err(|e| anyhow!(SourceFailure(e)))
+    let files =
+        read_commit(&args.repo, &args.rev, &args.path).map_err(|e| anyhow!(SourceFailure(e)))?;
+    for skipped in &files.skipped {
+        eprintln!("note: {skipped}");
+    }
+    Ok(files)
 }
 
 fn print_diagnostics(diags: &[Diagnostic]) {
