@@ -90,12 +90,21 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         bail!("--member-timeout must be a positive number of seconds");
     }
     let webhook_secret = match &args.webhook_secret_file {
-        Some(f) => Some(
-            std::fs::read(f)
+        Some(f) => {
+            let secret = std::fs::read(f)
                 .with_context(|| format!("cannot read webhook secret {}", f.display()))?
                 .trim_ascii()
-                .to_vec(),
-        ),
+                .to_vec();
+            // An empty HMAC key would make every signature computable by anyone.
+            if secret.is_empty() {
+                bail!(
+                    "the webhook secret file {} is empty (or only whitespace): put the secret \
+                     the Git host signs with in it",
+                    f.display()
+                );
+            }
+            Some(secret)
+        }
         None => None,
     };
     let kubeconfig = Arc::new(crate::members::read_kubeconfig(&args.kubeconfig)?);
