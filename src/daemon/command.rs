@@ -221,9 +221,19 @@ pub struct StatusArgs {
 }
 
 pub fn status(args: &StatusArgs) -> Result<ExitCode> {
-    let doc = crate::daemon_client::placements(&args.server)?;
+    let mut doc = crate::daemon_client::placements(&args.server)?;
+    let runs = match &args.placement {
+        None => Some(crate::daemon_client::update_runs(&args.server)?),
+        Some(_) => None,
+    };
     let shown = match &args.placement {
-        None => doc,
+        None => {
+            if let Some(r) = &runs {
+                doc["updateRuns"] = r["updateRuns"].clone();
+                doc["approvalRequests"] = r["approvalRequests"].clone();
+            }
+            doc
+        }
         Some(want) => {
             let id = if want.contains('/') {
                 want.clone()
@@ -245,7 +255,10 @@ pub fn status(args: &StatusArgs) -> Result<ExitCode> {
         StatusFormat::Table if args.placement.is_some() => {
             print!("{}", super::view::describe(&shown))
         }
-        StatusFormat::Table => print!("{}", super::view::table(&shown)),
+        StatusFormat::Table => {
+            print!("{}", super::view::table(&shown));
+            print!("{}", super::runs::tables(&shown, super::now_unix()));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

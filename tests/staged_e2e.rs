@@ -1,0 +1,227 @@
+//! Staged update runs end to end: a real git repository with an External placement, a
+//! three-stage strategy and a `ClusterStagedUpdateRun`, nine members (simulated, and real ones
+//! from the test bed when it is built), the real `gitfleet run` following the branch. What is
+//! awaited is a condition read from the members or the status API, never a fixed time.
+//!
+//! Approvals are signed tags, verified by the approvals edge (not merged yet): here the run is
+//! shown to stop at its approval request, with the request in status.
+
+mod common;
+
+use std::path::Path;
+
+use common::daemon::{await_until, Daemon};
+use common::members::Members;
+use common::{gitfleet, Repo};
+
+const MEMBERS: [&str; 9] = ["m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"];
+
+fn fleet_file() -> String {
+    let mut y = String::from("anonymousAuth: true\nmembers:\n");
+    for m in MEMBERS {
+        y.push_str(&format!(
+            "  - name: {m}\n    nodes: [{{count: 1, cpu: \"4\", memory: 16Gi, instanceType: D4}}]\n"
+        ));
+    }
+    y
+}
+
+fn members_yaml() -> String {
+    MEMBERS
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let env = ["staging", "canary", "production"][i / 3];
+            format!(
+                "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+                 metadata: {{name: {m}, labels: {{env: {env}}}}}\n\
+                 spec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n"
+            )
+        })
+        .collect()
+}
+
+const APP: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: telemetry}\n---\n\
+apiVersion: v1\nkind: ConfigMap\nmetadata: {name: collector, namespace: telemetry}\ndata: {version: '1'}\n---\n\
+apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+metadata: {name: telemetry}\nspec:\n  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: telemetry}]\n\
+  policy: {placementType: PickAll}\n  strategy: {type: External}\n";
+
+/// staging: one at a time, then a one-second soak; canary: an approval before it;
+/// production: two at a time.
+const STRATEGY: &str = "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterStagedUpdateStrategy\n\
+metadata: {name: three-stage}\nspec:\n  stages:\n\
+  - name: staging\n    labelSelector: {matchLabels: {env: staging}}\n\
+    afterStageTasks: [{type: TimedWait, waitTime: 1s}]\n\
+  - name: canary\n    labelSelector: {matchLabels: {env: canary}}\n    beforeStageTasks: [{type: Approval}]\n\
+  - name: production\n    labelSelector: {matchLabels: {env: production}}\n    maxConcurrency: 2\n";
+
+fn run_yaml(state: &str) -> String {
+    format!(
+        "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterStagedUpdateRun\n\
+         metadata: {{name: rollout-1}}\nspec: {{placementName: telemetry, stagedRolloutStrategyName: three-stage, state: {state}}}\n"
+    )
+}
+
+fn has_app(members: &Members, m: &str) -> bool {
+    members.exists(m, &["configmap", "collector", "-n", "telemetry"])
+}
+
+fn status(addr: &str) -> serde_json::Value {
+    let r = gitfleet(&["status", "--server", addr, "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
+fn run_of(doc: &serde_json::Value) -> serde_json::Value {
+    doc["updateRuns"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["name"] == "rollout-1"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn start(repo: &Repo, members: &Members, state: &Path) -> Daemon {
+    let secret = state.join("secret");
+    std::fs::write(&secret, "s").unwrap();
+    Daemon::start(repo.path(), &members.kubeconfig, state, &secret, "1m")
+}
+
+/// Staging moves one member at a time and soaks one second (awaited through status, not
+/// slept); the run then waits at `rollout-1-before-canary`, which status lists with the tag
+/// that approves it and the commit it must point at. A SIGKILL there and a restart keep the
+/// run where it was (nothing re-applied, same initialisation commit); `state: Stop` and `Run`
+/// edited in Git stop and resume it.
+fn waits_at_the_approval_across_a_restart_and_stop_run(backend: common::members::Backend) {
+    let members = Members::start(backend, &fleet_file());
+    let repo = Repo::new();
+    repo.write("members.yaml", &members_yaml());
+    repo.write("app.yaml", APP);
+    repo.write("rollout/strategy.yaml", STRATEGY);
+    repo.write("rollout/run.yaml", &run_yaml("Run"));
+    let init_commit = repo.commit("telemetry, staged");
+    let state = tempfile::tempdir().unwrap();
+    let daemon = start(&repo, &members, state.path());
+
+    await_until("the run waits for the canary approval", || {
+        run_of(&status(&daemon.addr))["waitingFor"] == "rollout-1-before-canary"
+    });
+    for m in &MEMBERS[..3] {
+        assert!(has_app(&members, m), "{m} (staging) has the app");
+    }
+    for m in &MEMBERS[3..] {
+        assert!(!has_app(&members, m), "{m} waits for its stage");
+    }
+    let doc = status(&daemon.addr);
+    let run = run_of(&doc);
+    assert_eq!(run["initialized"], "True");
+    assert_eq!(run["progressing"], "False");
+    assert_eq!(run["stage"], "canary");
+    assert_eq!(run["initCommit"], init_commit.as_str());
+    let staging = &run["status"]["stagesStatus"][0];
+    assert_eq!(staging["conditions"][1]["reason"], "StageUpdatingSucceeded");
+    let order: Vec<&str> = staging["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["clusterName"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["m1", "m2", "m3"]);
+    let req = &doc["approvalRequests"][0];
+    assert_eq!(req["name"], "rollout-1-before-canary");
+    assert_eq!(req["updateRun"], "rollout-1");
+    assert_eq!(req["stage"], "canary");
+    assert_eq!(req["approved"], "");
+    assert_eq!(req["tag"], "gitfleet/approve/rollout-1-before-canary");
+    assert_eq!(req["commit"], init_commit.as_str());
+    // The table a person reads.
+    let table = gitfleet(&["status", "--server", &daemon.addr]);
+    assert!(table.stdout.contains("UPDATE RUNS"), "{}", table.stdout);
+    assert!(
+        table.stdout.contains("rollout-1-before-canary"),
+        "{}",
+        table.stdout
+    );
+
+    // SIGKILL, restart: still waiting at canary, staging not pushed again.
+    drop(daemon);
+    let daemon = start(&repo, &members, state.path());
+    await_until("the restarted daemon reports the run", || {
+        run_of(&status(&daemon.addr))["waitingFor"] == "rollout-1-before-canary"
+    });
+    let run = run_of(&status(&daemon.addr));
+    assert_eq!(run["initCommit"], init_commit.as_str());
+    assert_eq!(run["stage"], "canary");
+
+    // Stop edited in Git: nothing is in flight, so the run is stopped at once.
+    repo.write("rollout/run.yaml", &run_yaml("Stop"));
+    repo.commit("stop the rollout");
+    await_until("the run is stopped", || {
+        let run = run_of(&status(&daemon.addr));
+        run["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["reason"] == "UpdateRunStopped")
+    });
+    // Run again: back to waiting for the approval, still initialised at the first commit.
+    repo.write("rollout/run.yaml", &run_yaml("Run"));
+    repo.commit("resume the rollout");
+    await_until("the run waits again", || {
+        let run = run_of(&status(&daemon.addr));
+        run["waitingFor"] == "rollout-1-before-canary" && run["state"] == "Run"
+    });
+    assert_eq!(
+        run_of(&status(&daemon.addr))["initCommit"],
+        init_commit.as_str()
+    );
+    for m in &MEMBERS[3..] {
+        assert!(!has_app(&members, m), "{m} still waits for the approval");
+    }
+}
+
+on_both_backends!(waits_at_the_approval_across_a_restart_and_stop_run);
+
+/// A commit that changes a run's immutable field is rejected like any invalid commit (the
+/// last good commit keeps being served) and says which field.
+#[test]
+fn a_commit_changing_a_runs_immutable_fields_is_rejected() {
+    let members = Members::start(common::members::Backend::Sim, &fleet_file());
+    let repo = Repo::new();
+    repo.write("members.yaml", &members_yaml());
+    repo.write("app.yaml", APP);
+    repo.write("rollout/strategy.yaml", STRATEGY);
+    repo.write("rollout/run.yaml", &run_yaml("Initialize"));
+    let good = repo.commit("initialise a run");
+    let state = tempfile::tempdir().unwrap();
+    let daemon = start(&repo, &members, state.path());
+    await_until("the run is initialised", || {
+        run_of(&status(&daemon.addr))["initialized"] == "True"
+    });
+    repo.write(
+        "rollout/run.yaml",
+        &run_yaml("Run").replace("three-stage", "another"),
+    );
+    let bad = repo.commit("change the strategy of a run");
+    await_until("the commit is rejected", || {
+        status(&daemon.addr)["rejected"]["commit"] == bad.as_str()
+    });
+    let doc = status(&daemon.addr);
+    let errors = doc["rejected"]["errors"].to_string();
+    assert!(
+        errors.contains("spec.stagedRolloutStrategyName: stagedRolloutStrategyName is immutable"),
+        "{errors}"
+    );
+    assert_eq!(doc["serving"], good.as_str());
+    // Initialize -> Stop is a forbidden transition as well.
+    repo.write("rollout/run.yaml", &run_yaml("Stop"));
+    let bad = repo.commit("stop an initialised run");
+    await_until("the transition is rejected", || {
+        status(&daemon.addr)["rejected"]["commit"] == bad.as_str()
+    });
+    let errors = status(&daemon.addr)["rejected"]["errors"].to_string();
+    assert!(
+        errors.contains("cannot transition from Initialize to Stop"),
+        "{errors}"
+    );
+}
