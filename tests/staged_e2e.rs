@@ -10,7 +10,7 @@ mod common;
 
 use std::path::Path;
 
-use common::daemon::{await_until, Daemon};
+use common::daemon::Daemon;
 use common::members::Members;
 use common::{gitfleet, Repo};
 
@@ -41,20 +41,41 @@ fn members_yaml() -> String {
         .collect()
 }
 
-const APP: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: telemetry}\n---\n\
-apiVersion: v1\nkind: ConfigMap\nmetadata: {name: collector, namespace: telemetry}\ndata: {version: '1'}\n---\n\
-apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
-metadata: {name: telemetry}\nspec:\n  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: telemetry}]\n\
-  policy: {placementType: PickAll}\n  strategy: {type: External}\n";
+const APP: &str = r#"apiVersion: v1
+kind: Namespace
+metadata: {name: telemetry}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: collector, namespace: telemetry}
+data: {version: '1'}
+---
+apiVersion: placement.kubernetes-fleet.io/v1
+kind: ClusterResourcePlacement
+metadata: {name: telemetry}
+spec:
+  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: telemetry}]
+  policy: {placementType: PickAll}
+  strategy: {type: External}
+"#;
 
 /// staging: one at a time, then a one-second soak; canary: an approval before it;
 /// production: two at a time.
-const STRATEGY: &str = "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterStagedUpdateStrategy\n\
-metadata: {name: three-stage}\nspec:\n  stages:\n\
-  - name: staging\n    labelSelector: {matchLabels: {env: staging}}\n\
-    afterStageTasks: [{type: TimedWait, waitTime: 1s}]\n\
-  - name: canary\n    labelSelector: {matchLabels: {env: canary}}\n    beforeStageTasks: [{type: Approval}]\n\
-  - name: production\n    labelSelector: {matchLabels: {env: production}}\n    maxConcurrency: 2\n";
+const STRATEGY: &str = r#"apiVersion: placement.kubernetes-fleet.io/v1
+kind: ClusterStagedUpdateStrategy
+metadata: {name: three-stage}
+spec:
+  stages:
+  - name: staging
+    labelSelector: {matchLabels: {env: staging}}
+    afterStageTasks: [{type: TimedWait, waitTime: 1s}]
+  - name: canary
+    labelSelector: {matchLabels: {env: canary}}
+    beforeStageTasks: [{type: Approval}]
+  - name: production
+    labelSelector: {matchLabels: {env: production}}
+    maxConcurrency: 2
+"#;
 
 fn run_yaml(state: &str) -> String {
     format!(
@@ -71,6 +92,22 @@ fn status(addr: &str) -> serde_json::Value {
     let r = gitfleet(&["status", "--server", addr, "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     serde_json::from_str(&r.stdout).unwrap()
+}
+
+/// Polls the status until `check` holds; on a hang, fails with the last status seen.
+fn await_status(addr: &str, what: &str, mut check: impl FnMut(&serde_json::Value) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let last = status(addr);
+        if check(&last) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}; last status:\n{last:#}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 fn run_of(doc: &serde_json::Value) -> serde_json::Value {
@@ -103,8 +140,8 @@ fn waits_at_the_approval_across_a_restart_and_stop_run(backend: common::members:
     let state = tempfile::tempdir().unwrap();
     let daemon = start(&repo, &members, state.path());
 
-    await_until("the run waits for the canary approval", || {
-        run_of(&status(&daemon.addr))["waitingFor"] == "rollout-1-before-canary"
+    await_status(&daemon.addr, "the run waits for the canary approval", |d| {
+        run_of(d)["waitingFor"] == "rollout-1-before-canary"
     });
     for m in &MEMBERS[..3] {
         assert!(has_app(&members, m), "{m} (staging) has the app");
@@ -146,8 +183,8 @@ fn waits_at_the_approval_across_a_restart_and_stop_run(backend: common::members:
     // SIGKILL, restart: still waiting at canary, staging not pushed again.
     drop(daemon);
     let daemon = start(&repo, &members, state.path());
-    await_until("the restarted daemon reports the run", || {
-        run_of(&status(&daemon.addr))["waitingFor"] == "rollout-1-before-canary"
+    await_status(&daemon.addr, "the restarted daemon reports the run", |d| {
+        run_of(d)["waitingFor"] == "rollout-1-before-canary"
     });
     let run = run_of(&status(&daemon.addr));
     assert_eq!(run["initCommit"], init_commit.as_str());
@@ -156,8 +193,8 @@ fn waits_at_the_approval_across_a_restart_and_stop_run(backend: common::members:
     // Stop edited in Git: nothing is in flight, so the run is stopped at once.
     repo.write("rollout/run.yaml", &run_yaml("Stop"));
     repo.commit("stop the rollout");
-    await_until("the run is stopped", || {
-        let run = run_of(&status(&daemon.addr));
+    await_status(&daemon.addr, "the run is stopped", |d| {
+        let run = run_of(d);
         run["status"]["conditions"]
             .as_array()
             .into_iter()
@@ -167,8 +204,8 @@ fn waits_at_the_approval_across_a_restart_and_stop_run(backend: common::members:
     // Run again: back to waiting for the approval, still initialised at the first commit.
     repo.write("rollout/run.yaml", &run_yaml("Run"));
     repo.commit("resume the rollout");
-    await_until("the run waits again", || {
-        let run = run_of(&status(&daemon.addr));
+    await_status(&daemon.addr, "the run waits again", |d| {
+        let run = run_of(d);
         run["waitingFor"] == "rollout-1-before-canary" && run["state"] == "Run"
     });
     assert_eq!(
@@ -195,16 +232,16 @@ fn a_commit_changing_a_runs_immutable_fields_is_rejected() {
     let good = repo.commit("initialise a run");
     let state = tempfile::tempdir().unwrap();
     let daemon = start(&repo, &members, state.path());
-    await_until("the run is initialised", || {
-        run_of(&status(&daemon.addr))["initialized"] == "True"
+    await_status(&daemon.addr, "the run is initialised", |d| {
+        run_of(d)["initialized"] == "True"
     });
     repo.write(
         "rollout/run.yaml",
         &run_yaml("Run").replace("three-stage", "another"),
     );
     let bad = repo.commit("change the strategy of a run");
-    await_until("the commit is rejected", || {
-        status(&daemon.addr)["rejected"]["commit"] == bad.as_str()
+    await_status(&daemon.addr, "the commit is rejected", |d| {
+        d["rejected"]["commit"] == bad.as_str()
     });
     let doc = status(&daemon.addr);
     let errors = doc["rejected"]["errors"].to_string();
@@ -216,8 +253,8 @@ fn a_commit_changing_a_runs_immutable_fields_is_rejected() {
     // Initialize -> Stop is a forbidden transition as well.
     repo.write("rollout/run.yaml", &run_yaml("Stop"));
     let bad = repo.commit("stop an initialised run");
-    await_until("the transition is rejected", || {
-        status(&daemon.addr)["rejected"]["commit"] == bad.as_str()
+    await_status(&daemon.addr, "the transition is rejected", |d| {
+        d["rejected"]["commit"] == bad.as_str()
     });
     let errors = status(&daemon.addr)["rejected"]["errors"].to_string();
     assert!(
