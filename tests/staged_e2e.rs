@@ -262,3 +262,77 @@ fn a_commit_changing_a_runs_immutable_fields_is_rejected() {
         "{errors}"
     );
 }
+
+/// SIGKILL in the middle of a stage: staging moves one slow member at a time (its Deployment
+/// takes a while to become available); the daemon is killed as soon as the first member is
+/// started. The restart finishes staging from where it was — no member pushed twice by the
+/// run's own steps — and stops at the canary approval.
+#[test]
+fn sigkill_in_the_middle_of_a_stage_resumes_it() {
+    let mut fleet = String::from("anonymousAuth: true\nmembers:\n");
+    for m in MEMBERS {
+        fleet.push_str(&format!(
+            "  - name: {m}\n    workloadDelayMs: 700\n    nodes: [{{count: 1, cpu: \"4\", memory: 16Gi, instanceType: D4}}]\n"
+        ));
+    }
+    let members = Members::start(common::members::Backend::Sim, &fleet);
+    let repo = Repo::new();
+    repo.write("members.yaml", &members_yaml());
+    repo.write(
+        "app.yaml",
+        &APP.replace(
+            "---\napiVersion: placement",
+            "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: collector, namespace: telemetry}\n\
+             spec:\n  replicas: 1\n  selector: {matchLabels: {app: c}}\n  template:\n    metadata: {labels: {app: c}}\n\
+             \x20   spec: {containers: [{name: c, image: 'otel:1'}]}\n---\napiVersion: placement",
+        ),
+    );
+    repo.write("rollout/strategy.yaml", STRATEGY);
+    repo.write("rollout/run.yaml", &run_yaml("Run"));
+    repo.commit("telemetry, staged, slow members");
+    let state = tempfile::tempdir().unwrap();
+    let mut daemon = start(&repo, &members, state.path());
+    let first = daemon.await_log(&["rollout step", "m1"]);
+    assert!(!first.contains("m2"), "one at a time: {first}");
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    drop(daemon);
+    assert!(!has_app(&members, "m2"), "killed before m2 started");
+
+    let daemon = start(&repo, &members, state.path());
+    let mut steps = Vec::new();
+    loop {
+        let line = daemon.await_log(&["rollout step"]);
+        let done = line.contains("m3");
+        steps.push(line);
+        if done {
+            break;
+        }
+    }
+    await_status(&daemon.addr, "the run waits for the canary approval", |d| {
+        run_of(d)["waitingFor"] == "rollout-1-before-canary"
+    });
+    for m in ["m1", "m2", "m3"] {
+        assert!(has_app(&members, m), "{m}");
+        let started = steps
+            .iter()
+            .filter(|l| l.contains(&format!("\"{m}\"")) || l.contains(&format!("{m}\\\"")))
+            .count();
+        // m1 once at most: again only if the kill came before its start was saved.
+        assert!(started <= 1, "{m} started {started} times: {steps:#?}");
+    }
+    // m1's record: started once, then done.
+    let run = run_of(&status(&daemon.addr));
+    let m1 = &run["status"]["stagesStatus"][0]["clusters"][0];
+    assert_eq!(m1["clusterName"], "m1");
+    let started: Vec<&str> = m1["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(started, ["Started", "Succeeded"]);
+    for m in &MEMBERS[3..] {
+        assert!(!has_app(&members, m), "{m} waits for its stage");
+    }
+}

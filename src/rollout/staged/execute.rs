@@ -376,7 +376,10 @@ fn push(
         binds,
         refresh,
     ));
-    out.applying.push(cluster.to_string());
+    // A re-read is not a change: like the rolling step, only what changes is "applying".
+    if !refresh {
+        out.applying.push(cluster.to_string());
+    }
     Some(revision)
 }
 
