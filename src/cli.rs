@@ -918,6 +918,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         unreachable: &unreachable,
         only: only.as_ref(),
         now: now.max(0) as u64,
+        staged: Default::default(),
     };
     let decision = crate::rollout::step(&input, &RolloutState::default(), Pacing::Immediate);
     let mut skipped = Vec::new();

@@ -60,6 +60,19 @@ pub fn schedule(server: &str) -> Result<Previous, ClientError> {
         .collect())
 }
 
+/// The daemon's staged update runs and approval requests, as one document
+/// (`{"updateRuns": [...], "approvalRequests": [...]}`).
+pub fn update_runs(server: &str) -> Result<serde_json::Value, ClientError> {
+    let mut runs: serde_json::Value =
+        get(&endpoint(server, "/api/v1/updateruns"), "the update runs")?;
+    let requests: serde_json::Value = get(
+        &endpoint(server, "/api/v1/approvalrequests"),
+        "the approval requests",
+    )?;
+    runs["approvalRequests"] = requests["approvalRequests"].clone();
+    Ok(runs)
+}
+
 /// The daemon's placements, as `GET /api/v1/placements` answers (for `gitfleet status`).
 pub fn placements(server: &str) -> Result<wire::Placements, ClientError> {
     get(

@@ -223,10 +223,21 @@ pub struct StatusArgs {
 pub fn status(args: &StatusArgs) -> Result<ExitCode> {
     let doc = crate::daemon_client::placements(&args.server)?;
     let Some(want) = &args.placement else {
+        let runs = crate::daemon_client::update_runs(&args.server)?;
         match args.output {
-            StatusFormat::Json => println!("{}", serde_json::to_string_pretty(&doc)?),
-            StatusFormat::Yaml => print!("{}", crate::yaml::to_string(&doc)?),
-            StatusFormat::Table => print!("{}", super::view::table(&doc)),
+            StatusFormat::Table => {
+                print!("{}", super::view::table(&doc));
+                print!("{}", super::runs::tables(&runs, super::now_unix()));
+            }
+            format => {
+                let mut all = serde_json::to_value(&doc)?;
+                all["updateRuns"] = runs["updateRuns"].clone();
+                all["approvalRequests"] = runs["approvalRequests"].clone();
+                match format {
+                    StatusFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
+                    _ => print!("{}", crate::yaml::to_string(&all)?),
+                }
+            }
         }
         return Ok(ExitCode::SUCCESS);
     };

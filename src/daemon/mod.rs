@@ -17,6 +17,7 @@ pub mod command;
 pub mod deliver;
 pub mod metrics;
 pub mod reconciler;
+pub mod runs;
 pub mod server;
 pub mod view;
 pub mod wire;
@@ -103,6 +104,10 @@ pub struct Status {
     pub schedule: Vec<PlacementSchedule>,
     pub reconciles: u64,
     pub commits_rejected: u64,
+    /// Staged update runs and their approval requests (`/api/v1/updateruns`,
+    /// `/api/v1/approvalrequests`).
+    #[serde(skip)]
+    pub runs: runs::Runs,
 }
 
 /// One placement as the status API shows it (`GET /api/v1/placements`, [`wire::Placements`]).
@@ -228,6 +233,8 @@ pub struct Daemon<D: Deliverer> {
     analyzed: Vec<Arc<Analyzed>>,
     /// The schedule last saved to the store, as the next reconcile's previous results.
     previous: Option<crate::schedule::Previous>,
+    /// Catalogs of older commits that staged update runs render from, by commit id.
+    run_catalogs: BTreeMap<String, Arc<crate::catalog::Catalog>>,
 }
 
 impl<D: Deliverer> Daemon<D> {
@@ -250,6 +257,7 @@ impl<D: Deliverer> Daemon<D> {
             last_head: None,
             analyzed: Vec::new(),
             previous: None,
+            run_catalogs: BTreeMap::new(),
         })
     }
 
