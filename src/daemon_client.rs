@@ -63,6 +63,15 @@ pub fn schedule(server: &str) -> Result<Previous, ClientError> {
         .collect())
 }
 
+/// The approval requests the daemon's runs wait on, and the last evaluation of the approval
+/// tags, as `GET /api/v1/approvals` answers (for `gitfleet approve` and `verify-approval`).
+pub fn approvals(server: &str) -> Result<crate::approvals::command::ApprovalsView, ClientError> {
+    get(
+        &endpoint(server, "/api/v1/approvals"),
+        "the approval requests",
+    )
+}
+
 /// The daemon's placements, as `GET /api/v1/placements` answers (for `gitfleet status`).
 pub fn placements(server: &str) -> Result<serde_json::Value, ClientError> {
     get(

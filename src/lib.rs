@@ -6,6 +6,7 @@
 //! (`source`, `follow`, `members`, `push`, `state`, `daemon`, `cli`) read repositories, talk to
 //! members and people, and keep state. See ARCHITECTURE.md.
 
+pub mod approvals;
 pub mod bench;
 pub mod catalog;
 pub mod cli;

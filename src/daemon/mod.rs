@@ -13,6 +13,7 @@
 //! into. Shutdown is a `CancellationToken` the loop selects on; the step in flight finishes and
 //! its state is saved.
 
+pub mod approvals;
 pub mod command;
 pub mod deliver;
 pub mod metrics;
@@ -80,6 +81,11 @@ pub struct RunOptions {
     pub poll: Duration,
     pub once: bool,
     pub webhook_secret: Option<Vec<u8>>,
+    /// The trusted signers and approval policy (`--trusted-signers`, `--trusted-gpg-keys`,
+    /// `--approval-policy`); `None`: no tag approves and `verify_commits` rejects every head.
+    pub verifier: Option<crate::approvals::Verifier>,
+    /// `--verify-commits`: serve only heads signed by a trusted signer.
+    pub verify_commits: bool,
 }
 
 /// What the daemon shows on its HTTP API and in logs; replaced after every reconcile.
@@ -102,6 +108,9 @@ pub struct Status {
     pub schedule: Vec<PlacementSchedule>,
     pub reconciles: u64,
     pub commits_rejected: u64,
+    /// Approval requests, accepted approvals and refused tags (`/api/v1/approvals`).
+    #[serde(skip)]
+    pub approvals: crate::approvals::command::ApprovalsView,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -226,6 +235,10 @@ pub struct Daemon<D: Deliverer> {
     analyzed: Vec<Arc<Analyzed>>,
     /// The schedule last saved to the store, as the next reconcile's previous results.
     previous: Option<crate::schedule::Previous>,
+    /// Reads and judges approval tags.
+    approvals: approvals::ApprovalGate,
+    /// The last head whose signature was judged (`--verify-commits`), and why it fails.
+    signature_checked: Option<(String, Option<String>)>,
 }
 
 impl<D: Deliverer> Daemon<D> {
@@ -238,7 +251,10 @@ impl<D: Deliverer> Daemon<D> {
             rejected: state.rejected.clone(),
             ..Status::default()
         }));
+        let gate = approvals::ApprovalGate::new(opts.repo.clone(), opts.verifier.clone());
         Ok(Self {
+            approvals: gate,
+            signature_checked: None,
             opts,
             store,
             state,

@@ -141,13 +141,69 @@ impl<D: Deliverer> Daemon<D> {
         Ok(saved?)
     }
 
+    /// Under `--verify-commits`, why `commit` may not be served (`None`: its signature
+    /// verifies against the trusted signers). Judged once per commit.
+    async fn signature_problem(&mut self, commit: &str) -> Result<Option<String>> {
+        if let Some((c, problem)) = &self.signature_checked {
+            if c == commit {
+                return Ok(problem.clone());
+            }
+        }
+        let (repo, id, verifier) = (
+            self.opts.repo.clone(),
+            commit.to_string(),
+            self.opts.verifier.clone().unwrap_or_default(),
+        );
+        let now = super::now_unix() as i64;
+        let problem = blocking(move || -> Result<Option<String>> {
+            let (_, signed) = crate::approvals::object::read_commit_signature(&repo, &id)?;
+            Ok(
+                match crate::approvals::verify_commit(signed.as_ref(), &verifier.trust, now) {
+                    Ok(signer) => {
+                        tracing::debug!(commit = %id, signer = %signer.name, "head signature verified");
+                        None
+                    }
+                    Err(r) => Some(format!(
+                        "commit signature ({}): {} (--verify-commits)",
+                        r.reason, r.detail
+                    )),
+                },
+            )
+        })
+        .await??;
+        self.signature_checked = Some((commit.to_string(), problem.clone()));
+        Ok(problem)
+    }
+
+    /// Judges the approval tags against the requests the runs wait on and publishes the
+    /// outcome. A tag that cannot be read is logged; the rollout goes on.
+    async fn review_approvals(&mut self, now: u64) {
+        // The staged step's requests (and the approvals it recorded) come in here once the
+        // staged update run engine is merged; until then no run waits on a request.
+        let requests: Vec<crate::rollout::approval::Request> = Vec::new();
+        let accepted = BTreeMap::new();
+        match self
+            .approvals
+            .evaluate(requests, &accepted, &self.metrics, now as i64)
+            .await
+        {
+            Ok((_new, view)) => self.status.lock().unwrap().approvals = view,
+            Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot read the approval tags"),
+        }
+    }
+
     async fn reconcile_inner(&mut self, head: &str) -> Result<Action> {
         let analyzed = self.analyzed(head).await?;
-        let commit = if analyzed.diags.is_empty() {
+        let mut problems: Vec<String> = analyzed.diags.iter().map(|d| d.to_string()).collect();
+        if self.opts.verify_commits {
+            let full = analyzed.commit.clone();
+            problems.extend(self.signature_problem(&full).await?);
+        }
+        let commit = if problems.is_empty() {
             self.state.rejected = None;
             head.to_string()
         } else {
-            let errors: Vec<String> = analyzed.diags.iter().map(|d| d.to_string()).collect();
+            let errors = problems;
             if self.state.rejected.as_ref().map(|r| r.commit.as_str()) != Some(head) {
                 tracing::error!(
                     commit = head,
@@ -312,6 +368,7 @@ impl<D: Deliverer> Daemon<D> {
             }
         }
         self.publish(Some(inventory), decision.steps, Some(schedule));
+        self.review_approvals(now).await;
         Ok(action)
     }
 
