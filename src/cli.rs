@@ -73,6 +73,15 @@ pub enum Command {
     /// Serve simulated member clusters that speak the Kubernetes API over HTTP on loopback, one
     /// port each, for trying gitfleet and kubectl on one machine. Runs until Ctrl-C.
     Sim(SimArgs),
+    /// Approve a staged update run's approval request: a signed tag `gitfleet/approve/<request>`
+    /// on the commit the run was initialised at, made by `git tag -s` with your own signing
+    /// setup, after asking the daemon that the request exists.
+    #[command(after_help = crate::approvals::command::APPROVE_AFTER_HELP)]
+    Approve(crate::approvals::command::ApproveArgs),
+    /// Explain whether an approval tag is accepted, against the same trust files and policy the
+    /// daemon uses (verified in-process: no git, no gpg).
+    #[command(after_help = crate::approvals::command::VERIFY_AFTER_HELP)]
+    VerifyApproval(crate::approvals::command::VerifyApprovalArgs),
 }
 
 const APPLY_EXIT_CODES: &str = "\
@@ -186,6 +195,10 @@ pub struct PlanArgs {
     /// Markdown only: the most bytes to print (GitHub caps comments at 65,536).
     #[arg(long, default_value_t = 60_000)]
     pub max_bytes: usize,
+    /// With trust files: say whether the head's signature passes `gitfleet run
+    /// --verify-commits` (a head that would be refused makes the plan invalid).
+    #[command(flatten)]
+    pub trust: crate::approvals::command::TrustArgs,
 }
 
 /// Where the scheduler's inputs beyond the commit come from.
@@ -381,6 +394,8 @@ pub fn main() -> ExitCode {
         Command::Status(args) => crate::daemon::command::status(&args),
         Command::Quickstart(args) => crate::quickstart::run(&args),
         Command::Sim(args) => sim(args),
+        Command::Approve(args) => crate::approvals::command::approve(&args),
+        Command::VerifyApproval(args) => crate::approvals::command::verify_approval(&args),
     };
     match result {
         Ok(code) => code,
@@ -772,8 +787,31 @@ fn plan(args: &PlanArgs) -> Result<ExitCode> {
     let base = read_rev(&args.base)?;
     let head = read_rev(&args.head)?;
     let (base_cat, _) = crate::analyze(&base.files);
-    let (head_cat, head_diags) = crate::analyze(&head.files);
-    let plan = if head_diags.is_empty() {
+    let (head_cat, mut head_diags) = crate::analyze(&head.files);
+    let mut signature_errors = Vec::new();
+    let mut head_signature = None;
+    if args.trust.given() {
+        let trust = args.trust.load()?.trust;
+        let (_, signed) =
+            crate::approvals::object::read_commit_signature(&args.repo, &head.commit)?;
+        match crate::approvals::verify_commit(signed.as_ref(), &trust, now_unix()) {
+            Ok(s) => {
+                head_signature = Some(format!(
+                    "verified: signed by {} ({})",
+                    s.name,
+                    s.fingerprints.first().map(String::as_str).unwrap_or("")
+                ))
+            }
+            Err(r) => {
+                head_signature = Some(format!("refused: {}", r.reason));
+                signature_errors.push(format!(
+                    "commit signature ({}): {} (gitfleet run --verify-commits would not serve this head)",
+                    r.reason, r.detail
+                ));
+            }
+        }
+    }
+    let plan = if head_diags.is_empty() && signature_errors.is_empty() {
         // A running daemon gives the live inventory and the bindings as they are.
         let (inventory, previous) = match &args.server {
             Some(url) => (
@@ -800,11 +838,13 @@ fn plan(args: &PlanArgs) -> Result<ExitCode> {
             },
         )
     } else {
-        crate::plan::invalid(
-            &base.commit,
-            &head.commit,
-            head_diags.iter().map(|d| d.to_string()).collect(),
-        )
+        let mut errors: Vec<String> = head_diags.drain(..).map(|d| d.to_string()).collect();
+        errors.extend(signature_errors);
+        crate::plan::invalid(&base.commit, &head.commit, errors)
+    };
+    let plan = crate::plan::Plan {
+        head_signature,
+        ..plan
     };
     let text = match args.format {
         PlanFormat::Json => crate::plan::format::json(&plan),

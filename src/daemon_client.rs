@@ -73,6 +73,15 @@ pub fn update_runs(server: &str) -> Result<serde_json::Value, ClientError> {
     Ok(runs)
 }
 
+/// The approval requests the daemon's runs wait on, and the last evaluation of the approval
+/// tags, as `GET /api/v1/approvals` answers (for `gitfleet approve` and `verify-approval`).
+pub fn approvals(server: &str) -> Result<crate::approvals::command::ApprovalsView, ClientError> {
+    get(
+        &endpoint(server, "/api/v1/approvals"),
+        "the approval requests",
+    )
+}
+
 /// The daemon's placements, as `GET /api/v1/placements` answers (for `gitfleet status`).
 pub fn placements(server: &str) -> Result<wire::Placements, ClientError> {
     get(

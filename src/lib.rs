@@ -20,6 +20,8 @@
 //! Edges:
 //! - [`source`]: reading a commit's files with gix; [`follow`]: following a branch (local or
 //!   mirrored), [`webhook`]: GitHub/GitLab webhook signatures;
+//! - [`approvals`]: signed approval tags and signed commits, verified in-process against the
+//!   daemon's trust files;
 //! - [`members`]: kube clients per member, retries, the live inventory;
 //! - [`push`]: applying manifests on members (SSA/CSA/ReportDiff, records, prune, drift);
 //! - [`state`]: the daemon's state directory;
@@ -29,6 +31,7 @@
 //! - [`sim`]: simulated members speaking the Kubernetes API; [`bench`]: the benchmarks' fleets.
 
 pub mod analyze;
+pub mod approvals;
 pub mod bench;
 pub mod catalog;
 pub mod cli;

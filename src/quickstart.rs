@@ -157,6 +157,8 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             poll: Duration::from_secs(30),
             once: false,
             webhook_secret: None,
+            verifier: None,
+            verify_commits: false,
         };
         let deliverer = PushDeliverer {
             kubeconfig: Arc::new(crate::members::read_kubeconfig(&kubeconfig)?),

@@ -60,6 +60,13 @@ pub struct RunArgs {
     /// seconds).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::flags::parse_timeout)]
     pub member_timeout: Duration,
+    /// Who may approve update runs with signed tags (and sign heads, with --verify-commits).
+    #[command(flatten)]
+    pub trust: crate::approvals::command::TrustArgs,
+    /// Serve only heads whose commit signature (`git commit -S`, SSH or OpenPGP) verifies
+    /// against the trusted signers; any other head is rejected like an invalid commit.
+    #[arg(long, env = "GITFLEET_VERIFY_COMMITS")]
+    pub verify_commits: bool,
 }
 
 fn init_logging(format: LogFormat) {
@@ -98,6 +105,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         }
         None => None,
     };
+    if args.verify_commits && !args.trust.given() {
+        bail!("--verify-commits needs --trusted-signers and/or --trusted-gpg-keys");
+    }
+    let verifier = if args.trust.given() || args.trust.approval_policy.is_some() {
+        Some(args.trust.load()?)
+    } else {
+        None
+    };
     let kubeconfig = Arc::new(crate::members::read_kubeconfig(&args.kubeconfig)?);
     let (repo, remote) = match crate::follow::remote::Location::parse(&args.repo)? {
         crate::follow::remote::Location::Local(path) => {
@@ -121,6 +136,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         poll: args.poll,
         once: args.once,
         webhook_secret: webhook_secret.clone(),
+        verifier,
+        verify_commits: args.verify_commits,
     };
     let deliverer = PushDeliverer {
         kubeconfig,

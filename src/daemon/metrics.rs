@@ -21,6 +21,10 @@ pub struct Metrics {
     pub member_healthy: Family<Labels, Gauge>,
     /// Clusters up to date / waiting / being changed, by placement and state.
     pub rollout_clusters: Family<Labels, Gauge>,
+    /// Approval tags accepted.
+    pub approvals_accepted: Counter,
+    /// Approval tags refused, by reason (each tag object and reason counted once).
+    pub approval_rejections: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -33,6 +37,18 @@ impl Default for Metrics {
         let pushes = Family::<Labels, Counter>::default();
         let member_healthy = Family::<Labels, Gauge>::default();
         let rollout_clusters = Family::<Labels, Gauge>::default();
+        let approvals_accepted = Counter::default();
+        let approval_rejections = Family::<Labels, Counter>::default();
+        registry.register(
+            "approvals_accepted",
+            "Approval tags accepted",
+            approvals_accepted.clone(),
+        );
+        registry.register(
+            "approval_rejections",
+            "Approval tags rejected, by reason",
+            approval_rejections.clone(),
+        );
         registry.register(
             "commits_seen",
             "New branch heads seen",
@@ -71,6 +87,8 @@ impl Default for Metrics {
             pushes,
             member_healthy,
             rollout_clusters,
+            approvals_accepted,
+            approval_rejections,
         }
     }
 }
@@ -105,7 +123,18 @@ mod tests {
             .get_or_create(&labels(&[("member", "m1")]))
             .set(1);
         m.reconcile_seconds.observe(0.2);
+        m.approval_rejections
+            .get_or_create(&labels(&[("reason", "UnknownKey")]))
+            .inc();
         let text = m.render();
+        assert!(
+            text.contains("gitfleet_approval_rejections_total{reason=\"UnknownKey\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gitfleet_approvals_accepted_total 0"),
+            "{text}"
+        );
         assert!(text.contains("gitfleet_commits_seen_total 1"), "{text}");
         assert!(
             text.contains("gitfleet_member_pushes_total{member=\"m1\",outcome=\"applied\"} 1"),

@@ -13,6 +13,7 @@
 //! into. Shutdown is a `CancellationToken` the loop selects on; the step in flight finishes and
 //! its state is saved.
 
+pub mod approvals;
 pub mod command;
 pub mod deliver;
 pub mod metrics;
@@ -82,6 +83,11 @@ pub struct RunOptions {
     pub poll: Duration,
     pub once: bool,
     pub webhook_secret: Option<Vec<u8>>,
+    /// The trusted signers and approval policy (`--trusted-signers`, `--trusted-gpg-keys`,
+    /// `--approval-policy`); `None`: no tag approves and `verify_commits` rejects every head.
+    pub verifier: Option<crate::approvals::Verifier>,
+    /// `--verify-commits`: serve only heads signed by a trusted signer.
+    pub verify_commits: bool,
 }
 
 /// What the daemon shows on its HTTP API and in logs; replaced after every reconcile.
@@ -108,6 +114,9 @@ pub struct Status {
     /// `/api/v1/approvalrequests`).
     #[serde(skip)]
     pub runs: runs::Runs,
+    /// Approval requests, accepted approvals and refused tags (`/api/v1/approvals`).
+    #[serde(skip)]
+    pub approvals: crate::approvals::command::ApprovalsView,
 }
 
 /// One placement as the status API shows it (`GET /api/v1/placements`, [`wire::Placements`]).
@@ -235,6 +244,10 @@ pub struct Daemon<D: Deliverer> {
     previous: Option<crate::schedule::Previous>,
     /// Catalogs of older commits that staged update runs render from, by commit id.
     run_catalogs: BTreeMap<String, Arc<crate::catalog::Catalog>>,
+    /// Reads and judges approval tags.
+    approvals: approvals::ApprovalGate,
+    /// The last head whose signature was judged (`--verify-commits`), and why it fails.
+    signature_checked: Option<(String, Option<String>)>,
 }
 
 impl<D: Deliverer> Daemon<D> {
@@ -247,7 +260,10 @@ impl<D: Deliverer> Daemon<D> {
             rejected: state.rejected.clone(),
             ..Status::default()
         }));
+        let gate = approvals::ApprovalGate::new(opts.repo.clone(), opts.verifier.clone());
         Ok(Self {
+            approvals: gate,
+            signature_checked: None,
             opts,
             store,
             state,

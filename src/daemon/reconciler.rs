@@ -196,15 +196,70 @@ impl<D: Deliverer> Daemon<D> {
         Ok(self.run_catalogs.clone())
     }
 
-    /// The approvals accepted for the staged update runs' requests. Empty until the signed-tag
-    /// verifier (`crate::approvals`) is merged: then it answers here, for `requests`, and this
-    /// is the one line to change. (Approvals already recorded in a run stay in its record.)
-    fn accepted_approvals(
-        &self,
-        requests: &[crate::rollout::approval::Request],
+    /// Under `--verify-commits`, why `commit` may not be served (`None`: its signature
+    /// verifies against the trusted signers). Judged once per commit.
+    async fn signature_problem(&mut self, commit: &str) -> Result<Option<String>> {
+        if let Some((c, problem)) = &self.signature_checked {
+            if c == commit {
+                return Ok(problem.clone());
+            }
+        }
+        let (repo, id, verifier) = (
+            self.opts.repo.clone(),
+            commit.to_string(),
+            self.opts.verifier.clone().unwrap_or_default(),
+        );
+        let now = super::now_unix() as i64;
+        let problem = blocking(move || -> Result<Option<String>> {
+            let (_, signed) = crate::approvals::object::read_commit_signature(&repo, &id)?;
+            Ok(
+                match crate::approvals::verify_commit(signed.as_ref(), &verifier.trust, now) {
+                    Ok(signer) => {
+                        tracing::debug!(commit = %id, signer = %signer.name, "head signature verified");
+                        None
+                    }
+                    Err(r) => Some(format!(
+                        "commit signature ({}): {} (--verify-commits)",
+                        r.reason, r.detail
+                    )),
+                },
+            )
+        })
+        .await??;
+        self.signature_checked = Some((commit.to_string(), problem.clone()));
+        Ok(problem)
+    }
+
+    /// The approvals newly accepted for the requests the staged update runs wait on, judged
+    /// from the approval tags (approvals already recorded in a run stay in its record and are
+    /// not judged again). Publishes the evaluation; a tag that cannot be read is logged and
+    /// the rollout goes on without it.
+    async fn accepted_approvals(
+        &mut self,
+        requests: Vec<crate::rollout::approval::Request>,
+        now: u64,
     ) -> BTreeMap<String, crate::rollout::approval::Approval> {
-        let _ = requests;
-        BTreeMap::new()
+        let recorded: BTreeMap<String, crate::rollout::approval::Approval> = self
+            .state
+            .runs
+            .values()
+            .flat_map(crate::rollout::staged::status::recorded_approvals)
+            .map(|a| (a.request.clone(), a))
+            .collect();
+        match self
+            .approvals
+            .evaluate(requests, &recorded, &self.metrics, now as i64)
+            .await
+        {
+            Ok((new, view)) => {
+                self.status.lock().unwrap().approvals = view;
+                new.into_iter().map(|a| (a.request.clone(), a)).collect()
+            }
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "cannot read the approval tags");
+                BTreeMap::new()
+            }
+        }
     }
 
     async fn reconcile_inner(&mut self, head: &str) -> Result<Action> {
@@ -212,6 +267,10 @@ impl<D: Deliverer> Daemon<D> {
         let mut problems: Vec<String> = analyzed.diags.iter().map(|d| d.to_string()).collect();
         if problems.is_empty() {
             problems = self.update_problems(&analyzed).await?;
+        }
+        if self.opts.verify_commits {
+            let full = analyzed.commit.clone();
+            problems.extend(self.signature_problem(&full).await?);
         }
         let commit = if problems.is_empty() {
             self.state.rejected = None;
@@ -295,7 +354,7 @@ impl<D: Deliverer> Daemon<D> {
             .flat_map(crate::rollout::staged::status::open_requests)
             .collect();
         let staged = crate::rollout::StagedInput {
-            approvals: self.accepted_approvals(&asked),
+            approvals: self.accepted_approvals(asked, now).await,
             catalogs: self.run_catalogs(&commit).await?,
         };
         // Scheduling and the step take seconds on a large fleet: off the async threads, with
@@ -400,6 +459,9 @@ impl<D: Deliverer> Daemon<D> {
         {
             let mut st = self.status.lock().unwrap();
             st.runs = super::runs::Runs::of(&self.state);
+            // Requests this step reached are listed at once; their tags are judged at the next
+            // reconcile, which the step asks for straight away.
+            st.approvals.requests = waiting.clone();
             st.runs.waiting = waiting;
         }
         Ok(action)

@@ -192,6 +192,10 @@ async fn schedule(State(api): State<Api>) -> Response {
     })
 }
 
+async fn approvals(State(api): State<Api>) -> Response {
+    json_ok(&status_of(&api).approvals)
+}
+
 async fn webhook(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
     let Some(secret) = &api.webhook_secret else {
         return problem(
@@ -256,6 +260,7 @@ pub fn router(api: Api, limits: &Limits) -> Router {
         .route("/api/v1/updateruns", get(update_runs))
         .route("/api/v1/approvalrequests", get(approval_requests))
         .route("/api/v1/schedule", get(schedule))
+        .route("/api/v1/approvals", get(approvals))
         .route("/hooks/git", post(webhook))
         .fallback(|| async { problem(StatusCode::NOT_FOUND, "not found") })
         .with_state(api)

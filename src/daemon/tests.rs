@@ -161,6 +161,8 @@ impl World {
             poll: Duration::from_secs(30),
             once,
             webhook_secret: None,
+            verifier: None,
+            verify_commits: false,
         };
         Daemon::open(opts, Fake(self.members.clone())).unwrap()
     }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use super::FollowError;
+use crate::rollout::approval::TAG_PREFIX as APPROVAL_TAGS;
 
 /// Where `--repo` points.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +112,8 @@ impl Mirror {
     }
 
     /// Fetches `branch` from the URL into `refs/heads/<branch>` of the mirror, force-updating
-    /// it so that a rewritten history is followed. Blocking: network and disk.
+    /// it so that a rewritten history is followed, and the approval tags
+    /// (`refs/tags/gitfleet/approve/*`) with it. Blocking: network and disk.
     pub fn fetch(&self, branch: &str, interrupt: &AtomicBool) -> Result<Fetched, FollowError> {
         let err = |message: String| FollowError::Fetch {
             url: redacted(&self.url),
@@ -127,9 +129,17 @@ impl Mirror {
         // it twice is refused harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
+        // Approval tags come with the branch (forced, as the remote has them: a tag accepted
+        // once is recorded by the daemon, so moving it later changes nothing).
+        let tags = format!("+refs/tags/{APPROVAL_TAGS}*:refs/tags/{APPROVAL_TAGS}*");
         let remote = repo
             .remote_at(self.url.as_str())
-            .and_then(|r| r.with_refspecs([refspec.as_str()], gix::remote::Direction::Fetch))
+            .and_then(|r| {
+                r.with_refspecs(
+                    [refspec.as_str(), tags.as_str()],
+                    gix::remote::Direction::Fetch,
+                )
+            })
             .map_err(|e| err(chain(&e)))?
             .with_fetch_tags(gix::remote::fetch::Tags::None);
         let outcome = remote
@@ -137,7 +147,13 @@ impl Mirror {
             .and_then(|c| c.prepare_fetch(gix::progress::Discard, Default::default()))
             .and_then(|p| p.receive(gix::progress::Discard, interrupt))
             .map_err(|e| err(chain(&e)))?;
-        if outcome.ref_map.mappings.is_empty() {
+        let local = format!("refs/heads/{branch}");
+        let has_branch = outcome
+            .ref_map
+            .mappings
+            .iter()
+            .any(|m| m.local.as_ref().is_some_and(|l| *l == local.as_str()));
+        if !has_branch {
             return Err(err("the remote has no such branch".to_string()));
         }
         let after = super::branch_head(&self.path, branch)?;
@@ -225,6 +241,56 @@ mod tests {
         ] {
             assert_eq!(redacted(url), shown, "{url}");
         }
+    }
+
+    #[test]
+    fn a_fetch_brings_the_approval_tags_with_the_branch() {
+        let git = |dir: &Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.com")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.com")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        let src = tempfile::tempdir().unwrap();
+        git(src.path(), &["init", "-q", "-b", "main"]);
+        git(src.path(), &["commit", "-q", "--allow-empty", "-m", "one"]);
+        git(
+            src.path(),
+            &[
+                "tag",
+                "-a",
+                "-m",
+                "ok",
+                "gitfleet/approve/ns/run-before-prod",
+            ],
+        );
+        git(src.path(), &["tag", "-a", "-m", "other", "v1"]);
+        let state = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", src.path().display());
+        let mirror = Mirror::open(&url, state.path()).unwrap();
+        mirror.fetch("main", &AtomicBool::new(false)).unwrap();
+        let tags = git(&mirror.path, &["tag", "-l"]);
+        assert_eq!(
+            tags, "gitfleet/approve/ns/run-before-prod",
+            "only approval tags are fetched"
+        );
+        let e = mirror
+            .fetch("release", &AtomicBool::new(false))
+            .unwrap_err();
+        assert!(e.to_string().contains("no such branch"), "{e}");
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub fn text(plan: &Plan, color: bool) -> String {
     let mut out = String::new();
     let range = format!("gitfleet plan {}..{}", short(&plan.base), short(&plan.head));
     let _ = writeln!(out, "{}: {}", p.bold(&range), headline(plan));
+    if let Some(signed) = &plan.head_signature {
+        let _ = writeln!(out, "head signature: {signed}");
+    }
     if !plan.errors.is_empty() {
         for e in &plan.errors {
             let _ = writeln!(out, "{} {e}", p.red_bold("error:"));
@@ -112,6 +115,9 @@ pub fn markdown(plan: &Plan, max_bytes: usize) -> String {
         short(&plan.base),
         short(&plan.head)
     );
+    if let Some(signed) = &plan.head_signature {
+        let _ = writeln!(out, "Head signature: {signed}\n");
+    }
     if !plan.errors.is_empty() {
         markdown_errors(&mut out, plan, max_bytes);
         return out;
@@ -883,6 +889,7 @@ mod tests {
             base: "a".repeat(40),
             head: "b".repeat(40),
             errors: vec![],
+            head_signature: None,
             summary: Summary {
                 placements_added: 1,
                 clusters_with_manifest_changes: 20,

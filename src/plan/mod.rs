@@ -47,6 +47,10 @@ pub struct Plan {
     pub head: String,
     /// The head commit's validation errors: when any, nothing else is computed.
     pub errors: Vec<String>,
+    /// With trust files given: who signed the head, as `--verify-commits` would judge it (a
+    /// head that would be refused has its reason in `errors`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head_signature: Option<String>,
     pub summary: Summary,
     pub placements: Vec<PlacementPlan>,
     pub clusters: Vec<ClusterPlan>,
@@ -252,6 +256,7 @@ pub fn invalid(base: &str, head: &str, errors: Vec<String>) -> Plan {
         base: base.into(),
         head: head.into(),
         errors,
+        head_signature: None,
         summary: Summary::default(),
         placements: vec![],
         clusters: vec![],
@@ -305,6 +310,7 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
         base: base.commit.into(),
         head: head.commit.into(),
         errors: vec![],
+        head_signature: None,
         summary,
         placements,
         clusters,

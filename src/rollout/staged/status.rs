@@ -234,6 +234,19 @@ pub fn summary(st: &RunStatus) -> String {
     }
 }
 
+/// The approvals a run has recorded (accepted once, kept whatever the tags do later).
+pub fn recorded_approvals(st: &RunStatus) -> Vec<Approval> {
+    st.stages_status
+        .iter()
+        .flat_map(|s| {
+            s.before_stage_task_status
+                .iter()
+                .chain(&s.after_stage_task_status)
+        })
+        .filter_map(|t| t.approval.clone())
+        .collect()
+}
+
 /// The approval requests of a run that exist and are not approved yet: what the approvals
 /// edge is asked about.
 pub fn open_requests(st: &RunStatus) -> Vec<crate::rollout::approval::Request> {

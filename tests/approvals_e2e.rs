@@ -1,0 +1,602 @@
+//! Approval tags end to end: real keys made by `ssh-keygen` and `gpg` in a temporary home, tags
+//! made and signed by the real `git tag -s` (SSH through `gpg.format=ssh`, OpenPGP through gpg),
+//! judged by the real `gitfleet verify-approval`, which verifies in-process (no git, no gpg).
+//! Every rejection reason of issue 14 has its case.
+
+mod common;
+
+use common::{gitfleet, Repo};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Keys, trust files and a repository with two commits: `init` (where run `run1` was
+/// initialised) and `other`.
+struct Fixture {
+    repo: Repo,
+    home: tempfile::TempDir,
+    init: String,
+    other: String,
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let repo = Repo::new();
+        repo.write("README.md", "fleet\n");
+        let init = repo.commit("init");
+        repo.write("README.md", "fleet 2\n");
+        let other = repo.commit("other");
+        let home = tempfile::tempdir().unwrap();
+        let gnupg = home.path().join("gnupg");
+        std::fs::create_dir(&gnupg).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&gnupg, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        Fixture {
+            repo,
+            home,
+            init,
+            other,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.home.path().join(name)
+    }
+
+    fn gpg(&self) -> Command {
+        let mut c = Command::new("gpg");
+        c.env("GNUPGHOME", self.path("gnupg"))
+            .env("HOME", self.home.path())
+            .args(["--batch", "--pinentry-mode", "loopback", "--passphrase", ""]);
+        c
+    }
+
+    /// A new SSH key `name` (ed25519, no passphrase); returns its private key file.
+    fn ssh_key(&self, name: &str) -> PathBuf {
+        let key = self.path(name);
+        run(Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+            .arg(&key));
+        key
+    }
+
+    fn ssh_public(&self, key: &Path) -> String {
+        std::fs::read_to_string(key.with_extension("pub"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    fn ssh_fingerprint(&self, key: &Path) -> String {
+        let out = run(Command::new("ssh-keygen")
+            .arg("-lf")
+            .arg(key.with_extension("pub")));
+        out.split_whitespace().nth(1).unwrap().to_string()
+    }
+
+    /// A new OpenPGP signing key for `uid`, made at `faked` time if given (gpg's
+    /// `--faked-system-time`), expiring after `expire`; returns its fingerprint.
+    fn gpg_key(&self, uid: &str, expire: &str, faked: Option<&str>) -> String {
+        let mut c = self.gpg();
+        if let Some(t) = faked {
+            c.args(["--faked-system-time", t]);
+        }
+        run(c.args(["--quick-gen-key", uid, "ed25519", "sign", expire]));
+        let out = run(self.gpg().args(["--with-colons", "--list-keys", uid]));
+        out.lines()
+            .find_map(|l| l.strip_prefix("fpr:::::::::"))
+            .map(|f| f.trim_end_matches(':').to_string())
+            .unwrap()
+    }
+
+    fn gpg_export(&self, uids: &[&str]) -> String {
+        run(self.gpg().args(["--armor", "--export"]).args(uids))
+    }
+
+    /// `git tag -s` as a user with this home: SSH when `ssh_key` is given, else OpenPGP with
+    /// `gpg_uid` (through `gpg_program` if given).
+    fn sign_tag(&self, name: &str, commit: &str, signer: Signer<'_>) -> String {
+        let mut c = self.git_as(signer);
+        run(c.args([
+            "tag",
+            "-s",
+            "-m",
+            &format!("Approve {name}"),
+            &format!("gitfleet/approve/{name}"),
+            commit,
+        ]));
+        self.repo
+            .git(&["rev-parse", &format!("refs/tags/gitfleet/approve/{name}")])
+    }
+
+    /// git in the repository as a user of this home who signs as `signer`.
+    fn git_as(&self, signer: Signer<'_>) -> Command {
+        let mut c = Command::new("git");
+        c.current_dir(self.repo.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", self.home.path())
+            .env("GNUPGHOME", self.path("gnupg"))
+            .env("GIT_AUTHOR_NAME", "Approver")
+            .env("GIT_AUTHOR_EMAIL", "approver@example.com")
+            .env("GIT_COMMITTER_NAME", "Approver")
+            .env("GIT_COMMITTER_EMAIL", "approver@example.com");
+        match signer {
+            Signer::Ssh(key) => {
+                c.args(["-c", "gpg.format=ssh", "-c"])
+                    .arg(format!("user.signingkey={}", key.display()));
+            }
+            Signer::Gpg(uid, program) => {
+                c.args(["-c", &format!("user.signingkey={uid}")]);
+                if let Some(p) = program {
+                    c.args(["-c", &format!("gpg.program={}", p.display())]);
+                }
+            }
+        }
+        c
+    }
+
+    /// `git commit -S` of everything staged, signed like [`Fixture::sign_tag`]; returns the id.
+    fn commit_signed(&self, message: &str, signer: Signer<'_>) -> String {
+        self.repo.git(&["add", "-A"]);
+        let mut c = self.git_as(signer);
+        run(c.args(["commit", "-q", "-S", "-m", message]));
+        self.repo.git(&["rev-parse", "HEAD"])
+    }
+
+    /// Runs `gitfleet verify-approval` against the trust files and policy written here,
+    /// asserting that `commit` is where the run was initialised. Returns (exit code, JSON).
+    fn verify(&self, name: &str, commit: &str) -> (i32, serde_json::Value) {
+        let mut args = vec![
+            "verify-approval".to_string(),
+            format!("gitfleet/approve/{name}"),
+            "--repo".into(),
+            self.repo.path().display().to_string(),
+            "--commit".into(),
+            commit.into(),
+            "-o".into(),
+            "json".into(),
+        ];
+        for (flag, file) in [
+            ("--trusted-signers", "allowed_signers"),
+            ("--trusted-gpg-keys", "trusted.asc"),
+            ("--approval-policy", "policy.yaml"),
+        ] {
+            if self.path(file).exists() {
+                args.push(flag.into());
+                args.push(self.path(file).display().to_string());
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = gitfleet(&args);
+        assert!(
+            r.code == 0 || r.code == 1,
+            "verify-approval failed ({}): {}",
+            r.code,
+            r.stderr
+        );
+        (r.code, serde_json::from_str(&r.stdout).expect(&r.stdout))
+    }
+
+    fn write(&self, file: &str, text: &str) {
+        std::fs::write(self.path(file), text).unwrap();
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Signer<'a> {
+    Ssh(&'a Path),
+    Gpg(&'a str, Option<&'a Path>),
+}
+
+fn rejected(verdict: &(i32, serde_json::Value), reason: &str) -> String {
+    assert_eq!(verdict.0, 1, "{}", verdict.1);
+    assert_eq!(verdict.1["accepted"], false);
+    assert_eq!(verdict.1["rejection"]["reason"], reason, "{}", verdict.1);
+    verdict.1["rejection"]["detail"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn accepted(verdict: &(i32, serde_json::Value)) -> &serde_json::Value {
+    assert_eq!(verdict.0, 0, "{}", verdict.1);
+    &verdict.1["approval"]
+}
+
+/// An SSH fixture: alice and sre trusted, bob trusted only until 2020, mallory unknown.
+fn ssh_fixture() -> (Fixture, PathBuf, PathBuf, PathBuf, PathBuf) {
+    let f = Fixture::new();
+    let (alice, sre, bob, mallory) = (
+        f.ssh_key("alice"),
+        f.ssh_key("sre"),
+        f.ssh_key("bob"),
+        f.ssh_key("mallory"),
+    );
+    f.write(
+        "allowed_signers",
+        &format!(
+            "alice@example.com namespaces=\"git\" {}\nsre@example.com {}\nbob@example.com valid-before=\"20200101\" {}\n",
+            f.ssh_public(&alice),
+            f.ssh_public(&sre),
+            f.ssh_public(&bob)
+        ),
+    );
+    (f, alice, sre, bob, mallory)
+}
+
+#[test]
+fn an_ssh_signed_tag_from_a_trusted_signer_approves() {
+    let (f, alice, ..) = ssh_fixture();
+    let id = f.sign_tag("run1-before-canary", &f.init, Signer::Ssh(&alice));
+    let v = f.verify("run1-before-canary", &f.init);
+    let a = accepted(&v);
+    assert_eq!(a["request"], "run1-before-canary");
+    assert_eq!(a["signer"], "alice@example.com");
+    assert_eq!(a["keyFingerprint"], f.ssh_fingerprint(&alice));
+    assert_eq!(a["tagObject"], id.as_str());
+    assert_eq!(a["commit"], f.init.as_str());
+}
+
+#[test]
+fn an_openpgp_signed_tag_from_a_trusted_key_approves() {
+    let f = Fixture::new();
+    let fpr = f.gpg_key("Ops <ops@example.com>", "1y", None);
+    f.write("trusted.asc", &f.gpg_export(&["ops@example.com"]));
+    f.sign_tag(
+        "run1-after-canary",
+        &f.init,
+        Signer::Gpg("ops@example.com", None),
+    );
+    let v = f.verify("run1-after-canary", &f.init);
+    let a = accepted(&v);
+    assert_eq!(a["signer"], "Ops <ops@example.com>");
+    assert_eq!(a["keyFingerprint"], fpr.as_str());
+}
+
+#[test]
+fn a_lightweight_tag_is_rejected() {
+    let (f, ..) = ssh_fixture();
+    f.repo
+        .git(&["tag", "gitfleet/approve/run1-before-canary", &f.init]);
+    let d = rejected(&f.verify("run1-before-canary", &f.init), "LightweightTag");
+    assert!(d.contains("git tag -s"), "{d}");
+}
+
+#[test]
+fn an_unsigned_annotated_tag_is_rejected() {
+    let (f, ..) = ssh_fixture();
+    f.repo.git(&[
+        "tag",
+        "-a",
+        "-m",
+        "approve",
+        "gitfleet/approve/run1-before-canary",
+        &f.init,
+    ]);
+    rejected(&f.verify("run1-before-canary", &f.init), "Unsigned");
+}
+
+#[test]
+fn a_tampered_tag_has_a_bad_signature() {
+    let (f, alice, ..) = ssh_fixture();
+    f.sign_tag("run1-before-canary", &f.init, Signer::Ssh(&alice));
+    // The same tag with one word of its message changed, written back with `git mktag`.
+    let original = f
+        .repo
+        .git(&["cat-file", "tag", "gitfleet/approve/run1-before-canary"]);
+    let tampered = format!("{}\n", original.replacen("Approve run1", "Approve RUN1", 1));
+    assert_ne!(tampered.trim(), original);
+    let input = f.path("tampered");
+    std::fs::write(&input, tampered).unwrap();
+    let id = run(Command::new("sh")
+        .current_dir(f.repo.path())
+        .arg("-c")
+        .arg(format!("git mktag < {}", input.display())));
+    f.repo.git(&[
+        "update-ref",
+        "refs/tags/gitfleet/approve/run1-before-canary",
+        &id,
+    ]);
+    let d = rejected(&f.verify("run1-before-canary", &f.init), "BadSignature");
+    assert!(d.contains(&f.ssh_fingerprint(&alice)), "{d}");
+}
+
+#[test]
+fn a_signature_by_an_unknown_key_is_rejected() {
+    let (f, _, _, _, mallory) = ssh_fixture();
+    f.sign_tag("run1-before-canary", &f.init, Signer::Ssh(&mallory));
+    let d = rejected(&f.verify("run1-before-canary", &f.init), "UnknownKey");
+    assert!(
+        d.contains(&f.ssh_fingerprint(&mallory)) && d.contains("--trusted-signers"),
+        "{d}"
+    );
+    // An OpenPGP key that is not in --trusted-gpg-keys either.
+    f.gpg_key("Eve <eve@example.com>", "1y", None);
+    f.sign_tag(
+        "run1-after-canary",
+        &f.init,
+        Signer::Gpg("eve@example.com", None),
+    );
+    let d = rejected(&f.verify("run1-after-canary", &f.init), "UnknownKey");
+    assert!(d.contains("--trusted-gpg-keys"), "{d}");
+}
+
+#[test]
+fn an_expired_ssh_key_is_rejected() {
+    let (f, _, _, bob, _) = ssh_fixture();
+    f.sign_tag("run1-before-canary", &f.init, Signer::Ssh(&bob));
+    let d = rejected(&f.verify("run1-before-canary", &f.init), "ExpiredKey");
+    assert!(
+        d.contains("2020-01-01") && d.contains("valid-before"),
+        "{d}"
+    );
+}
+
+#[test]
+fn an_expired_openpgp_key_is_rejected() {
+    let f = Fixture::new();
+    // Made on 2020-01-01 with a one-day life, and the tag signed while it lived: gpg's clock is
+    // faked for both (git calls the wrapper as its gpg.program).
+    let fpr = f.gpg_key("Old <old@example.com>", "1d", Some("20200101T000000"));
+    f.write("trusted.asc", &f.gpg_export(&["old@example.com"]));
+    let wrapper = f.path("gpg-2020");
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\nexec gpg --faked-system-time 20200101T000100 \"$@\"\n",
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    f.sign_tag(
+        "run1-before-canary",
+        &f.init,
+        Signer::Gpg("old@example.com", Some(&wrapper)),
+    );
+    let d = rejected(&f.verify("run1-before-canary", &f.init), "ExpiredKey");
+    assert!(
+        d.contains(&fpr) && d.contains("expired at 2020-01-02"),
+        "{d}"
+    );
+}
+
+#[test]
+fn the_policy_keeps_production_for_sres() {
+    let (f, alice, sre, ..) = ssh_fixture();
+    f.write(
+        "policy.yaml",
+        "rules:\n- stages: [\"prod*\"]\n  principals: [\"sre@example.com\"]\n- stages: [\"*\"]\n  principals: [\"*\"]\n",
+    );
+    f.sign_tag("run1-before-production", &f.init, Signer::Ssh(&alice));
+    let d = rejected(
+        &f.verify("run1-before-production", &f.init),
+        "SignerNotAllowed",
+    );
+    assert!(
+        d.contains("alice@example.com") && d.contains("production"),
+        "{d}"
+    );
+    // Alice may still approve other stages; the SRE may approve production.
+    f.sign_tag("run1-before-canary", &f.init, Signer::Ssh(&alice));
+    accepted(&f.verify("run1-before-canary", &f.init));
+    f.sign_tag("run1-after-production", &f.init, Signer::Ssh(&sre));
+    assert_eq!(
+        accepted(&f.verify("run1-after-production", &f.init))["signer"],
+        "sre@example.com"
+    );
+}
+
+#[test]
+fn a_tag_on_another_commit_is_rejected() {
+    let (f, alice, ..) = ssh_fixture();
+    f.sign_tag("run1-before-canary", &f.other, Signer::Ssh(&alice));
+    let d = rejected(&f.verify("run1-before-canary", &f.init), "WrongCommit");
+    assert!(d.contains(&f.other) && d.contains(&f.init), "{d}");
+}
+
+#[test]
+fn a_tag_replayed_from_an_earlier_run_of_the_same_name_is_rejected() {
+    let (f, alice, ..) = ssh_fixture();
+    // run1 was initialised at `init` and approved there; a later run1 starts at a new commit.
+    f.sign_tag("run1-after-canary", &f.init, Signer::Ssh(&alice));
+    accepted(&f.verify("run1-after-canary", &f.init));
+    f.repo.write("run.yaml", "# run1 again\n");
+    let again = f.repo.commit("run1 again");
+    let d = rejected(&f.verify("run1-after-canary", &again), "WrongCommit");
+    assert!(d.contains("earlier run"), "{d}");
+}
+
+#[test]
+fn a_tag_for_a_request_that_cannot_exist_is_rejected() {
+    let (f, alice, ..) = ssh_fixture();
+    f.sign_tag("deploy-everything", &f.init, Signer::Ssh(&alice));
+    let d = rejected(&f.verify("deploy-everything", &f.init), "NoSuchRequest");
+    assert!(d.contains("deploy-everything"), "{d}");
+}
+
+#[test]
+fn a_signed_tag_renamed_to_approve_another_request_is_rejected() {
+    let (f, alice, ..) = ssh_fixture();
+    let staging = f.sign_tag("run1-before-staging", &f.init, Signer::Ssh(&alice));
+    f.repo.git(&[
+        "update-ref",
+        "refs/tags/gitfleet/approve/run1-before-production",
+        &staging,
+    ]);
+    let d = rejected(&f.verify("run1-before-production", &f.init), "Malformed");
+    assert!(d.contains("gitfleet/approve/run1-before-staging"), "{d}");
+}
+
+#[test]
+fn verify_approval_without_trust_files_is_a_usage_error() {
+    let (f, ..) = ssh_fixture();
+    let r = gitfleet(&[
+        "verify-approval",
+        "run1-before-canary",
+        "--repo",
+        &f.repo.path().display().to_string(),
+        "--commit",
+        &f.init,
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("--trusted-signers"), "{}", r.stderr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --verify-commits: the daemon serves only signed heads; plan says whether a head would pass.
+// ---------------------------------------------------------------------------------------------
+
+const FLEET: &str = "anonymousAuth: true\nmembers:\n  - name: alpha\n    nodes: [{count: 1, cpu: \"4\", memory: 16Gi, instanceType: D4}]\n";
+
+fn shop(version: &str) -> String {
+    format!(
+        "apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\nmetadata: {{name: alpha}}\n\
+         spec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata: {{name: shop}}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: shop-config, namespace: shop}}\n\
+         data: {{version: \"{version}\"}}\n---\n\
+         apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+         metadata: {{name: shop}}\nspec:\n  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: shop}}]\n"
+    )
+}
+
+#[test]
+fn verify_commits_serves_only_heads_signed_by_trusted_keys() {
+    let (f, alice, _, _, mallory) = ssh_fixture();
+    f.gpg_key("Ops <ops@example.com>", "1y", None);
+    f.write("trusted.asc", &f.gpg_export(&["ops@example.com"]));
+    let sim = common::sim::SimFleet::start(FLEET);
+    let state = tempfile::tempdir().unwrap();
+    let once = || {
+        gitfleet(&[
+            "run",
+            "--once",
+            "--verify-commits",
+            "--repo",
+            f.repo.path().to_str().unwrap(),
+            "--kubeconfig",
+            sim.kubeconfig.to_str().unwrap(),
+            "--state-dir",
+            state.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--trusted-signers",
+            f.path("allowed_signers").to_str().unwrap(),
+            "--trusted-gpg-keys",
+            f.path("trusted.asc").to_str().unwrap(),
+        ])
+    };
+    let version = || {
+        let (code, out, _) = sim.kubectl(
+            "alpha",
+            &[
+                "get",
+                "configmap",
+                "shop-config",
+                "-n",
+                "shop",
+                "-o",
+                "jsonpath={.data.version}",
+            ],
+        );
+        (code == 0).then_some(out)
+    };
+    let rejected_for = || -> String {
+        let saved: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(state.path().join("daemon.json")).unwrap())
+                .unwrap();
+        saved["rejected"]["errors"].to_string()
+    };
+
+    // Signed with a trusted SSH key: served.
+    f.repo.write("shop.yaml", &shop("1"));
+    let good = f.commit_signed("shop 1", Signer::Ssh(&alice));
+    let r = once();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(version().as_deref(), Some("1"));
+
+    // Unsigned: rejected like an invalid commit; the last good one stays.
+    f.repo.write("shop.yaml", &shop("2"));
+    let unsigned = f.repo.commit("shop 2, unsigned");
+    let r = once();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("commit rejected"), "{}", r.stderr);
+    assert!(
+        rejected_for().contains("commit signature (Unsigned)"),
+        "{}",
+        rejected_for()
+    );
+    assert_eq!(version().as_deref(), Some("1"));
+
+    // Signed by a key nobody trusts: rejected too.
+    f.repo.write("shop.yaml", &shop("3"));
+    f.commit_signed("shop 3", Signer::Ssh(&mallory));
+    let r = once();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        rejected_for().contains("commit signature (UnknownKey)"),
+        "{}",
+        rejected_for()
+    );
+    assert_eq!(version().as_deref(), Some("1"));
+
+    // Signed with a trusted OpenPGP key: served.
+    f.repo.write("shop.yaml", &shop("4"));
+    let gpg_signed = f.commit_signed("shop 4", Signer::Gpg("ops@example.com", None));
+    let r = once();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(version().as_deref(), Some("4"));
+
+    // plan says it before the merge.
+    let plan = |base: &str, head: &str| {
+        gitfleet(&[
+            "plan",
+            "--repo",
+            f.repo.path().to_str().unwrap(),
+            "--base",
+            base,
+            "--head",
+            head,
+            "--trusted-signers",
+            f.path("allowed_signers").to_str().unwrap(),
+            "--trusted-gpg-keys",
+            f.path("trusted.asc").to_str().unwrap(),
+        ])
+    };
+    let r = plan(&good, &gpg_signed);
+    assert!(
+        r.stdout
+            .contains("head signature: verified: signed by Ops <ops@example.com>"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+    let r = plan(&good, &unsigned);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("head signature: refused: Unsigned"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("--verify-commits would not serve this head"),
+        "{}",
+        r.stdout
+    );
+}
