@@ -201,6 +201,8 @@ enum Signer<'a> {
     Gpg(&'a str, Option<&'a Path>),
 }
 
+/// `reason` is the `RejectReason` variant as the JSON output carries it (metrics and logs use
+/// its stable name, e.g. `LightweightTag` for `Lightweight`).
 fn rejected(verdict: &(i32, serde_json::Value), reason: &str) -> String {
     assert_eq!(verdict.0, 1, "{}", verdict.1);
     assert_eq!(verdict.1["accepted"], false);
@@ -271,7 +273,7 @@ fn a_lightweight_tag_is_rejected() {
     let (f, ..) = ssh_fixture();
     f.repo
         .git(&["tag", "gitfleet/approve/run1-before-canary", &f.init]);
-    let d = rejected(&f.verify("run1-before-canary", &f.init), "LightweightTag");
+    let d = rejected(&f.verify("run1-before-canary", &f.init), "Lightweight");
     assert!(d.contains("git tag -s"), "{d}");
 }
 
@@ -383,10 +385,7 @@ fn the_policy_keeps_production_for_sres() {
         "rules:\n- stages: [\"prod*\"]\n  principals: [\"sre@example.com\"]\n- stages: [\"*\"]\n  principals: [\"*\"]\n",
     );
     f.sign_tag("run1-before-production", &f.init, Signer::Ssh(&alice));
-    let d = rejected(
-        &f.verify("run1-before-production", &f.init),
-        "SignerNotAllowed",
-    );
+    let d = rejected(&f.verify("run1-before-production", &f.init), "NotAllowed");
     assert!(
         d.contains("alice@example.com") && d.contains("production"),
         "{d}"
