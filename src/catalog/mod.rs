@@ -4,6 +4,7 @@
 //! Pure: it takes file contents, never reads them.
 
 mod diagnostic;
+mod limits;
 pub mod parse;
 mod strings;
 mod validate;

@@ -99,6 +99,9 @@ impl<D: Deliverer> Daemon<D> {
         );
         let a = blocking(move || -> Result<Analyzed> {
             let files = crate::source::read_commit(&repo, &requested, &path)?;
+            for skipped in &files.skipped {
+                tracing::warn!(commit = %files.commit, "{skipped}");
+            }
             let (cat, diags) = crate::analyze(&files.files);
             Ok(Analyzed {
                 requested,

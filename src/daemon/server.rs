@@ -145,13 +145,13 @@ async fn metrics(State(api): State<Api>) -> Response {
 
 async fn placements(State(api): State<Api>) -> Response {
     let st = status_of(&api);
-    json_ok(&json!({
-        "branch": st.branch,
-        "head": st.head,
-        "serving": st.serving,
-        "rejected": st.rejected,
-        "placements": st.placements,
-    }))
+    json_ok(&super::wire::Placements {
+        branch: st.branch.clone(),
+        head: st.head.clone(),
+        serving: st.serving.clone(),
+        rejected: st.rejected.clone(),
+        placements: st.placements.clone(),
+    })
 }
 
 async fn placement(State(api): State<Api>, Path(id): Path<String>) -> Response {
@@ -185,11 +185,11 @@ async fn inventory(State(api): State<Api>) -> Response {
 
 async fn schedule(State(api): State<Api>) -> Response {
     let st = status_of(&api);
-    json_ok(&json!({
-        "version": crate::state::FORMAT_VERSION,
-        "commit": st.serving,
-        "placements": st.schedule,
-    }))
+    json_ok(&super::wire::Schedule {
+        version: crate::state::FORMAT_VERSION,
+        commit: st.serving.clone(),
+        placements: st.schedule.clone(),
+    })
 }
 
 async fn webhook(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
