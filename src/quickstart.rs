@@ -112,6 +112,22 @@ fn progress_lines(
             out.push(line);
         }
     }
+    // A staged run waiting for an approval: how to give it, once per request.
+    for r in &st.runs.approval_requests {
+        if !r.approved.is_empty() || last.contains_key(&format!("!approval {}", r.name)) {
+            continue;
+        }
+        last.insert(format!("!approval {}", r.name), String::new());
+        out.push(format!(
+            "{:<34} waits for approval {}: approve the next stage with a signed tag on the run's commit,\n\
+             {:<34}   git tag -s {} {} -m approve",
+            format!("run {}", r.update_run),
+            r.name,
+            "",
+            r.tag,
+            r.commit
+        ));
+    }
     out
 }
 
@@ -202,7 +218,12 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
         println!(
             "  sed -i 's/1.4.2/1.5.0/' apps/shop/deployment.yaml && git commit -qam 'shop 1.5.0'"
         );
-        println!("and watch it roll out here, one cluster at a time. Look at a member with");
+        println!("and watch it roll out here, one cluster at a time. The telemetry namespace");
+        println!("rolls out stage by stage (rollout/telemetry-rollout-1.yaml): staging, a soak,");
+        println!(
+            "canary, then an approval request; how to approve it is printed when it is reached."
+        );
+        println!("Look at a member with");
         println!(
             "  kubectl --kubeconfig {} --context eastus-prod-1 get deploy -A",
             kubeconfig.display()
@@ -286,6 +307,38 @@ mod tests {
         for t in crate::members::member_targets(&cat) {
             assert!(simulated.contains(&t.name), "{} is not simulated", t.name);
         }
+    }
+
+    #[test]
+    fn a_pending_approval_request_prints_the_tag_command_once() {
+        let mut st = Status::default();
+        st.runs
+            .approval_requests
+            .push(crate::daemon::runs::ApprovalRequestView {
+                name: "telemetry-rollout-1-after-canary".into(),
+                namespace: None,
+                update_run: "telemetry-rollout-1".into(),
+                stage: "canary".into(),
+                task_type: "afterStage".into(),
+                approved: String::new(),
+                approval_accepted: String::new(),
+                created_at: 0,
+                tag: "gitfleet/approve/telemetry-rollout-1-after-canary".into(),
+                commit: "c0ffee".into(),
+                approved_by: None,
+                approved_at: None,
+            });
+        let mut last = Default::default();
+        let lines = progress_lines(&st, &mut last);
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].ends_with(
+                "git tag -s gitfleet/approve/telemetry-rollout-1-after-canary c0ffee -m approve"
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(progress_lines(&st, &mut last).is_empty());
     }
 
     fn walk(dir: &Path) -> Vec<PathBuf> {
