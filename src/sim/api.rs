@@ -797,14 +797,14 @@ pub fn patch(
         .ok_or_else(|| t.not_found(&name))?;
     if t.subresource.as_deref() == Some("scale") {
         let scale = scale_of(&t.rt, &old)?;
-        let patched = patch::patch(&scale, kind, &patch_body).map_err(ApiError::bad_request)?;
+        let patched = patch::patch(&scale, kind, &patch_body).map_err(ApiError::from)?;
         let mut new = old.clone();
         new["spec"]["replicas"] = patched["spec"]["replicas"].clone();
         let (code, obj) = finish_update(store, t, &old, new, opts, Op::Update)?;
         return Ok((code, scale_of(&t.rt, &obj)?));
     }
     let view = present(&t.rt, &old);
-    let patched = patch::patch(&view, kind, &patch_body).map_err(ApiError::bad_request)?;
+    let patched = patch::patch(&view, kind, &patch_body).map_err(ApiError::from)?;
     check_rv(t, &name, &old, &patched)?;
     let new = merge_by_subresource(t, &old, patched);
     finish_update(store, t, &old, new, opts, Op::Update)
@@ -965,14 +965,31 @@ pub fn delete(
             .filter(|(k, _)| k.namespace == name)
             .map(|(k, _)| k.clone())
             .collect();
+        // As the namespace controller does: what has finalizers is marked for deletion and
+        // stays (the namespace stays Terminating until it is gone, see `remove_object`); the
+        // rest goes now.
+        let mut held = false;
         for k in contents {
-            remove_object(store, &k);
+            let finalized = store.get(&k).is_some_and(|o| {
+                o["metadata"]["finalizers"]
+                    .as_array()
+                    .is_some_and(|f| !f.is_empty())
+            });
+            if finalized {
+                held = true;
+                let mut o = store.get(&k).cloned().unwrap_or_default();
+                if o["metadata"]["deletionTimestamp"].is_null() {
+                    o["metadata"]["deletionTimestamp"] = json!(now);
+                    o["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                    store.put(k, o);
+                }
+            } else {
+                remove_object(store, &k);
+            }
         }
-        if finalizers.is_empty() {
+        // Only user finalizers keep it; the namespace controller's `kubernetes` finalizer is in spec.
+        if finalizers.is_empty() && !held {
             remove_object(store, &key);
-        } else {
-            // Only user finalizers keep it; the namespace controller's `kubernetes` finalizer is in spec.
-            return Ok((200, present(&t.rt, &marked)));
         }
         return Ok((200, present(&t.rt, &marked)));
     }
@@ -1035,7 +1052,26 @@ pub fn remove_object(store: &mut Store, key: &ObjKey) -> Option<Value> {
             }
         }
     }
-    store.remove(key)
+    let removed = store.remove(key);
+    if !key.namespace.is_empty() {
+        remove_namespace_once_empty(store, &key.namespace);
+    }
+    removed
+}
+
+/// A Terminating namespace whose last object is gone goes too (the namespace controller's
+/// last step), unless finalizers of its own keep it.
+fn remove_namespace_once_empty(store: &mut Store, namespace: &str) {
+    let ns_key = ObjKey::new("", "namespaces", "", namespace);
+    let terminating = store.get(&ns_key).is_some_and(|ns| {
+        !ns["metadata"]["deletionTimestamp"].is_null()
+            && ns["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty())
+    });
+    if terminating && !store.all().any(|(k, _)| k.namespace == namespace) {
+        store.remove(&ns_key);
+    }
 }
 
 /// Garbage collection: dependents of `owner_uid` are deleted (Background/Foreground) or lose the

@@ -27,7 +27,8 @@
 //! - field ownership follows a built-in table of list keys instead of OpenAPI list types
 //!   (see [`fields`]); custom-resource lists are atomic;
 //! - deletion is synchronous: namespaces, foreground deletion and garbage collection finish
-//!   within the DELETE request; pods have no grace period;
+//!   within the DELETE request (a namespace holding objects with finalizers stays Terminating
+//!   until they go, as on a real server); pods have no grace period;
 //! - one served version per built-in kind (two for HorizontalPodAutoscaler), no conversion
 //!   webhooks, no admission webhooks, no RBAC (an authenticated user may do anything);
 //! - workloads roll out in one step after the member's delay; see [`workloads`];
