@@ -250,7 +250,14 @@ fn check_namespace(store: &Store, t: &Target) -> ApiResult<()> {
             "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
             t.rt.plural,
             t.name.as_deref().unwrap_or("")
-        ))),
+        ))
+        .with_details(json!({
+            "name": t.name.as_deref().unwrap_or(""),
+            "kind": t.rt.plural,
+            "causes": [{"reason": "NamespaceTerminating",
+                "message": format!("namespace {ns} is being terminated"),
+                "field": "metadata.namespace"}],
+        }))),
         Some(_) => Ok(()),
     }
 }
@@ -683,11 +690,25 @@ fn finish_update(
             .as_array()
             .cloned()
             .unwrap_or_default();
-        if after.iter().any(|f| !before.contains(f)) {
-            return Err(ApiError::forbidden(format!(
-                "{} \"{name}\" is forbidden: no new finalizers can be added if the object is being deleted",
-                t.rt.plural
-            )));
+        let added: Vec<&str> = after
+            .iter()
+            .filter(|f| !before.contains(f))
+            .filter_map(Value::as_str)
+            .collect();
+        if !added.is_empty() {
+            let go_list: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+            return Err(ApiError::invalid(
+                &t.rt.group,
+                &t.rt.kind,
+                &name,
+                &[(
+                    "metadata.finalizers".into(),
+                    format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        go_list.join(", ")
+                    ),
+                )],
+            ));
         }
     }
     prepare(store, t, &mut new)?;
@@ -732,6 +753,14 @@ fn finish_update(
 
 /// Whether anything but metadata (and status, with a status subresource) changed.
 fn spec_changed(rt: &ResourceType, old: &Value, new: &Value) -> bool {
+    // A Deployment's annotations are copied to its ReplicaSets: the API server bumps its
+    // generation when they change too (apps/deployment strategy's PrepareForUpdate).
+    if rt.group == "apps"
+        && rt.kind == "Deployment"
+        && old["metadata"]["annotations"] != new["metadata"]["annotations"]
+    {
+        return true;
+    }
     let strip = |v: &Value| {
         let mut v = v.clone();
         if let Some(m) = v.as_object_mut() {
@@ -784,10 +813,7 @@ pub fn patch(
         return server_side_apply(store, t, &name, body, opts);
     }
     if kind == PatchType::Strategic && t.rt.is_custom() {
-        return Err(ApiError::unsupported_media_type(
-            "application/strategic-merge-patch+json",
-            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
-        ));
+        return Err(ApiError::strategic_merge_unsupported());
     }
     let patch_body: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
@@ -935,7 +961,10 @@ pub fn delete(
     let mut marked = obj.clone();
     if !already_deleting {
         marked["metadata"]["deletionTimestamp"] = json!(now);
-        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        // A namespace has no grace period (its deletion is the namespace controller's).
+        if !is_namespace {
+            marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        }
     }
     if is_namespace {
         marked["status"]["phase"] = json!("Terminating");

@@ -90,13 +90,20 @@ pub fn write_entries(obj: &mut Value, entries: &[ManagedEntry]) {
     // time (whole seconds), manager, apiVersion and subresource.
     let mut sorted: Vec<&ManagedEntry> = entries.iter().collect();
     sorted.sort_by(|a, b| {
-        (&a.operation, &a.time, &a.manager, &a.api_version, &a.subresource).cmp(&(
-            &b.operation,
-            &b.time,
-            &b.manager,
-            &b.api_version,
-            &b.subresource,
-        ))
+        (
+            &a.operation,
+            &a.time,
+            &a.manager,
+            &a.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                &b.operation,
+                &b.time,
+                &b.manager,
+                &b.api_version,
+                &b.subresource,
+            ))
     });
     let list: Vec<Value> = sorted
         .into_iter()
@@ -139,7 +146,6 @@ const BUILT_IN_MAPS: &[&str] = &[
     "data",
     "binaryData",
     "stringData",
-    "matchLabels",
     "nodeSelector",
     "requests",
     "limits",
@@ -169,8 +175,7 @@ fn created_maps(
         let metadata_map =
             in_metadata && q.len() == 2 && (name == "labels" || name == "annotations");
         if built_in {
-            BUILT_IN_MAPS.contains(&name.as_str())
-                && (!in_metadata || metadata_map)
+            BUILT_IN_MAPS.contains(&name.as_str()) && (!in_metadata || metadata_map)
                 || (name == "selector"
                     && v.as_object()
                         .is_some_and(|m| m.values().all(Value::is_string)))

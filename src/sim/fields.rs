@@ -161,8 +161,13 @@ fn collect_field(
     out: &mut BTreeSet<FieldPath>,
     associative: bool,
 ) {
+    // A label selector is an atomic struct in built-in kinds (`structType=atomic`): owned whole.
+    let atomic_selector = associative
+        && name == "selector"
+        && v.as_object()
+            .is_some_and(|m| m.contains_key("matchLabels") || m.contains_key("matchExpressions"));
     match v {
-        Value::Object(map) if !map.is_empty() => {
+        Value::Object(map) if !map.is_empty() && !atomic_selector => {
             for (k, child) in map {
                 path.push(PathElement::Field(k.clone()));
                 collect_field(k, child, path, out, associative);

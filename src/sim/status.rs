@@ -25,7 +25,7 @@ impl ApiError {
         }
     }
 
-    fn with_details(mut self, details: Value) -> Self {
+    pub fn with_details(mut self, details: Value) -> Self {
         self.details = Some(details);
         self
     }
@@ -137,6 +137,16 @@ impl ApiError {
             "the server rejected our request due to an error in our request",
         )
         .with_details(json!({}))
+    }
+
+    /// 415 for a strategic merge patch of a custom resource, worded as the API server does
+    /// (the accepted types only).
+    pub fn strategic_merge_unsupported() -> Self {
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        )
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -356,12 +366,16 @@ fn cause_reason(message: &str) -> &'static str {
     .map_or("FieldValueInvalid", |(_, reason)| reason)
 }
 
-/// Status details; the core group is left out, as the API server's JSON omits an empty one.
+/// Status details; an empty name or (core) group is left out, as the API server's JSON omits
+/// them.
 fn invalid_details(name: &str, group: &str, kind: &str, causes: Vec<Value>) -> Value {
     let mut d = json!({"name": name, "group": group, "kind": kind, "causes": causes});
-    if group.is_empty() {
-        if let Some(m) = d.as_object_mut() {
+    if let Some(m) = d.as_object_mut() {
+        if group.is_empty() {
             m.shift_remove("group");
+        }
+        if name.is_empty() {
+            m.shift_remove("name");
         }
     }
     d
