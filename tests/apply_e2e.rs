@@ -1054,7 +1054,13 @@ fn take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest(backe
     );
     let cm = members.get_json(
         "alpha",
-        &["configmap", "settings", "-n", "app", "--show-managed-fields"],
+        &[
+            "configmap",
+            "settings",
+            "-n",
+            "app",
+            "--show-managed-fields",
+        ],
     );
     assert_eq!(cm["metadata"]["labels"]["gitfleet.io/placement"], "crp.app");
     assert_eq!(cm["data"], json!({"mode": "blue", "extra": "theirs"}));
