@@ -776,6 +776,7 @@ fn measure(spec: FleetSpec) -> Row {
             unreachable: &unreachable,
             only: None,
             now: 0,
+            staged: Default::default(),
         };
         let (decision, time) =
             timed(|| crate::rollout::step(&input, &state, crate::rollout::Pacing::Rolling));

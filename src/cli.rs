@@ -1,6 +1,7 @@
 //! The `gitfleet` command line: parse arguments, call the library, print. Thin by design.
 
 use crate::catalog::{Catalog, Diagnostic};
+use crate::flags::{parse_timeout, PushArgs};
 use crate::model::member::MEMBER_NAME_LABEL;
 use crate::model::Labels;
 use crate::model::{PlacementKey, PlacementKind};
@@ -109,34 +110,10 @@ pub struct ApplyArgs {
     /// Namespace of the ResourcePlacement or OCM Placement given with --placement.
     #[arg(long, requires = "placement")]
     pub namespace: Option<String>,
-    /// Members pushed at the same time.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
-    pub parallel_members: u16,
-    /// Requests in flight per member.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
-    pub parallel_requests: u16,
-    /// How long each member's requests may keep being retried (e.g. 30s, 500ms, 2m).
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    pub retry_budget: std::time::Duration,
+    #[command(flatten)]
+    pub push: PushArgs,
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: ApplyFormat,
-}
-
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: f64 = number
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 30s, 500ms or 2m"))?;
-    let seconds = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s or m)")),
-    };
-    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 #[derive(Debug, Args)]
@@ -263,9 +240,10 @@ pub struct ProbeArgs {
     /// 0.192}`); adds the per-cpu-core and per-gb-memory cost properties.
     #[arg(long, value_name = "FILE")]
     pub prices: Option<PathBuf>,
-    /// Seconds one member may take to answer; a slower member is reported unhealthy.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
-    pub member_timeout: f64,
+    /// How long one member may take to answer (e.g. 10s, 1m30s; a bare number is seconds); a
+    /// slower member is reported unhealthy.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
+    pub member_timeout: std::time::Duration,
     /// Members asked at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: u16,
@@ -428,7 +406,12 @@ fn sim(args: SimArgs) -> Result<ExitCode> {
 }
 
 fn read(args: &CommitArgs) -> Result<CommitFiles> {
-    read_commit(&args.repo, &args.rev, &args.path).map_err(|e| anyhow!(SourceFailure(e)))
+    let files =
+        read_commit(&args.repo, &args.rev, &args.path).map_err(|e| anyhow!(SourceFailure(e)))?;
+    for skipped in &files.skipped {
+        eprintln!("note: {skipped}");
+    }
+    Ok(files)
 }
 
 fn print_diagnostics(diags: &[Diagnostic]) {
@@ -546,12 +529,9 @@ fn live_inventory(cats: &[&Catalog], kubeconfig: &Path, probe: &ProbeArgs) -> Re
         }
         None => None,
     };
-    if !(probe.member_timeout.is_finite() && probe.member_timeout > 0.0) {
-        bail!("--member-timeout must be a positive number of seconds");
-    }
     let options = Options {
         concurrency: usize::from(probe.concurrency),
-        timeout: std::time::Duration::from_secs_f64(probe.member_timeout),
+        timeout: probe.member_timeout,
         prices,
     };
     let members = members_of(cats);
@@ -879,7 +859,7 @@ fn print_manifests(manifests: &[Manifest], format: ManifestFormat) -> Result<()>
 }
 
 fn apply(args: &ApplyArgs) -> Result<ExitCode> {
-    use crate::push::{PlacementResult, PushOptions};
+    use crate::push::PlacementResult;
     use crate::rollout::{Input, Pacing, RolloutState};
     use std::collections::{BTreeMap, BTreeSet};
 
@@ -938,6 +918,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         unreachable: &unreachable,
         only: only.as_ref(),
         now: now.max(0) as u64,
+        staged: Default::default(),
     };
     let decision = crate::rollout::step(&input, &RolloutState::default(), Pacing::Immediate);
     let mut skipped = Vec::new();
@@ -951,12 +932,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         .collect();
     let members = crate::push::member_pushes(&decision.work, &decision.sweeps, &contexts);
     let kubeconfig = crate::members::read_kubeconfig(&args.kubeconfig)?;
-    let opts = PushOptions {
-        commit: commit.commit.clone(),
-        parallel_members: usize::from(args.parallel_members),
-        parallel_requests: usize::from(args.parallel_requests),
-        retry_budget: args.retry_budget,
-    };
+    let opts = args.push.options(&commit.commit);
     let progress: std::sync::Arc<dyn Fn(&crate::push::MemberResult) + Send + Sync> =
         std::sync::Arc::new(|r: &crate::push::MemberResult| {
             let state = if r.failed() { "failed" } else { "done" };
@@ -1112,23 +1088,73 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_parse() {
-        use std::time::Duration;
-        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
-        assert!(parse_duration("5h").is_err());
-        assert!(parse_duration("soon").is_err());
-    }
-
-    #[test]
     fn labels_parse() {
         let l = parse_labels("a=b, region=east").unwrap();
         assert_eq!(l.get("region").map(String::as_str), Some("east"));
         assert!(parse_labels("novalue").is_err());
         assert!(parse_labels("Bad Key=x").is_err());
         assert!(parse_labels("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn push_flags_and_durations_are_shared_by_apply_and_run() {
+        use std::time::Duration;
+        let run = Cli::try_parse_from([
+            "gitfleet",
+            "run",
+            "--repo",
+            "r",
+            "--kubeconfig",
+            "k",
+            "--state-dir",
+            "s",
+            "--poll",
+            "1h30m",
+            "--retry-budget",
+            "2m",
+            "--member-timeout",
+            "2",
+            "--parallel-members",
+            "4",
+        ])
+        .unwrap();
+        let Command::Run(run) = run.command else {
+            panic!("run parses as run")
+        };
+        assert_eq!(run.poll, Duration::from_secs(5400));
+        assert_eq!(run.push.retry_budget, Duration::from_secs(120));
+        assert_eq!(run.push.parallel_members, 4);
+        assert_eq!(run.member_timeout, Duration::from_secs(2));
+        let apply = Cli::try_parse_from([
+            "gitfleet",
+            "apply",
+            "--repo",
+            "r",
+            "--kubeconfig",
+            "k",
+            "--retry-budget",
+            "1m30s",
+            "--member-timeout",
+            "1m",
+        ])
+        .unwrap();
+        let Command::Apply(apply) = apply.command else {
+            panic!("apply parses as apply")
+        };
+        assert_eq!(apply.push.retry_budget, Duration::from_secs(90));
+        assert_eq!(apply.push.parallel_requests, 8);
+        assert_eq!(apply.probe.member_timeout, Duration::from_secs(60));
+        assert!(Cli::try_parse_from([
+            "gitfleet",
+            "apply",
+            "--repo",
+            "r",
+            "--kubeconfig",
+            "k",
+            "--member-timeout",
+            "0s",
+        ])
+        .is_err());
     }
 
     #[test]

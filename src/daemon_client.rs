@@ -1,11 +1,13 @@
 //! Reading a running gitfleet daemon (`--server URL`): its live inventory and its current
-//! schedule (bindings, decisions, policy indices), so `plan` starts from the fleet as it is.
-//!
-//! The daemon serves (HTTP, JSON):
+//! schedule (bindings, decisions, policy indices), so `plan` starts from the fleet as it is, and
+//! its placements for `gitfleet status`. The documents are the server's own types
+//! ([`crate::daemon::wire`]):
 //! - `GET /api/v1/inventory`: the inventory, in the inventory file's format;
-//! - `GET /api/v1/schedule`: the last schedule, in the state directory's `schedule.json` format.
+//! - `GET /api/v1/schedule`: the last schedule, in the state directory's `schedule.json` format;
+//! - `GET /api/v1/placements`: every placement's rollout.
 
-use crate::schedule::{Inventory, PlacementSchedule, Previous};
+use crate::daemon::wire;
+use crate::schedule::{Inventory, Previous};
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -48,14 +50,9 @@ pub fn inventory(server: &str) -> Result<Inventory, ClientError> {
     get(&endpoint(server, "/api/v1/inventory"), "an inventory")
 }
 
-#[derive(Deserialize)]
-struct ScheduleDoc {
-    placements: Vec<PlacementSchedule>,
-}
-
 /// The daemon's current schedule, by placement id.
 pub fn schedule(server: &str) -> Result<Previous, ClientError> {
-    let doc: ScheduleDoc = get(&endpoint(server, "/api/v1/schedule"), "a schedule")?;
+    let doc: wire::Schedule = get(&endpoint(server, "/api/v1/schedule"), "a schedule")?;
     Ok(doc
         .placements
         .into_iter()
@@ -63,8 +60,21 @@ pub fn schedule(server: &str) -> Result<Previous, ClientError> {
         .collect())
 }
 
+/// The daemon's staged update runs and approval requests, as one document
+/// (`{"updateRuns": [...], "approvalRequests": [...]}`).
+pub fn update_runs(server: &str) -> Result<serde_json::Value, ClientError> {
+    let mut runs: serde_json::Value =
+        get(&endpoint(server, "/api/v1/updateruns"), "the update runs")?;
+    let requests: serde_json::Value = get(
+        &endpoint(server, "/api/v1/approvalrequests"),
+        "the approval requests",
+    )?;
+    runs["approvalRequests"] = requests["approvalRequests"].clone();
+    Ok(runs)
+}
+
 /// The daemon's placements, as `GET /api/v1/placements` answers (for `gitfleet status`).
-pub fn placements(server: &str) -> Result<serde_json::Value, ClientError> {
+pub fn placements(server: &str) -> Result<wire::Placements, ClientError> {
     get(
         &endpoint(server, "/api/v1/placements"),
         "the placements status",

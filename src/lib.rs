@@ -1,16 +1,40 @@
-//! gitfleet: a Git repository as the hub of a Kubernetes fleet.
+//! gitfleet: a Git repository as the hub of a Kubernetes fleet (KubeFleet and OCM placements).
 //!
-//! The core (`model`, `catalog`, `snapshot`, `schedule`, `render`, `rollout`, `plan`) is pure and
-//! synchronous: values in, values out. `rollout` is one step for one commit, which `gitfleet
-//! run` (the `daemon`), `gitfleet apply` (`cli`) and `gitfleet plan` all take. The edges
-//! (`source`, `follow`, `members`, `push`, `state`, `daemon`, `cli`) read repositories, talk to
-//! members and people, and keep state. See ARCHITECTURE.md.
+//! The core is pure and synchronous, values in and values out; the edges read repositories,
+//! talk to members and people, and keep state. See ARCHITECTURE.md.
+//!
+//! Core:
+//! - [`model`]: the API objects as types, their defaults and per-object rules;
+//! - [`yaml`]: YAML read as Kubernetes reads it, and written so it reads back the same;
+//! - [`catalog`]: a commit's objects, parsed with their origin, classified and cross-validated;
+//! - [`analyze`](mod@analyze): a commit's catalog and all its diagnostics, in one call;
+//! - [`snapshot`]: resource selection, sanitisation, canonical hashes, snapshot indices;
+//! - [`schedule`]: which members each placement picks (KubeFleet and OCM semantics);
+//! - [`render`]: each member's manifests (overrides, envelopes, apply waves);
+//! - [`rollout`]: one step for one commit — what each member gets now, paced — taken by
+//!   `gitfleet run` (the [`daemon`]), `gitfleet apply` ([`cli`]) and `gitfleet plan`;
+//! - [`plan`]: what a change does to the fleet, for review;
+//! - [`timestamp`]: RFC 3339 times as Kubernetes writes them;
+//! - [`text_table`]: aligned text tables for every command's table output.
+//!
+//! Edges:
+//! - [`source`]: reading a commit's files with gix; [`follow`]: following a branch (local or
+//!   mirrored), [`webhook`]: GitHub/GitLab webhook signatures;
+//! - [`members`]: kube clients per member, retries, the live inventory;
+//! - [`push`]: applying manifests on members (SSA/CSA/ReportDiff, records, prune, drift);
+//! - [`state`]: the daemon's state directory;
+//! - [`daemon`]: `gitfleet run` (event loop, reconciler, status API, metrics) and
+//!   [`daemon_client`], which reads a running daemon;
+//! - [`cli`] and [`flags`]: the command line; [`quickstart`]: `gitfleet quickstart`;
+//! - [`sim`]: simulated members speaking the Kubernetes API; [`bench`]: the benchmarks' fleets.
 
+pub mod analyze;
 pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod daemon;
 pub mod daemon_client;
+pub mod flags;
 pub mod follow;
 pub mod members;
 pub mod model;
@@ -25,17 +49,9 @@ pub mod snapshot;
 pub mod source;
 pub mod state;
 pub mod text_table;
+pub mod timestamp;
 pub mod webhook;
 pub mod yaml;
 
-use catalog::{Catalog, Diagnostic, SourceFile};
-
-/// Everything one commit declares, validated: the catalog plus every problem found, including the
-/// placements' resource-selection errors. A commit with any diagnostic must not be rolled out.
-pub fn analyze(files: &[SourceFile]) -> (Catalog, Vec<Diagnostic>) {
-    let (cat, mut diags) = Catalog::load(files);
-    diags.extend(snapshot::selection_diagnostics(&cat));
-    diags.sort();
-    diags.dedup();
-    (cat, diags)
-}
+// `gitfleet::analyze(files)`, as before the function had its own module.
+pub use analyze::analyze;

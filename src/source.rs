@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    #[error("the git repository {path} has no commits yet: commit the fleet's manifests first")]
+    NoCommits { path: PathBuf },
     #[error("cannot open git repository {path}: {message}")]
     Open { path: PathBuf, message: String },
     #[error("cannot resolve revision {rev:?} in {path}: {message}")]
@@ -33,6 +35,35 @@ pub struct CommitFiles {
     /// Full hex id of the commit.
     pub commit: String,
     pub files: Vec<SourceFile>,
+    /// Entries with a manifest's name that are not regular files, so not read.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A tree entry named like a manifest (`*.yaml`, `*.yml`, `*.json`) that gitfleet does not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub path: String,
+    pub kind: SkippedKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkippedKind {
+    /// A symbolic link: its target is not followed (it may point outside the commit).
+    Symlink,
+    /// A submodule: another repository's commit, not part of this one.
+    Submodule,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.kind {
+            SkippedKind::Symlink => {
+                "a symbolic link (gitfleet reads regular files only and does not follow links)"
+            }
+            SkippedKind::Submodule => "a submodule (gitfleet reads only this repository's files)",
+        };
+        write!(f, "skipped {}: {what}", self.path)
+    }
 }
 
 /// Is `path` (relative to the repository root) a manifest gitfleet reads?
@@ -57,6 +88,13 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
         path: repo_path.to_path_buf(),
         message: e.to_string(),
     })?;
+    // An unborn HEAD (a fresh `git init`) has nothing to resolve; say so rather than a rev-spec
+    // error.
+    if repo.head_id().is_err() && matches!(repo.head(), Ok(head) if head.is_unborn()) {
+        return Err(SourceError::NoCommits {
+            path: repo_path.to_path_buf(),
+        });
+    }
     let id = repo
         .rev_parse_single(rev)
         .map_err(|e| SourceError::Revision {
@@ -99,15 +137,25 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
         });
     }
     let mut files = Vec::new();
+    let mut skipped = Vec::new();
     for entry in &recorder.records {
-        if !entry.mode.is_blob() {
-            continue; // trees, symlinks and submodules carry no manifests
+        if entry.mode.is_tree() {
+            continue;
         }
         let path = entry.filepath.to_string();
         let Some(relative) = path.strip_prefix(&prefix) else {
             continue;
         };
         if !is_manifest_path(relative) {
+            continue;
+        }
+        if !entry.mode.is_blob() {
+            let kind = if entry.mode.is_link() {
+                SkippedKind::Symlink
+            } else {
+                SkippedKind::Submodule
+            };
+            skipped.push(Skipped { path, kind });
             continue;
         }
         let object = repo
@@ -119,9 +167,11 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
         });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
+    skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(CommitFiles {
         commit: commit_id,
         files,
+        skipped,
     })
 }
 

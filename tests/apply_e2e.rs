@@ -380,7 +380,13 @@ fn a_field_owned_by_another_manager_conflicts_without_force(backend: Backend) {
     assert_eq!(code, 1);
     let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
     assert_eq!(o, "failed");
-    assert!(r["error"].as_str().unwrap().contains("409"), "{r:#}");
+    // The API server's own words: the other manager and the field it owns.
+    let error = r["error"].as_str().unwrap();
+    assert!(error.starts_with("409 Conflict: "), "{r:#}");
+    assert!(
+        error.contains(r#"conflict with "other""#) && error.contains(".data.mode"),
+        "{r:#}"
+    );
     // beta has no other manager: it takes the update.
     assert_eq!(
         outcome(&report, "beta", "ConfigMap", "settings").0,

@@ -177,6 +177,47 @@ fn path_limits_what_is_read() {
 }
 
 #[test]
+fn symlinks_and_submodules_named_like_manifests_are_reported_as_skipped() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    repo.commit("fleet");
+    std::os::unix::fs::symlink("/etc/passwd", repo.path().join("outside.yaml")).unwrap();
+    // A submodule entry (a gitlink) named like a manifest, without cloning anything.
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    repo.git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("160000,{},vendor.yaml", head.trim()),
+    ]);
+    // Not `commit` (it runs `git add -A`, which would drop the gitlink: no such folder exists).
+    repo.git(&["add", "outside.yaml"]);
+    repo.git(&["commit", "-q", "-m", "a link and a submodule"]);
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("note: skipped outside.yaml: a symbolic link"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("note: skipped vendor.yaml: a submodule"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn an_empty_repository_says_it_has_no_commits() {
+    let repo = Repo::new();
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(run.stderr.contains("has no commits yet"), "{}", run.stderr);
+}
+
+#[test]
 fn not_a_repository_is_exit_3() {
     let dir = tempfile::tempdir().unwrap();
     let run = gitfleet(&["validate", "--repo", &dir.path().display().to_string()]);

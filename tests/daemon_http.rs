@@ -232,3 +232,28 @@ fn an_address_in_use_stops_the_daemon_with_a_message() {
         r.stderr
     );
 }
+
+#[test]
+fn an_empty_webhook_secret_file_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, " \n\t\n").unwrap();
+    let secret = secret.display().to_string();
+    let run = common::gitfleet(&[
+        "run",
+        "--repo",
+        &dir.path().display().to_string(),
+        "--kubeconfig",
+        "/nonexistent/kubeconfig",
+        "--state-dir",
+        &dir.path().join("state").display().to_string(),
+        "--webhook-secret-file",
+        &secret,
+    ]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("is empty (or only whitespace)"),
+        "{}",
+        run.stderr
+    );
+}

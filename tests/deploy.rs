@@ -3,6 +3,9 @@
 //! aside: Helm makes it with `--create-namespace`). The pods follow the restricted Pod Security
 //! profile and the RBAC stays inside gitfleet's namespace.
 //!
+//! Both renderings are accepted by a real API server: `kubectl apply --dry-run=server` against a
+//! member of the test bed (real kube-apiserver, with its admission chain and OpenAPI schemas).
+//!
 //! helm comes from `go install helm.sh/helm/v3/cmd/helm` (`.ci/run` installs it). Without it the
 //! Helm checks say they were skipped, unless `GITFLEET_REQUIRE_TOOLS=1` (CI) makes that a failure.
 
@@ -11,6 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
+
+mod common;
+use common::members::{self, Backend, Members};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -213,4 +219,56 @@ fn helm_chart_lints_and_renders_what_kustomize_renders() {
             );
         }
     }
+}
+
+/// One real member: the target of the server-side dry runs.
+const ONE_MEMBER: &str =
+    "members:\n  - name: hosting\n    nodes:\n      - cpu: \"4\"\n        memory: 16Gi\n";
+
+/// `kubectl apply --dry-run=server` of a rendered stream, the Namespace created first for real
+/// (a dry run does not create it, and the namespaced objects are checked against it).
+fn server_dry_run(members: &Members, yaml: &str) -> String {
+    let (code, out, err) = members.kubectl("hosting", &["create", "namespace", "gitfleet"]);
+    assert!(code == 0 || err.contains("AlreadyExists"), "{out}{err}");
+    let (code, out, err) = members.kubectl_stdin(
+        "hosting",
+        &["apply", "--dry-run=server", "--server-side", "-f", "-"],
+        yaml,
+    );
+    assert_eq!(
+        code, 0,
+        "the API server refused the rendering:\n{err}\n{yaml}"
+    );
+    out
+}
+
+#[test]
+fn a_real_api_server_accepts_the_kustomize_and_helm_renderings() {
+    if !members::available(Backend::Real) {
+        return;
+    }
+    let members = Members::start(Backend::Real, ONE_MEMBER);
+    for dir in ["deploy/kustomize/base", "deploy/kustomize/overlays/example"] {
+        let yaml = run(Path::new("kubectl"), &["kustomize", dir]);
+        let out = server_dry_run(&members, &yaml);
+        for object in [
+            "deployment.apps/gitfleet",
+            "networkpolicy.networking.k8s.io/gitfleet",
+        ] {
+            assert!(out.contains(object), "{dir}: {object} not applied:\n{out}");
+        }
+    }
+    let Some(helm) = helm() else { return };
+    let yaml = run(
+        &helm,
+        &[
+            "template",
+            "gitfleet",
+            "deploy/helm/gitfleet",
+            "--namespace",
+            "gitfleet",
+        ],
+    );
+    let out = server_dry_run(&members, &yaml);
+    assert!(out.contains("poddisruptionbudget.policy/gitfleet"), "{out}");
 }

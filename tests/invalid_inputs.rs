@@ -70,6 +70,21 @@ fn cases() -> Vec<Case> {
             "case.yaml:11: Deployment/d: spec.template.spec.containers[0].env[0].value: Invalid value: must be a string, not a boolean; YAML reads `no` as the boolean false here; quote it (\"no\") to keep the text",
         ]),
         case("a fleet API string field YAML reads as a boolean", crp("  policy:\n    tolerations:\n    - key: gpu\n      operator: Equal\n      value: yes\n"), &["case.yaml:12: ClusterResourcePlacement/p: spec.policy.tolerations[0].value: invalid type: boolean `true`, expected a string; YAML reads `yes` as the boolean true here; quote it (\"yes\") to keep the text"]),
+        // --- what the API server refuses by encoding and size (checked with a real kube-apiserver)
+        case("Secret data that is not base64", "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: app}\ndata:\n  ok: YWJj\n  wrapped: \"YW\\nJj\"\n  token: not-base64!\n  short: YWI\n", &[
+            "case.yaml:7: Secret/s: data.token: Invalid value: not base64 ('-' at character 3); the API server reads data values as standard base64 with padding (put plain text in stringData)",
+            "case.yaml:8: Secret/s: data.short: Invalid value: not base64 (missing or misplaced `=` padding); the API server reads data values as standard base64 with padding (put plain text in stringData)",
+        ]),
+        case("ConfigMap binaryData that is not base64", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: app}\nbinaryData:\n  blob: '%%%'\n", &[
+            "case.yaml:5: ConfigMap/c: binaryData.blob: Invalid value: not base64 ('%' at character 0); the API server reads binaryData values as standard base64 with padding (put plain text in data)",
+        ]),
+        case("ConfigMap of exactly 1 MiB of values", format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c, namespace: app}}\ndata:\n  a: {}\n  b: 'y'\n", "x".repeat(1024 * 1024 - 1)), &[]),
+        case("ConfigMap over 1 MiB", format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c, namespace: app}}\ndata:\n  a: {}\nbinaryData:\n  b: eHh4\n", "x".repeat(1024 * 1024 - 2)), &[
+            "case.yaml:4: ConfigMap/c: data: Too long: 1048577 bytes of data, the API server accepts at most 1048576 bytes (1 MiB) in a ConfigMap",
+        ]),
+        case("Secret over 1 MiB with stringData", format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s, namespace: app}}\ndata:\n  a: eHh4\nstringData:\n  a: x\n  b: {}\n", "x".repeat(1024 * 1024)), &[
+            "case.yaml:4: Secret/s: data: Too long: 1048577 bytes of data, the API server accepts at most 1048576 bytes (1 MiB) in a Secret",
+        ]),
         case("infinity", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: app}\ndata:\n  limit: .inf\n", &["case.yaml:5: document 0: invalid YAML: YAML reads `.inf` as infinity, which JSON cannot carry; quote it to keep the text"]),
         case("null map key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: app}\ndata:\n  ~: x\n", &["case.yaml:5: document 0: invalid YAML: a null map key cannot be a JSON object key"]),
         case("duplicate key in a nested mapping", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: app\n  name: d\n", &["case.yaml:6: document 0: invalid YAML: duplicate key \"name\" (first written at line 4)"]),

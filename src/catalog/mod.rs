@@ -4,6 +4,7 @@
 //! Pure: it takes file contents, never reads them.
 
 mod diagnostic;
+mod limits;
 pub mod parse;
 mod strings;
 mod validate;
@@ -362,6 +363,57 @@ impl Catalog {
         });
         self.classes.push(class);
         self.positions.push(doc.positions);
+    }
+
+    /// The rules between this commit and the previous one the daemon served, as an API server
+    /// applies them on update: a staged update run's immutable fields and forbidden state
+    /// transitions, an approval request's and an eviction's immutable spec. A run, request or
+    /// eviction is the same object in both commits when kind, namespace and name agree.
+    pub fn update_diagnostics(&self, old: &Catalog) -> Vec<Diagnostic> {
+        fn same<T>(
+            new_cat: &Catalog,
+            old_cat: &Catalog,
+            new: &[Entry<T>],
+            old: &[Entry<T>],
+            problems: impl Fn(&T, &T) -> Vec<crate::model::Problem>,
+            out: &mut Vec<Diagnostic>,
+        ) {
+            for n in new {
+                let id = new_cat.objects[n.index].key();
+                let Some(o) = old.iter().find(|o| old_cat.objects[o.index].key() == id) else {
+                    continue;
+                };
+                for p in problems(&n.spec, &o.spec) {
+                    out.push(new_cat.diagnostic(n.index, &p.field, p.message));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        same(
+            self,
+            old,
+            &self.update_runs,
+            &old.update_runs,
+            |n, o| n.update_problems(o),
+            &mut out,
+        );
+        same(
+            self,
+            old,
+            &self.approval_requests,
+            &old.approval_requests,
+            |n, o| n.update_problems(o),
+            &mut out,
+        );
+        same(
+            self,
+            old,
+            &self.evictions,
+            &old.evictions,
+            |n, o| n.update_problems(o),
+            &mut out,
+        );
+        out
     }
 
     /// The line of `field` in object `index`, for diagnostics.

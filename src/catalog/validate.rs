@@ -12,6 +12,7 @@ pub(super) fn run(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
     check_duplicates(cat, diags);
     decode_fleet_objects(cat, diags);
     super::strings::check(cat, diags);
+    super::limits::check(cat, diags);
     check_envelopes(cat, diags);
     check_overrides(cat, diags);
     check_update_runs(cat, diags);

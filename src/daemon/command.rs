@@ -43,7 +43,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
     /// How often to look at the branch and the members without being told (e.g. 30s, 2m).
-    #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = crate::flags::parse_duration)]
     pub poll: Duration,
     /// File holding the webhook secret; enables `POST /hooks/git`.
     #[arg(long)]
@@ -54,18 +54,12 @@ pub struct RunArgs {
     pub once: bool,
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
-    /// Members pushed at the same time.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
-    pub parallel_members: u16,
-    /// Requests in flight per member.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
-    pub parallel_requests: u16,
-    /// How long each member's requests may keep being retried in one reconcile.
-    #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration)]
-    pub retry_budget: Duration,
-    /// Seconds one member may take to answer its inventory probe.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
-    pub member_timeout: f64,
+    #[command(flatten)]
+    pub push: crate::flags::PushArgs,
+    /// How long one member may take to answer its inventory probe (e.g. 10s; a bare number is
+    /// seconds).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::flags::parse_timeout)]
+    pub member_timeout: Duration,
 }
 
 fn init_logging(format: LogFormat) {
@@ -86,16 +80,22 @@ fn now_unix() -> u64 {
 
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
     init_logging(args.log_format);
-    if !(args.member_timeout.is_finite() && args.member_timeout > 0.0) {
-        bail!("--member-timeout must be a positive number of seconds");
-    }
     let webhook_secret = match &args.webhook_secret_file {
-        Some(f) => Some(
-            std::fs::read(f)
+        Some(f) => {
+            let secret = std::fs::read(f)
                 .with_context(|| format!("cannot read webhook secret {}", f.display()))?
                 .trim_ascii()
-                .to_vec(),
-        ),
+                .to_vec();
+            // An empty HMAC key would make every signature computable by anyone.
+            if secret.is_empty() {
+                bail!(
+                    "the webhook secret file {} is empty (or only whitespace): put the secret \
+                     the Git host signs with in it",
+                    f.display()
+                );
+            }
+            Some(secret)
+        }
         None => None,
     };
     let kubeconfig = Arc::new(crate::members::read_kubeconfig(&args.kubeconfig)?);
@@ -126,12 +126,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         kubeconfig,
         kubeconfig_path: args.kubeconfig.clone(),
         probe: ProbeOptions {
-            timeout: Duration::from_secs_f64(args.member_timeout),
+            timeout: args.member_timeout,
             ..ProbeOptions::default()
         },
-        parallel_members: usize::from(args.parallel_members),
-        parallel_requests: usize::from(args.parallel_requests),
-        retry_budget: args.retry_budget,
+        parallel_members: usize::from(args.push.parallel_members),
+        parallel_requests: usize::from(args.push.parallel_requests),
+        retry_budget: args.push.retry_budget,
         clock: now_unix,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -222,30 +222,37 @@ pub struct StatusArgs {
 
 pub fn status(args: &StatusArgs) -> Result<ExitCode> {
     let doc = crate::daemon_client::placements(&args.server)?;
-    let shown = match &args.placement {
-        None => doc,
-        Some(want) => {
-            let id = if want.contains('/') {
-                want.clone()
-            } else {
-                format!("crp/{want}")
-            };
-            match doc["placements"]
-                .as_array()
-                .and_then(|a| a.iter().find(|p| p["id"] == id.as_str()))
-            {
-                Some(p) => p.clone(),
-                None => bail!("the daemon at {} has no placement {id}", args.server),
+    let Some(want) = &args.placement else {
+        let runs = crate::daemon_client::update_runs(&args.server)?;
+        match args.output {
+            StatusFormat::Table => {
+                print!("{}", super::view::table(&doc));
+                print!("{}", super::runs::tables(&runs, super::now_unix()));
+            }
+            format => {
+                let mut all = serde_json::to_value(&doc)?;
+                all["updateRuns"] = runs["updateRuns"].clone();
+                all["approvalRequests"] = runs["approvalRequests"].clone();
+                match format {
+                    StatusFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
+                    _ => print!("{}", crate::yaml::to_string(&all)?),
+                }
             }
         }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let id = if want.contains('/') {
+        want.clone()
+    } else {
+        format!("crp/{want}")
+    };
+    let Some(p) = doc.placement(&id) else {
+        bail!("the daemon at {} has no placement {id}", args.server);
     };
     match args.output {
-        StatusFormat::Json => println!("{}", serde_json::to_string_pretty(&shown)?),
-        StatusFormat::Yaml => print!("{}", crate::yaml::to_string(&shown)?),
-        StatusFormat::Table if args.placement.is_some() => {
-            print!("{}", super::view::describe(&shown))
-        }
-        StatusFormat::Table => print!("{}", super::view::table(&shown)),
+        StatusFormat::Json => println!("{}", serde_json::to_string_pretty(p)?),
+        StatusFormat::Yaml => print!("{}", crate::yaml::to_string(p)?),
+        StatusFormat::Table => print!("{}", super::view::describe(p)),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -17,8 +17,10 @@ pub mod command;
 pub mod deliver;
 pub mod metrics;
 pub mod reconciler;
+pub mod runs;
 pub mod server;
 pub mod view;
+pub mod wire;
 
 #[cfg(test)]
 mod tests;
@@ -30,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -102,9 +104,14 @@ pub struct Status {
     pub schedule: Vec<PlacementSchedule>,
     pub reconciles: u64,
     pub commits_rejected: u64,
+    /// Staged update runs and their approval requests (`/api/v1/updateruns`,
+    /// `/api/v1/approvalrequests`).
+    #[serde(skip)]
+    pub runs: runs::Runs,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// One placement as the status API shows it (`GET /api/v1/placements`, [`wire::Placements`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementStatus {
     pub id: String,
@@ -115,22 +122,22 @@ pub struct PlacementStatus {
     pub removing: Vec<String>,
     pub waiting: Vec<String>,
     pub up_to_date: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// Per cluster: revision, health and last error, as stored.
     pub clusters: std::collections::BTreeMap<String, ClusterState>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_resource_index: Option<u64>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub selected_resources: Vec<String>,
     /// Placement-level conditions (KubeFleet's `ClusterResourcePlacement…` /
     /// `ResourcePlacement…` types; OCM's for OCM placements).
     pub conditions: Vec<crate::schedule::Condition>,
     /// Per selected cluster, KubeFleet's per-cluster conditions.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_cluster: Vec<ClusterConditions>,
     /// Clusters whose last push failed, with the error (KubeFleet's failedPlacements).
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub failed: std::collections::BTreeMap<String, String>,
 }
 
@@ -226,6 +233,8 @@ pub struct Daemon<D: Deliverer> {
     analyzed: Vec<Arc<Analyzed>>,
     /// The schedule last saved to the store, as the next reconcile's previous results.
     previous: Option<crate::schedule::Previous>,
+    /// Catalogs of older commits that staged update runs render from, by commit id.
+    run_catalogs: BTreeMap<String, Arc<crate::catalog::Catalog>>,
 }
 
 impl<D: Deliverer> Daemon<D> {
@@ -248,6 +257,7 @@ impl<D: Deliverer> Daemon<D> {
             last_head: None,
             analyzed: Vec::new(),
             previous: None,
+            run_catalogs: BTreeMap::new(),
         })
     }
 

@@ -145,13 +145,13 @@ async fn metrics(State(api): State<Api>) -> Response {
 
 async fn placements(State(api): State<Api>) -> Response {
     let st = status_of(&api);
-    json_ok(&json!({
-        "branch": st.branch,
-        "head": st.head,
-        "serving": st.serving,
-        "rejected": st.rejected,
-        "placements": st.placements,
-    }))
+    json_ok(&super::wire::Placements {
+        branch: st.branch.clone(),
+        head: st.head.clone(),
+        serving: st.serving.clone(),
+        rejected: st.rejected.clone(),
+        placements: st.placements.clone(),
+    })
 }
 
 async fn placement(State(api): State<Api>, Path(id): Path<String>) -> Response {
@@ -163,6 +163,19 @@ async fn placement(State(api): State<Api>, Path(id): Path<String>) -> Response {
     }
 }
 
+/// Staged update runs, like `kubectl get clusterstagedupdaterun -o json` (with where each run
+/// stands).
+async fn update_runs(State(api): State<Api>) -> Response {
+    let st = status_of(&api);
+    json_ok(&json!({ "updateRuns": st.runs.update_runs }))
+}
+
+/// The approval requests runs have reached, like `kubectl get clusterapprovalrequest -o json`.
+async fn approval_requests(State(api): State<Api>) -> Response {
+    let st = status_of(&api);
+    json_ok(&json!({ "approvalRequests": st.runs.approval_requests }))
+}
+
 async fn inventory(State(api): State<Api>) -> Response {
     match &status_of(&api).inventory {
         Some(inv) => json_ok(inv),
@@ -172,11 +185,11 @@ async fn inventory(State(api): State<Api>) -> Response {
 
 async fn schedule(State(api): State<Api>) -> Response {
     let st = status_of(&api);
-    json_ok(&json!({
-        "version": crate::state::FORMAT_VERSION,
-        "commit": st.serving,
-        "placements": st.schedule,
-    }))
+    json_ok(&super::wire::Schedule {
+        version: crate::state::FORMAT_VERSION,
+        commit: st.serving.clone(),
+        placements: st.schedule.clone(),
+    })
 }
 
 async fn webhook(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
@@ -240,6 +253,8 @@ pub fn router(api: Api, limits: &Limits) -> Router {
         .route("/api/v1/placements", get(placements))
         .route("/api/v1/placements/{*id}", get(placement))
         .route("/api/v1/inventory", get(inventory))
+        .route("/api/v1/updateruns", get(update_runs))
+        .route("/api/v1/approvalrequests", get(approval_requests))
         .route("/api/v1/schedule", get(schedule))
         .route("/hooks/git", post(webhook))
         .fallback(|| async { problem(StatusCode::NOT_FOUND, "not found") })

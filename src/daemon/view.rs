@@ -1,38 +1,30 @@
 //! `gitfleet status`: the daemon's placements for people — a compact table of all placements,
-//! or a `kubectl describe`-like view of one. Pure: JSON from `GET /api/v1/placements` in, text
-//! out.
+//! or a `kubectl describe`-like view of one. Pure: the status API's document
+//! ([`super::wire::Placements`]) in, text out.
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
+use super::wire::Placements;
+use super::PlacementStatus;
+use crate::rollout::{BindingHealth, ClusterState};
 
-fn list(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+fn short(commit: Option<&str>) -> String {
+    commit.map_or("-".to_string(), |c| c.chars().take(12).collect())
 }
 
-fn short(commit: &Value) -> String {
-    commit
-        .as_str()
-        .map_or("-".to_string(), |c| c.chars().take(12).collect())
+/// The health state as the API writes it (`available`, `failed`, ...).
+fn health_state(h: &BindingHealth) -> String {
+    serde_json::to_value(h)
+        .ok()
+        .and_then(|v| v["state"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Counts clusters per health state, e.g. `3 available, 1 pending`.
-fn health_summary(clusters: &Value) -> String {
+fn health_summary(clusters: &std::collections::BTreeMap<String, ClusterState>) -> String {
     let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
-    if let Some(map) = clusters.as_object() {
-        for c in map.values() {
-            let state = c["health"]["state"]
-                .as_str()
-                .unwrap_or("unknown")
-                .to_string();
-            *counts.entry(state).or_default() += 1;
-        }
+    for c in clusters.values() {
+        *counts.entry(health_state(&c.health)).or_default() += 1;
     }
     if counts.is_empty() {
         return "-".into();
@@ -44,61 +36,40 @@ fn health_summary(clusters: &Value) -> String {
         .join(", ")
 }
 
+fn rollout_summary(p: &PlacementStatus) -> String {
+    if !p.applying.is_empty() || !p.removing.is_empty() || !p.waiting.is_empty() {
+        format!(
+            "rolling: {} applying, {} removing, {} waiting",
+            p.applying.len(),
+            p.removing.len(),
+            p.waiting.len()
+        )
+    } else if let Some(note) = &p.note {
+        note.clone()
+    } else {
+        "settled".to_string()
+    }
+}
+
 /// The header lines and one row per placement.
-pub fn table(doc: &Value) -> String {
+pub fn table(doc: &Placements) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "branch {}  head {}  serving {}",
-        doc["branch"].as_str().unwrap_or("-"),
-        short(&doc["head"]),
-        short(&doc["serving"])
+        doc.branch,
+        short(doc.head.as_deref()),
+        short(doc.serving.as_deref())
     );
-    if let Some(r) = doc.get("rejected").filter(|r| !r.is_null()) {
-        let errors = list(&r["errors"]);
+    if let Some(r) = &doc.rejected {
         let _ = writeln!(
             out,
             "REJECTED {} ({} error(s)); first: {}",
-            short(&r["commit"]),
-            errors.len(),
-            errors.first().map_or("", String::as_str)
+            short(Some(&r.commit)),
+            r.errors.len(),
+            r.errors.first().map_or("", String::as_str)
         );
     }
-    let rows: Vec<[String; 6]> = doc["placements"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|p| {
-                    let selected = list(&p["selected"]);
-                    let rollout = if !list(&p["applying"]).is_empty()
-                        || !list(&p["removing"]).is_empty()
-                        || !list(&p["waiting"]).is_empty()
-                    {
-                        format!(
-                            "rolling: {} applying, {} removing, {} waiting",
-                            list(&p["applying"]).len(),
-                            list(&p["removing"]).len(),
-                            list(&p["waiting"]).len()
-                        )
-                    } else if let Some(note) = p["note"].as_str() {
-                        note.to_string()
-                    } else {
-                        "settled".to_string()
-                    };
-                    [
-                        p["id"].as_str().unwrap_or("?").to_string(),
-                        p["strategy"].as_str().unwrap_or("-").to_string(),
-                        format!("{}/{}", selected.len(), p["target"].as_u64().unwrap_or(0)),
-                        p["observedResourceIndex"]
-                            .as_u64()
-                            .map_or("-".into(), |i| i.to_string()),
-                        health_summary(&p["clusters"]),
-                        rollout,
-                    ]
-                })
-                .collect()
-        })
-        .unwrap_or_default();
     let header = [
         "PLACEMENT",
         "STRATEGY",
@@ -109,87 +80,76 @@ pub fn table(doc: &Value) -> String {
     ]
     .map(String::from);
     let mut all = vec![header];
-    all.extend(rows);
+    all.extend(doc.placements.iter().map(|p| {
+        [
+            p.id.clone(),
+            p.strategy.clone(),
+            format!("{}/{}", p.selected.len(), p.target),
+            p.observed_resource_index
+                .map_or("-".into(), |i| i.to_string()),
+            health_summary(&p.clusters),
+            rollout_summary(p),
+        ]
+    }));
     out.push_str(&crate::text_table::render(&all));
     out
 }
 
 /// One placement, `kubectl describe` style.
-pub fn describe(p: &Value) -> String {
+pub fn describe(p: &PlacementStatus) -> String {
     let mut out = String::new();
     let field = |out: &mut String, k: &str, v: String| {
         let _ = writeln!(out, "{:<22}{v}", format!("{k}:"));
     };
-    field(
-        &mut out,
-        "Placement",
-        p["id"].as_str().unwrap_or("?").into(),
-    );
-    field(
-        &mut out,
-        "Strategy",
-        p["strategy"].as_str().unwrap_or("-").into(),
-    );
-    field(
-        &mut out,
-        "Target",
-        p["target"].as_u64().unwrap_or(0).to_string(),
-    );
-    field(&mut out, "Selected", list(&p["selected"]).join(", "));
-    if let Some(i) = p["observedResourceIndex"].as_u64() {
+    field(&mut out, "Placement", p.id.clone());
+    field(&mut out, "Strategy", p.strategy.clone());
+    field(&mut out, "Target", p.target.to_string());
+    field(&mut out, "Selected", p.selected.join(", "));
+    if let Some(i) = p.observed_resource_index {
         field(&mut out, "Resource index", i.to_string());
     }
-    for (k, name) in [
-        ("applying", "Applying"),
-        ("removing", "Removing"),
-        ("waiting", "Waiting (budget)"),
-        ("upToDate", "Up to date"),
+    for (l, name) in [
+        (&p.applying, "Applying"),
+        (&p.removing, "Removing"),
+        (&p.waiting, "Waiting (budget)"),
+        (&p.up_to_date, "Up to date"),
     ] {
-        let l = list(&p[k]);
         if !l.is_empty() {
             field(&mut out, name, l.join(", "));
         }
     }
-    if let Some(n) = p["note"].as_str() {
-        field(&mut out, "Note", n.into());
+    if let Some(n) = &p.note {
+        field(&mut out, "Note", n.clone());
     }
-    if let Some(conds) = p["conditions"].as_array().filter(|c| !c.is_empty()) {
+    if !p.conditions.is_empty() {
         let _ = writeln!(out, "Conditions:");
-        for c in conds {
-            let _ = writeln!(
-                out,
-                "  {:<44} {:<7} {}",
-                c["type"].as_str().unwrap_or("?"),
-                c["status"].as_str().unwrap_or("?"),
-                c["reason"].as_str().unwrap_or("")
-            );
+        for c in &p.conditions {
+            let _ = writeln!(out, "  {:<44} {:<7} {}", c.type_, c.status, c.reason);
         }
     }
-    if let Some(r) = p["selectedResources"].as_array().filter(|r| !r.is_empty()) {
+    if !p.selected_resources.is_empty() {
         field(
             &mut out,
             "Selected resources",
-            list(&Value::Array(r.clone())).join(", "),
+            p.selected_resources.join(", "),
         );
     }
     let _ = writeln!(out, "Clusters:");
-    if let Some(map) = p["clusters"].as_object() {
-        for (name, c) in map {
-            let _ = writeln!(
-                out,
-                "  {name}: {} (resource index {}, commit {}){}",
-                c["health"]["state"].as_str().unwrap_or("unknown"),
-                c["revision"]["resourceIndex"]
-                    .as_u64()
-                    .map_or("-".into(), |i| i.to_string()),
-                short(&c["commit"]),
-                c["lastError"]
-                    .as_str()
-                    .map_or(String::new(), |e| format!("\n    error: {e}"))
-            );
-            for d in list(&c["diffs"]) {
-                let _ = writeln!(out, "    diff: {d}");
-            }
+    for (name, c) in &p.clusters {
+        let _ = writeln!(
+            out,
+            "  {name}: {} (resource index {}, commit {}){}",
+            health_state(&c.health),
+            c.revision
+                .as_ref()
+                .map_or("-".into(), |r| r.resource_index.to_string()),
+            short(c.commit.as_deref()),
+            c.last_error
+                .as_ref()
+                .map_or(String::new(), |e| format!("\n    error: {e}"))
+        );
+        for d in &c.diffs {
+            let _ = writeln!(out, "    diff: {d}");
         }
     }
     out
@@ -200,19 +160,21 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn doc() -> Value {
-        json!({
+    /// As the server sends it (through the same types).
+    fn doc() -> Placements {
+        serde_json::from_value(json!({
             "branch": "main", "head": "0123456789abcdef", "serving": "0123456789abcdef",
             "placements": [{
                 "id": "crp/app", "strategy": "RollingUpdate", "target": 3,
                 "selected": ["a", "b", "c"], "applying": ["b"], "removing": [], "waiting": ["c"],
-                "upToDate": ["a"], "observedResourceIndex": 2,
+                "upToDate": ["a"], "observedResourceIndex": 2, "conditions": [],
                 "clusters": {
-                    "a": {"health": {"state": "available"}, "revision": {"resourceIndex": 2}, "commit": "0123456789abcdef"},
-                    "b": {"health": {"state": "failed"}, "lastError": "409 conflict with manager kubectl", "revision": {"resourceIndex": 1}}
+                    "a": {"health": {"state": "available"}, "revision": {"resourceIndex": 2, "rendered": "r2"}, "commit": "0123456789abcdef", "updatedAt": 1},
+                    "b": {"health": {"state": "failed"}, "lastError": "409 conflict with manager kubectl", "revision": {"resourceIndex": 1, "rendered": "r1"}, "updatedAt": 1}
                 }
             }]
-        })
+        }))
+        .unwrap()
     }
 
     #[test]
@@ -230,7 +192,7 @@ mod tests {
 
     #[test]
     fn describe_lists_clusters_with_errors() {
-        let d = describe(&doc()["placements"][0]);
+        let d = describe(&doc().placements[0]);
         assert!(d.contains("Waiting (budget):     c"), "{d}");
         assert!(d.contains("b: failed (resource index 1"), "{d}");
         assert!(
@@ -242,7 +204,17 @@ mod tests {
     #[test]
     fn rejected_commit_is_loud() {
         let mut d = doc();
-        d["rejected"] = json!({"commit": "fedcba9876543210", "errors": ["a.yaml:1: x"]});
+        d.rejected = Some(crate::rollout::Rejected {
+            commit: "fedcba9876543210".into(),
+            errors: vec!["a.yaml:1: x".into()],
+        });
         assert!(table(&d).contains("REJECTED fedcba987654 (1 error(s)); first: a.yaml:1: x"));
+    }
+
+    #[test]
+    fn the_document_reads_back_as_written() {
+        let d = doc();
+        let again: Placements = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+        assert_eq!(again, d);
     }
 }

@@ -73,8 +73,33 @@ pub fn member_targets(cat: &Catalog) -> Vec<MemberTarget> {
 pub fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, MemberError> {
     Kubeconfig::read_from(path).map_err(|e| MemberError::Kubeconfig {
         path: path.display().to_string(),
-        message: format!("{e:#}"),
+        message: without_secrets(&format!("{e:#}")),
     })
+}
+
+/// A kubeconfig reading error fit to print: the YAML reader quotes the offending source lines
+/// (tokens and keys included) after its first line, and serde quotes offending values; keep the
+/// first line, which says where, and mask quoted values.
+fn without_secrets(message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default();
+    let mut out = String::with_capacity(first.len());
+    let mut quoted = false;
+    for c in first.chars() {
+        if c == '"' {
+            if quoted {
+                out.push_str("…\"");
+            } else {
+                out.push('"');
+            }
+            quoted = !quoted;
+        } else if !quoted {
+            out.push(c);
+        }
+    }
+    if quoted {
+        out.push('…');
+    }
+    out
 }
 
 /// A kube client for `target` through its context in `kubeconfig` (read from `path`, named in
@@ -114,6 +139,32 @@ pub async fn connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kubeconfig_errors_never_carry_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            (
+                "syntax",
+                "users:\n- name: u\n  user:\n    token: SECRET-1\n    password: [x\n",
+            ),
+            ("type", "users:\n- name: u\n  user: {token: [SECRET-2]}\n"),
+            ("value", "users:\n- name: u\n  user: \"SECRET-3\"\n"),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            let Err(e) = read_kubeconfig(&path) else {
+                panic!("{name}: read");
+            };
+            let shown = e.to_string();
+            assert!(!shown.contains("SECRET"), "{name}: {shown}");
+            assert!(shown.contains(&path.display().to_string()), "{shown}");
+        }
+        assert_eq!(
+            without_secrets("invalid type: string \"tok\", expected a map\n  --> 9:1\n token: tok"),
+            "invalid type: string \"…\", expected a map"
+        );
+    }
     use crate::catalog::SourceFile;
 
     fn catalog(yaml: &str) -> Catalog {

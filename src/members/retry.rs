@@ -1,6 +1,7 @@
-//! Retrying member requests: which kube errors are worth another attempt, and when to make it.
+//! Retrying member requests: which errors are worth another attempt, and when to make it.
 //!
-//! Transport failures (refused, reset, timed out), 5xx and 429 are retryable; every other 4xx
+//! The error says which ([`Classify`], implemented by the push path's typed error): transport
+//! failures (refused, reset, timed out), 5xx and 429 are retryable; every other 4xx
 //! (400, 403, 404, 409, 422, ...) is permanent: the same request would get the same answer. The
 //! schedule is deterministic (no jitter): 200 ms doubling to a 5 s cap, or the server's
 //! `Retry-After` (`details.retryAfterSeconds`) when it gives one, within a per-member time budget.
@@ -27,28 +28,10 @@ pub enum Retry {
     Permanent,
 }
 
-/// Classifies a kube error.
-pub fn classify(err: &kube::Error) -> Retry {
-    match err {
-        kube::Error::Api(status) => classify_status(
-            status.code,
-            status
-                .details
-                .as_ref()
-                .map(|d| d.retry_after_seconds)
-                .filter(|s| *s > 0),
-        ),
-        // Connection refused/reset, timeouts, TLS and HTTP transport errors: the member (or the
-        // way to it) may come back.
-        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
-            Retry::Retryable { retry_after: None }
-        }
-        // A body cut short or garbled in transit reads as a decoding error.
-        kube::Error::SerdeError(_) | kube::Error::FromUtf8(_) => {
-            Retry::Retryable { retry_after: None }
-        }
-        _ => Retry::Permanent,
-    }
+/// An error that knows whether asking again may help (the push path's
+/// [`crate::push::Error`]: 429, 5xx and transport failures yes, every other 4xx no).
+pub trait Classify {
+    fn classify(&self) -> Retry;
 }
 
 /// Classifies an HTTP status code (with the server's `Retry-After` in seconds, if any).
@@ -94,17 +77,18 @@ impl Budget {
 
 /// Runs `op` until it succeeds, fails permanently, or the budget runs out; returns the last error
 /// and how many attempts were made.
-pub async fn with_retry<T, F, Fut>(budget: Budget, mut op: F) -> Result<T, (kube::Error, u32)>
+pub async fn with_retry<T, E, F, Fut>(budget: Budget, mut op: F) -> Result<T, (E, u32)>
 where
+    E: Classify,
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, kube::Error>>,
+    Fut: Future<Output = Result<T, E>>,
 {
     let mut attempt = 0u32;
     loop {
         match op().await {
             Ok(v) => return Ok(v),
             Err(e) => {
-                let Retry::Retryable { retry_after } = classify(&e) else {
+                let Retry::Retryable { retry_after } = e.classify() else {
                     return Err((e, attempt + 1));
                 };
                 let wait = delay(attempt, retry_after);
@@ -121,19 +105,19 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::response::StatusDetails;
-    use kube::core::Status;
 
-    fn api(code: u16, retry_after: u32) -> kube::Error {
-        let mut s = Status::failure("injected", "Reason");
-        s.code = code;
-        if retry_after > 0 {
-            let details: StatusDetails =
-                serde_json::from_value(serde_json::json!({ "retryAfterSeconds": retry_after }))
-                    .unwrap();
-            s.details = Some(details);
+    /// An answer with an HTTP status code (and `Retry-After` seconds, 0 for none).
+    #[derive(Debug)]
+    struct Answer(u16, u32);
+
+    impl Classify for Answer {
+        fn classify(&self) -> Retry {
+            classify_status(self.0, Some(self.1).filter(|s| *s > 0))
         }
-        kube::Error::Api(Box::new(s))
+    }
+
+    fn api(code: u16, retry_after: u32) -> Answer {
+        Answer(code, retry_after)
     }
 
     #[test]
@@ -142,19 +126,19 @@ mod tests {
         let permanent = [400, 401, 403, 404, 409, 410, 422];
         for code in retryable {
             assert!(
-                matches!(classify(&api(code, 0)), Retry::Retryable { .. }),
+                matches!(api(code, 0).classify(), Retry::Retryable { .. }),
                 "{code}"
             );
         }
         for code in permanent {
-            assert_eq!(classify(&api(code, 0)), Retry::Permanent, "{code}");
+            assert_eq!(api(code, 0).classify(), Retry::Permanent, "{code}");
         }
     }
 
     #[test]
     fn retry_after_is_honoured() {
         assert_eq!(
-            classify(&api(429, 2)),
+            api(429, 2).classify(),
             Retry::Retryable {
                 retry_after: Some(Duration::from_secs(2))
             }
@@ -164,12 +148,6 @@ mod tests {
             Duration::from_secs(2)
         );
         assert_eq!(delay(0, Some(Duration::from_secs(60))), MAX_DELAY);
-    }
-
-    #[test]
-    fn transport_errors_are_retryable() {
-        let e = kube::Error::Service("connection refused".into());
-        assert_eq!(classify(&e), Retry::Retryable { retry_after: None });
     }
 
     #[test]

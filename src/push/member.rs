@@ -16,6 +16,7 @@ use super::decorate::{
     COMMIT_ANNOTATION, FIELD_MANAGER, LAST_APPLIED_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL,
     PLACEMENT_LABEL, SNAPSHOT_ANNOTATION, SPEC_HASH_ANNOTATION,
 };
+use super::error::Error;
 use super::record::{self, Entry, Record};
 use super::{
     MemberPush, MemberResult, ObjectRef, ObjectResult, Outcome, PlacementPush, PlacementResult,
@@ -44,13 +45,6 @@ pub struct Member {
     expected_kinds: Mutex<HashSet<(String, String)>>,
 }
 
-fn describe(err: &kube::Error) -> String {
-    match err {
-        kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
-        e => format!("{e}"),
-    }
-}
-
 fn to_value(o: DynamicObject) -> Value {
     serde_json::to_value(o).expect("objects serialise")
 }
@@ -67,28 +61,31 @@ impl Member {
     }
 
     /// One request with retries; each attempt takes a request slot.
-    async fn call<T, F, Fut>(&self, op: F) -> Result<T, String>
+    async fn call<T, F, Fut>(&self, op: F) -> Result<T, Error>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, kube::Error>>,
     {
         with_retry(self.budget, || async {
             let _slot = self.requests.acquire().await.expect("never closed");
-            op().await
+            op().await.map_err(Error::from)
         })
         .await
         .map_err(|(e, attempts)| {
             if attempts > 1 {
-                format!("{} (after {attempts} attempts)", describe(&e))
+                Error::Retried {
+                    source: Box::new(e),
+                    attempts,
+                }
             } else {
-                describe(&e)
+                e
             }
         })
     }
 
     /// The API of an object's kind, in its namespace; `Ok(None)` when the member does not serve
     /// the kind.
-    async fn api(&self, obj: &ObjectRef) -> Result<Option<Api<DynamicObject>>, String> {
+    async fn api(&self, obj: &ObjectRef) -> Result<Option<Api<DynamicObject>>, Error> {
         let cache_key = (obj.api_version.clone(), obj.kind.clone());
         let cached = self
             .kinds
@@ -108,7 +105,9 @@ impl Member {
                 loop {
                     let found = with_retry(self.budget, || async {
                         let _slot = self.requests.acquire().await.expect("never closed");
-                        kube::discovery::pinned_kind(&self.client, &gvk).await
+                        kube::discovery::pinned_kind(&self.client, &gvk)
+                            .await
+                            .map_err(Error::from)
                     })
                     .await;
                     match found {
@@ -120,9 +119,8 @@ impl Member {
                                 .insert(cache_key, entry.clone());
                             break entry;
                         }
-                        Err((kube::Error::Api(s), _)) if s.code == 404 => {}
-                        Err((kube::Error::Discovery(_), _)) => {}
-                        Err((e, _)) => return Err(describe(&e)),
+                        Err((e, _)) if e.is_unknown_kind() => {}
+                        Err((e, _)) => return Err(e),
                     }
                     // Not served (yet): a CRD this run applied may still be getting established.
                     let expected = self
@@ -166,7 +164,7 @@ impl Member {
         api: &Api<DynamicObject>,
         name: &str,
         uid: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         let mut attempt = 0u32;
         loop {
             let still = match self.get(api, name).await? {
@@ -183,22 +181,21 @@ impl Member {
                     .or_else(|| still.pointer("/spec/finalizers"))
                     .map(Value::to_string)
                     .unwrap_or_else(|| "[]".into());
-                return Err(format!(
-                    "deletion in progress: the member accepted the DELETE but still has the object (finalizers {finalizers}); the next run checks again"
-                ));
+                return Err(Error::DeletionInProgress { finalizers });
             }
             tokio::time::sleep(wait).await;
             attempt += 1;
         }
     }
 
-    async fn served_api(&self, obj: &ObjectRef) -> Result<Api<DynamicObject>, String> {
-        self.api(obj)
-            .await?
-            .ok_or_else(|| format!("the member does not serve {} {}", obj.api_version, obj.kind))
+    async fn served_api(&self, obj: &ObjectRef) -> Result<Api<DynamicObject>, Error> {
+        self.api(obj).await?.ok_or_else(|| Error::NotServed {
+            api_version: obj.api_version.clone(),
+            kind: obj.kind.clone(),
+        })
     }
 
-    async fn get(&self, api: &Api<DynamicObject>, name: &str) -> Result<Option<Value>, String> {
+    async fn get(&self, api: &Api<DynamicObject>, name: &str) -> Result<Option<Value>, Error> {
         Ok(self.call(|| api.get_opt(name)).await?.map(to_value))
     }
 
@@ -209,7 +206,7 @@ impl Member {
         obj: &Value,
         force: bool,
         dry_run: bool,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, Error> {
         let mut pp = PatchParams::apply(FIELD_MANAGER);
         pp.force = force;
         pp.dry_run = dry_run;
@@ -224,7 +221,7 @@ impl Member {
         api: &Api<DynamicObject>,
         name: &str,
         patch: &Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, Error> {
         let pp = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
@@ -245,7 +242,7 @@ impl Member {
 
     /// Creates `gitfleet-system` if missing (only when a record is written: ReportDiff writes
     /// nothing).
-    async fn ensure_system_namespace(&self) -> Result<(), String> {
+    async fn ensure_system_namespace(&self) -> Result<(), Error> {
         let api: Api<DynamicObject> = Api::all_with(
             self.client.clone(),
             &ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
@@ -261,19 +258,19 @@ impl Member {
     }
 
     /// Every record on the member, by placement key.
-    async fn records(&self) -> Result<BTreeMap<String, Record>, String> {
+    async fn records(&self) -> Result<BTreeMap<String, Record>, Error> {
         let api = self.records_api();
         let lp = ListParams::default().labels(&format!("{}=true", record::RECORD_LABEL));
         let list = self.call(|| api.list(&lp)).await?;
         let mut out = BTreeMap::new();
         for cm in list.items {
-            let r = record::parse(&to_value(cm)).map_err(|e| e.to_string())?;
+            let r = record::parse(&to_value(cm))?;
             out.insert(r.key.clone(), r);
         }
         Ok(out)
     }
 
-    async fn write_record(&self, r: &Record) -> Result<(), String> {
+    async fn write_record(&self, r: &Record) -> Result<(), Error> {
         let cm = record::config_map(r);
         let name = record::name(&r.key);
         match self
@@ -281,7 +278,7 @@ impl Member {
             .await
         {
             // The first record on this member: its namespace comes first.
-            Err(e) if e.starts_with("404 ") => {
+            Err(e) if e.is_not_found() => {
                 self.ensure_system_namespace().await?;
                 self.apply(&self.records_api(), &name, &cm, true, false)
                     .await
@@ -291,13 +288,13 @@ impl Member {
         }
     }
 
-    async fn delete_record(&self, key: &str) -> Result<(), String> {
+    async fn delete_record(&self, key: &str) -> Result<(), Error> {
         let api = self.records_api();
         let name = record::name(key);
         let dp = DeleteParams::background();
         match self.call(|| api.delete(&name, &dp)).await {
             Ok(_) => Ok(()),
-            Err(e) if e.starts_with("404 ") => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -613,7 +610,7 @@ async fn run_wave(
             };
             (
                 i,
-                r.unwrap_or_else(|e| (ObjectResult::failed(object, e), false)),
+                r.unwrap_or_else(|e| (ObjectResult::failed(object, e.to_string()), false)),
             )
         });
     }
@@ -660,11 +657,10 @@ async fn apply_object(
     ctx: &ObjectContext,
     manifest: &Value,
     prefetched: Option<Option<Value>>,
-) -> Result<(ObjectResult, bool), String> {
+) -> Result<(ObjectResult, bool), Error> {
     let object = ObjectRef::of(manifest);
     if object.name.is_empty() {
-        // KubeFleet refuses these too: a generated name cannot be tracked, pruned or re-applied.
-        return Err("the manifest has no metadata.name (generateName is not supported)".into());
+        return Err(Error::NoName);
     }
     let s = ctx.strategy;
     let api = m.served_api(&object).await?;
@@ -744,8 +740,8 @@ async fn apply_object(
                 .insert(LAST_APPLIED_ANNOTATION.into(), last.into());
             match &live {
                 None => {
-                    let obj: DynamicObject = serde_json::from_value(with_last)
-                        .map_err(|e| format!("manifest is not an object: {e}"))?;
+                    let obj: DynamicObject =
+                        serde_json::from_value(with_last).map_err(Error::NotAnObject)?;
                     let pp = PostParams {
                         field_manager: Some(FIELD_MANAGER.into()),
                         ..PostParams::default()
@@ -767,7 +763,7 @@ async fn apply_object(
         _ => match m.apply(&api, name, &decorated, s.force, false).await {
             // Conflicts only with gitfleet's own earlier writes (ClientSideApply's updates, or
             // kubectl's `before-first-apply`): take the fields over (KubeFleet's #59 fix).
-            Err(e) if !s.force && e.starts_with("409 ") && conflicts_only_with_self(&e) => {
+            Err(e) if !s.force && conflicts_only_with_self(&e) => {
                 m.apply(&api, name, &decorated, true, false).await?
             }
             r => r?,
@@ -788,18 +784,14 @@ async fn apply_object(
     Ok((r, live.is_none()))
 }
 
-/// Whether an apply conflict (its Status message, `conflict(s) with "<manager>" using ...`)
-/// names only gitfleet itself or `before-first-apply` as the other managers.
-fn conflicts_only_with_self(message: &str) -> bool {
-    let managers: Vec<&str> = message
-        .split("with \"")
-        .skip(1)
-        .filter_map(|rest| rest.split('"').next())
-        .collect();
-    !managers.is_empty()
-        && managers
+/// Whether an apply failed with field conflicts (the 409's `details.causes`) that name only
+/// gitfleet itself or `before-first-apply` as the other managers.
+fn conflicts_only_with_self(e: &Error) -> bool {
+    let conflicts = e.field_conflicts();
+    !conflicts.is_empty()
+        && conflicts
             .iter()
-            .all(|m| matches!(*m, FIELD_MANAGER | "before-first-apply"))
+            .all(|c| matches!(c.manager.as_str(), FIELD_MANAGER | "before-first-apply"))
 }
 
 /// ReportDiff: a forced server-side dry-run of the manifest compared with the live object.
@@ -807,7 +799,7 @@ async fn report_diff(
     m: &Member,
     ctx: &ObjectContext,
     manifest: &Value,
-) -> Result<ObjectResult, String> {
+) -> Result<ObjectResult, Error> {
     let object = ObjectRef::of(manifest);
     let api = m.served_api(&object).await?;
     let live = m.get(&api, &object.name).await?;
@@ -824,7 +816,7 @@ async fn report_diff(
             match m.apply(&api, &object.name, &decorated, true, true).await {
                 Ok(dry) => diff(&comparable(&dry), Some(&observed), Comparison::Full),
                 // Degraded mode (e.g. an immutable field changed): compare with the manifest.
-                Err(e) if e.starts_with("422 ") => {
+                Err(e) if e.is_invalid() => {
                     diff(&comparable(manifest), Some(&observed), Comparison::Partial)
                 }
                 Err(e) => return Err(e),
@@ -850,12 +842,12 @@ async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> O
         // The kind is gone (its CRD deleted): so are its objects.
         Ok(None) => return ObjectResult::new(object, Outcome::Pruned),
         Ok(Some(api)) => api,
-        Err(e) => return ObjectResult::failed(object, e),
+        Err(e) => return ObjectResult::failed(object, e.to_string()),
     };
     let live = match m.get(&api, &object.name).await {
         Ok(None) => return ObjectResult::new(object, Outcome::Pruned),
         Ok(Some(live)) => live,
-        Err(e) => return ObjectResult::failed(object, e),
+        Err(e) => return ObjectResult::failed(object, e.to_string()),
     };
     if placement_label_of(&live) != Some(label) {
         let mut r = ObjectResult::new(object, Outcome::Left);
@@ -872,7 +864,7 @@ async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> O
         }});
         return match m.merge_patch(&api, &object.name, &patch).await {
             Ok(_) => ObjectResult::new(object, Outcome::Abandoned),
-            Err(e) => ObjectResult::failed(object, e),
+            Err(e) => ObjectResult::failed(object, e.to_string()),
         };
     }
     let dp = DeleteParams::background();
@@ -881,11 +873,11 @@ async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> O
             let uid = live.pointer("/metadata/uid").and_then(Value::as_str);
             match m.await_gone(&api, &object.name, uid).await {
                 Ok(()) => ObjectResult::new(object, Outcome::Pruned),
-                Err(e) => ObjectResult::failed(object, e),
+                Err(e) => ObjectResult::failed(object, e.to_string()),
             }
         }
-        Err(e) if e.starts_with("404 ") => ObjectResult::new(object, Outcome::Pruned),
-        Err(e) => ObjectResult::failed(object, e),
+        Err(e) if e.is_not_found() => ObjectResult::new(object, Outcome::Pruned),
+        Err(e) => ObjectResult::failed(object, e.to_string()),
     }
 }
 
@@ -910,17 +902,36 @@ mod tests {
         assert!(crd_kinds(&cm).is_empty());
     }
 
+    /// A 409 as the API server sends it for apply conflicts: one cause per field
+    /// (`conflict with "<manager>"`, `using v1` for an Update manager).
+    fn conflict(causes: &[(&str, &str)]) -> Error {
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|(manager, field)| {
+                json!({"reason": "FieldManagerConflict", "message": format!("conflict with {manager}"), "field": field})
+            })
+            .collect();
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "Apply failed with conflicts", "reason": "Conflict", "code": 409,
+            "details": {"causes": causes}});
+        Error::Api(Box::new(serde_json::from_value(status).unwrap()))
+    }
+
     #[test]
-    fn self_conflicts_are_recognised() {
-        let own = "409 Conflict: Apply failed with 2 conflicts: conflicts with \"gitfleet\" using v1:\n- .data.a";
-        assert!(conflicts_only_with_self(own));
-        let other =
-            "409 Conflict: Apply failed with 1 conflict: conflict with \"other\" using v1: .data.a";
-        assert!(!conflicts_only_with_self(other));
-        let both = format!("{own}\nconflicts with \"kubectl\" using v1:\n- .data.b");
+    fn self_conflicts_are_recognised_from_the_causes() {
+        let own = conflict(&[
+            ("\"gitfleet\" using v1", ".data.a"),
+            ("\"before-first-apply\" using v1", ".data.b"),
+        ]);
+        assert!(conflicts_only_with_self(&own));
+        let other = conflict(&[("\"other\"", ".data.a")]);
+        assert!(!conflicts_only_with_self(&other));
+        let both = conflict(&[
+            ("\"gitfleet\" using v1", ".data.a"),
+            ("\"kubectl\"", ".data.b"),
+        ]);
         assert!(!conflicts_only_with_self(&both));
-        assert!(!conflicts_only_with_self(
-            "409 Conflict: the object was modified"
-        ));
+        // A 409 without causes (an optimistic-lock conflict) is not a field conflict.
+        assert!(!conflicts_only_with_self(&conflict(&[])));
     }
 }

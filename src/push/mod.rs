@@ -5,13 +5,15 @@
 //!
 //! What to push, with which strategy and snapshot stamp, is the rollout's decision
 //! ([`crate::rollout`]); push carries it out. Its helpers are pure ([`decorate`], [`compare`],
-//! [`availability`], [`record`]); [`member`] talks to one member and [`fleet`] to many at once.
+//! [`availability`], [`record`]); [`member`] talks to one member and [`fleet`] to many at once;
+//! [`error`] says why a request failed, from the API server's `Status`.
 //! This module does not know where manifests come from (git, rendering) nor how results are
 //! printed.
 
 pub mod availability;
 pub mod compare;
 pub mod decorate;
+pub mod error;
 pub mod fleet;
 pub mod member;
 pub mod record;
@@ -26,6 +28,7 @@ use std::time::Duration;
 
 pub use availability::Availability;
 pub use compare::Diff;
+pub use error::Error;
 pub use fleet::push_fleet;
 pub use work::member_pushes;
 

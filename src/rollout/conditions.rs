@@ -31,7 +31,7 @@ pub struct ClusterFacts<'a> {
     pub override_error: Option<&'a str>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterConditions {
     pub cluster: String,

@@ -6,13 +6,15 @@
 //! on its own.
 //!
 //! - [`step()`]: the step, with the pacing as its parameter ([`Pacing::Immediate`] for `apply`,
-//!   [`Pacing::Rolling`] for `run`; staged update runs plug into [`Pace::Staged`]), and
+//!   [`Pacing::Rolling`] for `run`, where staged update runs move External placements,
+//!   [`Pace::Staged`]), and
 //!   [`absorb`], which folds the outcomes back into the state;
 //! - [`rolling`]: KubeFleet's RollingUpdate decision for one placement;
 //! - [`work`]: the work items and their outcomes; [`strategy`]: how objects are applied;
 //! - [`state`]: what a rollout remembers between steps (values; `crate::state` stores them);
 //! - [`conditions`]: the placements' status conditions;
 //! - [`preview`]: the rolling step played forward, for `gitfleet plan`;
+//! - [`staged`]: staged update runs (External strategy), stage by stage;
 //! - [`approval`]: the approval requests of staged runs and what an accepted approval records.
 //!
 //! Pure: no I/O, no clock (time is a parameter), no async. It must not know how work reaches a
@@ -22,6 +24,7 @@ pub mod approval;
 pub mod conditions;
 pub mod preview;
 pub mod rolling;
+pub mod staged;
 pub mod state;
 pub mod step;
 pub mod strategy;
@@ -31,6 +34,6 @@ pub use rolling::{
     plan_step, BindingHealth, Budget, Revision, RollingParams, RolloutBinding, RolloutStep, Target,
 };
 pub use state::{ClusterState, LastProbe, PlacementState, Rejected, RolloutState};
-pub use step::{absorb, step, Decision, Input, Ledger, Pace, Pacing, StepSummary};
+pub use step::{absorb, step, Decision, Input, Ledger, Pace, Pacing, StagedInput, StepSummary};
 pub use strategy::ApplyStrategy;
 pub use work::{Action, Outcome, Prune, Sweep, Work};

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::rolling::{BindingHealth, Revision};
+use super::staged::RunStatus;
 use crate::model::PlacementKey;
 use crate::schedule::{Inventory, InventoryCluster};
 use crate::snapshot::History;
@@ -27,6 +28,10 @@ pub struct RolloutState {
     /// Each member's last successful probe and when it was made (unix seconds).
     #[serde(default)]
     pub members: BTreeMap<String, LastProbe>,
+    /// Staged update runs' progress, by run key (`<name>` or `<namespace>/<name>`). Absent in
+    /// state files written before staged runs existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub runs: BTreeMap<String, RunStatus>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -10,10 +10,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::approval::{Approval, Request};
 use super::rolling::{plan_step, BindingHealth, Revision, RollingParams, RolloutBinding, Target};
+use super::staged::{self, RunStatus};
 use super::state::{ClusterState, PlacementState, RolloutState};
 use super::strategy::ApplyStrategy;
 use super::work::{Action, Outcome, Prune, Sweep, Work};
@@ -21,8 +24,9 @@ use crate::catalog::Catalog;
 use crate::model::placement::{
     PlacementPolicy, PlacementSpec, PlacementType, RollingUpdateConfig, RolloutStrategyType,
 };
+use crate::model::staged::StagedUpdateRun;
 use crate::model::{PlacementKey, PlacementKind};
-use crate::render::cluster::{ocm_workloads, Selections};
+use crate::render::cluster::{ocm_workloads, overrides_of, render_placement, Selections};
 use crate::render::{ClusterTarget, Manifest};
 use crate::schedule::{BindingState, Fleet, PlacementSchedule};
 use crate::snapshot::hash_value;
@@ -51,9 +55,8 @@ pub enum Pace {
         target: Target,
         params: RollingParams,
     },
-    /// `strategy.type: External`: ClusterStagedUpdateRuns decide which clusters move, stage by
-    /// stage (kubefleet.md §3.3). Not built yet: such placements are scheduled, never rolled
-    /// out. The staged step plugs in here, with the runs as part of the step's input.
+    /// `strategy.type: External`: the staged update runs of the commit decide which clusters
+    /// move, stage by stage (kubefleet.md §3.3, [`super::staged`]); without a run nothing moves.
     Staged,
 }
 
@@ -122,6 +125,18 @@ pub struct Input<'a> {
     pub only: Option<&'a BTreeSet<PlacementKey>>,
     /// Unix seconds.
     pub now: u64,
+    /// What staged update runs need besides the commit.
+    pub staged: StagedInput,
+}
+
+/// The inputs of staged update runs that come from outside the commit.
+#[derive(Debug, Clone, Default)]
+pub struct StagedInput {
+    /// Accepted approvals, by request key ([`Request::key`]): what the tag verifier accepted.
+    pub approvals: BTreeMap<String, Approval>,
+    /// The catalogs of other commits that runs render from (a run renders the tree of the
+    /// commit it was initialised at, or of its pinned snapshot), by full commit id.
+    pub catalogs: BTreeMap<String, Arc<Catalog>>,
 }
 
 /// Per placement: what the step decided, for status and logs.
@@ -186,6 +201,8 @@ pub struct Ledger {
     /// Whether each placement abandons its objects on removal, remembered for when the
     /// placement itself is deleted from the repository.
     pub abandon: BTreeMap<PlacementKey, bool>,
+    /// Staged update runs after this step, by run key; `None`: the run left the repository.
+    pub runs: BTreeMap<String, Option<RunStatus>>,
 }
 
 /// The decision of one step.
@@ -201,6 +218,8 @@ pub struct Decision {
     pub skipped: BTreeMap<String, String>,
     pub steps: Vec<StepSummary>,
     pub ledger: Ledger,
+    /// Approval requests staged update runs have reached and wait on.
+    pub requests: Vec<Request>,
 }
 
 fn rendered_fingerprint(manifests: &[Manifest]) -> String {
@@ -230,6 +249,16 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
     let members: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
     let mut decision = Decision::default();
     let mut work = Vec::new();
+    // Staged update runs by the placement they target; only the daemon's pace steps them.
+    let mut runs_by_placement: BTreeMap<PlacementKey, Vec<&StagedUpdateRun>> = BTreeMap::new();
+    if pacing == Pacing::Rolling {
+        for e in &cat.update_runs {
+            let key = staged::placement_of(&e.spec);
+            if in_scope(&key) {
+                runs_by_placement.entry(key).or_default().push(&e.spec);
+            }
+        }
+    }
 
     for (i, ps) in schedule.iter().enumerate() {
         let key = &ps.key;
@@ -334,13 +363,71 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
                 None => format!("{}/{}", r.gvk.kind, r.name),
             })
             .collect();
-        let in_use: BTreeSet<u64> = prev
+        let mut in_use: BTreeSet<u64> = prev
             .clusters
             .values()
             .filter_map(|c| c.revision.as_ref().map(|r| r.resource_index))
             .collect();
+        in_use.extend(
+            state
+                .runs
+                .values()
+                .filter(|r| r.placement == key.to_string())
+                .filter_map(|r| r.resource_snapshot_index_used),
+        );
         // The snapshot stamp: the whole hash of the selected resources, for every cluster.
         let resource_snapshot = crate::snapshot::resource_hash(&resources);
+        let strategy = ApplyStrategy::from_rollout(Some(&spec.strategy));
+        let pace = Pace::of(pacing, spec);
+        if pace == Pace::Staged {
+            // External: a resource snapshot is taken only when a run initialises (spec/README §3).
+            let history_limit = spec.revision_history_limit.unwrap_or(10).max(1) as u32;
+            let runs = runs_by_placement.remove(key).unwrap_or_default();
+            let view = staged::View {
+                key,
+                spec: Some(spec),
+                schedule: Some(ps),
+                fleet,
+                clusters: &prev.clusters,
+                resource_hash: Some(&resource_snapshot),
+                revision_history_limit: history_limit,
+                indices_in_use: in_use,
+                apply_strategy: strategy,
+            };
+            let mut history = prev.resources.clone();
+            let mut render_run = |run: &RunStatus, cluster: &str| {
+                let index = run.resource_snapshot_index_used.unwrap_or_default();
+                if run.render_commit == commit {
+                    render(cluster, index)
+                } else {
+                    let other = input.staged.catalogs.get(&run.render_commit)?;
+                    render_at(other, key, fleet, cluster, index)
+                }
+            };
+            let outcome = step_runs(&view, &runs, state, &mut history, input, &mut render_run);
+            decision.ledger.histories.insert(key.clone(), history);
+            decision
+                .ledger
+                .abandon
+                .insert(key.clone(), strategy.abandon);
+            step.strategy = pace.name().into();
+            step.report_diff = strategy.reports_diff();
+            step.target = ps
+                .bindings
+                .iter()
+                .filter(|b| b.state != BindingState::Unscheduled)
+                .count();
+            step.applying = outcome.applying;
+            step.removing = outcome.removing;
+            step.requeue_after = outcome.requeue_after;
+            step.note = Some(outcome.note);
+            work.extend(outcome.work);
+            decision.requests.extend(outcome.waiting_on);
+            decision.ledger.runs.extend(outcome.runs);
+            note_render_errors(&mut step);
+            decision.steps.push(step);
+            continue;
+        }
         let advance = prev.resources.advance(
             &resource_snapshot,
             commit,
@@ -352,24 +439,15 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
             .ledger
             .histories
             .insert(key.clone(), advance.history);
-        let strategy = ApplyStrategy::from_rollout(Some(&spec.strategy));
         decision
             .ledger
             .abandon
             .insert(key.clone(), strategy.abandon);
         step.report_diff = strategy.reports_diff();
 
-        let pace = Pace::of(pacing, spec);
         step.strategy = pace.name().into();
         let (target, params) = match pace {
-            Pace::Staged => {
-                step.note = Some(
-                    "strategy External: scheduled, not rolled out (staged update runs are not built yet)"
-                        .into(),
-                );
-                decision.steps.push(step);
-                continue;
-            }
+            Pace::Staged => unreachable!("stepped above"),
             Pace::Now => {
                 // Everything now: every binding is applied (or removed), whatever it runs.
                 for b in &ps.bindings {
@@ -480,6 +558,37 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
         decision.steps.push(step);
     }
 
+    // Runs whose placement is missing or not External: they fail (no work can come of them).
+    let no_clusters = BTreeMap::new();
+    for (key, runs) in std::mem::take(&mut runs_by_placement) {
+        let entry = cat.placement(&key.name, key.namespace.as_deref());
+        let prev = state.placements.get(&key);
+        let view = staged::View {
+            key: &key,
+            spec: entry.map(|e| &e.spec.spec),
+            schedule: schedule.iter().find(|p| p.key == key),
+            fleet,
+            clusters: prev.map_or(&no_clusters, |p| &p.clusters),
+            resource_hash: None,
+            revision_history_limit: 10,
+            indices_in_use: BTreeSet::new(),
+            apply_strategy: ApplyStrategy::default(),
+        };
+        let mut history = prev.map(|p| p.resources.clone()).unwrap_or_default();
+        let outcome = step_runs(&view, &runs, state, &mut history, input, &mut |_, _| None);
+        decision.ledger.runs.extend(outcome.runs);
+    }
+    if pacing == Pacing::Rolling && input.only.is_none() {
+        let present: BTreeSet<String> = cat
+            .update_runs
+            .iter()
+            .map(|e| run_key_of(&e.spec))
+            .collect();
+        for gone in state.runs.keys().filter(|k| !present.contains(*k)) {
+            decision.ledger.runs.insert(gone.clone(), None);
+        }
+    }
+
     // Placements gone from the commit: remove what they placed, no pacing (KubeFleet deletes
     // every binding at once), except on members that left the repository.
     let live: BTreeSet<&PlacementKey> = schedule.iter().map(|p| &p.key).collect();
@@ -520,6 +629,114 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
         sweep(input, &mut decision);
     }
     decision
+}
+
+/// The key under which a run's record is kept.
+pub fn run_key_of(run: &StagedUpdateRun) -> String {
+    staged::status::run_key(
+        run.metadata
+            .namespace
+            .as_deref()
+            .filter(|_| run.is_namespaced()),
+        &run.metadata.name,
+    )
+}
+
+/// What the runs of one placement did in a step.
+struct RunsOutcome {
+    work: Vec<Work>,
+    applying: Vec<String>,
+    removing: Vec<String>,
+    waiting_on: Vec<Request>,
+    requeue_after: u64,
+    note: String,
+    runs: Vec<(String, Option<RunStatus>)>,
+}
+
+fn step_runs(
+    view: &staged::View,
+    runs: &[&StagedUpdateRun],
+    state: &RolloutState,
+    history: &mut crate::snapshot::History,
+    input: &Input,
+    render: &mut staged::RenderRun,
+) -> RunsOutcome {
+    let inputs: Vec<staged::RunInput> = runs
+        .iter()
+        .map(|r| staged::RunInput {
+            run: r,
+            strategy: staged::strategy_of(input.cat, r),
+            previous: state.runs.get(&run_key_of(r)),
+        })
+        .collect();
+    let steps = staged::advance(
+        view,
+        &inputs,
+        history,
+        &input.staged.approvals,
+        input.commit,
+        input.now,
+        render,
+    );
+    let mut out = RunsOutcome {
+        work: vec![],
+        applying: vec![],
+        removing: vec![],
+        waiting_on: vec![],
+        requeue_after: 0,
+        note: String::new(),
+        runs: vec![],
+    };
+    let mut notes = Vec::new();
+    for (r, s) in runs.iter().zip(steps) {
+        let m = s.moves;
+        out.work.extend(m.work);
+        out.applying.extend(m.applying);
+        out.removing.extend(m.removing);
+        out.waiting_on.extend(m.waiting_on);
+        if m.requeue_after > 0 && (out.requeue_after == 0 || m.requeue_after < out.requeue_after) {
+            out.requeue_after = m.requeue_after;
+        }
+        let name = run_key_of(r);
+        match (&s.status, m.note) {
+            (_, Some(note)) => notes.push(format!("run {name}: {note}")),
+            (Some(st), None) => notes.push(format!("run {name}: {}", staged::status::summary(st))),
+            (None, None) => {}
+        }
+        if let Some(st) = s.status {
+            out.runs.push((name, Some(st)));
+        }
+    }
+    out.note = if notes.is_empty() {
+        "strategy External: moved only by staged update runs; none targets it".into()
+    } else {
+        notes.join("; ")
+    };
+    out
+}
+
+/// Renders placement `key` of another commit's catalog for `cluster`.
+fn render_at(
+    cat: &Catalog,
+    key: &PlacementKey,
+    fleet: &Fleet,
+    cluster: &str,
+    resource_index: u64,
+) -> Option<(Vec<Manifest>, Revision)> {
+    let c = fleet.get(cluster)?;
+    let target = ClusterTarget {
+        name: cluster,
+        labels: &c.labels,
+    };
+    let manifests = render_placement(cat, key, &overrides_of(cat), &target)?.ok()?;
+    let rendered = rendered_fingerprint(&manifests);
+    Some((
+        manifests,
+        Revision {
+            resource_index,
+            rendered,
+        },
+    ))
 }
 
 fn note_render_errors(step: &mut StepSummary) {
@@ -584,6 +801,16 @@ pub fn absorb(
     }
     for (key, abandon) in ledger.abandon {
         state.placements.entry(key).or_default().abandon = abandon;
+    }
+    for (key, run) in ledger.runs {
+        match run {
+            Some(r) => {
+                state.runs.insert(key, r);
+            }
+            None => {
+                state.runs.remove(&key);
+            }
+        }
     }
     for (work, outcome) in results {
         let key = &work.placement;
@@ -701,6 +928,7 @@ mod tests {
             unreachable: &BTreeMap::new(),
             only: None,
             now: 0,
+            staged: Default::default(),
         };
         step(&input, state, pacing)
     }
@@ -1013,6 +1241,7 @@ mod tests {
                 unreachable: &unreachable,
                 only,
                 now: 0,
+                staged: Default::default(),
             };
             step(&input, &RolloutState::default(), Pacing::Immediate)
         };
@@ -1050,6 +1279,7 @@ mod tests {
             unreachable: &unreachable,
             only: None,
             now: 0,
+            staged: Default::default(),
         };
         assert!(step(&input, &RolloutState::default(), Pacing::Rolling)
             .sweeps

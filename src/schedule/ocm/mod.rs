@@ -28,7 +28,6 @@
 mod groups;
 #[cfg(test)]
 mod tests;
-mod time;
 
 pub use groups::{
     decision_group_status, decision_object_name, placement_decisions, DECISION_GROUP_INDEX_LABEL,
@@ -316,14 +315,16 @@ impl<'a> World<'a> {
             .clusters
             .iter()
             .map(|c| {
-                let mut taints: Vec<TaintView> = c
-                    .ocm_taints
-                    .iter()
-                    .map(|t| TaintView {
-                        taint: t,
-                        added: t.time_added.as_deref().and_then(time::parse_rfc3339_nanos),
-                    })
-                    .collect();
+                let mut taints: Vec<TaintView> =
+                    c.ocm_taints
+                        .iter()
+                        .map(|t| TaintView {
+                            taint: t,
+                            added: t.time_added.as_deref().and_then(|t| {
+                                crate::timestamp::parse(t).map(|t| t.as_nanosecond())
+                            }),
+                        })
+                        .collect();
                 if !c.healthy {
                     // gitfleet's stand-in for the hub's taint, always last.
                     taints.push(TaintView {
@@ -744,7 +745,7 @@ impl<'a> World<'a> {
                         text,
                         "; taint {} is tolerated until {}",
                         taint_text(taint),
-                        time::format_rfc3339_nanos(until)
+                        crate::timestamp::format_unix_nanos(until)
                     );
                 }
             }
@@ -1021,7 +1022,7 @@ fn taint_reason(why: &Untolerated, c: &Cluster, in_decisions: bool) -> String {
             let _ = write!(
                 s,
                 " was tolerated until {}; its tolerationSeconds have run out",
-                time::format_rfc3339_nanos(at)
+                crate::timestamp::format_unix_nanos(at)
             );
         }
         Some(None) => s.push_str(

@@ -1,0 +1,79 @@
+//! Command-line flags that several commands share: durations, and how members are pushed
+//! (`apply` and `run` flatten [`PushArgs`]). Both the CLI (`cli`) and the daemon's commands
+//! (`daemon::command`) use this module; it uses neither.
+
+use clap::Args;
+use std::time::Duration;
+
+/// A duration flag: humantime's units and combinations (`500ms`, `30s`, `2m`, `1h30m`), or a
+/// bare number of seconds (`10`, `0.5`), as `--member-timeout` always took.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let d = if s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        s.parse::<f64>()
+            .ok()
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+            .ok_or_else(|| format!("{s:?} is not a duration like 30s, 500ms, 2m or 1h30m"))?
+    } else {
+        humantime::parse_duration(s)
+            .map_err(|e| format!("{s:?} is not a duration like 30s, 500ms, 2m or 1h30m: {e}"))?
+    };
+    Ok(d)
+}
+
+/// A duration flag that must be more than zero (`--member-timeout`).
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err(format!("{s:?}: a timeout must be more than zero")),
+        d => Ok(d),
+    }
+}
+
+/// How members are pushed: shared by `gitfleet apply` and `gitfleet run`.
+#[derive(Debug, Clone, Args)]
+pub struct PushArgs {
+    /// Members pushed at the same time.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallel_members: u16,
+    /// Requests in flight per member.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallel_requests: u16,
+    /// How long each member's requests may keep being retried in one push (e.g. 30s, 500ms,
+    /// 2m).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub retry_budget: Duration,
+}
+
+impl PushArgs {
+    /// The push options for one commit.
+    pub fn options(&self, commit: &str) -> crate::push::PushOptions {
+        crate::push::PushOptions {
+            commit: commit.to_string(),
+            parallel_members: usize::from(self.parallel_members),
+            parallel_requests: usize::from(self.parallel_requests),
+            retry_budget: self.retry_budget,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
+        assert!(parse_timeout("0").is_err());
+        assert_eq!(parse_timeout("10").unwrap(), Duration::from_secs(10));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration(".").is_err());
+    }
+}

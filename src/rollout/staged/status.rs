@@ -1,0 +1,305 @@
+//! What a staged update run remembers between steps — KubeFleet's `UpdateRunStatus`
+//! (apis/placement/v1beta1/stageupdate_types.go) as values: the snapshots it froze at
+//! initialisation, its stages with their clusters and tasks, the delete stage, and the
+//! conditions of each, with KubeFleet's types, reasons and messages
+//! (pkg/utils/condition/reason.go). Stored in the rollout state, so a restart resumes the run
+//! where it was.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::staged::{StageTaskType, UpdateRunState, UpdateStrategySpec};
+use crate::rollout::approval::Approval;
+use crate::rollout::rolling::Revision;
+
+/// Run condition types (`StagedUpdateRunConditionType`).
+pub const INITIALIZED: &str = "Initialized";
+pub const PROGRESSING: &str = "Progressing";
+pub const SUCCEEDED: &str = "Succeeded";
+/// Cluster condition type (`ClusterUpdatingConditionStarted`); clusters also use SUCCEEDED.
+pub const STARTED: &str = "Started";
+/// Stage task condition types (`StageTaskConditionType`).
+pub const APPROVAL_REQUEST_CREATED: &str = "ApprovalRequestCreated";
+pub const APPROVAL_REQUEST_APPROVED: &str = "ApprovalRequestApproved";
+pub const WAIT_TIME_ELAPSED: &str = "WaitTimeElapsed";
+/// Approval request condition types (`ApprovalRequestConditionType`).
+pub const APPROVED: &str = "Approved";
+pub const APPROVAL_ACCEPTED: &str = "ApprovalAccepted";
+
+/// KubeFleet's reasons (pkg/utils/condition/reason.go).
+pub mod reason {
+    pub const INITIALIZED: &str = "UpdateRunInitializedSuccessfully";
+    pub const INITIALIZE_FAILED: &str = "UpdateRunInitializedFailed";
+    pub const PROGRESSING: &str = "UpdateRunProgressing";
+    pub const FAILED: &str = "UpdateRunFailed";
+    pub const STUCK: &str = "UpdateRunStuck";
+    pub const WAITING: &str = "UpdateRunWaiting";
+    pub const STOPPING: &str = "UpdateRunStopping";
+    pub const STOPPED: &str = "UpdateRunStopped";
+    pub const SUCCEEDED: &str = "UpdateRunSucceeded";
+    pub const STAGE_STARTED: &str = "StageUpdatingStarted";
+    pub const STAGE_WAITING: &str = "StageUpdatingWaiting";
+    pub const STAGE_STOPPING: &str = "StageUpdatingStopping";
+    pub const STAGE_STOPPED: &str = "StageUpdatingStopped";
+    pub const STAGE_FAILED: &str = "StageUpdatingFailed";
+    pub const STAGE_SUCCEEDED: &str = "StageUpdatingSucceeded";
+    pub const STAGE_SKIPPED: &str = "StageUpdatingSkippedNoClusters";
+    pub const CLUSTER_STARTED: &str = "ClusterUpdatingStarted";
+    pub const CLUSTER_FAILED: &str = "ClusterUpdatingFailed";
+    pub const CLUSTER_SUCCEEDED: &str = "ClusterUpdatingSucceeded";
+    pub const TASK_APPROVED: &str = "StageTaskApprovalRequestApproved";
+    pub const TASK_CREATED: &str = "StageTaskApprovalRequestCreated";
+    pub const WAIT_ELAPSED: &str = "AfterStageTaskWaitTimeElapsed";
+    pub const APPROVAL_ACCEPTED: &str = "ApprovalRequestApprovalAccepted";
+}
+
+/// A `metav1.Condition` without the generation (a run's conditions always refer to the run as
+/// the commit states it). Times are unix seconds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    pub last_transition_time: u64,
+}
+
+/// `meta.SetStatusCondition`: replaces the condition of the same type; the transition time only
+/// moves when the status changes (the TimedWait clock depends on this).
+pub fn set(
+    conds: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: impl Into<String>,
+    now: u64,
+) {
+    let message = message.into();
+    match conds.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = now;
+            }
+            c.status = status.to_string();
+            c.reason = reason.to_string();
+            c.message = message;
+        }
+        None => conds.push(Condition {
+            type_: type_.to_string(),
+            status: status.to_string(),
+            reason: reason.to_string(),
+            message,
+            last_transition_time: now,
+        }),
+    }
+}
+
+pub fn find<'a>(conds: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conds.iter().find(|c| c.type_ == type_)
+}
+
+pub fn is_true(conds: &[Condition], type_: &str) -> bool {
+    find(conds, type_).is_some_and(|c| c.status == "True")
+}
+
+pub fn is_false(conds: &[Condition], type_: &str) -> bool {
+    find(conds, type_).is_some_and(|c| c.status == "False")
+}
+
+/// One run's progress (KubeFleet's `UpdateRunStatus`, plus what Git adds: the commit the run
+/// was initialised at, which approving tags must point at).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStatus {
+    /// `None` for a `ClusterStagedUpdateRun`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The placement's id (`crp/NAME`, `rp/NS/NAME`).
+    pub placement: String,
+    pub strategy_name: String,
+    /// The commit that brought the run: the run was initialised there.
+    pub init_commit: String,
+    /// When the run was first seen (unix seconds): its age.
+    pub created_at: u64,
+    /// `spec.state` as last seen.
+    pub state: UpdateRunState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_snapshot_index_used: Option<u64>,
+    /// PickN: N; PickFixed: the number of names; PickAll: the selected bindings at init.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_observed_cluster_count: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_snapshot_index_used: Option<u64>,
+    /// The hash of that resource snapshot: the `gitfleet.io/resource-snapshot` stamp.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource_snapshot_hash: String,
+    /// The commit whose tree the run renders (the snapshot's content and the overrides).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub render_commit: String,
+    /// The placement's `strategy.applyStrategy` at initialisation (a change aborts the run).
+    #[serde(default)]
+    pub applied_strategy: Value,
+    /// The strategy's spec as it was at initialisation: later edits do not affect the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged_update_strategy_snapshot: Option<UpdateStrategySpec>,
+    #[serde(default)]
+    pub stages_status: Vec<StageStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_stage_status: Option<StageStatus>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageStatus {
+    pub stage_name: String,
+    #[serde(default)]
+    pub clusters: Vec<ClusterStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub before_stage_task_status: Vec<TaskStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_stage_task_status: Vec<TaskStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<u64>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    pub cluster_name: String,
+    /// What the run gave the cluster when it started it (a different revision found later
+    /// means another run changed it: preemption).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<Revision>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskStatus {
+    #[serde(rename = "type")]
+    pub type_: StageTaskType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_request_name: Option<String>,
+    /// The accepted approval (irrevocable once recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+    /// When the request was created (reached), unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_at: Option<u64>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+impl RunStatus {
+    /// The run's key: `<namespace>/<name>` or `<name>`.
+    pub fn key(&self) -> String {
+        run_key(self.namespace.as_deref(), &self.name)
+    }
+
+    /// Finished for good: succeeded, failed, or initialisation failed.
+    pub fn is_terminal(&self) -> bool {
+        let succeeded = find(&self.conditions, SUCCEEDED).is_some_and(|c| c.status != "Unknown");
+        succeeded || is_false(&self.conditions, INITIALIZED)
+    }
+
+    /// The index of the stage being updated: the first that has not succeeded; the number of
+    /// stages when only the delete stage is left.
+    pub fn current_stage(&self) -> usize {
+        self.stages_status
+            .iter()
+            .position(|s| !is_true(&s.conditions, SUCCEEDED))
+            .unwrap_or(self.stages_status.len())
+    }
+}
+
+/// One line for people: the run's latest word (Succeeded, else Progressing, else Initialized).
+pub fn summary(st: &RunStatus) -> String {
+    let c = [SUCCEEDED, PROGRESSING, INITIALIZED]
+        .iter()
+        .find_map(|t| find(&st.conditions, t));
+    match c {
+        Some(c) => format!("{}={} {}: {}", c.type_, c.status, c.reason, c.message),
+        None => "not initialised".into(),
+    }
+}
+
+/// The approval requests of a run that exist and are not approved yet: what the approvals
+/// edge is asked about.
+pub fn open_requests(st: &RunStatus) -> Vec<crate::rollout::approval::Request> {
+    use crate::model::staged::TaskPhase;
+    let mut out = Vec::new();
+    if st.is_terminal() {
+        return out;
+    }
+    for s in &st.stages_status {
+        let tasks = s
+            .before_stage_task_status
+            .iter()
+            .map(|t| (t, TaskPhase::BeforeStage))
+            .chain(
+                s.after_stage_task_status
+                    .iter()
+                    .map(|t| (t, TaskPhase::AfterStage)),
+            );
+        for (t, phase) in tasks {
+            if t.type_ == StageTaskType::Approval
+                && is_true(&t.conditions, APPROVAL_REQUEST_CREATED)
+                && !is_true(&t.conditions, APPROVAL_REQUEST_APPROVED)
+            {
+                out.push(crate::rollout::approval::Request {
+                    namespace: st.namespace.clone(),
+                    run: st.name.clone(),
+                    stage: s.stage_name.clone(),
+                    phase,
+                    commit: st.init_commit.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A run's key: `<namespace>/<name>` or `<name>`.
+pub fn run_key(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_moves_the_transition_time_only_when_the_status_changes() {
+        let mut c = Vec::new();
+        set(&mut c, PROGRESSING, "True", reason::STAGE_STARTED, "a", 10);
+        set(&mut c, PROGRESSING, "True", reason::STAGE_STARTED, "b", 20);
+        assert_eq!(c[0].last_transition_time, 10);
+        assert_eq!(c[0].message, "b");
+        set(&mut c, PROGRESSING, "False", reason::STAGE_WAITING, "c", 30);
+        assert_eq!(c[0].last_transition_time, 30);
+        assert_eq!(c[0].reason, reason::STAGE_WAITING);
+        set(
+            &mut c,
+            PROGRESSING,
+            "False",
+            reason::STAGE_SUCCEEDED,
+            "d",
+            40,
+        );
+        assert_eq!(c[0].last_transition_time, 30);
+    }
+}

@@ -1,0 +1,694 @@
+//! The staged engine through the rollout step, as the daemon drives it: a commit, the step at
+//! an injected time, push outcomes chosen by the test, absorb. Expectations cite KubeFleet's
+//! pkg/controllers/updaterun/ (initialization.go, execution.go, stop.go, validation.go).
+
+use std::collections::BTreeMap;
+
+use super::status::{self, reason, RunStatus};
+use crate::catalog::{Catalog, SourceFile};
+use crate::rollout::approval::{Approval, Request};
+use crate::rollout::{
+    absorb, step, Action, BindingHealth, Input, Outcome, Pacing, RolloutState, StagedInput,
+};
+use crate::schedule::{schedule_commit, Fleet, Previous};
+
+/// m1..m3 staging, m4..m6 canary, m7..m9 production; `order` labels reverse the names in
+/// canary, so sorting by label is visible.
+fn members() -> String {
+    let mut y = String::new();
+    for i in 1..=9 {
+        let env = match i {
+            1..=3 => "staging",
+            4..=6 => "canary",
+            _ => "production",
+        };
+        let order = 10 - i;
+        y.push_str(&format!(
+            "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+             metadata: {{name: m{i}, labels: {{env: {env}, order: '{order}'}}}}\n\
+             spec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n"
+        ));
+    }
+    y
+}
+
+const STRATEGY: &str = r#"---
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterStagedUpdateStrategy
+metadata: {name: three}
+spec:
+  stages:
+  - name: staging
+    labelSelector: {matchLabels: {env: staging}}
+    maxConcurrency: 2
+    afterStageTasks: [{type: TimedWait, waitTime: 60s}]
+  - name: canary
+    labelSelector: {matchLabels: {env: canary}}
+    sortingLabelKey: order
+    beforeStageTasks: [{type: Approval}]
+  - name: production
+    labelSelector: {matchLabels: {env: production}}
+    maxConcurrency: '50%'
+    afterStageTasks: [{type: Approval}, {type: TimedWait, waitTime: 30s}]
+"#;
+
+fn placement(strategy: &str, policy: &str) -> String {
+    format!(
+        "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\n\
+         metadata: {{name: app}}\nspec:\n  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: app}}]\n\
+         \x20 policy: {policy}\n  strategy: {{type: {strategy}}}\n"
+    )
+}
+
+fn run(name: &str, state: &str) -> String {
+    format!(
+        "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterStagedUpdateRun\n\
+         metadata: {{name: {name}}}\nspec: {{placementName: app, stagedRolloutStrategyName: three, state: {state}}}\n"
+    )
+}
+
+fn commit(tag: &str, extra: &str) -> Catalog {
+    let yaml = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: app, labels: {{tag: '{tag}'}}}}\n{}{}",
+        members(),
+        extra
+    );
+    let (cat, diags) = crate::analyze(&[SourceFile {
+        path: "fleet.yaml".into(),
+        content: yaml.into_bytes(),
+    }]);
+    assert!(diags.is_empty(), "{diags:#?}");
+    cat
+}
+
+fn standard(tag: &str, run_state: &str) -> Catalog {
+    commit(
+        tag,
+        &format!(
+            "{}{STRATEGY}{}",
+            placement("External", "{placementType: PickAll}"),
+            run("r1", run_state)
+        ),
+    )
+}
+
+/// The daemon's side: bindings, rollout state, accepted approvals.
+#[derive(Default)]
+struct World {
+    state: RolloutState,
+    previous: Previous,
+    approvals: BTreeMap<String, Approval>,
+    /// Every commit stepped so far, as the daemon reads them for runs initialised earlier.
+    catalogs: BTreeMap<String, std::sync::Arc<Catalog>>,
+}
+
+#[derive(Debug)]
+struct Stepped {
+    applied: Vec<String>,
+    removed: Vec<String>,
+    requests: Vec<String>,
+    requeue_after: u64,
+}
+
+impl World {
+    /// One step of `cat` at `now`; every push ends with `health`.
+    fn step(&mut self, cat: &Catalog, sha: &str, now: u64, health: BindingHealth) -> Stepped {
+        let fleet = Fleet::build(cat, None);
+        let mut schedule = schedule_commit(cat, &fleet, &self.previous, now as i64);
+        let input = Input {
+            cat,
+            commit: sha,
+            schedule: &schedule,
+            fleet: &fleet,
+            unreachable: &BTreeMap::new(),
+            only: None,
+            now,
+            staged: StagedInput {
+                approvals: self.approvals.clone(),
+                catalogs: self.catalogs.clone(),
+            },
+        };
+        let d = step(&input, &self.state, Pacing::Rolling);
+        let pick = |remove: bool| -> Vec<String> {
+            d.work
+                .iter()
+                .filter(|w| matches!(w.action, Action::Remove { .. }) == remove)
+                .map(|w| w.cluster.clone())
+                .collect()
+        };
+        let out = Stepped {
+            applied: pick(false),
+            removed: pick(true),
+            requests: d.requests.iter().map(Request::key).collect(),
+            requeue_after: d.steps.iter().map(|s| s.requeue_after).max().unwrap_or(0),
+        };
+        let results = d
+            .work
+            .into_iter()
+            .map(|w| (w, Outcome::Done(health, vec![])))
+            .collect();
+        absorb(&mut self.state, &mut schedule, d.ledger, results, sha, now);
+        self.catalogs
+            .insert(sha.to_string(), std::sync::Arc::new(cat.clone()));
+        self.previous = schedule.into_iter().map(|p| (p.key.clone(), p)).collect();
+        out
+    }
+
+    fn run(&self, key: &str) -> &RunStatus {
+        &self.state.runs[key]
+    }
+
+    fn approve(&mut self, request: &str, commit: &str) {
+        self.approvals.insert(
+            request.to_string(),
+            Approval {
+                request: request.to_string(),
+                signer: "sre@example.com".into(),
+                key_fingerprint: "SHA256:test".into(),
+                tag: format!("gitfleet/approve/{request}"),
+                tag_object: "t".repeat(40),
+                commit: commit.to_string(),
+                accepted_at: 1,
+            },
+        );
+    }
+}
+
+fn cond<'a>(conds: &'a [status::Condition], t: &str) -> (&'a str, &'a str) {
+    let c = status::find(conds, t).unwrap_or_else(|| panic!("no {t} in {conds:#?}"));
+    (c.status.as_str(), c.reason.as_str())
+}
+
+fn stage_clusters(st: &RunStatus) -> Vec<Vec<&str>> {
+    st.stages_status
+        .iter()
+        .map(|s| s.clusters.iter().map(|c| c.cluster_name.as_str()).collect())
+        .collect()
+}
+
+/// initialization.go: stages by label selector, `sortingLabelKey` as an integer then name,
+/// snapshot indices recorded, strategy frozen, `Initialized=True UpdateRunInitializedSuccessfully`;
+/// `state: Initialize` stops there.
+#[test]
+fn initialisation_records_stages_in_kubefleets_order_and_initialize_moves_nothing() {
+    let mut w = World::default();
+    let cat = standard("v1", "Initialize");
+    let s = w.step(&cat, "c1", 1000, BindingHealth::Available);
+    assert!(s.applied.is_empty(), "{s:?}");
+    let st = w.run("r1");
+    assert_eq!(
+        cond(&st.conditions, status::INITIALIZED),
+        ("True", reason::INITIALIZED)
+    );
+    assert_eq!(
+        stage_clusters(st),
+        [
+            vec!["m1", "m2", "m3"],
+            vec!["m6", "m5", "m4"],
+            vec!["m7", "m8", "m9"]
+        ]
+    );
+    assert_eq!(st.resource_snapshot_index_used, Some(0));
+    assert_eq!(st.policy_snapshot_index_used, Some(0));
+    assert_eq!(st.policy_observed_cluster_count, Some(9));
+    assert_eq!(st.init_commit, "c1");
+    assert_eq!(
+        st.deletion_stage_status.as_ref().unwrap().stage_name,
+        "kubernetes-fleet.io/deleteStage"
+    );
+    assert_eq!(
+        st.stages_status[1].before_stage_task_status[0]
+            .approval_request_name
+            .as_deref(),
+        Some("r1-before-canary")
+    );
+    // A new snapshot was taken for the run (External placements take none otherwise).
+    let app = "crp/app".parse().unwrap();
+    assert_eq!(w.state.placements[&app].resources.records.len(), 1);
+}
+
+/// The whole life of a run: maxConcurrency 2 then 50% of 3 = 1 (rounded down), a cluster is
+/// done when available, the TimedWait counts from the stage's waiting transition, the
+/// before-stage approval holds the stage, the after-stage Approval and TimedWait run together,
+/// then `Succeeded=True UpdateRunSucceeded` (execution.go).
+#[test]
+fn a_run_moves_stage_by_stage_through_waits_and_approvals() {
+    let mut w = World::default();
+    let cat = standard("v1", "Run");
+    // t=1000: the first two staging clusters start; pushes report Pending.
+    let s = w.step(&cat, "c1", 1000, BindingHealth::Pending);
+    assert_eq!(s.applied, ["m1", "m2"]);
+    assert_eq!(s.requeue_after, super::execute::CLUSTER_POLL);
+    let st = w.run("r1");
+    assert_eq!(
+        cond(&st.conditions, status::PROGRESSING),
+        ("True", reason::PROGRESSING)
+    );
+    assert_eq!(
+        cond(&st.stages_status[0].conditions, status::PROGRESSING),
+        ("True", reason::STAGE_STARTED)
+    );
+    // Still pending: re-read, nothing new starts.
+    let s = w.step(&cat, "c1", 1005, BindingHealth::Available);
+    assert_eq!(s.applied, ["m1", "m2"]);
+    // Both available: they succeed and m3 starts in the same pass.
+    let s = w.step(&cat, "c1", 1010, BindingHealth::Available);
+    assert_eq!(s.applied, ["m3"]);
+    // m3 done at 1020: the stage waits 60 s from now.
+    let s = w.step(&cat, "c1", 1020, BindingHealth::Available);
+    assert!(s.applied.is_empty());
+    assert_eq!(s.requeue_after, 60);
+    let st = w.run("r1");
+    assert_eq!(
+        cond(&st.conditions, status::PROGRESSING),
+        ("False", reason::WAITING)
+    );
+    assert_eq!(
+        status::find(&st.conditions, status::PROGRESSING)
+            .unwrap()
+            .message,
+        "The updateRun is waiting for after-stage tasks in stage staging to complete"
+    );
+    let s = w.step(&cat, "c1", 1079, BindingHealth::Available);
+    assert_eq!(s.requeue_after, 1);
+    // t=1080: the wait elapsed; canary's before-stage approval is requested.
+    let s = w.step(&cat, "c1", 1080, BindingHealth::Available);
+    assert!(s.applied.is_empty());
+    assert_eq!(s.requests, ["r1-before-canary"]);
+    let st = w.run("r1");
+    let staging = &st.stages_status[0];
+    assert_eq!(
+        cond(&staging.conditions, status::SUCCEEDED),
+        ("True", reason::STAGE_SUCCEEDED)
+    );
+    assert_eq!(
+        cond(
+            &staging.after_stage_task_status[0].conditions,
+            status::WAIT_TIME_ELAPSED
+        ),
+        ("True", reason::WAIT_ELAPSED)
+    );
+    let canary = &st.stages_status[1];
+    assert_eq!(
+        cond(&canary.conditions, status::PROGRESSING),
+        ("False", reason::STAGE_WAITING)
+    );
+    assert_eq!(
+        cond(
+            &canary.before_stage_task_status[0].conditions,
+            status::APPROVAL_REQUEST_CREATED
+        ),
+        ("True", reason::TASK_CREATED)
+    );
+    // An approval on another commit (an earlier run of the same name) does not count.
+    w.approve("r1-before-canary", "c0");
+    let s = w.step(&cat, "c1", 1090, BindingHealth::Available);
+    assert!(s.applied.is_empty());
+    assert_eq!(s.requeue_after, super::execute::STAGE_POLL);
+    // Approved on the initialisation commit: canary runs one at a time, by the order label.
+    w.approve("r1-before-canary", "c1");
+    let mut order = Vec::new();
+    for t in 0..3 {
+        let s = w.step(&cat, "c1", 1100 + t, BindingHealth::Available);
+        order.extend(s.applied);
+    }
+    assert_eq!(order, ["m6", "m5", "m4"]);
+    // Canary done, production starts at once (no waits): 50% of 3 rounds down to 1.
+    let s = w.step(&cat, "c1", 1110, BindingHealth::Available);
+    assert_eq!(s.applied, ["m7"]);
+    let st = w.run("r1");
+    assert_eq!(
+        cond(
+            &st.stages_status[1].before_stage_task_status[0].conditions,
+            status::APPROVAL_REQUEST_APPROVED
+        ),
+        ("True", reason::TASK_APPROVED)
+    );
+    assert_eq!(
+        st.stages_status[1].before_stage_task_status[0]
+            .approval
+            .as_ref()
+            .unwrap()
+            .signer,
+        "sre@example.com"
+    );
+    w.step(&cat, "c1", 1111, BindingHealth::Available);
+    w.step(&cat, "c1", 1112, BindingHealth::Available);
+    // All production clusters done at 1113: Approval and TimedWait (30 s) together.
+    let s = w.step(&cat, "c1", 1113, BindingHealth::Available);
+    assert_eq!(s.requests, ["r1-after-production"]);
+    w.approve("r1-after-production", "c1");
+    let s = w.step(&cat, "c1", 1120, BindingHealth::Available);
+    assert_eq!(s.requeue_after, 23, "the wait still runs: {s:?}");
+    assert!(s.requests.is_empty());
+    let s = w.step(&cat, "c1", 1143, BindingHealth::Available);
+    assert!(s.applied.is_empty());
+    let st = w.run("r1");
+    assert_eq!(
+        cond(&st.conditions, status::SUCCEEDED),
+        ("True", reason::SUCCEEDED)
+    );
+    assert_eq!(
+        cond(&st.conditions, status::PROGRESSING),
+        ("False", reason::SUCCEEDED)
+    );
+    // Every cluster runs snapshot 0, bound.
+    let app = "crp/app".parse().unwrap();
+    let ps = &w.state.placements[&app];
+    assert_eq!(ps.clusters.len(), 9);
+    assert!(ps
+        .clusters
+        .values()
+        .all(|c| c.revision.as_ref().unwrap().resource_index == 0));
+    assert!(w.previous[&app]
+        .bindings
+        .iter()
+        .all(|b| b.state == crate::schedule::BindingState::Bound));
+    // A finished run moves nothing more, even when the content changes: a new run is needed.
+    let v2 = standard("v2", "Run");
+    let s = w.step(&v2, "c2", 2000, BindingHealth::Available);
+    assert!(s.applied.is_empty());
+}
+
+/// execution.go: a started cluster unfinished after `updateRunStuckThreshold` (5 min) makes the
+/// run `Progressing=False UpdateRunStuck`; it recovers when the cluster finishes.
+#[test]
+fn a_cluster_pending_for_more_than_five_minutes_marks_the_run_stuck() {
+    let mut w = World::default();
+    let cat = standard("v1", "Run");
+    w.step(&cat, "c1", 0, BindingHealth::Pending);
+    w.step(&cat, "c1", 300, BindingHealth::Pending);
+    assert_eq!(
+        cond(&w.run("r1").conditions, status::PROGRESSING),
+        ("True", reason::PROGRESSING)
+    );
+    w.step(&cat, "c1", 301, BindingHealth::Pending);
+    let p = status::find(&w.run("r1").conditions, status::PROGRESSING).unwrap();
+    assert_eq!(
+        (p.status.as_str(), p.reason.as_str()),
+        ("False", reason::STUCK)
+    );
+    assert!(p.message.contains("m1, m2"), "{}", p.message);
+    // Failed pushes are retried, never fail the run (checkClusterUpdateResult).
+    let s = w.step(&cat, "c1", 302, BindingHealth::Failed);
+    assert_eq!(s.applied, ["m1", "m2"]);
+    w.step(&cat, "c1", 303, BindingHealth::Available);
+    let s = w.step(&cat, "c1", 304, BindingHealth::Available);
+    assert_eq!(s.applied, ["m3"]);
+    assert_eq!(
+        cond(&w.run("r1").conditions, status::PROGRESSING),
+        ("True", reason::PROGRESSING)
+    );
+}
+
+/// stop.go: `state: Stop` lets started clusters finish and starts none
+/// (`UpdateRunStopping`, then `UpdateRunStopped`); `state: Run` resumes.
+#[test]
+fn stop_lets_clusters_in_flight_finish_and_run_resumes() {
+    let mut w = World::default();
+    let running = standard("v1", "Run");
+    let stopped = standard("v1", "Stop");
+    let s = w.step(&running, "c1", 0, BindingHealth::Pending);
+    assert_eq!(s.applied, ["m1", "m2"]);
+    // Stop while m1 and m2 are in flight: they are re-read, nothing new starts.
+    let s = w.step(&stopped, "c2", 10, BindingHealth::Pending);
+    assert_eq!(s.applied, ["m1", "m2"]);
+    let st = w.run("r1");
+    assert_eq!(
+        cond(&st.conditions, status::PROGRESSING),
+        ("Unknown", reason::STOPPING)
+    );
+    assert_eq!(
+        cond(&st.stages_status[0].conditions, status::PROGRESSING),
+        ("Unknown", reason::STAGE_STOPPING)
+    );
+    w.step(&stopped, "c2", 20, BindingHealth::Available);
+    let s = w.step(&stopped, "c2", 30, BindingHealth::Available);
+    assert!(s.applied.is_empty(), "{s:?}");
+    let st = w.run("r1");
+    assert_eq!(
+        cond(&st.conditions, status::PROGRESSING),
+        ("False", reason::STOPPED)
+    );
+    assert_eq!(
+        cond(&st.stages_status[0].conditions, status::PROGRESSING),
+        ("False", reason::STAGE_STOPPED)
+    );
+    assert_eq!(
+        st.init_commit, "c1",
+        "editing the state does not re-initialise"
+    );
+    // Resumed: m3 starts.
+    let s = w.step(&running, "c3", 40, BindingHealth::Available);
+    assert_eq!(s.applied, ["m3"]);
+    assert_eq!(
+        cond(&w.run("r1").conditions, status::PROGRESSING),
+        ("True", reason::PROGRESSING)
+    );
+}
+
+/// validation.go: a later commit that changes the placement's apply strategy or its policy
+/// (a new policy snapshot) aborts the run: `Succeeded=False UpdateRunFailed`. (A placement no
+/// longer External while a run names it is an invalid commit: the catalog refuses it.)
+#[test]
+fn a_new_apply_strategy_or_policy_snapshot_aborts_the_run() {
+    for (name, extra) in [
+        (
+            "apply",
+            format!(
+                "{}{STRATEGY}{}",
+                placement(
+                    "External, applyStrategy: {type: ServerSideApply}",
+                    "{placementType: PickAll}"
+                ),
+                run("r1", "Run")
+            ),
+        ),
+        (
+            "policy",
+            format!(
+                "{}{STRATEGY}{}",
+                placement(
+                    "External",
+                    "{placementType: PickAll, tolerations: [{key: k, operator: Exists}]}"
+                ),
+                run("r1", "Run")
+            ),
+        ),
+    ] {
+        let mut w = World::default();
+        w.step(&standard("v1", "Run"), "c1", 0, BindingHealth::Pending);
+        let changed = commit("v1", &extra);
+        let s = w.step(&changed, "c2", 10, BindingHealth::Available);
+        assert!(s.applied.is_empty(), "{name}: {s:?}");
+        let st = w.run("r1");
+        assert_eq!(
+            cond(&st.conditions, status::SUCCEEDED),
+            ("False", reason::FAILED),
+            "{name}"
+        );
+        let msg = &status::find(&st.conditions, status::SUCCEEDED)
+            .unwrap()
+            .message;
+        let want = match name {
+            "apply" => "the applyStrategy in the updateRun is outdated",
+            _ => "the policy snapshot index used in the updateRun is outdated, latest: 1, recorded: 0",
+        };
+        assert!(msg.starts_with("cannot continue the updateRun"), "{msg}");
+        assert!(msg.contains(want), "{name}: {msg}");
+    }
+}
+
+/// execution.go: a started cluster whose binding another run changed fails the cluster
+/// (`ClusterUpdatingFailed`), the stage (`StageUpdatingFailed`) and the run ("preempted").
+#[test]
+fn a_cluster_changed_by_another_run_aborts_this_one() {
+    let mut w = World::default();
+    let cat = standard("v1", "Run");
+    w.step(&cat, "c1", 0, BindingHealth::Pending);
+    let app = "crp/app".parse().unwrap();
+    let m1 = w
+        .state
+        .placements
+        .get_mut(&app)
+        .unwrap()
+        .clusters
+        .get_mut("m1")
+        .unwrap();
+    m1.revision.as_mut().unwrap().rendered = "another run's".into();
+    w.step(&cat, "c1", 10, BindingHealth::Available);
+    let st = w.run("r1");
+    let c = &st.stages_status[0].clusters[0];
+    assert_eq!(
+        cond(&c.conditions, status::SUCCEEDED),
+        ("False", reason::CLUSTER_FAILED)
+    );
+    assert_eq!(
+        cond(&st.stages_status[0].conditions, status::SUCCEEDED),
+        ("False", reason::STAGE_FAILED)
+    );
+    assert_eq!(
+        cond(&st.conditions, status::SUCCEEDED),
+        ("False", reason::FAILED)
+    );
+    assert!(status::find(&st.conditions, status::SUCCEEDED)
+        .unwrap()
+        .message
+        .contains("concurrent updateRun"));
+}
+
+fn init_failure(extra: &str) -> String {
+    let mut w = World::default();
+    let cat = commit("v1", extra);
+    let s = w.step(&cat, "c1", 0, BindingHealth::Available);
+    assert!(s.applied.is_empty());
+    let st = w.run("r1");
+    let c = status::find(&st.conditions, status::INITIALIZED)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", reason::INITIALIZE_FAILED)
+    );
+    // Terminal: a later commit fixing the cause does not revive it.
+    let again = w.step(&standard("v1", "Run"), "c2", 10, BindingHealth::Available);
+    assert!(again.applied.is_empty());
+    c.message
+}
+
+/// initialization.go's terminal errors, each with KubeFleet's message. (A run whose placement
+/// is missing or not External never gets here: the catalog refuses such a commit.)
+#[test]
+fn initialisation_errors_are_terminal_with_kubefleets_messages() {
+    let ext = placement("External", "{placementType: PickAll}");
+    let one_stage = |sel: &str, extra_stage: &str| {
+        format!(
+            "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterStagedUpdateStrategy\n\
+             metadata: {{name: three}}\nspec:\n  stages:\n  - name: all\n    labelSelector: {sel}\n{extra_stage}"
+        )
+    };
+    let cases = [
+        (format!("{ext}{}", run("r1", "Run")), "referenced updateStrategy not found: `three`"),
+        (
+            format!("{ext}{}{}", one_stage("{matchLabels: {env: staging}}", ""), run("r1", "Run")),
+            "some clusters are not placed in any stage, total 6, showing up to 10: m4, m5, m6, m7, m8, m9",
+        ),
+        (
+            format!(
+                "{ext}{}{}",
+                one_stage("{}", "  - name: again\n    labelSelector: {matchLabels: {env: canary}}\n"),
+                run("r1", "Run")
+            ),
+            "cluster `m4` appears in more than one stages",
+        ),
+        (
+            format!("{ext}{}{}", one_stage("{}\n    sortingLabelKey: env", ""), run("r1", "Run")),
+            "the sorting label `env:staging` on cluster `m1` is not valid: strconv.Atoi: parsing \"staging\": invalid syntax",
+        ),
+        (
+            format!(
+                "{}{STRATEGY}{}",
+                placement("External", "{placementType: PickN, numberOfClusters: 20}"),
+                run("r1", "Run")
+            ),
+            "policy snapshot `app-0` not fully scheduled yet",
+        ),
+    ];
+    for (extra, want) in cases {
+        let msg = init_failure(&extra);
+        assert!(
+            msg.starts_with("cannot continue the updateRun: failed to validate the updateRun: "),
+            "{msg}"
+        );
+        assert!(msg.ends_with(want), "want …{want}\n got {msg}");
+    }
+}
+
+/// A stage without clusters succeeds at once with `StageUpdatingSkippedNoClusters`
+/// (kubefleet#610); a stage with `labelSelector` absent selects none.
+#[test]
+fn an_empty_stage_is_skipped() {
+    let strategy = "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterStagedUpdateStrategy\n\
+        metadata: {name: three}\nspec:\n  stages:\n  - name: nobody\n    beforeStageTasks: [{type: Approval}]\n\
+        \x20 - name: everyone\n    labelSelector: {}\n    maxConcurrency: 9\n";
+    let mut w = World::default();
+    let cat = commit(
+        "v1",
+        &format!(
+            "{}{strategy}{}",
+            placement("External", "{placementType: PickAll}"),
+            run("r1", "Run")
+        ),
+    );
+    let s = w.step(&cat, "c1", 0, BindingHealth::Available);
+    assert_eq!(
+        s.applied.len(),
+        9,
+        "the empty stage's approval is not asked: {s:?}"
+    );
+    assert!(s.requests.is_empty());
+    let st = w.run("r1");
+    assert_eq!(
+        cond(&st.stages_status[0].conditions, status::SUCCEEDED),
+        ("True", reason::STAGE_SKIPPED)
+    );
+}
+
+/// The delete stage: clusters whose bindings are unscheduled at initialisation are removed
+/// after the last stage, then the run succeeds.
+#[test]
+fn the_delete_stage_removes_unscheduled_clusters_after_the_last_stage() {
+    let pick = |names: &str| {
+        format!(
+            "{}{}{}",
+            placement("External", &format!("{{placementType: PickFixed, clusterNames: [{names}]}}")),
+            "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterStagedUpdateStrategy\n\
+             metadata: {name: three}\nspec:\n  stages:\n  - name: all\n    labelSelector: {}\n    maxConcurrency: 9\n",
+            ""
+        )
+    };
+    let mut w = World::default();
+    // First run over m1, m2 (runs are named r1, r2: a finished run stays finished).
+    let first = commit("v1", &format!("{}{}", pick("m1, m2"), run("r1", "Run")));
+    w.step(&first, "c1", 0, BindingHealth::Available);
+    w.step(&first, "c1", 1, BindingHealth::Available);
+    assert_eq!(
+        cond(&w.run("r1").conditions, status::SUCCEEDED),
+        ("True", reason::SUCCEEDED)
+    );
+    // The policy now picks m2, m3: m1's binding is unscheduled; a second run.
+    let second = commit(
+        "v2",
+        &format!("{}{}", pick("m2, m3"), run("r2", "Run").replace("r1", "r2")),
+    );
+    let s = w.step(&second, "c2", 10, BindingHealth::Available);
+    assert_eq!(s.applied, ["m2", "m3"]);
+    let st = w.run("r2");
+    let del = st.deletion_stage_status.as_ref().unwrap();
+    assert_eq!(del.clusters[0].cluster_name, "m1");
+    let s = w.step(&second, "c2", 11, BindingHealth::Available);
+    assert_eq!(s.removed, ["m1"]);
+    w.step(&second, "c2", 12, BindingHealth::Available);
+    let st = w.run("r2");
+    assert_eq!(
+        cond(&st.conditions, status::SUCCEEDED),
+        ("True", reason::SUCCEEDED)
+    );
+    assert!(
+        !w.state.runs.contains_key("r1"),
+        "a run gone from the commit is forgotten"
+    );
+}
+
+/// A run's record survives the state file (crash-safe state) unchanged.
+#[test]
+fn run_progress_round_trips_through_the_state_format() {
+    let mut w = World::default();
+    w.step(&standard("v1", "Run"), "c1", 0, BindingHealth::Pending);
+    let text = serde_json::to_string(&w.state).unwrap();
+    let back: RolloutState = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, w.state);
+    // A state written before runs existed reads with none.
+    let old: RolloutState = serde_json::from_str(r#"{"placements": {}}"#).unwrap();
+    assert!(old.runs.is_empty());
+}
