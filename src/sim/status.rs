@@ -312,44 +312,6 @@ fn qualified(group: &str, resource: &str) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn not_found_reads_like_the_api_server() {
-        let s = ApiError::not_found("", "namespaces", "x").to_status();
-        assert_eq!(s["message"], "namespaces \"x\" not found");
-        assert_eq!(s["reason"], "NotFound");
-        assert_eq!(s["code"], 404);
-        assert_eq!(s["kind"], "Status");
-        let s = ApiError::not_found("apps", "deployments", "web").to_status();
-        assert_eq!(s["message"], "deployments.apps \"web\" not found");
-        assert_eq!(s["details"]["group"], "apps");
-    }
-
-    #[test]
-    fn conflict_messages_match_the_api_server() {
-        let one = ApiError::apply_conflicts(&[("\"other\"".into(), ".data.a".into())]);
-        assert_eq!(
-            one.message,
-            "Apply failed with 1 conflict: conflict with \"other\": .data.a"
-        );
-        assert_eq!(
-            one.to_status()["details"]["causes"][0]["reason"],
-            "FieldManagerConflict"
-        );
-        let two = ApiError::apply_conflicts(&[
-            ("\"b\"".into(), ".data.x".into()),
-            ("\"a\"".into(), ".data.y".into()),
-        ]);
-        assert_eq!(
-            two.message,
-            "Apply failed with 2 conflicts: conflicts with \"a\":\n- .data.y\nconflicts with \"b\":\n- .data.x"
-        );
-    }
-}
-
 /// A cause's reason, from its message as field.ErrorList words it (`Required value`, ...).
 fn cause_reason(message: &str) -> &'static str {
     [
@@ -387,5 +349,43 @@ impl From<super::patch::PatchError> for ApiError {
             super::patch::PatchError::Malformed(m) => ApiError::bad_request(m),
             super::patch::PatchError::NotApplicable(_) => ApiError::unprocessable_patch(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_reads_like_the_api_server() {
+        let s = ApiError::not_found("", "namespaces", "x").to_status();
+        assert_eq!(s["message"], "namespaces \"x\" not found");
+        assert_eq!(s["reason"], "NotFound");
+        assert_eq!(s["code"], 404);
+        assert_eq!(s["kind"], "Status");
+        let s = ApiError::not_found("apps", "deployments", "web").to_status();
+        assert_eq!(s["message"], "deployments.apps \"web\" not found");
+        assert_eq!(s["details"]["group"], "apps");
+    }
+
+    #[test]
+    fn conflict_messages_match_the_api_server() {
+        let one = ApiError::apply_conflicts(&[("\"other\"".into(), ".data.a".into())]);
+        assert_eq!(
+            one.message,
+            "Apply failed with 1 conflict: conflict with \"other\": .data.a"
+        );
+        assert_eq!(
+            one.to_status()["details"]["causes"][0]["reason"],
+            "FieldManagerConflict"
+        );
+        let two = ApiError::apply_conflicts(&[
+            ("\"b\"".into(), ".data.x".into()),
+            ("\"a\"".into(), ".data.y".into()),
+        ]);
+        assert_eq!(
+            two.message,
+            "Apply failed with 2 conflicts: conflicts with \"a\":\n- .data.y\nconflicts with \"b\":\n- .data.x"
+        );
     }
 }
