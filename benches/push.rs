@@ -12,6 +12,11 @@
 //! flight per member), both measured in this run; gitfleet's throughput is reported as a
 //! fraction of that raw capacity.
 //! `GITFLEET_PUSH_CAPACITY="members,objects"` changes that size (default 10,1000).
+//!
+//! Last, the same comparison against real members when the test bed is built (testbed/, found
+//! as the tests find it): 1,000 objects to each of 3 test-bed members (real kube-apiservers),
+//! gitfleet's push against the raw loop in the same run. `GITFLEET_PUSH_REAL="members,objects"`
+//! changes that size (default 3,1000).
 
 use gitfleet::model::{PlacementKey, PlacementKind};
 use gitfleet::push::{MemberPush, MemberResult, PlacementPush, PruneUnlisted, PushOptions};
@@ -21,6 +26,9 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+#[path = "support/testbed.rs"]
+mod testbed;
 
 const SLOW: &str = "m-slow";
 const DOWN: &str = "m-down";
@@ -204,7 +212,8 @@ fn capacity_sizes() -> (usize, usize) {
     (m.max(1), o.max(1))
 }
 
-/// 1,000 objects to 10 members: gitfleet's push against the raw loop, in the same process.
+/// 1,000 objects to 10 simulated members: gitfleet's push against the raw loop, in the same
+/// process.
 async fn capacity() {
     let (n, objects) = capacity_sizes();
     let mut fleet_yaml = String::from("members:\n");
@@ -213,6 +222,48 @@ async fn capacity() {
     }
     let (sim, kubeconfig) = start_sim(&fleet_yaml).await;
     let names: Vec<String> = sim.members().iter().map(|m| m.name.clone()).collect();
+    capacity_on("capacity", &kubeconfig, &names, objects).await;
+    sim.shutdown().await;
+}
+
+/// The same comparison against real members: 1,000 objects to each of 3 test-bed members
+/// (real kube-apiservers with their controllers, testbed/), when the test bed is built.
+/// `GITFLEET_PUSH_REAL="members,objects"` changes the size (default 3,1000).
+async fn capacity_real() {
+    let (n, objects) = pair_from_env("GITFLEET_PUSH_REAL", (3, 1000));
+    let names: Vec<String> = (0..n.max(1)).map(|i| format!("r-{i}")).collect();
+    let mut fleet_yaml = String::from("members:\n");
+    for name in &names {
+        fleet_yaml.push_str(&format!("  - name: {name}\n"));
+    }
+    let Some(testbed) = tokio::task::spawn_blocking(move || testbed::Testbed::start(&fleet_yaml))
+        .await
+        .expect("no panic")
+    else {
+        println!("real       skipped: no test bed (build it with `bash testbed/build.sh`, or set GITFLEET_TESTBED)");
+        return;
+    };
+    println!(
+        "real       {} test-bed members ready in {:.0} s",
+        names.len(),
+        testbed.started_in.as_secs_f64()
+    );
+    let kubeconfig = kube::config::Kubeconfig::read_from(testbed.kubeconfig()).expect("kubeconfig");
+    capacity_on("real", &kubeconfig, &names, objects).await;
+    tokio::task::spawn_blocking(move || drop(testbed))
+        .await
+        .expect("stopped");
+}
+
+/// gitfleet's push of `objects` objects to each member against the raw SSA loop over the same
+/// objects, in this run; prints both rates and their ratio.
+async fn capacity_on(
+    label: &str,
+    kubeconfig: &kube::config::Kubeconfig,
+    names: &[String],
+    objects: usize,
+) {
+    let n = names.len();
     // Different namespaces, so both runs create everything new.
     let with_namespace = |ns: &str| -> Vec<Manifest> {
         manifests(objects - 1)
@@ -242,7 +293,7 @@ async fn capacity() {
             m
         })
         .collect();
-    let raw = raw_apply(&kubeconfig, &names, &raw_objects, in_flight).await;
+    let raw = raw_apply(kubeconfig, names, &raw_objects, in_flight).await;
     let members: Vec<MemberPush> = names
         .iter()
         .map(|m| MemberPush {
@@ -267,18 +318,17 @@ async fn capacity() {
         parallel_requests: in_flight,
         retry_budget: Duration::from_secs(30),
     };
-    let pushed = round(&kubeconfig, &members, &opts).await;
+    let pushed = round(kubeconfig, &members, &opts).await;
     let failed = pushed.results.iter().filter(|m| m.failed()).count();
     let total = (n * objects) as f64;
     let raw_rate = total / raw.as_secs_f64();
     let push_rate = total / pushed.wall.as_secs_f64();
     println!(
-        "capacity   {n} members x {objects} objects, {in_flight} requests in flight per member | raw SSA loop {:>6.0} ms ({raw_rate:.0} objects/s) | gitfleet push {:>6.0} ms ({push_rate:.0} objects/s, {failed} members failed) | gitfleet / raw = {:.2} (goal >= 0.8)",
+        "{label:<10} {n} members x {objects} objects, {in_flight} requests in flight per member | raw SSA loop {:>6.0} ms ({raw_rate:.0} objects/s) | gitfleet push {:>6.0} ms ({push_rate:.0} objects/s, {failed} members failed) | gitfleet / raw = {:.2} (goal >= 0.8)",
         raw.as_secs_f64() * 1e3,
         pushed.wall.as_secs_f64() * 1e3,
         push_rate / raw_rate,
     );
-    sim.shutdown().await;
 }
 
 fn main() {
@@ -324,5 +374,6 @@ fn main() {
         report("unchanged", &second, objects);
         sim.shutdown().await;
         capacity().await;
+        capacity_real().await;
     });
 }

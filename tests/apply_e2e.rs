@@ -25,6 +25,8 @@ on_both_backends!(
     full_comparison_reports_fields_others_set_after_apply,
     many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules,
     a_pruned_object_held_by_a_finalizer_is_in_progress_until_it_goes,
+    a_pruned_namespace_is_in_progress_while_it_terminates,
+    take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest,
 );
 
 const FLEET: &str = r#"
@@ -781,7 +783,6 @@ fn a_namespace_gitfleet_did_not_create_is_never_deleted(backend: Backend) {
     let (code, report, err) = apply_json(&repo, &members, &[]);
     assert_eq!(code, 0, "{report:#}\n{err}");
     assert_eq!(outcome(&report, "alpha", "Namespace", "app").0, "abandoned");
-    assert_eq!(outcome(&report, "beta", "Namespace", "app").0, "pruned");
     let ns = members.get_json("alpha", &["namespace", "app"]);
     assert!(ns["metadata"]["labels"]["gitfleet.io/placement"].is_null());
     assert!(!exists(
@@ -956,4 +957,136 @@ data: {a: '1'}
         .as_str()
         .unwrap()
         .contains("\"held\""));
+}
+
+/// A Namespace gitfleet created is deleted when its placement goes, but a real API server
+/// deletes a namespace asynchronously (the namespace controller empties it first), and an
+/// object with a finalizer in it keeps it Terminating: the prune is in progress until the
+/// namespace is really gone, and the record keeps it so the next run looks again.
+fn a_pruned_namespace_is_in_progress_while_it_terminates(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    let (code, report, err) = apply_json(&repo, &members, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    // Someone else keeps an object with a finalizer in alpha's namespace.
+    create_by_someone_else(
+        &members,
+        "apiVersion: v1
+kind: ConfigMap
+metadata: {name: held, namespace: app, finalizers: [example.com/hold]}
+data: {a: '1'}
+",
+    );
+
+    repo.remove("app/placement.yaml");
+    repo.commit("placement removed");
+    let (code, report, _) = apply_json(&repo, &members, &["--retry-budget", "3s"]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        outcome(&report, "alpha", "ConfigMap", "settings").0,
+        "pruned"
+    );
+    let (o, r) = outcome(&report, "alpha", "Namespace", "app");
+    assert_eq!(o, "failed", "{r:#}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("deletion in progress"),
+        "{r:#}"
+    );
+    let ns = members.get_json("alpha", &["namespace", "app"]);
+    assert_eq!(ns["status"]["phase"], "Terminating", "{ns:#}");
+    let record = members.get_json(
+        "alpha",
+        &["configmap", "applied.crp.app", "-n", "gitfleet-system"],
+    );
+    assert!(record["data"]["objects"]
+        .as_str()
+        .unwrap()
+        .contains("\"Namespace\""));
+
+    // The finalizer done, the namespace goes, and the next run sees it gone and forgets it.
+    kubectl_ok(
+        &members,
+        "alpha",
+        &[
+            "patch",
+            "configmap",
+            "held",
+            "-n",
+            "app",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ],
+    );
+    let (code, report, err) = apply_json(&repo, &members, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(outcome(&report, "alpha", "Namespace", "app").0, "pruned");
+    assert!(!exists(&members, "alpha", &["namespace", "app"]));
+    assert!(!exists(
+        &members,
+        "alpha",
+        &["configmap", "applied.crp.app", "-n", "gitfleet-system"]
+    ));
+}
+
+/// whenToTakeOver Always (the default): an object someone else made is taken over (labelled,
+/// gitfleet's fields applied, their other fields left to them) when no field of theirs is set
+/// to another value; a field they own with another value is a 409 conflict, as KubeFleet's
+/// server-side apply without force (kubefleet.md § apply, step 8).
+fn take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.write("app/clash.yaml", &configmap("clash", "{mode: blue}"));
+    repo.commit("first");
+    create_by_someone_else(
+        &members,
+        &format!(
+            "{NAMESPACE}---\n{}---\n{}",
+            configmap("settings", "{mode: blue, extra: theirs}"),
+            configmap("clash", "{mode: red}")
+        ),
+    );
+    let (code, report, _) = apply_json(&repo, &members, &[]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        outcome(&report, "alpha", "ConfigMap", "settings").0,
+        "applied"
+    );
+    let cm = members.get_json(
+        "alpha",
+        &[
+            "configmap",
+            "settings",
+            "-n",
+            "app",
+            "--show-managed-fields",
+        ],
+    );
+    assert_eq!(cm["metadata"]["labels"]["gitfleet.io/placement"], "crp.app");
+    assert_eq!(cm["data"], json!({"mode": "blue", "extra": "theirs"}));
+    let managers: Vec<&str> = cm["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(managers.contains(&"someone"), "{managers:?}");
+    assert!(managers.len() >= 2, "{managers:?}");
+
+    let (o, r) = outcome(&report, "alpha", "ConfigMap", "clash");
+    assert_eq!(o, "failed", "{r:#}");
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.contains("409") && error.contains("someone"),
+        "{error}"
+    );
+    let clash = members.get_json("alpha", &["configmap", "clash", "-n", "app"]);
+    assert_eq!(clash["data"]["mode"], "red");
+    assert_eq!(outcome(&report, "beta", "ConfigMap", "clash").0, "applied");
 }

@@ -1,16 +1,52 @@
-//! `gitfleet run` end to end: a real git repository, simulated members served by `gitfleet sim`,
-//! the real binary following the branch.
+//! `gitfleet run` end to end: a real git repository, members served by `gitfleet sim` or, for
+//! the tests listed in `on_both_backends!`, also by real API servers with the real deployment
+//! controller, scheduler and kwok (the test bed), and the real binary following the branch.
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::daemon::{await_until, Daemon};
+use common::members::{Backend, Members};
 use common::sim::SimFleet;
 use common::{gitfleet, Repo};
+
+// The daemon against members, checked on `gitfleet sim` and on real API servers (the test bed).
+on_both_backends!(
+    sigkill_mid_rollout_resumes_where_it_was,
+    max_unavailable_one_updates_members_strictly_one_after_another,
+    a_member_down_during_a_rollout_delays_only_itself,
+    a_deployment_whose_pods_cannot_schedule_holds_the_rollout_at_its_member,
+);
+
+/// Members as the helpers here reach them, on either backend: a kubeconfig and kubectl.
+trait Reach {
+    fn kubeconfig(&self) -> &Path;
+    fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String);
+}
+
+impl Reach for SimFleet {
+    fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+    fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String) {
+        SimFleet::kubectl(self, context, args)
+    }
+}
+
+impl Reach for Members {
+    fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+    fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String) {
+        Members::kubectl(self, context, args)
+    }
+}
 
 const FLEET: &str = r#"
 anonymousAuth: true
@@ -58,7 +94,7 @@ fn fleet_repo(version: &str) -> Repo {
     repo
 }
 
-fn config_version(sim: &SimFleet, member: &str) -> Option<String> {
+fn config_version(sim: &impl Reach, member: &str) -> Option<String> {
     let (code, out, _) = sim.kubectl(
         member,
         &[
@@ -74,14 +110,14 @@ fn config_version(sim: &SimFleet, member: &str) -> Option<String> {
     (code == 0).then_some(out)
 }
 
-fn run_once(repo: &Repo, sim: &SimFleet, state: &std::path::Path) -> common::Run {
+fn run_once(repo: &Repo, sim: &impl Reach, state: &std::path::Path) -> common::Run {
     gitfleet(&[
         "run",
         "--once",
         "--repo",
         repo.path().to_str().unwrap(),
         "--kubeconfig",
-        sim.kubeconfig.to_str().unwrap(),
+        sim.kubeconfig().to_str().unwrap(),
         "--state-dir",
         state.to_str().unwrap(),
         "--listen",
@@ -411,8 +447,13 @@ fn web(image: &str) -> String {
     )
 }
 
-fn image_on(sim: &SimFleet, member: &str) -> String {
-    let d = sim.get_json(member, &["deployment", "web", "-n", "web"]);
+fn image_on(sim: &impl Reach, member: &str) -> String {
+    let (code, out, err) = sim.kubectl(
+        member,
+        &["get", "deployment", "web", "-n", "web", "-o", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
     d["spec"]["template"]["spec"]["containers"][0]["image"]
         .as_str()
         .unwrap()
@@ -429,9 +470,8 @@ fn resource_index(state: &std::path::Path) -> u64 {
         .unwrap()
 }
 
-#[test]
-fn sigkill_mid_rollout_resumes_where_it_was() {
-    let sim = SimFleet::start(SLOW_FLEET);
+fn sigkill_mid_rollout_resumes_where_it_was(backend: Backend) {
+    let sim = Members::start(backend, SLOW_FLEET);
     let repo = Repo::new();
     repo.write("members.yaml", &members());
     repo.write("web.yaml", &web("web:1"));
@@ -484,7 +524,9 @@ fn sigkill_mid_rollout_resumes_where_it_was() {
 }
 
 /// From a member's Deployment changes: when generation `gen` was written and when it was fully
-/// available (sequence numbers shared by all members).
+/// available, by the rule gitfleet follows (kubefleet.md §4.3: observed, every replica updated
+/// and available, none unavailable; `statusReplicas`, where known, no surge pod left), in
+/// sequence numbers shared by all members.
 fn update_window(changes: &[serde_json::Value], gen: i64) -> (u64, u64) {
     let start = changes
         .iter()
@@ -499,32 +541,126 @@ fn update_window(changes: &[serde_json::Value], gen: i64) -> (u64, u64) {
                 && c["replicas"].is_i64()
                 && c["availableReplicas"] == c["replicas"]
                 && c["updatedReplicas"] == c["replicas"]
+                && c["unavailableReplicas"].as_i64().unwrap_or(0) == 0
+                && (c["statusReplicas"].is_null() || c["statusReplicas"] == c["replicas"])
         })
         .and_then(|c| c["seq"].as_u64())
         .expect("the update became available");
     (start, available)
 }
 
-#[test]
-fn max_unavailable_one_updates_members_strictly_one_after_another() {
-    let sim = SimFleet::start(SLOW_FLEET);
+/// A member's Deployment `web/web` as it changes, on the real backend: `kubectl get --watch`
+/// (the current object, then every change after it, with no gap) in the shape of the
+/// simulator's change log. The test bed's members keep their objects in one etcd, so their
+/// resourceVersions are revisions of one store: one order across members, as the simulator's
+/// sequence numbers.
+struct DeploymentWatch {
+    child: Child,
+    seen: Arc<Mutex<String>>,
+}
+
+impl DeploymentWatch {
+    fn start(members: &Members, member: &str) -> DeploymentWatch {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&members.kubeconfig)
+            .args(["--context", member, "get", "deployment", "web", "-n", "web"])
+            .args(["--watch", "--output-watch-events", "-o", "json"])
+            .env("KUBECACHEDIR", members.dir().join("kube-cache"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl runs");
+        let seen = Arc::new(Mutex::new(String::new()));
+        let mut out = child.stdout.take().unwrap();
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let watch = DeploymentWatch { child, seen };
+        await_until("kubectl to print the Deployment it watches", || {
+            !watch.changes().is_empty()
+        });
+        watch
+    }
+
+    /// The changes seen so far, as the simulator's change log has them.
+    fn changes(&self) -> Vec<serde_json::Value> {
+        let text = self.seen.lock().unwrap().clone();
+        serde_json::Deserializer::from_str(&text)
+            .into_iter::<serde_json::Value>()
+            .map_while(Result::ok)
+            .map(|event| {
+                let o = &event["object"];
+                serde_json::json!({
+                    "seq": o["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse::<u64>().ok()),
+                    "generation": o["metadata"]["generation"],
+                    "observedGeneration": o["status"]["observedGeneration"],
+                    "replicas": o["spec"]["replicas"],
+                    "statusReplicas": o["status"]["replicas"],
+                    "updatedReplicas": o["status"]["updatedReplicas"],
+                    "availableReplicas": o["status"]["availableReplicas"],
+                    "unavailableReplicas": o["status"]["unavailableReplicas"],
+                })
+            })
+            .collect()
+    }
+}
+
+impl Drop for DeploymentWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn max_unavailable_one_updates_members_strictly_one_after_another(backend: Backend) {
+    let sim = Members::start(backend, SLOW_FLEET);
     let repo = Repo::new();
     repo.write("members.yaml", &members());
     repo.write("web.yaml", &web("web:1"));
     repo.commit("web 1");
     let state = tempfile::tempdir().unwrap();
     assert_eq!(run_once(&repo, &sim, state.path()).code, 0);
+    let watches: Vec<(&str, DeploymentWatch)> = match backend {
+        Backend::Real => ["alpha", "bravo", "charlie"]
+            .into_iter()
+            .map(|m| (m, DeploymentWatch::start(&sim, m)))
+            .collect(),
+        Backend::Sim => Vec::new(),
+    };
     repo.write("web.yaml", &web("web:2"));
     repo.commit("web 2");
     let r = run_once(&repo, &sim, state.path());
     assert_eq!(r.code, 0, "{}", r.stderr);
 
-    // The simulator's change log orders the writes on all members: each member's update starts
-    // only after the previous one's Deployment is fully available again.
+    // The members' change logs, in one order: each member's update starts only after the
+    // previous one's Deployment is fully available again.
+    let changes = |m: &str| -> Vec<serde_json::Value> {
+        match sim.sim() {
+            Some(s) => s.changes(m, "deployments"),
+            None => {
+                let watch = &watches.iter().find(|w| w.0 == m).unwrap().1;
+                // What the daemon saw available, the watch delivers too (maybe a moment later).
+                await_until("the watch to see the update available", || {
+                    std::panic::catch_unwind(|| update_window(&watch.changes(), 2)).is_ok()
+                });
+                watch.changes()
+            }
+        }
+    };
     let mut windows: Vec<(u64, u64, &str)> = ["alpha", "bravo", "charlie"]
         .into_iter()
         .map(|m| {
-            let (start, available) = update_window(&sim.changes(m, "deployments"), 2);
+            let (start, available) = update_window(&changes(m), 2);
             (start, available, m)
         })
         .collect();
@@ -543,9 +679,8 @@ fn max_unavailable_one_updates_members_strictly_one_after_another() {
     }
 }
 
-#[test]
-fn a_member_down_during_a_rollout_delays_only_itself() {
-    let sim = SimFleet::start(FLEET);
+fn a_member_down_during_a_rollout_delays_only_itself(backend: Backend) {
+    let sim = Members::start(backend, FLEET);
     let repo = Repo::new();
     repo.write("members.yaml", &members());
     repo.write("shop.yaml", &app_with("1", "2"));
@@ -555,7 +690,7 @@ fn a_member_down_during_a_rollout_delays_only_itself() {
 
     // alpha goes down; v2 lands on the others (maxUnavailable 2 leaves room for a failed
     // member) without waiting for alpha's retries, and the run says alpha failed.
-    sim.set_faults("alpha", serde_json::json!({"down": true}));
+    sim.stop_member("alpha");
     repo.write("shop.yaml", &app_with("2", "2"));
     repo.commit("v2");
     let r = run_once(&repo, &sim, state.path());
@@ -566,10 +701,99 @@ fn a_member_down_during_a_rollout_delays_only_itself() {
     }
 
     // Back up: the next run catches alpha up.
-    sim.set_faults("alpha", serde_json::json!({"down": false}));
+    sim.start_member("alpha");
     let r = run_once(&repo, &sim, state.path());
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(config_version(&sim, "alpha").as_deref(), Some("2"));
+}
+
+/// A Deployment whose pods fit no node is applied but never becomes available (on the real
+/// backend: the scheduler leaves its pod Pending, Unschedulable): under maxUnavailable 1 the
+/// rollout holds at the first member, says the cluster is not available, and touches no other.
+fn a_deployment_whose_pods_cannot_schedule_holds_the_rollout_at_its_member(backend: Backend) {
+    let sim = Members::start(backend, SLOW_FLEET);
+    let repo = Repo::new();
+    repo.write("members.yaml", &members());
+    repo.write("web.yaml", &web("web:1"));
+    repo.commit("web 1");
+    let state = tempfile::tempdir().unwrap();
+    assert_eq!(run_once(&repo, &sim, state.path()).code, 0);
+
+    // 64 cpu on members of one 4-cpu node: no node fits.
+    repo.write(
+        "web.yaml",
+        &web("web:2").replace("requests: {cpu: 100m}", "requests: {cpu: '64'}"),
+    );
+    repo.commit("web 2, too big");
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s").unwrap();
+    let daemon = Daemon::start(repo.path(), &sim.kubeconfig, state.path(), &secret, "1m");
+    let pending = || -> serde_json::Value {
+        let (_, body) = daemon.get("/api/v1/placements/crp/web");
+        serde_json::from_str(&body).unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let web = pending();
+        let not_available = web["perCluster"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.to_string().contains("NotAllWorkAreAvailable"))
+        });
+        if not_available {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no cluster reported not available: {web:#}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Its pod stays Pending as the scheduler leaves it: no node has the cpu.
+    let first = ["alpha", "bravo", "charlie"]
+        .into_iter()
+        .find(|m| image_on(&sim, m) == "web:2")
+        .expect("one member has the update");
+    await_until("the new pod to be unschedulable", || {
+        let (_, out, _) = sim.kubectl(first, &["get", "pods", "-n", "web", "-o", "json"]);
+        let pods: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        pods["items"].as_array().is_some_and(|items| {
+            items.iter().any(|p| {
+                p["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "PodScheduled"
+                            && c["status"] == "False"
+                            && c["reason"] == "Unschedulable"
+                    })
+                })
+            })
+        })
+    });
+    // The daemon keeps looking (five more reconciles, by its metrics) and the rollout stays
+    // where it is.
+    let reconciles = || -> u64 {
+        let (_, text) = daemon.get("/metrics");
+        text.lines()
+            .find_map(|l| l.strip_prefix("gitfleet_reconcile_duration_seconds_count "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0) as u64
+    };
+    let seen = reconciles();
+    await_until("five more reconciles", || reconciles() >= seen + 5);
+    let updated: Vec<&str> = ["alpha", "bravo", "charlie"]
+        .into_iter()
+        .filter(|m| image_on(&sim, m) == "web:2")
+        .collect();
+    assert_eq!(updated, [first], "only the first member is touched");
+    let web = pending();
+    let cluster = web["perCluster"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cluster"] == first)
+        .unwrap_or_else(|| panic!("no {first} in {web:#}"))
+        .clone();
+    let text = cluster.to_string();
+    assert!(text.contains("NotAllWorkAreAvailable"), "{cluster:#}");
 }
 
 #[test]

@@ -250,7 +250,14 @@ fn check_namespace(store: &Store, t: &Target) -> ApiResult<()> {
             "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
             t.rt.plural,
             t.name.as_deref().unwrap_or("")
-        ))),
+        ))
+        .with_details(json!({
+            "name": t.name.as_deref().unwrap_or(""),
+            "kind": t.rt.plural,
+            "causes": [{"reason": "NamespaceTerminating",
+                "message": format!("namespace {ns} is being terminated"),
+                "field": "metadata.namespace"}],
+        }))),
         Some(_) => Ok(()),
     }
 }
@@ -683,11 +690,25 @@ fn finish_update(
             .as_array()
             .cloned()
             .unwrap_or_default();
-        if after.iter().any(|f| !before.contains(f)) {
-            return Err(ApiError::forbidden(format!(
-                "{} \"{name}\" is forbidden: no new finalizers can be added if the object is being deleted",
-                t.rt.plural
-            )));
+        let added: Vec<&str> = after
+            .iter()
+            .filter(|f| !before.contains(f))
+            .filter_map(Value::as_str)
+            .collect();
+        if !added.is_empty() {
+            let go_list: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+            return Err(ApiError::invalid(
+                &t.rt.group,
+                &t.rt.kind,
+                &name,
+                &[(
+                    "metadata.finalizers".into(),
+                    format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        go_list.join(", ")
+                    ),
+                )],
+            ));
         }
     }
     prepare(store, t, &mut new)?;
@@ -732,6 +753,14 @@ fn finish_update(
 
 /// Whether anything but metadata (and status, with a status subresource) changed.
 fn spec_changed(rt: &ResourceType, old: &Value, new: &Value) -> bool {
+    // A Deployment's annotations are copied to its ReplicaSets: the API server bumps its
+    // generation when they change too (apps/deployment strategy's PrepareForUpdate).
+    if rt.group == "apps"
+        && rt.kind == "Deployment"
+        && old["metadata"]["annotations"] != new["metadata"]["annotations"]
+    {
+        return true;
+    }
     let strip = |v: &Value| {
         let mut v = v.clone();
         if let Some(m) = v.as_object_mut() {
@@ -784,10 +813,7 @@ pub fn patch(
         return server_side_apply(store, t, &name, body, opts);
     }
     if kind == PatchType::Strategic && t.rt.is_custom() {
-        return Err(ApiError::unsupported_media_type(
-            "application/strategic-merge-patch+json",
-            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
-        ));
+        return Err(ApiError::strategic_merge_unsupported());
     }
     let patch_body: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
@@ -797,14 +823,14 @@ pub fn patch(
         .ok_or_else(|| t.not_found(&name))?;
     if t.subresource.as_deref() == Some("scale") {
         let scale = scale_of(&t.rt, &old)?;
-        let patched = patch::patch(&scale, kind, &patch_body).map_err(ApiError::bad_request)?;
+        let patched = patch::patch(&scale, kind, &patch_body).map_err(ApiError::from)?;
         let mut new = old.clone();
         new["spec"]["replicas"] = patched["spec"]["replicas"].clone();
         let (code, obj) = finish_update(store, t, &old, new, opts, Op::Update)?;
         return Ok((code, scale_of(&t.rt, &obj)?));
     }
     let view = present(&t.rt, &old);
-    let patched = patch::patch(&view, kind, &patch_body).map_err(ApiError::bad_request)?;
+    let patched = patch::patch(&view, kind, &patch_body).map_err(ApiError::from)?;
     check_rv(t, &name, &old, &patched)?;
     let new = merge_by_subresource(t, &old, patched);
     finish_update(store, t, &old, new, opts, Op::Update)
@@ -935,7 +961,10 @@ pub fn delete(
     let mut marked = obj.clone();
     if !already_deleting {
         marked["metadata"]["deletionTimestamp"] = json!(now);
-        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        // A namespace has no grace period (its deletion is the namespace controller's).
+        if !is_namespace {
+            marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        }
     }
     if is_namespace {
         marked["status"]["phase"] = json!("Terminating");
@@ -965,14 +994,31 @@ pub fn delete(
             .filter(|(k, _)| k.namespace == name)
             .map(|(k, _)| k.clone())
             .collect();
+        // As the namespace controller does: what has finalizers is marked for deletion and
+        // stays (the namespace stays Terminating until it is gone, see `remove_object`); the
+        // rest goes now.
+        let mut held = false;
         for k in contents {
-            remove_object(store, &k);
+            let finalized = store.get(&k).is_some_and(|o| {
+                o["metadata"]["finalizers"]
+                    .as_array()
+                    .is_some_and(|f| !f.is_empty())
+            });
+            if finalized {
+                held = true;
+                let mut o = store.get(&k).cloned().unwrap_or_default();
+                if o["metadata"]["deletionTimestamp"].is_null() {
+                    o["metadata"]["deletionTimestamp"] = json!(now);
+                    o["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                    store.put(k, o);
+                }
+            } else {
+                remove_object(store, &k);
+            }
         }
-        if finalizers.is_empty() {
+        // Only user finalizers keep it; the namespace controller's `kubernetes` finalizer is in spec.
+        if finalizers.is_empty() && !held {
             remove_object(store, &key);
-        } else {
-            // Only user finalizers keep it; the namespace controller's `kubernetes` finalizer is in spec.
-            return Ok((200, present(&t.rt, &marked)));
         }
         return Ok((200, present(&t.rt, &marked)));
     }
@@ -1035,7 +1081,26 @@ pub fn remove_object(store: &mut Store, key: &ObjKey) -> Option<Value> {
             }
         }
     }
-    store.remove(key)
+    let removed = store.remove(key);
+    if !key.namespace.is_empty() {
+        remove_namespace_once_empty(store, &key.namespace);
+    }
+    removed
+}
+
+/// A Terminating namespace whose last object is gone goes too (the namespace controller's
+/// last step), unless finalizers of its own keep it.
+fn remove_namespace_once_empty(store: &mut Store, namespace: &str) {
+    let ns_key = ObjKey::new("", "namespaces", "", namespace);
+    let terminating = store.get(&ns_key).is_some_and(|ns| {
+        !ns["metadata"]["deletionTimestamp"].is_null()
+            && ns["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty())
+    });
+    if terminating && !store.all().any(|(k, _)| k.namespace == namespace) {
+        store.remove(&ns_key);
+    }
 }
 
 /// Garbage collection: dependents of `owner_uid` are deleted (Background/Foreground) or lose the

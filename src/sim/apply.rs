@@ -2,6 +2,8 @@
 //! removing fields a manager stopped applying, detecting conflicts with other managers, and
 //! keeping `metadata.managedFields` up to date for every write. Pure functions over JSON.
 
+use std::collections::BTreeSet;
+
 use serde_json::{json, Map, Value};
 
 use super::fields::{
@@ -84,8 +86,27 @@ pub fn read_entries(obj: &Value) -> Vec<ManagedEntry> {
 }
 
 pub fn write_entries(obj: &mut Value, entries: &[ManagedEntry]) {
-    let list: Vec<Value> = entries
-        .iter()
+    // In the API server's order (its `sortEncodedManagedFields`): Apply before Update, then by
+    // time (whole seconds), manager, apiVersion and subresource.
+    let mut sorted: Vec<&ManagedEntry> = entries.iter().collect();
+    sorted.sort_by(|a, b| {
+        (
+            &a.operation,
+            &a.time,
+            &a.manager,
+            &a.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                &b.operation,
+                &b.time,
+                &b.manager,
+                &b.api_version,
+                &b.subresource,
+            ))
+    });
+    let list: Vec<Value> = sorted
+        .into_iter()
         .filter(|e| !e.fields.is_empty())
         .map(|e| {
             let mut v = json!({
@@ -118,6 +139,63 @@ pub fn write_entries(obj: &mut Value, entries: &[ManagedEntry]) {
 /// What a manager owns in `obj`: everything but type, identity and server-maintained metadata;
 /// with `subresource` `status`, only `status`; without it, `status` is left out when the resource
 /// has a status subresource (`drop_status`).
+/// Map fields of built-in kinds (string-keyed maps in their OpenAPI schemas, not structs).
+const BUILT_IN_MAPS: &[&str] = &[
+    "labels",
+    "annotations",
+    "data",
+    "binaryData",
+    "stringData",
+    "nodeSelector",
+    "requests",
+    "limits",
+    "capacity",
+    "allocatable",
+    "parameters",
+];
+
+/// The maps above the `changed` paths that the write created (absent before it). In built-in
+/// kinds the maps of [`BUILT_IN_MAPS`] (and a Service's `selector`, a map of strings); in
+/// custom resources, whose schema the server deduces as maps throughout, every object outside
+/// `metadata` (and its labels and annotations).
+fn created_maps(
+    changed: &[FieldPath],
+    old: Option<&Value>,
+    new: &Value,
+    built_in: bool,
+) -> Vec<FieldPath> {
+    let is_map = |q: &[PathElement], v: &Value| -> bool {
+        let Some(PathElement::Field(name)) = q.last() else {
+            return false;
+        };
+        if !v.is_object() || q.iter().any(|e| !matches!(e, PathElement::Field(_))) {
+            return false;
+        }
+        let in_metadata = matches!(q.first(), Some(PathElement::Field(f)) if f == "metadata");
+        let metadata_map =
+            in_metadata && q.len() == 2 && (name == "labels" || name == "annotations");
+        if built_in {
+            BUILT_IN_MAPS.contains(&name.as_str()) && (!in_metadata || metadata_map)
+                || (name == "selector"
+                    && v.as_object()
+                        .is_some_and(|m| m.values().all(Value::is_string)))
+        } else {
+            !in_metadata || metadata_map
+        }
+    };
+    let mut out = BTreeSet::new();
+    for p in changed {
+        for len in 1..p.len() {
+            let q = &p[..len];
+            let Some(v) = value_at(new, q) else { continue };
+            if is_map(q, v) && old.is_none_or(|o| value_at(o, q).is_none()) {
+                out.insert(q.to_vec());
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
 pub fn ownable(obj: &Value, subresource: Option<&str>, drop_status: bool) -> Value {
     let Value::Object(map) = obj else {
         return Value::Object(Map::new());
@@ -287,6 +365,15 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer, drop
         write_entries(new, &entries);
         return;
     }
+    // An Update owns the maps it creates themselves too (`"."` in FieldsV1), as the API
+    // server's Update field sets do; Apply sets never hold them.
+    let mut changed = changed;
+    changed.extend(created_maps(
+        &changed,
+        old_view.as_ref(),
+        &new_view,
+        writer.associative,
+    ));
     for e in &mut entries {
         for p in changed.iter().chain(&removed) {
             e.fields.0.remove(p);

@@ -1,8 +1,9 @@
 //! Field sets: which fields of an object a manager owns, in the `FieldsV1` form that
 //! `metadata.managedFields` carries (`{"f:data":{"f:a":{}}}`, `k:{"name":"web"}` for list items).
 //!
-//! Simplifications against the API server (whose sets come from OpenAPI schemas): maps are not
-//! marked with `"."` themselves; a list is associative (`k:` items) only in built-in kinds and only
+//! Simplifications against the API server (whose sets come from OpenAPI schemas): which fields
+//! are maps (marked `"."` when an Update creates them) comes from a table of names; a list is
+//! associative (`k:` items) only in built-in kinds and only
 //! for the well-known list fields in [`list_keys`] (containers and volumes by `name`, container
 //! ports by `containerPort`, service ports by `port`, conditions by `type`, ...); every other list
 //! is atomic and owned as a whole.
@@ -124,10 +125,19 @@ impl FieldSet {
                     .as_object_mut()
                     .expect("field set nodes are objects");
             }
-            if matches!(
-                path.last(),
-                Some(PathElement::Key(_) | PathElement::Index(_))
-            ) {
+            // A list item, or a map owned itself beside its entries (an Update that created
+            // it), is marked `"."`.
+            let has_children = self
+                .0
+                .range(path.clone()..)
+                .nth(1)
+                .is_some_and(|q| q.starts_with(path));
+            if has_children
+                || matches!(
+                    path.last(),
+                    Some(PathElement::Key(_) | PathElement::Index(_))
+                )
+            {
                 node.insert(".".into(), Value::Object(Map::new()));
             }
         }
@@ -151,8 +161,13 @@ fn collect_field(
     out: &mut BTreeSet<FieldPath>,
     associative: bool,
 ) {
+    // A label selector is an atomic struct in built-in kinds (`structType=atomic`): owned whole.
+    let atomic_selector = associative
+        && name == "selector"
+        && v.as_object()
+            .is_some_and(|m| m.contains_key("matchLabels") || m.contains_key("matchExpressions"));
     match v {
-        Value::Object(map) if !map.is_empty() => {
+        Value::Object(map) if !map.is_empty() && !atomic_selector => {
             for (k, child) in map {
                 path.push(PathElement::Field(k.clone()));
                 collect_field(k, child, path, out, associative);

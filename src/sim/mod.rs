@@ -27,7 +27,8 @@
 //! - field ownership follows a built-in table of list keys instead of OpenAPI list types
 //!   (see [`fields`]); custom-resource lists are atomic;
 //! - deletion is synchronous: namespaces, foreground deletion and garbage collection finish
-//!   within the DELETE request; pods have no grace period;
+//!   within the DELETE request (a namespace holding objects with finalizers stays Terminating
+//!   until they go, as on a real server); pods have no grace period;
 //! - one served version per built-in kind (two for HorizontalPodAutoscaler), no conversion
 //!   webhooks, no admission webhooks, no RBAC (an authenticated user may do anything);
 //! - workloads roll out in one step after the member's delay; see [`workloads`];
@@ -36,6 +37,18 @@
 //! - SelfSubjectAccessReviews always allow (no RBAC); a TokenRequest issues the member's own
 //!   bearer token (one credential per member); pod logs are empty; pod specs are not
 //!   immutable; a PodDisruptionBudget counts the pods it selects as the expected number.
+//!
+//! Held to kube-apiserver v1.37 by tests/sim_differential.rs, which sends the same requests
+//! to a simulated member and a real one (the test bed) and pins every answer that still
+//! differs in its `KNOWN_DIVERGENCES` table, with the reason: an Update's managed fields
+//! include fields the server defaults or allocates (the server tracks ownership before
+//! defaulting); Service ports are keyed by port alone (the server: port and protocol);
+//! custom resources' maps are not marked `"."` in Apply sets; Secret `stringData` is tracked
+//! as such; `metadata.finalizers` is owned atomically (the server: a set); the messages for
+//! bodies that are no JSON; seeded objects (no bootstrap RBAC roles, a placeholder CA); a CRD
+//! is removed at once (the server keeps it, with its cleanup finalizer, until its custom
+//! resources are gone); an unserved group gets a NotFound `Status` (the server: plain
+//! `404 page not found`); custom resource lists carry no `continue: ""`.
 
 // `ApiError` is the Status body of a response; boxing it everywhere buys nothing here.
 #![allow(clippy::result_large_err)]

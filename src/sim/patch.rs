@@ -33,8 +33,30 @@ impl PatchType {
     }
 }
 
+/// Why a patch was not applied; the API server answers the two differently.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PatchError {
+    /// The patch itself is malformed (400).
+    Malformed(String),
+    /// A well-formed JSON patch that does not apply to the object: a failed `test`, a path
+    /// that is not there (422).
+    NotApplicable(String),
+}
+
+impl From<String> for PatchError {
+    fn from(message: String) -> Self {
+        PatchError::Malformed(message)
+    }
+}
+
+impl From<&str> for PatchError {
+    fn from(message: &str) -> Self {
+        PatchError::Malformed(message.to_string())
+    }
+}
+
 /// Applies a non-apply patch to `doc`.
-pub fn patch(doc: &Value, kind: PatchType, body: &Value) -> Result<Value, String> {
+pub fn patch(doc: &Value, kind: PatchType, body: &Value) -> Result<Value, PatchError> {
     let mut out = doc.clone();
     match kind {
         PatchType::Merge => {
@@ -46,7 +68,8 @@ pub fn patch(doc: &Value, kind: PatchType, body: &Value) -> Result<Value, String
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_value(body.clone())
                 .map_err(|e| format!("invalid JSON patch: {e}"))?;
-            json_patch::patch(&mut out, &ops).map_err(|e| e.to_string())?;
+            json_patch::patch(&mut out, &ops)
+                .map_err(|e| PatchError::NotApplicable(e.to_string()))?;
         }
         PatchType::Strategic => {
             if !body.is_object() {
@@ -54,7 +77,11 @@ pub fn patch(doc: &Value, kind: PatchType, body: &Value) -> Result<Value, String
             }
             strategic_merge(&mut out, body);
         }
-        PatchType::Apply => return Err("apply patches are not handled here".into()),
+        PatchType::Apply => {
+            return Err(PatchError::Malformed(
+                "apply patches are not handled here".into(),
+            ))
+        }
     }
     Ok(out)
 }

@@ -213,7 +213,9 @@ const BUILTINS: &[Builtin] = &[
     )
     .sub(ST),
     b("", "v1", "Secret", "secrets", &[], true),
-    b("", "v1", "ServiceAccount", "serviceaccounts", &["sa"], true).sub(&["token"]),
+    b("", "v1", "ServiceAccount", "serviceaccounts", &["sa"], true)
+        .sub(&["token"])
+        .returns_object(),
     b("", "v1", "Service", "services", &["svc"], true)
         .sub(ST)
         .all()
@@ -231,11 +233,12 @@ const BUILTINS: &[Builtin] = &[
         .all()
         .gen()
         .returns_object(),
+    // DELETE answers a Status for Deployments, the object for ServiceAccounts and CRDs, as
+    // kube-apiserver v1.37 does (tests/sim_differential.rs).
     b("apps", "v1", "Deployment", "deployments", &["deploy"], true)
         .sub(ST_SCALE)
         .all()
-        .gen()
-        .returns_object(),
+        .gen(),
     b("apps", "v1", "ReplicaSet", "replicasets", &["rs"], true)
         .sub(ST_SCALE)
         .all()
@@ -397,7 +400,8 @@ const BUILTINS: &[Builtin] = &[
         false,
     )
     .sub(ST)
-    .gen(),
+    .gen()
+    .returns_object(),
     b(
         "scheduling.k8s.io",
         "v1",
@@ -702,7 +706,7 @@ pub fn crd_types(crd: &Value) -> Result<Vec<Arc<ResourceType>>, Vec<(String, Str
             namespaced: scope == "Namespaced",
             subresources,
             generation: true,
-            returns_deleted_object: true,
+            returns_deleted_object: false,
             crd: Some(name.into()),
             printer_columns,
             review: false,

@@ -25,7 +25,7 @@ impl ApiError {
         }
     }
 
-    fn with_details(mut self, details: Value) -> Self {
+    pub fn with_details(mut self, details: Value) -> Self {
         self.details = Some(details);
         self
     }
@@ -115,7 +115,7 @@ impl ApiError {
         };
         let causes: Vec<Value> = problems
             .iter()
-            .map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f}))
+            .map(|(f, m)| json!({"reason": cause_reason(m), "message": m, "field": f}))
             .collect();
         ApiError::new(
             422,
@@ -125,7 +125,28 @@ impl ApiError {
                 qualified(group, kind)
             ),
         )
-        .with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
+        .with_details(invalid_details(name, group, kind, causes))
+    }
+
+    /// 422 as the API server answers a JSON patch that cannot be applied (a failed `test`, a
+    /// path that is not there): its generic message, no details.
+    pub fn unprocessable_patch() -> Self {
+        ApiError::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        )
+        .with_details(json!({}))
+    }
+
+    /// 415 for a strategic merge patch of a custom resource, worded as the API server does
+    /// (the accepted types only).
+    pub fn strategic_merge_unsupported() -> Self {
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        )
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -288,6 +309,46 @@ fn qualified(group: &str, resource: &str) -> String {
         resource.to_string()
     } else {
         format!("{resource}.{group}")
+    }
+}
+
+/// A cause's reason, from its message as field.ErrorList words it (`Required value`, ...).
+fn cause_reason(message: &str) -> &'static str {
+    [
+        ("Required value", "FieldValueRequired"),
+        ("Forbidden", "FieldValueForbidden"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Duplicate value", "FieldValueDuplicate"),
+        ("Too long", "FieldValueTooLong"),
+        ("Too many", "FieldValueTooMany"),
+        ("Not found", "FieldValueNotFound"),
+    ]
+    .iter()
+    .find(|(prefix, _)| message.starts_with(prefix))
+    .map_or("FieldValueInvalid", |(_, reason)| reason)
+}
+
+/// Status details; an empty name or (core) group is left out, as the API server's JSON omits
+/// them.
+fn invalid_details(name: &str, group: &str, kind: &str, causes: Vec<Value>) -> Value {
+    let mut d = json!({"name": name, "group": group, "kind": kind, "causes": causes});
+    if let Some(m) = d.as_object_mut() {
+        if group.is_empty() {
+            m.shift_remove("group");
+        }
+        if name.is_empty() {
+            m.shift_remove("name");
+        }
+    }
+    d
+}
+
+impl From<super::patch::PatchError> for ApiError {
+    fn from(e: super::patch::PatchError) -> Self {
+        match e {
+            super::patch::PatchError::Malformed(m) => ApiError::bad_request(m),
+            super::patch::PatchError::NotApplicable(_) => ApiError::unprocessable_patch(),
+        }
     }
 }
 

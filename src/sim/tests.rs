@@ -323,3 +323,64 @@ async fn the_admin_token_is_printed_without_a_kubeconfig_and_never_empty() {
     .await;
     assert!(matches!(empty, Err(super::SimError::InvalidAdminToken(_))));
 }
+
+/// As the namespace controller: deleting a namespace deletes what it holds, but an object with
+/// finalizers is only marked, and keeps its namespace Terminating until it goes.
+#[tokio::test]
+async fn a_finalized_object_keeps_its_namespace_terminating_until_it_goes() {
+    let m = member(false);
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app"}});
+    assert_eq!(
+        apply(&m, "/api/v1/namespaces/app?fieldManager=t", &ns)
+            .await
+            .0,
+        201
+    );
+    let cms = "/api/v1/namespaces/app/configmaps";
+    let mut held = cm("held", json!({"a": "1"}));
+    held["metadata"]["namespace"] = json!("app");
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    assert_eq!(
+        apply(&m, &format!("{cms}/held?fieldManager=t"), &held)
+            .await
+            .0,
+        201
+    );
+    let mut free = cm("free", json!({"a": "1"}));
+    free["metadata"]["namespace"] = json!("app");
+    assert_eq!(
+        apply(&m, &format!("{cms}/free?fieldManager=t"), &free)
+            .await
+            .0,
+        201
+    );
+
+    let (code, gone) = json_of(call(&m, "DELETE", "/api/v1/namespaces/app", &[], "").await).await;
+    assert_eq!(code, 200, "{gone}");
+    assert_eq!(gone["status"]["phase"], "Terminating");
+    let get = |path: String| {
+        let m = &m;
+        async move { json_of(call(m, "GET", &path, &[], "").await).await }
+    };
+    assert_eq!(get(format!("{cms}/free")).await.0, 404);
+    let (code, still) = get(format!("{cms}/held")).await;
+    assert_eq!(code, 200);
+    assert!(
+        still["metadata"]["deletionTimestamp"].is_string(),
+        "{still}"
+    );
+    let (code, ns) = get("/api/v1/namespaces/app".into()).await;
+    assert_eq!((code, &ns["status"]["phase"]), (200, &json!("Terminating")));
+
+    let r = call(
+        &m,
+        "PATCH",
+        &format!("{cms}/held"),
+        &[("Content-Type", "application/merge-patch+json")],
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(get(format!("{cms}/held")).await.0, 404);
+    assert_eq!(get("/api/v1/namespaces/app".into()).await.0, 404);
+}
