@@ -201,8 +201,7 @@ enum Signer<'a> {
     Gpg(&'a str, Option<&'a Path>),
 }
 
-/// `reason` is the `RejectReason` variant as the JSON output carries it (metrics and logs use
-/// its stable name, e.g. `LightweightTag` for `Lightweight`).
+/// `reason` is the `RejectReason`'s stable name, as JSON, metrics and logs carry it.
 fn rejected(verdict: &(i32, serde_json::Value), reason: &str) -> String {
     assert_eq!(verdict.0, 1, "{}", verdict.1);
     assert_eq!(verdict.1["accepted"], false);
@@ -273,7 +272,7 @@ fn a_lightweight_tag_is_rejected() {
     let (f, ..) = ssh_fixture();
     f.repo
         .git(&["tag", "gitfleet/approve/run1-before-canary", &f.init]);
-    let d = rejected(&f.verify("run1-before-canary", &f.init), "Lightweight");
+    let d = rejected(&f.verify("run1-before-canary", &f.init), "LightweightTag");
     assert!(d.contains("git tag -s"), "{d}");
 }
 
@@ -385,7 +384,10 @@ fn the_policy_keeps_production_for_sres() {
         "rules:\n- stages: [\"prod*\"]\n  principals: [\"sre@example.com\"]\n- stages: [\"*\"]\n  principals: [\"*\"]\n",
     );
     f.sign_tag("run1-before-production", &f.init, Signer::Ssh(&alice));
-    let d = rejected(&f.verify("run1-before-production", &f.init), "NotAllowed");
+    let d = rejected(
+        &f.verify("run1-before-production", &f.init),
+        "SignerNotAllowed",
+    );
     assert!(
         d.contains("alice@example.com") && d.contains("production"),
         "{d}"

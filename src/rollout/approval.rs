@@ -72,10 +72,12 @@ pub struct Approval {
     pub accepted_at: i64,
 }
 
-/// Why a tag does not approve anything. Each has a stable name for metrics and logs.
+/// Why a tag does not approve anything. Each has one stable name, the same in JSON, metrics,
+/// logs and status ([`RejectReason::as_str`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum RejectReason {
     /// A lightweight tag: no tag object, so nothing signed.
+    #[serde(rename = "LightweightTag")]
     Lightweight,
     /// An annotated tag without a signature.
     Unsigned,
@@ -86,6 +88,7 @@ pub enum RejectReason {
     /// Signed by a trusted key outside its validity (`valid-after`/`valid-before`, expiry).
     ExpiredKey,
     /// A trusted signer that the approval policy does not allow for this stage.
+    #[serde(rename = "SignerNotAllowed")]
     NotAllowed,
     /// Points at another commit than the one at which the run was initialised (a tag for an
     /// earlier run of the same name, or moved).
@@ -150,5 +153,25 @@ mod tests {
         r.phase = TaskPhase::BeforeStage;
         assert_eq!(r.key(), "team-a/run-1-before-canary");
         assert_eq!(r.tag_name(), "gitfleet/approve/team-a/run-1-before-canary");
+    }
+
+    #[test]
+    fn reasons_have_one_name_everywhere() {
+        for reason in [
+            RejectReason::Lightweight,
+            RejectReason::Unsigned,
+            RejectReason::BadSignature,
+            RejectReason::UnknownKey,
+            RejectReason::ExpiredKey,
+            RejectReason::NotAllowed,
+            RejectReason::WrongCommit,
+            RejectReason::NoSuchRequest,
+            RejectReason::Malformed,
+        ] {
+            assert_eq!(
+                serde_json::to_value(reason).unwrap(),
+                serde_json::json!(reason.as_str())
+            );
+        }
     }
 }
