@@ -22,8 +22,24 @@ pub enum ClientError {
     },
 }
 
+/// The HTTP(S) client: rustls on ring (the provider kube uses; ureq's default would need it as a
+/// feature of its own), trusting the platform's certificate store as kubectl and curl do.
+fn agent() -> ureq::Agent {
+    let tls = ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::PlatformVerifier)
+        .unversioned_rustls_crypto_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .build();
+    ureq::Agent::config_builder()
+        .tls_config(tls)
+        .build()
+        .new_agent()
+}
+
 fn get<T: for<'de> Deserialize<'de>>(url: &str, what: &'static str) -> Result<T, ClientError> {
-    let body = ureq::get(url)
+    let body = agent()
+        .get(url)
         .call()
         .map_err(|e| ClientError::Request {
             url: url.to_string(),
@@ -88,4 +104,36 @@ pub fn placements(server: &str) -> Result<wire::Placements, ClientError> {
         &endpoint(server, "/api/v1/placements"),
         "the placements status",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// `https://` URLs speak TLS: the daemon's address sees a TLS ClientHello (a handshake
+    /// record, 0x16, then a TLS version), not plain HTTP or a refusal of the scheme.
+    #[test]
+    fn https_servers_are_spoken_to_in_tls() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut first = [0u8; 3];
+            conn.read_exact(&mut first).unwrap();
+            first
+        });
+        let err = placements(&format!("https://127.0.0.1:{port}")).unwrap_err();
+        // A client that never connected must fail the test, not hang it: this empty
+        // connection is then the one accepted, and reading from it fails.
+        drop(std::net::TcpStream::connect(("127.0.0.1", port)));
+        let first = server
+            .join()
+            .unwrap_or_else(|_| panic!("the client never spoke TLS: {err}"));
+        assert_eq!(
+            first[0], 0x16,
+            "a TLS handshake record; the client said: {err}"
+        );
+        assert_eq!(first[1], 0x03, "a TLS version; the client said: {err}");
+    }
 }

@@ -3,7 +3,7 @@
 //! `X-Gitlab-Token: <secret>`. Comparisons are constant-time so a caller cannot find the secret
 //! byte by byte from response times.
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 /// Why a webhook was refused (answered 401, nothing changes).

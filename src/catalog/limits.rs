@@ -112,12 +112,10 @@ fn explain(e: &base64::DecodeError) -> String {
             format!("{:?} at character {at}", char::from(*byte))
         }
         base64::DecodeError::InvalidLength(_) => "its length is not a multiple of 4".into(),
-        base64::DecodeError::InvalidLastSymbol(at, byte) => {
-            format!(
-                "{:?} cannot end the value, at character {at}",
-                char::from(*byte)
-            )
-        }
+        base64::DecodeError::InvalidLastSymbol { offset, symbol, .. } => format!(
+            "{:?} cannot end the value, at character {offset}",
+            char::from(*symbol)
+        ),
         base64::DecodeError::InvalidPadding => "missing or misplaced `=` padding".into(),
     }
 }
