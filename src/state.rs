@@ -223,6 +223,7 @@ mod tests {
                     health: BindingHealth::AvailableUntrackable { since: 7 },
                     diffs: vec![],
                     last_error: None,
+                    recheck: None,
                     updated_at: 9,
                 },
             );

@@ -27,6 +27,8 @@ pub struct PushDeliverer {
     pub retry_budget: std::time::Duration,
     /// Unix seconds, for the untrackable-availability clock.
     pub clock: fn() -> u64,
+    /// The watches of what was delivered (`gitfleet run`).
+    pub watches: super::watch::Watches,
 }
 
 /// One line per difference push found on an object: `Kind ns/name: path: observed → desired`.
@@ -94,6 +96,26 @@ pub fn health_of(result: &PlacementResult, now: u64) -> Result<BindingHealth, St
 }
 
 impl Deliverer for PushDeliverer {
+    fn watch(
+        &self,
+        members: &BTreeMap<String, (String, std::collections::BTreeSet<super::watch::Kind>)>,
+        changes: &tokio::sync::mpsc::UnboundedSender<super::watch::MemberChange>,
+    ) {
+        for (name, (context, kinds)) in members {
+            let target = crate::members::MemberTarget {
+                name: name.clone(),
+                context: context.clone(),
+            };
+            self.watches.ensure(
+                &self.kubeconfig,
+                &self.kubeconfig_path,
+                &target,
+                kinds,
+                changes,
+            );
+        }
+    }
+
     async fn probe(&self, members: &[Member]) -> anyhow::Result<Inventory> {
         let kubeconfig = self.kubeconfig.clone();
         Ok(collect_with(members, kubeconfig, &self.kubeconfig_path, &self.probe).await)

@@ -296,6 +296,19 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
                     && current.is_some_and(|c| c.health != BindingHealth::Failed);
                 if settled && pacing == Pacing::Rolling {
                     up_to_date.push(cluster.clone());
+                    // What the member changed is re-applied (issue 15.1), as a refresh.
+                    if current.is_some_and(|c| c.recheck.is_some()) {
+                        let stamp = revision.rendered.clone();
+                        work.push(Work::apply(
+                            key,
+                            cluster,
+                            (manifests, revision),
+                            strategy,
+                            stamp,
+                            false,
+                            true,
+                        ));
+                    }
                     continue;
                 }
                 applying.push(cluster.clone());
@@ -460,12 +473,14 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
             work.push(Work::remove(key, cluster, strategy));
         }
         // Up-to-date clusters whose availability is not known yet are re-applied (a no-op on
-        // the member) to read it again.
+        // the member) to read it again; so are those whose objects the member changed (a
+        // deleted object is restored, drift corrected or, under IfNotDrifted and ReportDiff,
+        // reported: the strategy decides, as for any apply).
         for cluster in &plan.up_to_date {
             let pending = prev
                 .clusters
                 .get(cluster)
-                .is_some_and(|c| c.health == BindingHealth::Pending);
+                .is_some_and(|c| c.health == BindingHealth::Pending || c.recheck.is_some());
             if let Some(Some(rendered)) = desired.remove(cluster).filter(|_| pending) {
                 let stamp = resource_snapshot.clone();
                 work.push(Work::apply(
@@ -604,6 +619,7 @@ pub fn absorb(
                         health,
                         diffs,
                         last_error: None,
+                        recheck: None,
                         updated_at: now,
                     },
                 );
@@ -634,6 +650,7 @@ pub fn absorb(
                             health: BindingHealth::Failed,
                             diffs: vec![],
                             last_error: None,
+                            recheck: None,
                             updated_at: now,
                         });
                 entry.health = BindingHealth::Failed;
@@ -857,6 +874,58 @@ mod tests {
         // m1 is not available yet: no budget for another, but m1 is re-applied to read health.
         let (again, _) = roll(&v2, "c2", &mut state, &mut previous, BindingHealth::Pending);
         assert_eq!(again, ["m1"]);
+    }
+
+    /// Issue 15.1: what a member lost is re-applied through the step, with the cluster's own
+    /// revision (no budget for an update is spent), and the re-apply clears the mark.
+    #[test]
+    fn a_cluster_marked_for_recheck_is_reapplied_once_with_what_it_runs() {
+        let (mut state, mut previous) = settled_on_v1();
+        let v1 = commit("1", "");
+        let (none, _) = roll(
+            &v1,
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert!(none.is_empty());
+        state.recheck("m3", Some("crp.app"), "ConfigMap app/x deleted", true, 5);
+        assert_eq!(
+            state.placements[&app()].clusters["m3"].health,
+            BindingHealth::Pending
+        );
+        let (healed, _) = roll(
+            &v1,
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert_eq!(healed, ["m3"]);
+        let m3 = &state.placements[&app()].clusters["m3"];
+        assert_eq!(
+            (m3.health, m3.recheck.as_deref()),
+            (BindingHealth::Available, None)
+        );
+        let (again, _) = roll(
+            &v1,
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert!(again.is_empty());
+        // Everything marked (start-up, resync): every cluster once.
+        state.recheck_all("periodic resync");
+        let (all, _) = roll(
+            &v1,
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert_eq!(all, MEMBERS);
     }
 
     #[test]
