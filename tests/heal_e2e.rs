@@ -164,3 +164,96 @@ fn drift_under_if_not_drifted_is_reported_not_overwritten(backend: Backend) {
         "available"
     );
 }
+
+fn status_text(daemon: &Daemon, placement: Option<&str>) -> String {
+    let mut args = vec!["status", "--server", &daemon.addr];
+    args.extend(placement);
+    let out = common::gitfleet(&args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.stdout
+}
+
+/// Issue 15.7: a Deployment that can never be scheduled (64 CPUs) keeps its clusters pending;
+/// status says the rollout waits for availability, not "settled", and describe says which
+/// object and why.
+#[test]
+fn status_says_which_objects_are_not_available_and_why() {
+    let members = Members::start(Backend::Sim, FLEET);
+    let repo = fleet_repo("    applyStrategy: {type: ServerSideApply}\n");
+    repo.write(
+        "app/big.yaml",
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: big, namespace: app}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: big}}
+  template:
+    metadata: {labels: {app: big}}
+    spec:
+      containers:
+      - name: big
+        image: busybox
+        resources: {requests: {cpu: '64'}}
+",
+    );
+    repo.commit("a Deployment no member can run");
+    let state = tempfile::tempdir().unwrap();
+    let daemon = start_daemon(&repo, &members, &state);
+    await_until("both clusters pending with a reason", || {
+        let v = placements(&daemon);
+        v["placements"][0]["clusters"].as_object().is_some_and(|c| {
+            c.len() == 2
+                && c.values().all(|c| {
+                    c["health"]["state"] == "pending"
+                        && c["notAvailable"][0].as_str().is_some_and(|n| {
+                            n.starts_with("Deployment app/big: 0/1 replicas available")
+                        })
+                })
+        })
+    });
+    let table = status_text(&daemon, None);
+    assert!(
+        table.contains("waiting for availability on 2 cluster(s)") && !table.contains("settled"),
+        "{table}"
+    );
+    let describe = status_text(&daemon, Some("app"));
+    assert!(
+        describe.contains("not available: Deployment app/big: 0/1 replicas available"),
+        "{describe}"
+    );
+}
+
+/// Issue 15.7: after a commit that empties the repository, the members are gone from it too
+/// and keep what they have (as in KubeFleet); status says so instead of "Deleted ... settled".
+#[test]
+fn an_emptied_repository_says_its_objects_stay_on_members() {
+    let members = Members::start(Backend::Sim, FLEET);
+    let repo = fleet_repo("    applyStrategy: {type: ServerSideApply}\n");
+    let state = tempfile::tempdir().unwrap();
+    let daemon = start_daemon(&repo, &members, &state);
+    await_until("the commit on both members, available", || {
+        up_to_date(&daemon, 2)
+    });
+    for f in [
+        "members/alpha.yaml",
+        "members/beta.yaml",
+        "app/namespace.yaml",
+        "app/placement.yaml",
+        "app/settings.yaml",
+    ] {
+        repo.remove(f);
+    }
+    let empty = repo.commit("empty tree");
+    await_until("the empty commit served", || {
+        placements(&daemon)["serving"] == empty.as_str()
+    });
+    let table = status_text(&daemon, None);
+    assert!(
+        table.contains("deleted from the repository; its objects stay on 2 clusters no longer in the repository (alpha, beta): members removed from the repository keep what they have, as in KubeFleet"),
+        "{table}"
+    );
+    assert!(!table.contains("settled"), "{table}");
+    // And they do stay.
+    assert_eq!(mode(&members, "alpha").as_deref(), Some("blue"));
+}

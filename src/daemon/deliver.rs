@@ -14,7 +14,7 @@ use crate::push::{
     decorate::placement_key, member_pushes, push_fleet, Availability, Outcome as ObjectOutcome,
     PlacementResult, PushOptions,
 };
-use crate::rollout::{BindingHealth, Outcome, Work};
+use crate::rollout::{BindingHealth, Observed, Outcome, Work};
 use crate::schedule::Inventory;
 
 pub struct PushDeliverer {
@@ -46,6 +46,18 @@ fn diff_lines(o: &crate::push::ObjectResult) -> Vec<String> {
                 show(&d.observed),
                 show(&d.desired)
             )
+        })
+        .collect()
+}
+
+/// `Kind ns/name: why` for every object of the result that is not available yet.
+fn not_available(result: &PlacementResult) -> Vec<String> {
+    result
+        .objects
+        .iter()
+        .filter_map(|o| match &o.availability {
+            Some(Availability::NotYet(why)) => Some(format!("{}: {why}", o.object)),
+            _ => None,
         })
         .collect()
 }
@@ -143,14 +155,17 @@ impl Deliverer for PushDeliverer {
         )
         .await;
         let now = (self.clock)();
-        type Health = Result<(BindingHealth, Vec<String>), String>;
+        type Health = Result<(BindingHealth, Observed), String>;
         let mut by_key: BTreeMap<(String, String), Health> = BTreeMap::new();
         for m in &results {
             for p in &m.placements {
-                let diffs = p.objects.iter().flat_map(diff_lines).collect();
+                let observed = Observed {
+                    diffs: p.objects.iter().flat_map(diff_lines).collect(),
+                    not_available: not_available(p),
+                };
                 by_key.insert(
                     (m.member.clone(), p.placement.clone()),
-                    health_of(p, now).map(|h| (h, diffs)),
+                    health_of(p, now).map(|h| (h, observed)),
                 );
             }
         }
@@ -158,7 +173,7 @@ impl Deliverer for PushDeliverer {
             .map(|w| {
                 let key = (w.cluster.clone(), placement_key(&w.placement));
                 let outcome = match by_key.remove(&key) {
-                    Some(Ok((health, diffs))) => Outcome::Done(health, diffs),
+                    Some(Ok((health, observed))) => Outcome::Done(health, observed),
                     Some(Err(e)) => Outcome::Failed(e),
                     None => {
                         Outcome::Failed("the member reported nothing for this placement".into())

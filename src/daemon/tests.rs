@@ -76,7 +76,7 @@ impl Deliverer for Fake {
         work.into_iter()
             .map(|w| {
                 let outcome = match health {
-                    Some(h) => Outcome::Done(h, vec![]),
+                    Some(h) => Outcome::Done(h, Default::default()),
                     None => Outcome::Failed("409 conflict".into()),
                 };
                 (w, outcome)

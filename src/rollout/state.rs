@@ -143,6 +143,10 @@ pub struct ClusterState {
     /// Differences the last push reported (ReportDiff, or drift seen under FullComparison).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub diffs: Vec<String>,
+    /// Objects the last push found not available yet, and why: what a pending cluster waits
+    /// for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_available: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// The member changed what this placement put there (an object deleted or modified, seen
@@ -196,6 +200,7 @@ mod tests {
             commit: None,
             health,
             diffs: vec![],
+            not_available: vec![],
             last_error: None,
             recheck: None,
             updated_at: 1,

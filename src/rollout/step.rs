@@ -507,11 +507,25 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
             ..ApplyStrategy::default()
         };
         let mut step = StepSummary::new(key.clone(), "Deleted");
+        let mut kept = Vec::new();
         for cluster in ps.clusters.keys() {
             if members.contains(cluster.as_str()) {
                 step.removing.push(cluster.clone());
                 work.push(Work::remove(key, cluster, strategy));
+            } else {
+                kept.push(cluster.as_str());
             }
+        }
+        if !kept.is_empty() {
+            // Not "settled": its objects are still there (issue 15.7).
+            step.note =
+                Some(format!(
+                "deleted from the repository; its objects stay on {} ({}): members removed from \
+                 the repository keep what they have, as in KubeFleet",
+                if kept.len() == 1 { "1 cluster no longer in the repository".to_string() }
+                else { format!("{} clusters no longer in the repository", kept.len()) },
+                kept.join(", ")
+            ));
         }
         decision.steps.push(step);
     }
@@ -608,7 +622,7 @@ pub fn absorb(
                 Action::Apply {
                     revision, binds, ..
                 },
-                Outcome::Done(health, diffs),
+                Outcome::Done(health, observed),
             ) => {
                 ps.clusters.insert(
                     work.cluster.clone(),
@@ -617,7 +631,8 @@ pub fn absorb(
                         attempted: None,
                         commit: Some(commit.to_string()),
                         health,
-                        diffs,
+                        diffs: observed.diffs,
+                        not_available: observed.not_available,
                         last_error: None,
                         recheck: None,
                         updated_at: now,
@@ -649,6 +664,7 @@ pub fn absorb(
                             commit: None,
                             health: BindingHealth::Failed,
                             diffs: vec![],
+                            not_available: vec![],
                             last_error: None,
                             recheck: None,
                             updated_at: now,
@@ -749,7 +765,7 @@ mod tests {
         let results = d
             .work
             .into_iter()
-            .map(|w| (w, Outcome::Done(health, vec![])))
+            .map(|w| (w, Outcome::Done(health, Default::default())))
             .collect();
         absorb(state, &mut schedule, d.ledger, results, sha, 0);
         *previous = schedule.into_iter().map(|p| (p.key.clone(), p)).collect();
