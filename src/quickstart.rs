@@ -171,6 +171,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             state_dir: dir.join("state"),
             listen: Some(args.listen),
             poll: Duration::from_secs(30),
+            resync: Duration::from_secs(600),
             once: false,
             webhook_secret: None,
             verifier: None,
@@ -184,6 +185,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             parallel_requests: 8,
             retry_budget: Duration::from_secs(30),
             clock: crate::daemon::now_unix,
+            watches: Default::default(),
         };
         let daemon = Daemon::open(opts, deliverer)?;
         let status = daemon.status.clone();

@@ -222,7 +222,9 @@ mod tests {
                     commit: Some("abc".into()),
                     health: BindingHealth::AvailableUntrackable { since: 7 },
                     diffs: vec![],
+                    not_available: vec![],
                     last_error: None,
+                    recheck: None,
                     updated_at: 9,
                 },
             );

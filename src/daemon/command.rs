@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// How often to look at the branch and the members without being told (e.g. 30s, 2m).
     #[arg(long, default_value = "30s", value_parser = crate::flags::parse_duration)]
     pub poll: Duration,
+    /// How often everything delivered is re-applied (a no-op where nothing changed), the
+    /// backstop for changes on members that the watches missed (e.g. 10m, 1h).
+    #[arg(long, default_value = "10m", value_parser = crate::flags::parse_duration)]
+    pub resync: Duration,
     /// File holding the webhook secret; enables `POST /hooks/git`.
     #[arg(long)]
     pub webhook_secret_file: Option<PathBuf>,
@@ -134,6 +138,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         state_dir: args.state_dir.clone(),
         listen: Some(args.listen),
         poll: args.poll,
+        resync: args.resync,
         once: args.once,
         webhook_secret: webhook_secret.clone(),
         verifier,
@@ -150,6 +155,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         parallel_requests: usize::from(args.push.parallel_requests),
         retry_budget: args.push.retry_budget,
         clock: now_unix,
+        watches: Default::default(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

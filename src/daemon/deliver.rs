@@ -14,7 +14,7 @@ use crate::push::{
     decorate::placement_key, member_pushes, push_fleet, Availability, Outcome as ObjectOutcome,
     PlacementResult, PushOptions,
 };
-use crate::rollout::{BindingHealth, Outcome, Work};
+use crate::rollout::{BindingHealth, Observed, Outcome, Work};
 use crate::schedule::Inventory;
 
 pub struct PushDeliverer {
@@ -27,6 +27,8 @@ pub struct PushDeliverer {
     pub retry_budget: std::time::Duration,
     /// Unix seconds, for the untrackable-availability clock.
     pub clock: fn() -> u64,
+    /// The watches of what was delivered (`gitfleet run`).
+    pub watches: super::watch::Watches,
 }
 
 /// One line per difference push found on an object: `Kind ns/name: path: observed → desired`.
@@ -44,6 +46,18 @@ fn diff_lines(o: &crate::push::ObjectResult) -> Vec<String> {
                 show(&d.observed),
                 show(&d.desired)
             )
+        })
+        .collect()
+}
+
+/// `Kind ns/name: why` for every object of the result that is not available yet.
+fn not_available(result: &PlacementResult) -> Vec<String> {
+    result
+        .objects
+        .iter()
+        .filter_map(|o| match &o.availability {
+            Some(Availability::NotYet(why)) => Some(format!("{}: {why}", o.object)),
+            _ => None,
         })
         .collect()
 }
@@ -94,6 +108,26 @@ pub fn health_of(result: &PlacementResult, now: u64) -> Result<BindingHealth, St
 }
 
 impl Deliverer for PushDeliverer {
+    fn watch(
+        &self,
+        members: &BTreeMap<String, (String, std::collections::BTreeSet<super::watch::Kind>)>,
+        changes: &tokio::sync::mpsc::UnboundedSender<super::watch::MemberChange>,
+    ) {
+        for (name, (context, kinds)) in members {
+            let target = crate::members::MemberTarget {
+                name: name.clone(),
+                context: context.clone(),
+            };
+            self.watches.ensure(
+                &self.kubeconfig,
+                &self.kubeconfig_path,
+                &target,
+                kinds,
+                changes,
+            );
+        }
+    }
+
     async fn probe(&self, members: &[Member]) -> anyhow::Result<Inventory> {
         let kubeconfig = self.kubeconfig.clone();
         Ok(collect_with(members, kubeconfig, &self.kubeconfig_path, &self.probe).await)
@@ -121,14 +155,17 @@ impl Deliverer for PushDeliverer {
         )
         .await;
         let now = (self.clock)();
-        type Health = Result<(BindingHealth, Vec<String>), String>;
+        type Health = Result<(BindingHealth, Observed), String>;
         let mut by_key: BTreeMap<(String, String), Health> = BTreeMap::new();
         for m in &results {
             for p in &m.placements {
-                let diffs = p.objects.iter().flat_map(diff_lines).collect();
+                let observed = Observed {
+                    diffs: p.objects.iter().flat_map(diff_lines).collect(),
+                    not_available: not_available(p),
+                };
                 by_key.insert(
                     (m.member.clone(), p.placement.clone()),
-                    health_of(p, now).map(|h| (h, diffs)),
+                    health_of(p, now).map(|h| (h, observed)),
                 );
             }
         }
@@ -136,7 +173,7 @@ impl Deliverer for PushDeliverer {
             .map(|w| {
                 let key = (w.cluster.clone(), placement_key(&w.placement));
                 let outcome = match by_key.remove(&key) {
-                    Some(Ok((health, diffs))) => Outcome::Done(health, diffs),
+                    Some(Ok((health, observed))) => Outcome::Done(health, observed),
                     Some(Err(e)) => Outcome::Failed(e),
                     None => {
                         Outcome::Failed("the member reported nothing for this placement".into())

@@ -21,6 +21,7 @@ pub mod reconciler;
 pub mod runs;
 pub mod server;
 pub mod view;
+pub mod watch;
 pub mod wire;
 
 #[cfg(test)]
@@ -34,7 +35,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -68,6 +69,15 @@ pub trait Deliverer: Send + Sync {
         commit: &str,
         contexts: &BTreeMap<String, String>,
     ) -> impl Future<Output = Vec<(Work, Outcome)>> + Send;
+
+    /// Makes sure `kinds` are watched on each member (by name, with its context) and changes
+    /// reported into `changes`. Without watches (the default), only `--resync` heals.
+    fn watch(
+        &self,
+        _members: &BTreeMap<String, (String, std::collections::BTreeSet<watch::Kind>)>,
+        _changes: &UnboundedSender<watch::MemberChange>,
+    ) {
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -81,6 +91,9 @@ pub struct RunOptions {
     pub state_dir: PathBuf,
     pub listen: Option<std::net::SocketAddr>,
     pub poll: Duration,
+    /// Every this long, everything delivered is re-applied (a no-op where nothing changed),
+    /// the backstop for changes on members the watches missed.
+    pub resync: Duration,
     pub once: bool,
     pub webhook_secret: Option<Vec<u8>>,
     /// The trusted signers and approval policy (`--trusted-signers`, `--trusted-gpg-keys`,
@@ -167,6 +180,10 @@ pub enum Event {
     Webhook,
     /// The last reconcile asked to be looked at again ([`Action::requeue_after`]).
     Requeue,
+    /// Something gitfleet manages changed on a member (a watch saw it).
+    MemberChanged,
+    /// `--resync` passed: re-apply everything delivered.
+    Resync,
     /// SIGTERM or Ctrl-C: stop between looks (state is saved after every look).
     Shutdown,
 }
@@ -248,12 +265,25 @@ pub struct Daemon<D: Deliverer> {
     approvals: approvals::ApprovalGate,
     /// The last head whose signature was judged (`--verify-commits`), and why it fails.
     signature_checked: Option<(String, Option<String>)>,
+    /// Where the members' watches report changes; the loop owns the receiver.
+    changes: UnboundedSender<watch::MemberChange>,
+    changes_rx: Option<UnboundedReceiver<watch::MemberChange>>,
+    /// The kinds delivered to each member so far (by member name), to be watched there.
+    watched: BTreeMap<String, std::collections::BTreeSet<watch::Kind>>,
 }
 
 impl<D: Deliverer> Daemon<D> {
     pub fn open(opts: RunOptions, deliverer: D) -> Result<Self> {
         let store = StateStore::open(&opts.state_dir)?;
-        let state = store.load_rollout()?;
+        let mut state = store.load_rollout()?;
+        // What members hold may have changed while the daemon was not watching: the first
+        // step re-applies everything delivered (a no-op where nothing changed). Not for
+        // `--once`, which continues a rollout and does not watch. A re-apply stamps the commit
+        // served now on the objects (the snapshot stamp and content are unchanged).
+        if !opts.once {
+            state.recheck_all("the daemon started");
+        }
+        let (changes, changes_rx) = tokio::sync::mpsc::unbounded_channel();
         let status = Arc::new(Mutex::new(Status {
             branch: opts.branch.clone(),
             serving: state.serving.clone(),
@@ -274,6 +304,9 @@ impl<D: Deliverer> Daemon<D> {
             analyzed: Vec::new(),
             previous: None,
             run_catalogs: BTreeMap::new(),
+            changes,
+            changes_rx: Some(changes_rx),
+            watched: BTreeMap::new(),
         })
     }
 
@@ -294,6 +327,11 @@ impl<D: Deliverer> Daemon<D> {
         };
         let started = Instant::now();
         let mut timers = Timers::start(self.opts.poll, started);
+        let mut changes = self
+            .changes_rx
+            .take()
+            .expect("the daemon runs once: it owns the change receiver");
+        let mut next_resync = started + self.opts.resync;
         loop {
             let requeue = async {
                 match timers.requeue_at {
@@ -301,13 +339,19 @@ impl<D: Deliverer> Daemon<D> {
                     None => std::future::pending().await,
                 }
             };
+            let mut change = None;
             let event = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => Event::Shutdown,
                 Some(()) = webhook.recv() => Event::Webhook,
+                Some(c) = changes.recv() => {
+                    change = Some(c);
+                    Event::MemberChanged
+                }
                 () = follower.changed() => Event::RefChanged,
                 () = requeue => Event::Requeue,
                 () = tokio::time::sleep_until(timers.next_poll) => Event::PollTick,
+                () = tokio::time::sleep_until(next_resync) => Event::Resync,
             };
             tracing::debug!(?event, "event");
             match event {
@@ -316,6 +360,19 @@ impl<D: Deliverer> Daemon<D> {
                     return Ok(());
                 }
                 Event::Webhook => follower.wake(),
+                Event::MemberChanged => {
+                    // A burst (a namespace deleted) is one look.
+                    let mut all = Vec::from_iter(change);
+                    while let Ok(c) = changes.try_recv() {
+                        all.push(c);
+                    }
+                    self.member_changed(all);
+                }
+                Event::Resync => {
+                    tracing::info!("periodic resync: re-applying everything delivered");
+                    self.state.recheck_all("periodic resync");
+                    next_resync = Instant::now() + self.opts.resync;
+                }
                 Event::RefChanged | Event::PollTick | Event::Requeue => {}
             }
             let action = self.look(&mut follower).await?;
@@ -324,6 +381,53 @@ impl<D: Deliverer> Daemon<D> {
             }
             timers.looked(Instant::now(), action);
         }
+    }
+
+    /// Marks what the members changed for a re-apply at the next step (and, for deletions,
+    /// as not available until then).
+    fn member_changed(&mut self, changes: Vec<watch::MemberChange>) {
+        let now = now_unix();
+        for c in changes {
+            let marked = self.state.recheck(
+                &c.member,
+                c.placement_label.as_deref(),
+                &c.what,
+                c.deleted,
+                now,
+            );
+            if marked > 0 {
+                if c.deleted {
+                    tracing::warn!(member = %c.member, "{}: restoring it", c.what);
+                } else {
+                    tracing::debug!(member = %c.member, "{}: checking it", c.what);
+                }
+            }
+        }
+    }
+
+    /// Starts watches for the kinds `work` delivers to each member (`contexts`: member name to
+    /// kubeconfig context).
+    fn watch_delivered(&mut self, work: &[Work], contexts: &BTreeMap<String, String>) {
+        let mut new = false;
+        for w in work {
+            if let crate::rollout::Action::Apply { manifests, .. } = &w.action {
+                let kinds = self.watched.entry(w.cluster.clone()).or_default();
+                for m in manifests {
+                    let api_version = m.value["apiVersion"].as_str().unwrap_or_default();
+                    let kind = m.value["kind"].as_str().unwrap_or_default();
+                    new |= kinds.insert((api_version.to_string(), kind.to_string()));
+                }
+            }
+        }
+        if !new {
+            return;
+        }
+        let members = self
+            .watched
+            .iter()
+            .filter_map(|(m, kinds)| Some((m.clone(), (contexts.get(m)?.clone(), kinds.clone()))))
+            .collect();
+        self.deliverer.watch(&members, &self.changes);
     }
 
     /// One look at the branch: its newest head, reconciled. Errors end a `--once` run; the

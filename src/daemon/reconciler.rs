@@ -389,6 +389,9 @@ impl<D: Deliverer> Daemon<D> {
             .into_iter()
             .map(|t| (t.name, t.context))
             .collect();
+        if !self.opts.once {
+            self.watch_delivered(&decision.work, &contexts);
+        }
         let mut results = self
             .deliverer
             .deliver(decision.work, &commit, &contexts)

@@ -76,7 +76,7 @@ impl Deliverer for Fake {
         work.into_iter()
             .map(|w| {
                 let outcome = match health {
-                    Some(h) => Outcome::Done(h, vec![]),
+                    Some(h) => Outcome::Done(h, Default::default()),
                     None => Outcome::Failed("409 conflict".into()),
                 };
                 (w, outcome)
@@ -159,6 +159,7 @@ impl World {
             state_dir: self.state.path().to_path_buf(),
             listen: None,
             poll: Duration::from_secs(30),
+            resync: Duration::from_secs(600),
             once,
             webhook_secret: None,
             verifier: None,
@@ -292,13 +293,25 @@ async fn every_reconcile_saves_the_bindings_and_the_rollout_state() {
     assert!(bindings
         .iter()
         .all(|b| b.state == crate::schedule::BindingState::Bound));
-    // A restarted daemon carries on from the store: nothing to bind again.
+    // A restarted daemon carries on from the store: nothing to bind again. What members hold
+    // may have changed while it was not watching, so its first step re-applies what it
+    // delivered once (a no-op on members where nothing changed, issue 15.1), then it settles.
     let mut again = w.daemon(false);
+    assert_eq!(
+        again.reconcile(&head).await.unwrap(),
+        Action::requeue(Duration::ZERO)
+    );
+    assert_eq!(w.members.pushes().len(), 2);
+    assert!(again
+        .state
+        .placements
+        .values()
+        .all(|p| p.clusters.values().all(|c| c.recheck.is_none())));
     assert_eq!(
         again.reconcile(&head).await.unwrap(),
         Action::await_change()
     );
-    assert_eq!(w.members.pushes().len(), 1);
+    assert_eq!(w.members.pushes().len(), 2);
 }
 
 /// The loop running in the background, with its webhook sender and shutdown token.

@@ -47,7 +47,17 @@ fn rollout_summary(p: &PlacementStatus) -> String {
     } else if let Some(note) = &p.note {
         note.clone()
     } else {
-        "settled".to_string()
+        let pending = p
+            .clusters
+            .values()
+            .filter(|c| c.health == BindingHealth::Pending)
+            .count();
+        if pending > 0 {
+            // Not settled: KubeFleet's Available condition is not true on these clusters yet.
+            format!("waiting for availability on {pending} cluster(s)")
+        } else {
+            "settled".to_string()
+        }
     }
 }
 
@@ -151,6 +161,12 @@ pub fn describe(p: &PlacementStatus) -> String {
         for d in &c.diffs {
             let _ = writeln!(out, "    diff: {d}");
         }
+        for n in &c.not_available {
+            let _ = writeln!(out, "    not available: {n}");
+        }
+        if let Some(why) = &c.recheck {
+            let _ = writeln!(out, "    re-applying: {why}");
+        }
     }
     out
 }
@@ -198,6 +214,31 @@ mod tests {
         assert!(
             d.contains("error: 409 conflict with manager kubectl"),
             "{d}"
+        );
+    }
+
+    #[test]
+    fn a_cluster_waiting_for_availability_is_not_settled_and_says_why() {
+        let mut d = doc();
+        let p = &mut d.placements[0];
+        (p.applying, p.waiting) = (vec![], vec![]);
+        let b = p.clusters.get_mut("b").unwrap();
+        b.health = BindingHealth::Pending;
+        b.last_error = None;
+        b.not_available = vec!["Deployment app/web: 0/1 replicas available, 1/1 updated".into()];
+        let t = table(&d);
+        assert!(
+            t.contains("waiting for availability on 1 cluster(s)"),
+            "{t}"
+        );
+        assert!(!t.contains("settled"), "{t}");
+        let text = describe(&d.placements[0]);
+        assert!(
+            text.contains("b: pending (resource index 1")
+                && text.contains(
+                    "    not available: Deployment app/web: 0/1 replicas available, 1/1 updated"
+                ),
+            "{text}"
         );
     }
 

@@ -60,6 +60,19 @@ fn verdict(ok: bool, why: &str) -> Availability {
     }
 }
 
+/// Why a Deployment or StatefulSet is not available: its replica counts, or a status that is
+/// not of the current generation.
+fn replicas_why(obj: &Value, replicas: i64) -> String {
+    if !generation_current(obj) {
+        return "status not of the current generation yet".into();
+    }
+    format!(
+        "{}/{replicas} replicas available, {}/{replicas} updated",
+        int(obj, "/status/availableReplicas"),
+        int(obj, "/status/updatedReplicas")
+    )
+}
+
 /// The availability of a live object of `group`/`kind`.
 pub fn availability(group: &str, kind: &str, obj: &Value) -> Availability {
     let replicas = obj
@@ -72,14 +85,14 @@ pub fn availability(group: &str, kind: &str, obj: &Value) -> Availability {
                 && int(obj, "/status/availableReplicas") == replicas
                 && int(obj, "/status/updatedReplicas") == replicas
                 && int(obj, "/status/unavailableReplicas") == 0,
-            "replicas not all updated and available",
+            &replicas_why(obj, replicas),
         ),
         ("apps", "StatefulSet") => verdict(
             generation_current(obj)
                 && int(obj, "/status/availableReplicas") == replicas
                 && int(obj, "/status/currentReplicas") == int(obj, "/status/updatedReplicas")
                 && obj.pointer("/status/currentRevision") == obj.pointer("/status/updateRevision"),
-            "replicas not all updated and available",
+            &replicas_why(obj, replicas),
         ),
         ("apps", "DaemonSet") => verdict(
             generation_current(obj)

@@ -46,6 +46,46 @@ pub struct LastProbe {
 pub const ELIGIBLE_FOR: u64 = 300;
 
 impl RolloutState {
+    /// Marks what `placement_label` (every placement when `None`) put on `member` for a
+    /// re-apply at the next step, because of `why`. A deletion makes the cluster not available
+    /// until the re-apply says otherwise: status tells the member's truth, not the last push.
+    /// Returns how many clusters were marked.
+    pub fn recheck(
+        &mut self,
+        member: &str,
+        placement_label: Option<&str>,
+        why: &str,
+        deleted: bool,
+        now: u64,
+    ) -> usize {
+        let mut marked = 0;
+        for (key, ps) in &mut self.placements {
+            let label =
+                crate::push::decorate::label_value(&crate::push::decorate::placement_key(key));
+            if placement_label.is_some_and(|l| l != label) {
+                continue;
+            }
+            if let Some(c) = ps.clusters.get_mut(member) {
+                c.recheck = Some(why.to_string());
+                if deleted && c.health != BindingHealth::Failed {
+                    c.health = BindingHealth::Pending;
+                    c.updated_at = now;
+                }
+                marked += 1;
+            }
+        }
+        marked
+    }
+
+    /// Marks every cluster of every placement for a re-apply (start-up, periodic resync).
+    pub fn recheck_all(&mut self, why: &str) {
+        for ps in self.placements.values_mut() {
+            for c in ps.clusters.values_mut() {
+                c.recheck = Some(why.to_string());
+            }
+        }
+    }
+
     /// Records this probe's healthy members, and returns the inventory to schedule with: a
     /// member whose probe failed keeps its last good answer while that is at most
     /// [`ELIGIBLE_FOR`] seconds old; after that it is unhealthy.
@@ -108,8 +148,17 @@ pub struct ClusterState {
     /// Differences the last push reported (ReportDiff, or drift seen under FullComparison).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub diffs: Vec<String>,
+    /// Objects the last push found not available yet, and why: what a pending cluster waits
+    /// for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_available: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The member changed what this placement put there (an object deleted or modified, seen
+    /// by the daemon's watch, or the periodic resync): re-applied at the next step, whatever
+    /// its health, and cleared by that push. Why, for status and logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recheck: Option<String>,
     /// Unix seconds of the last change of this entry.
     pub updated_at: u64,
 }
@@ -147,5 +196,47 @@ mod tests {
         // Never probed successfully: unhealthy at once.
         let mut fresh = RolloutState::default();
         assert_eq!(fresh.remember_probe(&inv(&bad), 5).clusters[0], bad);
+    }
+
+    fn cluster(health: BindingHealth) -> ClusterState {
+        ClusterState {
+            revision: None,
+            attempted: None,
+            commit: None,
+            health,
+            diffs: vec![],
+            not_available: vec![],
+            last_error: None,
+            recheck: None,
+            updated_at: 1,
+        }
+    }
+
+    #[test]
+    fn a_change_on_a_member_marks_only_that_placements_cluster_and_a_deletion_makes_it_pending() {
+        let mut s = RolloutState::default();
+        for id in ["crp/app", "crp/other"] {
+            let ps = s.placements.entry(id.parse().unwrap()).or_default();
+            ps.clusters
+                .insert("m1".into(), cluster(BindingHealth::Available));
+            ps.clusters
+                .insert("m2".into(), cluster(BindingHealth::Available));
+        }
+        let marked = s.recheck("m1", Some("crp.app"), "ConfigMap app/x deleted", true, 9);
+        assert_eq!(marked, 1);
+        let app = &s.placements[&"crp/app".parse().unwrap()];
+        assert_eq!(app.clusters["m1"].health, BindingHealth::Pending);
+        assert_eq!(
+            app.clusters["m1"].recheck.as_deref(),
+            Some("ConfigMap app/x deleted")
+        );
+        assert_eq!(app.clusters["m2"].recheck, None);
+        let other = &s.placements[&"crp/other".parse().unwrap()];
+        assert_eq!(other.clusters["m1"].recheck, None);
+        // A change that is not a deletion keeps the health; `None` marks every placement.
+        assert_eq!(s.recheck("m2", None, "watch restarted", false, 9), 2);
+        let other = &s.placements[&"crp/other".parse().unwrap()];
+        assert_eq!(other.clusters["m2"].health, BindingHealth::Available);
+        assert!(other.clusters["m2"].recheck.is_some());
     }
 }

@@ -325,6 +325,19 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
                     && current.is_some_and(|c| c.health != BindingHealth::Failed);
                 if settled && pacing == Pacing::Rolling {
                     up_to_date.push(cluster.clone());
+                    // What the member changed is re-applied (issue 15.1), as a refresh.
+                    if current.is_some_and(|c| c.recheck.is_some()) {
+                        let stamp = revision.rendered.clone();
+                        work.push(Work::apply(
+                            key,
+                            cluster,
+                            (manifests, revision),
+                            strategy,
+                            stamp,
+                            false,
+                            true,
+                        ));
+                    }
                     continue;
                 }
                 applying.push(cluster.clone());
@@ -538,12 +551,14 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
             work.push(Work::remove(key, cluster, strategy));
         }
         // Up-to-date clusters whose availability is not known yet are re-applied (a no-op on
-        // the member) to read it again.
+        // the member) to read it again; so are those whose objects the member changed (a
+        // deleted object is restored, drift corrected or, under IfNotDrifted and ReportDiff,
+        // reported: the strategy decides, as for any apply).
         for cluster in &plan.up_to_date {
             let pending = prev
                 .clusters
                 .get(cluster)
-                .is_some_and(|c| c.health == BindingHealth::Pending);
+                .is_some_and(|c| c.health == BindingHealth::Pending || c.recheck.is_some());
             if let Some(Some(rendered)) = desired.remove(cluster).filter(|_| pending) {
                 let stamp = resource_snapshot.clone();
                 work.push(Work::apply(
@@ -601,11 +616,25 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
             ..ApplyStrategy::default()
         };
         let mut step = StepSummary::new(key.clone(), "Deleted");
+        let mut kept = Vec::new();
         for cluster in ps.clusters.keys() {
             if members.contains(cluster.as_str()) {
                 step.removing.push(cluster.clone());
                 work.push(Work::remove(key, cluster, strategy));
+            } else {
+                kept.push(cluster.as_str());
             }
+        }
+        if !kept.is_empty() {
+            // Not "settled": its objects are still there (issue 15.7).
+            step.note =
+                Some(format!(
+                "deleted from the repository; its objects stay on {} ({}): members removed from \
+                 the repository keep what they have, as in KubeFleet",
+                if kept.len() == 1 { "1 cluster no longer in the repository".to_string() }
+                else { format!("{} clusters no longer in the repository", kept.len()) },
+                kept.join(", ")
+            ));
         }
         decision.steps.push(step);
     }
@@ -820,7 +849,7 @@ pub fn absorb(
                 Action::Apply {
                     revision, binds, ..
                 },
-                Outcome::Done(health, diffs),
+                Outcome::Done(health, observed),
             ) => {
                 ps.clusters.insert(
                     work.cluster.clone(),
@@ -829,8 +858,10 @@ pub fn absorb(
                         attempted: None,
                         commit: Some(commit.to_string()),
                         health,
-                        diffs,
+                        diffs: observed.diffs,
+                        not_available: observed.not_available,
                         last_error: None,
+                        recheck: None,
                         updated_at: now,
                     },
                 );
@@ -860,7 +891,9 @@ pub fn absorb(
                             commit: None,
                             health: BindingHealth::Failed,
                             diffs: vec![],
+                            not_available: vec![],
                             last_error: None,
+                            recheck: None,
                             updated_at: now,
                         });
                 entry.health = BindingHealth::Failed;
@@ -960,7 +993,7 @@ mod tests {
         let results = d
             .work
             .into_iter()
-            .map(|w| (w, Outcome::Done(health, vec![])))
+            .map(|w| (w, Outcome::Done(health, Default::default())))
             .collect();
         absorb(state, &mut schedule, d.ledger, results, sha, 0);
         *previous = schedule.into_iter().map(|p| (p.key.clone(), p)).collect();
@@ -1085,6 +1118,58 @@ mod tests {
         // m1 is not available yet: no budget for another, but m1 is re-applied to read health.
         let (again, _) = roll(&v2, "c2", &mut state, &mut previous, BindingHealth::Pending);
         assert_eq!(again, ["m1"]);
+    }
+
+    /// Issue 15.1: what a member lost is re-applied through the step, with the cluster's own
+    /// revision (no budget for an update is spent), and the re-apply clears the mark.
+    #[test]
+    fn a_cluster_marked_for_recheck_is_reapplied_once_with_what_it_runs() {
+        let (mut state, mut previous) = settled_on_v1();
+        let v1 = commit("1", "");
+        let (none, _) = roll(
+            &v1,
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert!(none.is_empty());
+        state.recheck("m3", Some("crp.app"), "ConfigMap app/x deleted", true, 5);
+        assert_eq!(
+            state.placements[&app()].clusters["m3"].health,
+            BindingHealth::Pending
+        );
+        let (healed, _) = roll(
+            &v1,
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert_eq!(healed, ["m3"]);
+        let m3 = &state.placements[&app()].clusters["m3"];
+        assert_eq!(
+            (m3.health, m3.recheck.as_deref()),
+            (BindingHealth::Available, None)
+        );
+        let (again, _) = roll(
+            &v1,
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert!(again.is_empty());
+        // Everything marked (start-up, resync): every cluster once.
+        state.recheck_all("periodic resync");
+        let (all, _) = roll(
+            &v1,
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert_eq!(all, MEMBERS);
     }
 
     #[test]

@@ -87,13 +87,22 @@ pub enum Prune {
     Only(BTreeSet<PlacementKey>),
 }
 
+/// What push read on the member besides the health, one line each.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    /// ReportDiff diffs, fields others changed under FullComparison.
+    pub diffs: Vec<String>,
+    /// Objects not available yet, and why (`Deployment ns/name: 0/1 replicas available`).
+    pub not_available: Vec<String>,
+}
+
 /// How a piece of work ended, as push reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// Applied (or removed); the health of what is on the cluster now, and the differences
     /// push reported (ReportDiff diffs, fields others changed under FullComparison), one line
     /// each.
-    Done(BindingHealth, Vec<String>),
+    Done(BindingHealth, Observed),
     /// It failed; the message says why. Failed bindings are retried on the next step.
     Failed(String),
 }

@@ -145,7 +145,7 @@ impl World {
         let results = d
             .work
             .into_iter()
-            .map(|w| (w, Outcome::Done(health, vec![])))
+            .map(|w| (w, Outcome::Done(health, Default::default())))
             .collect();
         absorb(&mut self.state, &mut schedule, d.ledger, results, sha, now);
         self.catalogs

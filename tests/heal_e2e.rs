@@ -1,0 +1,259 @@
+//! `gitfleet run` heals what members lose (issue 15.1): the daemon watches what it put on
+//! members (by its labels) and re-applies through the rollout core when an object is deleted
+//! or changed — or, under `whenToApply: IfNotDrifted`, reports the drift and leaves it. Checked
+//! on `gitfleet sim` and on real API servers (the test bed). The poll is an hour away in these
+//! tests and the resync ten minutes: only the watches can heal in time.
+
+mod common;
+
+use common::daemon::{await_until, Daemon};
+use common::members::{Backend, Members};
+use common::Repo;
+
+on_both_backends!(
+    a_deleted_object_is_restored_by_the_daemon,
+    drift_under_if_not_drifted_is_reported_not_overwritten,
+);
+
+const FLEET: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+  - name: beta
+"#;
+
+fn member(name: &str) -> String {
+    format!(
+        "apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata:
+  name: {name}
+spec:
+  identity: {{name: member, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
+"
+    )
+}
+
+fn fleet_repo(apply_strategy: &str) -> Repo {
+    let repo = Repo::new();
+    repo.write("members/alpha.yaml", &member("alpha"));
+    repo.write("members/beta.yaml", &member("beta"));
+    repo.write(
+        "app/namespace.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n",
+    );
+    repo.write(
+        "app/placement.yaml",
+        &format!(
+            "apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourcePlacement
+metadata:
+  name: app
+spec:
+  resourceSelectors:
+  - {{group: '', version: v1, kind: Namespace, name: app}}
+  strategy:
+{apply_strategy}"
+        ),
+    );
+    repo.write(
+        "app/settings.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: app\ndata: {mode: blue}\n",
+    );
+    repo.commit("first");
+    repo
+}
+
+fn start_daemon(repo: &Repo, members: &Members, state: &tempfile::TempDir) -> Daemon {
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    Daemon::start(
+        repo.path(),
+        &members.kubeconfig,
+        &state.path().join("state"),
+        &secret,
+        "1h",
+    )
+}
+
+fn placements(daemon: &Daemon) -> serde_json::Value {
+    let body = ureq::get(&format!("{}/api/v1/placements", daemon.addr))
+        .call()
+        .ok()
+        .and_then(|mut r| r.body_mut().read_to_string().ok())
+        .unwrap_or_default();
+    serde_json::from_str(&body).unwrap_or_default()
+}
+
+fn up_to_date(daemon: &Daemon, n: usize) -> bool {
+    let v = placements(daemon);
+    v["placements"][0]["upToDate"].as_array().map(Vec::len) == Some(n)
+        && v["placements"][0]["clusters"]
+            .as_object()
+            .is_some_and(|c| c.values().all(|c| c["health"]["state"] == "available"))
+}
+
+fn mode(members: &Members, member: &str) -> Option<String> {
+    members
+        .exists(member, &["configmap", "settings", "-n", "app"])
+        .then(|| {
+            members.get_json(member, &["configmap", "settings", "-n", "app"])["data"]["mode"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+}
+
+fn a_deleted_object_is_restored_by_the_daemon(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = fleet_repo("    applyStrategy: {type: ServerSideApply}\n");
+    let state = tempfile::tempdir().unwrap();
+    let daemon = start_daemon(&repo, &members, &state);
+    await_until("the commit on both members, available", || {
+        up_to_date(&daemon, 2)
+    });
+    assert_eq!(mode(&members, "alpha").as_deref(), Some("blue"));
+
+    let (code, _, err) =
+        members.kubectl("alpha", &["delete", "configmap", "settings", "-n", "app"]);
+    assert_eq!(code, 0, "{err}");
+    daemon.await_log(&["ConfigMap app/settings deleted on the member", "alpha"]);
+    await_until("the deleted ConfigMap restored on alpha", || {
+        mode(&members, "alpha").as_deref() == Some("blue")
+    });
+    await_until("status available again on both", || up_to_date(&daemon, 2));
+    assert_eq!(mode(&members, "beta").as_deref(), Some("blue"));
+}
+
+fn drift_under_if_not_drifted_is_reported_not_overwritten(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = fleet_repo("    applyStrategy: {whenToApply: IfNotDrifted}\n");
+    let state = tempfile::tempdir().unwrap();
+    let daemon = start_daemon(&repo, &members, &state);
+    await_until("the commit on both members, available", || {
+        up_to_date(&daemon, 2)
+    });
+    let (code, _, err) = members.kubectl(
+        "alpha",
+        &[
+            "patch",
+            "configmap",
+            "settings",
+            "-n",
+            "app",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"mode":"red"}}"#,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    await_until("the drift reported for alpha in status", || {
+        let v = placements(&daemon);
+        let alpha = &v["placements"][0]["clusters"]["alpha"];
+        alpha["health"]["state"] == "failed"
+            && alpha["lastError"]
+                .as_str()
+                .is_some_and(|e| e.contains("/data/mode") && e.contains("red"))
+    });
+    // Reported, never overwritten; beta untouched.
+    assert_eq!(mode(&members, "alpha").as_deref(), Some("red"));
+    assert_eq!(mode(&members, "beta").as_deref(), Some("blue"));
+    let v = placements(&daemon);
+    assert_eq!(
+        v["placements"][0]["clusters"]["beta"]["health"]["state"],
+        "available"
+    );
+}
+
+fn status_text(daemon: &Daemon, placement: Option<&str>) -> String {
+    let mut args = vec!["status", "--server", &daemon.addr];
+    args.extend(placement);
+    let out = common::gitfleet(&args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.stdout
+}
+
+/// Issue 15.7: a Deployment that can never be scheduled (64 CPUs) keeps its clusters pending;
+/// status says the rollout waits for availability, not "settled", and describe says which
+/// object and why.
+#[test]
+fn status_says_which_objects_are_not_available_and_why() {
+    let members = Members::start(Backend::Sim, FLEET);
+    let repo = fleet_repo("    applyStrategy: {type: ServerSideApply}\n");
+    repo.write(
+        "app/big.yaml",
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: big, namespace: app}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: big}}
+  template:
+    metadata: {labels: {app: big}}
+    spec:
+      containers:
+      - name: big
+        image: busybox
+        resources: {requests: {cpu: '64'}}
+",
+    );
+    repo.commit("a Deployment no member can run");
+    let state = tempfile::tempdir().unwrap();
+    let daemon = start_daemon(&repo, &members, &state);
+    await_until("both clusters pending with a reason", || {
+        let v = placements(&daemon);
+        v["placements"][0]["clusters"].as_object().is_some_and(|c| {
+            c.len() == 2
+                && c.values().all(|c| {
+                    c["health"]["state"] == "pending"
+                        && c["notAvailable"][0].as_str().is_some_and(|n| {
+                            n.starts_with("Deployment app/big: 0/1 replicas available")
+                        })
+                })
+        })
+    });
+    let table = status_text(&daemon, None);
+    assert!(
+        table.contains("waiting for availability on 2 cluster(s)") && !table.contains("settled"),
+        "{table}"
+    );
+    let describe = status_text(&daemon, Some("app"));
+    assert!(
+        describe.contains("not available: Deployment app/big: 0/1 replicas available"),
+        "{describe}"
+    );
+}
+
+/// Issue 15.7: after a commit that empties the repository, the members are gone from it too
+/// and keep what they have (as in KubeFleet); status says so instead of "Deleted ... settled".
+#[test]
+fn an_emptied_repository_says_its_objects_stay_on_members() {
+    let members = Members::start(Backend::Sim, FLEET);
+    let repo = fleet_repo("    applyStrategy: {type: ServerSideApply}\n");
+    let state = tempfile::tempdir().unwrap();
+    let daemon = start_daemon(&repo, &members, &state);
+    await_until("the commit on both members, available", || {
+        up_to_date(&daemon, 2)
+    });
+    for f in [
+        "members/alpha.yaml",
+        "members/beta.yaml",
+        "app/namespace.yaml",
+        "app/placement.yaml",
+        "app/settings.yaml",
+    ] {
+        repo.remove(f);
+    }
+    let empty = repo.commit("empty tree");
+    await_until("the empty commit served", || {
+        placements(&daemon)["serving"] == empty.as_str()
+    });
+    let table = status_text(&daemon, None);
+    assert!(
+        table.contains("deleted from the repository; its objects stay on 2 clusters no longer in the repository (alpha, beta): members removed from the repository keep what they have, as in KubeFleet"),
+        "{table}"
+    );
+    assert!(!table.contains("settled"), "{table}");
+    // And they do stay.
+    assert_eq!(mode(&members, "alpha").as_deref(), Some("blue"));
+}
