@@ -3,6 +3,7 @@
 //! (the test bed), checked with kubectl.
 
 mod common;
+use common::kubectl::Kubectl as _;
 
 use common::members::{Backend, Members};
 use common::{gitfleet, Repo, Run};

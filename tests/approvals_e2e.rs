@@ -4,6 +4,7 @@
 //! Every rejection reason of issue 14 has its case.
 
 mod common;
+use common::kubectl::Kubectl as _;
 
 use common::{gitfleet, Repo};
 use std::path::{Path, PathBuf};

@@ -4,6 +4,7 @@
 //! which continues that rollout without re-applying what was done.
 
 mod common;
+use common::kubectl::Kubectl as _;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -16,6 +16,7 @@ use std::process::Command;
 use serde_json::Value;
 
 mod common;
+use common::kubectl::Kubectl as _;
 use common::members::{self, Backend, Members};
 
 fn root() -> PathBuf {

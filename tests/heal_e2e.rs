@@ -5,6 +5,7 @@
 //! tests and the resync ten minutes: only the watches can heal in time.
 
 mod common;
+use common::kubectl::Kubectl as _;
 
 use common::daemon::{await_until, Daemon};
 use common::members::{Backend, Members};

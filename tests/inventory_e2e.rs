@@ -3,6 +3,7 @@
 //! the real scheduler and kwok's nodes (the test bed), reached only through the kubeconfig.
 
 mod common;
+use common::kubectl::Kubectl as _;
 use common::members::{Backend, Members};
 use common::{gitfleet, Repo, Run};
 use serde_json::Value;

@@ -3,6 +3,7 @@
 //! members served by `gitfleet sim`.
 
 mod common;
+use common::kubectl::Kubectl as _;
 
 use std::path::Path;
 

@@ -3,9 +3,9 @@
 //! controller, scheduler and kwok (the test bed), and the real binary following the branch.
 
 mod common;
+use common::kubectl::Kubectl;
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -23,30 +23,6 @@ on_both_backends!(
     a_member_down_during_a_rollout_delays_only_itself,
     a_deployment_whose_pods_cannot_schedule_holds_the_rollout_at_its_member,
 );
-
-/// Members as the helpers here reach them, on either backend: a kubeconfig and kubectl.
-trait Reach {
-    fn kubeconfig(&self) -> &Path;
-    fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String);
-}
-
-impl Reach for SimFleet {
-    fn kubeconfig(&self) -> &Path {
-        &self.kubeconfig
-    }
-    fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String) {
-        SimFleet::kubectl(self, context, args)
-    }
-}
-
-impl Reach for Members {
-    fn kubeconfig(&self) -> &Path {
-        &self.kubeconfig
-    }
-    fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String) {
-        Members::kubectl(self, context, args)
-    }
-}
 
 const FLEET: &str = r#"
 anonymousAuth: true
@@ -94,7 +70,7 @@ fn fleet_repo(version: &str) -> Repo {
     repo
 }
 
-fn config_version(sim: &impl Reach, member: &str) -> Option<String> {
+fn config_version(sim: &impl Kubectl, member: &str) -> Option<String> {
     let (code, out, _) = sim.kubectl(
         member,
         &[
@@ -110,14 +86,14 @@ fn config_version(sim: &impl Reach, member: &str) -> Option<String> {
     (code == 0).then_some(out)
 }
 
-fn run_once(repo: &Repo, sim: &impl Reach, state: &std::path::Path) -> common::Run {
+fn run_once(repo: &Repo, sim: &impl Kubectl, state: &std::path::Path) -> common::Run {
     gitfleet(&[
         "run",
         "--once",
         "--repo",
         repo.path().to_str().unwrap(),
         "--kubeconfig",
-        sim.kubeconfig().to_str().unwrap(),
+        sim.kubectl_paths().0.to_str().unwrap(),
         "--state-dir",
         state.to_str().unwrap(),
         "--listen",
@@ -447,7 +423,7 @@ fn web(image: &str) -> String {
     )
 }
 
-fn image_on(sim: &impl Reach, member: &str) -> String {
+fn image_on(sim: &impl Kubectl, member: &str) -> String {
     let (code, out, err) = sim.kubectl(
         member,
         &["get", "deployment", "web", "-n", "web", "-o", "json"],

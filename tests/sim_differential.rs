@@ -15,6 +15,7 @@
 //! (with a note), as the rest of the real-member tier.
 
 mod common;
+use common::kubectl::Kubectl as _;
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -5,6 +5,7 @@
 //! What a real server does is taken from shared/spec/kube-api-surface.md (cited as "spec §n").
 
 mod common;
+use common::kubectl::Kubectl as _;
 
 use std::collections::BTreeSet;
 

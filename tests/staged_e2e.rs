@@ -7,6 +7,7 @@
 //! shown to stop at its approval request, with the request in status.
 
 mod common;
+use common::kubectl::Kubectl as _;
 
 use std::path::Path;
 

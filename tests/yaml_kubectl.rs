@@ -11,6 +11,7 @@
 //! against the body `--dry-run=server -v=9` logs.
 
 mod common;
+use common::kubectl::Kubectl as _;
 
 use common::sim::SimFleet;
 use serde_json::{json, Value};

@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::kubectl::Kubectl;
 use super::sim::SimFleet;
 use super::testbed::{self, Testbed};
 
@@ -125,59 +126,11 @@ impl Members {
             .unwrap_or_else(|e| panic!("POST {url} {body}: {e}"));
         let _ = response.body_mut().read_to_string();
     }
+}
 
-    /// Runs the real `kubectl` against one member's context; returns (exit code, stdout, stderr).
-    pub fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String) {
-        self.kubectl_stdin(context, args, "")
-    }
-
-    /// [`Members::kubectl`] with `stdin` fed to kubectl (for `apply -f -`).
-    pub fn kubectl_stdin(
-        &self,
-        context: &str,
-        args: &[&str],
-        stdin: &str,
-    ) -> (i32, String, String) {
-        super::kubectl::run(
-            &self.kubeconfig,
-            &self.dir.path().join("kube-cache"),
-            context,
-            args,
-            stdin,
-        )
-    }
-
-    /// `kubectl apply --server-side -f -` of `yaml`, panicking when kubectl fails.
-    pub fn apply(&self, context: &str, yaml: &str, extra: &[&str]) -> String {
-        let mut args = vec!["apply", "--server-side", "-f", "-"];
-        args.extend_from_slice(extra);
-        let (code, out, err) = self.kubectl_stdin(context, &args, yaml);
-        assert_eq!(code, 0, "kubectl {args:?} failed: {err}\n{yaml}");
-        out
-    }
-
-    /// `kubectl get` as JSON, panicking when kubectl fails.
-    pub fn get_json(&self, context: &str, args: &[&str]) -> serde_json::Value {
-        let mut full = vec!["get"];
-        full.extend_from_slice(args);
-        full.extend_from_slice(&["-o", "json"]);
-        let (code, out, err) = self.kubectl(context, &full);
-        assert_eq!(code, 0, "kubectl {full:?} failed: {err}");
-        serde_json::from_str(&out).expect("kubectl prints JSON")
-    }
-
-    /// Whether `kubectl get <args>` finds the object (any other failure panics).
-    pub fn exists(&self, context: &str, args: &[&str]) -> bool {
-        let mut full = vec!["get"];
-        full.extend_from_slice(args);
-        let (code, _, err) = self.kubectl(context, &full);
-        if code != 0 {
-            assert!(
-                err.contains("NotFound") || err.contains("not found"),
-                "{err}"
-            );
-        }
-        code == 0
+impl Kubectl for Members {
+    fn kubectl_paths(&self) -> (&Path, PathBuf) {
+        (&self.kubeconfig, self.dir.path().join("kube-cache"))
     }
 }
 

@@ -115,37 +115,6 @@ impl SimFleet {
         let _ = response.body_mut().read_to_string();
     }
 
-    /// Runs the real `kubectl` against one member's context; returns (exit code, stdout, stderr).
-    pub fn kubectl(&self, context: &str, args: &[&str]) -> (i32, String, String) {
-        self.kubectl_stdin(context, args, "")
-    }
-
-    /// [`SimFleet::kubectl`] with `stdin` fed to kubectl (for `apply -f -`).
-    pub fn kubectl_stdin(
-        &self,
-        context: &str,
-        args: &[&str],
-        stdin: &str,
-    ) -> (i32, String, String) {
-        super::kubectl::run(
-            &self.kubeconfig,
-            &self.dir.path().join("kube-cache"),
-            context,
-            args,
-            stdin,
-        )
-    }
-
-    /// `kubectl apply --server-side -f -` of `yaml` plus `extra` arguments, panicking when
-    /// kubectl fails.
-    pub fn apply(&self, context: &str, yaml: &str, extra: &[&str]) -> String {
-        let mut args = vec!["apply", "--server-side", "-f", "-"];
-        args.extend_from_slice(extra);
-        let (code, out, err) = self.kubectl_stdin(context, &args, yaml);
-        assert_eq!(code, 0, "kubectl {args:?} failed: {err}\n{yaml}");
-        out
-    }
-
     /// What the admin endpoint says of a member: `server`, `token`, `faults`, `injectedErrors`.
     /// The member's change log from the admin endpoint (`resource` like `deployments`), each
     /// entry with a sequence number shared by all members.
@@ -272,15 +241,11 @@ impl SimFleet {
             .unwrap();
         (stream, host)
     }
+}
 
-    /// `kubectl get` as JSON, panicking when kubectl fails.
-    pub fn get_json(&self, context: &str, args: &[&str]) -> serde_json::Value {
-        let mut full = vec!["get"];
-        full.extend_from_slice(args);
-        full.extend_from_slice(&["-o", "json"]);
-        let (code, out, err) = self.kubectl(context, &full);
-        assert_eq!(code, 0, "kubectl {full:?} failed: {err}");
-        serde_json::from_str(&out).expect("kubectl prints JSON")
+impl super::kubectl::Kubectl for SimFleet {
+    fn kubectl_paths(&self) -> (&Path, PathBuf) {
+        (&self.kubeconfig, self.dir.path().join("kube-cache"))
     }
 }
 
