@@ -316,11 +316,13 @@ async fn fetch(mirror: remote::Mirror, branch: String) -> Result<remote::Fetched
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::process::Command;
 
-    fn git(dir: &Path, args: &[&str]) -> String {
+    /// git in `dir` with a fixed identity and no user configuration (shared by the tests of
+    /// the daemon and of the remote mirror).
+    pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .args(args)
             .current_dir(dir)

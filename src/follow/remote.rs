@@ -245,25 +245,7 @@ mod tests {
 
     #[test]
     fn a_fetch_brings_the_approval_tags_with_the_branch() {
-        let git = |dir: &Path, args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(args)
-                .current_dir(dir)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@example.com")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@example.com")
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).unwrap().trim().to_string()
-        };
+        let git = crate::follow::tests::git;
         let src = tempfile::tempdir().unwrap();
         git(src.path(), &["init", "-q", "-b", "main"]);
         git(src.path(), &["commit", "-q", "--allow-empty", "-m", "one"]);
