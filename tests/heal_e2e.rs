@@ -14,6 +14,8 @@ use common::Repo;
 on_both_backends!(
     a_deleted_object_is_restored_by_the_daemon,
     drift_under_if_not_drifted_is_reported_not_overwritten,
+    status_says_which_objects_are_not_available_and_why,
+    an_emptied_repository_says_its_objects_stay_on_members,
 );
 
 const FLEET: &str = r#"
@@ -177,9 +179,8 @@ fn status_text(daemon: &Daemon, placement: Option<&str>) -> String {
 /// Issue 15.7: a Deployment that can never be scheduled (64 CPUs) keeps its clusters pending;
 /// status says the rollout waits for availability, not "settled", and describe says which
 /// object and why.
-#[test]
-fn status_says_which_objects_are_not_available_and_why() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn status_says_which_objects_are_not_available_and_why(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo("    applyStrategy: {type: ServerSideApply}\n");
     repo.write(
         "app/big.yaml",
@@ -227,9 +228,8 @@ spec:
 
 /// Issue 15.7: after a commit that empties the repository, the members are gone from it too
 /// and keep what they have (as in KubeFleet); status says so instead of "Deleted ... settled".
-#[test]
-fn an_emptied_repository_says_its_objects_stay_on_members() {
-    let members = Members::start(Backend::Sim, FLEET);
+fn an_emptied_repository_says_its_objects_stay_on_members(backend: Backend) {
+    let members = Members::start(backend, FLEET);
     let repo = fleet_repo("    applyStrategy: {type: ServerSideApply}\n");
     let state = tempfile::tempdir().unwrap();
     let daemon = start_daemon(&repo, &members, &state);
