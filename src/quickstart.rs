@@ -316,7 +316,7 @@ mod tests {
         let mut st = Status::default();
         st.runs
             .approval_requests
-            .push(crate::daemon::runs::ApprovalRequestView {
+            .push(crate::daemon::wire::ApprovalRequest {
                 name: "telemetry-rollout-1-after-canary".into(),
                 namespace: None,
                 update_run: "telemetry-rollout-1".into(),

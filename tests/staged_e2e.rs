@@ -612,10 +612,12 @@ fn signed_tags_approve_each_stage_across_restarts(backend: common::members::Back
         assert!(!has_app(&members, m), "{m}: production is not approved");
     }
     let metrics = get_text(&daemon.addr, "/metrics");
-    assert!(
-        metrics.contains("gitfleet_approval_rejections_total{reason=\"SignerNotAllowed\"} 1"),
-        "{metrics}"
-    );
+    for line in [
+        "gitfleet_approval_rejections_total{reason=\"SignerNotAllowed\"} 1",
+        "gitfleet_update_runs{state=\"Waiting\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line}: {metrics}");
+    }
     assert_eq!(
         approval_of(&daemon.addr, "rollout-1-before-canary")["tagObject"],
         canary_tag.as_str(),
@@ -679,6 +681,11 @@ fn signed_tags_approve_each_stage_across_restarts(backend: common::members::Back
             .collect();
         assert_eq!(kinds, ["Started", "Succeeded"], "{c}");
     }
+    let metrics = get_text(&daemon.addr, "/metrics");
+    assert!(
+        metrics.contains("gitfleet_update_runs{state=\"Succeeded\"} 1"),
+        "{metrics}"
+    );
     let a = approval_of(&daemon.addr, "rollout-1-before-production");
     assert_eq!(a["signer"], "sre@example.com");
     assert_eq!(a["tagObject"], prod_tag.as_str());
