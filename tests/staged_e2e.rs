@@ -1015,3 +1015,131 @@ fn approval_tags_follow_the_remote_and_accepted_ones_stand() {
         assert!(has_app(&members, m), "{m} has the app");
     }
 }
+
+/// The quick start's staged run to its approved stage: staging soaks 15 minutes (passed on the
+/// test clock), canary runs, and the quick start prints the `git tag -s` that approves
+/// `telemetry-rollout-1-after-canary` with its demo key, runs it, and the daemon (which trusts
+/// that key alone) accepts it. The user's git configuration is left as it was.
+#[test]
+fn the_quick_start_approves_the_canary_stage_with_its_demo_key() {
+    use std::io::BufRead as _;
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("demo");
+    let home = work.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let user_config = "[user]\n\tname = Someone\n\temail = someone@example.com\n";
+    std::fs::write(home.join(".gitconfig"), user_config).unwrap();
+    let skew = work.path().join("clock-skew");
+    std::fs::write(&skew, "0").unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args(["quickstart", "--listen", "127.0.0.1:0", "--dir"])
+        .arg(&dir)
+        .env("HOME", &home)
+        .env_remove("GIT_CONFIG_GLOBAL")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GITFLEET_TEST_CLOCK_SKEW_FILE", &skew)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen: Vec<String> = Vec::new();
+    let mut next_line = |what: &str, pred: &dyn Fn(&str) -> bool| -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        loop {
+            let line = rx
+                .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+                .unwrap_or_else(|_| panic!("no line {what}; saw:\n{}", seen.join("\n")));
+            seen.push(line.clone());
+            if pred(&line) {
+                return line;
+            }
+        }
+    };
+    let server = next_line("with the status address", &|l| {
+        l.trim_start().starts_with("status") && l.contains("--server")
+    })
+    .rsplit(' ')
+    .next()
+    .unwrap()
+    .to_string();
+    let run = |d: &serde_json::Value| {
+        d["updateRuns"]
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["name"] == "telemetry-rollout-1"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    await_status(&server, "staging soaks", |d| {
+        run(d)["waitingFor"] == "TimedWait"
+    });
+    // Fifteen minutes later, on the daemon's clock.
+    std::fs::write(&skew, "1000").unwrap();
+    let fleet = dir.join("fleet");
+    let wake = std::process::Command::new("git")
+        .current_dir(&fleet)
+        .args(["update-ref", "refs/test/wake", "HEAD"])
+        .status()
+        .unwrap();
+    assert!(wake.success());
+    next_line("asking for the canary approval", &|l| {
+        l.contains("waits for approval telemetry-rollout-1-after-canary")
+    });
+    let command = next_line("with the command", &|l| l.contains("tag -s"))
+        .trim()
+        .to_string();
+    let key = dir.join("demo-key");
+    assert!(
+        command.starts_with(&format!(
+            "git -C {} -c gpg.format=ssh -c user.signingkey={} tag -s -m approve gitfleet/approve/telemetry-rollout-1-after-canary ",
+            fleet.display(),
+            key.display()
+        )),
+        "{command}"
+    );
+    next_line("signing it", &|l| l.contains("signed it with the demo key"));
+    next_line("about the accepted approval", &|l| {
+        l.contains("approval telemetry-rollout-1-after-canary accepted")
+            && l.ends_with("by quickstart@gitfleet.invalid")
+    });
+    await_status(&server, "the run goes past canary", |d| {
+        run(d)["stage"] == "production"
+    });
+    // The tag the command made: SSH-signed, on the run's initialisation commit.
+    let init = run(&status(&server))["initCommit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(command.ends_with(&init), "{command}");
+    let tag = std::process::Command::new("git")
+        .current_dir(&fleet)
+        .args([
+            "cat-file",
+            "tag",
+            "gitfleet/approve/telemetry-rollout-1-after-canary",
+        ])
+        .output()
+        .unwrap();
+    let tag = String::from_utf8_lossy(&tag.stdout);
+    assert!(tag.contains(&format!("object {init}")), "{tag}");
+    assert!(tag.contains("-----BEGIN SSH SIGNATURE-----"), "{tag}");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".gitconfig")).unwrap(),
+        user_config,
+        "the user's git configuration is untouched"
+    );
+
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
