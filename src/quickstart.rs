@@ -205,8 +205,8 @@ fn progress_lines(
                     r.name, r.tag
                 ));
             }
-        } else if !last.contains_key(&key) {
-            last.insert(key, String::new());
+        } else if let std::collections::btree_map::Entry::Vacant(e) = last.entry(key) {
+            e.insert(String::new());
             out.push(format!(
                 "{run:<34} waits for approval {}: approve the next stage with a signed tag on the run's commit:\n\
                  {:<34}   {}",
