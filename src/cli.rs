@@ -199,6 +199,9 @@ pub struct PlanArgs {
     /// --verify-commits` (a head that would be refused makes the plan invalid).
     #[command(flatten)]
     pub trust: crate::approvals::command::TrustArgs,
+    /// The daemon's thresholds, to warn when it would hold the head as a mass deletion.
+    #[command(flatten)]
+    pub deletion_guard: crate::flags::DeletionGuardArgs,
 }
 
 /// Where the scheduler's inputs beyond the commit come from.
@@ -598,7 +601,7 @@ fn schedule(args: &ScheduleArgs) -> Result<ExitCode> {
             .state
             .as_ref()
             .expect("clap requires --state with --save");
-        StateStore::open(dir)?.save_schedule(&commit.commit, &placements)?;
+        StateStore::lock(dir)?.save_schedule(&commit.commit, &placements)?;
     }
     let mut out = std::io::stdout().lock();
     match args.output {
@@ -824,19 +827,29 @@ fn plan(args: &PlanArgs) -> Result<ExitCode> {
                 read_previous(args.state.as_deref())?,
             ),
         };
-        crate::plan::plan_catalogs(
+        let inputs = crate::plan::Inputs {
+            inventory: inventory.as_ref(),
+            previous: &previous,
+            now_unix: now_unix(),
+        };
+        let plan = crate::plan::plan_catalogs(
             (&base.commit, &base_cat),
             (&head.commit, &head_cat),
-            &crate::plan::Inputs {
-                inventory: inventory.as_ref(),
-                previous: &previous,
-                now_unix: now_unix(),
-            },
+            &inputs,
             &crate::plan::Options {
                 clusters: args.clusters.clone(),
                 context: args.context,
             },
-        )
+        );
+        crate::plan::Plan {
+            held: crate::plan::deletion_guard(
+                (&base.commit, &base_cat),
+                (&head.commit, &head_cat, &head.message),
+                &inputs,
+                &args.deletion_guard.policy(),
+            ),
+            ..plan
+        }
     } else {
         let mut errors: Vec<String> = head_diags.drain(..).map(|d| d.to_string()).collect();
         errors.extend(signature_errors);

@@ -176,6 +176,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             webhook_secret: None,
             verifier: None,
             verify_commits: false,
+            deletion_guard: Default::default(),
         };
         let deliverer = PushDeliverer {
             kubeconfig: Arc::new(crate::members::read_kubeconfig(&kubeconfig)?),

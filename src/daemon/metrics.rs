@@ -25,6 +25,8 @@ pub struct Metrics {
     pub approvals_accepted: Counter,
     /// Approval tags refused, by reason (each tag object and reason counted once).
     pub approval_rejections: Family<Labels, Counter>,
+    /// Deletions the guard holds now (0: none held).
+    pub deletions_held: Gauge,
 }
 
 impl Default for Metrics {
@@ -39,6 +41,12 @@ impl Default for Metrics {
         let rollout_clusters = Family::<Labels, Gauge>::default();
         let approvals_accepted = Counter::default();
         let approval_rejections = Family::<Labels, Counter>::default();
+        let deletions_held = Gauge::default();
+        registry.register(
+            "deletions_held",
+            "Object deletions of the newest head held by the mass-deletion guard (0: none)",
+            deletions_held.clone(),
+        );
         registry.register(
             "approvals_accepted",
             "Approval tags accepted",
@@ -89,6 +97,7 @@ impl Default for Metrics {
             rollout_clusters,
             approvals_accepted,
             approval_rejections,
+            deletions_held,
         }
     }
 }

@@ -101,6 +101,9 @@ pub struct RunOptions {
     pub verifier: Option<crate::approvals::Verifier>,
     /// `--verify-commits`: serve only heads signed by a trusted signer.
     pub verify_commits: bool,
+    /// `--deletion-guard-share`, `--deletion-guard-min`: which new commits are held as mass
+    /// deletions ([`crate::rollout::guard`]).
+    pub deletion_guard: crate::rollout::guard::Policy,
 }
 
 /// What the daemon shows on its HTTP API and in logs; replaced after every reconcile.
@@ -116,6 +119,9 @@ pub struct Status {
     pub serving: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rejected: Option<Rejected>,
+    /// The newest head, when the deletion guard holds it, with why and how to release it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<crate::rollout::guard::Held>,
     pub placements: Vec<PlacementStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inventory: Option<Inventory>,
@@ -274,7 +280,10 @@ pub struct Daemon<D: Deliverer> {
 
 impl<D: Deliverer> Daemon<D> {
     pub fn open(opts: RunOptions, deliverer: D) -> Result<Self> {
-        let store = StateStore::open(&opts.state_dir)?;
+        // One writer per directory; every state file is read now, so that a corrupt one stops
+        // the start naming it.
+        let store = StateStore::lock(&opts.state_dir)?;
+        store.check()?;
         let mut state = store.load_rollout()?;
         // What members hold may have changed while the daemon was not watching: the first
         // step re-applies everything delivered (a no-op where nothing changed). Not for
@@ -288,6 +297,7 @@ impl<D: Deliverer> Daemon<D> {
             branch: opts.branch.clone(),
             serving: state.serving.clone(),
             rejected: state.rejected.clone(),
+            held: state.held.clone(),
             ..Status::default()
         }));
         let gate = approvals::ApprovalGate::new(opts.repo.clone(), opts.verifier.clone());

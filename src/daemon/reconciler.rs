@@ -27,6 +27,8 @@ pub(super) struct Analyzed {
     requested: String,
     /// Its full id.
     commit: String,
+    /// Its message (the deletion guard's release trailer).
+    message: String,
     cat: crate::catalog::Catalog,
     diags: Vec<crate::catalog::Diagnostic>,
 }
@@ -106,6 +108,7 @@ impl<D: Deliverer> Daemon<D> {
             Ok(Analyzed {
                 requested,
                 commit: files.commit,
+                message: files.message,
                 cat,
                 diags,
             })
@@ -262,54 +265,19 @@ impl<D: Deliverer> Daemon<D> {
         }
     }
 
-    async fn reconcile_inner(&mut self, head: &str) -> Result<Action> {
-        let analyzed = self.analyzed(head).await?;
-        let mut problems: Vec<String> = analyzed.diags.iter().map(|d| d.to_string()).collect();
-        if problems.is_empty() {
-            problems = self.update_problems(&analyzed).await?;
-        }
-        if self.opts.verify_commits {
-            let full = analyzed.commit.clone();
-            problems.extend(self.signature_problem(&full).await?);
-        }
-        let commit = if problems.is_empty() {
-            self.state.rejected = None;
-            head.to_string()
-        } else {
-            let errors = problems;
-            if self.state.rejected.as_ref().map(|r| r.commit.as_str()) != Some(head) {
-                tracing::error!(
-                    commit = head,
-                    errors = errors.len(),
-                    "commit rejected: {}",
-                    errors.join("; ")
-                );
-                self.status.lock().unwrap().commits_rejected += 1;
-                self.metrics.commits_rejected.inc();
-            }
-            self.state.rejected = Some(Rejected {
-                commit: head.to_string(),
-                errors,
-            });
-            self.save(None).await?;
-            self.publish(None, vec![], None);
-            match self.state.serving.clone() {
-                // Keep rolling out the last good commit; nothing is deleted because of the bad one.
-                Some(good) if good != head => good,
-                _ => return Ok(Action::await_change()),
-            }
-        };
-        let analyzed = if commit == head {
-            analyzed
-        } else {
-            self.analyzed(&commit).await?
-        };
+    /// Probes the members of `analyzed` and takes one rolling step of it from the state
+    /// (scheduling and the step on the blocking pool, with the state lent to them). Nothing
+    /// changes but the metrics and the members' last probes.
+    async fn step_commit(
+        &mut self,
+        analyzed: &Arc<Analyzed>,
+    ) -> Result<(
+        Inventory,
+        Vec<PlacementSchedule>,
+        crate::rollout::Decision,
+        u64,
+    )> {
         let commit = analyzed.commit.clone();
-        if self.state.serving.as_deref() != Some(commit.as_str()) {
-            tracing::info!(commit = %commit, "serving new commit");
-        }
-        self.state.serving = Some(commit.clone());
-
         let members = members_of(&[&analyzed.cat]);
         let inventory = self
             .deliverer
@@ -361,7 +329,7 @@ impl<D: Deliverer> Daemon<D> {
         // the state lent to them.
         let state = std::mem::take(&mut self.state);
         let (step_commit, step_analyzed) = (commit.clone(), analyzed.clone());
-        let (state, mut schedule, decision) = blocking(move || {
+        let (state, schedule, decision) = blocking(move || {
             let cat = &step_analyzed.cat;
             let fleet = Fleet::build(cat, Some(&eligible));
             let schedule = schedule_commit(cat, &fleet, &previous, now as i64);
@@ -380,6 +348,135 @@ impl<D: Deliverer> Daemon<D> {
         })
         .await?;
         self.state = state;
+        Ok((inventory, schedule, decision, now))
+    }
+
+    /// The deletion guard's verdict on `analyzed` stepped into `decision`: `Some` when it is
+    /// held. What is managed is what the state recorded as applied, on members still in the
+    /// commit, of placements that do not abandon their objects.
+    fn judge_deletions(
+        &self,
+        analyzed: &Analyzed,
+        decision: &crate::rollout::Decision,
+    ) -> Option<crate::rollout::guard::Held> {
+        use crate::rollout::guard;
+        let members: std::collections::BTreeSet<String> = members_of(&[&analyzed.cat])
+            .into_iter()
+            .map(|m| m.target.name)
+            .collect();
+        let mut managed = guard::Managed::new();
+        for (key, ps) in &self.state.placements {
+            let abandon = decision
+                .ledger
+                .abandon
+                .get(key)
+                .copied()
+                .unwrap_or(ps.abandon);
+            if abandon {
+                continue;
+            }
+            for (cluster, c) in &ps.clusters {
+                if members.contains(cluster) && !c.objects.is_empty() {
+                    managed.insert((key.clone(), cluster.clone()), c.objects.clone());
+                }
+            }
+        }
+        let assessment = guard::assess(&managed, |p, c| guard::fate_in(&decision.steps, p, c));
+        match guard::judge(
+            &self.opts.deletion_guard,
+            assessment,
+            &analyzed.commit,
+            &analyzed.message,
+        ) {
+            guard::Verdict::Proceed => None,
+            guard::Verdict::Released(allowed) => {
+                tracing::warn!(commit = %analyzed.commit, ?allowed, "mass deletion released by the commit's {} trailer", guard::TRAILER);
+                None
+            }
+            guard::Verdict::Held(h) => Some(h),
+        }
+    }
+
+    async fn reconcile_inner(&mut self, head: &str) -> Result<Action> {
+        let analyzed = self.analyzed(head).await?;
+        let mut problems: Vec<String> = analyzed.diags.iter().map(|d| d.to_string()).collect();
+        if problems.is_empty() {
+            problems = self.update_problems(&analyzed).await?;
+        }
+        if self.opts.verify_commits {
+            let full = analyzed.commit.clone();
+            problems.extend(self.signature_problem(&full).await?);
+        }
+        let commit = if problems.is_empty() {
+            self.state.rejected = None;
+            head.to_string()
+        } else {
+            let errors = problems;
+            if self.state.rejected.as_ref().map(|r| r.commit.as_str()) != Some(head) {
+                tracing::error!(
+                    commit = head,
+                    errors = errors.len(),
+                    "commit rejected: {}",
+                    errors.join("; ")
+                );
+                self.status.lock().unwrap().commits_rejected += 1;
+                self.metrics.commits_rejected.inc();
+            }
+            self.state.rejected = Some(Rejected {
+                commit: head.to_string(),
+                errors,
+            });
+            self.save(None).await?;
+            self.publish(None, vec![], None);
+            match self.state.serving.clone() {
+                // Keep rolling out the last good commit; nothing is deleted because of the bad one.
+                Some(good) if good != head => good,
+                _ => return Ok(Action::await_change()),
+            }
+        };
+        // The commit served before this look: a new commit is judged by the deletion guard
+        // once, before anything of it is applied; a commit already being served is not judged
+        // again (its deletions were allowed, or were no mass deletion, when it began).
+        let served_before = self.state.serving.clone();
+        let mut candidate = commit;
+        let (analyzed, commit, inventory, mut schedule, decision, now) = loop {
+            let analyzed = if candidate == head {
+                analyzed.clone()
+            } else {
+                self.analyzed(&candidate).await?
+            };
+            let commit = analyzed.commit.clone();
+            let (inventory, schedule, decision, now) = self.step_commit(&analyzed).await?;
+            let held = served_before
+                .as_deref()
+                .filter(|before| *before != commit)
+                .and_then(|before| {
+                    Some((
+                        before.to_string(),
+                        self.judge_deletions(&analyzed, &decision)?,
+                    ))
+                });
+            if let Some((before, held)) = held {
+                if self.state.held.as_ref() != Some(&held) {
+                    tracing::warn!(commit = %held.commit, deleting = held.assessment.deleting, managed = held.assessment.managed, "{}", held.message);
+                }
+                self.metrics
+                    .deletions_held
+                    .set(held.assessment.deleting as i64);
+                self.state.held = Some(held);
+                // The commit served before goes on (heals, resyncs, the rest of its rollout).
+                candidate = before;
+                continue;
+            }
+            if candidate == head && self.state.held.take().is_some() {
+                self.metrics.deletions_held.set(0);
+            }
+            break (analyzed, commit, inventory, schedule, decision, now);
+        };
+        if self.state.serving.as_deref() != Some(commit.as_str()) {
+            tracing::info!(commit = %commit, "serving new commit");
+        }
+        self.state.serving = Some(commit.clone());
         for s in &decision.steps {
             if !s.applying.is_empty() || !s.removing.is_empty() {
                 tracing::info!(placement = %s.placement, applying = ?s.applying, removing = ?s.removing, waiting = ?s.waiting, "rollout step");
@@ -517,6 +614,7 @@ impl<D: Deliverer> Daemon<D> {
         let mut st = self.status.lock().unwrap();
         st.serving = self.state.serving.clone();
         st.rejected = self.state.rejected.clone();
+        st.held = self.state.held.clone();
         if let Some(inv) = inventory {
             st.inventory = Some(inv);
         }

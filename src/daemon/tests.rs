@@ -144,6 +144,7 @@ impl World {
             webhook_secret: None,
             verifier: None,
             verify_commits: false,
+            deletion_guard: Default::default(),
         };
         Daemon::open(opts, Fake(self.members.clone())).unwrap()
     }
