@@ -12,7 +12,10 @@ use common::daemon::{await_until, Daemon};
 use common::members::{Backend, Members};
 use common::{gitfleet, Repo};
 
-on_both_backends!(a_mass_deletion_is_held_until_a_commit_trailer_releases_it);
+on_both_backends!(
+    a_mass_deletion_is_held_until_a_commit_trailer_releases_it,
+    apply_refuses_a_mass_deletion_unless_allowed,
+);
 
 const FLEET: &str = r#"
 anonymousAuth: true
@@ -330,4 +333,66 @@ fn a_second_daemon_on_the_same_state_directory_exits_naming_the_first_ones_pid()
         "{}",
         again.stderr
     );
+}
+
+fn apply(repo: &Repo, members: &Members, extra: &[&str]) -> common::Run {
+    let (repo, kubeconfig) = (
+        repo.path().display().to_string(),
+        members.kubeconfig.display().to_string(),
+    );
+    let mut args = vec!["apply", "--repo", &repo, "--kubeconfig", &kubeconfig];
+    args.extend_from_slice(extra);
+    gitfleet(&args)
+}
+
+/// `gitfleet apply` reads the members' records and refuses the same mass deletion, unless the
+/// commit's trailer or `--allow-mass-deletion` allows it.
+fn apply_refuses_a_mass_deletion_unless_allowed(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = fleet_repo("blue");
+    let first = apply(&repo, &members, &[]);
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    assert_eq!(configs_on(&members, "alpha"), CONFIGS);
+
+    for f in std::fs::read_dir(repo.path().join("app")).unwrap() {
+        std::fs::remove_file(f.unwrap().path()).unwrap();
+    }
+    write_keep(&repo, "green");
+    let deleting = repo.commit("retire app, keep goes green");
+    let refused = apply(&repo, &members, &[]);
+    assert_eq!(refused.code, 1, "{}{}", refused.stdout, refused.stderr);
+    assert!(
+        refused.stderr.contains(&format!(
+            "commit {deleting} would delete 14 of the 18 objects gitfleet manages"
+        )) && refused.stderr.contains("Gitfleet-Allow-Deletions: 14")
+            && refused.stderr.contains("--allow-mass-deletion"),
+        "{}",
+        refused.stderr
+    );
+    for m in ["alpha", "beta"] {
+        assert_eq!(configs_on(&members, m), CONFIGS, "{m}");
+        assert_eq!(mode(&members, m), "blue", "{m}");
+    }
+    // A trailer allowing fewer is not enough; the flag is.
+    repo.git(&[
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "too few",
+        "--trailer",
+        "Gitfleet-Allow-Deletions: 13",
+    ]);
+    assert_eq!(apply(&repo, &members, &[]).code, 1);
+    let allowed = apply(&repo, &members, &["--allow-mass-deletion"]);
+    assert_eq!(allowed.code, 0, "{}{}", allowed.stdout, allowed.stderr);
+    assert!(
+        allowed.stderr.contains("as --allow-mass-deletion allows"),
+        "{}",
+        allowed.stderr
+    );
+    for m in ["alpha", "beta"] {
+        assert_eq!(configs_on(&members, m), 0, "{m}");
+        assert_eq!(mode(&members, m), "green", "{m}");
+    }
 }

@@ -377,11 +377,12 @@ impl<D: Deliverer> Daemon<D> {
             }
             for (cluster, c) in &ps.clusters {
                 if members.contains(cluster) && !c.objects.is_empty() {
-                    managed.insert((key.clone(), cluster.clone()), c.objects.clone());
+                    managed.insert((key.to_string(), cluster.clone()), c.objects.clone());
                 }
             }
         }
-        let assessment = guard::assess(&managed, |p, c| guard::fate_in(&decision.steps, p, c));
+        let steps = guard::by_id(&decision.steps);
+        let assessment = guard::assess(&managed, |p, c| guard::fate_in(steps.get(p).copied(), c));
         match guard::judge(
             &self.opts.deletion_guard,
             assessment,

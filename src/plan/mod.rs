@@ -309,17 +309,18 @@ pub fn deletion_guard(
         }
         for (cluster, objects) in &s.objects {
             if members.contains(cluster.as_str()) {
-                managed.insert((s.placement.clone(), cluster.clone()), (**objects).clone());
+                managed.insert(
+                    (s.placement.to_string(), cluster.clone()),
+                    (**objects).clone(),
+                );
             }
         }
     }
-    let assessment = guard::assess(&managed, |p, c| {
-        if head.steps.iter().any(|s| &s.placement == p) {
-            guard::fate_in(&head.steps, p, c)
-        } else {
-            // Gone from the head: the daemon removes it.
-            Fate::Removed
-        }
+    let steps = guard::by_id(&head.steps);
+    let assessment = guard::assess(&managed, |p, c| match steps.get(p) {
+        Some(s) => guard::fate_in(Some(s), c),
+        // Gone from the head: the daemon removes it.
+        None => Fate::Removed,
     });
     match guard::judge(policy, assessment, head_commit, message) {
         guard::Verdict::Held(h) => Some(h),

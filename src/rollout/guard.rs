@@ -30,7 +30,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::step::StepSummary;
-use crate::model::PlacementKey;
 
 /// The trailer that releases held deletions.
 pub const TRAILER: &str = "Gitfleet-Allow-Deletions";
@@ -92,8 +91,9 @@ pub fn object_id(manifest: &Value) -> String {
     }
 }
 
-/// What is on members now: object ids by placement and cluster.
-pub type Managed = BTreeMap<(PlacementKey, String), BTreeSet<String>>;
+/// What is on members now: object ids by placement id (`crp/NAME`, or the record key
+/// `crp.NAME` members keep: the caller's choice, the same for [`assess`]'s fates) and cluster.
+pub type Managed = BTreeMap<(String, String), BTreeSet<String>>;
 
 /// What a commit does to one placement's objects on one cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,10 +106,15 @@ pub enum Fate<'a> {
     Untouched,
 }
 
-/// The fate of `cluster`'s objects of `placement` under a step's summaries.
-pub fn fate_in<'a>(steps: &'a [StepSummary], placement: &PlacementKey, cluster: &str) -> Fate<'a> {
-    let Some(s) = steps.iter().find(|s| &s.placement == placement) else {
-        // Not stepped (outside `--placement`): untouched.
+/// The step summaries by placement id (`crp/NAME`, ...).
+pub fn by_id(steps: &[StepSummary]) -> BTreeMap<String, &StepSummary> {
+    steps.iter().map(|s| (s.placement.to_string(), s)).collect()
+}
+
+/// The fate of `cluster`'s objects of a placement under its step summary (`None`: not stepped,
+/// e.g. outside `--placement`: untouched).
+pub fn fate_in<'a>(step: Option<&'a StepSummary>, cluster: &str) -> Fate<'a> {
+    let Some(s) = step else {
         return Fate::Untouched;
     };
     if let Some(objects) = s.objects.get(cluster) {
@@ -140,7 +145,7 @@ pub struct Assessment {
 }
 
 /// Counts the deletions of `managed` under `fate`.
-pub fn assess<'a>(managed: &Managed, fate: impl Fn(&PlacementKey, &str) -> Fate<'a>) -> Assessment {
+pub fn assess<'a>(managed: &Managed, fate: impl Fn(&str, &str) -> Fate<'a>) -> Assessment {
     let mut a = Assessment::default();
     for ((placement, cluster), objects) in managed {
         a.managed += objects.len();
@@ -151,7 +156,7 @@ pub fn assess<'a>(managed: &Managed, fate: impl Fn(&PlacementKey, &str) -> Fate<
         };
         if gone > 0 {
             a.deleting += gone;
-            *a.by_placement.entry(placement.to_string()).or_default() += gone;
+            *a.by_placement.entry(placement.clone()).or_default() += gone;
         }
     }
     a
@@ -248,8 +253,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn key(name: &str) -> PlacementKey {
-        format!("crp/{name}").parse().unwrap()
+    fn key(name: &str) -> String {
+        format!("crp/{name}")
     }
 
     fn set(ids: &[&str]) -> BTreeSet<String> {
@@ -291,9 +296,9 @@ mod tests {
         );
         managed.insert((key("b"), "m1".into()), set(&["Namespace/b"]));
         let kept = set(&["ConfigMap/x/1", "ConfigMap/x/3"]);
-        let a = assess(&managed, |p, c| match (p.name.as_str(), c) {
-            ("a", "m1") => Fate::Keeps(&kept),
-            ("a", _) => Fate::Removed,
+        let a = assess(&managed, |p, c| match (p, c) {
+            ("crp/a", "m1") => Fate::Keeps(&kept),
+            ("crp/a", _) => Fate::Removed,
             _ => Fate::Untouched,
         });
         assert_eq!(a.managed, 5);
