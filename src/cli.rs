@@ -1091,10 +1091,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
 /// step and its sweeps say.
 fn apply_deletion_verdict(
     decision: &crate::rollout::Decision,
-    records: &[(
-        String,
-        Result<std::collections::BTreeMap<String, crate::push::record::Record>, String>,
-    )],
+    records: &[crate::push::fleet::MemberRecords],
     commit: &CommitFiles,
     policy: &crate::rollout::guard::Policy,
 ) -> crate::rollout::guard::Verdict {

@@ -50,6 +50,9 @@ pub async fn push_fleet(
     out
 }
 
+/// A member's records by placement key, or why they cannot be read.
+pub type MemberRecords = (String, Result<BTreeMap<String, Record>, String>);
+
 /// Every member's records (what gitfleet applied there, by placement key), read at once; a
 /// member that cannot be read gives its error.
 pub async fn records_of(
@@ -57,7 +60,7 @@ pub async fn records_of(
     kubeconfig_path: &Path,
     members: Vec<MemberTarget>,
     opts: &PushOptions,
-) -> Vec<(String, Result<BTreeMap<String, Record>, String>)> {
+) -> Vec<MemberRecords> {
     let slots = Arc::new(Semaphore::new(opts.parallel_members.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     for target in members {
