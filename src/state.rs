@@ -200,6 +200,11 @@ impl StateStore {
         write_atomic(&self.dir.join(SCHEDULE_FILE), &bytes)
     }
 
+    /// Whether a rollout state was ever saved here (`false`: a new or lost directory).
+    pub fn has_rollout(&self) -> bool {
+        self.dir.join(ROLLOUT_FILE).exists()
+    }
+
     /// The rollout's state; empty when nothing was saved yet.
     pub fn load_rollout(&self) -> Result<RolloutState, StateError> {
         Ok(self.read_versioned(ROLLOUT_FILE)?.unwrap_or_default())

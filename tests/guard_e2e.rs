@@ -15,6 +15,7 @@ use common::{gitfleet, Repo};
 on_both_backends!(
     a_mass_deletion_is_held_until_a_commit_trailer_releases_it,
     apply_refuses_a_mass_deletion_unless_allowed,
+    a_lost_state_directory_is_rebuilt_from_the_members_records,
 );
 
 const FLEET: &str = r#"
@@ -395,4 +396,38 @@ fn apply_refuses_a_mass_deletion_unless_allowed(backend: Backend) {
         assert_eq!(configs_on(&members, m), 0, "{m}");
         assert_eq!(mode(&members, m), "green", "{m}");
     }
+}
+
+/// Issue 15.4: the state directory is lost and, in the same commit, a placement is deleted. The
+/// daemon starting without state reads the members' records, adopts what they list, and
+/// removes what no placement delivers any more.
+fn a_lost_state_directory_is_rebuilt_from_the_members_records(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = fleet_repo("blue");
+    let first = repo.git(&["rev-parse", "HEAD"]);
+    let state = tempfile::tempdir().unwrap();
+    let daemon = start_daemon(&repo, &members, &state);
+    await_until("both placements on both members", || {
+        settled(&daemon, &first)
+    });
+    drop(daemon);
+    std::fs::remove_dir_all(state.path().join("state")).unwrap();
+    repo.remove("keep/all.yaml");
+    let second = repo.commit("retire keep");
+
+    let daemon = start_daemon(&repo, &members, &state);
+    let line = daemon.await_log(&["rebuilt the view from the members' records"]);
+    assert!(
+        line.contains("\"placements\":2") && line.contains("\"clusters\":4"),
+        "{line}"
+    );
+    await_until("keep removed from both members, app still there", || {
+        ["alpha", "beta"].iter().all(|m| {
+            !members.exists(m, &["configmap", "settings", "-n", "keep"])
+                && configs_on(&members, m) == CONFIGS
+        })
+    });
+    await_until("the commit served and settled", || {
+        settled(&daemon, &second)
+    });
 }

@@ -70,6 +70,16 @@ pub trait Deliverer: Send + Sync {
         contexts: &BTreeMap<String, String>,
     ) -> impl Future<Output = Vec<(Work, Outcome)>> + Send;
 
+    /// Every member's records of what gitfleet applied there (`applied.<placement>`), or why
+    /// they cannot be read: how a daemon without state rebuilds its view. Without members
+    /// (the default), nothing is found.
+    fn records(
+        &self,
+        _members: &[Member],
+    ) -> impl Future<Output = Vec<crate::push::fleet::MemberRecords>> + Send {
+        async { Vec::new() }
+    }
+
     /// Makes sure `kinds` are watched on each member (by name, with its context) and changes
     /// reported into `changes`. Without watches (the default), only `--resync` heals.
     fn watch(
@@ -271,6 +281,9 @@ pub struct Daemon<D: Deliverer> {
     approvals: approvals::ApprovalGate,
     /// The last head whose signature was judged (`--verify-commits`), and why it fails.
     signature_checked: Option<(String, Option<String>)>,
+    /// The state directory held no rollout state at start: the first reconcile rebuilds the
+    /// view from the members' records before it steps.
+    rebuild: bool,
     /// Where the members' watches report changes; the loop owns the receiver.
     changes: UnboundedSender<watch::MemberChange>,
     changes_rx: Option<UnboundedReceiver<watch::MemberChange>>,
@@ -284,6 +297,7 @@ impl<D: Deliverer> Daemon<D> {
         // the start naming it.
         let store = StateStore::lock(&opts.state_dir)?;
         store.check()?;
+        let rebuild = !store.has_rollout();
         let mut state = store.load_rollout()?;
         // What members hold may have changed while the daemon was not watching: the first
         // step re-applies everything delivered (a no-op where nothing changed). Not for
@@ -304,6 +318,7 @@ impl<D: Deliverer> Daemon<D> {
         Ok(Self {
             approvals: gate,
             signature_checked: None,
+            rebuild,
             opts,
             store,
             state,

@@ -351,6 +351,68 @@ impl<D: Deliverer> Daemon<D> {
         Ok((inventory, schedule, decision, now))
     }
 
+    /// Rebuilds the view of a daemon that starts without state (a new or lost state
+    /// directory) from the records members keep of what gitfleet applied there: each placement
+    /// found on a member of `analyzed` is adopted as delivered there (revision unknown, so the
+    /// step re-applies it if it is still placed there), and one no placement delivers any more
+    /// is removed by the step like any deleted placement, subject to the deletion guard.
+    /// Members whose records cannot be read are logged and not adopted: their orphans stay
+    /// (gitfleet never deletes what it cannot see recorded).
+    async fn adopt_records(&mut self, analyzed: &Analyzed) {
+        let members = members_of(&[&analyzed.cat]);
+        let records = self.deliverer.records(&members).await;
+        let now = super::now_unix();
+        let (mut placements, mut clusters) = (std::collections::BTreeSet::new(), 0);
+        for (member, found) in records {
+            let found = match found {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(member = %member, error = %e, "cannot read the member's records: what gitfleet applied there is not adopted");
+                    continue;
+                }
+            };
+            for (key, r) in found {
+                let Some(placement) = crate::push::record::placement_of(&key) else {
+                    tracing::warn!(member = %member, record = %key, "a record names no placement gitfleet knows; left alone");
+                    continue;
+                };
+                let ps = self.state.placements.entry(placement.clone()).or_default();
+                ps.abandon = r.abandon;
+                ps.clusters.entry(member.clone()).or_insert_with(|| {
+                    clusters += 1;
+                    crate::rollout::ClusterState {
+                        revision: None,
+                        attempted: None,
+                        commit: None,
+                        health: BindingHealth::Pending,
+                        diffs: vec![],
+                        not_available: vec![],
+                        last_error: None,
+                        recheck: Some("adopted from the member's record".into()),
+                        updated_at: now,
+                        objects: r
+                            .entries
+                            .iter()
+                            .map(|e| {
+                                crate::rollout::guard::object_id(&serde_json::json!({
+                                    "apiVersion": e.object.api_version,
+                                    "kind": e.object.kind,
+                                    "metadata": {"name": e.object.name, "namespace": e.object.namespace},
+                                }))
+                            })
+                            .collect(),
+                    }
+                });
+                placements.insert(placement);
+            }
+        }
+        tracing::info!(
+            placements = placements.len(),
+            clusters,
+            "no rollout state: rebuilt the view from the members' records (adopted what they list; what no placement delivers any more is removed)"
+        );
+    }
+
     /// The deletion guard's verdict on `analyzed` stepped into `decision`: `Some` when it is
     /// held. What is managed is what the state recorded as applied, on members still in the
     /// commit, of placements that do not abandon their objects.
@@ -439,6 +501,10 @@ impl<D: Deliverer> Daemon<D> {
         // once, before anything of it is applied; a commit already being served is not judged
         // again (its deletions were allowed, or were no mass deletion, when it began).
         let served_before = self.state.serving.clone();
+        if self.rebuild {
+            self.rebuild = false;
+            self.adopt_records(&analyzed).await;
+        }
         let mut candidate = commit;
         let (analyzed, commit, inventory, mut schedule, decision, now) = loop {
             let analyzed = if candidate == head {
@@ -448,16 +514,12 @@ impl<D: Deliverer> Daemon<D> {
             };
             let commit = analyzed.commit.clone();
             let (inventory, schedule, decision, now) = self.step_commit(&analyzed).await?;
-            let held = served_before
-                .as_deref()
-                .filter(|before| *before != commit)
-                .and_then(|before| {
-                    Some((
-                        before.to_string(),
-                        self.judge_deletions(&analyzed, &decision)?,
-                    ))
-                });
-            if let Some((before, held)) = held {
+            // Without a commit served before, what is judged is what was adopted from the
+            // members' records (nothing, on a new fleet).
+            let held = (served_before.as_deref() != Some(commit.as_str()))
+                .then(|| self.judge_deletions(&analyzed, &decision))
+                .flatten();
+            if let Some(held) = held {
                 if self.state.held.as_ref() != Some(&held) {
                     tracing::warn!(commit = %held.commit, deleting = held.assessment.deleting, managed = held.assessment.managed, "{}", held.message);
                 }
@@ -465,9 +527,19 @@ impl<D: Deliverer> Daemon<D> {
                     .deletions_held
                     .set(held.assessment.deleting as i64);
                 self.state.held = Some(held);
-                // The commit served before goes on (heals, resyncs, the rest of its rollout).
-                candidate = before;
-                continue;
+                // The commit served before goes on (heals, resyncs, the rest of its rollout);
+                // without one, nothing moves until a commit releases or undoes the deletions.
+                match served_before.clone() {
+                    Some(before) => {
+                        candidate = before;
+                        continue;
+                    }
+                    None => {
+                        self.save(None).await?;
+                        self.publish(None, vec![], None);
+                        return Ok(Action::await_change());
+                    }
+                }
             }
             if candidate == head && self.state.held.take().is_some() {
                 self.metrics.deletions_held.set(0);
