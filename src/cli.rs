@@ -123,6 +123,15 @@ pub struct ApplyArgs {
     pub push: PushArgs,
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: ApplyFormat,
+    /// The daemon's mass-deletion thresholds: the members' records are read first, and a
+    /// commit deleting more is refused unless its message allows it
+    /// (`Gitfleet-Allow-Deletions: <count>`) or --allow-mass-deletion is given.
+    #[command(flatten)]
+    pub deletion_guard: crate::flags::DeletionGuardArgs,
+    /// Apply even when the commit deletes more than the deletion guard allows (a one-shot
+    /// human act; the daemon takes only a commit trailer).
+    #[arg(long)]
+    pub allow_mass_deletion: bool,
 }
 
 #[derive(Debug, Args)]
@@ -199,6 +208,9 @@ pub struct PlanArgs {
     /// --verify-commits` (a head that would be refused makes the plan invalid).
     #[command(flatten)]
     pub trust: crate::approvals::command::TrustArgs,
+    /// The daemon's thresholds, to warn when it would hold the head as a mass deletion.
+    #[command(flatten)]
+    pub deletion_guard: crate::flags::DeletionGuardArgs,
 }
 
 /// Where the scheduler's inputs beyond the commit come from.
@@ -598,7 +610,7 @@ fn schedule(args: &ScheduleArgs) -> Result<ExitCode> {
             .state
             .as_ref()
             .expect("clap requires --state with --save");
-        StateStore::open(dir)?.save_schedule(&commit.commit, &placements)?;
+        StateStore::lock(dir)?.save_schedule(&commit.commit, &placements)?;
     }
     let mut out = std::io::stdout().lock();
     match args.output {
@@ -824,19 +836,29 @@ fn plan(args: &PlanArgs) -> Result<ExitCode> {
                 read_previous(args.state.as_deref())?,
             ),
         };
-        crate::plan::plan_catalogs(
+        let inputs = crate::plan::Inputs {
+            inventory: inventory.as_ref(),
+            previous: &previous,
+            now_unix: now_unix(),
+        };
+        let plan = crate::plan::plan_catalogs(
             (&base.commit, &base_cat),
             (&head.commit, &head_cat),
-            &crate::plan::Inputs {
-                inventory: inventory.as_ref(),
-                previous: &previous,
-                now_unix: now_unix(),
-            },
+            &inputs,
             &crate::plan::Options {
                 clusters: args.clusters.clone(),
                 context: args.context,
             },
-        )
+        );
+        crate::plan::Plan {
+            held: crate::plan::deletion_guard(
+                (&base.commit, &base_cat),
+                (&head.commit, &head_cat, &head.message),
+                &inputs,
+                &args.deletion_guard.policy(),
+            ),
+            ..plan
+        }
     } else {
         let mut errors: Vec<String> = head_diags.drain(..).map(|d| d.to_string()).collect();
         errors.extend(signature_errors);
@@ -973,15 +995,57 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
     let members = crate::push::member_pushes(&decision.work, &decision.sweeps, &contexts);
     let kubeconfig = crate::members::read_kubeconfig(&args.kubeconfig)?;
     let opts = args.push.options(&commit.commit);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let targets = members
+        .iter()
+        .map(|m| crate::members::MemberTarget {
+            name: m.member.clone(),
+            context: m.context.clone(),
+        })
+        .collect();
+    let records = runtime.block_on(crate::push::fleet::records_of(
+        &kubeconfig,
+        &args.kubeconfig,
+        targets,
+        &opts,
+    ));
+    match apply_deletion_verdict(&decision, &records, &commit, &args.deletion_guard.policy()) {
+        crate::rollout::guard::Verdict::Held(h) if !args.allow_mass_deletion => {
+            let (n, policy) = (h.assessment.deleting, args.deletion_guard.policy());
+            eprintln!(
+                "commit {} would delete {n} of the {} objects gitfleet manages on these members \
+                 (more than {}% and at least {}): nothing is applied. Allow it in the commit \
+                 with the trailer `{}: {n}`, or for this apply only with --allow-mass-deletion",
+                h.commit,
+                h.assessment.managed,
+                policy.share_percent,
+                policy.min,
+                crate::rollout::guard::TRAILER,
+            );
+            return Ok(ExitCode::from(1));
+        }
+        crate::rollout::guard::Verdict::Held(h) => {
+            eprintln!(
+                "applying a mass deletion ({} of {} objects) as --allow-mass-deletion allows",
+                h.assessment.deleting, h.assessment.managed
+            );
+        }
+        crate::rollout::guard::Verdict::Released(_) => {
+            eprintln!(
+                "applying a mass deletion the commit's {} trailer allows",
+                crate::rollout::guard::TRAILER
+            );
+        }
+        crate::rollout::guard::Verdict::Proceed => {}
+    }
     let progress: std::sync::Arc<dyn Fn(&crate::push::MemberResult) + Send + Sync> =
         std::sync::Arc::new(|r: &crate::push::MemberResult| {
             let state = if r.failed() { "failed" } else { "done" };
             eprintln!("{}: {state}", r.member);
         });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
     let mut results = runtime.block_on(crate::push::push_fleet(
         &kubeconfig,
         &args.kubeconfig,
@@ -1019,6 +1083,59 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The deletion guard on `gitfleet apply`'s decision: what is managed is what the members'
+/// records list (placements that abandon their objects left out; a member whose records cannot
+/// be read counts as holding nothing); a recorded placement is kept, pruned or removed as the
+/// step and its sweeps say.
+fn apply_deletion_verdict(
+    decision: &crate::rollout::Decision,
+    records: &[crate::push::fleet::MemberRecords],
+    commit: &CommitFiles,
+    policy: &crate::rollout::guard::Policy,
+) -> crate::rollout::guard::Verdict {
+    use crate::push::decorate::placement_key;
+    use crate::rollout::guard::{self, Fate};
+    use crate::rollout::Prune;
+    let mut managed = guard::Managed::new();
+    for (member, recs) in records {
+        for r in recs.iter().flat_map(|r| r.values()).filter(|r| !r.abandon) {
+            let ids = r
+                .entries
+                .iter()
+                .map(|e| {
+                    guard::object_id(&serde_json::json!({
+                        "apiVersion": e.object.api_version,
+                        "kind": e.object.kind,
+                        "metadata": {"name": e.object.name, "namespace": e.object.namespace},
+                    }))
+                })
+                .collect();
+            managed.insert((r.key.clone(), member.clone()), ids);
+        }
+    }
+    let steps: std::collections::BTreeMap<String, &crate::rollout::StepSummary> = decision
+        .steps
+        .iter()
+        .map(|s| (placement_key(&s.placement), s))
+        .collect();
+    let assessment = guard::assess(&managed, |key, member| {
+        if let Some(s) = steps.get(key) {
+            return guard::fate_in(Some(s), member);
+        }
+        let swept = decision.sweeps.iter().find(|s| s.cluster == member);
+        match swept.map(|s| &s.prune) {
+            Some(Prune::AllExcept(keep)) if !keep.iter().any(|k| placement_key(k) == key) => {
+                Fate::Removed
+            }
+            Some(Prune::Only(only)) if only.iter().any(|k| placement_key(k) == key) => {
+                Fate::Removed
+            }
+            _ => Fate::Untouched,
+        }
+    });
+    guard::judge(policy, assessment, &commit.commit, &commit.message)
 }
 
 /// Per placement and cluster: counts, then one line per problem or difference.

@@ -77,3 +77,30 @@ mod tests {
         assert!(parse_duration(".").is_err());
     }
 }
+
+/// The mass-deletion guard's thresholds: shared by `gitfleet run`, `apply` and `plan`, so that
+/// the plan's warning is the daemon's verdict.
+#[derive(Debug, Clone, Args)]
+pub struct DeletionGuardArgs {
+    /// A new commit deleting more than this share of the objects gitfleet manages on members
+    /// is held until a commit allows it (trailer `Gitfleet-Allow-Deletions: <count>`).
+    #[arg(long, value_name = "PERCENT", env = "GITFLEET_DELETION_GUARD_SHARE", default_value = "50%", value_parser = crate::rollout::guard::parse_share)]
+    pub deletion_guard_share: u32,
+    /// ... and at least this many objects (fewer deletions are never held).
+    #[arg(
+        long,
+        value_name = "COUNT",
+        env = "GITFLEET_DELETION_GUARD_MIN",
+        default_value_t = 10
+    )]
+    pub deletion_guard_min: usize,
+}
+
+impl DeletionGuardArgs {
+    pub fn policy(&self) -> crate::rollout::guard::Policy {
+        crate::rollout::guard::Policy {
+            share_percent: self.deletion_guard_share,
+            min: self.deletion_guard_min,
+        }
+    }
+}

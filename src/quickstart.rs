@@ -266,6 +266,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             webhook_secret: None,
             verifier: Some(verifier),
             verify_commits: false,
+            deletion_guard: Default::default(),
         };
         let deliverer = PushDeliverer {
             kubeconfig: Arc::new(crate::members::read_kubeconfig(&kubeconfig)?),

@@ -34,6 +34,8 @@ pub enum SourceError {
 pub struct CommitFiles {
     /// Full hex id of the commit.
     pub commit: String,
+    /// Its message (trailers such as `Gitfleet-Allow-Deletions` are read from it).
+    pub message: String,
     pub files: Vec<SourceFile>,
     /// Entries with a manifest's name that are not regular files, so not read.
     pub skipped: Vec<Skipped>,
@@ -109,6 +111,10 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
     let object = id.object().map_err(|e| not_a_commit(&e))?;
     let commit = object.peel_to_commit().map_err(|e| not_a_commit(&e))?;
     let commit_id = commit.id.to_string();
+    let message = commit
+        .message_raw()
+        .map(|m| String::from_utf8_lossy(m).into_owned())
+        .unwrap_or_default();
     let read_err = |what: &str, e: &dyn std::fmt::Display| SourceError::Read {
         what: what.to_string(),
         commit: commit_id.clone(),
@@ -170,6 +176,7 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(CommitFiles {
         commit: commit_id,
+        message,
         files,
         skipped,
     })

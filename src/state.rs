@@ -3,6 +3,12 @@
 //! `gitfleet schedule --state`) and the rollout's state (`daemon.json`, see
 //! [`crate::rollout::RolloutState`]) — written crash-safely (temporary file, fsync, rename, fsync
 //! of the folder) in a versioned format. Directories written by gitfleet 0.1.0 read unchanged.
+//!
+//! A writer ([`StateStore::lock`]: the daemon, `schedule --save`) holds an exclusive lock on
+//! `gitfleet.lock` in the directory for as long as it lives (flock on Linux, std's
+//! `File::try_lock`), with its pid in the file: two writers on one directory would interleave
+//! their saves. Readers (`plan --state`, `schedule --state`) do not lock: every save is an
+//! atomic rename.
 
 use crate::rollout::RolloutState;
 use crate::schedule::{PlacementSchedule, Previous};
@@ -15,6 +21,8 @@ use std::path::{Path, PathBuf};
 pub const FORMAT_VERSION: u32 = 1;
 const SCHEDULE_FILE: &str = "schedule.json";
 const ROLLOUT_FILE: &str = "daemon.json";
+/// Held by the directory's one writer; holds its pid.
+pub const LOCK_FILE: &str = "gitfleet.lock";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -35,6 +43,13 @@ pub enum StateError {
     },
     #[error("{file} is not a gitfleet state file: {message}")]
     Corrupt { file: PathBuf, message: String },
+    #[error("state directory {dir} is in use by another gitfleet ({holder}, lock file {lock}); stop it first, or give this one another directory")]
+    Locked {
+        dir: PathBuf,
+        lock: PathBuf,
+        /// `pid N`, or why the pid is not known.
+        holder: String,
+    },
     #[error("{file} has state format version {found}, but this gitfleet reads version {FORMAT_VERSION}; use the gitfleet that wrote it, or move the directory away to start afresh")]
     Version { file: PathBuf, found: u32 },
 }
@@ -58,6 +73,8 @@ struct ScheduleFile {
 #[derive(Debug, Clone)]
 pub struct StateStore {
     dir: PathBuf,
+    /// The writer's lock ([`StateStore::lock`]), released when the last clone is dropped.
+    _lock: Option<std::sync::Arc<fs::File>>,
 }
 
 impl StateStore {
@@ -69,7 +86,68 @@ impl StateStore {
         })?;
         Ok(StateStore {
             dir: dir.to_path_buf(),
+            _lock: None,
         })
+    }
+
+    /// Opens a state directory to write it: takes its exclusive lock, or fails at once naming
+    /// the holder's pid ([`StateError::Locked`]). A directory that cannot be written is refused
+    /// here, before anything else happens.
+    pub fn lock(dir: &Path) -> Result<StateStore, StateError> {
+        let mut store = StateStore::open(dir)?;
+        let path = dir.join(LOCK_FILE);
+        // Not truncated on open: the holder's pid must stay readable to the loser.
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|source| StateError::Dir {
+                dir: dir.to_path_buf(),
+                source,
+            })?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                use std::io::Read;
+                let holder = match file.read_to_string(&mut text) {
+                    Ok(_) if !text.trim().is_empty() => format!("pid {}", text.trim()),
+                    Ok(_) => "pid not written yet".to_string(),
+                    Err(e) => format!("pid unreadable: {e}"),
+                };
+                return Err(StateError::Locked {
+                    dir: dir.to_path_buf(),
+                    lock: path,
+                    holder,
+                });
+            }
+            Err(fs::TryLockError::Error(source)) => {
+                return Err(StateError::Write { file: path, source })
+            }
+        }
+        let write_pid = |file: &mut fs::File| -> std::io::Result<()> {
+            file.set_len(0)?;
+            use std::io::Seek;
+            file.seek(std::io::SeekFrom::Start(0))?;
+            writeln!(file, "{}", std::process::id())?;
+            file.sync_all()
+        };
+        write_pid(&mut file).map_err(|source| StateError::Write {
+            file: path.clone(),
+            source,
+        })?;
+        store._lock = Some(std::sync::Arc::new(file));
+        Ok(store)
+    }
+
+    /// Reads every state file once, so that a truncated or corrupt one is refused at start
+    /// (naming the file) rather than at the first reconcile.
+    pub fn check(&self) -> Result<(), StateError> {
+        self.load_schedule()?;
+        self.load_rollout()?;
+        Ok(())
     }
 
     /// A file of the directory, checked for the format version; `None` when it does not exist.
@@ -122,6 +200,11 @@ impl StateStore {
         write_atomic(&self.dir.join(SCHEDULE_FILE), &bytes)
     }
 
+    /// Whether a rollout state was ever saved here (`false`: a new or lost directory).
+    pub fn has_rollout(&self) -> bool {
+        self.dir.join(ROLLOUT_FILE).exists()
+    }
+
     /// The rollout's state; empty when nothing was saved yet.
     pub fn load_rollout(&self) -> Result<RolloutState, StateError> {
         Ok(self.read_versioned(ROLLOUT_FILE)?.unwrap_or_default())
@@ -154,6 +237,7 @@ pub fn read_rollout(dir: &Path) -> Result<RolloutState, StateError> {
     }
     StateStore {
         dir: dir.to_path_buf(),
+        _lock: None,
     }
     .load_rollout()
 }
@@ -235,6 +319,7 @@ mod tests {
             .insert(
                 "m1".into(),
                 ClusterState {
+                    objects: Default::default(),
                     revision: Some(Revision {
                         resource_index: 2,
                         rendered: "h".into(),
@@ -315,6 +400,35 @@ mod tests {
             fs::read(copy.path().join(ROLLOUT_FILE)).unwrap(),
             fs::read(fixture.join(ROLLOUT_FILE)).unwrap()
         );
+    }
+
+    #[test]
+    fn a_second_writer_is_refused_naming_the_holder_and_gets_in_once_it_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = StateStore::lock(dir.path()).unwrap();
+        let held = first.clone();
+        drop(first);
+        let e = StateStore::lock(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("pid {}", std::process::id())) && e.contains(LOCK_FILE),
+            "{e}"
+        );
+        // Readers are not locked out.
+        StateStore::open(dir.path()).unwrap().check().unwrap();
+        drop(held);
+        StateStore::lock(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn a_truncated_schedule_is_refused_by_the_start_check_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::lock(dir.path()).unwrap();
+        store.save_schedule("abc", &[sample()]).unwrap();
+        let file = dir.path().join(SCHEDULE_FILE);
+        let text = fs::read(&file).unwrap();
+        fs::write(&file, &text[..text.len() / 2]).unwrap();
+        let e = store.check().unwrap_err().to_string();
+        assert!(e.contains(&file.display().to_string()), "{e}");
     }
 
     #[test]

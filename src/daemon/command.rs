@@ -71,6 +71,8 @@ pub struct RunArgs {
     /// against the trusted signers; any other head is rejected like an invalid commit.
     #[arg(long, env = "GITFLEET_VERIFY_COMMITS")]
     pub verify_commits: bool,
+    #[command(flatten)]
+    pub deletion_guard: crate::flags::DeletionGuardArgs,
 }
 
 fn init_logging(format: LogFormat) {
@@ -143,6 +145,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         webhook_secret: webhook_secret.clone(),
         verifier,
         verify_commits: args.verify_commits,
+        deletion_guard: args.deletion_guard.policy(),
     };
     let deliverer = PushDeliverer {
         kubeconfig,

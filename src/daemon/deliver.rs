@@ -128,6 +128,18 @@ impl Deliverer for PushDeliverer {
         }
     }
 
+    async fn records(&self, members: &[Member]) -> Vec<crate::push::fleet::MemberRecords> {
+        let opts = PushOptions {
+            commit: String::new(),
+            parallel_members: self.parallel_members,
+            parallel_requests: self.parallel_requests,
+            retry_budget: self.retry_budget,
+        };
+        let targets = members.iter().map(|m| m.target.clone()).collect();
+        crate::push::fleet::records_of(&self.kubeconfig, &self.kubeconfig_path, targets, &opts)
+            .await
+    }
+
     async fn probe(&self, members: &[Member]) -> anyhow::Result<Inventory> {
         let kubeconfig = self.kubeconfig.clone();
         Ok(collect_with(members, kubeconfig, &self.kubeconfig_path, &self.probe).await)

@@ -28,6 +28,8 @@ pub struct Metrics {
     pub approval_rejections: Family<Labels, Counter>,
     /// Staged update runs by where they stand ([`super::runs::phase`]).
     pub update_runs: Family<Labels, Gauge>,
+    /// Deletions the guard holds now (0: none held).
+    pub deletions_held: Gauge,
 }
 
 impl Default for Metrics {
@@ -47,6 +49,12 @@ impl Default for Metrics {
             "update_runs",
             "Staged update runs by state (Initializing, Progressing, Waiting, Stuck, Stopping, Stopped, Succeeded, Failed)",
             update_runs.clone(),
+        );
+        let deletions_held = Gauge::default();
+        registry.register(
+            "deletions_held",
+            "Object deletions of the newest head held by the mass-deletion guard (0: none)",
+            deletions_held.clone(),
         );
         registry.register(
             "approvals_accepted",
@@ -99,6 +107,7 @@ impl Default for Metrics {
             approvals_accepted,
             approval_rejections,
             update_runs,
+            deletions_held,
         }
     }
 }

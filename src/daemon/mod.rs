@@ -70,6 +70,16 @@ pub trait Deliverer: Send + Sync {
         contexts: &BTreeMap<String, String>,
     ) -> impl Future<Output = Vec<(Work, Outcome)>> + Send;
 
+    /// Every member's records of what gitfleet applied there (`applied.<placement>`), or why
+    /// they cannot be read: how a daemon without state rebuilds its view. Without members
+    /// (the default), nothing is found.
+    fn records(
+        &self,
+        _members: &[Member],
+    ) -> impl Future<Output = Vec<crate::push::fleet::MemberRecords>> + Send {
+        async { Vec::new() }
+    }
+
     /// Makes sure `kinds` are watched on each member (by name, with its context) and changes
     /// reported into `changes`. Without watches (the default), only `--resync` heals.
     fn watch(
@@ -101,6 +111,9 @@ pub struct RunOptions {
     pub verifier: Option<crate::approvals::Verifier>,
     /// `--verify-commits`: serve only heads signed by a trusted signer.
     pub verify_commits: bool,
+    /// `--deletion-guard-share`, `--deletion-guard-min`: which new commits are held as mass
+    /// deletions ([`crate::rollout::guard`]).
+    pub deletion_guard: crate::rollout::guard::Policy,
 }
 
 /// What the daemon shows on its HTTP API and in logs; replaced after every reconcile.
@@ -116,6 +129,9 @@ pub struct Status {
     pub serving: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rejected: Option<Rejected>,
+    /// The newest head, when the deletion guard holds it, with why and how to release it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<crate::rollout::guard::Held>,
     pub placements: Vec<PlacementStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inventory: Option<Inventory>,
@@ -291,6 +307,9 @@ pub struct Daemon<D: Deliverer> {
     approvals: approvals::ApprovalGate,
     /// The last head whose signature was judged (`--verify-commits`), and why it fails.
     signature_checked: Option<(String, Option<String>)>,
+    /// The state directory held no rollout state at start: the first reconcile rebuilds the
+    /// view from the members' records before it steps.
+    rebuild: bool,
     /// Where the members' watches report changes; the loop owns the receiver.
     changes: UnboundedSender<watch::MemberChange>,
     changes_rx: Option<UnboundedReceiver<watch::MemberChange>>,
@@ -300,7 +319,11 @@ pub struct Daemon<D: Deliverer> {
 
 impl<D: Deliverer> Daemon<D> {
     pub fn open(opts: RunOptions, deliverer: D) -> Result<Self> {
-        let store = StateStore::open(&opts.state_dir)?;
+        // One writer per directory; every state file is read now, so that a corrupt one stops
+        // the start naming it.
+        let store = StateStore::lock(&opts.state_dir)?;
+        store.check()?;
+        let rebuild = !store.has_rollout();
         let mut state = store.load_rollout()?;
         // What members hold may have changed while the daemon was not watching: the first
         // step re-applies everything delivered (a no-op where nothing changed). Not for
@@ -314,12 +337,14 @@ impl<D: Deliverer> Daemon<D> {
             branch: opts.branch.clone(),
             serving: state.serving.clone(),
             rejected: state.rejected.clone(),
+            held: state.held.clone(),
             ..Status::default()
         }));
         let gate = approvals::ApprovalGate::new(opts.repo.clone(), opts.verifier.clone());
         Ok(Self {
             approvals: gate,
             signature_checked: None,
+            rebuild,
             opts,
             store,
             state,

@@ -27,6 +27,8 @@ pub(super) struct Analyzed {
     requested: String,
     /// Its full id.
     commit: String,
+    /// Its message (the deletion guard's release trailer).
+    message: String,
     cat: crate::catalog::Catalog,
     diags: Vec<crate::catalog::Diagnostic>,
 }
@@ -106,6 +108,7 @@ impl<D: Deliverer> Daemon<D> {
             Ok(Analyzed {
                 requested,
                 commit: files.commit,
+                message: files.message,
                 cat,
                 diags,
             })
@@ -262,54 +265,19 @@ impl<D: Deliverer> Daemon<D> {
         }
     }
 
-    async fn reconcile_inner(&mut self, head: &str) -> Result<Action> {
-        let analyzed = self.analyzed(head).await?;
-        let mut problems: Vec<String> = analyzed.diags.iter().map(|d| d.to_string()).collect();
-        if problems.is_empty() {
-            problems = self.update_problems(&analyzed).await?;
-        }
-        if self.opts.verify_commits {
-            let full = analyzed.commit.clone();
-            problems.extend(self.signature_problem(&full).await?);
-        }
-        let commit = if problems.is_empty() {
-            self.state.rejected = None;
-            head.to_string()
-        } else {
-            let errors = problems;
-            if self.state.rejected.as_ref().map(|r| r.commit.as_str()) != Some(head) {
-                tracing::error!(
-                    commit = head,
-                    errors = errors.len(),
-                    "commit rejected: {}",
-                    errors.join("; ")
-                );
-                self.status.lock().unwrap().commits_rejected += 1;
-                self.metrics.commits_rejected.inc();
-            }
-            self.state.rejected = Some(Rejected {
-                commit: head.to_string(),
-                errors,
-            });
-            self.save(None).await?;
-            self.publish(None, vec![], None);
-            match self.state.serving.clone() {
-                // Keep rolling out the last good commit; nothing is deleted because of the bad one.
-                Some(good) if good != head => good,
-                _ => return Ok(Action::await_change()),
-            }
-        };
-        let analyzed = if commit == head {
-            analyzed
-        } else {
-            self.analyzed(&commit).await?
-        };
+    /// Probes the members of `analyzed` and takes one rolling step of it from the state
+    /// (scheduling and the step on the blocking pool, with the state lent to them). Nothing
+    /// changes but the metrics and the members' last probes.
+    async fn step_commit(
+        &mut self,
+        analyzed: &Arc<Analyzed>,
+    ) -> Result<(
+        Inventory,
+        Vec<PlacementSchedule>,
+        crate::rollout::Decision,
+        u64,
+    )> {
         let commit = analyzed.commit.clone();
-        if self.state.serving.as_deref() != Some(commit.as_str()) {
-            tracing::info!(commit = %commit, "serving new commit");
-        }
-        self.state.serving = Some(commit.clone());
-
         let members = members_of(&[&analyzed.cat]);
         let inventory = self
             .deliverer
@@ -361,7 +329,7 @@ impl<D: Deliverer> Daemon<D> {
         // the state lent to them.
         let state = std::mem::take(&mut self.state);
         let (step_commit, step_analyzed) = (commit.clone(), analyzed.clone());
-        let (state, mut schedule, decision) = blocking(move || {
+        let (state, schedule, decision) = blocking(move || {
             let cat = &step_analyzed.cat;
             let fleet = Fleet::build(cat, Some(&eligible));
             let schedule = schedule_commit(cat, &fleet, &previous, now as i64);
@@ -380,6 +348,208 @@ impl<D: Deliverer> Daemon<D> {
         })
         .await?;
         self.state = state;
+        Ok((inventory, schedule, decision, now))
+    }
+
+    /// Rebuilds the view of a daemon that starts without state (a new or lost state
+    /// directory) from the records members keep of what gitfleet applied there: each placement
+    /// found on a member of `analyzed` is adopted as delivered there (revision unknown, so the
+    /// step re-applies it if it is still placed there), and one no placement delivers any more
+    /// is removed by the step like any deleted placement, subject to the deletion guard.
+    /// Members whose records cannot be read are logged and not adopted: their orphans stay
+    /// (gitfleet never deletes what it cannot see recorded).
+    async fn adopt_records(&mut self, analyzed: &Analyzed) {
+        let members = members_of(&[&analyzed.cat]);
+        let records = self.deliverer.records(&members).await;
+        let now = super::now_unix();
+        let (mut placements, mut clusters) = (std::collections::BTreeSet::new(), 0);
+        for (member, found) in records {
+            let found = match found {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(member = %member, error = %e, "cannot read the member's records: what gitfleet applied there is not adopted");
+                    continue;
+                }
+            };
+            for (key, r) in found {
+                let Some(placement) = crate::push::record::placement_of(&key) else {
+                    tracing::warn!(member = %member, record = %key, "a record names no placement gitfleet knows; left alone");
+                    continue;
+                };
+                let ps = self.state.placements.entry(placement.clone()).or_default();
+                ps.abandon = r.abandon;
+                ps.clusters.entry(member.clone()).or_insert_with(|| {
+                    clusters += 1;
+                    crate::rollout::ClusterState {
+                        revision: None,
+                        attempted: None,
+                        commit: None,
+                        health: BindingHealth::Pending,
+                        diffs: vec![],
+                        not_available: vec![],
+                        last_error: None,
+                        recheck: Some("adopted from the member's record".into()),
+                        updated_at: now,
+                        objects: r
+                            .entries
+                            .iter()
+                            .map(|e| {
+                                crate::rollout::guard::object_id(&serde_json::json!({
+                                    "apiVersion": e.object.api_version,
+                                    "kind": e.object.kind,
+                                    "metadata": {"name": e.object.name, "namespace": e.object.namespace},
+                                }))
+                            })
+                            .collect(),
+                    }
+                });
+                placements.insert(placement);
+            }
+        }
+        tracing::info!(
+            placements = placements.len(),
+            clusters,
+            "no rollout state: rebuilt the view from the members' records (adopted what they list; what no placement delivers any more is removed)"
+        );
+    }
+
+    /// The deletion guard's verdict on `analyzed` stepped into `decision`: `Some` when it is
+    /// held. What is managed is what the state recorded as applied, on members still in the
+    /// commit, of placements that do not abandon their objects.
+    fn judge_deletions(
+        &self,
+        analyzed: &Analyzed,
+        decision: &crate::rollout::Decision,
+    ) -> Option<crate::rollout::guard::Held> {
+        use crate::rollout::guard;
+        let members: std::collections::BTreeSet<String> = members_of(&[&analyzed.cat])
+            .into_iter()
+            .map(|m| m.target.name)
+            .collect();
+        let mut managed = guard::Managed::new();
+        for (key, ps) in &self.state.placements {
+            let abandon = decision
+                .ledger
+                .abandon
+                .get(key)
+                .copied()
+                .unwrap_or(ps.abandon);
+            if abandon {
+                continue;
+            }
+            for (cluster, c) in &ps.clusters {
+                if members.contains(cluster) && !c.objects.is_empty() {
+                    managed.insert((key.to_string(), cluster.clone()), c.objects.clone());
+                }
+            }
+        }
+        let steps = guard::by_id(&decision.steps);
+        let assessment = guard::assess(&managed, |p, c| guard::fate_in(steps.get(p).copied(), c));
+        match guard::judge(
+            &self.opts.deletion_guard,
+            assessment,
+            &analyzed.commit,
+            &analyzed.message,
+        ) {
+            guard::Verdict::Proceed => None,
+            guard::Verdict::Released(allowed) => {
+                tracing::warn!(commit = %analyzed.commit, ?allowed, "mass deletion released by the commit's {} trailer", guard::TRAILER);
+                None
+            }
+            guard::Verdict::Held(h) => Some(h),
+        }
+    }
+
+    async fn reconcile_inner(&mut self, head: &str) -> Result<Action> {
+        let analyzed = self.analyzed(head).await?;
+        let mut problems: Vec<String> = analyzed.diags.iter().map(|d| d.to_string()).collect();
+        if problems.is_empty() {
+            problems = self.update_problems(&analyzed).await?;
+        }
+        if self.opts.verify_commits {
+            let full = analyzed.commit.clone();
+            problems.extend(self.signature_problem(&full).await?);
+        }
+        let commit = if problems.is_empty() {
+            self.state.rejected = None;
+            head.to_string()
+        } else {
+            let errors = problems;
+            if self.state.rejected.as_ref().map(|r| r.commit.as_str()) != Some(head) {
+                tracing::error!(
+                    commit = head,
+                    errors = errors.len(),
+                    "commit rejected: {}",
+                    errors.join("; ")
+                );
+                self.status.lock().unwrap().commits_rejected += 1;
+                self.metrics.commits_rejected.inc();
+            }
+            self.state.rejected = Some(Rejected {
+                commit: head.to_string(),
+                errors,
+            });
+            self.save(None).await?;
+            self.publish(None, vec![], None);
+            match self.state.serving.clone() {
+                // Keep rolling out the last good commit; nothing is deleted because of the bad one.
+                Some(good) if good != head => good,
+                _ => return Ok(Action::await_change()),
+            }
+        };
+        // The commit served before this look: a new commit is judged by the deletion guard
+        // once, before anything of it is applied; a commit already being served is not judged
+        // again (its deletions were allowed, or were no mass deletion, when it began).
+        let served_before = self.state.serving.clone();
+        if self.rebuild {
+            self.rebuild = false;
+            self.adopt_records(&analyzed).await;
+        }
+        let mut candidate = commit;
+        let (analyzed, commit, inventory, mut schedule, decision, now) = loop {
+            let analyzed = if candidate == head {
+                analyzed.clone()
+            } else {
+                self.analyzed(&candidate).await?
+            };
+            let commit = analyzed.commit.clone();
+            let (inventory, schedule, decision, now) = self.step_commit(&analyzed).await?;
+            // Without a commit served before, what is judged is what was adopted from the
+            // members' records (nothing, on a new fleet).
+            let held = (served_before.as_deref() != Some(commit.as_str()))
+                .then(|| self.judge_deletions(&analyzed, &decision))
+                .flatten();
+            if let Some(held) = held {
+                if self.state.held.as_ref() != Some(&held) {
+                    tracing::warn!(commit = %held.commit, deleting = held.assessment.deleting, managed = held.assessment.managed, "{}", held.message);
+                }
+                self.metrics
+                    .deletions_held
+                    .set(held.assessment.deleting as i64);
+                self.state.held = Some(held);
+                // The commit served before goes on (heals, resyncs, the rest of its rollout);
+                // without one, nothing moves until a commit releases or undoes the deletions.
+                match served_before.clone() {
+                    Some(before) => {
+                        candidate = before;
+                        continue;
+                    }
+                    None => {
+                        self.save(None).await?;
+                        self.publish(None, vec![], None);
+                        return Ok(Action::await_change());
+                    }
+                }
+            }
+            if candidate == head && self.state.held.take().is_some() {
+                self.metrics.deletions_held.set(0);
+            }
+            break (analyzed, commit, inventory, schedule, decision, now);
+        };
+        if self.state.serving.as_deref() != Some(commit.as_str()) {
+            tracing::info!(commit = %commit, "serving new commit");
+        }
+        self.state.serving = Some(commit.clone());
         for s in &decision.steps {
             if !s.applying.is_empty() || !s.removing.is_empty() {
                 tracing::info!(placement = %s.placement, applying = ?s.applying, removing = ?s.removing, waiting = ?s.waiting, "rollout step");
@@ -530,6 +700,7 @@ impl<D: Deliverer> Daemon<D> {
         let mut st = self.status.lock().unwrap();
         st.serving = self.state.serving.clone();
         st.rejected = self.state.rejected.clone();
+        st.held = self.state.held.clone();
         if let Some(inv) = inventory {
             st.inventory = Some(inv);
         }

@@ -150,6 +150,7 @@ async fn placements(State(api): State<Api>) -> Response {
         head: st.head.clone(),
         serving: st.serving.clone(),
         rejected: st.rejected.clone(),
+        held: st.held.clone(),
         placements: st.placements.clone(),
     })
 }

@@ -144,6 +144,7 @@ impl World {
             webhook_secret: None,
             verifier: None,
             verify_commits: false,
+            deletion_guard: Default::default(),
         };
         Daemon::open(opts, Fake(self.members.clone())).unwrap()
     }
@@ -276,6 +277,8 @@ async fn every_reconcile_saves_the_bindings_and_the_rollout_state() {
     // A restarted daemon carries on from the store: nothing to bind again. What members hold
     // may have changed while it was not watching, so its first step re-applies what it
     // delivered once (a no-op on members where nothing changed, issue 15.1), then it settles.
+    // The first one is gone first: it holds the state directory's lock.
+    drop(d);
     let mut again = w.daemon(false);
     assert_eq!(
         again.reconcile(&head).await.unwrap(),

@@ -80,6 +80,9 @@ pub fn table(doc: &Placements) -> String {
             r.errors.first().map_or("", String::as_str)
         );
     }
+    if let Some(h) = &doc.held {
+        let _ = writeln!(out, "HELD {}: {}", short(Some(&h.commit)), h.message);
+    }
     let header = [
         "PLACEMENT",
         "STRATEGY",

@@ -24,6 +24,9 @@ pub struct Placements {
     /// The newest head, when it was refused, with why.
     #[serde(default)]
     pub rejected: Option<Rejected>,
+    /// The newest head, when the deletion guard holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<crate::rollout::guard::Held>,
     pub placements: Vec<PlacementStatus>,
 }
 

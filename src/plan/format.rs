@@ -30,6 +30,14 @@ pub fn text(plan: &Plan, color: bool) -> String {
     if let Some(signed) = &plan.head_signature {
         let _ = writeln!(out, "head signature: {signed}");
     }
+    if let Some(h) = &plan.held {
+        let _ = writeln!(
+            out,
+            "{} {}",
+            p.red_bold("the daemon would hold this head:"),
+            h.message
+        );
+    }
     if !plan.errors.is_empty() {
         for e in &plan.errors {
             let _ = writeln!(out, "{} {e}", p.red_bold("error:"));
@@ -117,6 +125,13 @@ pub fn markdown(plan: &Plan, max_bytes: usize) -> String {
     );
     if let Some(signed) = &plan.head_signature {
         let _ = writeln!(out, "Head signature: {signed}\n");
+    }
+    if let Some(h) = &plan.held {
+        let _ = writeln!(
+            out,
+            "> [!WARNING]\n> The daemon would hold this head: {}\n",
+            h.message
+        );
     }
     if !plan.errors.is_empty() {
         markdown_errors(&mut out, plan, max_bytes);
@@ -890,6 +905,7 @@ mod tests {
             head: "b".repeat(40),
             errors: vec![],
             head_signature: None,
+            held: None,
             summary: Summary {
                 placements_added: 1,
                 clusters_with_manifest_changes: 20,

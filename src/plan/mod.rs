@@ -51,6 +51,9 @@ pub struct Plan {
     /// head that would be refused has its reason in `errors`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub head_signature: Option<String>,
+    /// The daemon would hold the head as a mass deletion ([`deletion_guard`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<crate::rollout::guard::Held>,
     pub summary: Summary,
     pub placements: Vec<PlacementPlan>,
     pub clusters: Vec<ClusterPlan>,
@@ -250,6 +253,81 @@ pub fn plan_catalogs(
     )
 }
 
+/// Whether the daemon's deletion guard would hold `head` (with its commit `message`) after
+/// `base`: what base delivers is taken as what members hold, and every placement and cluster
+/// is stepped at once (the rollout's pace spreads deletions over steps; the guard judges the
+/// whole commit). Placements that abandon their objects and members gone from the head's
+/// repository delete nothing.
+pub fn deletion_guard(
+    (base_commit, base_cat): (&str, &Catalog),
+    (head_commit, head_cat, message): (&str, &Catalog, &str),
+    inputs: &Inputs,
+    policy: &crate::rollout::guard::Policy,
+) -> Option<crate::rollout::guard::Held> {
+    use crate::rollout::guard::{self, Fate};
+    use crate::rollout::{step, Input, Pacing, RolloutState};
+    let base_fleet = Fleet::build(base_cat, inputs.inventory);
+    let head_fleet = Fleet::build(head_cat, inputs.inventory);
+    let base_schedule = schedule_commit(base_cat, &base_fleet, inputs.previous, inputs.now_unix);
+    let as_previous: Previous = base_schedule
+        .iter()
+        .map(|p| (p.key.clone(), p.clone()))
+        .collect();
+    let head_schedule = schedule_commit(head_cat, &head_fleet, &as_previous, inputs.now_unix);
+    let none = BTreeMap::new();
+    let decide = |commit: &str, cat: &Catalog, fleet: &Fleet, schedule: &[PlacementSchedule]| {
+        let input = Input {
+            cat,
+            commit,
+            schedule,
+            fleet,
+            unreachable: &none,
+            only: None,
+            now: inputs.now_unix.max(0) as u64,
+            staged: Default::default(),
+        };
+        step(&input, &RolloutState::default(), Pacing::Immediate)
+    };
+    let base = decide(base_commit, base_cat, &base_fleet, &base_schedule);
+    let head = decide(head_commit, head_cat, &head_fleet, &head_schedule);
+    let members: BTreeSet<&str> = head_fleet
+        .clusters
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    let mut managed = guard::Managed::new();
+    for s in &base.steps {
+        let abandon = head
+            .ledger
+            .abandon
+            .get(&s.placement)
+            .or(base.ledger.abandon.get(&s.placement))
+            .copied()
+            .unwrap_or(false);
+        if abandon {
+            continue;
+        }
+        for (cluster, objects) in &s.objects {
+            if members.contains(cluster.as_str()) {
+                managed.insert(
+                    (s.placement.to_string(), cluster.clone()),
+                    (**objects).clone(),
+                );
+            }
+        }
+    }
+    let steps = guard::by_id(&head.steps);
+    let assessment = guard::assess(&managed, |p, c| match steps.get(p) {
+        Some(s) => guard::fate_in(Some(s), c),
+        // Gone from the head: the daemon removes it.
+        None => Fate::Removed,
+    });
+    match guard::judge(policy, assessment, head_commit, message) {
+        guard::Verdict::Held(h) => Some(h),
+        _ => None,
+    }
+}
+
 /// A plan that only reports the head's validation errors.
 pub fn invalid(base: &str, head: &str, errors: Vec<String>) -> Plan {
     Plan {
@@ -257,6 +335,7 @@ pub fn invalid(base: &str, head: &str, errors: Vec<String>) -> Plan {
         head: head.into(),
         errors,
         head_signature: None,
+        held: None,
         summary: Summary::default(),
         placements: vec![],
         clusters: vec![],
@@ -307,6 +386,7 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
         clusters.retain(|c| opts.clusters.contains(&c.cluster));
     }
     Plan {
+        held: None,
         base: base.commit.into(),
         head: head.commit.into(),
         errors: vec![],

@@ -301,6 +301,14 @@ impl Member {
 }
 
 /// Pushes everything `target` should receive through `client`.
+/// The member's records, by placement key (what `gitfleet apply`'s deletion guard counts).
+pub async fn records(
+    client: kube::Client,
+    opts: &PushOptions,
+) -> Result<BTreeMap<String, Record>, Error> {
+    Member::new(client, opts).records().await
+}
+
 pub async fn push_member(
     client: kube::Client,
     target: MemberPush,

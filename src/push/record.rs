@@ -38,6 +38,21 @@ pub struct Entry {
     pub created: bool,
 }
 
+/// The placement a record key names (`crp.NAME`, `rp.NS.NAME`, `ocm.NS.NAME`, as
+/// [`super::decorate::placement_key`] writes them; namespaces have no dots, names may).
+pub fn placement_of(key: &str) -> Option<crate::model::PlacementKey> {
+    let (prefix, rest) = key.split_once('.')?;
+    let id = match prefix {
+        "crp" => format!("crp/{rest}"),
+        "rp" | "ocm" => {
+            let (ns, name) = rest.split_once('.')?;
+            format!("{prefix}/{ns}/{name}")
+        }
+        _ => return None,
+    };
+    id.parse().ok()
+}
+
 pub fn name(placement_key: &str) -> String {
     format!("applied.{placement_key}")
 }
@@ -122,6 +137,23 @@ pub fn stale(old: &BTreeSet<Entry>, delivered: &BTreeSet<ObjectRef>) -> Vec<Entr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_key_names_its_placement_back() {
+        for id in [
+            "crp/app",
+            "crp/a.b",
+            "rp/web/web",
+            "rp/web/x.y",
+            "ocm/ocm-apps/agent",
+        ] {
+            let key: crate::model::PlacementKey = id.parse().unwrap();
+            let written = crate::push::decorate::placement_key(&key);
+            assert_eq!(placement_of(&written), Some(key), "{written}");
+        }
+        assert_eq!(placement_of("what.ever"), None);
+        assert_eq!(placement_of("rp.nodots"), None);
+    }
 
     fn obj(api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> ObjectRef {
         ObjectRef {

@@ -14,6 +14,7 @@
 //! - [`state`]: what a rollout remembers between steps (values; `crate::state` stores them);
 //! - [`conditions`]: the placements' status conditions;
 //! - [`preview`]: the rolling step played forward, for `gitfleet plan`;
+//! - [`guard`]: the mass-deletion guard: which new commits are held, and what releases them;
 //! - [`staged`]: staged update runs (External strategy), stage by stage;
 //! - [`approval`]: the approval requests of staged runs and what an accepted approval records.
 //!
@@ -22,6 +23,7 @@
 
 pub mod approval;
 pub mod conditions;
+pub mod guard;
 pub mod preview;
 pub mod rolling;
 pub mod staged;

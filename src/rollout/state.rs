@@ -22,6 +22,10 @@ pub struct RolloutState {
     /// The newest commit that failed validation, and why; cleared by the next good commit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<Rejected>,
+    /// The newest commit the deletion guard holds ([`super::guard`]); cleared when a head is
+    /// served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<super::guard::Held>,
     /// By placement; in the file, by id (`crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`).
     #[serde(default, with = "crate::model::placement_key::by_id")]
     pub placements: BTreeMap<PlacementKey, PlacementState>,
@@ -161,6 +165,11 @@ pub struct ClusterState {
     pub recheck: Option<String>,
     /// Unix seconds of the last change of this entry.
     pub updated_at: u64,
+    /// The objects the last successful push put there (`Kind[.group]/[namespace/]name`): what
+    /// the deletion guard counts as managed. Empty in state written before the guard existed
+    /// (such a cluster counts once it is next applied).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub objects: std::collections::BTreeSet<String>,
 }
 
 #[cfg(test)]
@@ -200,6 +209,7 @@ mod tests {
 
     fn cluster(health: BindingHealth) -> ClusterState {
         ClusterState {
+            objects: Default::default(),
             revision: None,
             attempted: None,
             commit: None,

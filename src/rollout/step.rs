@@ -165,6 +165,9 @@ pub struct StepSummary {
     pub report_diff: bool,
     /// `Kind/namespace/name` (or `Kind/name`) of what the placement selects.
     pub selected_resources: Vec<String>,
+    /// What each rendered cluster should hold, by [`super::guard::object_id`] (shared between
+    /// clusters with the same rendering): what the deletion guard counts against.
+    pub objects: BTreeMap<String, Arc<BTreeSet<String>>>,
 }
 
 impl StepSummary {
@@ -184,6 +187,7 @@ impl StepSummary {
             render_errors: BTreeMap::new(),
             report_diff: false,
             selected_resources: vec![],
+            objects: BTreeMap::new(),
         }
     }
 
@@ -246,6 +250,16 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
     let track_overrides = pacing == Pacing::Rolling;
     // Fingerprints of shared renderings, by address (renderings live as long as the renderer).
     let mut fingerprints: HashMap<usize, String> = HashMap::new();
+    // Object ids of shared renderings, by address, likewise.
+    let mut object_ids: HashMap<usize, Arc<BTreeSet<String>>> = HashMap::new();
+    let ids_of = |manifests: &[Manifest]| -> Arc<BTreeSet<String>> {
+        Arc::new(
+            manifests
+                .iter()
+                .map(|m| super::guard::object_id(&m.value))
+                .collect(),
+        )
+    };
     let members: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
     let mut decision = Decision::default();
     let mut work = Vec::new();
@@ -273,6 +287,7 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
                 let (manifests, rendered) = if key.kind == PlacementKind::OcmPlacement {
                     let manifests = ocm_workloads(cat, key);
                     let rendered = rendered_fingerprint(&manifests);
+                    step.objects.insert(cluster.to_string(), ids_of(&manifests));
                     (manifests, rendered)
                 } else {
                     let c = fleet.get(cluster)?;
@@ -293,6 +308,11 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
                                 .entry(Rc::as_ptr(&shared) as usize)
                                 .or_insert_with(|| rendered_fingerprint(m))
                                 .clone();
+                            let ids = object_ids
+                                .entry(Rc::as_ptr(&shared) as usize)
+                                .or_insert_with(|| ids_of(m))
+                                .clone();
+                            step.objects.insert(cluster.to_string(), ids);
                             (m.clone(), rendered)
                         }
                         Err(e) => {
@@ -847,13 +867,20 @@ pub fn absorb(
         match (work.action, outcome) {
             (
                 Action::Apply {
-                    revision, binds, ..
+                    revision,
+                    binds,
+                    manifests,
+                    ..
                 },
                 Outcome::Done(health, observed),
             ) => {
                 ps.clusters.insert(
                     work.cluster.clone(),
                     ClusterState {
+                        objects: manifests
+                            .iter()
+                            .map(|m| super::guard::object_id(&m.value))
+                            .collect(),
                         revision: Some(revision),
                         attempted: None,
                         commit: Some(commit.to_string()),
@@ -886,6 +913,7 @@ pub fn absorb(
                     ps.clusters
                         .entry(work.cluster.clone())
                         .or_insert_with(|| ClusterState {
+                            objects: BTreeSet::new(),
                             revision: None,
                             attempted: None,
                             commit: None,

@@ -1,0 +1,378 @@
+//! The mass-deletion guard (issue 15.3): a new commit that would delete more than a share of
+//! what gitfleet manages on members is held — nothing of it is applied, the commit served
+//! before goes on being served — until a commit says, in Git, how many deletions it allows.
+//!
+//! - What is managed: the objects on members, per placement and cluster ([`Managed`]): for the
+//!   daemon, what its state recorded as applied; for `gitfleet apply`, the members' records;
+//!   for `gitfleet plan`, what the base commit delivers. Placements that abandon their objects
+//!   (deleteStrategy Abandon) and members removed from the repository (they keep what they
+//!   have, as in KubeFleet) delete nothing and are left out by the caller.
+//! - What the commit does to each ([`Fate`], from the step's [`StepSummary`]s): keeps a set of
+//!   objects (the rest is pruned), removes all of them, or leaves them as they are.
+//! - The rule ([`Policy`]): held when the deletions are at least `min` and more than `share`
+//!   percent of everything managed.
+//! - The release ([`allowance`]): a trailer `Gitfleet-Allow-Deletions: <count>` (or `all`) in
+//!   the message of the commit being judged — the commit that deletes, or a later one (an empty
+//!   commit on top releases the deletions of the commits before it, since the daemon serves
+//!   heads). It is in the history, with its author (and signature under `--verify-commits`),
+//!   and survives restarts; a count below the deletions does not release.
+//!
+//! Holding the whole commit rather than applying all but its deletions follows Argo CD's
+//! automated sync, which refuses the sync (not only the prune) when it would delete every
+//! resource of an application (`syncPolicy.automated.allowEmpty: false`): half a commit applied
+//! (a renamed object created, its old name kept) is a state no commit describes.
+//!
+//! Pure: it must not know where the counts come from nor how the verdict is shown.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::step::StepSummary;
+
+/// The trailer that releases held deletions.
+pub const TRAILER: &str = "Gitfleet-Allow-Deletions";
+
+/// When a commit is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Held when the deletions are more than this percentage of what is managed (0-100).
+    pub share_percent: u32,
+    /// ... and at least this many (small fleets may delete a few objects freely).
+    pub min: usize,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            share_percent: 50,
+            min: 10,
+        }
+    }
+}
+
+impl Policy {
+    /// Whether `deleting` of `managed` objects is a mass deletion.
+    pub fn is_mass_deletion(&self, deleting: usize, managed: usize) -> bool {
+        deleting > 0
+            && deleting >= self.min
+            && (deleting as u128) * 100 > (managed as u128) * u128::from(self.share_percent)
+    }
+}
+
+/// Parses `50%` or `50` (a percentage from 0 to 100).
+pub fn parse_share(s: &str) -> Result<u32, String> {
+    let n = s.trim().trim_end_matches('%').trim();
+    match n.parse::<u32>() {
+        Ok(v) if v <= 100 => Ok(v),
+        _ => Err(format!("{s:?} is not a percentage from 0% to 100%")),
+    }
+}
+
+/// `Kind` with its API group, namespace and name: how an object is counted (the same object
+/// applied twice is one).
+pub fn object_id(manifest: &Value) -> String {
+    let api_version = manifest["apiVersion"].as_str().unwrap_or_default();
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let kind = manifest["kind"].as_str().unwrap_or_default();
+    let name = manifest.pointer("/metadata/name").and_then(Value::as_str);
+    let ns = manifest
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str);
+    let kind = if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    };
+    match ns {
+        Some(ns) => format!("{kind}/{ns}/{}", name.unwrap_or_default()),
+        None => format!("{kind}/{}", name.unwrap_or_default()),
+    }
+}
+
+/// What is on members now: object ids by placement id (`crp/NAME`, or the record key
+/// `crp.NAME` members keep: the caller's choice, the same for [`assess`]'s fates) and cluster.
+pub type Managed = BTreeMap<(String, String), BTreeSet<String>>;
+
+/// What a commit does to one placement's objects on one cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate<'a> {
+    /// These are delivered; every other object is pruned.
+    Keeps(&'a BTreeSet<String>),
+    /// Everything is removed.
+    Removed,
+    /// Nothing is deleted (not rendered, not moved by this commit).
+    Untouched,
+}
+
+/// The step summaries by placement id (`crp/NAME`, ...).
+pub fn by_id(steps: &[StepSummary]) -> BTreeMap<String, &StepSummary> {
+    steps.iter().map(|s| (s.placement.to_string(), s)).collect()
+}
+
+/// The fate of `cluster`'s objects of a placement under its step summary (`None`: not stepped,
+/// e.g. outside `--placement`: untouched).
+pub fn fate_in<'a>(step: Option<&'a StepSummary>, cluster: &str) -> Fate<'a> {
+    let Some(s) = step else {
+        return Fate::Untouched;
+    };
+    if let Some(objects) = s.objects.get(cluster) {
+        return Fate::Keeps(objects);
+    }
+    if s.removing.iter().any(|c| c == cluster) {
+        return Fate::Removed;
+    }
+    if s.render_errors.contains_key(cluster) || s.strategy == "External" || s.strategy == "Deleted"
+    {
+        // Kept as is: a render error keeps what runs; External placements move only by runs;
+        // a deleted placement not removing a cluster keeps it (a member gone from the repo).
+        return Fate::Untouched;
+    }
+    // No longer scheduled there: the rollout removes it.
+    Fate::Removed
+}
+
+/// How many objects a commit deletes, of how many managed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Assessment {
+    pub managed: usize,
+    pub deleting: usize,
+    /// Deletions by placement id (`crp/NAME`, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_placement: BTreeMap<String, usize>,
+}
+
+/// Counts the deletions of `managed` under `fate`.
+pub fn assess<'a>(managed: &Managed, fate: impl Fn(&str, &str) -> Fate<'a>) -> Assessment {
+    let mut a = Assessment::default();
+    for ((placement, cluster), objects) in managed {
+        a.managed += objects.len();
+        let gone = match fate(placement, cluster) {
+            Fate::Keeps(kept) => objects.difference(kept).count(),
+            Fate::Removed => objects.len(),
+            Fate::Untouched => 0,
+        };
+        if gone > 0 {
+            a.deleting += gone;
+            *a.by_placement.entry(placement.clone()).or_default() += gone;
+        }
+    }
+    a
+}
+
+/// What a commit's message allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allowance {
+    Count(usize),
+    All,
+}
+
+impl Allowance {
+    fn covers(self, deleting: usize) -> bool {
+        match self {
+            Allowance::All => true,
+            Allowance::Count(n) => n >= deleting,
+        }
+    }
+}
+
+/// The `Gitfleet-Allow-Deletions` trailer of a commit message (the largest when given twice),
+/// read as `git interpret-trailers` does: from the message's last paragraph.
+pub fn allowance(message: &str) -> Option<Allowance> {
+    let last = message.trim_end().rsplit("\n\n").next().unwrap_or("");
+    last.lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| k.trim().eq_ignore_ascii_case(TRAILER))
+        .filter_map(|(_, v)| match v.trim() {
+            v if v.eq_ignore_ascii_case("all") => Some(Allowance::All),
+            v => v.parse().ok().map(Allowance::Count),
+        })
+        .max_by_key(|a| match a {
+            Allowance::All => usize::MAX,
+            Allowance::Count(n) => *n,
+        })
+}
+
+/// A commit held by the guard, as status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Held {
+    pub commit: String,
+    #[serde(flatten)]
+    pub assessment: Assessment,
+    /// Why, and exactly how to release it.
+    pub message: String,
+}
+
+/// The guard's verdict on a commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not a mass deletion.
+    Proceed,
+    /// A mass deletion the commit's trailer allows.
+    Released(Allowance),
+    Held(Held),
+}
+
+/// Judges `commit` (with `message`) deleting what `assessment` counts.
+pub fn judge(policy: &Policy, assessment: Assessment, commit: &str, message: &str) -> Verdict {
+    if !policy.is_mass_deletion(assessment.deleting, assessment.managed) {
+        return Verdict::Proceed;
+    }
+    let allowed = allowance(message);
+    if let Some(a) = allowed.filter(|a| a.covers(assessment.deleting)) {
+        return Verdict::Released(a);
+    }
+    let short = &commit[..commit.len().min(12)];
+    let mut message = format!(
+        "commit {short} would delete {} of the {} objects gitfleet manages on members (more \
+         than {}% and at least {}): held, nothing of it is applied. To release it, push a commit \
+         whose message ends with the trailer `{TRAILER}: {}` (e.g. `git commit --allow-empty \
+         --trailer \"{TRAILER}: {}\"`), or revert the deletion",
+        assessment.deleting,
+        assessment.managed,
+        policy.share_percent,
+        policy.min,
+        assessment.deleting,
+        assessment.deleting,
+    );
+    if let Some(Allowance::Count(n)) = allowed {
+        message.push_str(&format!("; its trailer allows only {n}"));
+    }
+    Verdict::Held(Held {
+        commit: commit.to_string(),
+        assessment,
+        message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(name: &str) -> String {
+        format!("crp/{name}")
+    }
+
+    fn set(ids: &[&str]) -> BTreeSet<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_rule_needs_both_the_share_and_the_minimum() {
+        let p = Policy::default();
+        assert!(!p.is_mass_deletion(5, 6), "under the minimum");
+        assert!(
+            !p.is_mass_deletion(10, 20),
+            "exactly half is not more than half"
+        );
+        assert!(p.is_mass_deletion(11, 20));
+        assert!(p.is_mass_deletion(55, 55));
+        let none = Policy {
+            share_percent: 0,
+            min: 0,
+        };
+        assert!(!none.is_mass_deletion(0, 10), "no deletion is never held");
+        assert!(none.is_mass_deletion(1, 10));
+        assert_eq!(parse_share("50%"), Ok(50));
+        assert_eq!(parse_share("7"), Ok(7));
+        assert!(parse_share("150%").is_err());
+        assert!(parse_share("half").is_err());
+    }
+
+    #[test]
+    fn deletions_are_counted_per_object_by_fate() {
+        let mut managed = Managed::new();
+        managed.insert(
+            (key("a"), "m1".into()),
+            set(&["ConfigMap/x/1", "ConfigMap/x/2"]),
+        );
+        managed.insert(
+            (key("a"), "m2".into()),
+            set(&["ConfigMap/x/1", "ConfigMap/x/2"]),
+        );
+        managed.insert((key("b"), "m1".into()), set(&["Namespace/b"]));
+        let kept = set(&["ConfigMap/x/1", "ConfigMap/x/3"]);
+        let a = assess(&managed, |p, c| match (p, c) {
+            ("crp/a", "m1") => Fate::Keeps(&kept),
+            ("crp/a", _) => Fate::Removed,
+            _ => Fate::Untouched,
+        });
+        assert_eq!(a.managed, 5);
+        assert_eq!(a.deleting, 3);
+        assert_eq!(a.by_placement, BTreeMap::from([("crp/a".to_string(), 3)]));
+    }
+
+    #[test]
+    fn the_trailer_is_read_from_the_last_paragraph_and_must_cover_the_count() {
+        assert_eq!(
+            allowance(
+                "remove apps\n\nbody\n\nGitfleet-Allow-Deletions: 55\nSigned-off-by: A <a@x>\n"
+            ),
+            Some(Allowance::Count(55))
+        );
+        assert_eq!(
+            allowance("x\n\ngitfleet-allow-deletions: all"),
+            Some(Allowance::All)
+        );
+        assert_eq!(
+            allowance("Gitfleet-Allow-Deletions: 55\n\nlater paragraph"),
+            None,
+            "not a trailer outside the last paragraph"
+        );
+        assert_eq!(allowance("x\n\nGitfleet-Allow-Deletions: many"), None);
+        let p = Policy::default();
+        let a = Assessment {
+            managed: 20,
+            deleting: 20,
+            by_placement: BTreeMap::new(),
+        };
+        assert_eq!(
+            judge(&p, a.clone(), "c", "x\n\nGitfleet-Allow-Deletions: 20"),
+            Verdict::Released(Allowance::Count(20))
+        );
+        let Verdict::Held(h) = judge(
+            &p,
+            a.clone(),
+            "0123456789abcdef",
+            "x\n\nGitfleet-Allow-Deletions: 19",
+        ) else {
+            panic!("19 does not cover 20");
+        };
+        assert!(
+            h.message.contains("would delete 20 of the 20 objects")
+                && h.message.contains("Gitfleet-Allow-Deletions: 20")
+                && h.message.contains("only 19")
+                && h.message.contains("0123456789ab "),
+            "{}",
+            h.message
+        );
+        assert_eq!(
+            judge(&p, Assessment { deleting: 3, ..a }, "c", ""),
+            Verdict::Proceed
+        );
+    }
+
+    #[test]
+    fn objects_are_named_with_group_namespace_and_name() {
+        assert_eq!(
+            object_id(
+                &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}})
+            ),
+            "ConfigMap/n/c"
+        );
+        assert_eq!(
+            object_id(
+                &json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"}})
+            ),
+            "Deployment.apps/n/d"
+        );
+        assert_eq!(
+            object_id(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}})),
+            "Namespace/n"
+        );
+    }
+}
