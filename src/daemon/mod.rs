@@ -8,6 +8,12 @@
 //! ([`crate::rollout::step()`] at rolling pace); blocking work (git reads, analysis, scheduling and
 //! the step, fsync'd saves) runs on tokio's blocking pool so that the runtime keeps answering.
 //!
+//! The members are reached one by one, each on its own ([`probes`], [`workers`]): a reconcile
+//! waits at most a short while for probes, hands each member's work to that member's worker and
+//! returns; each finished delivery comes back as an event ([`Event::Delivered`]) and is absorbed
+//! by the next reconcile, so a slow or failing member holds up only itself (issue 15.2).
+//! `--once` waits for every member instead.
+//!
 //! The HTTP server ([`server`]) shares only two things with the loop: the status snapshot it
 //! reads ([`Status`], replaced after every reconcile) and the webhook channel it sends wake-ups
 //! into. Shutdown is a `CancellationToken` the loop selects on; the step in flight finishes and

@@ -1,8 +1,10 @@
 //! One reconcile of a head, the I/O around the rollout core: read and validate the commit (a bad
-//! one is rejected and the last good one keeps being served), probe the members, schedule with
-//! the stored bindings and step at rolling pace (both on the blocking pool), deliver the work,
-//! absorb the outcomes, save the state crash-safely (bindings first), publish the status — and
-//! decide, from what happened, when to look again ([`next_action`]).
+//! one is rejected and the last good one keeps being served), probe the members, absorb the
+//! deliveries the members' workers finished since the last step, schedule with the stored
+//! bindings and step at rolling pace (both on the blocking pool), hand the work to the members'
+//! workers (`--once`: deliver it and wait), absorb what is known of it, save the state
+//! crash-safely (bindings first), publish the status — and decide, from what happened, when to
+//! look again ([`next_action`]; a finished delivery is an event of its own).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
