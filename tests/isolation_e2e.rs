@@ -74,13 +74,15 @@ fn start_daemon(repo: &Repo, kubeconfig: &std::path::Path, state: &tempfile::Tem
     std::fs::write(&secret, "s3cret\n").unwrap();
     // Long member timeout and retry budget: a daemon that waited for a faulty member would
     // wait past every bound of this test.
-    Daemon::start_args(
+    let flags = ["--member-timeout", "10m", "--retry-budget", "10m"].map(std::ffi::OsStr::new);
+    Daemon::start_with(
         repo.path(),
         kubeconfig,
         &state.path().join("state"),
         &secret,
         "10m",
-        &["--member-timeout", "10m", "--retry-budget", "10m"],
+        &flags,
+        &[],
     )
 }
 
