@@ -17,6 +17,11 @@
 //!   `/proc/<pid>` for one default poll period, so the window holds exactly one periodic look at
 //!   the branch and the members.
 //!
+//! - **faulty members** (issue 15.2): 6 healthy members and 4 faulty ones (down, 500 on every
+//!   request, garbage on every request, 3 s per request) under one daemon; push-to-applied on
+//!   the healthy members, first with no fault, then with the faults, as the ratio of the
+//!   medians (goal: under 2), see [`faults`].
+//!
 //! - **push-to-applied latency on real members**, when the test bed is built (testbed/): 3
 //!   real members, each commit changing a ConfigMap and a Deployment's pod template, timed
 //!   until the daemon reports the commit settled (every Deployment available again through the
@@ -24,6 +29,7 @@
 //!
 //! The simulator shares the machine (and its cores) with the daemon, as it would in the quick
 //! start. `GITFLEET_DAEMON_BENCH="commits,idle_seconds"` changes the sizes (default 20,30);
+//! `GITFLEET_DAEMON_PARTS=latency,faults,idle,real latency` runs only the parts named;
 //! `GITFLEET_DAEMON_REAL_COMMITS` the commits on real members (default 10).
 
 use serde_json::{json, Value};
@@ -847,6 +853,106 @@ fn idle(rt: &tokio::runtime::Runtime, window: Duration) -> Result<()> {
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+// Faulty members (issue 15.2)
+// ---------------------------------------------------------------------------------------------
+
+const FAULT_HEALTHY: usize = 6;
+/// The faulty members and their faults, in the simulator's terms.
+const FAULTY: [(&str, &str); 4] = [
+    ("down", r#"{"down": true}"#),
+    ("errors", r#"{"errorRate": 1.0, "errorCodes": [500]}"#),
+    ("garbage", r#"{"garbage": true}"#),
+    ("slow", r#"{"latencyMs": 3000}"#),
+];
+
+/// A PickAll placement whose rollout budget has room for every member at once, so that the
+/// faulty members (unavailable) never hold the healthy ones back by the budget: what is
+/// measured is isolation.
+fn roomy_crp(name: &str) -> Value {
+    let mut p = crp(name);
+    p["spec"]["strategy"] = json!({"type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": "100%", "maxSurge": "100%"}});
+    p
+}
+
+/// `commits` commits, each timed from just before `git push` until every member of `members`
+/// serves it; one after the other, without waiting for the rest of the fleet.
+fn healthy_latencies(
+    repos: &Repos,
+    members: &[MemberClient],
+    from: usize,
+    commits: usize,
+) -> Result<Vec<Duration>> {
+    let mut out = Vec::with_capacity(commits);
+    for r in from..from + commits {
+        let mut web = web_objects("web", r);
+        web.push(roomy_crp("web"));
+        repos.write("apps/web.yaml", &yaml(&web))?;
+        repos.commit(&format!("web revision {r}"))?;
+        let start = Instant::now();
+        repos.push()?;
+        out.push(await_value(members, WATCHED, &r.to_string(), start)?);
+    }
+    Ok(out)
+}
+
+/// Push-to-applied on the healthy members of one fleet and one daemon, first with no fault,
+/// then while one member is down, one answers 500, one answers garbage and one takes 3 s per
+/// request; reported as the ratio of the medians (goal: under 2).
+fn faults(rt: &tokio::runtime::Runtime, commits: usize) -> Result<()> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let healthy: Vec<String> = (0..FAULT_HEALTHY).map(|i| format!("ok-{i}")).collect();
+    let mut names = healthy.clone();
+    names.extend(FAULTY.iter().map(|(n, _)| n.to_string()));
+    let (sim, kubeconfig) = start_members(rt, &names, dir.path())?;
+    let members: Vec<MemberClient> = MemberClient::of(&sim)
+        .into_iter()
+        .filter(|m| healthy.contains(&m.name))
+        .collect();
+    let mut web = web_objects("web", 0);
+    web.push(roomy_crp("web"));
+    let files = vec![
+        (
+            "members.yaml".to_string(),
+            yaml(&names.iter().map(|m| member_doc(m)).collect::<Vec<_>>()),
+        ),
+        ("apps/web.yaml".to_string(), yaml(&web)),
+    ];
+    let repos = Repos::create(dir.path(), &files)?;
+    let first = git(&repos.work, &["rev-parse", "HEAD"])?;
+    let daemon = DaemonProcess::start(&repos.watched, &kubeconfig, &dir.path().join("state"))?;
+    daemon.await_settled(&first)?;
+
+    let clean = healthy_latencies(&repos, &members, 1, commits)?;
+    for (member, faults) in FAULTY {
+        let update: gitfleet::sim::fleet_file::FaultsUpdate =
+            serde_json::from_str(faults).expect("valid faults");
+        sim.set_faults(member, &update).map_err(|e| e.to_string())?;
+    }
+    let faulty = healthy_latencies(&repos, &members, 1 + commits, commits)?;
+    drop(daemon);
+    rt.block_on(sim.shutdown());
+
+    let (clean, faulty) = (stats(&clean), stats(&faulty));
+    let ratio = faulty.median.as_secs_f64() / clean.median.as_secs_f64().max(1e-9);
+    println!(
+        "faulty members: {FAULT_HEALTHY} healthy members and 4 faulty ones (down, 500 on every request, garbage on every request, 3 s per request), 1 PickAll placement (maxUnavailable 100 %), {commits} commits without faults then {commits} with, pushed one after the other; latency to the healthy members"
+    );
+    println!("{}", line("no fault", &clean));
+    println!("{}", line("faults", &faulty));
+    println!(
+        "{:<10} {ratio:.2}x (median / median); goal: under 2x: {}",
+        "ratio",
+        if ratio < 2.0 { "met" } else { "NOT met" }
+    );
+    println!(
+        "latency = from just before `git push` until every healthy member serves the new value, polled every {} ms; the next commit is pushed as soon as the healthy members serve the last one (the faulty ones never settle).",
+        POLL_INTERVAL.as_millis()
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let (commits, window) = sizes();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -859,12 +965,16 @@ fn main() -> ExitCode {
         .and_then(|n| n.parse::<usize>().ok())
         .unwrap_or(10)
         .max(1);
-    let parts: [(&str, &dyn Fn() -> Result<()>); 3] = [
+    let parts: [(&str, &dyn Fn() -> Result<()>); 4] = [
         ("latency", &|| latency(&rt, commits)),
+        ("faults", &|| faults(&rt, commits)),
         ("idle", &|| idle(&rt, window)),
         ("real latency", &|| latency_real(real_commits)),
     ];
-    for (name, part) in parts {
+    // `GITFLEET_DAEMON_PARTS=faults,idle` runs only those parts.
+    let only = std::env::var("GITFLEET_DAEMON_PARTS").unwrap_or_default();
+    let wanted = |name: &str| only.is_empty() || only.split(',').any(|p| p.trim() == name);
+    for (name, part) in parts.into_iter().filter(|(n, _)| wanted(n)) {
         if let Err(e) = part() {
             eprintln!("{name}: {e}");
             failed = true;

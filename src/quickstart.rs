@@ -277,6 +277,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             retry_budget: Duration::from_secs(30),
             clock: crate::daemon::now_unix,
             watches: Default::default(),
+            slots: Default::default(),
         };
         let daemon = Daemon::open(opts, deliverer)?;
         let status = daemon.status.clone();

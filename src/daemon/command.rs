@@ -159,6 +159,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         retry_budget: args.push.retry_budget,
         clock: now_unix,
         watches: Default::default(),
+        slots: Default::default(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -29,6 +29,22 @@ pub struct PushDeliverer {
     pub clock: fn() -> u64,
     /// The watches of what was delivered (`gitfleet run`).
     pub watches: super::watch::Watches,
+    /// Deliveries in flight at once, across the members' workers (`parallel_members` of
+    /// them; made on first use).
+    pub slots: MemberSlots,
+}
+
+/// The bound on deliveries in flight across every member's worker: each worker delivers on its
+/// own, so `push_fleet`'s bound within one delivery no longer spans the fleet.
+#[derive(Default)]
+pub struct MemberSlots(std::sync::OnceLock<Arc<tokio::sync::Semaphore>>);
+
+impl MemberSlots {
+    fn get(&self, size: usize) -> Arc<tokio::sync::Semaphore> {
+        self.0
+            .get_or_init(|| Arc::new(tokio::sync::Semaphore::new(size.max(1))))
+            .clone()
+    }
 }
 
 /// One line per difference push found on an object: `Kind ns/name: path: observed → desired`.
@@ -151,6 +167,13 @@ impl Deliverer for PushDeliverer {
         commit: &str,
         contexts: &BTreeMap<String, String>,
     ) -> Vec<(Work, Outcome)> {
+        // A delivery under `--once` carries the whole fleet in one (bounded by push_fleet).
+        let _slot = self
+            .slots
+            .get(self.parallel_members)
+            .acquire_owned()
+            .await
+            .expect("never closed");
         let members = member_pushes(&work, &[], contexts);
         let opts = PushOptions {
             commit: commit.to_string(),

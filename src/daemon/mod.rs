@@ -8,6 +8,12 @@
 //! ([`crate::rollout::step()`] at rolling pace); blocking work (git reads, analysis, scheduling and
 //! the step, fsync'd saves) runs on tokio's blocking pool so that the runtime keeps answering.
 //!
+//! The members are reached one by one, each on its own ([`probes`], [`workers`]): a reconcile
+//! waits at most a short while for probes, hands each member's work to that member's worker and
+//! returns; each finished delivery comes back as an event ([`Event::Delivered`]) and is absorbed
+//! by the next reconcile, so a slow or failing member holds up only itself (issue 15.2).
+//! `--once` waits for every member instead.
+//!
 //! The HTTP server ([`server`]) shares only two things with the loop: the status snapshot it
 //! reads ([`Status`], replaced after every reconcile) and the webhook channel it sends wake-ups
 //! into. Shutdown is a `CancellationToken` the loop selects on; the step in flight finishes and
@@ -17,12 +23,14 @@ pub mod approvals;
 pub mod command;
 pub mod deliver;
 pub mod metrics;
+pub mod probes;
 pub mod reconciler;
 pub mod runs;
 pub mod server;
 pub mod view;
 pub mod watch;
 pub mod wire;
+pub mod workers;
 
 #[cfg(test)]
 mod tests;
@@ -57,8 +65,9 @@ pub const ONCE_AVAILABILITY_LIMIT: Duration = Duration::from_secs(300);
 pub const RETRY_AFTER_ERROR: Duration = Duration::from_secs(5);
 
 /// The daemon's way to the members: probing them and delivering work to them (push). A trait
-/// so that the loop and the reconciler are testable without members.
-pub trait Deliverer: Send + Sync {
+/// so that the loop and the reconciler are testable without members. `gitfleet run` calls it
+/// per member, from the members' own tasks ([`probes`], [`workers`]); `--once` for the fleet.
+pub trait Deliverer: Send + Sync + 'static {
     /// Every member's health and properties (a member that does not answer is unhealthy).
     fn probe(&self, members: &[Member]) -> impl Future<Output = Result<Inventory>> + Send;
 
@@ -226,6 +235,10 @@ pub enum Event {
     MemberChanged,
     /// `--resync` passed: re-apply everything delivered.
     Resync,
+    /// A member's worker finished a delivery ([`workers`]): absorb it and take the next step.
+    Delivered,
+    /// A member's probe answered after its round's wait, with news ([`probes`]).
+    Probed,
     /// SIGTERM or Ctrl-C: stop between looks (state is saved after every look).
     Shutdown,
 }
@@ -292,7 +305,15 @@ pub struct Daemon<D: Deliverer> {
     opts: RunOptions,
     store: StateStore,
     state: RolloutState,
-    deliverer: D,
+    deliverer: Arc<D>,
+    /// Whether each member is probed and pushed to on its own, and results are absorbed as
+    /// they come (`gitfleet run`); otherwise a reconcile waits for every member (`--once`).
+    isolated: bool,
+    /// `gitfleet run`: the members' probes and push workers, each member on its own.
+    probes: probes::Probes<D>,
+    workers: workers::Workers<D>,
+    /// Deliveries finished since the last reconcile, absorbed by the next one.
+    arrived: Vec<workers::Delivered>,
     pub status: Arc<Mutex<Status>>,
     pub metrics: Arc<metrics::Metrics>,
     /// The last head reconciled, to count new commits once.
@@ -341,7 +362,12 @@ impl<D: Deliverer> Daemon<D> {
             ..Status::default()
         }));
         let gate = approvals::ApprovalGate::new(opts.repo.clone(), opts.verifier.clone());
+        let deliverer = Arc::new(deliverer);
         Ok(Self {
+            probes: probes::Probes::new(deliverer.clone()),
+            workers: workers::Workers::new(deliverer.clone()),
+            arrived: Vec::new(),
+            isolated: !opts.once,
             approvals: gate,
             signature_checked: None,
             rebuild,
@@ -391,10 +417,20 @@ impl<D: Deliverer> Daemon<D> {
                 }
             };
             let mut change = None;
+            let mut delivered = None;
+            let mut probed = None;
             let event = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => Event::Shutdown,
                 Some(()) = webhook.recv() => Event::Webhook,
+                d = self.workers.delivered() => {
+                    delivered = Some(d);
+                    Event::Delivered
+                }
+                a = self.probes.late_answer() => {
+                    probed = Some(a);
+                    Event::Probed
+                }
                 Some(c) = changes.recv() => {
                     change = Some(c);
                     Event::MemberChanged
@@ -423,6 +459,21 @@ impl<D: Deliverer> Daemon<D> {
                     tracing::info!("periodic resync: re-applying everything delivered");
                     self.state.recheck_all("periodic resync");
                     next_resync = Instant::now() + self.opts.resync;
+                }
+                Event::Delivered => {
+                    // Every delivery finished by now is one look.
+                    let first = delivered.into_iter();
+                    let more = std::iter::from_fn(|| self.workers.try_delivered());
+                    for d in first.chain(more).collect::<Vec<_>>() {
+                        self.workers.settled(&d);
+                        self.arrived.push(d);
+                    }
+                }
+                Event::Probed => {
+                    let news = probed.is_some_and(|a| self.probes.answered(a));
+                    if !news {
+                        continue;
+                    }
                 }
                 Event::RefChanged | Event::PollTick | Event::Requeue => {}
             }

@@ -1,8 +1,10 @@
 //! One reconcile of a head, the I/O around the rollout core: read and validate the commit (a bad
-//! one is rejected and the last good one keeps being served), probe the members, schedule with
-//! the stored bindings and step at rolling pace (both on the blocking pool), deliver the work,
-//! absorb the outcomes, save the state crash-safely (bindings first), publish the status — and
-//! decide, from what happened, when to look again ([`next_action`]).
+//! one is rejected and the last good one keeps being served), probe the members, absorb the
+//! deliveries the members' workers finished since the last step, schedule with the stored
+//! bindings and step at rolling pace (both on the blocking pool), hand the work to the members'
+//! workers (`--once`: deliver it and wait), absorb what is known of it, save the state
+//! crash-safely (bindings first), publish the status — and decide, from what happened, when to
+//! look again ([`next_action`]; a finished delivery is an event of its own).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -279,11 +281,15 @@ impl<D: Deliverer> Daemon<D> {
     )> {
         let commit = analyzed.commit.clone();
         let members = members_of(&[&analyzed.cat]);
-        let inventory = self
-            .deliverer
-            .probe(&members)
-            .await
-            .context("cannot probe the members")?;
+        // `--once` waits for every member; the daemon for none longer than a short wait.
+        let inventory = if !self.isolated {
+            self.deliverer
+                .probe(&members)
+                .await
+                .context("cannot probe the members")?
+        } else {
+            self.probes.inventory(&members).await
+        };
         for c in &inventory.clusters {
             self.metrics
                 .member_healthy
@@ -297,13 +303,26 @@ impl<D: Deliverer> Daemon<D> {
         let eligible = self.state.remember_probe(&inventory, now);
         // The last reconcile's results, kept in memory; read from the store after a restart or
         // a failed reconcile.
-        let previous = match self.previous.take() {
+        let mut previous = match self.previous.take() {
             Some(p) => p,
             None => {
                 let store = self.store.clone();
                 blocking(move || store.load_schedule()).await??.1
             }
         };
+        // What the members' workers finished since the last step, before this step decides.
+        let arrived = std::mem::take(&mut self.arrived);
+        if !arrived.is_empty() {
+            let mut bindings: Vec<PlacementSchedule> =
+                std::mem::take(&mut previous).into_values().collect();
+            for d in arrived {
+                self.count_pushes(&d.results);
+                let ledger = crate::rollout::Ledger::default();
+                let state = &mut self.state;
+                crate::rollout::absorb(state, &mut bindings, ledger, d.results, &d.commit, now);
+            }
+            previous = bindings.into_iter().map(|p| (p.key.clone(), p)).collect();
+        }
         // A member that did not answer its probe is not pushed to now: its work fails at once
         // with the probe's error (and is retried next time), so it cannot hold up the step.
         let unreachable: BTreeMap<String, String> = inventory
@@ -562,33 +581,23 @@ impl<D: Deliverer> Daemon<D> {
         if !self.opts.once {
             self.watch_delivered(&decision.work, &contexts);
         }
-        let mut results = self
-            .deliverer
-            .deliver(decision.work, &commit, &contexts)
-            .await;
+        // `--once` waits for every delivery; the daemon hands each member's work to its worker
+        // and absorbs the results as they come (the next step follows each one).
+        let mut results = if !self.isolated {
+            self.deliverer
+                .deliver(decision.work, &commit, &contexts)
+                .await
+        } else {
+            self.workers.dispatch(decision.work, &commit, &contexts);
+            Vec::new()
+        };
         results.extend(
             decision
                 .held
                 .into_iter()
                 .map(|(w, why)| (w, Outcome::Failed(why))),
         );
-        for (w, o) in &results {
-            let outcome = match (o, &w.action) {
-                (Outcome::Failed(e), _) => {
-                    tracing::warn!(placement = %w.placement, cluster = %w.cluster, error = %e, "push failed");
-                    "failed"
-                }
-                (Outcome::Done(..), crate::rollout::Action::Remove { .. }) => "removed",
-                (Outcome::Done(..), crate::rollout::Action::Apply { .. }) => "applied",
-            };
-            self.metrics
-                .pushes
-                .get_or_create(&metrics::labels(&[
-                    ("member", &w.cluster),
-                    ("outcome", outcome),
-                ]))
-                .inc();
-        }
+        self.count_pushes(&results);
         for r in &decision.requests {
             tracing::info!(request = %r.key(), tag = %r.tag_name(), commit = %r.commit, "staged update run waits for approval");
         }
@@ -651,6 +660,27 @@ impl<D: Deliverer> Daemon<D> {
             st.runs.waiting = waiting;
         }
         Ok(action)
+    }
+
+    /// Logs failed pushes and counts every push by member and outcome.
+    fn count_pushes(&self, results: &[(Work, Outcome)]) {
+        for (w, o) in results {
+            let outcome = match (o, &w.action) {
+                (Outcome::Failed(e), _) => {
+                    tracing::warn!(placement = %w.placement, cluster = %w.cluster, error = %e, "push failed");
+                    "failed"
+                }
+                (Outcome::Done(..), crate::rollout::Action::Remove { .. }) => "removed",
+                (Outcome::Done(..), crate::rollout::Action::Apply { .. }) => "applied",
+            };
+            self.metrics
+                .pushes
+                .get_or_create(&metrics::labels(&[
+                    ("member", &w.cluster),
+                    ("outcome", outcome),
+                ]))
+                .inc();
+        }
     }
 
     /// Replaces the status snapshot the server reads (built first, then swapped in, so that

@@ -21,6 +21,8 @@ struct Members {
     probes: AtomicUsize,
     /// The clusters of each delivery, in order.
     deliveries: Mutex<Vec<Vec<String>>>,
+    /// Members whose pushes take this long (on tokio's clock).
+    slow: Mutex<BTreeMap<String, Duration>>,
 }
 
 impl Members {
@@ -30,6 +32,12 @@ impl Members {
 
     fn probes(&self) -> usize {
         self.probes.load(Ordering::SeqCst)
+    }
+
+    /// Members probed, over the number of members: rounds of probes when every member is
+    /// probed each time.
+    fn probe_rounds(&self) -> usize {
+        self.probes() / MEMBERS.len()
     }
 
     /// The deliveries that carried work.
@@ -43,7 +51,7 @@ struct Fake(Arc<Members>);
 
 impl Deliverer for Fake {
     async fn probe(&self, members: &[Member]) -> Result<Inventory> {
-        self.0.probes.fetch_add(1, Ordering::SeqCst);
+        self.0.probes.fetch_add(members.len(), Ordering::SeqCst);
         let down = self.0.down.lock().unwrap().clone();
         let clusters = members
             .iter()
@@ -68,7 +76,14 @@ impl Deliverer for Fake {
         _commit: &str,
         _contexts: &BTreeMap<String, String>,
     ) -> Vec<(Work, Outcome)> {
-        let clusters = work.iter().map(|w| w.cluster.clone()).collect();
+        let clusters: Vec<String> = work.iter().map(|w| w.cluster.clone()).collect();
+        let slowest = {
+            let slow = self.0.slow.lock().unwrap();
+            clusters.iter().filter_map(|c| slow.get(c)).max().copied()
+        };
+        if let Some(d) = slowest {
+            tokio::time::sleep(d).await;
+        }
         self.0.deliveries.lock().unwrap().push(clusters);
         let health = *self.0.health.lock().unwrap();
         work.into_iter()
@@ -86,13 +101,17 @@ impl Deliverer for Fake {
 use crate::follow::tests::git;
 
 fn fleet(version: &str) -> String {
+    fleet_with(version, 1)
+}
+
+fn fleet_with(version: &str, max_unavailable: usize) -> String {
     let mut yaml = format!(
         "apiVersion: v1\nkind: Namespace\nmetadata: {{name: app}}\n---\n\
          apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg, namespace: app}}\n\
          data: {{version: '{version}'}}\n---\n\
          apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
          metadata: {{name: app}}\nspec:\n  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: app}}]\n\
-         \x20 strategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: 1, maxSurge: 0}}}}\n"
+         \x20 strategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: {max_unavailable}, maxSurge: 0}}}}\n"
     );
     for m in MEMBERS {
         yaml.push_str(&format!(
@@ -149,6 +168,14 @@ impl World {
         Daemon::open(opts, Fake(self.members.clone())).unwrap()
     }
 
+    /// A daemon whose reconciles wait for every member, as `--once`'s do (but recheck on
+    /// start as `gitfleet run` does): for the decisions of one reconcile.
+    fn waiting_daemon(&self) -> Daemon<Fake> {
+        let mut d = self.daemon(false);
+        d.isolated = false;
+        d
+    }
+
     fn head(&self) -> String {
         git(self.repo.path(), &["rev-parse", "HEAD"])
     }
@@ -165,7 +192,7 @@ const AT_ONCE: Action = Action {
 #[tokio::test]
 async fn a_new_commit_is_bound_at_once_then_settles_and_waits_for_a_change() {
     let w = World::new(&fleet("1"));
-    let mut d = w.daemon(false);
+    let mut d = w.waiting_daemon();
     let head = w.head();
     // maxSurge 0 over 3 new bindings: all three are bound in the first step; something moved,
     // so the next step is at once; then nothing is left to do.
@@ -173,7 +200,7 @@ async fn a_new_commit_is_bound_at_once_then_settles_and_waits_for_a_change() {
     assert_eq!(d.reconcile(&head).await.unwrap(), Action::await_change());
     assert_eq!(w.members.pushes(), [MEMBERS.map(String::from).to_vec()]);
     // Every reconcile probes the members once.
-    assert_eq!(w.members.probes(), 2);
+    assert_eq!(w.members.probe_rounds(), 2);
 
     // A new version: one member per step (maxUnavailable 1), each step at once after the last.
     let head = w.commit(&fleet("2"));
@@ -189,7 +216,7 @@ async fn a_new_commit_is_bound_at_once_then_settles_and_waits_for_a_change() {
 async fn a_pending_cluster_is_looked_at_every_availability_poll_until_available() {
     let w = World::new(&fleet("1"));
     w.members.set_health(Some(BindingHealth::Pending));
-    let mut d = w.daemon(false);
+    let mut d = w.waiting_daemon();
     let head = w.head();
     // Binding is progress even when the objects are not available yet.
     assert_eq!(d.reconcile(&head).await.unwrap(), AT_ONCE);
@@ -206,7 +233,7 @@ async fn a_pending_cluster_is_looked_at_every_availability_poll_until_available(
 async fn a_failed_push_is_retried_after_five_seconds() {
     let w = World::new(&fleet("1"));
     w.members.set_health(None);
-    let mut d = w.daemon(false);
+    let mut d = w.waiting_daemon();
     let head = w.head();
     let retry = Action::requeue(Duration::from_secs(5));
     assert_eq!(d.reconcile(&head).await.unwrap(), retry);
@@ -217,18 +244,31 @@ async fn a_failed_push_is_retried_after_five_seconds() {
     assert!(app.clusters.values().all(|c| c.last_error.is_none()));
 }
 
-#[tokio::test]
+/// Waits for every delivery handed to the members' workers and hands it to the next reconcile,
+/// as the loop does.
+async fn deliveries(d: &mut Daemon<Fake>) {
+    while d.workers.outstanding() > 0 {
+        let delivered = d.workers.delivered().await;
+        d.workers.settled(&delivered);
+        d.arrived.push(delivered);
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_member_that_does_not_answer_is_not_pushed_to_and_its_work_fails_at_once() {
     let w = World::new(&fleet("1"));
     let mut d = w.daemon(false);
     let head = w.head();
     d.reconcile(&head).await.unwrap();
+    deliveries(&mut d).await;
     d.reconcile(&head).await.unwrap();
+    let before = w.members.pushes().len();
     // m1, first in line for the update, stops answering (it stays eligible for five minutes).
     w.members.down.lock().unwrap().insert("m1".into());
     let head = w.commit(&fleet("2"));
     d.reconcile(&head).await.unwrap();
-    assert_eq!(w.members.pushes().len(), 1, "nothing was pushed to m1");
+    assert_eq!(d.workers.outstanding(), 0);
+    assert_eq!(w.members.pushes().len(), before, "nothing was pushed to m1");
     let stored = w.stored().load_rollout().unwrap();
     let m1 = &stored.placements[&"crp/app".parse().unwrap()].clusters["m1"];
     assert_eq!(m1.health, BindingHealth::Failed);
@@ -239,13 +279,77 @@ async fn a_member_that_does_not_answer_is_not_pushed_to_and_its_work_fails_at_on
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_slow_member_holds_up_neither_the_others_nor_the_next_commit() {
+    // maxUnavailable 3: room for the slow member, so that only isolation is tested.
+    let w = World::new(&fleet_with("1", 3));
+    w.members
+        .slow
+        .lock()
+        .unwrap()
+        .insert("m3".into(), Duration::from_secs(60));
+    let mut d = w.daemon(false);
+    let started = Instant::now();
+    let head = w.head();
+    // The reconcile hands the work out and returns: nothing waits for m3.
+    d.reconcile(&head).await.unwrap();
+    assert_eq!(d.workers.outstanding(), 3);
+    for _ in 0..2 {
+        let delivered = d.workers.delivered().await;
+        d.workers.settled(&delivered);
+        d.arrived.push(delivered);
+    }
+    // m1 and m2 are bound and the next step absorbs it; m3's push is still in flight and is
+    // not handed out again.
+    d.reconcile(&head).await.unwrap();
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(d.workers.outstanding(), 1);
+    let app: crate::model::PlacementKey = "crp/app".parse().unwrap();
+    let bound: Vec<&String> = d.state.placements[&app].clusters.keys().collect();
+    assert_eq!(bound, ["m1", "m2"]);
+
+    // The next commit reaches m1 and m2 at once, and is saved, while m3 still pushes the
+    // first (its work for the second waits in its queue).
+    let v2 = w.commit(&fleet_with("2", 3));
+    d.reconcile(&v2).await.unwrap();
+    assert_eq!(d.workers.outstanding(), 3);
+    for _ in 0..2 {
+        let delivered = d.workers.delivered().await;
+        assert_eq!(delivered.commit, v2);
+        d.workers.settled(&delivered);
+        d.arrived.push(delivered);
+    }
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    d.reconcile(&v2).await.unwrap();
+    let stored = w.stored().load_rollout().unwrap();
+    for m in ["m1", "m2"] {
+        let c = &stored.placements[&app].clusters[m];
+        assert_eq!(c.commit.as_deref(), Some(v2.as_str()), "{m}");
+    }
+
+    // m3 answers after its minute, then pushes the second commit (queued meanwhile); the
+    // steps absorb both.
+    deliveries(&mut d).await;
+    assert_eq!(started.elapsed(), Duration::from_secs(120));
+    d.reconcile(&v2).await.unwrap();
+    let m3 = &d.state.placements[&app].clusters["m3"];
+    assert_eq!(m3.commit.as_deref(), Some(v2.as_str()));
+    let m3_pushes: Vec<_> = w
+        .members
+        .pushes()
+        .into_iter()
+        .filter(|p| p == &["m3"])
+        .collect();
+    assert_eq!(m3_pushes.len(), 2);
+}
+
 #[tokio::test]
 async fn a_rejected_head_is_saved_without_probing_and_the_last_good_commit_keeps_being_served() {
     let w = World::new("kind: [not, valid");
-    let mut d = w.daemon(false);
+    let mut d = w.waiting_daemon();
     let bad = w.head();
     assert_eq!(d.reconcile(&bad).await.unwrap(), Action::await_change());
-    assert_eq!((w.members.probes(), w.members.pushes().len()), (0, 0));
+    assert_eq!((w.members.probe_rounds(), w.members.pushes().len()), (0, 0));
     let stored = w.stored().load_rollout().unwrap();
     assert_eq!(stored.rejected.unwrap().commit, bad);
     assert_eq!(stored.serving, None);
@@ -263,7 +367,7 @@ async fn a_rejected_head_is_saved_without_probing_and_the_last_good_commit_keeps
 #[tokio::test]
 async fn every_reconcile_saves_the_bindings_and_the_rollout_state() {
     let w = World::new(&fleet("1"));
-    let mut d = w.daemon(false);
+    let mut d = w.waiting_daemon();
     let head = w.head();
     d.reconcile(&head).await.unwrap();
     let store = w.stored();
@@ -279,7 +383,7 @@ async fn every_reconcile_saves_the_bindings_and_the_rollout_state() {
     // delivered once (a no-op on members where nothing changed, issue 15.1), then it settles.
     // The first one is gone first: it holds the state directory's lock.
     drop(d);
-    let mut again = w.daemon(false);
+    let mut again = w.waiting_daemon();
     assert_eq!(
         again.reconcile(&head).await.unwrap(),
         Action::requeue(Duration::ZERO)
@@ -326,20 +430,27 @@ async fn the_loop_steps_until_settled_then_looks_again_at_the_poll_or_on_a_webho
     let running = start(w.daemon(false));
     elapse(Duration::from_secs(1)).await;
     // Bound, then settled: two looks at once.
-    assert_eq!(w.members.probes(), 2);
+    assert_eq!(w.members.probe_rounds(), 2);
     elapse(Duration::from_secs(28)).await;
-    assert_eq!(w.members.probes(), 2, "nothing happens before the poll");
+    assert_eq!(
+        w.members.probe_rounds(),
+        2,
+        "nothing happens before the poll"
+    );
     elapse(Duration::from_secs(2)).await;
-    assert_eq!(w.members.probes(), 3, "the poll at 30 s");
+    assert_eq!(w.members.probe_rounds(), 3, "the poll at 30 s");
     // The webhook: a look at once, and the poll restarts from it.
     running.webhook.send(()).unwrap();
     elapse(Duration::from_millis(1)).await;
-    assert_eq!(w.members.probes(), 4);
+    assert_eq!(w.members.probe_rounds(), 4);
     elapse(Duration::from_secs(29)).await;
-    assert_eq!(w.members.probes(), 4);
+    assert_eq!(w.members.probe_rounds(), 4);
     running.shutdown.cancel();
     running.handle.await.unwrap().unwrap();
-    assert_eq!(w.members.pushes().len(), 1);
+    // One delivery per member, each on its own.
+    let mut pushes = w.members.pushes();
+    pushes.sort();
+    assert_eq!(pushes, [["m1"], ["m2"], ["m3"]]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -347,15 +458,25 @@ async fn the_loop_polls_availability_every_500ms_and_stops_when_available() {
     let w = World::new(&fleet("1"));
     w.members.set_health(Some(BindingHealth::Pending));
     let running = start(w.daemon(false));
-    // Looks at 0 (bind), 0 (refresh: pending), 0.5 s and 1 s.
+    let m1 = || {
+        let pushes = w.members.pushes();
+        pushes
+            .iter()
+            .filter(|p| p.contains(&"m1".to_string()))
+            .count()
+    };
+    // Pushes to each member at 0 (bind), 0 (refresh: pending), then every 500 ms (the
+    // worker's pace for the same refresh): 0.5 s and 1 s.
     elapse(Duration::from_millis(1250)).await;
-    assert_eq!(w.members.probes(), 4);
+    assert_eq!(m1(), 4);
     w.members.set_health(Some(BindingHealth::Available));
-    // At 1.5 s the refresh finds them available (progress: once more at once), then settled.
+    // At 1.5 s the refresh finds them available; then nothing more is pushed or probed.
     elapse(Duration::from_millis(500)).await;
-    assert_eq!(w.members.probes(), 6);
+    assert_eq!(m1(), 5);
+    let probes = w.members.probes();
     elapse(Duration::from_secs(20)).await;
-    assert_eq!(w.members.probes(), 6);
+    assert_eq!((m1(), w.members.probes()), (5, probes));
+    assert_eq!(w.members.pushes().len(), 5 * MEMBERS.len());
     running.shutdown.cancel();
     running.handle.await.unwrap().unwrap();
 }
@@ -390,6 +511,9 @@ async fn once_ends_when_settled() {
         .run(rx, CancellationToken::new())
         .await
         .unwrap();
-    assert_eq!((started.elapsed(), w.members.probes()), (Duration::ZERO, 2));
+    assert_eq!(
+        (started.elapsed(), w.members.probe_rounds()),
+        (Duration::ZERO, 2)
+    );
     assert_eq!(w.members.pushes().len(), 1);
 }

@@ -893,8 +893,12 @@ pub fn absorb(
                     },
                 );
                 if binds {
+                    // Only a binding still Scheduled: the daemon absorbs results that may come
+                    // after a later schedule unscheduled the cluster, which must stay so.
                     if let Some(p) = schedule.iter_mut().find(|p| &p.key == key) {
-                        for b in p.bindings.iter_mut().filter(|b| b.cluster == work.cluster) {
+                        for b in p.bindings.iter_mut().filter(|b| {
+                            b.cluster == work.cluster && b.state == BindingState::Scheduled
+                        }) {
                             b.state = BindingState::Bound;
                         }
                     }

@@ -7,7 +7,7 @@
 //! - `GET /members` lists members: name, context, server, token, faults, injected error count.
 //! - `GET /members/{name}` shows one.
 //! - `POST /members/{name}/faults` (or PUT/PATCH) with JSON `{"latencyMs", "errorRate",
-//!   "errorCodes", "down"}` changes the given fields and returns the member.
+//!   "errorCodes", "down", "garbage"}` changes the given fields and returns the member.
 //! - `GET /members/{name}/changes[?resource=deployments]` lists the member's recent changes
 //!   (writes and deletions, the workload controllers' status updates included) with a sequence
 //!   number shared by all members, so the order of events across members can be checked.

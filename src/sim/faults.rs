@@ -1,5 +1,6 @@
 //! Fault injection for one member: added latency, a share of requests answered with an error
-//! (500, 502, 503, 504, or 429 with Retry-After), and down (the port refuses connections). The
+//! (500, 502, 503, 504, or 429 with Retry-After), garbage (every request answered 200 with a
+//! body that is not JSON) and down (the port refuses connections). The
 //! random choices come from a seeded generator, so a run with the same seed and the same
 //! requests injects the same errors.
 

@@ -182,6 +182,10 @@ pub struct Faults {
     pub error_codes: Vec<u16>,
     #[serde(default)]
     pub down: bool,
+    /// Every request is answered `200 OK` with a body that is not JSON (a broken proxy, a
+    /// captive portal): the client cannot read it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub garbage: bool,
 }
 
 impl Default for Faults {
@@ -191,6 +195,7 @@ impl Default for Faults {
             error_rate: 0.0,
             error_codes: default_error_codes(),
             down: false,
+            garbage: false,
         }
     }
 }
@@ -211,6 +216,8 @@ pub struct FaultsUpdate {
     pub error_codes: Option<Vec<u16>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub down: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub garbage: Option<bool>,
 }
 
 impl Faults {
@@ -228,6 +235,9 @@ impl Faults {
         }
         if let Some(v) = update.down {
             next.down = v;
+        }
+        if let Some(v) = update.garbage {
+            next.garbage = v;
         }
         let problems = next.problems("faults");
         if problems.is_empty() {

@@ -149,12 +149,15 @@ pub async fn listen(member: Arc<Member>, first: TcpListener, mut shutdown: watch
 
 /// One request, end to end.
 pub async fn handle(member: &Member, req: Request) -> Response {
-    let (latency, injected) = {
+    let (latency, injected, garbage) = {
         let mut f = member.faults.lock().unwrap_or_else(|e| e.into_inner());
-        (f.faults.latency_ms, f.roll())
+        (f.faults.latency_ms, f.roll(), f.faults.garbage)
     };
     if latency > 0 {
         tokio::time::sleep(Duration::from_millis(latency)).await;
+    }
+    if garbage {
+        return Response::bytes(200, "application/json", b"<html>\x00\xff not JSON".to_vec());
     }
     if let Some(code) = injected {
         return error_response(&ApiError::injected(code));

@@ -384,3 +384,18 @@ async fn a_finalized_object_keeps_its_namespace_terminating_until_it_goes() {
     assert_eq!(get(format!("{cms}/held")).await.0, 404);
     assert_eq!(get("/api/v1/namespaces/app".into()).await.0, 404);
 }
+
+#[tokio::test]
+async fn the_garbage_fault_answers_200_with_a_body_that_is_not_json_until_it_is_lifted() {
+    let m = member(false);
+    let mut faults = m.current_faults();
+    faults.garbage = true;
+    m.set_faults(faults.clone());
+    let mut r = call(&m, "GET", "/api/v1/namespaces", &[], "").await;
+    assert_eq!(r.status, 200);
+    assert!(serde_json::from_slice::<Value>(&r.body_bytes()).is_err());
+    faults.garbage = false;
+    m.set_faults(faults);
+    let (code, list) = json_of(call(&m, "GET", "/api/v1/namespaces", &[], "").await).await;
+    assert_eq!((code, list["kind"].as_str()), (200, Some("NamespaceList")));
+}

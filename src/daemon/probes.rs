@@ -1,0 +1,293 @@
+//! Probing members one by one (`gitfleet run`), so that a slow member's probe does not hold up
+//! the reconcile (issue 15.2).
+//!
+//! Each reconcile starts a probe of every member that has none running, and waits for the
+//! answers at most [`PROBE_WAIT`]; a member whose probe is not back by then (or is still running
+//! from an earlier reconcile) counts with its last answer. A member that never answered is
+//! unhealthy. Only the first reconcile after the start waits for every first answer (each
+//! probe ends by itself within `--member-timeout`), so that a daemon that just started does not
+//! hold back work for members that merely answer slower than the short wait.
+//!
+//! An answer that comes after the wait is recorded when the loop receives it ([`Probes::answered`]);
+//! one that changes what is known of the member asks for a look.
+//!
+//! It must not know how a member is probed (the [`Deliverer`] does) nor what the inventory
+//! is used for.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+
+use super::Deliverer;
+use crate::members::inventory::Member;
+use crate::schedule::{Inventory, InventoryCluster};
+
+/// How long a reconcile waits for the probes it started before it goes on with the last
+/// answers of the members that are slower.
+pub const PROBE_WAIT: Duration = Duration::from_millis(200);
+
+/// One member's answer (or why there is none).
+pub type Answer = InventoryCluster;
+
+/// The members' last answers and the probes running.
+pub struct Probes<D: Deliverer + 'static> {
+    deliverer: Arc<D>,
+    last: BTreeMap<String, Answer>,
+    running: BTreeSet<String>,
+    answers: UnboundedSender<Answer>,
+    received: UnboundedReceiver<Answer>,
+    /// The first round waits for every answer.
+    first: bool,
+}
+
+impl<D: Deliverer + 'static> Probes<D> {
+    /// Probes through `deliverer`.
+    pub fn new(deliverer: Arc<D>) -> Probes<D> {
+        let (answers, received) = unbounded_channel();
+        Probes {
+            deliverer,
+            last: BTreeMap::new(),
+            running: BTreeSet::new(),
+            answers,
+            received,
+            first: true,
+        }
+    }
+
+    /// The next answer that came after its round's wait (for the loop, which records it with
+    /// [`Probes::answered`]).
+    pub async fn late_answer(&mut self) -> Answer {
+        match self.received.recv().await {
+            Some(a) => a,
+            // Never: the sender lives in `self`.
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The inventory of `members`: probes are started for those that have none running, and
+    /// their answers awaited at most [`PROBE_WAIT`] (on the first round: until all are in).
+    pub async fn inventory(&mut self, members: &[Member]) -> Inventory {
+        let mut awaited = BTreeSet::new();
+        for m in members {
+            let name = &m.target.name;
+            if !self.running.insert(name.clone()) {
+                continue;
+            }
+            awaited.insert(name.clone());
+            let (deliverer, member, tx) = (self.deliverer.clone(), m.clone(), self.answers.clone());
+            tokio::spawn(async move {
+                let name = member.target.name.clone();
+                let answer = match deliverer.probe(std::slice::from_ref(&member)).await {
+                    Ok(inv) => inv.clusters.into_iter().find(|c| c.name == name),
+                    Err(e) => Some(unhealthy(&name, format!("{e:#}"))),
+                }
+                .unwrap_or_else(|| unhealthy(&name, "the probe reported nothing".into()));
+                let _ = tx.send(answer);
+            });
+        }
+        let first = self.first;
+        let wait = async move {
+            if first {
+                std::future::pending::<()>().await
+            } else {
+                tokio::time::sleep_until(Instant::now() + PROBE_WAIT).await
+            }
+        };
+        tokio::pin!(wait);
+        while !awaited.is_empty() {
+            tokio::select! {
+                answer = self.received.recv() => match answer {
+                    Some(a) => {
+                        awaited.remove(&a.name);
+                        self.answered(a);
+                    }
+                    None => break,
+                },
+                () = &mut wait => break,
+            }
+        }
+        self.first = false;
+        let clusters = members
+            .iter()
+            .map(|m| {
+                let name = &m.target.name;
+                self.last.get(name).cloned().unwrap_or_else(|| {
+                    unhealthy(name, format!("no answer yet (waited {PROBE_WAIT:?})"))
+                })
+            })
+            .collect();
+        Inventory { clusters }
+    }
+
+    /// Records an answer; whether it changes what is known of the member (then the rollout
+    /// should look again).
+    pub fn answered(&mut self, answer: Answer) -> bool {
+        self.running.remove(&answer.name);
+        let changed = self.last.get(&answer.name) != Some(&answer);
+        self.last.insert(answer.name.clone(), answer);
+        changed
+    }
+}
+
+fn unhealthy(name: &str, error: String) -> Answer {
+    InventoryCluster {
+        name: name.to_string(),
+        healthy: false,
+        error: Some(error),
+        properties: BTreeMap::new(),
+        add_on_scores: BTreeMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::members::MemberTarget;
+    use crate::rollout::{Outcome, Work};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    /// Members that answer their probe after the delay they are given.
+    #[derive(Default)]
+    struct Answers {
+        delay: Mutex<BTreeMap<String, Duration>>,
+        down: Mutex<BTreeSet<String>>,
+        probes: AtomicUsize,
+    }
+
+    impl Deliverer for Answers {
+        async fn probe(&self, members: &[Member]) -> anyhow::Result<Inventory> {
+            assert_eq!(members.len(), 1, "one member per probe");
+            self.probes.fetch_add(1, Ordering::SeqCst);
+            let name = members[0].target.name.clone();
+            let delay = self.delay.lock().unwrap().get(&name).copied();
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
+            let healthy = !self.down.lock().unwrap().contains(&name);
+            let mut c = unhealthy(&name, "connection refused".into());
+            if healthy {
+                c.healthy = true;
+                c.error = None;
+                c.properties.insert("probed".into(), "yes".into());
+            }
+            Ok(Inventory { clusters: vec![c] })
+        }
+
+        async fn deliver(
+            &self,
+            _: Vec<Work>,
+            _: &str,
+            _: &BTreeMap<String, String>,
+        ) -> Vec<(Work, Outcome)> {
+            unreachable!("probes do not push")
+        }
+    }
+
+    fn members() -> Vec<Member> {
+        ["m1", "m2", "m3"]
+            .map(|m| Member {
+                target: MemberTarget {
+                    name: m.into(),
+                    context: m.into(),
+                },
+                declared: BTreeMap::new(),
+            })
+            .to_vec()
+    }
+
+    fn health(inv: &Inventory) -> Vec<(String, bool)> {
+        inv.clusters
+            .iter()
+            .map(|c| (c.name.clone(), c.healthy))
+            .collect()
+    }
+
+    fn pairs(list: [(&str, bool); 3]) -> Vec<(String, bool)> {
+        list.map(|(n, h)| (n.to_string(), h)).to_vec()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_round_waits_for_every_answer_later_ones_use_the_last_answer_of_a_slow_member(
+    ) {
+        let fleet = Arc::new(Answers::default());
+        fleet
+            .delay
+            .lock()
+            .unwrap()
+            .insert("m1".into(), Duration::from_secs(3));
+        let mut probes = Probes::new(fleet.clone());
+        let t0 = Instant::now();
+        let inv = probes.inventory(&members()).await;
+        assert_eq!(
+            t0.elapsed(),
+            Duration::from_secs(3),
+            "the first round waits"
+        );
+        assert_eq!(
+            health(&inv),
+            pairs([("m1", true), ("m2", true), ("m3", true)])
+        );
+
+        // m1 is as slow again: the round goes on after the short wait with m1's last answer.
+        let t1 = Instant::now();
+        let inv = probes.inventory(&members()).await;
+        assert_eq!(t1.elapsed(), PROBE_WAIT);
+        assert_eq!(
+            health(&inv),
+            pairs([("m1", true), ("m2", true), ("m3", true)])
+        );
+        assert_eq!(inv.clusters[0].properties["probed"], "yes");
+        // Its probe still runs: the next round does not start another, nor wait for it.
+        let t2 = Instant::now();
+        probes.inventory(&members()).await;
+        assert_eq!(t2.elapsed(), Duration::ZERO);
+        assert_eq!(fleet.probes.load(Ordering::SeqCst), 3 + 3 + 2);
+
+        // Its late answer arrives on the loop's receiver; the same as before: no look needed.
+        let late = probes.late_answer().await;
+        assert_eq!(late.name, "m1");
+        assert!(!probes.answered(late));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_member_that_never_answered_is_unhealthy_and_its_first_answer_asks_for_a_look() {
+        let fleet = Arc::new(Answers::default());
+        let mut probes = Probes::new(fleet.clone());
+        probes.inventory(&members()).await;
+        fleet.down.lock().unwrap().insert("m2".into());
+        let inv = probes.inventory(&members()).await;
+        assert_eq!(
+            health(&inv),
+            pairs([("m1", true), ("m2", false), ("m3", true)])
+        );
+        assert_eq!(inv.clusters[1].error.as_deref(), Some("connection refused"));
+
+        // A new member that does not answer within the wait is unhealthy until it does.
+        let mut more = members();
+        more.push(Member {
+            target: MemberTarget {
+                name: "m4".into(),
+                context: "m4".into(),
+            },
+            declared: BTreeMap::new(),
+        });
+        fleet
+            .delay
+            .lock()
+            .unwrap()
+            .insert("m4".into(), Duration::from_secs(1));
+        let inv = probes.inventory(&more).await;
+        let m4 = &inv.clusters[3];
+        assert!(!m4.healthy);
+        assert!(m4.error.as_deref().unwrap().starts_with("no answer yet"));
+        let late = probes.late_answer().await;
+        assert!(
+            probes.answered(late),
+            "m4's first answer changes what is known"
+        );
+    }
+}

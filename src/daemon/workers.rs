@@ -1,0 +1,500 @@
+//! One worker per member (`gitfleet run`): the task that owns the member's push queue, so that
+//! a member that is slow, down or failing delays only its own work (issue 15.2).
+//!
+//! The reconcile hands each member's work to its worker ([`Workers::dispatch`]) and returns at
+//! once; the worker pushes through the [`Deliverer`] (with push's own retries and backoff, see
+//! [`crate::members::retry`]) and reports every finished delivery back into the daemon's loop
+//! ([`Delivered`]), whose next reconcile absorbs it. What a worker holds:
+//!
+//! - a queue with the latest work per placement ([`Queue`]): work for a placement replaces the
+//!   queued work for it (a new commit supersedes one not yet pushed); work in flight finishes;
+//! - a pace per placement: the same work is not redone sooner than [`AVAILABILITY_POLL`] after
+//!   a delivery that found the objects not available yet, nor sooner than [`RETRY_FAILED`] after
+//!   a failure (the step asks for it again at once; the pace spares the member). New work (an
+//!   other revision, a removal) is never held by the pace of the old.
+//!
+//! The daemon remembers what it handed out and not yet heard back about ([`Workers`]), so that
+//! the steps taken meanwhile (which ask for the same work again: the state changes only when the
+//! result is absorbed) do not queue it twice. Nothing here is saved: work in flight at a crash
+//! is asked for again by the first step after the restart and redone (server-side apply is
+//! idempotent).
+//!
+//! It must not decide what is pushed (the rollout core does) nor how (push does).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+
+use super::{Deliverer, AVAILABILITY_POLL};
+use crate::model::PlacementKey;
+use crate::rollout::{Action, BindingHealth, Outcome, Work};
+
+/// The pause before the same work is tried again on a member after it failed (push has already
+/// retried within its budget).
+pub const RETRY_FAILED: Duration = Duration::from_secs(5);
+
+/// What makes two pieces of work for the same placement and cluster the same: the revision
+/// applied (and whether only to read availability again), or a removal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fingerprint {
+    Apply {
+        resource_index: u64,
+        rendered: String,
+        refresh: bool,
+    },
+    Remove,
+}
+
+impl Fingerprint {
+    pub fn of(work: &Work) -> Fingerprint {
+        match &work.action {
+            Action::Apply {
+                revision, refresh, ..
+            } => Fingerprint::Apply {
+                resource_index: revision.resource_index,
+                rendered: revision.rendered.clone(),
+                refresh: *refresh,
+            },
+            Action::Remove { .. } => Fingerprint::Remove,
+        }
+    }
+}
+
+/// One piece of work for a member's worker, with the commit it is pushed for.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub commit: String,
+    pub work: Work,
+}
+
+/// One delivery to one member, finished: the commit it was for and each work's outcome.
+#[derive(Debug)]
+pub struct Delivered {
+    pub member: String,
+    pub commit: String,
+    pub results: Vec<(Work, Outcome)>,
+}
+
+/// A member's queue: the latest job per placement and the pace of each placement. Pure (time
+/// is a parameter), so that the worker's decisions are tested without a member.
+#[derive(Debug, Default)]
+pub struct Queue {
+    waiting: BTreeMap<PlacementKey, Job>,
+    /// Not before this instant, for work with this fingerprint.
+    paced: BTreeMap<PlacementKey, (Fingerprint, Instant)>,
+}
+
+impl Queue {
+    /// Queues `job`, replacing any queued job of its placement.
+    pub fn put(&mut self, job: Job) {
+        self.waiting.insert(job.work.placement.clone(), job);
+    }
+
+    fn ready_at(&self, job: &Job) -> Option<Instant> {
+        match self.paced.get(&job.work.placement) {
+            Some((f, at)) if *f == Fingerprint::of(&job.work) => Some(*at),
+            _ => None,
+        }
+    }
+
+    /// The jobs that may go now, all of one commit (the commit of the first ready placement,
+    /// in placement order): one delivery. `None` when nothing may go yet.
+    pub fn take_ready(&mut self, now: Instant) -> Option<(String, Vec<Work>)> {
+        let ready = |q: &Queue, j: &Job| q.ready_at(j).is_none_or(|at| at <= now);
+        let commit = self
+            .waiting
+            .values()
+            .find(|j| ready(self, j))?
+            .commit
+            .clone();
+        let keys: Vec<PlacementKey> = self
+            .waiting
+            .iter()
+            .filter(|(_, j)| j.commit == commit && ready(self, j))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let work = keys
+            .iter()
+            .filter_map(|k| self.waiting.remove(k))
+            .map(|j| j.work)
+            .collect();
+        Some((commit, work))
+    }
+
+    /// When the earliest queued job held by its pace may go (`None`: none is held).
+    pub fn next_ready_at(&self) -> Option<Instant> {
+        self.waiting.values().filter_map(|j| self.ready_at(j)).min()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// Paces the placements of a finished delivery (at `now`) by how each ended.
+    pub fn finished(&mut self, results: &[(Work, Outcome)], now: Instant) {
+        for (work, outcome) in results {
+            let pause = match outcome {
+                Outcome::Failed(_) => Some(RETRY_FAILED),
+                Outcome::Done(BindingHealth::Pending, _) => Some(AVAILABILITY_POLL),
+                Outcome::Done(..) => None,
+            };
+            match pause {
+                Some(p) => {
+                    self.paced
+                        .insert(work.placement.clone(), (Fingerprint::of(work), now + p));
+                }
+                None => {
+                    self.paced.remove(&work.placement);
+                }
+            }
+        }
+    }
+}
+
+/// The workers of the members, and what the daemon handed them and has not heard back about.
+pub struct Workers<D: Deliverer + 'static> {
+    deliverer: Arc<D>,
+    queues: BTreeMap<String, UnboundedSender<Job>>,
+    outstanding: BTreeMap<(String, PlacementKey), Fingerprint>,
+    results: UnboundedSender<Delivered>,
+    reported: UnboundedReceiver<Delivered>,
+}
+
+impl<D: Deliverer + 'static> Workers<D> {
+    /// Workers that push through `deliverer`.
+    pub fn new(deliverer: Arc<D>) -> Workers<D> {
+        let (results, reported) = unbounded_channel();
+        Workers {
+            deliverer,
+            queues: BTreeMap::new(),
+            outstanding: BTreeMap::new(),
+            results,
+            reported,
+        }
+    }
+
+    /// The next finished delivery of any member (for the loop, which absorbs it).
+    pub async fn delivered(&mut self) -> Delivered {
+        match self.reported.recv().await {
+            Some(d) => d,
+            // Never: the sender lives in `self`.
+            None => std::future::pending().await,
+        }
+    }
+
+    /// A finished delivery, if one is waiting.
+    pub fn try_delivered(&mut self) -> Option<Delivered> {
+        self.reported.try_recv().ok()
+    }
+
+    /// Hands each piece of `work` to its member's worker (started on first use), unless the
+    /// same work is already queued or in flight there. Returns how many were handed out.
+    /// `contexts` maps member names to kubeconfig contexts.
+    pub fn dispatch(
+        &mut self,
+        work: Vec<Work>,
+        commit: &str,
+        contexts: &BTreeMap<String, String>,
+    ) -> usize {
+        let mut sent = 0;
+        for w in work {
+            let key = (w.cluster.clone(), w.placement.clone());
+            let fingerprint = Fingerprint::of(&w);
+            if self.outstanding.get(&key) == Some(&fingerprint) {
+                continue;
+            }
+            let queue = self.queues.entry(w.cluster.clone()).or_insert_with(|| {
+                let (tx, rx) = unbounded_channel();
+                let context = contexts
+                    .get(&w.cluster)
+                    .map(|c| BTreeMap::from([(w.cluster.clone(), c.clone())]))
+                    .unwrap_or_default();
+                tokio::spawn(run(
+                    w.cluster.clone(),
+                    context,
+                    self.deliverer.clone(),
+                    rx,
+                    self.results.clone(),
+                ));
+                tx
+            });
+            let job = Job {
+                commit: commit.to_string(),
+                work: w,
+            };
+            if queue.send(job).is_ok() {
+                self.outstanding.insert(key, fingerprint);
+                sent += 1;
+            }
+        }
+        sent
+    }
+
+    /// Forgets what `delivered` answers (work handed out later for the same placement, not yet
+    /// answered, stays outstanding).
+    pub fn settled(&mut self, delivered: &Delivered) {
+        for (w, _) in &delivered.results {
+            let key = (w.cluster.clone(), w.placement.clone());
+            if self.outstanding.get(&key) == Some(&Fingerprint::of(w)) {
+                self.outstanding.remove(&key);
+            }
+        }
+    }
+
+    /// The pieces of work handed out and not answered yet.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.len()
+    }
+}
+
+/// One member's worker: takes jobs as they come, delivers what may go, reports each delivery.
+/// Ends when the daemon drops its end of the queue or of the reports.
+async fn run<D: Deliverer>(
+    member: String,
+    contexts: BTreeMap<String, String>,
+    deliverer: Arc<D>,
+    mut jobs: UnboundedReceiver<Job>,
+    reports: UnboundedSender<Delivered>,
+) {
+    let mut queue = Queue::default();
+    loop {
+        while let Ok(job) = jobs.try_recv() {
+            queue.put(job);
+        }
+        if let Some((commit, work)) = queue.take_ready(Instant::now()) {
+            let results = deliverer.deliver(work, &commit, &contexts).await;
+            queue.finished(&results, Instant::now());
+            let delivered = Delivered {
+                member: member.clone(),
+                commit,
+                results,
+            };
+            if reports.send(delivered).is_err() {
+                return;
+            }
+            continue;
+        }
+        let wake = queue.next_ready_at();
+        tokio::select! {
+            job = jobs.recv() => match job {
+                Some(job) => queue.put(job),
+                None => return,
+            },
+            () = async {
+                match wake {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rollout::{ApplyStrategy, Revision};
+    use std::sync::Mutex;
+
+    fn key(name: &str) -> PlacementKey {
+        format!("crp/{name}").parse().unwrap()
+    }
+
+    fn apply(placement: &str, cluster: &str, index: u64, refresh: bool) -> Work {
+        Work {
+            placement: key(placement),
+            cluster: cluster.into(),
+            action: Action::Apply {
+                manifests: vec![],
+                revision: Revision {
+                    resource_index: index,
+                    rendered: format!("r{index}"),
+                },
+                binds: false,
+                refresh,
+                strategy: ApplyStrategy::default(),
+                resource_snapshot: String::new(),
+            },
+        }
+    }
+
+    fn job(commit: &str, work: Work) -> Job {
+        Job {
+            commit: commit.into(),
+            work,
+        }
+    }
+
+    fn placements(work: &[Work]) -> Vec<String> {
+        work.iter().map(|w| w.placement.to_string()).collect()
+    }
+
+    #[test]
+    fn the_latest_work_per_placement_wins_and_one_delivery_carries_one_commit() {
+        let now = Instant::now();
+        let mut q = Queue::default();
+        q.put(job("c1", apply("a", "m1", 1, false)));
+        q.put(job("c1", apply("b", "m1", 1, false)));
+        q.put(job("c2", apply("a", "m1", 2, false)));
+        let (commit, work) = q.take_ready(now).unwrap();
+        // a's c1 work was replaced by c2's; a comes first, so c2 goes first, alone.
+        assert_eq!(
+            (commit.as_str(), placements(&work)),
+            ("c2", vec!["crp/a".into()])
+        );
+        let (commit, work) = q.take_ready(now).unwrap();
+        assert_eq!(
+            (commit.as_str(), placements(&work)),
+            ("c1", vec!["crp/b".into()])
+        );
+        assert!(q.take_ready(now).is_none() && q.is_empty());
+    }
+
+    #[test]
+    fn the_same_work_waits_after_a_failure_and_after_a_pending_answer_but_new_work_does_not() {
+        let now = Instant::now();
+        let mut q = Queue::default();
+        let failed = (apply("a", "m1", 1, false), Outcome::Failed("503".into()));
+        let pending = (
+            apply("b", "m1", 1, true),
+            Outcome::Done(BindingHealth::Pending, Default::default()),
+        );
+        q.finished(&[failed, pending], now);
+        q.put(job("c1", apply("a", "m1", 1, false)));
+        q.put(job("c1", apply("b", "m1", 1, true)));
+        assert!(q.take_ready(now).is_none());
+        assert_eq!(q.next_ready_at(), Some(now + AVAILABILITY_POLL));
+        let (_, work) = q.take_ready(now + AVAILABILITY_POLL).unwrap();
+        assert_eq!(placements(&work), ["crp/b"]);
+        assert_eq!(q.next_ready_at(), Some(now + RETRY_FAILED));
+        // A new revision for a is not held by the old one's failure.
+        q.put(job("c2", apply("a", "m1", 2, false)));
+        let (commit, work) = q.take_ready(now).unwrap();
+        assert_eq!(
+            (commit.as_str(), placements(&work)),
+            ("c2", vec!["crp/a".into()])
+        );
+        // Success clears the pace.
+        let done = (
+            apply("a", "m1", 1, false),
+            Outcome::Done(BindingHealth::Available, Default::default()),
+        );
+        q.finished(&[done], now);
+        q.put(job("c1", apply("a", "m1", 1, false)));
+        assert!(q.take_ready(now).is_some());
+    }
+
+    /// Members whose pushes take as long as they are told, and what each was given.
+    #[derive(Default)]
+    struct Slow {
+        delay: Mutex<BTreeMap<String, Duration>>,
+        pushed: Mutex<Vec<(String, Vec<String>)>>,
+    }
+
+    impl Deliverer for Slow {
+        async fn probe(
+            &self,
+            _: &[crate::members::inventory::Member],
+        ) -> anyhow::Result<crate::schedule::Inventory> {
+            unreachable!("workers do not probe")
+        }
+
+        async fn deliver(
+            &self,
+            work: Vec<Work>,
+            _commit: &str,
+            contexts: &BTreeMap<String, String>,
+        ) -> Vec<(Work, Outcome)> {
+            let member = work[0].cluster.clone();
+            assert_eq!(contexts.keys().collect::<Vec<_>>(), [&member]);
+            let delay = self.delay.lock().unwrap().get(&member).copied();
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
+            self.pushed
+                .lock()
+                .unwrap()
+                .push((member, placements(&work)));
+            work.into_iter()
+                .map(|w| {
+                    let o = Outcome::Done(BindingHealth::Available, Default::default());
+                    (w, o)
+                })
+                .collect()
+        }
+    }
+
+    fn contexts() -> BTreeMap<String, String> {
+        ["m1", "m2", "m3"]
+            .map(|m| (m.to_string(), format!("ctx-{m}")))
+            .into()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_member_delays_only_itself_and_work_in_flight_is_not_handed_out_twice() {
+        let members = Arc::new(Slow::default());
+        members
+            .delay
+            .lock()
+            .unwrap()
+            .insert("m1".into(), Duration::from_secs(30));
+        let mut workers = Workers::new(members.clone());
+        let started = Instant::now();
+        let work = ["m1", "m2", "m3"].map(|m| apply("a", m, 1, false)).to_vec();
+        assert_eq!(workers.dispatch(work.clone(), "c1", &contexts()), 3);
+        // The steps taken meanwhile ask for the same work: it is not queued again.
+        assert_eq!(workers.dispatch(work, "c1", &contexts()), 0);
+        assert_eq!(workers.outstanding(), 3);
+        let mut order = Vec::new();
+        for _ in 0..2 {
+            let d = workers.delivered().await;
+            workers.settled(&d);
+            order.push(d.member);
+        }
+        order.sort();
+        assert_eq!(order, ["m2", "m3"]);
+        // The fast members answered at once on the paused clock: m1's 30 s did not hold them.
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        assert_eq!(workers.outstanding(), 1);
+        // New work for m2 goes through while m1 is still pushing.
+        workers.dispatch(vec![apply("a", "m2", 2, false)], "c2", &contexts());
+        let d = workers.delivered().await;
+        assert_eq!((d.member.as_str(), d.commit.as_str()), ("m2", "c2"));
+        workers.settled(&d);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        let d = workers.delivered().await;
+        assert_eq!(d.member, "m1");
+        assert_eq!(started.elapsed(), Duration::from_secs(30));
+        workers.settled(&d);
+        assert_eq!(workers.outstanding(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_queued_behind_a_delivery_in_flight_goes_next_with_the_latest_revision() {
+        let members = Arc::new(Slow::default());
+        members
+            .delay
+            .lock()
+            .unwrap()
+            .insert("m1".into(), Duration::from_secs(10));
+        let mut workers = Workers::new(members.clone());
+        workers.dispatch(vec![apply("a", "m1", 1, false)], "c1", &contexts());
+        // Let the worker take the first job before the next ones arrive.
+        tokio::task::yield_now().await;
+        for (i, c) in [(2, "c2"), (3, "c3")] {
+            workers.dispatch(vec![apply("a", "m1", i, false)], c, &contexts());
+        }
+        let first = workers.delivered().await;
+        workers.settled(&first);
+        // Revision 3 is still outstanding: the answer for revision 1 does not clear it.
+        assert_eq!(workers.outstanding(), 1);
+        let second = workers.delivered().await;
+        workers.settled(&second);
+        let commits = [first.commit, second.commit];
+        assert_eq!(commits, ["c1", "c3"], "c2 was superseded before it went");
+        assert_eq!(workers.outstanding(), 0);
+    }
+}
