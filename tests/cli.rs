@@ -709,3 +709,75 @@ fn plan_reads_inventory_and_bindings_from_a_daemon() {
         run.stderr
     );
 }
+
+/// A usage error must never share plan's "the fleet changes" code (2): the README's CI recipe
+/// accepts 2, so a mistyped flag would pass. Every subcommand, and clap's own errors, exit 64.
+#[test]
+fn usage_errors_exit_64_on_every_command_and_help_exits_0() {
+    use std::process::Command;
+    let commands = [
+        "validate",
+        "schedule",
+        "render",
+        "plan",
+        "inventory",
+        "apply",
+        "run",
+        "status",
+        "quickstart",
+        "sim",
+        "approve",
+        "verify-approval",
+    ];
+    for cmd in commands {
+        let run = gitfleet(&[cmd, "--no-such-flag"]);
+        assert_eq!(run.code, 64, "{cmd} --no-such-flag: {}", run.stderr);
+        assert!(
+            run.stderr.contains("--no-such-flag"),
+            "{cmd}: {}",
+            run.stderr
+        );
+        let help = gitfleet(&[cmd, "--help"]);
+        assert_eq!(help.code, 0, "{cmd} --help: {}", help.stderr);
+        assert!(
+            help.stdout.contains("64 bad command line"),
+            "{cmd} --help says what 64 means: {}",
+            help.stdout
+        );
+    }
+    // A missing required flag, a bad value, no subcommand at all, an unknown subcommand.
+    for args in [
+        &["plan", "--repo", "."][..],
+        &[
+            "apply",
+            "--repo",
+            ".",
+            "--kubeconfig",
+            "k",
+            "--retry-budget",
+            "soon",
+        ],
+        &[],
+        &["deploy"],
+    ] {
+        let run = gitfleet(args);
+        assert_eq!(run.code, 64, "{args:?}: {}", run.stderr);
+    }
+    assert_eq!(gitfleet(&["--version"]).code, 0);
+    assert_eq!(gitfleet(&["--help"]).code, 0);
+    // A usage error found after parsing (flags that need each other) is 64 too.
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args(["verify-approval", "gitfleet/approve/x-before-y"])
+        .env_remove("GITFLEET_TRUSTED_SIGNERS")
+        .env_remove("GITFLEET_TRUSTED_GPG_KEYS")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(64),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
