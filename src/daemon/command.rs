@@ -51,6 +51,8 @@ pub struct RunArgs {
     pub once: bool,
     #[command(flatten)]
     pub push: crate::flags::PushArgs,
+    #[command(flatten)]
+    pub git: GitCredentialArgs,
     /// How long one member may take to answer its inventory probe (e.g. 10s; a bare number is
     /// seconds).
     #[arg(long, env = "GITFLEET_MEMBER_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = crate::flags::parse_timeout)]
@@ -62,6 +64,84 @@ pub struct RunArgs {
     /// against the trusted signers; any other head is rejected like an invalid commit.
     #[arg(long, env = "GITFLEET_VERIFY_COMMITS")]
     pub verify_commits: bool,
+}
+
+/// How a remote `--repo` is authenticated to. Secrets are read from files (a mounted Secret),
+/// never taken as values, so they appear in no process list.
+#[derive(Debug, Args)]
+pub struct GitCredentialArgs {
+    /// Private key for `ssh://` and `git@host:path` remotes (only this key is offered).
+    #[arg(long, env = "GITFLEET_GIT_SSH_KEY", value_name = "FILE")]
+    pub git_ssh_key: Option<PathBuf>,
+    /// known_hosts file for ssh remotes; host keys are always checked strictly (an unknown or
+    /// changed host key is refused, never learnt).
+    #[arg(long, env = "GITFLEET_GIT_KNOWN_HOSTS", value_name = "FILE")]
+    pub git_known_hosts: Option<PathBuf>,
+    /// File holding a token for `https://` remotes, sent as the password of --git-username.
+    #[arg(
+        long,
+        env = "GITFLEET_GIT_TOKEN_FILE",
+        value_name = "FILE",
+        conflicts_with = "git_password_file"
+    )]
+    pub git_token_file: Option<PathBuf>,
+    /// Username for `https://` remotes (with --git-token-file: default `git`; GitHub and GitLab
+    /// take any name with a token).
+    #[arg(long, env = "GITFLEET_GIT_USERNAME", value_name = "NAME")]
+    pub git_username: Option<String>,
+    /// PEM certificates to trust for `https://` remotes besides the system's (a Git host
+    /// behind an internal certificate authority).
+    #[arg(long, env = "GITFLEET_GIT_CA_FILE", value_name = "FILE")]
+    pub git_ca_file: Option<PathBuf>,
+    /// File holding the password of --git-username for `https://` remotes.
+    #[arg(
+        long,
+        env = "GITFLEET_GIT_PASSWORD_FILE",
+        value_name = "FILE",
+        requires = "git_username"
+    )]
+    pub git_password_file: Option<PathBuf>,
+}
+
+impl GitCredentialArgs {
+    fn given(&self) -> bool {
+        self.git_ssh_key.is_some()
+            || self.git_known_hosts.is_some()
+            || self.git_token_file.is_some()
+            || self.git_password_file.is_some()
+            || self.git_ca_file.is_some()
+    }
+
+    /// Reads the secret files now, so a missing or empty one fails at start.
+    pub fn load(&self) -> Result<crate::follow::remote::GitAuth> {
+        use crate::follow::remote::{GitAuth, HttpAuth, SshAuth};
+        let http = match (&self.git_token_file, &self.git_password_file) {
+            (Some(file), _) => Some(HttpAuth::from_file(
+                self.git_username.as_deref().unwrap_or("git"),
+                file,
+            )?),
+            (None, Some(file)) => Some(HttpAuth::from_file(
+                self.git_username.as_deref().unwrap_or_default(),
+                file,
+            )?),
+            (None, None) => None,
+        };
+        for file in [&self.git_ssh_key, &self.git_known_hosts, &self.git_ca_file]
+            .into_iter()
+            .flatten()
+        {
+            std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?;
+        }
+        Ok(GitAuth {
+            ssh: SshAuth {
+                key: self.git_ssh_key.clone(),
+                known_hosts: self.git_known_hosts.clone(),
+                ..SshAuth::default()
+            },
+            http,
+            ca_file: self.git_ca_file.clone(),
+        })
+    }
 }
 
 fn now_unix() -> u64 {
@@ -102,14 +182,25 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let kubeconfig = Arc::new(located.kubeconfig);
     let (repo, remote) = match crate::follow::remote::Location::parse(&args.repo)? {
         crate::follow::remote::Location::Local(path) => {
+            if args.git.given() {
+                return Err(crate::flags::UsageError(format!(
+                    "--repo {} is a local repository: the --git-* credentials are for a remote URL",
+                    path.display()
+                ))
+                .into());
+            }
             // Fail early with a clear message rather than inside the loop.
             crate::follow::branch_head(&path, &args.branch)?;
             (path, None)
         }
         // Created here, fetched by the loop (where a failure is retried, not fatal).
         crate::follow::remote::Location::Remote(url) => {
+            let auth = args.git.load()?;
             let mirror = crate::follow::remote::Mirror::open(&url, &args.state_dir)?;
-            (mirror.path, Some(url))
+            (
+                mirror.path,
+                Some(crate::follow::remote::Remote { url, auth }),
+            )
         }
     };
     let opts = RunOptions {

@@ -26,6 +26,18 @@ impl Daemon {
         secret: &Path,
         poll: &str,
     ) -> Daemon {
+        Self::start_with(repo, kubeconfig, state, secret, poll, &[])
+    }
+
+    /// [`Daemon::start`] with more flags.
+    pub fn start_with(
+        repo: impl AsRef<OsStr>,
+        kubeconfig: &Path,
+        state: &Path,
+        secret: &Path,
+        poll: &str,
+        extra: &[&OsStr],
+    ) -> Daemon {
         let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
             .args(["run", "--repo"])
             .arg(repo)
@@ -36,6 +48,7 @@ impl Daemon {
             .args(["--listen", "127.0.0.1:0", "--poll", poll])
             .args(["--log-format", "json", "--webhook-secret-file"])
             .arg(secret)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
