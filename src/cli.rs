@@ -28,6 +28,7 @@ Exit codes:
 #[command(
     name = "gitfleet",
     version,
+    long_version = crate::build_info::LONG_VERSION,
     about = "A Git repository as the hub of a Kubernetes fleet (KubeFleet and OCM placements)",
     after_help = EXIT_CODES
 )]
@@ -128,6 +129,40 @@ pub enum Command {
     /// daemon uses (verified in-process: no git, no gpg).
     #[command(after_help = crate::approvals::command::VERIFY_AFTER_HELP)]
     VerifyApproval(crate::approvals::command::VerifyApprovalArgs),
+    /// Print gitfleet's version, the commit it was built from and when.
+    #[command(after_help = OTHER_EXIT_CODES)]
+    Version(VersionArgs),
+    /// Print a shell completion script: `source <(gitfleet completion bash)`, or write it where
+    /// the shell reads completions (zsh: a `_gitfleet` file on $fpath; fish:
+    /// ~/.config/fish/completions/gitfleet.fish).
+    #[command(after_help = OTHER_EXIT_CODES)]
+    Completion(CompletionArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub output: VersionFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum VersionFormat {
+    Text,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    #[arg(value_enum)]
+    pub shell: CompletionShell,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 const RUN_EXIT_CODES: &str = "\
@@ -246,7 +281,14 @@ pub struct PlanArgs {
     /// Only diff these clusters' manifests (repeatable; all by default).
     #[arg(long = "cluster")]
     pub clusters: Vec<String>,
-    #[arg(long, value_enum, default_value = "text")]
+    /// Output format (`-o`/`--output` as on the other commands, or `--format`).
+    #[arg(
+        short = 'o',
+        long = "format",
+        visible_alias = "output",
+        value_enum,
+        default_value = "text"
+    )]
     pub format: PlanFormat,
     /// Lines of context in diffs.
     #[arg(long, default_value_t = 3)]
@@ -458,6 +500,8 @@ pub fn main() -> ExitCode {
         Command::Sim(args) => sim(args),
         Command::Approve(args) => crate::approvals::command::approve(&args),
         Command::VerifyApproval(args) => crate::approvals::command::verify_approval(&args),
+        Command::Version(args) => version(&args),
+        Command::Completion(args) => completion(&args),
     };
     match result {
         Ok(code) => code,
@@ -483,6 +527,36 @@ fn usage_exit(e: &clap::Error) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+fn version(args: &VersionArgs) -> Result<ExitCode> {
+    let build = crate::build_info::BUILD;
+    match args.output {
+        VersionFormat::Text => println!(
+            "gitfleet {}\ncommit:     {}\nbuild date: {}",
+            build.version, build.commit, build.build_date
+        ),
+        VersionFormat::Json => println!("{}", serde_json::to_string_pretty(&build)?),
+        VersionFormat::Yaml => print!("{}", crate::yaml::to_string(&build)?),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn completion(args: &CompletionArgs) -> Result<ExitCode> {
+    use clap::CommandFactory;
+    use clap_complete::Shell;
+    let shell = match args.shell {
+        CompletionShell::Bash => Shell::Bash,
+        CompletionShell::Zsh => Shell::Zsh,
+        CompletionShell::Fish => Shell::Fish,
+    };
+    clap_complete::generate(
+        shell,
+        &mut Cli::command(),
+        "gitfleet",
+        &mut std::io::stdout(),
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn sim(args: SimArgs) -> Result<ExitCode> {

@@ -781,3 +781,45 @@ fn usage_errors_exit_64_on_every_command_and_help_exits_0() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn version_completion_and_plan_output_follow_cli_conventions() {
+    let v = gitfleet(&["version", "-o", "json"]);
+    assert_eq!(v.code, 0, "{}", v.stderr);
+    let info: serde_json::Value = serde_json::from_str(&v.stdout).unwrap();
+    assert_eq!(info["version"], env!("CARGO_PKG_VERSION"));
+    // Built from this repository: the commit is a sha (maybe with -dirty), not "unknown".
+    let commit = info["commit"].as_str().unwrap();
+    assert!(
+        commit.len() >= 40 && commit[..40].bytes().all(|b| b.is_ascii_hexdigit()),
+        "{commit}"
+    );
+    assert!(info["buildDate"].as_str().unwrap().ends_with('Z'), "{info}");
+    let long = gitfleet(&["--version"]);
+    assert!(long.stdout.contains(&commit[..12]), "{}", long.stdout);
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef gitfleet"),
+        ("fish", "complete -c gitfleet"),
+    ] {
+        let c = gitfleet(&["completion", shell]);
+        assert_eq!(c.code, 0, "{shell}: {}", c.stderr);
+        assert!(c.stdout.contains(marker), "{shell}");
+        assert!(c.stdout.contains("verify-approval"), "{shell}");
+    }
+    assert_eq!(gitfleet(&["completion", "tcsh"]).code, 64);
+    // plan takes -o like every other command (an unreadable repo is exit 1 after parsing).
+    let dir = tempfile::tempdir().unwrap();
+    let p = gitfleet(&[
+        "plan",
+        "--repo",
+        &dir.path().display().to_string(),
+        "--base",
+        "a",
+        "--head",
+        "b",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(p.code, 1, "{}", p.stderr);
+}
