@@ -140,8 +140,11 @@ pub fn sim_http(data: &[u8]) {
     });
 }
 
+/// A fuzz target: bytes in, a panic if an invariant fails.
+pub type Target = fn(&[u8]);
+
 /// The targets by name, as `fuzz/fuzz_targets/` and the corpus folders name them.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("analyze", analyze),
     ("webhook", webhook),
     ("approval", approval),

@@ -345,6 +345,7 @@ fn a_token_from_a_file_reaches_the_git_server_and_nothing_else() {
             OsStr::new("--git-ca-file"),
             ca.ca_cert.as_os_str(),
         ],
+        &[],
     );
     let mut logs: Vec<String> = Vec::new();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);

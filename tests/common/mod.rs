@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod git_http;
 pub mod kubectl;
 pub mod members;
+pub mod signing;
 pub mod sim;
 pub mod testbed;
 
