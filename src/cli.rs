@@ -1,7 +1,7 @@
 //! The `gitfleet` command line: parse arguments, call the library, print. Thin by design.
 
 use crate::catalog::{Catalog, Diagnostic};
-use crate::flags::{parse_timeout, PushArgs};
+use crate::flags::{parse_timeout, KubeconfigArgs, PushArgs, UsageError, EX_USAGE};
 use crate::model::member::MEMBER_NAME_LABEL;
 use crate::model::Labels;
 use crate::model::{PlacementKey, PlacementKind};
@@ -21,19 +21,62 @@ Exit codes:
   0  success
   1  the commit is invalid (every diagnostic is printed) or the request cannot be met
      (unknown placement, an override that fails for this cluster)
-  2  bad command line
-  3  the repository, revision or path cannot be read";
+  3  the repository, revision or path cannot be read
+  64 bad command line (unknown flag, missing or invalid value)";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "gitfleet",
     version,
+    long_version = crate::build_info::LONG_VERSION,
     about = "A Git repository as the hub of a Kubernetes fleet (KubeFleet and OCM placements)",
     after_help = EXIT_CODES
 )]
 pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Flags every command takes, before or after its name.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Log lines on stderr: text, or one JSON object per line (`GITFLEET_LOG=debug` for more).
+    #[arg(
+        long,
+        global = true,
+        env = "GITFLEET_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: crate::flags::LogFormat,
+    /// Colours in output for people (plan's diffs, log levels): `auto` when the stream is a
+    /// terminal and NO_COLOR is not set.
+    #[arg(
+        long,
+        global = true,
+        env = "GITFLEET_COLOR",
+        value_enum,
+        default_value = "auto"
+    )]
+    pub color: crate::flags::ColorChoice,
+}
+
+/// Logs go to stderr, with ANSI escapes only when `--color` allows them for stderr (a file or
+/// a log collector gets plain text).
+fn init_logging(global: &GlobalArgs) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GITFLEET_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = global.color.for_stream(std::io::stderr().is_terminal());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match global.log_format {
+        crate::flags::LogFormat::Text => builder.with_ansi(ansi).try_init(),
+        crate::flags::LogFormat::Json => builder.json().with_ansi(false).try_init(),
+    };
 }
 
 #[derive(Debug, Subcommand)]
@@ -64,14 +107,18 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Follow a branch and roll every commit out to the members (the daemon): RollingUpdate
     /// pacing, status API, metrics and webhook on --listen, state in --state-dir.
+    #[command(after_help = RUN_EXIT_CODES)]
     Run(crate::daemon::command::RunArgs),
     /// Show the placements of a running daemon: a table, or one placement described.
+    #[command(after_help = OTHER_EXIT_CODES)]
     Status(crate::daemon::command::StatusArgs),
     /// Try gitfleet on one machine: writes the sample fleet repository, serves its eight
     /// members with the simulator, runs the daemon on it and prints the rollout as it happens.
+    #[command(after_help = OTHER_EXIT_CODES)]
     Quickstart(crate::quickstart::QuickstartArgs),
     /// Serve simulated member clusters that speak the Kubernetes API over HTTP on loopback, one
     /// port each, for trying gitfleet and kubectl on one machine. Runs until Ctrl-C.
+    #[command(after_help = OTHER_EXIT_CODES)]
     Sim(SimArgs),
     /// Approve a staged update run's approval request: a signed tag `gitfleet/approve/<request>`
     /// on the commit the run was initialised at, made by `git tag -s` with your own signing
@@ -82,7 +129,54 @@ pub enum Command {
     /// daemon uses (verified in-process: no git, no gpg).
     #[command(after_help = crate::approvals::command::VERIFY_AFTER_HELP)]
     VerifyApproval(crate::approvals::command::VerifyApprovalArgs),
+    /// Print gitfleet's version, the commit it was built from and when.
+    #[command(after_help = OTHER_EXIT_CODES)]
+    Version(VersionArgs),
+    /// Print a shell completion script: `source <(gitfleet completion bash)`, or write it where
+    /// the shell reads completions (zsh: a `_gitfleet` file on $fpath; fish:
+    /// ~/.config/fish/completions/gitfleet.fish).
+    #[command(after_help = OTHER_EXIT_CODES)]
+    Completion(CompletionArgs),
 }
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub output: VersionFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum VersionFormat {
+    Text,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    #[arg(value_enum)]
+    pub shell: CompletionShell,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+const RUN_EXIT_CODES: &str = "\
+Exit codes:
+  0  stopped by a signal (or, with --once, the head is served and settled)
+  1  cannot start (unreadable kubeconfig, repository or state, address in use), or with --once
+     the head is rejected or a push failed
+  64 bad command line (unknown flag, missing or invalid value)";
+
+const OTHER_EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  error (the message says which)
+  64 bad command line (unknown flag, missing or invalid value)";
 
 const APPLY_EXIT_CODES: &str = "\
 Exit codes:
@@ -90,8 +184,8 @@ Exit codes:
   1  the commit is invalid (nothing is applied), or something failed: a member unreachable
      within the retry budget, a request refused (e.g. a 409 field conflict), an object not taken
      over, drifted (whenToApply IfNotDrifted), or a placement that cannot be rendered
-  2  bad command line
-  3  the repository, revision or path cannot be read";
+  3  the repository, revision or path cannot be read
+  64 bad command line (unknown flag, missing or invalid value)";
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ApplyFormat {
@@ -103,10 +197,8 @@ pub enum ApplyFormat {
 pub struct ApplyArgs {
     #[command(flatten)]
     pub commit: CommitArgs,
-    /// Kubeconfig with one context per member (the member's name, or the context its
-    /// `gitfleet.io/kubeconfig-context` annotation names).
-    #[arg(long)]
-    pub kubeconfig: PathBuf,
+    #[command(flatten)]
+    pub kubeconfig: KubeconfigArgs,
     /// Inventory file (as for `schedule`), or `live` to ask the members through --kubeconfig
     /// first. Without it every declared member counts as healthy.
     #[arg(long, value_name = "FILE|live")]
@@ -157,7 +249,9 @@ Exit codes:
   0  no change to the fleet
   1  error: the head commit is invalid (its diagnostics come first), fails to render for a
      cluster (an override that cannot apply), or an input is unreadable
-  2  the head changes the fleet";
+  2  the head changes the fleet
+  64 bad command line (unknown flag, missing or invalid value): never 2, so a CI step that
+     accepts 2 (`gitfleet plan … || [ $? -eq 2 ]`) still fails on a typo";
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum PlanFormat {
@@ -196,7 +290,14 @@ pub struct PlanArgs {
     /// Only diff these clusters' manifests (repeatable; all by default).
     #[arg(long = "cluster")]
     pub clusters: Vec<String>,
-    #[arg(long, value_enum, default_value = "text")]
+    /// Output format (`-o`/`--output` as on the other commands, or `--format`).
+    #[arg(
+        short = 'o',
+        long = "format",
+        visible_alias = "output",
+        value_enum,
+        default_value = "text"
+    )]
     pub format: PlanFormat,
     /// Lines of context in diffs.
     #[arg(long, default_value_t = 3)]
@@ -232,9 +333,9 @@ pub struct InventoryArgs {
     /// properties.
     #[arg(long, value_name = "FILE|live")]
     pub inventory: Option<InventorySource>,
-    /// Kubeconfig with a context per member (required by `--inventory live`).
-    #[arg(long, env = "GITFLEET_KUBECONFIG", required_if_eq("inventory", "live"))]
-    pub kubeconfig: Option<PathBuf>,
+    /// How `--inventory live` reaches the members.
+    #[command(flatten)]
+    pub kubeconfig: KubeconfigArgs,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -279,17 +380,15 @@ Exit codes:
   0  the inventory is printed (members that did not answer are listed healthy: false, with the
      error)
   1  nothing could be asked (unreadable kubeconfig or price table) or the commit is invalid
-  2  bad command line
-  3  the repository, revision or path cannot be read";
+  3  the repository, revision or path cannot be read
+  64 bad command line (unknown flag, missing or invalid value)";
 
 #[derive(Debug, Args)]
 pub struct InventoryCmdArgs {
     #[command(flatten)]
     pub commit: CommitArgs,
-    /// Kubeconfig with a context per member: the member's name, or the context its annotation
-    /// `gitfleet.io/kubeconfig-context` names.
-    #[arg(long, env = "GITFLEET_KUBECONFIG")]
-    pub kubeconfig: PathBuf,
+    #[command(flatten)]
+    pub kubeconfig: KubeconfigArgs,
     #[command(flatten)]
     pub probe: ProbeArgs,
     /// Output format.
@@ -394,12 +493,17 @@ fn parse_labels(s: &str) -> Result<Labels, String> {
 struct SourceFailure(#[from] crate::source::SourceError);
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_exit(&e),
+    };
+    init_logging(&cli.global);
+    let color = cli.global.color;
     let result = match cli.command {
         Command::Validate(args) => validate(&args),
         Command::Schedule(args) => schedule(&args),
         Command::Render(args) => render(&args),
-        Command::Plan(args) => plan(&args),
+        Command::Plan(args) => plan(&args, color),
         Command::Inventory(args) => inventory(&args),
         Command::Apply(args) => apply(&args),
         Command::Run(args) => crate::daemon::command::run(&args),
@@ -408,6 +512,8 @@ pub fn main() -> ExitCode {
         Command::Sim(args) => sim(args),
         Command::Approve(args) => crate::approvals::command::approve(&args),
         Command::VerifyApproval(args) => crate::approvals::command::verify_approval(&args),
+        Command::Version(args) => version(&args),
+        Command::Completion(args) => completion(&args),
     };
     match result {
         Ok(code) => code,
@@ -415,11 +521,54 @@ pub fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             if e.downcast_ref::<SourceFailure>().is_some() {
                 ExitCode::from(3)
+            } else if e.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(EX_USAGE)
             } else {
                 ExitCode::from(1)
             }
         }
     }
+}
+
+/// clap's verdict on the command line: `--help` and `--version` print to stdout and exit 0;
+/// every other case is a usage error, exit [`EX_USAGE`] (clap itself would exit 2).
+fn usage_exit(e: &clap::Error) -> ExitCode {
+    let _ = e.print();
+    if e.use_stderr() {
+        ExitCode::from(EX_USAGE)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn version(args: &VersionArgs) -> Result<ExitCode> {
+    let build = crate::build_info::BUILD;
+    match args.output {
+        VersionFormat::Text => println!(
+            "gitfleet {}\ncommit:     {}\nbuild date: {}",
+            build.version, build.commit, build.build_date
+        ),
+        VersionFormat::Json => println!("{}", serde_json::to_string_pretty(&build)?),
+        VersionFormat::Yaml => print!("{}", crate::yaml::to_string(&build)?),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn completion(args: &CompletionArgs) -> Result<ExitCode> {
+    use clap::CommandFactory;
+    use clap_complete::Shell;
+    let shell = match args.shell {
+        CompletionShell::Bash => Shell::Bash,
+        CompletionShell::Zsh => Shell::Zsh,
+        CompletionShell::Fish => Shell::Fish,
+    };
+    clap_complete::generate(
+        shell,
+        &mut Cli::command(),
+        "gitfleet",
+        &mut std::io::stdout(),
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn sim(args: SimArgs) -> Result<ExitCode> {
@@ -508,18 +657,13 @@ fn run_schedule(cat: &Catalog, inputs: &ScheduleInputs) -> Result<Vec<PlacementS
 /// or none. Members that do not answer a live probe are listed unhealthy and named on stderr.
 /// Must not be called from inside a tokio runtime (it runs its own for the probe).
 pub fn load_inventory(args: &InventoryArgs, cats: &[&Catalog]) -> Result<Option<Inventory>> {
-    load_inventory_from(
-        args.inventory.as_ref(),
-        args.kubeconfig.as_deref(),
-        &args.probe,
-        cats,
-    )
+    load_inventory_from(args.inventory.as_ref(), &args.kubeconfig, &args.probe, cats)
 }
 
 /// [`load_inventory`] from its parts (`apply` always has a kubeconfig).
 pub fn load_inventory_from(
     source: Option<&InventorySource>,
-    kubeconfig: Option<&Path>,
+    kubeconfig: &KubeconfigArgs,
     probe: &ProbeArgs,
     cats: &[&Catalog],
 ) -> Result<Option<Inventory>> {
@@ -531,7 +675,6 @@ pub fn load_inventory_from(
             Ok(Some(Inventory::parse(&path.display().to_string(), &text)?))
         }
         Some(InventorySource::Live) => {
-            let kubeconfig = kubeconfig.context("--inventory live needs --kubeconfig")?;
             let inventory = live_inventory(cats, kubeconfig, probe)?;
             for c in inventory.clusters.iter().filter(|c| !c.healthy) {
                 eprintln!(
@@ -546,8 +689,13 @@ pub fn load_inventory_from(
 }
 
 /// Probes the members of `cats` through `kubeconfig`; errors only when nothing could be asked.
-fn live_inventory(cats: &[&Catalog], kubeconfig: &Path, probe: &ProbeArgs) -> Result<Inventory> {
-    use crate::members::inventory::{collect, members_of, Options, PriceTable};
+fn live_inventory(
+    cats: &[&Catalog],
+    kubeconfig: &KubeconfigArgs,
+    probe: &ProbeArgs,
+) -> Result<Inventory> {
+    use crate::members::inventory::{collect_with, members_of, Options, PriceTable};
+    let located = kubeconfig.load()?;
     let prices = match &probe.prices {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -566,7 +714,12 @@ fn live_inventory(cats: &[&Catalog], kubeconfig: &Path, probe: &ProbeArgs) -> Re
         .enable_all()
         .build()
         .context("cannot start the runtime that probes members")?;
-    Ok(runtime.block_on(collect(&members, kubeconfig, &options))?)
+    Ok(runtime.block_on(collect_with(
+        &members,
+        std::sync::Arc::new(located.kubeconfig),
+        &located.name,
+        &options,
+    )))
 }
 
 fn inventory(args: &InventoryCmdArgs) -> Result<ExitCode> {
@@ -793,7 +946,7 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn plan(args: &PlanArgs) -> Result<ExitCode> {
+fn plan(args: &PlanArgs, color: crate::flags::ColorChoice) -> Result<ExitCode> {
     // Unreadable inputs are plain errors here (exit 1), as the plan's exit codes say.
     let read_rev = |rev: &str| read_commit(&args.repo, rev, &args.path).map_err(|e| anyhow!(e));
     let base = read_rev(&args.base)?;
@@ -873,7 +1026,7 @@ fn plan(args: &PlanArgs) -> Result<ExitCode> {
         PlanFormat::Markdown => crate::plan::format::markdown(&plan, args.max_bytes),
         PlanFormat::Text => {
             use std::io::IsTerminal;
-            crate::plan::format::text(&plan, std::io::stdout().is_terminal())
+            crate::plan::format::text(&plan, color.for_stream(std::io::stdout().is_terminal()))
         }
     };
     let mut out = std::io::stdout().lock();
@@ -931,7 +1084,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
     };
     let inventory = load_inventory_from(
         args.inventory.as_ref(),
-        Some(&args.kubeconfig),
+        &args.kubeconfig,
         &args.probe,
         &[&cat],
     )?;
@@ -993,7 +1146,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         .map(|t| (t.name, t.context))
         .collect();
     let members = crate::push::member_pushes(&decision.work, &decision.sweeps, &contexts);
-    let kubeconfig = crate::members::read_kubeconfig(&args.kubeconfig)?;
+    let kubeconfig = args.kubeconfig.load()?;
     let opts = args.push.options(&commit.commit);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -1007,8 +1160,8 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         })
         .collect();
     let records = runtime.block_on(crate::push::fleet::records_of(
-        &kubeconfig,
-        &args.kubeconfig,
+        &kubeconfig.kubeconfig,
+        &kubeconfig.name,
         targets,
         &opts,
     ));
@@ -1047,8 +1200,8 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
             eprintln!("{}: {state}", r.member);
         });
     let mut results = runtime.block_on(crate::push::push_fleet(
-        &kubeconfig,
-        &args.kubeconfig,
+        &kubeconfig.kubeconfig,
+        &kubeconfig.name,
         members,
         &opts,
         progress,
@@ -1312,6 +1465,34 @@ mod tests {
             "0s",
         ])
         .is_err());
+    }
+
+    /// Every `gitfleet run` flag (its own, flattened groups and global ones) can come from the
+    /// environment as `GITFLEET_<FLAG>`, so a Deployment configures it without arguments.
+    #[test]
+    fn every_run_flag_has_a_gitfleet_environment_variable() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        cli.build();
+        let run = cli.find_subcommand("run").expect("run");
+        let mut checked = 0;
+        for arg in run.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if matches!(long, "help" | "version") {
+                continue;
+            }
+            let want = format!("GITFLEET_{}", long.to_uppercase().replace('-', "_"));
+            assert_eq!(
+                arg.get_env().and_then(|e| e.to_str()),
+                Some(want.as_str()),
+                "--{long}"
+            );
+            checked += 1;
+        }
+        assert!(checked >= 20, "only {checked} flags seen");
+        // And the help says so, as clap shows `[env: …]`.
+        let help = run.clone().render_long_help().to_string();
+        assert!(help.contains("[env: GITFLEET_STATE_DIR="), "{help}");
     }
 
     #[test]

@@ -34,6 +34,7 @@
 pub mod analyze;
 pub mod approvals;
 pub mod bench;
+pub mod build_info;
 pub mod catalog;
 pub mod cli;
 pub mod daemon;

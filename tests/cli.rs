@@ -709,3 +709,117 @@ fn plan_reads_inventory_and_bindings_from_a_daemon() {
         run.stderr
     );
 }
+
+/// A usage error must never share plan's "the fleet changes" code (2): the README's CI recipe
+/// accepts 2, so a mistyped flag would pass. Every subcommand, and clap's own errors, exit 64.
+#[test]
+fn usage_errors_exit_64_on_every_command_and_help_exits_0() {
+    use std::process::Command;
+    let commands = [
+        "validate",
+        "schedule",
+        "render",
+        "plan",
+        "inventory",
+        "apply",
+        "run",
+        "status",
+        "quickstart",
+        "sim",
+        "approve",
+        "verify-approval",
+    ];
+    for cmd in commands {
+        let run = gitfleet(&[cmd, "--no-such-flag"]);
+        assert_eq!(run.code, 64, "{cmd} --no-such-flag: {}", run.stderr);
+        assert!(
+            run.stderr.contains("--no-such-flag"),
+            "{cmd}: {}",
+            run.stderr
+        );
+        let help = gitfleet(&[cmd, "--help"]);
+        assert_eq!(help.code, 0, "{cmd} --help: {}", help.stderr);
+        assert!(
+            help.stdout.contains("64 bad command line"),
+            "{cmd} --help says what 64 means: {}",
+            help.stdout
+        );
+    }
+    // A missing required flag, a bad value, no subcommand at all, an unknown subcommand.
+    for args in [
+        &["plan", "--repo", "."][..],
+        &[
+            "apply",
+            "--repo",
+            ".",
+            "--kubeconfig",
+            "k",
+            "--retry-budget",
+            "soon",
+        ],
+        &[],
+        &["deploy"],
+    ] {
+        let run = gitfleet(args);
+        assert_eq!(run.code, 64, "{args:?}: {}", run.stderr);
+    }
+    assert_eq!(gitfleet(&["--version"]).code, 0);
+    assert_eq!(gitfleet(&["--help"]).code, 0);
+    // A usage error found after parsing (flags that need each other) is 64 too.
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args(["verify-approval", "gitfleet/approve/x-before-y"])
+        .env_remove("GITFLEET_TRUSTED_SIGNERS")
+        .env_remove("GITFLEET_TRUSTED_GPG_KEYS")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(64),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn version_completion_and_plan_output_follow_cli_conventions() {
+    let v = gitfleet(&["version", "-o", "json"]);
+    assert_eq!(v.code, 0, "{}", v.stderr);
+    let info: serde_json::Value = serde_json::from_str(&v.stdout).unwrap();
+    assert_eq!(info["version"], env!("CARGO_PKG_VERSION"));
+    // Built from this repository: the commit is a sha (maybe with -dirty), not "unknown".
+    let commit = info["commit"].as_str().unwrap();
+    assert!(
+        commit.len() >= 40 && commit[..40].bytes().all(|b| b.is_ascii_hexdigit()),
+        "{commit}"
+    );
+    assert!(info["buildDate"].as_str().unwrap().ends_with('Z'), "{info}");
+    let long = gitfleet(&["--version"]);
+    assert!(long.stdout.contains(&commit[..12]), "{}", long.stdout);
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef gitfleet"),
+        ("fish", "complete -c gitfleet"),
+    ] {
+        let c = gitfleet(&["completion", shell]);
+        assert_eq!(c.code, 0, "{shell}: {}", c.stderr);
+        assert!(c.stdout.contains(marker), "{shell}");
+        assert!(c.stdout.contains("verify-approval"), "{shell}");
+    }
+    assert_eq!(gitfleet(&["completion", "tcsh"]).code, 64);
+    // plan takes -o like every other command (an unreadable repo is exit 1 after parsing).
+    let dir = tempfile::tempdir().unwrap();
+    let p = gitfleet(&[
+        "plan",
+        "--repo",
+        &dir.path().display().to_string(),
+        "--base",
+        "a",
+        "--head",
+        "b",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(p.code, 1, "{}", p.stderr);
+}

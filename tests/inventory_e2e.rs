@@ -373,15 +373,38 @@ fn nothing_to_ask_is_an_error_and_a_missing_context_only_fails_its_member() {
         bad.stderr
     );
 
-    let no_kubeconfig = gitfleet(&[
-        "schedule",
-        "--repo",
-        repo.path().to_str().unwrap(),
-        "--inventory",
-        "live",
-    ]);
-    assert_eq!(no_kubeconfig.code, 2, "{}", no_kubeconfig.stderr);
-    assert!(no_kubeconfig.stderr.contains("--kubeconfig"));
+    // Without --kubeconfig, as kubectl: the files KUBECONFIG lists, else ~/.kube/config; with
+    // none of them there, nothing can be asked and the message says where it looked.
+    let home = tempfile::tempdir().unwrap();
+    let without_flag = |kubeconfig_env: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gitfleet"));
+        cmd.args(["schedule", "--repo", repo.path().to_str().unwrap()])
+            .args(["--inventory", "live"])
+            .env_remove("GITFLEET_KUBECONFIG")
+            .env_remove("KUBECONFIG")
+            .env("HOME", home.path());
+        if let Some(v) = kubeconfig_env {
+            cmd.env("KUBECONFIG", v);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = without_flag(Some("/nonexistent/a:/nonexistent/b"));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("none of the files KUBECONFIG lists exists"),
+        "{stderr}"
+    );
+    let (code, stderr) = without_flag(None);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains(".kube/config"), "{stderr}");
+    // KUBECONFIG naming a missing file and the real one: the missing one is skipped.
+    let listed = format!("/nonexistent/a:{}", members.kubeconfig.display());
+    let (code, stderr) = without_flag(Some(&listed));
+    assert_eq!(code, Some(0), "{stderr}");
 
     // A member whose context the kubeconfig lacks is unhealthy; the rest answer.
     repo.write("members/ghost.yaml", &member("ghost", ""));

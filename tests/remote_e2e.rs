@@ -262,3 +262,153 @@ fn the_daemon_fetches_on_the_webhook_and_outlives_a_server_that_is_down() {
     });
     assert!(daemon.alive());
 }
+
+/// The token for an HTTPS remote comes from a file and goes to the Git server in-process: it is
+/// in no process's command line, no log line (even at debug level), the status API or the
+/// metrics. The server (git http-backend behind basic auth) refuses a fetch without it.
+#[test]
+fn a_token_from_a_file_reaches_the_git_server_and_nothing_else() {
+    use std::ffi::OsStr;
+    const TOKEN: &str = "tok-9f3c1e7a-SECRET";
+    let sim = SimFleet::start(FLEET);
+    let remote = Remote::new();
+    remote.push("1", false);
+    let ca = common::git_http::TestCa::new();
+    let server = common::git_http::GitHttp::start(
+        remote.bare.path().parent().unwrap(),
+        "fleet-bot",
+        TOKEN,
+        &ca,
+    );
+    let name = remote.bare.path().file_name().unwrap().to_str().unwrap();
+    let url = format!("{}/{name}", server.base);
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, "tok-wrong-SECRET\n").unwrap();
+
+    let ca_file = ca.ca_cert.to_str().unwrap();
+    // Without credentials, and with the wrong ones, the server refuses: the fetch fails, named.
+    let run = gitfleet(&[
+        "run",
+        "--once",
+        "--repo",
+        &url,
+        "--kubeconfig",
+        sim.kubeconfig.to_str().unwrap(),
+        "--state-dir",
+        dir.path().join("s0").to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--git-ca-file",
+        ca_file,
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("cannot fetch"), "{}", run.stderr);
+    let run = gitfleet(&[
+        "run",
+        "--once",
+        "--repo",
+        &url,
+        "--kubeconfig",
+        sim.kubeconfig.to_str().unwrap(),
+        "--state-dir",
+        dir.path().join("s1").to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--git-username",
+        "fleet-bot",
+        "--git-password-file",
+        wrong.to_str().unwrap(),
+        "--git-ca-file",
+        ca_file,
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("cannot fetch"), "{}", run.stderr);
+    assert!(!run.stderr.contains("tok-wrong"), "{}", run.stderr);
+
+    // With the token file the daemon fetches and rolls out.
+    let hook = dir.path().join("hook");
+    std::fs::write(&hook, "hook-secret\n").unwrap();
+    let daemon = common::daemon::Daemon::start_with(
+        &url,
+        &sim.kubeconfig,
+        &dir.path().join("state"),
+        &hook,
+        "60m",
+        &[
+            OsStr::new("--git-token-file"),
+            token.as_os_str(),
+            OsStr::new("--git-username"),
+            OsStr::new("fleet-bot"),
+            OsStr::new("--git-ca-file"),
+            ca.ca_cert.as_os_str(),
+        ],
+        &[],
+    );
+    let mut logs: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !["alpha", "bravo"]
+        .iter()
+        .all(|m| config_version(&sim, m) == "1")
+    {
+        logs.extend(daemon.lines.try_iter());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the commit fetched over HTTP on every member; logs:\n{}",
+            logs.join("\n")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !server.seen.lock().unwrap().is_empty(),
+        "the server saw credentials"
+    );
+
+    // The process list: every process's command line and the daemon's environment.
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        for file in ["cmdline", "environ"] {
+            if file == "environ" && entry.file_name() != *daemon.child.id().to_string() {
+                continue;
+            }
+            if let Ok(bytes) = std::fs::read(entry.path().join(file)) {
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains(TOKEN),
+                    "{:?} {file}",
+                    entry.path()
+                );
+            }
+        }
+    }
+    // The status API, `gitfleet status` and the metrics.
+    for path in ["/api/v1/placements", "/metrics", "/api/v1/inventory"] {
+        let body = http_get(&daemon.addr, path);
+        assert!(body.starts_with("HTTP/1.1 200"), "{path}: {body}");
+        assert!(!body.contains(TOKEN), "{path}: {body}");
+    }
+    let status = gitfleet(&["status", "--server", &daemon.addr, "-o", "json"]);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert!(!status.stdout.contains(TOKEN) && !status.stderr.contains(TOKEN));
+    // The logs, so far: the daemon logged the fetch and the rollout, never the token.
+    logs.extend(daemon.lines.try_iter());
+    assert!(!logs.is_empty());
+    for line in &logs {
+        assert!(!line.contains(TOKEN), "{line}");
+    }
+}
+
+/// A plain HTTP GET of `path` on the daemon (`http://host:port`): status line, headers, body.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let host = addr.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text
+}

@@ -116,8 +116,8 @@ const VERIFY_EXIT_CODES: &str = "\
 Exit codes:
   0  the tag approves its request
   1  the tag is rejected (the reason is printed)
-  2  bad command line
-  3  the repository, tag or trust files cannot be read";
+  3  the repository, tag or trust files cannot be read
+  64 bad command line (unknown flag, missing or invalid value, no trust file)";
 
 pub const VERIFY_AFTER_HELP: &str = VERIFY_EXIT_CODES;
 
@@ -132,7 +132,10 @@ fn tag_name(given: &str) -> String {
 
 pub fn verify_approval(args: &VerifyApprovalArgs) -> Result<ExitCode> {
     if !args.trust.given() {
-        bail!("give --trusted-signers and/or --trusted-gpg-keys: nothing is trusted otherwise");
+        return Err(crate::flags::UsageError(
+            "give --trusted-signers and/or --trusted-gpg-keys: nothing is trusted otherwise".into(),
+        )
+        .into());
     }
     match judge_tag(args) {
         Ok(verdict) => print_verdict(args.output, &verdict),
@@ -222,7 +225,7 @@ pub const APPROVE_AFTER_HELP: &str = "\
 Exit codes:
   0  the signed tag was made (and pushed)
   1  the daemon has no such request (or it is approved already), or git could not sign or push
-  2  bad command line";
+  64 bad command line (unknown flag, missing or invalid value)";
 
 /// The approval requests that exist, where they were read from, and those approved already
 /// (by request key: who, when).

@@ -14,12 +14,6 @@ use super::deliver::PushDeliverer;
 use super::{Daemon, RunOptions};
 use crate::members::inventory::Options as ProbeOptions;
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The git repository to follow: a local path (a clone or a bare repository; pushes into it
@@ -28,41 +22,40 @@ pub struct RunArgs {
     #[arg(long, env = "GITFLEET_REPO")]
     pub repo: String,
     /// Branch to follow.
-    #[arg(long, default_value = "main")]
+    #[arg(long, env = "GITFLEET_BRANCH", default_value = "main")]
     pub branch: String,
     /// Folder of the repository holding the fleet (default: the whole tree).
-    #[arg(long, default_value = "")]
+    #[arg(long, env = "GITFLEET_PATH", default_value = "")]
     pub path: String,
-    /// Kubeconfig with one context per member.
-    #[arg(long, env = "GITFLEET_KUBECONFIG")]
-    pub kubeconfig: PathBuf,
+    #[command(flatten)]
+    pub kubeconfig: crate::flags::KubeconfigArgs,
     /// Where the daemon keeps what must survive a restart (created if missing).
-    #[arg(long)]
+    #[arg(long, env = "GITFLEET_STATE_DIR")]
     pub state_dir: PathBuf,
     /// Address of the status API, metrics and webhook.
-    #[arg(long, default_value = "127.0.0.1:7070")]
+    #[arg(long, env = "GITFLEET_LISTEN", default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
     /// How often to look at the branch and the members without being told (e.g. 30s, 2m).
-    #[arg(long, default_value = "30s", value_parser = crate::flags::parse_duration)]
+    #[arg(long, env = "GITFLEET_POLL", default_value = "30s", value_parser = crate::flags::parse_duration)]
     pub poll: Duration,
     /// How often everything delivered is re-applied (a no-op where nothing changed), the
     /// backstop for changes on members that the watches missed (e.g. 10m, 1h).
-    #[arg(long, default_value = "10m", value_parser = crate::flags::parse_duration)]
+    #[arg(long, env = "GITFLEET_RESYNC", default_value = "10m", value_parser = crate::flags::parse_duration)]
     pub resync: Duration,
     /// File holding the webhook secret; enables `POST /hooks/git`.
-    #[arg(long)]
+    #[arg(long, env = "GITFLEET_WEBHOOK_SECRET_FILE")]
     pub webhook_secret_file: Option<PathBuf>,
     /// Reconcile the head until the rollout settles or has to wait, then exit (1 if the head is
     /// rejected or a push failed).
-    #[arg(long)]
+    #[arg(long, env = "GITFLEET_ONCE")]
     pub once: bool,
-    #[arg(long, value_enum, default_value = "text")]
-    pub log_format: LogFormat,
     #[command(flatten)]
     pub push: crate::flags::PushArgs,
+    #[command(flatten)]
+    pub git: GitCredentialArgs,
     /// How long one member may take to answer its inventory probe (e.g. 10s; a bare number is
     /// seconds).
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::flags::parse_timeout)]
+    #[arg(long, env = "GITFLEET_MEMBER_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = crate::flags::parse_timeout)]
     pub member_timeout: Duration,
     /// Who may approve update runs with signed tags (and sign heads, with --verify-commits).
     #[command(flatten)]
@@ -75,16 +68,82 @@ pub struct RunArgs {
     pub deletion_guard: crate::flags::DeletionGuardArgs,
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("GITFLEET_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
+/// How a remote `--repo` is authenticated to. Secrets are read from files (a mounted Secret),
+/// never taken as values, so they appear in no process list.
+#[derive(Debug, Args)]
+pub struct GitCredentialArgs {
+    /// Private key for `ssh://` and `git@host:path` remotes (only this key is offered).
+    #[arg(long, env = "GITFLEET_GIT_SSH_KEY", value_name = "FILE")]
+    pub git_ssh_key: Option<PathBuf>,
+    /// known_hosts file for ssh remotes; host keys are always checked strictly (an unknown or
+    /// changed host key is refused, never learnt).
+    #[arg(long, env = "GITFLEET_GIT_KNOWN_HOSTS", value_name = "FILE")]
+    pub git_known_hosts: Option<PathBuf>,
+    /// File holding a token for `https://` remotes, sent as the password of --git-username.
+    #[arg(
+        long,
+        env = "GITFLEET_GIT_TOKEN_FILE",
+        value_name = "FILE",
+        conflicts_with = "git_password_file"
+    )]
+    pub git_token_file: Option<PathBuf>,
+    /// Username for `https://` remotes (with --git-token-file: default `git`; GitHub and GitLab
+    /// take any name with a token).
+    #[arg(long, env = "GITFLEET_GIT_USERNAME", value_name = "NAME")]
+    pub git_username: Option<String>,
+    /// PEM certificates to trust for `https://` remotes besides the system's (a Git host
+    /// behind an internal certificate authority).
+    #[arg(long, env = "GITFLEET_GIT_CA_FILE", value_name = "FILE")]
+    pub git_ca_file: Option<PathBuf>,
+    /// File holding the password of --git-username for `https://` remotes.
+    #[arg(
+        long,
+        env = "GITFLEET_GIT_PASSWORD_FILE",
+        value_name = "FILE",
+        requires = "git_username"
+    )]
+    pub git_password_file: Option<PathBuf>,
+}
+
+impl GitCredentialArgs {
+    fn given(&self) -> bool {
+        self.git_ssh_key.is_some()
+            || self.git_known_hosts.is_some()
+            || self.git_token_file.is_some()
+            || self.git_password_file.is_some()
+            || self.git_ca_file.is_some()
+    }
+
+    /// Reads the secret files now, so a missing or empty one fails at start.
+    pub fn load(&self) -> Result<crate::follow::remote::GitAuth> {
+        use crate::follow::remote::{GitAuth, HttpAuth, SshAuth};
+        let http = match (&self.git_token_file, &self.git_password_file) {
+            (Some(file), _) => Some(HttpAuth::from_file(
+                self.git_username.as_deref().unwrap_or("git"),
+                file,
+            )?),
+            (None, Some(file)) => Some(HttpAuth::from_file(
+                self.git_username.as_deref().unwrap_or_default(),
+                file,
+            )?),
+            (None, None) => None,
+        };
+        for file in [&self.git_ssh_key, &self.git_known_hosts, &self.git_ca_file]
+            .into_iter()
+            .flatten()
+        {
+            std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?;
+        }
+        Ok(GitAuth {
+            ssh: SshAuth {
+                key: self.git_ssh_key.clone(),
+                known_hosts: self.git_known_hosts.clone(),
+                ..SshAuth::default()
+            },
+            http,
+            ca_file: self.git_ca_file.clone(),
+        })
+    }
 }
 
 fn now_unix() -> u64 {
@@ -92,7 +151,6 @@ fn now_unix() -> u64 {
 }
 
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
-    init_logging(args.log_format);
     let webhook_secret = match &args.webhook_secret_file {
         Some(f) => {
             let secret = std::fs::read(f)
@@ -112,24 +170,39 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         None => None,
     };
     if args.verify_commits && !args.trust.given() {
-        bail!("--verify-commits needs --trusted-signers and/or --trusted-gpg-keys");
+        return Err(crate::flags::UsageError(
+            "--verify-commits needs --trusted-signers and/or --trusted-gpg-keys".into(),
+        )
+        .into());
     }
     let verifier = if args.trust.given() || args.trust.approval_policy.is_some() {
         Some(args.trust.load()?)
     } else {
         None
     };
-    let kubeconfig = Arc::new(crate::members::read_kubeconfig(&args.kubeconfig)?);
+    let located = args.kubeconfig.load()?;
+    let kubeconfig = Arc::new(located.kubeconfig);
     let (repo, remote) = match crate::follow::remote::Location::parse(&args.repo)? {
         crate::follow::remote::Location::Local(path) => {
+            if args.git.given() {
+                return Err(crate::flags::UsageError(format!(
+                    "--repo {} is a local repository: the --git-* credentials are for a remote URL",
+                    path.display()
+                ))
+                .into());
+            }
             // Fail early with a clear message rather than inside the loop.
             crate::follow::branch_head(&path, &args.branch)?;
             (path, None)
         }
         // Created here, fetched by the loop (where a failure is retried, not fatal).
         crate::follow::remote::Location::Remote(url) => {
+            let auth = args.git.load()?;
             let mirror = crate::follow::remote::Mirror::open(&url, &args.state_dir)?;
-            (mirror.path, Some(url))
+            (
+                mirror.path,
+                Some(crate::follow::remote::Remote { url, auth }),
+            )
         }
     };
     let opts = RunOptions {
@@ -149,7 +222,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     };
     let deliverer = PushDeliverer {
         kubeconfig,
-        kubeconfig_path: args.kubeconfig.clone(),
+        kubeconfig_path: located.name.clone(),
         probe: ProbeOptions {
             timeout: args.member_timeout,
             ..ProbeOptions::default()

@@ -44,6 +44,16 @@ impl Default for Metrics {
         let rollout_clusters = Family::<Labels, Gauge>::default();
         let approvals_accepted = Counter::default();
         let approval_rejections = Family::<Labels, Counter>::default();
+        let build = crate::build_info::BUILD;
+        registry.register(
+            "build",
+            "The running gitfleet: version, commit and build date (always 1)",
+            prometheus_client::metrics::info::Info::new(vec![
+                ("version".to_string(), build.version.to_string()),
+                ("commit".to_string(), build.commit.to_string()),
+                ("build_date".to_string(), build.build_date.to_string()),
+            ]),
+        );
         let update_runs = Family::<Labels, Gauge>::default();
         registry.register(
             "update_runs",
@@ -162,6 +172,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("gitfleet_commits_seen_total 1"), "{text}");
+        let build = crate::build_info::BUILD;
+        let info = format!(
+            "gitfleet_build_info{{version=\"{}\",commit=\"{}\",build_date=\"{}\"}} 1",
+            build.version, build.commit, build.build_date
+        );
+        assert!(text.contains(&info), "{info}\n{text}");
         assert!(
             text.contains("gitfleet_member_pushes_total{member=\"m1\",outcome=\"applied\"} 1"),
             "{text}"

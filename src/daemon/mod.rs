@@ -103,8 +103,8 @@ pub trait Deliverer: Send + Sync + 'static {
 pub struct RunOptions {
     /// The repository commits are read from: the local one followed, or the mirror of `remote`.
     pub repo: PathBuf,
-    /// The URL followed when `repo` is its mirror (fetched every `poll` and on the webhook).
-    pub remote: Option<String>,
+    /// The remote followed when `repo` is its mirror (fetched every `poll` and on the webhook).
+    pub remote: Option<crate::follow::remote::Remote>,
     pub branch: String,
     pub path: String,
     pub state_dir: PathBuf,
@@ -396,8 +396,9 @@ impl<D: Deliverer> Daemon<D> {
     ) -> Result<()> {
         let mut follower = match &self.opts.remote {
             None => crate::follow::Follower::local(&self.opts.repo, &self.opts.branch)?,
-            Some(url) => crate::follow::Follower::remote(
-                crate::follow::remote::Mirror::open(url, &self.opts.state_dir)?,
+            Some(remote) => crate::follow::Follower::remote(
+                crate::follow::remote::Mirror::open(&remote.url, &self.opts.state_dir)?
+                    .with_auth(remote.auth.clone()),
                 &self.opts.branch,
                 self.opts.poll,
             ),

@@ -40,6 +40,8 @@ pub enum FollowError {
         url: String,
         message: String,
     },
+    #[error("git credentials {path}: {message}")]
+    Credentials { path: PathBuf, message: String },
     #[error("cannot fetch branch {branch:?} from {url}: {message}")]
     Fetch {
         url: String,

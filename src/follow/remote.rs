@@ -74,6 +74,127 @@ pub fn redacted(url: &str) -> String {
     }
 }
 
+/// A remote to follow and how to authenticate to it.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    pub url: String,
+    pub auth: GitAuth,
+}
+
+/// How fetches authenticate: read from files once at start and handed to gix in-process. No
+/// credential is ever put in a URL, an argument or the environment of a child process, in a
+/// log line or an error (its `Debug` is redacted).
+#[derive(Debug, Clone, Default)]
+pub struct GitAuth {
+    /// `ssh://` and scp-like remotes.
+    pub ssh: SshAuth,
+    /// `http(s)://` remotes: basic authentication (a token is the password). gix sends it only
+    /// over `https://` (never in clear text over `http://`).
+    pub http: Option<HttpAuth>,
+    /// `--git-ca-file`: PEM certificates trusted for `https://` remotes besides the system's
+    /// (a Git host behind an internal CA).
+    pub ca_file: Option<PathBuf>,
+}
+
+/// What `ssh` is run with for `ssh://` remotes. Host keys are always checked strictly
+/// (`StrictHostKeyChecking=yes`, never `accept-new`: an unknown host is refused, not learnt)
+/// and nothing is asked interactively (`BatchMode=yes`).
+#[derive(Debug, Clone)]
+pub struct SshAuth {
+    /// `--git-ssh-key`: the private key (only this one is offered: `IdentitiesOnly=yes`).
+    pub key: Option<PathBuf>,
+    /// `--git-known-hosts`: the only known_hosts file consulted.
+    pub known_hosts: Option<PathBuf>,
+    /// The ssh program (`ssh`; tests put a recording stand-in here).
+    pub program: String,
+}
+
+impl Default for SshAuth {
+    fn default() -> Self {
+        Self {
+            key: None,
+            known_hosts: None,
+            program: "ssh".into(),
+        }
+    }
+}
+
+impl SshAuth {
+    /// The command gix runs (as git runs `core.sshCommand`: through `sh -c`, so paths are
+    /// single-quoted). It names files, never their contents.
+    pub fn command(&self) -> String {
+        let mut cmd = vec![
+            quote(&self.program),
+            "-o".into(),
+            "StrictHostKeyChecking=yes".into(),
+            "-o".into(),
+            "BatchMode=yes".into(),
+        ];
+        if let Some(key) = &self.key {
+            cmd.extend([
+                "-i".into(),
+                quote(&key.display().to_string()),
+                "-o".into(),
+                "IdentitiesOnly=yes".into(),
+            ]);
+        }
+        if let Some(hosts) = &self.known_hosts {
+            cmd.extend([
+                "-o".into(),
+                quote(&format!("UserKnownHostsFile={}", hosts.display())),
+                "-o".into(),
+                "GlobalKnownHostsFile=/dev/null".into(),
+            ]);
+        }
+        cmd.join(" ")
+    }
+}
+
+/// `s` as one word for `sh`.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A username and a password (or token) for `http(s)://` remotes.
+#[derive(Clone)]
+pub struct HttpAuth {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for HttpAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpAuth")
+            .field("username", &self.username)
+            .field("password", &"***")
+            .finish()
+    }
+}
+
+impl HttpAuth {
+    /// Reads the secret from `file` (trailing whitespace, such as the newline `echo` or a
+    /// Secret's editor leaves, is not part of it). An empty file is an error: it would send an
+    /// empty password and fail later with a less clear message.
+    pub fn from_file(username: &str, file: &Path) -> Result<Self, FollowError> {
+        let err = |message: String| FollowError::Credentials {
+            path: file.to_path_buf(),
+            message,
+        };
+        let text = std::fs::read_to_string(file).map_err(|e| err(e.to_string()))?;
+        let password = text.trim_end().to_string();
+        if password.is_empty() {
+            return Err(err("the file is empty".into()));
+        }
+        if username.is_empty() {
+            return Err(err("the username is empty".into()));
+        }
+        Ok(Self {
+            username: username.to_string(),
+            password,
+        })
+    }
+}
+
 /// The bare mirror of a remote repository inside the state directory.
 #[derive(Debug, Clone)]
 pub struct Mirror {
@@ -81,6 +202,8 @@ pub struct Mirror {
     pub url: String,
     /// The mirror's git directory.
     pub path: PathBuf,
+    /// How fetches authenticate.
+    pub auth: GitAuth,
 }
 
 /// What one fetch did to the followed branch.
@@ -108,7 +231,13 @@ impl Mirror {
         Ok(Self {
             url: url.to_string(),
             path,
+            auth: GitAuth::default(),
         })
+    }
+
+    /// This mirror, fetched with `auth`.
+    pub fn with_auth(self, auth: GitAuth) -> Self {
+        Self { auth, ..self }
     }
 
     /// Fetches `branch` from the URL into `refs/heads/<branch>` of the mirror, force-updating
@@ -120,7 +249,11 @@ impl Mirror {
             branch: branch.to_string(),
             message,
         };
-        let repo = gix::open(&self.path).map_err(|e| FollowError::Open {
+        // The ssh command is configuration of this open repository only (an API override, not
+        // written to the mirror's config file).
+        let ssh = format!("core.sshCommand={}", self.auth.ssh.command());
+        let options = gix::open::Options::default().config_overrides([ssh.as_str()]);
+        let repo = gix::open_opts(&self.path, options).map_err(|e| FollowError::Open {
             path: self.path.clone(),
             message: e.to_string(),
         })?;
@@ -142,9 +275,32 @@ impl Mirror {
             })
             .map_err(|e| err(chain(&e)))?
             .with_fetch_tags(gix::remote::fetch::Tags::None);
-        let outcome = remote
+        let mut connection = remote
             .connect(gix::remote::Direction::Fetch)
-            .and_then(|c| c.prepare_fetch(gix::progress::Discard, Default::default()))
+            .map_err(|e| err(chain(&e)))?;
+        if let Some(ca) = &self.auth.ca_file {
+            let options = self.http_options(&repo, ca).map_err(err)?;
+            connection.set_transport_options(options);
+        }
+        if let Some(http) = self.auth.http.clone() {
+            // Given to gix when the server asks (401), in-process: never the URL, never a
+            // credential helper's command line. Any other request (store, erase) is ignored.
+            connection.set_credentials(move |action| match action {
+                gix::credentials::helper::Action::Get(ctx) => {
+                    Ok(Some(gix::credentials::protocol::Outcome {
+                        identity: gix::sec::identity::Account {
+                            username: http.username.clone(),
+                            password: http.password.clone(),
+                            oauth_refresh_token: None,
+                        },
+                        next: ctx.into(),
+                    }))
+                }
+                _ => Ok(None),
+            });
+        }
+        let outcome = connection
+            .prepare_fetch(gix::progress::Discard, Default::default())
             .and_then(|p| p.receive(gix::progress::Discard, interrupt))
             .map_err(|e| err(chain(&e)))?;
         let local = format!("refs/heads/{branch}");
@@ -168,6 +324,35 @@ impl Mirror {
         prune_approval_tags(&repo, &remote_tags).map_err(err)?;
         let after = super::branch_head(&self.path, branch)?;
         Ok(Fetched { before, after })
+    }
+}
+
+impl Mirror {
+    /// gix's HTTP options for this URL (from git configuration, as gix would use them) with
+    /// the certificates of `ca` added to the trusted roots of its reqwest client.
+    fn http_options(
+        &self,
+        repo: &gix::Repository,
+        ca: &Path,
+    ) -> Result<Box<dyn std::any::Any>, String> {
+        use gix::protocol::transport::client::blocking_io::http;
+        let pem = std::fs::read(ca).map_err(|e| format!("--git-ca-file {}: {e}", ca.display()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| format!("--git-ca-file {}: {e}", ca.display()))?;
+        let mut options = repo
+            .transport_options(self.url.as_str(), None)
+            .map_err(|e| chain(&e))?
+            .and_then(|o| o.downcast::<http::Options>().ok())
+            .map(|o| *o)
+            .unwrap_or_default();
+        let backend = http::reqwest::Options {
+            configure_client: Some(Box::new(move |builder| {
+                Ok(builder.tls_certs_merge(certs.clone()))
+            })),
+            configure_request: None,
+        };
+        options.backend = Some(std::sync::Arc::new(std::sync::Mutex::new(backend)));
+        Ok(Box::new(options))
     }
 }
 
@@ -358,6 +543,79 @@ mod tests {
             .fetch("release", &AtomicBool::new(false))
             .unwrap_err();
         assert!(e.to_string().contains("no such branch"), "{e}");
+    }
+
+    /// gix runs the ssh command with the key and the known_hosts file given, strict host key
+    /// checking and no prompt; a stand-in for ssh records its arguments (and a path with a
+    /// space in it checks the quoting).
+    #[test]
+    fn ssh_remotes_run_ssh_with_the_key_and_strict_host_key_checking() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let record = dir.path().join("argv");
+        let fake = dir.path().join("fake ssh");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{}'\nexit 255\n",
+                record.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let key = dir.path().join("deploy key");
+        let hosts = dir.path().join("known_hosts");
+        std::fs::write(&key, "not read by gitfleet").unwrap();
+        std::fs::write(&hosts, "").unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mirror = Mirror::open("ssh://git@example.invalid/org/fleet.git", state.path())
+            .unwrap()
+            .with_auth(GitAuth {
+                ssh: SshAuth {
+                    key: Some(key.clone()),
+                    known_hosts: Some(hosts.clone()),
+                    program: fake.display().to_string(),
+                },
+                ..GitAuth::default()
+            });
+        let e = mirror
+            .fetch("main", &AtomicBool::new(false))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot fetch branch"), "{e}");
+        let argv = std::fs::read_to_string(&record).expect("ssh was run");
+        let args: Vec<&str> = argv.lines().collect();
+        let after = |flag: &str| {
+            args.windows(2)
+                .filter(|w| w[0] == flag)
+                .map(|w| w[1])
+                .collect::<Vec<_>>()
+        };
+        assert!(after("-i").contains(&key.to_str().unwrap()), "{args:?}");
+        let options = after("-o");
+        for want in [
+            "StrictHostKeyChecking=yes",
+            "BatchMode=yes",
+            "IdentitiesOnly=yes",
+            &format!("UserKnownHostsFile={}", hosts.display()),
+        ] {
+            assert!(options.contains(&want), "{want}: {args:?}");
+        }
+        assert!(!argv.contains("accept-new"), "{args:?}");
+        assert!(argv.contains("example.invalid"), "{args:?}");
+    }
+
+    #[test]
+    fn secrets_are_not_in_debug_output_and_empty_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "tok-SECRET\n").unwrap();
+        let auth = HttpAuth::from_file("bot", &file).unwrap();
+        assert_eq!(auth.password, "tok-SECRET", "the newline is not part of it");
+        assert!(!format!("{auth:?}").contains("SECRET"));
+        std::fs::write(&file, " \n").unwrap();
+        let e = HttpAuth::from_file("bot", &file).unwrap_err().to_string();
+        assert!(e.contains("empty") && e.contains("token"), "{e}");
     }
 
     #[test]

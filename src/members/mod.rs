@@ -5,6 +5,7 @@
 
 pub mod connect;
 pub mod inventory;
+pub mod kubeconfig;
 pub mod retry;
 
 pub use connect::{

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub mod daemon;
+pub mod git_http;
 pub mod kubectl;
 pub mod members;
 pub mod signing;
