@@ -692,11 +692,14 @@ fn pick_all(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcom
             Err(why) => filtered.push((i, c, why)),
         }
     }
+    // KubeFleet wraps every cluster that passed the PickAll filters with a zero `ClusterScore`
+    // (pkg/scheduler/framework/framework.go, runAllPluginsForPickAllPlacementType), so its
+    // bindings and decisions carry "affinity score: 0, topology spread score: 0".
     for &i in &picked {
-        bindings.pick(i, None);
+        bindings.pick(i, Some((0, 0)));
     }
     bindings.unschedule_obsolete_except(|i| picked.binary_search(&i).is_ok());
-    let mut decisions = binding_decisions(bindings, false);
+    let mut decisions = binding_decisions(bindings, true);
     add_filtered(
         &mut decisions,
         bindings,
