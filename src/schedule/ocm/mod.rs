@@ -22,6 +22,11 @@
 //! - CEL cluster selectors are not supported: a placement that uses one is reported as
 //!   misconfigured (`Predicate:` message) and selects nothing, instead of selecting wrongly.
 //!
+//! - Rules OCM's hub admits but its scheduler rejects (tolerations, prioritizers, decision group
+//!   sizes, CEL; list in `model::ocm`) are checked here, never at validation: they make that one
+//!   placement `PlacementMisconfigured=True` with no decisions, and every other placement is
+//!   scheduled as usual.
+//!
 //! Pure: the fleet, the previous results and the clock are parameters. It must not know how a
 //! selection is rolled out or applied.
 
