@@ -443,6 +443,7 @@ fn eligibility(c: &Cluster) -> Result<(), String> {
 enum Filtered<'a> {
     NoAffinityTerm,
     Ineligible(&'a Cluster),
+    NamespaceMissing,
     Taint(&'a Taint),
     Topology(&'a TopologySpreadConstraint),
 }
@@ -454,6 +455,9 @@ impl Filtered<'_> {
                 "cluster does not match with any of the required cluster affinity terms",
             ),
             Filtered::Ineligible(c) => unschedulable(eligibility(c).err().unwrap_or_default()),
+            Filtered::NamespaceMissing => {
+                unschedulable("target namespace does not exist on cluster")
+            }
             Filtered::Taint(t) => unschedulable(taint_reason(t)),
             Filtered::Topology(constraint) => unschedulable(format!(
                 "violated doNotSchedule topology spread constraint {:?} (max skew {})",
@@ -600,8 +604,14 @@ fn static_filter<'c>(
     if !c.healthy {
         return Ok(Err(Filtered::Ineligible(c)));
     }
-    // NamespaceAffinity: gitfleet does not collect member namespaces, so the plugin passes
-    // every cluster, as KubeFleet does when namespace collection is off.
+    // NamespaceAffinity (pkg/scheduler/framework/plugins/namespaceaffinity/filtering.go): a
+    // ResourcePlacement goes only where its namespace exists, when the member's namespaces are
+    // known; unknown (KubeFleet: no NamespaceCollectionSucceeded condition), every cluster passes.
+    if let (Some(ns), Some(known)) = (input.key.namespace.as_deref(), c.namespaces.as_ref()) {
+        if !known.contains(ns) {
+            return Ok(Err(Filtered::NamespaceMissing));
+        }
+    }
     if let Some(t) = untolerated_taint(&input.policy.tolerations, c) {
         return Ok(Err(Filtered::Taint(t)));
     }

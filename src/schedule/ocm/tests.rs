@@ -107,6 +107,7 @@ fn inventory(clusters: &[Live]) -> Inventory {
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
                 add_on_scores: c.add_on.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+                namespaces: None,
             })
             .collect(),
     }
