@@ -76,17 +76,16 @@ pub fn schedule(server: &str) -> Result<Previous, ClientError> {
         .collect())
 }
 
-/// The daemon's staged update runs and approval requests, as one document
-/// (`{"updateRuns": [...], "approvalRequests": [...]}`).
-pub fn update_runs(server: &str) -> Result<serde_json::Value, ClientError> {
-    let mut runs: serde_json::Value =
-        get(&endpoint(server, "/api/v1/updateruns"), "the update runs")?;
-    let requests: serde_json::Value = get(
+/// The daemon's staged update runs and the approval requests they reached.
+pub fn update_runs(
+    server: &str,
+) -> Result<(wire::UpdateRuns, wire::ApprovalRequests), ClientError> {
+    let runs = get(&endpoint(server, "/api/v1/updateruns"), "the update runs")?;
+    let requests = get(
         &endpoint(server, "/api/v1/approvalrequests"),
         "the approval requests",
     )?;
-    runs["approvalRequests"] = requests["approvalRequests"].clone();
-    Ok(runs)
+    Ok((runs, requests))
 }
 
 /// The approval requests the daemon's runs wait on, and the last evaluation of the approval

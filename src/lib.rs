@@ -28,7 +28,8 @@
 //! - [`daemon`]: `gitfleet run` (event loop, reconciler, status API, metrics) and
 //!   [`daemon_client`], which reads a running daemon;
 //! - [`cli`] and [`flags`]: the command line; [`quickstart`]: `gitfleet quickstart`;
-//! - [`sim`]: simulated members speaking the Kubernetes API; [`bench`]: the benchmarks' fleets.
+//! - [`sim`]: simulated members speaking the Kubernetes API; [`bench`]: the benchmarks' fleets;
+//!   [`fuzzing`]: the fuzz targets' entry points (fuzz/, replayed by tests/fuzz_corpus.rs).
 
 pub mod analyze;
 pub mod approvals;
@@ -39,6 +40,7 @@ pub mod daemon;
 pub mod daemon_client;
 pub mod flags;
 pub mod follow;
+pub mod fuzzing;
 pub mod members;
 pub mod model;
 pub mod plan;

@@ -2,7 +2,10 @@
 //! sample fleet repository and its simulated members are embedded. It writes the repository to a
 //! folder and commits it (with the git CLI, as a user would), serves the eight members with the
 //! simulator, runs the daemon on the repository, and prints the rollout as it happens, with
-//! what to try next.
+//! what to try next. The sample's staged run waits for an approval: the quick start makes a demo
+//! SSH key in its folder (`ssh-keygen`), trusts only that key, prints the exact `git tag -s` that
+//! approves the request, and runs it (unless `--no-approve`), with git configuration given as
+//! `-c` options for that one command: the user's own git configuration is never touched.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -28,6 +31,83 @@ pub struct QuickstartArgs {
     /// Address of the daemon's status API.
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: std::net::SocketAddr,
+    /// Print how to approve the staged run's request with the demo key, but leave it to you.
+    #[arg(long)]
+    pub no_approve: bool,
+}
+
+/// The demo signing key and where approvals are made.
+#[derive(Debug, Clone)]
+struct Demo {
+    repo: PathBuf,
+    /// The private key (`ssh-keygen`'s file; `.pub` beside it).
+    key: PathBuf,
+    /// The daemon's `--trusted-signers` file: the demo key alone.
+    allowed_signers: PathBuf,
+}
+
+/// The principal of the demo key in the allowed_signers file.
+const DEMO_SIGNER: &str = "quickstart@gitfleet.invalid";
+
+impl Demo {
+    /// Makes an ed25519 key without passphrase in `dir` and the allowed_signers file trusting it.
+    fn create(dir: &Path, repo: &Path) -> Result<Demo> {
+        let key = dir.join("demo-key");
+        let out = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", DEMO_SIGNER, "-f"])
+            .arg(&key)
+            .output()
+            .context("cannot run ssh-keygen (is OpenSSH installed?)")?;
+        if !out.status.success() {
+            bail!(
+                "ssh-keygen: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let public = std::fs::read_to_string(key.with_extension("pub"))?;
+        let allowed_signers = dir.join("allowed_signers");
+        std::fs::write(
+            &allowed_signers,
+            format!("{DEMO_SIGNER} namespaces=\"git\" {}\n", public.trim()),
+        )?;
+        Ok(Demo {
+            repo: repo.to_path_buf(),
+            key,
+            allowed_signers,
+        })
+    }
+
+    /// The git arguments that make a signed approval tag `tag` on `commit` with the demo key.
+    fn tag_args(&self, tag: &str, commit: &str) -> Vec<String> {
+        vec![
+            "-c".into(),
+            "gpg.format=ssh".into(),
+            "-c".into(),
+            format!("user.signingkey={}", self.key.display()),
+            "tag".into(),
+            "-s".into(),
+            "-m".into(),
+            "approve".into(),
+            tag.into(),
+            commit.into(),
+        ]
+    }
+
+    /// The command a person types (in the repository).
+    fn command(&self, tag: &str, commit: &str) -> String {
+        format!(
+            "git -C {} {}",
+            self.repo.display(),
+            self.tag_args(tag, commit).join(" ")
+        )
+    }
+
+    /// Runs it, as the tagger of the quick start's commits.
+    fn approve(&self, tag: &str, commit: &str) -> Result<()> {
+        let args = self.tag_args(tag, commit);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        git(&self.repo, &args)
+    }
 }
 
 fn git(repo: &Path, args: &[&str]) -> Result<()> {
@@ -66,6 +146,7 @@ fn write_repository(repo: &Path) -> Result<()> {
 fn progress_lines(
     st: &Status,
     last: &mut std::collections::BTreeMap<String, String>,
+    demo: &Demo,
 ) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(r) = &st.rejected {
@@ -112,21 +193,28 @@ fn progress_lines(
             out.push(line);
         }
     }
-    // A staged run waiting for an approval: how to give it, once per request.
+    // A staged run waiting for an approval: how to give it, once per request; who gave it.
     for r in &st.runs.approval_requests {
-        if !r.approved.is_empty() || last.contains_key(&format!("!approval {}", r.name)) {
-            continue;
+        let key = format!("!approval {}", r.name);
+        let run = format!("run {}", r.update_run);
+        if let Some(by) = &r.approved_by {
+            if last.get(&key).map(String::as_str) != Some("approved") {
+                last.insert(key, "approved".into());
+                out.push(format!(
+                    "{run:<34} approval {} accepted: signed tag {} by {by}",
+                    r.name, r.tag
+                ));
+            }
+        } else if let std::collections::btree_map::Entry::Vacant(e) = last.entry(key) {
+            e.insert(String::new());
+            out.push(format!(
+                "{run:<34} waits for approval {}: approve the next stage with a signed tag on the run's commit:\n\
+                 {:<34}   {}",
+                r.name,
+                "",
+                demo.command(&r.tag, &r.commit)
+            ));
         }
-        last.insert(format!("!approval {}", r.name), String::new());
-        out.push(format!(
-            "{:<34} waits for approval {}: approve the next stage with a signed tag on the run's commit,\n\
-             {:<34}   git tag -s {} {} -m approve",
-            format!("run {}", r.update_run),
-            r.name,
-            "",
-            r.tag,
-            r.commit
-        ));
     }
     out
 }
@@ -141,6 +229,8 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
     let dir = std::path::absolute(&args.dir)?;
     let repo = dir.join("fleet");
     write_repository(&repo)?;
+    let demo = Demo::create(&dir, &repo)?;
+    let verifier = crate::approvals::Verifier::load(Some(&demo.allowed_signers), None, None)?;
     let kubeconfig = dir.join("kubeconfig");
     let fleet = crate::sim::fleet_file::FleetFile::parse(SIM_FLEET, "examples/sim-fleet.yaml")?;
 
@@ -174,7 +264,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             resync: Duration::from_secs(600),
             once: false,
             webhook_secret: None,
-            verifier: None,
+            verifier: Some(verifier),
             verify_commits: false,
         };
         let deliverer = PushDeliverer {
@@ -223,8 +313,18 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
         println!("and watch it roll out here, one cluster at a time. The telemetry namespace");
         println!("rolls out stage by stage (rollout/telemetry-rollout-1.yaml): staging, a soak,");
         println!(
-            "canary, then an approval request; how to approve it is printed when it is reached."
+            "canary, then an approval request: a signed tag approves it. The daemon trusts one"
         );
+        println!(
+            "key, {} (in {}); the command is printed when the request is",
+            demo.key.display(),
+            demo.allowed_signers.display()
+        );
+        if args.no_approve {
+            println!("reached, and left to you (--no-approve).");
+        } else {
+            println!("reached, and run for you with that key (--no-approve leaves it to you).");
+        }
         println!("Look at a member with");
         println!(
             "  kubectl --kubeconfig {} --context eastus-prod-1 get deploy -A",
@@ -235,10 +335,13 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
 
         let printer = {
             let status = status.clone();
+            let approve = !args.no_approve;
             tokio::spawn(async move {
                 let mut last = std::collections::BTreeMap::new();
                 let mut serving = None;
+                let mut approved = std::collections::BTreeSet::new();
                 loop {
+                    let mut to_approve = Vec::new();
                     {
                         let st = status.lock().unwrap();
                         if st.serving != serving {
@@ -247,8 +350,24 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
                                 println!("== serving commit {}", &c[..12.min(c.len())]);
                             }
                         }
-                        for line in progress_lines(&st, &mut last) {
+                        for line in progress_lines(&st, &mut last, &demo) {
                             println!("{line}");
+                        }
+                        for r in &st.runs.approval_requests {
+                            if approve && r.approved_by.is_none() && approved.insert(r.tag.clone())
+                            {
+                                to_approve.push((r.tag.clone(), r.commit.clone()));
+                            }
+                        }
+                    }
+                    for (tag, commit) in to_approve {
+                        let demo = demo.clone();
+                        let made =
+                            tokio::task::spawn_blocking(move || demo.approve(&tag, &commit)).await;
+                        match made {
+                            Ok(Ok(())) => println!("{:<34} signed it with the demo key", ""),
+                            Ok(Err(e)) => println!("{:<34} could not sign it: {e:#}", ""),
+                            Err(e) => println!("{:<34} could not sign it: {e}", ""),
                         }
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -312,11 +431,16 @@ mod tests {
     }
 
     #[test]
-    fn a_pending_approval_request_prints_the_tag_command_once() {
+    fn an_approval_request_prints_the_demo_command_once_then_who_approved() {
+        let demo = Demo {
+            repo: PathBuf::from("/q/fleet"),
+            key: PathBuf::from("/q/demo-key"),
+            allowed_signers: PathBuf::from("/q/allowed_signers"),
+        };
         let mut st = Status::default();
         st.runs
             .approval_requests
-            .push(crate::daemon::runs::ApprovalRequestView {
+            .push(crate::daemon::wire::ApprovalRequest {
                 name: "telemetry-rollout-1-after-canary".into(),
                 namespace: None,
                 update_run: "telemetry-rollout-1".into(),
@@ -331,16 +455,26 @@ mod tests {
                 approved_at: None,
             });
         let mut last = Default::default();
-        let lines = progress_lines(&st, &mut last);
+        let lines = progress_lines(&st, &mut last, &demo);
         assert_eq!(lines.len(), 1);
         assert!(
             lines[0].ends_with(
-                "git tag -s gitfleet/approve/telemetry-rollout-1-after-canary c0ffee -m approve"
+                "git -C /q/fleet -c gpg.format=ssh -c user.signingkey=/q/demo-key tag -s -m approve gitfleet/approve/telemetry-rollout-1-after-canary c0ffee"
             ),
             "{}",
             lines[0]
         );
-        assert!(progress_lines(&st, &mut last).is_empty());
+        assert!(progress_lines(&st, &mut last, &demo).is_empty());
+        st.runs.approval_requests[0].approved_by = Some(DEMO_SIGNER.into());
+        let lines = progress_lines(&st, &mut last, &demo);
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].contains("approval telemetry-rollout-1-after-canary accepted")
+                && lines[0].ends_with("by quickstart@gitfleet.invalid"),
+            "{}",
+            lines[0]
+        );
+        assert!(progress_lines(&st, &mut last, &demo).is_empty());
     }
 
     fn walk(dir: &Path) -> Vec<PathBuf> {

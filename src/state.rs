@@ -137,6 +137,27 @@ impl StateStore {
     }
 }
 
+/// The rollout state a daemon saved in `dir`, read without creating, locking or writing
+/// anything (for commands that look at a daemon's state while it runs: it writes by atomic
+/// rename, so a read sees one whole file). A directory without the file is an error here: it
+/// is not a daemon's state directory (yet).
+pub fn read_rollout(dir: &Path) -> Result<RolloutState, StateError> {
+    let file = dir.join(ROLLOUT_FILE);
+    if !file.exists() {
+        return Err(StateError::Read {
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no saved state: is this the --state-dir of a `gitfleet run`?",
+            ),
+            file,
+        });
+    }
+    StateStore {
+        dir: dir.to_path_buf(),
+    }
+    .load_rollout()
+}
+
 /// Writes `bytes` to `path` so that a crash leaves either the old or the new content.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     let err = |source| StateError::Write {

@@ -6,27 +6,25 @@
 mod common;
 use common::kubectl::Kubectl as _;
 
+use common::signing::{run, Keys, Signer};
 use common::{gitfleet, Repo};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-/// Keys, trust files and a repository with two commits: `init` (where run `run1` was
-/// initialised) and `other`.
+/// Keys and trust files (in [`Keys`]' temporary home) and a repository with two commits:
+/// `init` (where run `run1` was initialised) and `other`.
 struct Fixture {
     repo: Repo,
-    home: tempfile::TempDir,
+    keys: Keys,
     init: String,
     other: String,
 }
 
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("runs");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+impl std::ops::Deref for Fixture {
+    type Target = Keys;
+    fn deref(&self) -> &Keys {
+        &self.keys
+    }
 }
 
 impl Fixture {
@@ -36,123 +34,23 @@ impl Fixture {
         let init = repo.commit("init");
         repo.write("README.md", "fleet 2\n");
         let other = repo.commit("other");
-        let home = tempfile::tempdir().unwrap();
-        let gnupg = home.path().join("gnupg");
-        std::fs::create_dir(&gnupg).unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&gnupg, std::fs::Permissions::from_mode(0o700)).unwrap();
-        }
         Fixture {
             repo,
-            home,
+            keys: Keys::new(),
             init,
             other,
         }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
-        self.home.path().join(name)
-    }
-
-    fn gpg(&self) -> Command {
-        let mut c = Command::new("gpg");
-        c.env("GNUPGHOME", self.path("gnupg"))
-            .env("HOME", self.home.path())
-            .args(["--batch", "--pinentry-mode", "loopback", "--passphrase", ""]);
-        c
-    }
-
-    /// A new SSH key `name` (ed25519, no passphrase); returns its private key file.
-    fn ssh_key(&self, name: &str) -> PathBuf {
-        let key = self.path(name);
-        run(Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-            .arg(&key));
-        key
-    }
-
-    fn ssh_public(&self, key: &Path) -> String {
-        std::fs::read_to_string(key.with_extension("pub"))
-            .unwrap()
-            .trim()
-            .to_string()
-    }
-
-    fn ssh_fingerprint(&self, key: &Path) -> String {
-        let out = run(Command::new("ssh-keygen")
-            .arg("-lf")
-            .arg(key.with_extension("pub")));
-        out.split_whitespace().nth(1).unwrap().to_string()
-    }
-
-    /// A new OpenPGP signing key for `uid`, made at `faked` time if given (gpg's
-    /// `--faked-system-time`), expiring after `expire`; returns its fingerprint.
-    fn gpg_key(&self, uid: &str, expire: &str, faked: Option<&str>) -> String {
-        let mut c = self.gpg();
-        if let Some(t) = faked {
-            c.args(["--faked-system-time", t]);
-        }
-        run(c.args(["--quick-gen-key", uid, "ed25519", "sign", expire]));
-        let out = run(self.gpg().args(["--with-colons", "--list-keys", uid]));
-        out.lines()
-            .find_map(|l| l.strip_prefix("fpr:::::::::"))
-            .map(|f| f.trim_end_matches(':').to_string())
-            .unwrap()
-    }
-
-    fn gpg_export(&self, uids: &[&str]) -> String {
-        run(self.gpg().args(["--armor", "--export"]).args(uids))
-    }
-
-    /// `git tag -s` as a user with this home: SSH when `ssh_key` is given, else OpenPGP with
-    /// `gpg_uid` (through `gpg_program` if given).
+    /// `git tag -s` of `gitfleet/approve/<name>` on `commit`; returns the tag object's id.
     fn sign_tag(&self, name: &str, commit: &str, signer: Signer<'_>) -> String {
-        let mut c = self.git_as(signer);
-        run(c.args([
-            "tag",
-            "-s",
-            "-m",
-            &format!("Approve {name}"),
-            &format!("gitfleet/approve/{name}"),
-            commit,
-        ]));
-        self.repo
-            .git(&["rev-parse", &format!("refs/tags/gitfleet/approve/{name}")])
-    }
-
-    /// git in the repository as a user of this home who signs as `signer`.
-    fn git_as(&self, signer: Signer<'_>) -> Command {
-        let mut c = Command::new("git");
-        c.current_dir(self.repo.path())
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", self.home.path())
-            .env("GNUPGHOME", self.path("gnupg"))
-            .env("GIT_AUTHOR_NAME", "Approver")
-            .env("GIT_AUTHOR_EMAIL", "approver@example.com")
-            .env("GIT_COMMITTER_NAME", "Approver")
-            .env("GIT_COMMITTER_EMAIL", "approver@example.com");
-        match signer {
-            Signer::Ssh(key) => {
-                c.args(["-c", "gpg.format=ssh", "-c"])
-                    .arg(format!("user.signingkey={}", key.display()));
-            }
-            Signer::Gpg(uid, program) => {
-                c.args(["-c", &format!("user.signingkey={uid}")]);
-                if let Some(p) = program {
-                    c.args(["-c", &format!("gpg.program={}", p.display())]);
-                }
-            }
-        }
-        c
+        self.keys.sign_tag(&self.repo, name, commit, signer)
     }
 
     /// `git commit -S` of everything staged, signed like [`Fixture::sign_tag`]; returns the id.
     fn commit_signed(&self, message: &str, signer: Signer<'_>) -> String {
         self.repo.git(&["add", "-A"]);
-        let mut c = self.git_as(signer);
+        let mut c = self.keys.git_as(self.repo.path(), signer);
         run(c.args(["commit", "-q", "-S", "-m", message]));
         self.repo.git(&["rev-parse", "HEAD"])
     }
@@ -190,16 +88,6 @@ impl Fixture {
         );
         (r.code, serde_json::from_str(&r.stdout).expect(&r.stdout))
     }
-
-    fn write(&self, file: &str, text: &str) {
-        std::fs::write(self.path(file), text).unwrap();
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Signer<'a> {
-    Ssh(&'a Path),
-    Gpg(&'a str, Option<&'a Path>),
 }
 
 /// `reason` is the `RejectReason`'s stable name, as JSON, metrics and logs carry it.

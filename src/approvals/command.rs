@@ -205,6 +205,14 @@ pub struct ApproveArgs {
     /// The running daemon that knows the request and the commit its run was initialised at.
     #[arg(long, env = "GITFLEET_SERVER", default_value = "http://127.0.0.1:7070")]
     pub server: String,
+    /// Or the daemon's state directory (`run --state-dir`), read without locking or writing
+    /// anything: the daemon may be running or stopped. Wins over --server.
+    #[arg(long = "state", visible_alias = "state-dir", value_name = "DIR")]
+    pub state: Option<PathBuf>,
+    /// Replace an existing tag of that name (one made for an earlier run of the same name,
+    /// or on the wrong commit); pushes it with force too.
+    #[arg(long, short = 'f')]
+    pub force: bool,
     /// The tag message.
     #[arg(long, short = 'm')]
     pub message: Option<String>,
@@ -213,8 +221,39 @@ pub struct ApproveArgs {
 pub const APPROVE_AFTER_HELP: &str = "\
 Exit codes:
   0  the signed tag was made (and pushed)
-  1  the daemon has no such request, or git could not sign or push
+  1  the daemon has no such request (or it is approved already), or git could not sign or push
   2  bad command line";
+
+/// The approval requests that exist, where they were read from, and those approved already
+/// (by request key: who, when).
+struct Known {
+    from: String,
+    open: Vec<Request>,
+    approved: Vec<Approval>,
+}
+
+fn known_requests(args: &ApproveArgs) -> Result<Known> {
+    let Some(dir) = &args.state else {
+        let view: ApprovalsView = crate::daemon_client::approvals(&args.server)?;
+        return Ok(Known {
+            from: format!("the daemon at {}", args.server),
+            open: view.requests,
+            approved: view.approvals,
+        });
+    };
+    let state = crate::state::read_rollout(dir)?;
+    let runs = state.runs.values();
+    Ok(Known {
+        from: format!("the state directory {}", dir.display()),
+        open: runs
+            .clone()
+            .flat_map(crate::rollout::staged::status::open_requests)
+            .collect(),
+        approved: runs
+            .flat_map(crate::rollout::staged::status::recorded_approvals)
+            .collect(),
+    })
+}
 
 fn git(repo: &std::path::Path, args: &[&str]) -> Result<()> {
     let status = Process::new("git")
@@ -234,20 +273,36 @@ pub fn approve(args: &ApproveArgs) -> Result<ExitCode> {
         Some(ns) => format!("{ns}/{}", args.request),
         None => args.request.clone(),
     };
-    let requests = daemon_requests(&args.server)?;
-    let Some(request) = requests.iter().find(|r| r.key() == key) else {
-        let known: Vec<String> = requests.iter().map(Request::key).collect();
+    let known = known_requests(args)?;
+    let Some(request) = known.open.iter().find(|r| r.key() == key) else {
+        if let Some(a) = known.approved.iter().find(|a| a.request == key) {
+            bail!(
+                "{key} is approved already, by {} at {} (tag object {}); an accepted approval stands",
+                a.signer,
+                super::utc(a.accepted_at),
+                a.tag_object
+            );
+        }
+        let open: Vec<String> = known.open.iter().map(Request::key).collect();
         bail!(
-            "the daemon at {} has no approval request {key:?} (it has: {})",
-            args.server,
-            if known.is_empty() {
+            "{} has no approval request {key:?} (waiting: {})",
+            known.from,
+            if open.is_empty() {
                 "none".to_string()
             } else {
-                known.join(", ")
+                open.join(", ")
             }
         );
     };
     let tag = request.tag_name();
+    let gate = match request.phase {
+        TaskPhase::BeforeStage => "before",
+        TaskPhase::AfterStage => "after",
+    };
+    println!(
+        "{key}: run {} waits {gate} stage {} ({}); tagging commit {}, where the run was initialised",
+        request.run, request.stage, known.from, request.commit
+    );
     let message = args.message.clone().unwrap_or_else(|| {
         format!(
             "Approve {key}: stage {} of run {} at {}",
@@ -255,13 +310,27 @@ pub fn approve(args: &ApproveArgs) -> Result<ExitCode> {
         )
     });
     // The user's own signing setup (gpg.format, user.signingkey) makes the signature.
-    git(
-        &args.repo,
-        &["tag", "-s", "-m", &message, &tag, &request.commit],
-    )?;
+    let mut tag_args = vec!["tag", "-s"];
+    if args.force {
+        tag_args.push("-f");
+    }
+    tag_args.extend(["-m", &message, &tag, &request.commit]);
+    git(&args.repo, &tag_args).map_err(|e| {
+        if args.force {
+            e
+        } else {
+            e.context(format!(
+                "if {tag} exists from an earlier run of the same name, replace it with --force"
+            ))
+        }
+    })?;
     println!("signed tag {tag} on {}", request.commit);
     if let Some(remote) = &args.push {
-        git(&args.repo, &["push", remote, &format!("refs/tags/{tag}")])?;
+        let force = if args.force { "+" } else { "" };
+        git(
+            &args.repo,
+            &["push", remote, &format!("{force}refs/tags/{tag}")],
+        )?;
         println!("pushed {tag} to {remote}");
     }
     Ok(ExitCode::SUCCESS)

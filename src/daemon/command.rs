@@ -246,16 +246,25 @@ pub struct StatusArgs {
 pub fn status(args: &StatusArgs) -> Result<ExitCode> {
     let doc = crate::daemon_client::placements(&args.server)?;
     let Some(want) = &args.placement else {
-        let runs = crate::daemon_client::update_runs(&args.server)?;
+        let (runs, requests) = crate::daemon_client::update_runs(&args.server)?;
         match args.output {
             StatusFormat::Table => {
                 print!("{}", super::view::table(&doc));
-                print!("{}", super::runs::tables(&runs, super::now_unix()));
+                print!(
+                    "{}",
+                    super::runs::tables(
+                        &runs.update_runs,
+                        &requests.approval_requests,
+                        super::now_unix()
+                    )
+                );
             }
             format => {
-                let mut all = serde_json::to_value(&doc)?;
-                all["updateRuns"] = runs["updateRuns"].clone();
-                all["approvalRequests"] = runs["approvalRequests"].clone();
+                let all = super::wire::StatusDocument {
+                    placements: doc,
+                    update_runs: runs.update_runs,
+                    approval_requests: requests.approval_requests,
+                };
                 match format {
                     StatusFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
                     _ => print!("{}", crate::yaml::to_string(&all)?),

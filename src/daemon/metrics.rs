@@ -1,5 +1,6 @@
 //! The daemon's Prometheus metrics (`GET /metrics`, text exposition format): commits seen and
-//! rejected, reconcile duration, applies and errors per member, member health, rollout progress.
+//! rejected, reconcile duration, applies and errors per member, member health, rollout progress,
+//! approvals accepted and refused (by reason), staged update runs by state.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -25,6 +26,8 @@ pub struct Metrics {
     pub approvals_accepted: Counter,
     /// Approval tags refused, by reason (each tag object and reason counted once).
     pub approval_rejections: Family<Labels, Counter>,
+    /// Staged update runs by where they stand ([`super::runs::phase`]).
+    pub update_runs: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -39,6 +42,12 @@ impl Default for Metrics {
         let rollout_clusters = Family::<Labels, Gauge>::default();
         let approvals_accepted = Counter::default();
         let approval_rejections = Family::<Labels, Counter>::default();
+        let update_runs = Family::<Labels, Gauge>::default();
+        registry.register(
+            "update_runs",
+            "Staged update runs by state (Initializing, Progressing, Waiting, Stuck, Stopping, Stopped, Succeeded, Failed)",
+            update_runs.clone(),
+        );
         registry.register(
             "approvals_accepted",
             "Approval tags accepted",
@@ -89,6 +98,7 @@ impl Default for Metrics {
             rollout_clusters,
             approvals_accepted,
             approval_rejections,
+            update_runs,
         }
     }
 }
@@ -126,7 +136,14 @@ mod tests {
         m.approval_rejections
             .get_or_create(&labels(&[("reason", "UnknownKey")]))
             .inc();
+        m.update_runs
+            .get_or_create(&labels(&[("state", "Waiting")]))
+            .set(2);
         let text = m.render();
+        assert!(
+            text.contains("gitfleet_update_runs{state=\"Waiting\"} 2"),
+            "{text}"
+        );
         assert!(
             text.contains("gitfleet_approval_rejections_total{reason=\"UnknownKey\"} 1"),
             "{text}"

@@ -163,10 +163,36 @@ pub struct PlacementStatus {
     pub failed: std::collections::BTreeMap<String, String>,
 }
 
+/// The environment variable naming a file whose number (seconds) is added to the daemon's
+/// clock: how end-to-end tests pass a TimedWait of hours, or a key's expiry, without waiting
+/// (as gpg's `--faked-system-time`). Read at every call, so a test moves time forward by
+/// rewriting the file. Not for production: a run's waits are measured on this clock.
+pub const CLOCK_SKEW_FILE_ENV: &str = "GITFLEET_TEST_CLOCK_SKEW_FILE";
+
+/// The daemon's clock, Unix seconds (moved by [`CLOCK_SKEW_FILE_ENV`] when it is set).
 pub fn now_unix() -> u64 {
-    std::time::SystemTime::now()
+    let real = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+        .map_or(0, |d| d.as_secs());
+    real.saturating_add(clock_skew())
+}
+
+/// Seconds the test clock is moved forward; 0 when the variable is not set. A file that
+/// cannot be read or parsed is a broken test set-up: it panics rather than run on real time.
+fn clock_skew() -> u64 {
+    static FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let Some(file) = FILE.get_or_init(|| std::env::var_os(CLOCK_SKEW_FILE_ENV).map(PathBuf::from))
+    else {
+        return 0;
+    };
+    let text = std::fs::read_to_string(file)
+        .unwrap_or_else(|e| panic!("{CLOCK_SKEW_FILE_ENV}={}: {e}", file.display()));
+    text.trim().parse().unwrap_or_else(|e| {
+        panic!(
+            "{CLOCK_SKEW_FILE_ENV}={}: not a number of seconds: {e}",
+            file.display()
+        )
+    })
 }
 
 /// Everything that makes the daemon look at the branch again.

@@ -458,6 +458,19 @@ impl<D: Deliverer> Daemon<D> {
                     .set(n as i64);
             }
         }
+        // Every state is set (0 included), never cleared: a scrape never sees a gap.
+        for phase in super::runs::PHASES {
+            let n = self
+                .state
+                .runs
+                .values()
+                .filter(|st| super::runs::phase(st) == phase)
+                .count();
+            self.metrics
+                .update_runs
+                .get_or_create(&metrics::labels(&[("state", phase)]))
+                .set(n as i64);
+        }
         self.publish(Some(inventory), decision.steps, Some(schedule));
         {
             let mut st = self.status.lock().unwrap();

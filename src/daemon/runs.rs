@@ -2,11 +2,13 @@
 //! (`/api/v1/updateruns`, `/api/v1/approvalrequests`) and `gitfleet status` prints them, like
 //! `kubectl get clusterstagedupdaterun` and `kubectl get clusterapprovalrequest` (the columns of
 //! KubeFleet's CRDs, apis/placement/v1beta1/stageupdate_types.go, plus where the run stands and
-//! what it waits for). Built from the rollout state's run records; printing is pure (JSON in,
-//! text out).
+//! what it waits for). Built from the rollout state's run records into the wire types
+//! ([`super::wire::UpdateRun`], [`super::wire::ApprovalRequest`]); printing is pure (those types
+//! in, text out).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use super::wire::{ApprovalRequest, UpdateRun};
 
 use crate::model::staged::StageTaskType;
 use crate::rollout::approval::Request;
@@ -17,60 +19,11 @@ use crate::rollout::RolloutState;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Runs {
-    pub update_runs: Vec<UpdateRunView>,
-    pub approval_requests: Vec<ApprovalRequestView>,
+    pub update_runs: Vec<UpdateRun>,
+    pub approval_requests: Vec<ApprovalRequest>,
     /// The requests the last step waits on (what the tag verifier is asked about).
     #[serde(skip)]
     pub waiting: Vec<Request>,
-}
-
-/// One run: the `kubectl get` columns, where it stands, and its whole status.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct UpdateRunView {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    pub placement: String,
-    pub resource_snapshot_index: Option<u64>,
-    pub policy_snapshot_index: Option<u64>,
-    pub initialized: String,
-    pub progressing: String,
-    pub succeeded: String,
-    pub created_at: u64,
-    pub state: String,
-    /// The stage being updated (`kubernetes-fleet.io/deleteStage` at the end), if any.
-    pub stage: Option<String>,
-    /// Clusters done / in the stage.
-    pub clusters: String,
-    /// What the run waits for, in a few words (`-` when nothing).
-    pub waiting_for: String,
-    /// The commit at which the run was initialised (approving tags point at it).
-    pub init_commit: String,
-    pub status: RunStatus,
-}
-
-/// One approval request a run has reached.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalRequestView {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    pub update_run: String,
-    pub stage: String,
-    /// `beforeStage` or `afterStage`.
-    pub task_type: String,
-    pub approved: String,
-    pub approval_accepted: String,
-    pub created_at: u64,
-    /// The tag that approves it, and the commit it must point at.
-    pub tag: String,
-    pub commit: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approved_by: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approved_at: Option<i64>,
 }
 
 fn cond(conds: &[status::Condition], t: &str) -> String {
@@ -109,7 +62,7 @@ impl Runs {
                     let approved =
                         status::is_true(&t.conditions, status::APPROVAL_REQUEST_APPROVED);
                     let flag = if approved { "True" } else { "" };
-                    out.approval_requests.push(ApprovalRequestView {
+                    out.approval_requests.push(ApprovalRequest {
                         name: req.name(),
                         namespace: st.namespace.clone(),
                         update_run: st.name.clone(),
@@ -130,7 +83,7 @@ impl Runs {
     }
 }
 
-fn run_view(st: &RunStatus) -> UpdateRunView {
+fn run_view(st: &RunStatus) -> UpdateRun {
     let i = st.current_stage();
     let (stage, clusters) =
         if st.is_terminal() || st.stages_status.is_empty() && st.deletion_stage_status.is_none() {
@@ -159,7 +112,7 @@ fn run_view(st: &RunStatus) -> UpdateRunView {
                 format!("{done}/{total}"),
             )
         };
-    UpdateRunView {
+    UpdateRun {
         name: st.name.clone(),
         namespace: st.namespace.clone(),
         placement: st.placement.clone(),
@@ -175,6 +128,41 @@ fn run_view(st: &RunStatus) -> UpdateRunView {
         waiting_for: waiting_for(st),
         init_commit: st.init_commit.clone(),
         status: st.clone(),
+    }
+}
+
+/// Every value of [`phase`].
+pub const PHASES: [&str; 8] = [
+    "Initializing",
+    "Progressing",
+    "Waiting",
+    "Stuck",
+    "Stopping",
+    "Stopped",
+    "Succeeded",
+    "Failed",
+];
+
+/// Where a run stands, in one word (the `state` label of `gitfleet_update_runs`): `Succeeded`,
+/// `Failed` (initialisation or execution), `Initializing` (no condition yet), else the
+/// Progressing condition's reason without its prefix: `Waiting`, `Stuck`, `Stopping`,
+/// `Stopped`, or `Progressing`.
+pub fn phase(st: &RunStatus) -> &'static str {
+    if status::is_true(&st.conditions, status::SUCCEEDED) {
+        return "Succeeded";
+    }
+    if status::is_false(&st.conditions, status::SUCCEEDED)
+        || status::is_false(&st.conditions, status::INITIALIZED)
+    {
+        return "Failed";
+    }
+    match status::find(&st.conditions, status::PROGRESSING).map(|c| c.reason.as_str()) {
+        None => "Initializing",
+        Some(status::reason::WAITING) => "Waiting",
+        Some(status::reason::STUCK) => "Stuck",
+        Some(status::reason::STOPPING) => "Stopping",
+        Some(status::reason::STOPPED) => "Stopped",
+        Some(_) => "Progressing",
     }
 }
 
@@ -242,23 +230,27 @@ fn age(created: u64, now: u64) -> String {
     }
 }
 
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) if !s.is_empty() => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => "-".into(),
+fn text(v: &str) -> String {
+    if v.is_empty() {
+        "-".into()
+    } else {
+        v.to_string()
     }
 }
 
-fn name_of(v: &Value) -> String {
-    match v["namespace"].as_str() {
-        Some(ns) => format!("{ns}/{}", text(&v["name"])),
-        None => text(&v["name"]),
+fn number(v: Option<u64>) -> String {
+    v.map_or("-".into(), |n| n.to_string())
+}
+
+fn name_of(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{}", text(name)),
+        None => text(name),
     }
 }
 
-/// `kubectl get clusterstagedupdaterun` and where each run stands; JSON of [`Runs`] in.
-pub fn runs_table(doc: &Value, now: u64) -> String {
+/// `kubectl get clusterstagedupdaterun` and where each run stands.
+pub fn runs_table(runs: &[UpdateRun], now: u64) -> String {
     let mut rows = vec![[
         "NAME",
         "PLACEMENT",
@@ -275,27 +267,27 @@ pub fn runs_table(doc: &Value, now: u64) -> String {
     ]
     .map(String::from)
     .to_vec()];
-    for r in doc["updateRuns"].as_array().into_iter().flatten() {
+    for r in runs {
         rows.push(vec![
-            name_of(r),
-            text(&r["placement"]),
-            text(&r["resourceSnapshotIndex"]),
-            text(&r["policySnapshotIndex"]),
-            text(&r["initialized"]),
-            text(&r["progressing"]),
-            text(&r["succeeded"]),
-            age(r["createdAt"].as_u64().unwrap_or(now), now),
-            text(&r["state"]),
-            text(&r["stage"]),
-            text(&r["clusters"]),
-            text(&r["waitingFor"]),
+            name_of(r.namespace.as_deref(), &r.name),
+            text(&r.placement),
+            number(r.resource_snapshot_index),
+            number(r.policy_snapshot_index),
+            text(&r.initialized),
+            text(&r.progressing),
+            text(&r.succeeded),
+            age(r.created_at, now),
+            text(&r.state),
+            text(r.stage.as_deref().unwrap_or_default()),
+            text(&r.clusters),
+            text(&r.waiting_for),
         ]);
     }
     crate::text_table::render(&rows)
 }
 
-/// `kubectl get clusterapprovalrequest`, with the tag that approves each; JSON of [`Runs`] in.
-pub fn approvals_table(doc: &Value, now: u64) -> String {
+/// `kubectl get clusterapprovalrequest`, with the tag that approves each.
+pub fn approvals_table(requests: &[ApprovalRequest], now: u64) -> String {
     let mut rows = vec![[
         "NAME",
         "UPDATE-RUN",
@@ -309,35 +301,32 @@ pub fn approvals_table(doc: &Value, now: u64) -> String {
     ]
     .map(String::from)
     .to_vec()];
-    for r in doc["approvalRequests"].as_array().into_iter().flatten() {
+    for r in requests {
         rows.push(vec![
-            name_of(r),
-            text(&r["updateRun"]),
-            text(&r["stage"]),
-            text(&r["approved"]),
-            text(&r["approvalAccepted"]),
-            age(r["createdAt"].as_u64().unwrap_or(now), now),
-            text(&r["approvedBy"]),
-            text(&r["tag"]),
-            r["commit"]
-                .as_str()
-                .map_or("-".into(), |c| c.chars().take(12).collect()),
+            name_of(r.namespace.as_deref(), &r.name),
+            text(&r.update_run),
+            text(&r.stage),
+            text(&r.approved),
+            text(&r.approval_accepted),
+            age(r.created_at, now),
+            text(r.approved_by.as_deref().unwrap_or_default()),
+            text(&r.tag),
+            text(&r.commit.chars().take(12).collect::<String>()),
         ]);
     }
     crate::text_table::render(&rows)
 }
 
 /// Both tables, each after a blank line and only when there is something to show.
-pub fn tables(doc: &Value, now: u64) -> String {
+pub fn tables(runs: &[UpdateRun], requests: &[ApprovalRequest], now: u64) -> String {
     let mut out = String::new();
-    let has = |k: &str| doc[k].as_array().is_some_and(|a| !a.is_empty());
-    if has("updateRuns") {
+    if !runs.is_empty() {
         out.push_str("\nUPDATE RUNS\n");
-        out.push_str(&runs_table(doc, now));
+        out.push_str(&runs_table(runs, now));
     }
-    if has("approvalRequests") {
+    if !requests.is_empty() {
         out.push_str("\nAPPROVAL REQUESTS\n");
-        out.push_str(&approvals_table(doc, now));
+        out.push_str(&approvals_table(requests, now));
     }
     out
 }
@@ -347,22 +336,94 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_runs_phase_comes_from_its_conditions() {
+        use crate::rollout::staged::status::reason;
+        let mut st: RunStatus = serde_json::from_value(serde_json::json!({"name": "r1",
+            "placement": "crp/app", "strategyName": "s", "initCommit": "c", "createdAt": 1,
+            "state": "Run"}))
+        .unwrap();
+        let failed_init = {
+            let mut f = st.clone();
+            status::set(
+                &mut f.conditions,
+                status::INITIALIZED,
+                "False",
+                reason::INITIALIZE_FAILED,
+                "",
+                1,
+            );
+            f
+        };
+        assert_eq!(phase(&failed_init), "Failed");
+        assert_eq!(phase(&st), "Initializing");
+        status::set(
+            &mut st.conditions,
+            status::INITIALIZED,
+            "True",
+            reason::INITIALIZED,
+            "",
+            1,
+        );
+        for (progressing, want) in [
+            (reason::PROGRESSING, "Progressing"),
+            (reason::WAITING, "Waiting"),
+            (reason::STUCK, "Stuck"),
+            (reason::STOPPING, "Stopping"),
+            (reason::STOPPED, "Stopped"),
+        ] {
+            status::set(
+                &mut st.conditions,
+                status::PROGRESSING,
+                "False",
+                progressing,
+                "",
+                2,
+            );
+            assert_eq!(phase(&st), want, "{progressing}");
+        }
+        status::set(
+            &mut st.conditions,
+            status::SUCCEEDED,
+            "True",
+            reason::SUCCEEDED,
+            "",
+            3,
+        );
+        assert_eq!(phase(&st), "Succeeded");
+        status::set(
+            &mut st.conditions,
+            status::SUCCEEDED,
+            "False",
+            reason::FAILED,
+            "",
+            4,
+        );
+        assert_eq!(phase(&st), "Failed");
+    }
+
+    #[test]
     fn tables_have_kubectls_columns_and_dashes_for_blanks() {
-        let doc = serde_json::json!({
+        let status = serde_json::json!({"name": "r1", "placement": "crp/app",
+            "strategyName": "s", "initCommit": "c", "createdAt": 100, "state": "Run"});
+        let doc: super::super::wire::StatusDocument = serde_json::from_value(serde_json::json!({
+            "branch": "main", "placements": [],
             "updateRuns": [{"name": "r1", "placement": "crp/app", "resourceSnapshotIndex": 0,
                 "policySnapshotIndex": 0, "initialized": "True", "progressing": "False",
                 "succeeded": "", "createdAt": 100, "state": "Run", "stage": "canary",
-                "clusters": "3/3", "waitingFor": "r1-after-canary"}],
+                "clusters": "3/3", "waitingFor": "r1-after-canary", "initCommit": "c",
+                "status": status}],
             "approvalRequests": [{"name": "r1-after-canary", "updateRun": "r1", "stage": "canary",
+                "taskType": "afterStage",
                 "approved": "", "approvalAccepted": "", "createdAt": 130,
                 "tag": "gitfleet/approve/r1-after-canary", "commit": "0123456789abcdef"}]
-        });
-        let runs = runs_table(&doc, 160);
+        }))
+        .unwrap();
+        let runs = runs_table(&doc.update_runs, 160);
         assert!(runs.starts_with("NAME  PLACEMENT  RESOURCE-SNAPSHOT-INDEX  POLICY-SNAPSHOT-INDEX  INITIALIZED  PROGRESSING  SUCCEEDED  AGE"), "{runs}");
         assert!(runs.contains("r1    crp/app    0"), "{runs}");
         assert!(runs.contains("60s"), "{runs}");
         assert!(runs.contains("r1-after-canary"), "{runs}");
-        let reqs = approvals_table(&doc, 160);
+        let reqs = approvals_table(&doc.approval_requests, 160);
         assert!(reqs.contains("r1-after-canary  r1          canary  -         -                  30s  -            gitfleet/approve/r1-after-canary  0123456789ab"), "{reqs}");
         assert!(crate::rollout::approval::TAG_PREFIX.starts_with("gitfleet/"));
     }

@@ -167,13 +167,17 @@ async fn placement(State(api): State<Api>, Path(id): Path<String>) -> Response {
 /// stands).
 async fn update_runs(State(api): State<Api>) -> Response {
     let st = status_of(&api);
-    json_ok(&json!({ "updateRuns": st.runs.update_runs }))
+    json_ok(&super::wire::UpdateRuns {
+        update_runs: st.runs.update_runs.clone(),
+    })
 }
 
 /// The approval requests runs have reached, like `kubectl get clusterapprovalrequest -o json`.
 async fn approval_requests(State(api): State<Api>) -> Response {
     let st = status_of(&api);
-    json_ok(&json!({ "approvalRequests": st.runs.approval_requests }))
+    json_ok(&super::wire::ApprovalRequests {
+        approval_requests: st.runs.approval_requests.clone(),
+    })
 }
 
 async fn inventory(State(api): State<Api>) -> Response {

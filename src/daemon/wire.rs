@@ -1,11 +1,13 @@
 //! The status API's JSON documents: one type per document, written by the daemon's server
 //! ([`super::server`]) and read by `gitfleet status` and `plan --server`
 //! ([`crate::daemon_client`]). The inventory (`GET /api/v1/inventory`) is
-//! [`crate::schedule::Inventory`] itself.
+//! [`crate::schedule::Inventory`] itself, `GET /api/v1/approvals` is
+//! [`crate::approvals::command::ApprovalsView`].
 
 use serde::{Deserialize, Serialize};
 
 use super::PlacementStatus;
+use crate::rollout::staged::status::RunStatus;
 use crate::rollout::Rejected;
 use crate::schedule::PlacementSchedule;
 
@@ -40,4 +42,78 @@ pub struct Schedule {
     #[serde(default)]
     pub commit: Option<String>,
     pub placements: Vec<PlacementSchedule>,
+}
+
+/// `GET /api/v1/updateruns`: every staged update run ([`super::runs`] builds them).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateRuns {
+    pub update_runs: Vec<UpdateRun>,
+}
+
+/// `GET /api/v1/approvalrequests`: every approval request the runs reached.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequests {
+    pub approval_requests: Vec<ApprovalRequest>,
+}
+
+/// What `gitfleet status -o json|yaml` prints: the placements document with the runs and
+/// their approval requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusDocument {
+    #[serde(flatten)]
+    pub placements: Placements,
+    pub update_runs: Vec<UpdateRun>,
+    pub approval_requests: Vec<ApprovalRequest>,
+}
+
+/// One staged update run: the `kubectl get clusterstagedupdaterun` columns, where it stands, and its whole status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateRun {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub placement: String,
+    pub resource_snapshot_index: Option<u64>,
+    pub policy_snapshot_index: Option<u64>,
+    pub initialized: String,
+    pub progressing: String,
+    pub succeeded: String,
+    pub created_at: u64,
+    pub state: String,
+    /// The stage being updated (`kubernetes-fleet.io/deleteStage` at the end), if any.
+    pub stage: Option<String>,
+    /// Clusters done / in the stage.
+    pub clusters: String,
+    /// What the run waits for, in a few words (`-` when nothing).
+    pub waiting_for: String,
+    /// The commit at which the run was initialised (approving tags point at it).
+    pub init_commit: String,
+    pub status: RunStatus,
+}
+
+/// One approval request a run has reached, like a `ClusterApprovalRequest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub update_run: String,
+    pub stage: String,
+    /// `beforeStage` or `afterStage`.
+    pub task_type: String,
+    pub approved: String,
+    pub approval_accepted: String,
+    pub created_at: u64,
+    /// The tag that approves it, and the commit it must point at.
+    pub tag: String,
+    pub commit: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_at: Option<i64>,
 }

@@ -156,9 +156,60 @@ impl Mirror {
         if !has_branch {
             return Err(err("the remote has no such branch".to_string()));
         }
+        // The remote's approval tags, as the mirror names them: any other approval tag in the
+        // mirror was deleted on the remote (gix fetches without pruning).
+        let remote_tags: std::collections::HashSet<String> = outcome
+            .ref_map
+            .mappings
+            .iter()
+            .filter_map(|m| m.local.as_ref().map(|l| l.to_string()))
+            .filter(|l| l.starts_with(&format!("refs/tags/{APPROVAL_TAGS}")))
+            .collect();
+        prune_approval_tags(&repo, &remote_tags).map_err(err)?;
         let after = super::branch_head(&self.path, branch)?;
         Ok(Fetched { before, after })
     }
+}
+
+/// Deletes the mirror's approval tags that are not in `keep` (full ref names), as `git fetch
+/// --prune` would: a tag deleted on the remote must not approve a request the mirror still
+/// knows. An approval already accepted is recorded in the daemon's state, so pruning its tag
+/// revokes nothing.
+fn prune_approval_tags(
+    repo: &gix::Repository,
+    keep: &std::collections::HashSet<String>,
+) -> Result<(), String> {
+    use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
+    let prefix = format!("refs/tags/{APPROVAL_TAGS}");
+    let platform = repo.references().map_err(|e| chain(&e))?;
+    let mut edits = Vec::new();
+    for r in platform.prefixed(prefix.as_str()).map_err(|e| chain(&e))? {
+        let r = r.map_err(|e| e.to_string())?;
+        if !keep.contains(&r.name().as_bstr().to_string()) {
+            edits.push(RefEdit {
+                change: Change::Delete {
+                    expected: PreviousValue::Any,
+                    log: RefLog::AndReference,
+                },
+                name: r.name().to_owned(),
+                deref: false,
+            });
+        }
+    }
+    if edits.is_empty() {
+        return Ok(());
+    }
+    for e in &edits {
+        tracing::info!(tag = %e.name.as_bstr(), "approval tag deleted on the remote: removed from the mirror");
+    }
+    repo.edit_references_as(edits, None)
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "cannot prune approval tags deleted on the remote: {}",
+                chain(&e)
+            )
+        })
 }
 
 /// An error and its causes on one line, each said once.
@@ -268,6 +319,40 @@ mod tests {
         assert_eq!(
             tags, "gitfleet/approve/ns/run-before-prod",
             "only approval tags are fetched"
+        );
+        // Moved and deleted on the remote: the mirror follows (a fetch without pruning kept
+        // deleted tags, which could still approve a pending request).
+        git(src.path(), &["commit", "-q", "--allow-empty", "-m", "two"]);
+        git(
+            src.path(),
+            &[
+                "tag",
+                "-f",
+                "-a",
+                "-m",
+                "moved",
+                "gitfleet/approve/ns/run-before-prod",
+            ],
+        );
+        git(
+            src.path(),
+            &["tag", "-a", "-m", "gone", "gitfleet/approve/run-after-a"],
+        );
+        mirror.fetch("main", &AtomicBool::new(false)).unwrap();
+        let peeled =
+            |repo: &Path, tag: &str| git(repo, &["rev-parse", &format!("{tag}^{{commit}}")]);
+        assert_eq!(
+            peeled(&mirror.path, "gitfleet/approve/ns/run-before-prod"),
+            peeled(src.path(), "main"),
+            "a moved tag is moved in the mirror"
+        );
+        assert_eq!(git(&mirror.path, &["tag", "-l"]).lines().count(), 2);
+        git(src.path(), &["tag", "-d", "gitfleet/approve/run-after-a"]);
+        mirror.fetch("main", &AtomicBool::new(false)).unwrap();
+        assert_eq!(
+            git(&mirror.path, &["tag", "-l"]),
+            "gitfleet/approve/ns/run-before-prod",
+            "a tag deleted on the remote is deleted in the mirror"
         );
         let e = mirror
             .fetch("release", &AtomicBool::new(false))

@@ -26,7 +26,22 @@ impl Daemon {
         secret: &Path,
         poll: &str,
     ) -> Daemon {
+        Self::start_with(repo, kubeconfig, state, secret, poll, &[], &[])
+    }
+
+    /// [`Daemon::start`] with more flags for `run` (trust files, ...) and environment (a
+    /// test clock, ...).
+    pub fn start_with(
+        repo: impl AsRef<OsStr>,
+        kubeconfig: &Path,
+        state: &Path,
+        secret: &Path,
+        poll: &str,
+        flags: &[&OsStr],
+        env: &[(&str, &OsStr)],
+    ) -> Daemon {
         let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+            .envs(env.iter().copied())
             .args(["run", "--repo"])
             .arg(repo)
             .arg("--kubeconfig")
@@ -36,6 +51,7 @@ impl Daemon {
             .args(["--listen", "127.0.0.1:0", "--poll", poll])
             .args(["--log-format", "json", "--webhook-secret-file"])
             .arg(secret)
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 pub mod daemon;
 pub mod kubectl;
 pub mod members;
+pub mod signing;
 pub mod sim;
 pub mod testbed;
 
