@@ -254,6 +254,7 @@ pub fn generate(spec: FleetSpec) -> (Vec<SourceFile>, Inventory) {
             error: (!healthy).then(|| "connection refused".to_string()),
             properties,
             add_on_scores,
+            namespaces: None,
         });
         clusters.push(name);
     }

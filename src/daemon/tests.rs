@@ -64,6 +64,7 @@ impl Deliverer for Fake {
                     healthy,
                     properties: Default::default(),
                     add_on_scores: Default::default(),
+                    namespaces: None,
                 }
             })
             .collect();

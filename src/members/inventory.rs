@@ -528,6 +528,7 @@ pub async fn collect_with(
                     error: None,
                     properties,
                     add_on_scores: BTreeMap::new(),
+                    namespaces: None,
                 }
             }
             Some(Err(e)) => unhealthy(&member.target.name, error_text(&e)),
@@ -545,6 +546,7 @@ fn unhealthy(name: &str, error: String) -> InventoryCluster {
         error: Some(error),
         properties: BTreeMap::new(),
         add_on_scores: BTreeMap::new(),
+        namespaces: None,
     }
 }
 

@@ -2,7 +2,17 @@
 //! live on the hub. `ClusterResourceEnvelope` and `ResourceEnvelope`
 //! (placement.kubernetes-fleet.io v1beta1) carry full objects in `data`; the legacy form is a v1
 //! `ConfigMap` annotated `kubernetes-fleet.io/envelope-configmap` whose `data` values are YAML or
-//! JSON manifests. This module decodes and validates them and lists their contents
+//! JSON manifests.
+//!
+//! Current KubeFleet no longer treats such a ConfigMap as an envelope: its work generator
+//! unwraps only the two envelope kinds (pkg/controllers/workgenerator/controller.go,
+//! processOneSelectedResource) and places anything else, that ConfigMap included, as it is. So
+//! here too the legacy form is off by default: the ConfigMap is a plain ConfigMap and its
+//! content never invalidates the commit. A repository that still relies on it opts in, per
+//! ConfigMap, with the annotation `gitfleet.io/legacy-envelope: "true"` next to KubeFleet's;
+//! living in the repository, the choice is the same for `plan`, `render` and the daemon.
+//!
+//! This module decodes and validates them and lists their contents
 //! ([`envelope_contents`]), which the catalog validates and the renderer unwraps through the same
 //! function. It knows nothing of placements, overrides or clusters.
 
@@ -16,6 +26,9 @@ use serde_json::{Map, Value};
 pub const GROUP: &str = "placement.kubernetes-fleet.io";
 /// The annotation that makes a `ConfigMap` a legacy envelope (any non-empty value).
 pub const ENVELOPE_CONFIGMAP_ANNOTATION: &str = "kubernetes-fleet.io/envelope-configmap";
+/// gitfleet's opt-in (value `"true"`) that makes a ConfigMap with
+/// [`ENVELOPE_CONFIGMAP_ANNOTATION`] a legacy envelope (module doc).
+pub const LEGACY_ENVELOPE_OPT_IN_ANNOTATION: &str = "gitfleet.io/legacy-envelope";
 /// Most entries an envelope's `data` may hold.
 pub const MAX_ENTRIES: usize = 50;
 
@@ -39,17 +52,18 @@ impl EnvelopeKind {
 
     /// Is an object of this type and value an envelope? Envelope kinds are recognised in any
     /// version of their group (the catalog rejects versions other than v1beta1); a ConfigMap only
-    /// with a non-empty envelope annotation.
+    /// with a non-empty envelope annotation and gitfleet's opt-in (module doc).
     pub fn of(gvk: &Gvk, value: &Value) -> Option<EnvelopeKind> {
         match (gvk.group.as_str(), gvk.kind.as_str()) {
             (GROUP, "ClusterResourceEnvelope") => Some(EnvelopeKind::ClusterResourceEnvelope),
             (GROUP, "ResourceEnvelope") => Some(EnvelopeKind::ResourceEnvelope),
-            ("", "ConfigMap") if gvk.version == "v1" => value
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(ENVELOPE_CONFIGMAP_ANNOTATION))
-                .and_then(Value::as_str)
-                .filter(|v| !v.is_empty())
-                .map(|_| EnvelopeKind::ConfigMap),
+            ("", "ConfigMap") if gvk.version == "v1" => {
+                let annotations = value.pointer("/metadata/annotations")?;
+                let text = |key: &str| annotations.get(key).and_then(Value::as_str);
+                let legacy = text(ENVELOPE_CONFIGMAP_ANNOTATION).is_some_and(|v| !v.is_empty());
+                let opted_in = text(LEGACY_ENVELOPE_OPT_IN_ANNOTATION) == Some("true");
+                (legacy && opted_in).then_some(EnvelopeKind::ConfigMap)
+            }
             _ => None,
         }
     }
@@ -507,9 +521,15 @@ mod tests {
         let mut empty_annotation = cm("plain", Some("app"));
         empty_annotation["metadata"]["annotations"] = json!({ENVELOPE_CONFIGMAP_ANNOTATION: ""});
         assert!(envelope_contents(&object(empty_annotation), &scopes).is_none());
+        // Current KubeFleet places an annotated ConfigMap as a plain one: without gitfleet's
+        // opt-in it is no envelope, whatever its data holds.
+        let mut not_opted_in = cm("legacy", Some("app"));
+        not_opted_in["metadata"]["annotations"] = json!({ENVELOPE_CONFIGMAP_ANNOTATION: "true"});
+        not_opted_in["data"] = json!({"bad.yaml": "kind: [\n"});
+        assert!(envelope_contents(&object(not_opted_in), &scopes).is_none());
         let mut v1beta1_cm = cm("x", Some("app"));
         v1beta1_cm["apiVersion"] = json!("example.com/v1");
-        v1beta1_cm["metadata"]["annotations"] = json!({ENVELOPE_CONFIGMAP_ANNOTATION: "true"});
+        v1beta1_cm["metadata"]["annotations"] = json!({ENVELOPE_CONFIGMAP_ANNOTATION: "true", LEGACY_ENVELOPE_OPT_IN_ANNOTATION: "true"});
         assert!(envelope_contents(&object(v1beta1_cm), &scopes).is_none());
     }
 
@@ -639,7 +659,7 @@ mod tests {
     fn legacy(data: Value) -> Value {
         json!({
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "env", "namespace": "app", "annotations": {ENVELOPE_CONFIGMAP_ANNOTATION: "true"}},
+            "metadata": {"name": "env", "namespace": "app", "annotations": {ENVELOPE_CONFIGMAP_ANNOTATION: "true", LEGACY_ENVELOPE_OPT_IN_ANNOTATION: "true"}},
             "data": data,
         })
     }

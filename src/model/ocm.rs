@@ -1,9 +1,41 @@
 //! OCM placement and workload APIs: `Placement` (cluster.open-cluster-management.io v1beta1) and
 //! `ManifestWorkReplicaSet` (work.open-cluster-management.io v1alpha1), with their defaults and
-//! the API/webhook rules plus the scheduler's "Misconfigured" checks that concern one object on
-//! its own (a misconfigured OCM placement silently loses all its decisions, so gitfleet rejects
-//! it up front). Pure: matching clusters, scoring and grouping belong to the scheduler; the
-//! rollout of a replica set belongs to the rollout.
+//! the rules the real hub enforces **at admission**. Pure: matching clusters, scoring and
+//! grouping belong to the scheduler; the rollout of a replica set belongs to the rollout.
+//!
+//! # Admission-time and schedule-time rules
+//! A rule the hub enforces when the object is written (CRD schema, validating webhook) makes
+//! the commit invalid here. A rule the hub only meets while scheduling is reported on that one
+//! placement (`PlacementMisconfigured=True`, no decisions) and every other placement is
+//! scheduled as usual; those live in `schedule::ocm`, not here. OCM has no validating webhook
+//! for `Placement` (pkg/registration/webhook serves ManagedCluster and
+//! ManagedClusterSetBinding only), so for a Placement admission is the CRD schema alone
+//! (manifests/cluster-manager/hub/crds/0000_02_clusters.open-cluster-management.io_placements.crd.yaml).
+//!
+//! Admission-time (rejected here):
+//! - label and claim selectors well formed (the API server's LabelSelector validation);
+//! - `prioritizerPolicy.configurations[].weight` in [-10, 10] (CRD minimum/maximum);
+//! - `spreadPolicy.spreadConstraints`: at most 8 (maxItems), `topologyKey` pattern, `maxSkew` ≥ 1;
+//! - `tolerations[].key` pattern and length 316, `value` length 1024, enums of `operator` and
+//!   `effect` (CRD);
+//! - `decisionStrategy.groupStrategy.clustersPerDecisionGroup` pattern and
+//!   `decisionGroups[].groupName` pattern (CRD); `scoreRateLimit` pattern (CRD);
+//! - `numberOfClusters` ≥ 0: **a gitfleet deviation.** The CRD has no minimum, and OCM's
+//!   scheduler slices its candidates with the count (pkg/placement/controllers/scheduling/
+//!   schedule.go, selectClusters), which cannot run with a negative one; rejecting is the only
+//!   behaviour that can be reproduced.
+//!
+//! Schedule-time (`PlacementMisconfigured` on the placement, see `schedule::ocm`):
+//! - a toleration with an empty key and operator `Equal`, or `Exists` with a value
+//!   (pkg/placement/plugins/tainttoleration/taint_toleration.go; its tests
+//!   taint_toleration_test.go and test/integration/placement/placement_test.go "Should schedule
+//!   successfully once MisConfigured is fixed");
+//! - an unknown built-in prioritizer, an `AddOn` score coordinate without `addOn`
+//!   (pkg/placement/controllers/scheduling/schedule.go, getPrioritizers);
+//! - `clustersPerDecisionGroup` given as a string that is not a percentage
+//!   (scheduling_controller.go, the decision group length);
+//! - CEL expressions that do not compile, empty ones included (the CEL selector of
+//!   pkg/placement/plugins/predicate).
 
 use super::member::{
     check_name, check_requirement_list, check_selector, ocm_key_problem, ManagedClusterTaint,
@@ -437,14 +469,6 @@ impl ApiObject for OcmPlacement {
                 &sel.claim_selector.match_expressions,
                 &mut p,
             );
-            for (k, e) in sel.cel_selector.cel_expressions.iter().enumerate() {
-                if e.trim().is_empty() {
-                    p.push(
-                        format!("{f}.celSelector.celExpressions[{k}]"),
-                        "CEL expression must not be empty",
-                    );
-                }
-            }
         }
         validate_prioritizers(&spec.prioritizer_policy, &mut p);
         validate_spread(&spec.spread_policy, &mut p);
@@ -476,29 +500,8 @@ fn validate_prioritizers(policy: &PrioritizerPolicy, p: &mut Problems) {
                 format!("must be between -10 and 10, got {w}"),
             );
         }
-        // The scheduler builds (and so checks) only prioritizers with a non-zero weight.
-        if w == 0 {
-            continue;
-        }
-        let sc = &c.score_coordinate;
-        match sc.type_ {
-            ScoreCoordinateType::BuiltIn => {
-                if !BUILTIN_PRIORITIZERS.contains(&sc.built_in.as_str()) {
-                    p.push(
-                        format!("{f}.scoreCoordinate.builtIn"),
-                        format!("incorrect builtin prioritizer: {}", sc.built_in),
-                    );
-                }
-            }
-            ScoreCoordinateType::AddOn => {
-                if sc.add_on.is_none() {
-                    p.push(
-                        format!("{f}.scoreCoordinate.addOn"),
-                        "addOn should not be empty",
-                    );
-                }
-            }
-        }
+        // Unknown built-ins and AddOn coordinates without `addOn` are schedule-time
+        // (module doc): the scheduler reports them on the placement.
     }
 }
 
@@ -541,18 +544,7 @@ fn validate_tolerations(tolerations: &[OcmToleration], p: &mut Problems) {
                 ),
             );
         }
-        if t.key.is_empty() && t.operator() != OcmTolerationOperator::Exists {
-            p.push(
-                format!("{f}.operator"),
-                "If the key is empty, operator must be Exists.",
-            );
-        }
-        if t.operator() == OcmTolerationOperator::Exists && !t.value.is_empty() {
-            p.push(
-                format!("{f}.value"),
-                "If the operator is Exists, the value should be empty.",
-            );
-        }
+        // An empty key with Equal, or Exists with a value, is schedule-time (module doc).
     }
 }
 
@@ -570,10 +562,8 @@ fn validate_groups(g: &GroupStrategy, p: &mut Problems) {
             |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) && !d.starts_with('0');
         match s.strip_suffix('%') {
             Some(d) if pct_ok(d) => {}
-            None if int_ok(s) => p.push(
-                field,
-                format!("{s:?} invalid type: string is not a percentage"),
-            ),
+            // The CRD pattern admits "5" as a string; only the scheduler rejects it (module doc).
+            None if int_ok(s) => {}
             _ => p.push(
                 field,
                 format!("{s:?} must match '{CLUSTERS_PER_GROUP_PATTERN}'"),
@@ -1066,6 +1056,23 @@ spec:
         format!("{HEAD}spec:\n{spec}")
     }
 
+    /// What OCM's hub admits but its scheduler reports as `PlacementMisconfigured` is no
+    /// validation problem here (module doc: taint_toleration_test.go, schedule.go,
+    /// scheduling_controller.go); the scheduler reports it on the placement.
+    #[test]
+    fn schedule_time_rules_are_admitted() {
+        for spec in [
+            "  tolerations: [{effect: NoSelect}]\n",
+            "  tolerations: [{key: gpu, operator: Exists, value: 'true'}]\n",
+            "  prioritizerPolicy: {configurations: [{scoreCoordinate: {builtIn: Spread}}]}\n",
+            "  prioritizerPolicy: {configurations: [{scoreCoordinate: {type: AddOn}, weight: -2}]}\n",
+            "  decisionStrategy: {groupStrategy: {clustersPerDecisionGroup: '5'}}\n",
+            "  predicates: [{requiredClusterSelector: {celSelector: {celExpressions: ['  ']}}}]\n",
+        ] {
+            assert_eq!(problems::<OcmPlacement>(&placement(spec)), vec![], "{spec}");
+        }
+    }
+
     #[test]
     fn full_spec_decodes_with_defaults() {
         let doc = placement(
@@ -1195,24 +1202,9 @@ spec:
                 "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
             ),
             (
-                placement("  predicates: [{requiredClusterSelector: {celSelector: {celExpressions: ['  ']}}}]\n"),
-                "spec.predicates[0].requiredClusterSelector.celSelector.celExpressions[0]",
-                "CEL expression must not be empty",
-            ),
-            (
                 placement("  prioritizerPolicy: {configurations: [{scoreCoordinate: {builtIn: Balance}, weight: 11}]}\n"),
                 "spec.prioritizerPolicy.configurations[0].weight",
                 "must be between -10 and 10, got 11",
-            ),
-            (
-                placement("  prioritizerPolicy: {configurations: [{scoreCoordinate: {builtIn: Spread}}]}\n"),
-                "spec.prioritizerPolicy.configurations[0].scoreCoordinate.builtIn",
-                "incorrect builtin prioritizer: Spread",
-            ),
-            (
-                placement("  prioritizerPolicy: {configurations: [{scoreCoordinate: {type: AddOn}, weight: -2}]}\n"),
-                "spec.prioritizerPolicy.configurations[0].scoreCoordinate.addOn",
-                "addOn should not be empty",
             ),
             (
                 placement(&format!("  spreadPolicy:\n    spreadConstraints:\n{nine}")),
@@ -1240,24 +1232,9 @@ spec:
                 "must be no more than 1024 characters, got 1025",
             ),
             (
-                placement("  tolerations: [{effect: NoSelect}]\n"),
-                "spec.tolerations[0].operator",
-                "If the key is empty, operator must be Exists.",
-            ),
-            (
-                placement("  tolerations: [{key: gpu, operator: Exists, value: 'true'}]\n"),
-                "spec.tolerations[0].value",
-                "If the operator is Exists, the value should be empty.",
-            ),
-            (
                 placement("  decisionStrategy: {groupStrategy: {clustersPerDecisionGroup: '0%'}}\n"),
                 "spec.decisionStrategy.groupStrategy.clustersPerDecisionGroup",
                 "\"0%\" must match '^((100|[1-9][0-9]{0,1})%|[1-9][0-9]*)$'",
-            ),
-            (
-                placement("  decisionStrategy: {groupStrategy: {clustersPerDecisionGroup: '5'}}\n"),
-                "spec.decisionStrategy.groupStrategy.clustersPerDecisionGroup",
-                "\"5\" invalid type: string is not a percentage",
             ),
             (
                 placement("  decisionStrategy: {groupStrategy: {decisionGroups: [{groupName: a, groupClusterSelector: {}}]}}\n"),

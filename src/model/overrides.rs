@@ -237,12 +237,18 @@ impl ResourceSelector {
 }
 
 impl ClusterResourceOverride {
-    /// Does this override follow the ClusterResourcePlacement `name`? Unset `spec.placement`
-    /// follows every placement.
-    pub fn follows_placement(&self, name: &str) -> bool {
-        match &self.spec.placement {
-            None => true,
-            Some(p) => p.scope() == PlacementScope::Cluster && p.name == name,
+    /// Does this override follow the placement `name` (`namespace` `Some` for a
+    /// ResourcePlacement)? Unset `spec.placement` follows every placement, ResourcePlacements
+    /// included: KubeFleet skips a ClusterResourceOverride only when its placement names
+    /// another placement key, and a ResourcePlacement's key is `namespace/name`, which no
+    /// ClusterResourceOverride names (pkg/utils/overrider/overrider.go,
+    /// FetchAllMatchingOverridesForResourceSnapshot). For a ResourcePlacement it then applies
+    /// through the Namespace it selects.
+    pub fn follows_placement(&self, name: &str, namespace: Option<&str>) -> bool {
+        match (&self.spec.placement, namespace) {
+            (None, _) => true,
+            (Some(p), None) => p.scope() == PlacementScope::Cluster && p.name == name,
+            (Some(_), Some(_)) => false,
         }
     }
 
@@ -940,9 +946,13 @@ mod tests {
         let c = cro(&format!(
             "{CRO_HEAD}  placement: {{name: p}}\n{CRO_SEL}{RULES}"
         ));
-        assert!(c.follows_placement("p"));
-        assert!(!c.follows_placement("q"));
-        assert!(cro(&format!("{CRO_HEAD}{CRO_SEL}{RULES}")).follows_placement("q"));
+        assert!(c.follows_placement("p", None));
+        assert!(!c.follows_placement("q", None));
+        // A ResourcePlacement's key is namespace/name, which no CRO's placement names.
+        assert!(!c.follows_placement("p", Some("app")));
+        let unbound = cro(&format!("{CRO_HEAD}{CRO_SEL}{RULES}"));
+        assert!(unbound.follows_placement("q", None));
+        assert!(unbound.follows_placement("q", Some("app")));
     }
 
     #[test]

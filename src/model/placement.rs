@@ -1,6 +1,18 @@
 //! KubeFleet `ClusterResourcePlacement` and `ResourcePlacement` (placement.kubernetes-fleet.io v1
 //! and v1beta1, one model): the spec, its defaults (`SetPlacementDefaults`) and the API/CEL/webhook
 //! rules that concern one placement on its own.
+//!
+//! # Admission-time and schedule-time rules
+//! Every rule checked here is one KubeFleet's hub enforces when the object is written, so a
+//! commit that breaks one is invalid: the CRD schema and CEL rules
+//! (apis/placement/v1beta1/clusterresourceplacement_types.go: placement-type field
+//! combinations, toleration `Exists`/empty-key rules, `MaxItems`) and the validating webhook
+//! (pkg/utils/validator/placement.go: resource selectors, PickFixed names, PickN
+//! `numberOfClusters`, affinity terms and property selectors/sorters, tolerations, rollout
+//! strategy). What KubeFleet only meets while scheduling — a property that is not a
+//! quantity on a member, a PickFixed cluster that is not a member or not eligible — is
+//! reported by `schedule::kubefleet` on that placement (a failed cycle, or a decision with
+//! KubeFleet's reason), never here. OCM's split is in `model::ocm`.
 
 use super::object::ObjectMeta;
 use super::quantity::Quantity;

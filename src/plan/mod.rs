@@ -429,33 +429,58 @@ fn spec_of(world: &World, key: &PlacementKey) -> Option<Value> {
 }
 
 /// The overrides that follow a placement and select one of its resources, with their hashes.
+/// As in rendering, an envelope is never selected itself: the objects it carries are.
 fn overrides_of(world: &World, sel: &Selections, key: &PlacementKey) -> BTreeMap<String, String> {
     let cat = world.cat;
     let mut out = BTreeMap::new();
     let Some(resources) = sel.of_key(key) else {
         return out;
     };
-    if key.namespace.is_none() {
-        for e in &cat.cluster_overrides {
-            let o = &e.spec;
-            let selects = resources.iter().any(|r| match &r.namespace {
-                None => o.selects(&r.gvk.group, &r.gvk.kind, &r.name),
-                Some(ns) => o.selects_namespace(ns),
-            });
-            if o.follows_placement(&key.name) && selects {
-                out.insert(
-                    cat.objects[e.index].display_name(),
-                    hash_value(&cat.objects[e.index].value),
-                );
+    // (group, kind, namespace, name) of what the overrides may apply to.
+    let mut targets: Vec<(String, String, Option<String>, String)> = Vec::new();
+    for r in resources.iter() {
+        match crate::model::envelope::envelope_contents_of(&r.value, &cat.scopes) {
+            None => targets.push((
+                r.gvk.group.clone(),
+                r.gvk.kind.clone(),
+                r.namespace.clone(),
+                r.name.clone(),
+            )),
+            Some(contents) => {
+                for v in contents.unwrap_or_default() {
+                    let text = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
+                    let gvk = crate::model::Gvk::from_api_version(
+                        &text("/apiVersion").unwrap_or_default(),
+                        &text("/kind").unwrap_or_default(),
+                    );
+                    targets.push((
+                        gvk.group,
+                        gvk.kind,
+                        text("/metadata/namespace"),
+                        text("/metadata/name").unwrap_or_default(),
+                    ));
+                }
             }
+        }
+    }
+    for e in &cat.cluster_overrides {
+        let o = &e.spec;
+        let selects = targets.iter().any(|(group, kind, ns, name)| match ns {
+            None => o.selects(group, kind, name),
+            Some(ns) => o.selects_namespace(ns),
+        });
+        if o.follows_placement(&key.name, key.namespace.as_deref()) && selects {
+            out.insert(
+                cat.objects[e.index].display_name(),
+                hash_value(&cat.objects[e.index].value),
+            );
         }
     }
     for e in &cat.resource_overrides {
         let o = &e.spec;
-        let selects = resources.iter().any(|r| {
-            r.namespace
-                .as_deref()
-                .is_some_and(|ns| o.selects(&r.gvk.group, &r.gvk.kind, ns, &r.name))
+        let selects = targets.iter().any(|(group, kind, ns, name)| {
+            ns.as_deref()
+                .is_some_and(|ns| o.selects(group, kind, ns, name))
         });
         if o.follows_placement(&key.name, key.namespace.as_deref()) && selects {
             let id = cat.objects[e.index].key().to_string();

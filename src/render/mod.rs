@@ -10,12 +10,18 @@
 //! - Override selectors match a resource by group, kind and name; the version is not part of the
 //!   identity (KubeFleet compares the version too, because its hub serves each object in the
 //!   version the placement selected; a repository holds each object once, as written).
-//! - ClusterResourceOverrides apply to ClusterResourcePlacements only; ResourceOverrides follow
-//!   [`crate::model::overrides::ResourceOverride::follows_placement`].
+//! - ClusterResourceOverrides follow
+//!   [`crate::model::overrides::ClusterResourceOverride::follows_placement`] (one without
+//!   `spec.placement` that selects Namespace X applies to ResourcePlacements in X too);
+//!   ResourceOverrides follow [`crate::model::overrides::ResourceOverride::follows_placement`].
 //! - A `Delete` rule drops the resource for that cluster: no later rule of the override and no
 //!   later override is evaluated.
-//! - An envelope is itself a selected resource: overrides that select it apply to it first (a
-//!   `Delete` drops everything it carries), then to each object it carries.
+//! - Overrides never apply to an envelope itself (one that selects only an envelope changes
+//!   nothing); they apply to each object it carries, as KubeFleet's work generator does.
+//! - An object that its overrides have made invalid as an embedded Kubernetes object (what the
+//!   hub's `Work` CRD, `x-kubernetes-embedded-resource`, admits: apiVersion, kind, metadata) is
+//!   not delivered: rendering fails for that cluster naming the overrides, as KubeFleet's Work
+//!   creation fails with `WorkSynchronized=False`.
 //! - Order: by wave; within a wave, plain objects in selection order, then the contents of
 //!   envelopes in selection order of the envelopes, each envelope's contents sorted by their JSON
 //!   (keys sorted, compact) descending before overrides, as KubeFleet sorts an envelope's raw
@@ -112,6 +118,35 @@ pub enum RenderError {
     /// Two manifests with one identity: a member would refuse the second.
     #[error(transparent)]
     Duplicate(Box<DuplicateError>),
+    /// KubeFleet: binding `WorkSynchronized=False`, reason `SyncWorkFailed` (the hub refuses the
+    /// Work that would carry the object).
+    #[error(transparent)]
+    InvalidAfterOverride(Box<InvalidAfterOverride>),
+}
+
+impl RenderError {
+    /// KubeFleet reports this one as `WorkSynchronized=False` (`SyncWorkFailed`) rather than
+    /// `Overridden=False` (`OverriddenFailed`): the overrides applied, the Work was refused.
+    pub fn is_work_sync_failure(&self) -> bool {
+        matches!(self, RenderError::InvalidAfterOverride(_))
+    }
+}
+
+/// An object that its overrides made invalid for one cluster.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("Failed to synchronize the work to the latest: {resource}{} for cluster {cluster} is not a valid Kubernetes object after {}: {}", carried_by(.envelope), overrides_list(.overrides), list(.problems))]
+pub struct InvalidAfterOverride {
+    pub resource: ObjectKey,
+    pub envelope: Option<EnvelopeRef>,
+    pub cluster: String,
+    /// The overrides that patched it, in application order.
+    pub overrides: Vec<OverrideRef>,
+    pub problems: Vec<Problem>,
+}
+
+fn overrides_list(overrides: &[OverrideRef]) -> String {
+    let names: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
+    format!("the overrides {}", names.join(", "))
 }
 
 /// One override rule that could not be applied to one resource for one cluster.
@@ -191,11 +226,16 @@ fn render_with(
     for (i, value) in selected.iter().enumerate() {
         let key =
             identity(value).map_err(|reason| RenderError::InvalidResource { index: i, reason })?;
-        let Some(value) = applicable.apply((*value).clone(), &key, None, cluster)? else {
-            continue;
-        };
-        match envelope::unwrap(&value, scopes) {
+        // Overrides never apply to an envelope itself, only to what it carries: KubeFleet's
+        // work generator applies them in its non-envelope branch and to each extracted manifest
+        // (pkg/controllers/workgenerator/controller.go processOneSelectedResource, envelope.go
+        // applyOverridesToEnvelopeManifests).
+        match envelope::unwrap(value, scopes) {
             None => {
+                let Some(value) = applicable.apply((*value).clone(), &key, None, cluster)? else {
+                    continue;
+                };
+                check_embedded(&value, &key, None, applicable, cluster)?;
                 let wave = wave_of(&key.group, &key.kind);
                 out.push(((wave, false, i, 0), key, manifest(value, wave, None)));
             }
@@ -213,6 +253,7 @@ fn render_with(
                     else {
                         continue;
                     };
+                    check_embedded(&inner, &inner_key, Some(&envelope), applicable, cluster)?;
                     let wave = wave_of(&inner_key.group, &inner_key.kind);
                     let m = manifest(inner, wave, Some(envelope.clone()));
                     out.push(((wave, true, i, j), inner_key, m));
@@ -223,6 +264,95 @@ fn render_with(
     out.sort_by_key(|(order, _, _)| *order);
     check_duplicates(&out, cluster)?;
     Ok(out.into_iter().map(|(_, _, m)| m).collect())
+}
+
+/// Fails when overrides patched `value` into something the hub's `Work` API refuses as an
+/// embedded resource (see [`embedded_problems`]).
+fn check_embedded(
+    value: &Value,
+    key: &ObjectKey,
+    envelope: Option<&EnvelopeRef>,
+    applicable: &overrides::Applicable,
+    cluster: &ClusterTarget,
+) -> Result<(), RenderError> {
+    let overrides = applicable.patching(key, cluster);
+    if overrides.is_empty() {
+        return Ok(());
+    }
+    let problems = embedded_problems(value);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(RenderError::InvalidAfterOverride(Box::new(
+        InvalidAfterOverride {
+            resource: key.clone(),
+            envelope: envelope.cloned(),
+            cluster: cluster.name.to_string(),
+            overrides,
+            problems,
+        },
+    )))
+}
+
+/// What the API server checks of an embedded resource (`x-kubernetes-embedded-resource`, as
+/// KubeFleet's `Work.spec.workload.manifests` are): `apiVersion` and `kind` non-empty strings,
+/// and `metadata` an ObjectMeta (name and namespace strings, labels and annotations maps of
+/// strings with valid keys, label values valid).
+pub fn embedded_problems(value: &Value) -> Vec<Problem> {
+    use crate::model::{is_label_value, is_qualified_name};
+    let mut problems = Vec::new();
+    let mut push = |field: &str, message: String| problems.push(Problem::new(field, message));
+    for field in ["apiVersion", "kind"] {
+        match value.get(field) {
+            Some(Value::String(s)) if !s.is_empty() => {}
+            Some(Value::String(_)) | None => push(field, "Required value".into()),
+            Some(other) => push(field, format!("must be a string, got {other}")),
+        }
+    }
+    if let Some(Value::String(v)) = value.get("apiVersion") {
+        if v.matches('/').count() > 1 {
+            push("apiVersion", format!("{v:?} is not a group/version"));
+        }
+    }
+    let Some(meta) = value.get("metadata") else {
+        return problems;
+    };
+    let Some(meta) = meta.as_object() else {
+        push("metadata", format!("must be an object, got {meta}"));
+        return problems;
+    };
+    for field in ["name", "namespace", "generateName"] {
+        if let Some(v) = meta.get(field) {
+            if !v.is_string() {
+                push(
+                    &format!("metadata.{field}"),
+                    format!("must be a string, got {v}"),
+                );
+            }
+        }
+    }
+    for (field, values_are_labels) in [("labels", true), ("annotations", false)] {
+        let Some(map) = meta.get(field) else { continue };
+        let path = format!("metadata.{field}");
+        let Some(map) = map.as_object() else {
+            push(&path, format!("must be a map of strings, got {map}"));
+            continue;
+        };
+        for (k, v) in map {
+            if !is_qualified_name(k) {
+                push(&path, format!("key {k:?} is not a valid qualified name"));
+            }
+            match v.as_str() {
+                None => push(&format!("{path}.{k}"), format!("must be a string, got {v}")),
+                Some(s) if values_are_labels && !is_label_value(s) => push(
+                    &format!("{path}.{k}"),
+                    format!("{s:?} is not a valid label value"),
+                ),
+                Some(_) => {}
+            }
+        }
+    }
+    problems
 }
 
 fn manifest(value: Value, wave: u32, envelope: Option<EnvelopeRef>) -> Manifest {

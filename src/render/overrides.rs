@@ -83,18 +83,16 @@ enum Outcome {
 }
 
 impl<'a> Applicable<'a> {
-    /// ClusterResourceOverrides apply to ClusterResourcePlacements only; ResourceOverrides to
-    /// both kinds of placement (see [`ResourceOverride::follows_placement`]).
+    /// Which overrides follow the placement: see [`ClusterResourceOverride::follows_placement`]
+    /// (one without `spec.placement` follows ResourcePlacements too, through their Namespace)
+    /// and [`ResourceOverride::follows_placement`].
     pub(super) fn new(placement: &PlacementRef, set: &OverrideSet<'a>) -> Self {
-        let mut cluster: Vec<&ClusterResourceOverride> = match placement.namespace {
-            Some(_) => Vec::new(),
-            None => set
-                .cluster
-                .iter()
-                .copied()
-                .filter(|o| o.follows_placement(placement.name))
-                .collect(),
-        };
+        let mut cluster: Vec<&ClusterResourceOverride> = set
+            .cluster
+            .iter()
+            .copied()
+            .filter(|o| o.follows_placement(placement.name, placement.namespace))
+            .collect();
         cluster.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let mut namespaced: Vec<&ResourceOverride> = set
             .namespaced
@@ -149,6 +147,48 @@ impl<'a> Applicable<'a> {
             }
         }
         ClusterKey::Rules(bits)
+    }
+
+    /// The overrides with a JSON patch rule for `resource` on this cluster, in application
+    /// order: those that may have changed it.
+    pub(super) fn patching(
+        &self,
+        resource: &ObjectKey,
+        cluster: &ClusterTarget,
+    ) -> Vec<OverrideRef> {
+        let patches = |rules: &[OverrideRule]| {
+            rules.iter().any(|r| {
+                r.override_type == OverrideType::JSONPatch && r.selects_cluster(cluster.labels)
+            })
+        };
+        let mut out: Vec<OverrideRef> = self
+            .cluster
+            .iter()
+            .filter(|o| match &resource.namespace {
+                None => o.selects(&resource.group, &resource.kind, &resource.name),
+                Some(ns) => o.selects_namespace(ns),
+            })
+            .filter(|o| patches(&o.spec.policy.override_rules))
+            .map(|o| OverrideRef {
+                kind: CLUSTER_RESOURCE_OVERRIDE.into(),
+                namespace: None,
+                name: o.metadata.name.clone(),
+            })
+            .collect();
+        if let Some(ns) = &resource.namespace {
+            out.extend(
+                self.namespaced
+                    .iter()
+                    .filter(|o| o.selects(&resource.group, &resource.kind, ns, &resource.name))
+                    .filter(|o| patches(&o.spec.policy.override_rules))
+                    .map(|o| OverrideRef {
+                        kind: RESOURCE_OVERRIDE.into(),
+                        namespace: Some(o.namespace().to_string()),
+                        name: o.metadata.name.clone(),
+                    }),
+            );
+        }
+        out
     }
 
     /// Applies every override that selects `resource` to `value`: `Ok(None)` when a `Delete`

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::model::decode;
-use crate::model::envelope::ENVELOPE_CONFIGMAP_ANNOTATION;
+use crate::model::envelope::{ENVELOPE_CONFIGMAP_ANNOTATION, LEGACY_ENVELOPE_OPT_IN_ANNOTATION};
 use crate::model::scope::Scope;
 use serde_json::json;
 
@@ -304,15 +304,22 @@ fn only_overrides_that_follow_the_placement_apply() {
         ),
         (CRP, "", "  placement: {name: crp, scope: Namespaced}\n", 2),
         (CRP, "", "  placement: {name: crp, scope: Cluster}\n", 3),
-        // ClusterResourceOverrides never apply to a ResourcePlacement.
-        (rp, "", "  placement: {name: crp}\n", 1),
+        // A ClusterResourceOverride without placement applies to a ResourcePlacement through
+        // the Namespace it selects; one with a placement never does (KubeFleet's overrider).
+        (rp, "", "  placement: {name: crp}\n", 2),
+        (
+            rp,
+            "  placement: {name: rp}\n",
+            "  placement: {name: crp}\n",
+            1,
+        ),
         (rp, "", "", 3),
         (rp, "", "  placement: {name: rp, scope: Namespaced}\n", 3),
-        (rp, "", "  placement: {name: rp}\n", 1),
-        (rp, "", "  placement: {name: other, scope: Namespaced}\n", 1),
+        (rp, "", "  placement: {name: rp}\n", 2),
+        (rp, "", "  placement: {name: other, scope: Namespaced}\n", 2),
         (
             rp_elsewhere,
-            "",
+            "  placement: {name: rp}\n",
             "  placement: {name: rp, scope: Namespaced}\n",
             1,
         ),
@@ -671,8 +678,12 @@ fn an_override_error_inside_an_envelope_names_the_envelope() {
     );
 }
 
+/// KubeFleet never applies overrides to an envelope itself (pkg/controllers/workgenerator/
+/// controller.go processOneSelectedResource; pkg/utils/overrider/overrider.go collects override
+/// candidates from an envelope's contents, never the envelope): a Delete that selects only the
+/// envelope leaves it and its contents in place.
 #[test]
-fn an_override_selecting_the_envelope_itself_can_delete_it() {
+fn an_override_selecting_only_the_envelope_is_not_applied() {
     let mut w = World::new();
     w.cros = vec![cro_with(
         "cro",
@@ -684,7 +695,70 @@ fn an_override_selecting_the_envelope_itself_can_delete_it() {
         cluster_envelope("cenv", json!({"r": cluster_role("r")})),
         cluster_role("plain"),
     ]);
-    assert_eq!(got, vec![cluster_role("plain")]);
+    assert_eq!(got, vec![cluster_role("plain"), cluster_role("r")]);
+}
+
+/// An override that makes an object invalid (here `metadata.annotations` a string) does not
+/// deliver it: KubeFleet's Work, whose manifests are `x-kubernetes-embedded-resource`, is
+/// refused by the hub (pkg/controllers/workgenerator/override_test.go patches
+/// /metadata/annotations; config/crd/bases/placement.kubefleet.dev_works.yaml).
+#[test]
+fn an_override_that_makes_an_object_invalid_fails_rendering_for_that_cluster() {
+    let mut w = World::new();
+    w.ros = vec![ro_with(
+        "app",
+        "ro",
+        "",
+        DEPLOY_WEB,
+        "[{clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchLabels: {env: prod}}}]}, jsonPatchOverrides: [{op: add, path: /metadata/annotations, value: oops}]}]",
+    )];
+    let err = w.render(&[deployment("app", "web")]).unwrap_err();
+    assert!(err.is_work_sync_failure());
+    assert_eq!(
+        err.to_string(),
+        "Failed to synchronize the work to the latest: Deployment/app/web for cluster member-1 is not a valid Kubernetes object after the overrides ResourceOverride app/ro: metadata.annotations: must be a map of strings, got \"oops\""
+    );
+    // The same override inside an envelope names the envelope.
+    let err = w
+        .render(&[resource_envelope(
+            "app",
+            "env",
+            json!({"d": deployment("app", "web")}),
+        )])
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Deployment/app/web (carried by ResourceEnvelope app/env)"),
+        "{err}"
+    );
+    // A cluster the rule does not select gets the object unchanged.
+    w.labels.insert("env".into(), "dev".into());
+    assert_eq!(
+        w.values(&[deployment("app", "web")]),
+        vec![deployment("app", "web")]
+    );
+}
+
+/// A ClusterResourceOverride without `spec.placement` that selects Namespace app applies to a
+/// ResourcePlacement's objects in app; one bound to a ClusterResourcePlacement does not
+/// (pkg/utils/overrider/overrider.go FetchAllMatchingOverridesForResourceSnapshot: only a
+/// placement that names another key is skipped; a ResourcePlacement's key is namespace/name).
+#[test]
+fn a_cluster_override_without_placement_follows_resource_placements_in_its_namespace() {
+    let mut w = World::new();
+    w.placement = PlacementRef {
+        name: "rp",
+        namespace: Some("app"),
+    };
+    w.cros = vec![
+        cro_with("unbound", "", NS_APP, &replicas(5)),
+        cro_with("bound", "  placement: {name: rp}\n", NS_APP, &replicas(7)),
+    ];
+    let got = w.values(&[deployment("app", "web")]);
+    assert_eq!(replicas_of(&got[0]), 5);
+    // Another namespace's objects are not selected by it.
+    let got = w.values(&[deployment("other", "web")]);
+    assert_eq!(replicas_of(&got[0]), 1);
 }
 
 #[test]
@@ -742,7 +816,7 @@ fn a_crd_of_the_commit_makes_a_custom_kind_placeable_in_an_envelope() {
 fn legacy_envelope(data: Value) -> Value {
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "legacy", "namespace": "app", "annotations": {ENVELOPE_CONFIGMAP_ANNOTATION: "true"}},
+        "metadata": {"name": "legacy", "namespace": "app", "annotations": {ENVELOPE_CONFIGMAP_ANNOTATION: "true", LEGACY_ENVELOPE_OPT_IN_ANNOTATION: "true"}},
         "data": data,
     })
 }

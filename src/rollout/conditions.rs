@@ -29,6 +29,9 @@ pub struct ClusterFacts<'a> {
     pub overridden: bool,
     /// Rendering (overrides) failed for this cluster.
     pub override_error: Option<&'a str>,
+    /// The overrides applied but made an object the hub's Work API refuses (KubeFleet's
+    /// `WorkSynchronized=False`, `SyncWorkFailed`).
+    pub sync_error: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -93,6 +96,10 @@ pub fn cluster_conditions(f: &ClusterFacts, report_diff: bool) -> Vec<Condition>
             "No override rules are configured for the selected resources",
         )
     });
+    if let Some(e) = f.sync_error {
+        out.push(cond("WorkSynchronized", "False", "SyncWorkFailed", e));
+        return out;
+    }
     out.push(cond(
         "WorkSynchronized",
         "True",
@@ -340,7 +347,16 @@ pub fn of_step(
                 health: cs.filter(|_| at_latest).map(|c| c.health),
                 error: cs.and_then(|c| c.last_error.as_deref()),
                 overridden: step.overridden.contains(cluster),
-                override_error: step.render_errors.get(cluster).map(String::as_str),
+                override_error: step
+                    .render_errors
+                    .get(cluster)
+                    .filter(|_| !step.work_sync_errors.contains(cluster))
+                    .map(String::as_str),
+                sync_error: step
+                    .render_errors
+                    .get(cluster)
+                    .filter(|_| step.work_sync_errors.contains(cluster))
+                    .map(String::as_str),
             };
             ClusterConditions {
                 cluster: cluster.clone(),
@@ -367,6 +383,7 @@ mod tests {
             error: None,
             overridden: false,
             override_error: None,
+            sync_error: None,
         }
     }
 
@@ -415,6 +432,34 @@ mod tests {
                 "False".into(),
                 "RolloutNotStartedYet".into()
             )
+        );
+    }
+
+    /// An object the overrides made invalid: KubeFleet's overrides succeed, then the Work is
+    /// refused (pkg/controllers/workgenerator/controller.go: WorkSynchronized=False,
+    /// SyncWorkFailed when the error is not an override failure).
+    #[test]
+    fn a_refused_work_stops_at_work_synchronized() {
+        let f = ClusterFacts {
+            overridden: true,
+            sync_error: Some("Failed to synchronize the work to the latest: …"),
+            ..facts("a")
+        };
+        let c = cluster_conditions(&f, false);
+        assert_eq!(
+            types(&c)[2..],
+            [
+                (
+                    "Overridden".into(),
+                    "True".into(),
+                    "OverriddenSucceeded".into()
+                ),
+                (
+                    "WorkSynchronized".into(),
+                    "False".into(),
+                    "SyncWorkFailed".into()
+                ),
+            ]
         );
     }
 

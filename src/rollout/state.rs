@@ -188,6 +188,7 @@ mod tests {
             )]
             .into(),
             add_on_scores: Default::default(),
+            namespaces: None,
         };
         let bad = InventoryCluster {
             healthy: false,

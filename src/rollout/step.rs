@@ -161,6 +161,9 @@ pub struct StepSummary {
     pub overridden: BTreeSet<String>,
     /// Clusters the placement cannot be rendered for, and why.
     pub render_errors: BTreeMap<String, String>,
+    /// Those of `render_errors` that KubeFleet reports as `WorkSynchronized=False` rather than
+    /// `Overridden=False` ([`crate::render::RenderError::is_work_sync_failure`]).
+    pub work_sync_errors: BTreeSet<String>,
     /// ReportDiff apply strategy: status reports DiffReported instead of Applied/Available.
     pub report_diff: bool,
     /// `Kind/namespace/name` (or `Kind/name`) of what the placement selects.
@@ -185,6 +188,7 @@ impl StepSummary {
             desired: BTreeMap::new(),
             overridden: BTreeSet::new(),
             render_errors: BTreeMap::new(),
+            work_sync_errors: BTreeSet::new(),
             report_diff: false,
             selected_resources: vec![],
             objects: BTreeMap::new(),
@@ -316,6 +320,9 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
                             (m.clone(), rendered)
                         }
                         Err(e) => {
+                            if e.is_work_sync_failure() {
+                                step.work_sync_errors.insert(cluster.to_string());
+                            }
                             step.render_errors
                                 .insert(cluster.to_string(), e.to_string());
                             return None;

@@ -7,7 +7,7 @@ use crate::model::member::{ManagedClusterTaint, Taint, MEMBER_NAME_LABEL};
 use crate::model::quantity::Quantity;
 use crate::model::Labels;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The inventory file (`--inventory FILE`), also what `gitfleet inventory` prints.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -30,6 +30,10 @@ pub struct InventoryCluster {
     pub properties: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub add_on_scores: BTreeMap<String, i64>,
+    /// The namespaces that exist on the member, when they were collected (KubeFleet's
+    /// `MemberCluster.status.namespaces`); unset when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<Vec<String>>,
 }
 
 fn yes() -> bool {
@@ -98,6 +102,8 @@ pub struct Cluster {
     /// Eligible for new placements (the last probe succeeded).
     pub healthy: bool,
     pub health_reason: Option<String>,
+    /// The member's namespaces, when the inventory knows them (KubeFleet's NamespaceAffinity).
+    pub namespaces: Option<BTreeSet<String>>,
 }
 
 impl Cluster {
@@ -150,6 +156,7 @@ impl Fleet {
             add_on_scores: BTreeMap::new(),
             healthy: true,
             health_reason: None,
+            namespaces: None,
         };
         for m in &cat.member_clusters {
             let c = by_name
@@ -186,6 +193,7 @@ impl Fleet {
                         c.properties = l.properties.clone();
                         c.properties.extend(declared);
                         c.add_on_scores = l.add_on_scores.clone();
+                        c.namespaces = l.namespaces.as_ref().map(|n| n.iter().cloned().collect());
                     }
                     None => {
                         c.healthy = false;
@@ -251,6 +259,10 @@ mod tests {
         assert_eq!(inv.clusters.len(), 2);
         assert!(inv.clusters[0].healthy);
         assert_eq!(inv.clusters[0].add_on_scores["cpuratio"], 40);
+        assert_eq!(inv.clusters[0].namespaces, None);
+        let inv =
+            Inventory::parse("inv.yaml", "clusters:\n- name: a\n  namespaces: [app]\n").unwrap();
+        assert_eq!(inv.clusters[0].namespaces, Some(vec!["app".to_string()]));
         let err =
             Inventory::parse("inv.yaml", "clusters:\n- name: a\n  helthy: true\n").unwrap_err();
         assert!(

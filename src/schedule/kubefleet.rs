@@ -443,6 +443,7 @@ fn eligibility(c: &Cluster) -> Result<(), String> {
 enum Filtered<'a> {
     NoAffinityTerm,
     Ineligible(&'a Cluster),
+    NamespaceMissing,
     Taint(&'a Taint),
     Topology(&'a TopologySpreadConstraint),
 }
@@ -454,6 +455,9 @@ impl Filtered<'_> {
                 "cluster does not match with any of the required cluster affinity terms",
             ),
             Filtered::Ineligible(c) => unschedulable(eligibility(c).err().unwrap_or_default()),
+            Filtered::NamespaceMissing => {
+                unschedulable("target namespace does not exist on cluster")
+            }
             Filtered::Taint(t) => unschedulable(taint_reason(t)),
             Filtered::Topology(constraint) => unschedulable(format!(
                 "violated doNotSchedule topology spread constraint {:?} (max skew {})",
@@ -600,8 +604,14 @@ fn static_filter<'c>(
     if !c.healthy {
         return Ok(Err(Filtered::Ineligible(c)));
     }
-    // NamespaceAffinity: gitfleet does not collect member namespaces, so the plugin passes
-    // every cluster, as KubeFleet does when namespace collection is off.
+    // NamespaceAffinity (pkg/scheduler/framework/plugins/namespaceaffinity/filtering.go): a
+    // ResourcePlacement goes only where its namespace exists, when the member's namespaces are
+    // known; unknown (KubeFleet: no NamespaceCollectionSucceeded condition), every cluster passes.
+    if let (Some(ns), Some(known)) = (input.key.namespace.as_deref(), c.namespaces.as_ref()) {
+        if !known.contains(ns) {
+            return Ok(Err(Filtered::NamespaceMissing));
+        }
+    }
     if let Some(t) = untolerated_taint(&input.policy.tolerations, c) {
         return Ok(Err(Filtered::Taint(t)));
     }
@@ -692,11 +702,14 @@ fn pick_all(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcom
             Err(why) => filtered.push((i, c, why)),
         }
     }
+    // KubeFleet wraps every cluster that passed the PickAll filters with a zero `ClusterScore`
+    // (pkg/scheduler/framework/framework.go, runAllPluginsForPickAllPlacementType), so its
+    // bindings and decisions carry "affinity score: 0, topology spread score: 0".
     for &i in &picked {
-        bindings.pick(i, None);
+        bindings.pick(i, Some((0, 0)));
     }
     bindings.unschedule_obsolete_except(|i| picked.binary_search(&i).is_ok());
-    let mut decisions = binding_decisions(bindings, false);
+    let mut decisions = binding_decisions(bindings, true);
     add_filtered(
         &mut decisions,
         bindings,

@@ -86,7 +86,7 @@ impl ClusterDecision {
     }
 }
 
-/// KubeFleet's reason for a picked cluster, with the scores when the policy is PickN.
+/// KubeFleet's reason for a picked cluster: with the scores for PickN and PickAll (zeros), without for PickFixed.
 pub fn picked_reason(cluster: &str, scores: Option<(i32, i32)>) -> String {
     match scores {
         Some((a, t)) => format!(

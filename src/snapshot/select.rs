@@ -184,13 +184,35 @@ pub fn select(cat: &Catalog, placement: &Placement) -> Result<Vec<SelectedResour
                 }
             }
         }
-        let matches: Vec<&Object> = cat
+        let mut matches: Vec<&Object> = cat
             .hub_objects_of_kind(&sel.group, &sel.kind)
             .filter(|o| namespace_filter.is_none() || o.namespace == namespace_filter)
             .filter(|o| term_matches(sel, o))
             .filter(|o| !is_skipped(o, cat))
-            .filter(|o| !(sel.is_namespace() && is_reserved_namespace(&o.name)))
             .collect();
+        if sel.is_namespace() {
+            // KubeFleet takes every namespace a label selector matches with its contents, and a
+            // reserved one is a user error as when it is named (pkg/utils/controller/
+            // resource_selector_resolver.go, fetchNamespaceResources →
+            // fetchAllResourcesInOneNamespace). NamespaceOnly and
+            // NamespaceWithResourceSelectors go through its generic fetch, which has no such
+            // check; gitfleet skips reserved namespaces there, as it always did.
+            let reserved: Vec<&str> = matches
+                .iter()
+                .filter(|o| is_reserved_namespace(&o.name))
+                .map(|o| o.name.as_str())
+                .collect();
+            if !reserved.is_empty() && sel.scope() == SelectionScope::NamespaceWithResources {
+                for name in reserved {
+                    errors.push(Problem::new(
+                        format!("{field}.labelSelector"),
+                        format!("selects namespace {name:?}, which is reserved (fleet-* and kube-* namespaces are never propagated)"),
+                    ));
+                }
+                continue;
+            }
+            matches.retain(|o| !is_reserved_namespace(&o.name));
+        }
         if sel.is_namespace()
             && sel.scope() == SelectionScope::NamespaceWithResourceSelectors
             && matches.is_empty()

@@ -134,6 +134,27 @@ fn label_selected_namespaces_skip_reserved_ones() {
     );
 }
 
+/// KubeFleet fails the selection when a label selector with the default scope matches a
+/// reserved namespace (resource_selector_resolver.go fetchAllResourcesInOneNamespace: "namespace
+/// %s is not allowed to propagate"), as when it is named.
+#[test]
+fn label_selected_reserved_namespaces_with_their_resources_are_an_error() {
+    let p = crp(
+        "p",
+        "  - group: ''\n    version: v1\n    kind: Namespace\n    labelSelector: {matchLabels: {team: a}}\n",
+    );
+    let files = [("app.yaml", APP), ("p.yaml", p.as_str())].map(|(p, c)| SourceFile {
+        path: p.to_string(),
+        content: c.as_bytes().to_vec(),
+    });
+    let (_, diags) = crate::analyze(&files);
+    let got: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        got,
+        vec!["p.yaml:9: ClusterResourcePlacement/p: spec.resourceSelectors[0].labelSelector: selects namespace \"kube-extra\", which is reserved (fleet-* and kube-* namespaces are never propagated)"]
+    );
+}
+
 #[test]
 fn selecting_a_missing_object_by_name_is_empty_not_an_error() {
     let p = crp(

@@ -19,12 +19,17 @@
 //!   moment it became unhealthy is unknown, a `tolerationSeconds` toleration of it has run out.
 //! - A taint without `timeAdded` counts from the zero time, as in OCM: a toleration with
 //!   `tolerationSeconds` of it has run out.
-//! - CEL cluster selectors are not supported: a placement that uses one is reported as
-//!   misconfigured (`Predicate:` message) and selects nothing, instead of selecting wrongly.
+//! - CEL cluster selectors are evaluated as OCM does (see the `cel` module for what differs).
+//!
+//! - Rules OCM's hub admits but its scheduler rejects (tolerations, prioritizers, decision group
+//!   sizes, CEL; list in `model::ocm`) are checked here, never at validation: they make that one
+//!   placement `PlacementMisconfigured=True` with no decisions, and every other placement is
+//!   scheduled as usual.
 //!
 //! Pure: the fleet, the previous results and the clock are parameters. It must not know how a
 //! selection is rolled out or applied.
 
+mod cel;
 mod groups;
 #[cfg(test)]
 mod tests;
@@ -515,11 +520,15 @@ impl<'a> World<'a> {
         let mut passed: Vec<u32> = Vec::with_capacity(candidates.len());
         if spec.predicates.is_empty() || candidates.is_empty() {
             passed.extend_from_slice(candidates);
-        } else if let Some(m) = cel_misconfig(&spec.predicates) {
-            run.misconfig = Some(m);
-            return run;
         } else {
-            let mut reasons: [Option<Arc<str>>; 3] = Default::default();
+            let cels = match compile_cel(&spec.predicates) {
+                Ok(cels) => cels,
+                Err(m) => {
+                    run.misconfig = Some(m);
+                    return run;
+                }
+            };
+            let mut reasons: [Option<Arc<str>>; 4] = Default::default();
             let labels: Vec<ClusterBits> = spec
                 .predicates
                 .iter()
@@ -530,7 +539,7 @@ impl<'a> World<'a> {
                 .collect();
             for &i in candidates {
                 let c = &self.fleet.clusters[i as usize];
-                match predicate_miss(&spec.predicates, &labels, i as usize, c) {
+                match predicate_miss(&spec.predicates, &labels, &cels, i as usize, c) {
                     None => passed.push(i),
                     Some(miss) => {
                         let why = reasons[miss as usize]
@@ -831,20 +840,24 @@ struct Feasible {
 // Filters
 // ---------------------------------------------------------------------------------------------
 
-/// CEL is not supported: the first CEL expression of any predicate makes the placement
-/// misconfigured, the way an expression OCM cannot compile does.
-fn cel_misconfig(predicates: &[ClusterPredicate]) -> Option<Misconfig> {
-    predicates.iter().enumerate().find_map(|(i, p)| {
-        let e = p
-            .required_cluster_selector
-            .cel_selector
-            .cel_expressions
-            .first()?;
-        Some(Misconfig::new(
-            "Predicate",
-            format!("CEL cluster selectors are not supported by gitfleet (predicates[{i}].requiredClusterSelector.celSelector: {e:?})"),
-        ))
-    })
+/// Each predicate's CEL selector, compiled (`None` without expressions); an expression that
+/// does not compile makes the placement misconfigured, as OCM's Predicate plugin does
+/// (pkg/placement/plugins/predicate/predicate.go).
+fn compile_cel(
+    predicates: &[ClusterPredicate],
+) -> Result<Vec<Option<cel::CelSelector>>, Misconfig> {
+    predicates
+        .iter()
+        .map(|p| {
+            let exprs = &p.required_cluster_selector.cel_selector.cel_expressions;
+            if exprs.is_empty() {
+                return Ok(None);
+            }
+            cel::CelSelector::compile(exprs)
+                .map(Some)
+                .map_err(|e| Misconfig::new("Predicate", e))
+        })
+        .collect()
 }
 
 /// Why a cluster matches none of the predicates.
@@ -856,6 +869,8 @@ enum PredicateMiss {
     Claims = 1,
     /// With several predicates: none matches.
     All = 2,
+    /// With one predicate: its CEL selector does not match.
+    Cel = 3,
 }
 
 impl PredicateMiss {
@@ -867,6 +882,9 @@ impl PredicateMiss {
             PredicateMiss::Claims => {
                 "filtered by Predicate: the cluster's claims (properties) do not match its claimSelector"
                     .into()
+            }
+            PredicateMiss::Cel => {
+                "filtered by Predicate: the cluster does not satisfy its celSelector".into()
             }
             PredicateMiss::All => format!(
                 "filtered by Predicate: the cluster matches none of the {predicates} predicates"
@@ -882,14 +900,15 @@ impl PredicateMiss {
 fn predicate_miss(
     predicates: &[ClusterPredicate],
     labels: &[ClusterBits],
+    cels: &[Option<cel::CelSelector>],
     index: usize,
     c: &Cluster,
 ) -> Option<PredicateMiss> {
-    let mut label_miss = false;
-    for (p, bits) in predicates.iter().zip(labels) {
+    let mut miss = PredicateMiss::Claims;
+    for ((p, bits), cel) in predicates.iter().zip(labels).zip(cels) {
         let sel = &p.required_cluster_selector;
         if !bits.contains(index) {
-            label_miss = true;
+            miss = PredicateMiss::Labels;
             continue;
         }
         if !sel
@@ -900,12 +919,17 @@ fn predicate_miss(
         {
             continue;
         }
+        // As OCM's ClusterSelector.Matches: labels, then claims, then CEL.
+        if cel.as_ref().is_some_and(|cel| !cel.matches(c)) {
+            miss = PredicateMiss::Cel;
+            continue;
+        }
         return None;
     }
-    Some(match (predicates.len(), label_miss) {
-        (1, true) => PredicateMiss::Labels,
-        (1, false) => PredicateMiss::Claims,
-        _ => PredicateMiss::All,
+    Some(if predicates.len() == 1 {
+        miss
+    } else {
+        PredicateMiss::All
     })
 }
 

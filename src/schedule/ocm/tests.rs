@@ -107,6 +107,7 @@ fn inventory(clusters: &[Live]) -> Inventory {
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
                 add_on_scores: c.add_on.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+                namespaces: None,
             })
             .collect(),
     }
@@ -995,29 +996,118 @@ fn predicates_are_ored_and_claims_are_properties() {
     assert_eq!(order, ["west", "east", "gpu", "none"]);
 }
 
+/// Cases of open-cluster-management-io/ocm pkg/placement/plugins/predicate/predicate_test.go
+/// ("match with CEL expression on labels", "... on claims", "... and other selectors",
+/// "invalid CEL expression").
 #[test]
-fn cel_selectors_are_reported_as_unsupported() {
+fn cel_selectors_select_as_ocm_does() {
+    let cel = |exprs: &[&str]| json!({"celSelector": {"celExpressions": exprs}});
+    let mut with_labels = cel(&[
+        r#"managedCluster.status.clusterClaims.exists(c, c.name == "cloud" && c.value == "Amazon")"#,
+    ]);
+    with_labels["labelSelector"] = json!({"matchLabels": {"env": "prod"}});
+    let cat = commit(vec![
+        cluster("c1", json!({"region": "us-east-1", "env": "prod"})),
+        cluster("c2", json!({"region": "us-west-1", "env": "prod"})),
+        cluster("c3", json!({"region": "us-east-1", "env": "dev"})),
+        placement(
+            "app",
+            "labels",
+            json!({"predicates": [{"requiredClusterSelector": cel(&[r#"managedCluster.metadata.labels["region"] == "us-east-1""#])}]}),
+        ),
+        placement(
+            "app",
+            "claims-and-labels",
+            json!({"predicates": [{"requiredClusterSelector": with_labels}]}),
+        ),
+        placement(
+            "app",
+            "two",
+            json!({"predicates": [{"requiredClusterSelector": cel(&[
+                r#"managedCluster.metadata.labels["env"] == "prod""#,
+                r#"managedCluster.metadata.name.startsWith("c1")"#,
+            ])}]}),
+        ),
+        placement(
+            "app",
+            "runtime-error",
+            json!({"predicates": [{"requiredClusterSelector": cel(&["managedCluster.metadata.labels.missing == 'x'"])}]}),
+        ),
+    ]);
+    let claims = |cloud| Live {
+        properties: match cloud {
+            "Amazon" => &[("cloud", "Amazon")],
+            _ => &[("cloud", "Azure")],
+        },
+        ..live("x")
+    };
+    let inv = inventory(&[
+        Live {
+            name: "c1",
+            ..claims("Amazon")
+        },
+        Live {
+            name: "c2",
+            ..claims("Azure")
+        },
+        Live {
+            name: "c3",
+            ..claims("Amazon")
+        },
+    ]);
+    let f = fleet(&cat, Some(&inv));
+    let r = one(&cat, &f, "labels", &[], NOW);
+    assert_eq!(r.selected, ["c1", "c3"]);
+    assert_eq!(
+        decision_of(&r, "c2").reason(),
+        "filtered by Predicate: the cluster does not satisfy its celSelector"
+    );
+    assert_eq!(misconfigured_of(&r).0, "False");
+    let r = one(&cat, &f, "claims-and-labels", &[], NOW);
+    assert_eq!(r.selected, ["c1"]);
+    let r = one(&cat, &f, "two", &[], NOW);
+    assert_eq!(r.selected, ["c1"]);
+    // An evaluation error is no match (OCM's EvaluateSingleExpression), not a misconfiguration.
+    let r = one(&cat, &f, "runtime-error", &[], NOW);
+    assert!(r.selected.is_empty());
+    assert_eq!(misconfigured_of(&r).0, "False");
+}
+
+/// An expression that does not compile, or calls a function of OCM's environment gitfleet does
+/// not provide, makes the placement misconfigured with no decisions (predicate.go returns
+/// Misconfigured with the compile error).
+#[test]
+fn cel_compile_errors_make_the_placement_misconfigured() {
     let cat = commit(vec![
         cluster("c", json!({})),
         placement(
             "app",
-            "p",
-            json!({"predicates": [
-                {"requiredClusterSelector": {"celSelector": {"celExpressions": ["managedCluster.metadata.name == 'c'"]}}},
-            ]}),
+            "syntax",
+            json!({"predicates": [{"requiredClusterSelector": {"celSelector": {"celExpressions": ["managedCluster.metadata.name =="]}}}]}),
+        ),
+        placement(
+            "app",
+            "scores",
+            json!({"predicates": [{"requiredClusterSelector": {"celSelector": {"celExpressions": [
+                "managedCluster.scores('test-addon').filter(s, s.name == 'test-score').all(e, e.value > 80)"
+            ]}}}]}),
         ),
     ]);
     let f = fleet(&cat, None);
-    let r = one(&cat, &f, "p", &[], NOW);
+    let r = one(&cat, &f, "syntax", &[], NOW);
     assert!(r.selected.is_empty());
-    let message = "Predicate:CEL cluster selectors are not supported by gitfleet (predicates[0].requiredClusterSelector.celSelector: \"managedCluster.metadata.name == 'c'\")";
-    assert_eq!(misconfigured_of(&r), ("True", "Misconfigured", message));
-    assert_eq!(satisfied_of(&r).1, "NoManagedClusterMatched");
-    let d = decision_of(&r, "c");
+    let (status, reason, message) = misconfigured_of(&r);
+    assert_eq!((status, reason), ("True", "Misconfigured"));
     assert!(
-        !d.selected
-            && d.reason()
-                .contains("CEL cluster selectors are not supported")
+        message.starts_with("Predicate:compilation failed: "),
+        "{message}"
+    );
+    assert_eq!(satisfied_of(&r).1, "NoManagedClusterMatched");
+    let r = one(&cat, &f, "scores", &[], NOW);
+    assert!(r.selected.is_empty());
+    assert_eq!(
+        misconfigured_of(&r).2,
+        "Predicate:compilation failed: function 'scores' of OCM's CEL environment is not supported by gitfleet (\"managedCluster.scores('test-addon').filter(s, s.name == 'test-score').all(e, e.value > 80)\")"
     );
 }
 
