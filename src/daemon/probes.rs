@@ -139,6 +139,7 @@ fn unhealthy(name: &str, error: String) -> Answer {
         error: Some(error),
         properties: BTreeMap::new(),
         add_on_scores: BTreeMap::new(),
+        namespaces: None,
     }
 }
 
