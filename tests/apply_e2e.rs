@@ -683,8 +683,9 @@ fn an_invalid_commit_applies_nothing() {
     ));
     let run = gitfleet(&["apply", "--repo", "/nonexistent/repo", "--kubeconfig", "x"]);
     assert_eq!(run.code, 3, "{}", run.stderr);
-    let run = gitfleet(&["apply", "--repo", "."]);
-    assert_eq!(run.code, 2, "{}", run.stderr);
+    // A usage error is 64 (EX_USAGE), never a code a run can give.
+    let run = gitfleet(&["apply", "--repo", ".", "--no-such-flag"]);
+    assert_eq!(run.code, 64, "{}", run.stderr);
 }
 
 fn custom_resources_land_after_their_crd(backend: Backend) {

@@ -343,7 +343,7 @@ fn verify_approval_without_trust_files_is_a_usage_error() {
         "--commit",
         &f.init,
     ]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 64, "{}", r.stderr);
     assert!(r.stderr.contains("--trusted-signers"), "{}", r.stderr);
 }
 

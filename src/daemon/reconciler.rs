@@ -570,8 +570,15 @@ impl<D: Deliverer> Daemon<D> {
         }
         self.state.serving = Some(commit.clone());
         for s in &decision.steps {
-            if !s.applying.is_empty() || !s.removing.is_empty() {
+            let placement = s.placement.to_string();
+            if s.applying.is_empty() && s.removing.is_empty() {
+                self.logged_steps.remove(&placement);
+                continue;
+            }
+            let moves = format!("{:?} {:?}", s.applying, s.removing);
+            if self.logged_steps.get(&placement) != Some(&moves) {
                 tracing::info!(placement = %s.placement, applying = ?s.applying, removing = ?s.removing, waiting = ?s.waiting, "rollout step");
+                self.logged_steps.insert(placement, moves);
             }
         }
         let contexts = crate::members::member_targets(&analyzed.cat)
