@@ -11,6 +11,43 @@ use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
+/// Runs `work` for every member, at most `parallel` at a time, each with its own client (or the
+/// reason it could not be made); results in the order the members finish.
+async fn each_member<I, T, F, Fut>(
+    kubeconfig: &Kubeconfig,
+    kubeconfig_path: &Path,
+    parallel: usize,
+    members: Vec<(MemberTarget, I)>,
+    work: F,
+) -> Vec<T>
+where
+    I: Send + 'static,
+    T: Send + 'static,
+    F: Fn(Result<kube::Client, String>, MemberTarget, I) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = T> + Send,
+{
+    let slots = Arc::new(Semaphore::new(parallel.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (target, item) in members {
+        let slots = Arc::clone(&slots);
+        let kubeconfig = kubeconfig.clone();
+        let path = kubeconfig_path.to_path_buf();
+        let work = work.clone();
+        tasks.spawn(async move {
+            let _slot = slots.acquire_owned().await.expect("never closed");
+            let client = connect(&kubeconfig, &path, &target)
+                .await
+                .map_err(|e| e.to_string());
+            work(client, target, item).await
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        out.push(done.expect("member tasks do not panic"));
+    }
+    out
+}
+
 /// Pushes to every member; results sorted by member name. `progress` sees each member's result
 /// as soon as it is done.
 pub async fn push_fleet(
@@ -20,32 +57,35 @@ pub async fn push_fleet(
     opts: &PushOptions,
     progress: Arc<dyn Fn(&MemberResult) + Send + Sync>,
 ) -> Vec<MemberResult> {
-    let slots = Arc::new(Semaphore::new(opts.parallel_members.max(1)));
-    let mut tasks = tokio::task::JoinSet::new();
-    for target in members {
-        let slots = Arc::clone(&slots);
-        let kubeconfig = kubeconfig.clone();
-        let path = kubeconfig_path.to_path_buf();
-        let opts = opts.clone();
-        let progress = Arc::clone(&progress);
-        tasks.spawn(async move {
-            let _slot = slots.acquire_owned().await.expect("never closed");
-            let member_target = MemberTarget {
-                name: target.member.clone(),
-                context: target.context.clone(),
+    let members = members
+        .into_iter()
+        .map(|push| {
+            let target = MemberTarget {
+                name: push.member.clone(),
+                context: push.context.clone(),
             };
-            let result = match connect(&kubeconfig, &path, &member_target).await {
-                Ok(client) => push_member(client, target, &opts).await,
-                Err(e) => failed_member(&target, e.to_string()),
-            };
-            progress(&result);
-            result
-        });
-    }
-    let mut out = Vec::new();
-    while let Some(done) = tasks.join_next().await {
-        out.push(done.expect("member tasks do not panic"));
-    }
+            (target, push)
+        })
+        .collect();
+    let opts = opts.clone();
+    let mut out = each_member(
+        kubeconfig,
+        kubeconfig_path,
+        opts.parallel_members,
+        members,
+        move |client, _, push| {
+            let (opts, progress) = (opts.clone(), Arc::clone(&progress));
+            async move {
+                let result = match client {
+                    Ok(client) => push_member(client, push, &opts).await,
+                    Err(e) => failed_member(&push, e),
+                };
+                progress(&result);
+                result
+            }
+        },
+    )
+    .await;
     out.sort_by(|a, b| a.member.cmp(&b.member));
     out
 }
@@ -61,28 +101,27 @@ pub async fn records_of(
     members: Vec<MemberTarget>,
     opts: &PushOptions,
 ) -> Vec<MemberRecords> {
-    let slots = Arc::new(Semaphore::new(opts.parallel_members.max(1)));
-    let mut tasks = tokio::task::JoinSet::new();
-    for target in members {
-        let slots = Arc::clone(&slots);
-        let kubeconfig = kubeconfig.clone();
-        let path = kubeconfig_path.to_path_buf();
-        let opts = opts.clone();
-        tasks.spawn(async move {
-            let _slot = slots.acquire_owned().await.expect("never closed");
-            let records = match connect(&kubeconfig, &path, &target).await {
-                Ok(client) => super::member::records(client, &opts)
-                    .await
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
-            (target.name, records)
-        });
-    }
-    let mut out = Vec::new();
-    while let Some(done) = tasks.join_next().await {
-        out.push(done.expect("member tasks do not panic"));
-    }
+    let members = members.into_iter().map(|t| (t, ())).collect();
+    let opts = opts.clone();
+    let mut out = each_member(
+        kubeconfig,
+        kubeconfig_path,
+        opts.parallel_members,
+        members,
+        move |client, target, ()| {
+            let opts = opts.clone();
+            async move {
+                let records = match client {
+                    Ok(client) => super::member::records(client, &opts)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e),
+                };
+                (target.name, records)
+            }
+        },
+    )
+    .await;
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
