@@ -4,7 +4,7 @@
 //! in this process (`gitfleet::sim`), and measures two things:
 //!
 //! - **push-to-applied latency**: a bare repository the daemon follows, a working clone, 10
-//!   members and a few PickAll placements under the default RollingUpdate strategy. Twenty times:
+//!   members (`GITFLEET_DAEMON_LATENCY_MEMBERS="10,100"` measures each size in turn) and a few PickAll placements under the default RollingUpdate strategy. Twenty times:
 //!   commit a new ConfigMap value in the clone, start the clock, `git push` into the watched
 //!   repository, and poll every member over HTTP (every 10 ms) until all serve the new value.
 //!   The clock therefore includes `git push` itself and up to one poll interval (plus one sweep
@@ -27,9 +27,14 @@
 //!   until the daemon reports the commit settled (every Deployment available again through the
 //!   real deployment controller and kwok), see [`latency_real`].
 //!
+//! - **fleet scale** (issue 19.1): 1,000 placements over 300 simulated members, five phases
+//!   (first commit, idle, a one-placement change, a ConfigMap a tenth of the placements select,
+//!   a restart), each with the daemon's wall and CPU time, peak and steady RSS and the requests
+//!   the members received, see [`scale`]. `GITFLEET_DAEMON_SCALE="placements,members,idle_s"`.
+//!
 //! The simulator shares the machine (and its cores) with the daemon, as it would in the quick
 //! start. `GITFLEET_DAEMON_BENCH="commits,idle_seconds"` changes the sizes (default 20,30);
-//! `GITFLEET_DAEMON_PARTS=latency,faults,idle,real latency` runs only the parts named;
+//! `GITFLEET_DAEMON_PARTS=latency,faults,idle,real latency,scale` runs only the parts named;
 //! `GITFLEET_DAEMON_REAL_COMMITS` the commits on real members (default 10).
 
 use serde_json::{json, Value};
@@ -42,7 +47,20 @@ use std::time::{Duration, Instant};
 #[path = "support/testbed.rs"]
 mod testbed;
 
-const LATENCY_MEMBERS: usize = 10;
+/// The latency part's fleet sizes: `GITFLEET_DAEMON_LATENCY_MEMBERS="10,100"` (default 10).
+fn latency_members() -> Vec<usize> {
+    let text = std::env::var("GITFLEET_DAEMON_LATENCY_MEMBERS").unwrap_or_default();
+    let sizes: Vec<usize> = text
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .filter(|n| *n > 0)
+        .collect();
+    if sizes.is_empty() {
+        vec![10]
+    } else {
+        sizes
+    }
+}
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// A bound on every wait, so a broken daemon fails the benchmark instead of hanging it.
 const SETTLE_LIMIT: Duration = Duration::from_secs(300);
@@ -161,7 +179,12 @@ impl DaemonProcess {
             .arg("--state-dir")
             .arg(state)
             .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
-            .env("GITFLEET_LOG", "info")
+            // `GITFLEET_DAEMON_BENCH_FILTER="info,gitfleet::daemon::timing=debug"` adds the
+            // reconciles' timings; `GITFLEET_DAEMON_BENCH_LOGFILE` keeps the whole log.
+            .env(
+                "GITFLEET_LOG",
+                std::env::var("GITFLEET_DAEMON_BENCH_FILTER").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -171,8 +194,19 @@ impl DaemonProcess {
         let (tx, rx) = mpsc::channel();
         {
             let log = log.clone();
+            let mut keep = std::env::var_os("GITFLEET_DAEMON_BENCH_LOGFILE").and_then(|f| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(f)
+                    .ok()
+            });
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+                    if let Some(f) = keep.as_mut() {
+                        use std::io::Write as _;
+                        let _ = writeln!(f, "{line}");
+                    }
                     let v: Value = serde_json::from_str(&line).unwrap_or_default();
                     if let Some(a) = v["fields"]["listen"].as_str() {
                         let _ = tx.send(a.to_string());
@@ -544,9 +578,9 @@ fn start_members(
     Ok((sim, kubeconfig))
 }
 
-fn latency(rt: &tokio::runtime::Runtime, commits: usize) -> Result<()> {
+fn latency(rt: &tokio::runtime::Runtime, commits: usize, size: usize) -> Result<()> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let names: Vec<String> = (0..LATENCY_MEMBERS).map(|i| format!("m-{i:02}")).collect();
+    let names: Vec<String> = (0..size).map(|i| format!("m-{i:03}")).collect();
     let (sim, kubeconfig) = start_members(rt, &names, dir.path())?;
     let members = MemberClient::of(&sim);
 
@@ -602,7 +636,7 @@ fn latency(rt: &tokio::runtime::Runtime, commits: usize) -> Result<()> {
     let daemon_stats = stats(&latencies);
     let baseline_stats = stats(&baseline);
     println!(
-        "push-to-applied latency: {LATENCY_MEMBERS} members, 3 PickAll placements (default RollingUpdate: maxUnavailable 25 %, maxSurge 25 %), {commits} commits each changing one ConfigMap value"
+        "push-to-applied latency: {size} members, 3 PickAll placements (default RollingUpdate: maxUnavailable 25 %, maxSurge 25 %), {commits} commits each changing one ConfigMap value"
     );
     println!("{}", line("daemon", &daemon_stats));
     println!("{}", line("baseline", &baseline_stats));
@@ -629,7 +663,7 @@ fn latency(rt: &tokio::runtime::Runtime, commits: usize) -> Result<()> {
         ms(first_rollout),
     );
     println!(
-        "latency = from just before `git push` into the watched bare repository until every member serves the new value, polled every {} ms (the figure includes git push and up to one poll interval plus one sweep of {LATENCY_MEMBERS} GETs); baseline = server-side apply of the same 3 objects (namespace, ConfigMap, Deployment) to the {LATENCY_MEMBERS} members, members in parallel, until every request has been answered.",
+        "latency = from just before `git push` into the watched bare repository until every member serves the new value, polled every {} ms (the figure includes git push and up to one poll interval plus one sweep of {size} GETs); baseline = server-side apply of the same 3 objects (namespace, ConfigMap, Deployment) to the {size} members, members in parallel, until every request has been answered.",
         POLL_INTERVAL.as_millis()
     );
     Ok(())
@@ -953,6 +987,320 @@ fn faults(rt: &tokio::runtime::Runtime, commits: usize) -> Result<()> {
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+// Fleet scale (issue 19.1)
+// ---------------------------------------------------------------------------------------------
+
+/// `GITFLEET_DAEMON_SCALE="placements,members,idle_seconds"` (default 1000,300,30).
+fn scale_sizes() -> (usize, usize, Duration) {
+    let text = std::env::var("GITFLEET_DAEMON_SCALE").unwrap_or_default();
+    let mut it = text.split(',').map(|n| n.trim().parse::<u64>().ok());
+    let placements = it.next().flatten().unwrap_or(1000).max(10) as usize;
+    let members = it.next().flatten().unwrap_or(300).max(10) as usize;
+    let idle = it.next().flatten().unwrap_or(DEFAULT_POLL.as_secs()).max(1);
+    (placements, members, Duration::from_secs(idle))
+}
+
+/// The shared namespace and ConfigMap the last tenth of the scale fleet's placements deliver.
+const SHARED: (&str, &str, &str) = ("shared", "common", "revision");
+
+/// The scale fleet: [`idle_files`] for nine tenths of the placements, and one tenth
+/// PickFixed placements that all select the `shared` namespace (and so its ConfigMap), each
+/// for its own slice of the members (so that no two put the same object on one member, which
+/// push refuses: "already placed by another placement"). Returns the member names, the files
+/// and the number of shared placements.
+fn scale_files(placements: usize, clusters: usize) -> (Vec<String>, Vec<(String, String)>, usize) {
+    let shared = placements / 10;
+    let (names, mut files) = idle_files(placements - shared, clusters);
+    files.push(("shared/namespace.yaml".into(), yaml(&shared_objects(0))));
+    for k in 0..shared {
+        let slice: Vec<String> = (0..clusters)
+            .filter(|i| i * shared / clusters == k)
+            .map(|i| names[i].clone())
+            .collect();
+        let crp = json!({
+            "apiVersion": "placement.kubernetes-fleet.io/v1",
+            "kind": "ClusterResourcePlacement",
+            "metadata": {"name": format!("shared-{k:03}")},
+            "spec": {
+                "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": SHARED.0}],
+                "policy": {"placementType": "PickFixed", "clusterNames": slice},
+            },
+        });
+        files.push((format!("shared/shared-{k:03}.yaml"), yaml(&[crp])));
+    }
+    (names, files, shared)
+}
+
+fn shared_objects(revision: usize) -> Vec<Value> {
+    vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SHARED.0}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": SHARED.1, "namespace": SHARED.0},
+            "data": {SHARED.2: revision.to_string(), "payload": "x".repeat(512)}}),
+    ]
+}
+
+/// What one phase of the scale benchmark cost the daemon and the members.
+struct Phase {
+    name: &'static str,
+    wall: Duration,
+    cpu: f64,
+    /// VmHWM over the phase (reset at its start), KiB.
+    peak: u64,
+    /// VmRSS at its end, KiB.
+    rss: u64,
+    reads: u64,
+    writes: u64,
+    reconciles: u64,
+}
+
+/// Counters at the start of a phase.
+struct PhaseStart {
+    at: Instant,
+    ticks: u64,
+    requests: (u64, u64),
+    reconciles: u64,
+}
+
+impl PhaseStart {
+    /// Resets the daemon's peak RSS (`/proc/<pid>/clear_refs`, 5) so that VmHWM at the end is
+    /// the phase's peak.
+    fn now(daemon: &DaemonProcess, sim: &gitfleet::sim::RunningFleet) -> Result<PhaseStart> {
+        let pid = daemon.pid();
+        std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
+            .map_err(|e| format!("/proc/{pid}/clear_refs: {e}"))?;
+        Ok(PhaseStart {
+            at: Instant::now(),
+            ticks: cpu_ticks(pid)?,
+            requests: sim.request_counts(),
+            reconciles: daemon.reconciles()?.0,
+        })
+    }
+
+    fn end(
+        self,
+        name: &'static str,
+        daemon: &DaemonProcess,
+        sim: &gitfleet::sim::RunningFleet,
+        tck: u64,
+    ) -> Result<Phase> {
+        let wall = self.at.elapsed();
+        let pid = daemon.pid();
+        let ticks = cpu_ticks(pid)? - self.ticks;
+        let (reads, writes) = sim.request_counts();
+        Ok(Phase {
+            name,
+            wall,
+            cpu: ticks as f64 / tck as f64,
+            peak: proc_status_kib(pid, "VmHWM:")?,
+            rss: proc_status_kib(pid, "VmRSS:")?,
+            reads: reads - self.requests.0,
+            writes: writes - self.requests.1,
+            reconciles: daemon.reconciles()?.0 - self.reconciles,
+        })
+    }
+}
+
+impl DaemonProcess {
+    /// Polls the status API (every `every`) until the daemon serves `commit`, every placement
+    /// is settled and no cluster waits for a re-check (what a start-up or resync re-applies):
+    /// everything the daemon knows of has been confirmed on its member.
+    fn await_confirmed(&self, commit: &str, every: Duration) -> Result<Duration> {
+        let start = Instant::now();
+        loop {
+            let doc: Value = serde_json::from_str(&self.get("/api/v1/placements")?)
+                .map_err(|e| format!("/api/v1/placements: {e}"))?;
+            let placements = doc["placements"].as_array().cloned().unwrap_or_default();
+            let done = doc["serving"] == commit
+                && !placements.is_empty()
+                && placements.iter().all(|p| {
+                    ["applying", "removing", "waiting"]
+                        .iter()
+                        .all(|k| p[k].as_array().is_none_or(Vec::is_empty))
+                        && p["clusters"].as_object().is_none_or(|cs| {
+                            cs.values().all(|c| {
+                                c["recheck"].is_null()
+                                    && ["available", "availableUntrackable"]
+                                        .contains(&c["health"]["state"].as_str().unwrap_or(""))
+                            })
+                        })
+                });
+            if done {
+                return Ok(start.elapsed());
+            }
+            if start.elapsed() > SCALE_LIMIT {
+                return Err(format!(
+                    "the daemon did not settle on {commit} within {SCALE_LIMIT:?}; its log ends:\n{}",
+                    self.log.lock().unwrap().join("\n")
+                ));
+            }
+            std::thread::sleep(every);
+        }
+    }
+
+    /// Stops the daemon with SIGTERM (it saves its state after every reconcile and on the way
+    /// out) and waits for it.
+    fn stop(mut self) -> Result<()> {
+        let pid = self.pid().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .map_err(|e| format!("kill -TERM {pid}: {e}"))?;
+        self.child.wait().map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+/// A bound on each phase of the scale benchmark.
+const SCALE_LIMIT: Duration = Duration::from_secs(1800);
+/// How often the scale benchmark reads the status API: its answer at 1,000 placements is
+/// large, and reading it costs the daemon CPU that the phase's figure includes.
+const SCALE_STATUS_POLL: Duration = Duration::from_millis(500);
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// The daemon at fleet scale (issue 19.1): `placements` placements over `members` simulated
+/// members (one simulator in this process), five phases, each measured on the daemon process:
+/// the first commit until everything is applied and available; idle for one default poll; a
+/// commit that changes one placement's ConfigMap; a commit that changes the ConfigMap a tenth
+/// of the placements select; a restart on the same state directory, until every binding is
+/// confirmed on its member.
+fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
+    let (placements, clusters, window) = scale_sizes();
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (names, texts, shared) = scale_files(placements, clusters);
+    let (sim, kubeconfig) = start_members(rt, &names, dir.path())?;
+    let repos = Repos::create(dir.path(), &texts)?;
+    let head = git(&repos.work, &["rev-parse", "HEAD"])?;
+    let tck = clock_ticks_per_second();
+    let state = dir.path().join("state");
+    let mut phases = Vec::new();
+    let mut loads = Vec::new();
+
+    // 1. The first commit, from the daemon's start.
+    let requests = sim.request_counts();
+    let at = Instant::now();
+    let daemon = DaemonProcess::start(&repos.watched, &kubeconfig, &state)?;
+    let start = PhaseStart {
+        at,
+        ticks: 0,
+        requests,
+        reconciles: 0,
+    };
+    daemon.await_confirmed(&head, SCALE_STATUS_POLL)?;
+    phases.push(start.end("first commit", &daemon, &sim, tck)?);
+    loads.push(load_average());
+    let doc: Value =
+        serde_json::from_str(&daemon.get("/api/v1/placements")?).map_err(|e| e.to_string())?;
+    let bindings: usize = doc["placements"]
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .map(|p| p["upToDate"].as_array().map_or(0, Vec::len))
+                .sum()
+        })
+        .unwrap_or(0);
+
+    // 2. Idle, one default poll period.
+    let start = PhaseStart::now(&daemon, &sim)?;
+    let mut rss = Vec::new();
+    while start.at.elapsed() < window {
+        rss.push(proc_status_kib(daemon.pid(), "VmRSS:")?);
+        std::thread::sleep(Duration::from_secs(1).min(window.saturating_sub(start.at.elapsed())));
+    }
+    let mut idle = start.end("idle", &daemon, &sim, tck)?;
+    rss.push(idle.rss);
+    idle.rss = rss.iter().sum::<u64>() / rss.len() as u64;
+    phases.push(idle);
+    loads.push(load_average());
+
+    // 3. One placement's ConfigMap (a PickN placement).
+    let one = "app-001";
+    let text = texts
+        .iter()
+        .find(|(p, _)| p == &format!("placements/{one}.yaml"))
+        .map(|(_, t)| t.clone())
+        .ok_or("no app-001")?;
+    repos.write(
+        &format!("placements/{one}.yaml"),
+        &text.replace("LOG_LEVEL: info", "LOG_LEVEL: debug"),
+    )?;
+    let head = repos.commit("one placement's ConfigMap")?;
+    let start = PhaseStart::now(&daemon, &sim)?;
+    repos.push()?;
+    daemon.await_confirmed(&head, SCALE_STATUS_POLL)?;
+    phases.push(start.end("one placement", &daemon, &sim, tck)?);
+    loads.push(load_average());
+
+    // 4. The ConfigMap a tenth of the placements select.
+    repos.write("shared/namespace.yaml", &yaml(&shared_objects(1)))?;
+    let head = repos.commit("the shared ConfigMap")?;
+    let start = PhaseStart::now(&daemon, &sim)?;
+    repos.push()?;
+    daemon.await_confirmed(&head, SCALE_STATUS_POLL)?;
+    phases.push(start.end("shared ConfigMap", &daemon, &sim, tck)?);
+    loads.push(load_average());
+
+    // 5. A restart on the same state, nothing changed meanwhile.
+    daemon.stop()?;
+    let requests = sim.request_counts();
+    let at = Instant::now();
+    let daemon = DaemonProcess::start(&repos.watched, &kubeconfig, &state)?;
+    let start = PhaseStart {
+        at,
+        ticks: 0,
+        requests,
+        reconciles: 0,
+    };
+    daemon.await_confirmed(&head, SCALE_STATUS_POLL)?;
+    phases.push(start.end("restart", &daemon, &sim, tck)?);
+    loads.push(load_average());
+    if std::env::var_os("GITFLEET_DAEMON_BENCH_LOG").is_some() {
+        eprintln!("{}", daemon.log.lock().unwrap().join("\n"));
+    }
+    drop(daemon);
+    rt.block_on(sim.shutdown());
+
+    let profile = if cfg!(debug_assertions) {
+        "debug build"
+    } else {
+        "release build"
+    };
+    println!(
+        "fleet scale ({profile}): {clusters} simulated members (one simulator, in the benchmark's process), {placements} placements ({} PickAll with region affinity, PickN 5-20, PickFixed 3, one namespace and ConfigMap each; {shared} PickFixed selecting one shared namespace and ConfigMap, each on its own {} members), {bindings} placement×cluster bindings",
+        placements - shared,
+        clusters / shared.max(1),
+    );
+    println!(
+        "{:<17} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>11}  load avg (1/5/15 min, at the end)",
+        "phase", "wall", "CPU", "peak RSS", "RSS", "reads", "writes", "reconciles"
+    );
+    for (p, load) in phases.iter().zip(&loads) {
+        println!(
+            "{:<17} {:>8.2}s {:>8.2}s {:>6.1} MiB {:>6.1} MiB {:>10} {:>9} {:>11}  {load}",
+            p.name,
+            p.wall.as_secs_f64(),
+            p.cpu,
+            p.peak as f64 / 1024.0,
+            p.rss as f64 / 1024.0,
+            p.reads,
+            p.writes,
+            p.reconciles,
+        );
+    }
+    println!(
+        "wall = until the status API shows the commit served, every placement settled and every binding available with no re-check pending (polled every {} ms; the first commit and the restart from the process's start); CPU = the daemon's utime+stime; peak RSS = VmHWM over the phase (reset at its start); RSS = VmRSS at its end (idle: mean of 1 s samples over {} s); reads/writes = requests the members received (GET/HEAD vs POST/PUT/PATCH/DELETE), the benchmark's own none.",
+        SCALE_STATUS_POLL.as_millis(),
+        window.as_secs()
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let (commits, window) = sizes();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -965,15 +1313,23 @@ fn main() -> ExitCode {
         .and_then(|n| n.parse::<usize>().ok())
         .unwrap_or(10)
         .max(1);
-    let parts: [(&str, &dyn Fn() -> Result<()>); 4] = [
-        ("latency", &|| latency(&rt, commits)),
+    let parts: [(&str, &dyn Fn() -> Result<()>); 5] = [
+        ("latency", &|| {
+            latency_members()
+                .into_iter()
+                .try_for_each(|n| latency(&rt, commits, n))
+        }),
         ("faults", &|| faults(&rt, commits)),
         ("idle", &|| idle(&rt, window)),
         ("real latency", &|| latency_real(real_commits)),
+        ("scale", &|| scale(&rt)),
     ];
     // `GITFLEET_DAEMON_PARTS=faults,idle` runs only those parts.
     let only = std::env::var("GITFLEET_DAEMON_PARTS").unwrap_or_default();
-    let wanted = |name: &str| only.is_empty() || only.split(',').any(|p| p.trim() == name);
+    // The scale part takes many minutes: only when named.
+    let wanted = |name: &str| {
+        (only.is_empty() && name != "scale") || only.split(',').any(|p| p.trim() == name)
+    };
     for (name, part) in parts.into_iter().filter(|(n, _)| wanted(n)) {
         if let Err(e) = part() {
             eprintln!("{name}: {e}");

@@ -1,7 +1,8 @@
 //! Continuity between commands and releases, end to end (the real binary, members served by
 //! `gitfleet sim`): `gitfleet apply` followed by `gitfleet run` on the same commit changes
 //! nothing on any member, and a state directory written by gitfleet 0.1.0 is read by this one,
-//! which continues that rollout without re-applying what was done.
+//! which continues that rollout without re-applying what was done; a daemon restarted with
+//! nothing changed confirms every binding without writing to any member.
 
 mod common;
 use common::kubectl::Kubectl as _;
@@ -9,6 +10,7 @@ use common::kubectl::Kubectl as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use common::daemon::{await_until, Daemon};
 use common::sim::{eventually, SimFleet};
 use common::{gitfleet, manifest_dir, Repo, Run};
 
@@ -260,4 +262,94 @@ fn a_state_directory_of_release_0_1_0_is_read_and_its_rollout_continues() {
 
 fn saved_fixture(f: &str) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(fixture().join("state").join(f)).unwrap()).unwrap()
+}
+
+/// Whether the daemon's status shows `commit` served, every placement settled and every
+/// binding available with no re-check pending (what a start-up re-applies): everything it
+/// knows of confirmed on its member.
+fn confirmed(daemon: &Daemon, commit: &str) -> bool {
+    let url = format!("{}/api/v1/placements", daemon.addr);
+    let Ok(mut response) = ureq::get(&url).call() else {
+        return false;
+    };
+    let doc: serde_json::Value =
+        serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
+    let placements = doc["placements"].as_array().cloned().unwrap_or_default();
+    doc["serving"] == commit
+        && !placements.is_empty()
+        && placements.iter().all(|p| {
+            ["applying", "removing", "waiting"]
+                .iter()
+                .all(|k| p[k].as_array().is_none_or(Vec::is_empty))
+                && p["clusters"].as_object().is_some_and(|cs| {
+                    !cs.is_empty()
+                        && cs
+                            .values()
+                            .all(|c| c["recheck"].is_null() && c["health"]["state"] == "available")
+                })
+        })
+}
+
+/// Requests that could write (POST, PUT, PATCH, DELETE) each member received so far, as the
+/// simulator counts them.
+fn writes(sim: &SimFleet) -> Vec<u64> {
+    requests(sim, "writes")
+}
+
+fn requests(sim: &SimFleet, which: &str) -> Vec<u64> {
+    MEMBERS
+        .iter()
+        .map(|m| sim.member(m)["requests"][which].as_u64().unwrap())
+        .collect()
+}
+
+/// Issue 19.4: a daemon restarted on its state directory with nothing changed while it was
+/// down re-checks every binding on its member (the start-up re-check, which used to re-apply
+/// every object with a server-side apply) and writes nothing.
+#[test]
+fn a_restart_with_nothing_changed_confirms_every_binding_without_writing() {
+    let sim = SimFleet::start(FLEET);
+    let repo = Repo::new();
+    let members: String = MEMBERS
+        .iter()
+        .map(|m| {
+            format!(
+                "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+                 metadata: {{name: {m}}}\nspec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n"
+            )
+        })
+        .collect();
+    repo.write("members.yaml", &members);
+    repo.write(
+        "shop.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shop-config, namespace: shop}\n\
+         data: {version: '1'}\n---\n\
+         apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+         metadata: {name: shop}\nspec:\n  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: shop}]\n",
+    );
+    repo.write("shop-deployment.yaml", DEPLOYMENT);
+    let head = repo.commit("shop");
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s").unwrap();
+
+    let daemon = Daemon::start(repo.path(), &sim.kubeconfig, state.path(), &secret, "1m");
+    await_until("the first rollout confirmed", || confirmed(&daemon, &head));
+    let first = writes(&sim);
+    assert!(first.iter().all(|w| *w > 0), "{first:?}");
+    drop(daemon);
+
+    let (before, reads) = (writes(&sim), requests(&sim, "reads"));
+    let daemon = Daemon::start(repo.path(), &sim.kubeconfig, state.path(), &secret, "1m");
+    await_until("every binding confirmed after the restart", || {
+        confirmed(&daemon, &head)
+    });
+    assert_eq!(writes(&sim), before, "the restart wrote to members");
+    // It did look: every member was read again (records, objects).
+    let after = requests(&sim, "reads");
+    assert!(
+        after.iter().zip(&reads).all(|(a, b)| a > b),
+        "{reads:?} → {after:?}"
+    );
 }

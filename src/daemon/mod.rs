@@ -519,7 +519,7 @@ impl<D: Deliverer> Daemon<D> {
         for w in work {
             if let crate::rollout::Action::Apply { manifests, .. } = &w.action {
                 let kinds = self.watched.entry(w.cluster.clone()).or_default();
-                for m in manifests {
+                for m in manifests.iter() {
                     let api_version = m.value["apiVersion"].as_str().unwrap_or_default();
                     let kind = m.value["kind"].as_str().unwrap_or_default();
                     new |= kinds.insert((api_version.to_string(), kind.to_string()));

@@ -350,8 +350,10 @@ impl<D: Deliverer> Daemon<D> {
         let (step_commit, step_analyzed) = (commit.clone(), analyzed.clone());
         let (state, schedule, decision) = blocking(move || {
             let cat = &step_analyzed.cat;
+            let started = std::time::Instant::now();
             let fleet = Fleet::build(cat, Some(&eligible));
             let schedule = schedule_commit(cat, &fleet, &previous, now as i64);
+            let scheduled = started.elapsed();
             let input = Input {
                 cat,
                 commit: &step_commit,
@@ -363,6 +365,13 @@ impl<D: Deliverer> Daemon<D> {
                 staged,
             };
             let decision = crate::rollout::step(&input, &state, Pacing::Rolling);
+            tracing::debug!(
+                target: "gitfleet::daemon::timing",
+                schedule_ms = scheduled.as_millis() as u64,
+                step_ms = (started.elapsed() - scheduled).as_millis() as u64,
+                work = decision.work.len(),
+                "scheduled and stepped"
+            );
             (state, schedule, decision)
         })
         .await?;
@@ -618,7 +627,9 @@ impl<D: Deliverer> Daemon<D> {
             &commit,
             now,
         );
+        let saving = std::time::Instant::now();
         let schedule = self.save(Some((commit, schedule))).await?;
+        let saved = saving.elapsed();
         self.previous = Some(
             schedule
                 .iter()
@@ -658,6 +669,12 @@ impl<D: Deliverer> Daemon<D> {
                 .set(n as i64);
         }
         self.publish(Some(inventory), decision.steps, Some(schedule));
+        tracing::debug!(
+            target: "gitfleet::daemon::timing",
+            save_ms = saved.as_millis() as u64,
+            publish_ms = (saving.elapsed() - saved).as_millis() as u64,
+            "saved and published"
+        );
         {
             let mut st = self.status.lock().unwrap();
             st.runs = super::runs::Runs::of(&self.state);

@@ -308,7 +308,7 @@ mod tests {
             placement: key(placement),
             cluster: cluster.into(),
             action: Action::Apply {
-                manifests: vec![],
+                manifests: Default::default(),
                 revision: Revision {
                     resource_index: index,
                     rendered: format!("r{index}"),

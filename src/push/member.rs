@@ -639,6 +639,27 @@ fn comparison(c: ComparisonOption) -> Comparison {
     }
 }
 
+/// Whether `live` holds every field `decorated` sets, with the same value (fields only `live`
+/// has do not count), but for the commit stamp: an object is stamped with the commit that last
+/// applied it, and an unchanged object is not written again only to be stamped with a newer
+/// one (a rollout does not re-apply the placements a commit leaves unchanged either). Not the
+/// type: `live` was read at the manifest's own resource, and objects read by a LIST carry no
+/// `apiVersion` and `kind`.
+fn holds(live: &Value, decorated: &Value) -> bool {
+    let mut want = decorated.clone();
+    if let Some(map) = want.as_object_mut() {
+        map.remove("apiVersion");
+        map.remove("kind");
+    }
+    if let Some(a) = want
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(COMMIT_ANNOTATION);
+    }
+    diff(&want, Some(live), Comparison::Partial).is_empty()
+}
+
 /// Whether an apply left the object as it was. Not by resourceVersion alone: the member's own
 /// controllers may update the status between our read and our write.
 fn same_content(before: &Value, after: &Value) -> bool {
@@ -767,6 +788,15 @@ async fn apply_object(
                     }
                 }
             }
+        }
+        // What the member already holds exactly as it would be applied (every field the
+        // manifest and gitfleet's stamps set, the spec hash and commit included) is confirmed,
+        // not written again: a start-up or resync re-check of an unchanged fleet writes nothing.
+        // Fields only the member has do not count, as for a server-side apply of the same
+        // manifest: they are another manager's (a field gitfleet no longer sends changes the
+        // spec hash, so that is written).
+        _ if live.as_ref().is_some_and(|live| holds(live, &decorated)) => {
+            live.clone().expect("checked")
         }
         _ => match m.apply(&api, name, &decorated, s.force, false).await {
             // Conflicts only with gitfleet's own earlier writes (ClientSideApply's updates, or
@@ -941,5 +971,37 @@ mod tests {
         assert!(!conflicts_only_with_self(&both));
         // A 409 without causes (an optimistic-lock conflict) is not a field conflict.
         assert!(!conflicts_only_with_self(&conflict(&[])));
+    }
+
+    /// Issue 19.4: what the member holds as it would be applied is not written again.
+    #[test]
+    fn an_object_the_member_holds_as_applied_is_recognised() {
+        let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "n"}, "data": {"k": "v"}});
+        let stamp = |commit| Stamp {
+            placement_label: "crp.app",
+            resource_snapshot: "abc",
+            commit,
+        };
+        let mut live = decorate(&manifest, &stamp("c1"));
+        // What the server adds, and what a LIST leaves out.
+        live["metadata"]["resourceVersion"] = json!("7");
+        live["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!("n");
+        live.as_object_mut().unwrap().remove("kind");
+        assert!(holds(&live, &decorate(&manifest, &stamp("c1"))));
+        // A newer commit stamp alone is no reason to write.
+        assert!(holds(&live, &decorate(&manifest, &stamp("c2"))));
+        // A changed value, a missing field or another snapshot is.
+        let mut changed = manifest.clone();
+        changed["data"]["k"] = json!("w");
+        assert!(!holds(&live, &decorate(&changed, &stamp("c1"))));
+        let mut more = manifest.clone();
+        more["data"]["extra"] = json!("x");
+        assert!(!holds(&live, &decorate(&more, &stamp("c1"))));
+        let other = Stamp {
+            resource_snapshot: "def",
+            ..stamp("c1")
+        };
+        assert!(!holds(&live, &decorate(&manifest, &other)));
     }
 }

@@ -24,7 +24,7 @@ pub fn member_pushes(
                 strategy,
                 resource_snapshot,
                 ..
-            } => (manifests.clone(), *strategy, resource_snapshot.clone()),
+            } => (manifests.to_vec(), *strategy, resource_snapshot.clone()),
             Action::Remove { strategy } => (vec![], *strategy, String::new()),
         };
         slot(&mut by_member, &w.cluster, contexts)

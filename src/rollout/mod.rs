@@ -38,4 +38,4 @@ pub use rolling::{
 pub use state::{ClusterState, LastProbe, PlacementState, Rejected, RolloutState};
 pub use step::{absorb, step, Decision, Input, Ledger, Pace, Pacing, StagedInput, StepSummary};
 pub use strategy::ApplyStrategy;
-pub use work::{Action, Observed, Outcome, Prune, Sweep, Work};
+pub use work::{Action, Manifests, Observed, Outcome, Prune, Sweep, Work};

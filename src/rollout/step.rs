@@ -19,7 +19,7 @@ use super::rolling::{plan_step, BindingHealth, Revision, RollingParams, RolloutB
 use super::staged::{self, RunStatus};
 use super::state::{ClusterState, PlacementState, RolloutState};
 use super::strategy::ApplyStrategy;
-use super::work::{Action, Outcome, Prune, Sweep, Work};
+use super::work::{Action, Manifests, Outcome, Prune, Sweep, Work};
 use crate::catalog::Catalog;
 use crate::model::placement::{
     PlacementPolicy, PlacementSpec, PlacementType, RollingUpdateConfig, RolloutStrategyType,
@@ -254,6 +254,8 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
     let track_overrides = pacing == Pacing::Rolling;
     // Fingerprints of shared renderings, by address (renderings live as long as the renderer).
     let mut fingerprints: HashMap<usize, String> = HashMap::new();
+    // Shared renderings as the work items carry them (`Arc`: work crosses threads), by address.
+    let mut shared_manifests: HashMap<usize, Manifests> = HashMap::new();
     // Object ids of shared renderings, by address, likewise.
     let mut object_ids: HashMap<usize, Arc<BTreeSet<String>>> = HashMap::new();
     let ids_of = |manifests: &[Manifest]| -> Arc<BTreeSet<String>> {
@@ -286,56 +288,59 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
         let prev = state.placements.get(key).cloned().unwrap_or_default();
         let mut step = StepSummary::new(key.clone(), "");
         // Renders what `cluster` should run; `None` when rendering fails (reported, not pushed).
-        let mut render =
-            |cluster: &str, resource_index: u64| -> Option<(Vec<Manifest>, Revision)> {
-                let (manifests, rendered) = if key.kind == PlacementKind::OcmPlacement {
-                    let manifests = ocm_workloads(cat, key);
-                    let rendered = rendered_fingerprint(&manifests);
-                    step.objects.insert(cluster.to_string(), ids_of(&manifests));
-                    (manifests, rendered)
-                } else {
-                    let c = fleet.get(cluster)?;
-                    let target = ClusterTarget {
-                        name: cluster,
-                        labels: &c.labels,
-                    };
-                    let shared = renderer.render_index(i, &target)?;
-                    match shared.as_ref() {
-                        Ok(m) => {
-                            if track_overrides {
-                                let without = plain.render_index(i, &target);
-                                if !matches!(without.as_deref(), Some(Ok(p)) if p == m) {
-                                    step.overridden.insert(cluster.to_string());
-                                }
+        let mut render = |cluster: &str, resource_index: u64| -> Option<(Manifests, Revision)> {
+            let (manifests, rendered) = if key.kind == PlacementKind::OcmPlacement {
+                let manifests = Arc::new(ocm_workloads(cat, key));
+                let rendered = rendered_fingerprint(&manifests);
+                step.objects.insert(cluster.to_string(), ids_of(&manifests));
+                (manifests, rendered)
+            } else {
+                let c = fleet.get(cluster)?;
+                let target = ClusterTarget {
+                    name: cluster,
+                    labels: &c.labels,
+                };
+                let shared = renderer.render_index(i, &target)?;
+                match shared.as_ref() {
+                    Ok(m) => {
+                        if track_overrides {
+                            let without = plain.render_index(i, &target);
+                            if !matches!(without.as_deref(), Some(Ok(p)) if p == m) {
+                                step.overridden.insert(cluster.to_string());
                             }
-                            let rendered = fingerprints
-                                .entry(Rc::as_ptr(&shared) as usize)
-                                .or_insert_with(|| rendered_fingerprint(m))
-                                .clone();
-                            let ids = object_ids
-                                .entry(Rc::as_ptr(&shared) as usize)
-                                .or_insert_with(|| ids_of(m))
-                                .clone();
-                            step.objects.insert(cluster.to_string(), ids);
-                            (m.clone(), rendered)
                         }
-                        Err(e) => {
-                            if e.is_work_sync_failure() {
-                                step.work_sync_errors.insert(cluster.to_string());
-                            }
-                            step.render_errors
-                                .insert(cluster.to_string(), e.to_string());
-                            return None;
-                        }
+                        let rendered = fingerprints
+                            .entry(Rc::as_ptr(&shared) as usize)
+                            .or_insert_with(|| rendered_fingerprint(m))
+                            .clone();
+                        let ids = object_ids
+                            .entry(Rc::as_ptr(&shared) as usize)
+                            .or_insert_with(|| ids_of(m))
+                            .clone();
+                        step.objects.insert(cluster.to_string(), ids);
+                        let m = shared_manifests
+                            .entry(Rc::as_ptr(&shared) as usize)
+                            .or_insert_with(|| Arc::new(m.clone()))
+                            .clone();
+                        (m, rendered)
                     }
-                };
-                let revision = Revision {
-                    resource_index,
-                    rendered,
-                };
-                step.desired.insert(cluster.to_string(), revision.clone());
-                Some((manifests, revision))
+                    Err(e) => {
+                        if e.is_work_sync_failure() {
+                            step.work_sync_errors.insert(cluster.to_string());
+                        }
+                        step.render_errors
+                            .insert(cluster.to_string(), e.to_string());
+                        return None;
+                    }
+                }
             };
+            let revision = Revision {
+                resource_index,
+                rendered,
+            };
+            step.desired.insert(cluster.to_string(), revision.clone());
+            Some((manifests, revision))
+        };
 
         if key.kind == PlacementKind::OcmPlacement {
             // OCM placements: the ManifestWorkReplicaSet workloads go to every selected cluster
@@ -532,7 +537,7 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
                 }
             })
             .collect();
-        let mut desired: BTreeMap<String, Option<(Vec<Manifest>, Revision)>> = BTreeMap::new();
+        let mut desired: BTreeMap<String, Option<(Manifests, Revision)>> = BTreeMap::new();
         for b in &ps.bindings {
             if b.state != BindingState::Unscheduled {
                 desired.insert(b.cluster.clone(), render(&b.cluster, resource_index));
@@ -778,7 +783,7 @@ fn render_at(
     fleet: &Fleet,
     cluster: &str,
     resource_index: u64,
-) -> Option<(Vec<Manifest>, Revision)> {
+) -> Option<(Manifests, Revision)> {
     let c = fleet.get(cluster)?;
     let target = ClusterTarget {
         name: cluster,
@@ -787,7 +792,7 @@ fn render_at(
     let manifests = render_placement(cat, key, &overrides_of(cat), &target)?.ok()?;
     let rendered = rendered_fingerprint(&manifests);
     Some((
-        manifests,
+        Arc::new(manifests),
         Revision {
             resource_index,
             rendered,

@@ -4,7 +4,8 @@
 //! otherwise); `gitfleet sim` generates it at start (or takes `--admin-token`) and writes it
 //! beside the kubeconfig.
 //!
-//! - `GET /members` lists members: name, context, server, token, faults, injected error count.
+//! - `GET /members` lists members: name, context, server, token, faults, injected error count,
+//!   requests received (`requests.reads`: GET/HEAD/OPTIONS, `requests.writes`: the rest).
 //! - `GET /members/{name}` shows one.
 //! - `POST /members/{name}/faults` (or PUT/PATCH) with JSON `{"latencyMs", "errorRate",
 //!   "errorCodes", "down", "garbage"}` changes the given fields and returns the member.
@@ -34,6 +35,7 @@ pub fn describe(m: &Member) -> Value {
         "anonymousAuth": m.anonymous_auth,
         "faults": faults,
         "injectedErrors": injected,
+        "requests": {"reads": m.requests.get().0, "writes": m.requests.get().1},
     })
 }
 

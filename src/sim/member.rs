@@ -37,6 +37,34 @@ pub struct Member {
     pub faults: Mutex<FaultState>,
     /// True while the member is down or shutting down: connections close, the port is released.
     pub stopped: watch::Sender<bool>,
+    /// Every request it received, faulted ones included (benchmarks and tests count them).
+    pub requests: RequestCounts,
+}
+
+/// Requests a member received, by whether they could change something.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    /// GET, HEAD, OPTIONS (reads, lists and watches).
+    pub reads: std::sync::atomic::AtomicU64,
+    /// POST, PUT, PATCH, DELETE: every request that could change the store, whether or not it
+    /// did (a server-side apply of what is already there counts).
+    pub writes: std::sync::atomic::AtomicU64,
+}
+
+impl RequestCounts {
+    fn count(&self, method: &str) {
+        use std::sync::atomic::Ordering::Relaxed;
+        match method {
+            "GET" | "HEAD" | "OPTIONS" => self.reads.fetch_add(1, Relaxed),
+            _ => self.writes.fetch_add(1, Relaxed),
+        };
+    }
+
+    /// `(reads, writes)` so far.
+    pub fn get(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.reads.load(Relaxed), self.writes.load(Relaxed))
+    }
 }
 
 impl Member {
@@ -59,6 +87,7 @@ impl Member {
             store: Mutex::new(Store::new(&format!("{}/{seed}", spec.name))),
             faults: Mutex::new(FaultState::new(spec.faults.clone(), seed ^ fnv(&spec.name))),
             stopped: watch::channel(spec.faults.down).0,
+            requests: RequestCounts::default(),
         }
     }
 
@@ -149,6 +178,7 @@ pub async fn listen(member: Arc<Member>, first: TcpListener, mut shutdown: watch
 
 /// One request, end to end.
 pub async fn handle(member: &Member, req: Request) -> Response {
+    member.requests.count(&req.method);
     let (latency, injected, garbage) = {
         let mut f = member.faults.lock().unwrap_or_else(|e| e.into_inner());
         (f.faults.latency_ms, f.roll(), f.faults.garbage)

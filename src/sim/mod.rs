@@ -244,6 +244,20 @@ impl RunningFleet {
         self.find(member).map(|m| m.current_faults())
     }
 
+    /// Requests every member received so far, `(reads, writes)` in total (see
+    /// [`member::RequestCounts`]).
+    pub fn request_counts(&self) -> (u64, u64) {
+        self.members.iter().fold((0, 0), |(r, w), m| {
+            let (mr, mw) = m.requests.get();
+            (r + mr, w + mw)
+        })
+    }
+
+    /// Requests one member received so far, `(reads, writes)`.
+    pub fn member_request_counts(&self, member: &str) -> Result<(u64, u64), SimError> {
+        self.find(member).map(|m| m.requests.get())
+    }
+
     /// Changes a member's faults (the fields the update gives); `down` takes effect at once.
     pub fn set_faults(&self, member: &str, update: &FaultsUpdate) -> Result<Faults, SimError> {
         let m = self.find(member)?;

@@ -22,11 +22,10 @@ use super::approval::{Approval, Request};
 use super::rolling::Revision;
 use super::state::ClusterState;
 use super::strategy::ApplyStrategy;
-use super::work::Work;
+use super::work::{Manifests, Work};
 use crate::model::placement::PlacementSpec;
 use crate::model::staged::{StagedUpdateRun, StagedUpdateStrategy};
 use crate::model::PlacementKey;
-use crate::render::Manifest;
 use crate::schedule::{Fleet, PlacementSchedule};
 use crate::snapshot::History;
 
@@ -75,7 +74,7 @@ impl Moves {
 
 /// What a cluster should run for a run: its snapshot rendered with the cluster's overrides
 /// (`None` when it cannot be rendered).
-pub type RenderRun<'r> = dyn FnMut(&RunStatus, &str) -> Option<(Vec<Manifest>, Revision)> + 'r;
+pub type RenderRun<'r> = dyn FnMut(&RunStatus, &str) -> Option<(Manifests, Revision)> + 'r;
 
 /// One run of the commit, with what the step needs about it.
 pub struct RunInput<'a> {
