@@ -325,6 +325,8 @@ pub struct Daemon<D: Deliverer> {
     analyzed: Vec<Arc<Analyzed>>,
     /// The schedule last saved to the store, as the next reconcile's previous results.
     previous: Option<crate::schedule::Previous>,
+    /// The steps of settled placements, reused while their inputs stay the same.
+    step_memo: crate::rollout::StepMemo,
     /// Catalogs of older commits that staged update runs render from, by commit id.
     run_catalogs: BTreeMap<String, Arc<crate::catalog::Catalog>>,
     /// Reads and judges approval tags.
@@ -384,6 +386,7 @@ impl<D: Deliverer> Daemon<D> {
             last_head: None,
             analyzed: Vec::new(),
             previous: None,
+            step_memo: Default::default(),
             run_catalogs: BTreeMap::new(),
             changes,
             changes_rx: Some(changes_rx),

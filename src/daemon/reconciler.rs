@@ -347,8 +347,9 @@ impl<D: Deliverer> Daemon<D> {
         // Scheduling and the step take seconds on a large fleet: off the async threads, with
         // the state lent to them.
         let state = std::mem::take(&mut self.state);
+        let mut memo = std::mem::take(&mut self.step_memo);
         let (step_commit, step_analyzed) = (commit.clone(), analyzed.clone());
-        let (state, schedule, decision) = blocking(move || {
+        let (state, schedule, decision, memo) = blocking(move || {
             let cat = &step_analyzed.cat;
             let started = std::time::Instant::now();
             let fleet = Fleet::build(cat, Some(&eligible));
@@ -364,18 +365,21 @@ impl<D: Deliverer> Daemon<D> {
                 now,
                 staged,
             };
-            let decision = crate::rollout::step(&input, &state, Pacing::Rolling);
+            let decision =
+                crate::rollout::step_memoized(&input, &state, Pacing::Rolling, &mut memo);
             tracing::debug!(
                 target: "gitfleet::daemon::timing",
                 schedule_ms = scheduled.as_millis() as u64,
                 step_ms = (started.elapsed() - scheduled).as_millis() as u64,
                 work = decision.work.len(),
+                reused = memo.reused(),
                 "scheduled and stepped"
             );
-            (state, schedule, decision)
+            (state, schedule, decision, memo)
         })
         .await?;
         self.state = state;
+        self.step_memo = memo;
         Ok((inventory, schedule, decision, now))
     }
 

@@ -36,6 +36,9 @@ pub use rolling::{
     plan_step, BindingHealth, Budget, Revision, RollingParams, RolloutBinding, RolloutStep, Target,
 };
 pub use state::{ClusterState, LastProbe, PlacementState, Rejected, RolloutState};
-pub use step::{absorb, step, Decision, Input, Ledger, Pace, Pacing, StagedInput, StepSummary};
+pub use step::{
+    absorb, step, step_memoized, Decision, Input, Ledger, Pace, Pacing, StagedInput, StepMemo,
+    StepSummary,
+};
 pub use strategy::ApplyStrategy;
 pub use work::{Action, Manifests, Observed, Outcome, Prune, Sweep, Work};

@@ -235,8 +235,82 @@ fn rendered_fingerprint(manifests: &[Manifest]) -> String {
     hash_value(&serde_json::json!(values))
 }
 
+/// The steps of settled placements, kept from one step to the next with what each was worked
+/// out from (issue 19.3): a later step whose inputs for the placement are the same (the
+/// placement, its selected resources' hash, its schedule and its state, and the commit's
+/// overrides, clusters and scopes) takes the same decision, so it is reused instead of
+/// rendering and planning the placement again. Only placements that are settled are kept
+/// (nothing to push, nothing waiting, every binding available and not marked for a re-check),
+/// so a reused decision never depends on the clock or on what members answer.
+#[derive(Debug, Default)]
+pub struct StepMemo {
+    context: Option<MemoContext>,
+    settled: HashMap<PlacementKey, Settled>,
+    reused: usize,
+}
+
+impl StepMemo {
+    /// Placements whose step was reused by the last step.
+    pub fn reused(&self) -> usize {
+        self.reused
+    }
+}
+
+/// What every placement's step reads besides its own inputs.
+#[derive(Debug, PartialEq)]
+struct MemoContext {
+    cluster_overrides: Vec<crate::model::overrides::ClusterResourceOverride>,
+    resource_overrides: Vec<crate::model::overrides::ResourceOverride>,
+    clusters: Vec<(String, crate::model::selector::Labels)>,
+    scopes: String,
+}
+
+impl MemoContext {
+    fn of(cat: &Catalog, fleet: &Fleet) -> MemoContext {
+        MemoContext {
+            cluster_overrides: cat
+                .cluster_overrides
+                .iter()
+                .map(|e| e.spec.clone())
+                .collect(),
+            resource_overrides: cat
+                .resource_overrides
+                .iter()
+                .map(|e| e.spec.clone())
+                .collect(),
+            clusters: fleet
+                .clusters
+                .iter()
+                .map(|c| (c.name.clone(), c.labels.clone()))
+                .collect(),
+            scopes: format!("{:?}", cat.scopes),
+        }
+    }
+}
+
+/// A settled placement's step and its inputs.
+#[derive(Debug)]
+struct Settled {
+    placement: crate::model::placement::Placement,
+    resource_snapshot: String,
+    schedule: PlacementSchedule,
+    state: PlacementState,
+    summary: StepSummary,
+}
+
 /// One step for the commit of `input` from `state`, at `pacing`.
 pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
+    step_memoized(input, state, pacing, &mut StepMemo::default())
+}
+
+/// [`step`], reusing the decisions `memo` kept for placements whose inputs did not change since
+/// (and keeping this step's settled ones for the next). The decision is the same as [`step`]'s.
+pub fn step_memoized(
+    input: &Input,
+    state: &RolloutState,
+    pacing: Pacing,
+    memo: &mut StepMemo,
+) -> Decision {
     let Input {
         cat,
         commit,
@@ -269,6 +343,12 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
     let members: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
     let mut decision = Decision::default();
     let mut work = Vec::new();
+    let context = MemoContext::of(cat, fleet);
+    if memo.context.as_ref() != Some(&context) {
+        memo.settled.clear();
+        memo.context = Some(context);
+    }
+    memo.reused = 0;
     // Staged update runs by the placement they target; only the daemon's pace steps them.
     let mut runs_by_placement: BTreeMap<PlacementKey, Vec<&StagedUpdateRun>> = BTreeMap::new();
     if pacing == Pacing::Rolling {
@@ -286,6 +366,7 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
             continue;
         }
         let prev = state.placements.get(key).cloned().unwrap_or_default();
+        let work_before = work.len();
         let mut step = StepSummary::new(key.clone(), "");
         // Renders what `cluster` should run; `None` when rendering fails (reported, not pushed).
         let mut render = |cluster: &str, resource_index: u64| -> Option<(Manifests, Revision)> {
@@ -424,6 +505,28 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
         let resource_snapshot = crate::snapshot::resource_hash(&resources);
         let strategy = ApplyStrategy::from_rollout(Some(&spec.strategy));
         let pace = Pace::of(pacing, spec);
+        if matches!(pace, Pace::Rolling { .. }) {
+            let same = memo.settled.get(key).filter(|m| {
+                m.resource_snapshot == resource_snapshot
+                    && m.placement == entry.spec
+                    && m.schedule == *ps
+                    && m.state == prev
+            });
+            if let Some(m) = same {
+                // The snapshot is unchanged, so the history is what `advance` would keep.
+                decision
+                    .ledger
+                    .histories
+                    .insert(key.clone(), prev.resources.clone());
+                decision
+                    .ledger
+                    .abandon
+                    .insert(key.clone(), strategy.abandon);
+                decision.steps.push(m.summary.clone());
+                memo.reused += 1;
+                continue;
+            }
+        }
         if pace == Pace::Staged {
             // External: a resource snapshot is taken only when a run initialises (spec/README §3).
             let history_limit = spec.revision_history_limit.unwrap_or(10).max(1) as u32;
@@ -480,6 +583,7 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
             &in_use,
         );
         let resource_index = advance.index;
+        let new_snapshot = advance.created;
         decision
             .ledger
             .histories
@@ -602,6 +706,29 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
         step.up_to_date = plan.up_to_date;
         step.requeue_after = plan.requeue_after;
         note_render_errors(&mut step);
+        let settled = work.len() == work_before
+            && !new_snapshot
+            && !step.is_moving()
+            && step.requeue_after == 0
+            && step.render_errors.is_empty()
+            && prev
+                .clusters
+                .values()
+                .all(|c| c.health == BindingHealth::Available && c.recheck.is_none());
+        if settled {
+            memo.settled.insert(
+                key.clone(),
+                Settled {
+                    placement: entry.spec.clone(),
+                    resource_snapshot: resource_snapshot.clone(),
+                    schedule: ps.clone(),
+                    state: prev,
+                    summary: step.clone(),
+                },
+            );
+        } else {
+            memo.settled.remove(key);
+        }
         decision.steps.push(step);
     }
 
@@ -635,6 +762,9 @@ pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
             decision.ledger.runs.insert(gone.clone(), None);
         }
     }
+
+    memo.settled
+        .retain(|k, _| schedule.iter().any(|p| &p.key == k));
 
     // Placements gone from the commit: remove what they placed, no pacing (KubeFleet deletes
     // every binding at once), except on members that left the repository.
@@ -1089,6 +1219,90 @@ mod tests {
                 w.cluster
             );
         }
+    }
+
+    /// Issue 19.3: the memoized step decides exactly what a full step decides, over commits
+    /// that change one placement's resources, then the other's, then add an override, with
+    /// pushes that leave clusters pending before they become available and a member's change
+    /// marked for a re-check; and it does reuse the settled placement's step meanwhile.
+    #[test]
+    fn a_memoized_step_decides_what_a_full_step_decides() {
+        let other = |v: &str| {
+            format!(
+                "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: other}}\n---\n\
+                 apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: o, namespace: other}}\n\
+                 data: {{v: '{v}'}}\n---\n\
+                 apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+                 metadata: {{name: other}}\nspec:\n\
+                 \x20 resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: other}}]\n"
+            )
+        };
+        let cro = "---\napiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourceOverride\n\
+                   metadata: {name: mark}\nspec:\n\
+                   \x20 placement: {name: other, scope: Cluster}\n\
+                   \x20 clusterResourceSelectors: [{group: '', version: v1, kind: Namespace, name: other}]\n\
+                   \x20 policy:\n    overrideRules:\n\
+                   \x20   - clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchExpressions: [{key: kubernetes-fleet.io/member-name, operator: In, values: [m2]}]}}]}\n\
+                   \x20     jsonPatchOverrides: [{op: add, path: /metadata/labels, value: {marked: 'yes'}}]\n";
+        let commits = [
+            ("c1", commit("1", &other("a"))),
+            ("c2", commit("2", &other("a"))),
+            ("c3", commit("2", &other("b"))),
+            ("c4", commit("2", &format!("{}{cro}", other("b")))),
+        ];
+        let mut state = RolloutState::default();
+        let mut previous = crate::schedule::Previous::new();
+        let mut memo = StepMemo::default();
+        let mut reused = 0;
+        for (sha, cat) in &commits {
+            for round in 0..7 {
+                if round == 3 {
+                    state.recheck(
+                        "m3",
+                        Some("crp.other"),
+                        "ConfigMap other/o deleted",
+                        true,
+                        0,
+                    );
+                }
+                let fleet = Fleet::build(cat, None);
+                let mut schedule = crate::schedule::schedule_commit(cat, &fleet, &previous, 0);
+                let input = Input {
+                    cat,
+                    commit: sha,
+                    schedule: &schedule,
+                    fleet: &fleet,
+                    unreachable: &BTreeMap::new(),
+                    only: None,
+                    now: 0,
+                    staged: Default::default(),
+                };
+                let full = step(&input, &state, Pacing::Rolling);
+                let memoized = step_memoized(&input, &state, Pacing::Rolling, &mut memo);
+                assert_eq!(
+                    format!("{full:#?}"),
+                    format!("{memoized:#?}"),
+                    "{sha}, round {round}"
+                );
+                reused += memo.reused();
+                let health = if round == 1 {
+                    BindingHealth::Pending
+                } else {
+                    BindingHealth::Available
+                };
+                let results = full
+                    .work
+                    .into_iter()
+                    .map(|w| (w, Outcome::Done(health, Default::default())))
+                    .collect();
+                absorb(&mut state, &mut schedule, full.ledger, results, sha, 0);
+                previous = schedule.into_iter().map(|p| (p.key.clone(), p)).collect();
+            }
+        }
+        let ps = &state.placements[&"crp/other".parse::<PlacementKey>().unwrap()];
+        // The override reached m2 (only its rendering changed).
+        assert_eq!(ps.clusters["m2"].commit.as_deref(), Some("c4"));
+        assert!(reused >= 10, "{reused}");
     }
 
     /// State and bindings after the first commit landed everywhere and became available.
