@@ -10,7 +10,7 @@ pub enum Scope {
 }
 
 /// `(group, kind)` → scope. Versions do not change a kind's scope.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScopeTable {
     kinds: HashMap<(String, String), Scope>,
 }

@@ -262,7 +262,7 @@ struct MemoContext {
     cluster_overrides: Vec<crate::model::overrides::ClusterResourceOverride>,
     resource_overrides: Vec<crate::model::overrides::ResourceOverride>,
     clusters: Vec<(String, crate::model::selector::Labels)>,
-    scopes: String,
+    scopes: crate::model::scope::ScopeTable,
 }
 
 impl MemoContext {
@@ -283,7 +283,7 @@ impl MemoContext {
                 .iter()
                 .map(|c| (c.name.clone(), c.labels.clone()))
                 .collect(),
-            scopes: format!("{:?}", cat.scopes),
+            scopes: cat.scopes.clone(),
         }
     }
 }
