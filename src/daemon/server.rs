@@ -545,10 +545,11 @@ mod tests {
         let (api, _rx) = api(None);
         api.status.lock().unwrap().reconciles = 1;
         for failures in 1..=2 {
-            let mut st = api.status.lock().unwrap();
-            st.source.consecutive_failures = failures;
-            st.source.last_error = Some("cannot fetch branch \"main\" from file:///x".into());
-            drop(st);
+            {
+                let mut st = api.status.lock().unwrap();
+                st.source.consecutive_failures = failures;
+                st.source.last_error = Some("cannot fetch branch \"main\" from file:///x".into());
+            }
             assert_eq!(call(&api, "GET", "/readyz", &[], vec![]).await.0, 200);
         }
         api.status.lock().unwrap().source.consecutive_failures = 3;

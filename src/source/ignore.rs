@@ -42,7 +42,7 @@ impl FleetIgnore {
         let mut end = 0;
         while let Some(slash) = relative[end..].find('/') {
             end += slash;
-            if self.ignored(relative[..end].as_bytes().as_bstr(), true) {
+            if self.ignored(relative.as_bytes()[..end].as_bstr(), true) {
                 return true;
             }
             end += 1;
