@@ -880,6 +880,16 @@ fn wait_follows_a_commit_to_settled_or_rejected_and_status_watch_redraws_on_chan
     for m in ["alpha", "bravo", "charlie"] {
         assert_eq!(config_version(&sim, m).as_deref(), Some("1"), "{m}");
     }
+    // `-o wide` names the clusters; a local repository's source is read, not fetched.
+    let wide = gitfleet(&["status", "-o", "wide", "--server", &server]);
+    assert_eq!(wide.code, 0, "{}", wide.stderr);
+    assert!(
+        wide.stdout.contains(&format!("source {repo_path}  read "))
+            && wide.stdout.contains("SELECTED-CLUSTERS")
+            && wide.stdout.contains("alpha,bravo,charlie"),
+        "{}",
+        wide.stdout
+    );
 
     // A new commit, named by a prefix of its id, one placement.
     repo.write("shop.yaml", &app("2"));
