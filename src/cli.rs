@@ -24,6 +24,69 @@ Exit codes:
   3  the repository, revision or path cannot be read
   64 bad command line (unknown flag, missing or invalid value)";
 
+/// `Examples:` then the exit codes, for a command's `--help`.
+fn help(examples: &str, exit_codes: &str) -> String {
+    format!("Examples:\n{examples}\n\n{exit_codes}")
+}
+
+const VALIDATE_EXAMPLES: &str = "  # Check the commit checked out, as CI does on a pull request
+  gitfleet validate --repo .
+  # Another branch, only the fleet folder
+  gitfleet validate --repo . --rev origin/main --path fleet";
+
+const SCHEDULE_EXAMPLES: &str =
+    "  # Which clusters each placement picks, with the members' live properties
+  gitfleet schedule --repo . --inventory live --kubeconfig ~/.kube/fleet.yaml
+  # Every picked cluster by name, the policy snapshot and all conditions
+  gitfleet schedule --repo . -o wide
+  # OCM PlacementDecisions for Argo CD's clusterDecisionResource generator
+  gitfleet schedule --repo . -o placementdecisions";
+
+const RENDER_EXAMPLES: &str =
+    "  # What placement `web` delivers to cluster east-1, overrides applied
+  gitfleet render --repo . --placement web --cluster east-1
+  # A ResourcePlacement, as JSON
+  gitfleet render --repo . --placement cart --namespace shop --cluster west-2 -o json";
+
+const PLAN_EXAMPLES: &str = "  # In a pull request: what merging it does to the fleet, as a comment
+  gitfleet plan --repo . --base origin/main --head HEAD -o markdown > plan.md || [ $? -eq 2 ]
+  # Starting from what the running daemon sees (inventory and bindings)
+  gitfleet plan --repo . --base origin/main --head HEAD --server http://gitfleet:7070";
+
+const INVENTORY_EXAMPLES: &str =
+    "  # Ask every member for its properties; save them for offline scheduling
+  gitfleet inventory --repo . --kubeconfig ~/.kube/fleet.yaml > inventory.yaml
+  gitfleet schedule --repo . --inventory inventory.yaml";
+
+const APPLY_EXAMPLES: &str = "  # Push everything the commit places, now, to every member
+  gitfleet apply --repo . --kubeconfig ~/.kube/fleet.yaml
+  # One placement only
+  gitfleet apply --repo . --placement web";
+
+const RUN_EXAMPLES: &str = "  # Follow a local repository (pushes into it are seen at once)
+  gitfleet run --repo /srv/fleet.git --state-dir /var/lib/gitfleet
+  # Follow a remote over HTTPS with a token, fetched every minute and on the webhook
+  gitfleet run --repo https://git.example.com/fleet.git --git-token-file /run/secrets/token \\
+    --state-dir /var/lib/gitfleet --poll 1m --webhook-secret-file /run/secrets/hook
+  # Roll the head out once and exit (CI, cron)
+  gitfleet run --repo . --state-dir state --once";
+
+const STATUS_EXAMPLES: &str = "  # Every placement, with the clusters by name
+  gitfleet status -o wide
+  # Follow a rollout as it happens (Ctrl-C to stop)
+  gitfleet status --watch
+  # One placement described, from a remote daemon
+  gitfleet status crp/web --server http://gitfleet:7070";
+
+const QUICKSTART_EXAMPLES: &str = "  gitfleet quickstart
+  # Another folder and port; approve the staged run yourself
+  gitfleet quickstart --dir /tmp/gf --listen 127.0.0.1:7171 --no-approve";
+
+const SIM_EXAMPLES: &str =
+    "  # The sample fleet's members, with a kubeconfig for kubectl and gitfleet
+  gitfleet sim --fleet examples/sim-fleet.yaml --kubeconfig-out /tmp/sim.kubeconfig
+  kubectl --kubeconfig /tmp/sim.kubeconfig --context eastus-staging get namespaces";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "gitfleet",
@@ -82,43 +145,48 @@ fn init_logging(global: &GlobalArgs) {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate one commit: every object parsed, classified and checked against its API rules.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = help(VALIDATE_EXAMPLES, EXIT_CODES))]
     Validate(ValidateArgs),
     /// Decide which member clusters each placement targets (KubeFleet and OCM semantics), with
     /// scores and reasons.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = help(SCHEDULE_EXAMPLES, EXIT_CODES))]
     Schedule(ScheduleArgs),
     /// Print the manifests a placement delivers to one cluster, overrides applied and envelopes
     /// unwrapped, in apply order.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = help(RENDER_EXAMPLES, EXIT_CODES))]
     Render(RenderArgs),
     /// What a change (base → head) does to the fleet: placements, clusters gained and lost and why,
     /// manifest diffs per cluster, rollout impact. For pull-request review.
-    #[command(after_help = PLAN_EXIT_CODES)]
+    #[command(after_help = help(PLAN_EXAMPLES, PLAN_EXIT_CODES))]
     Plan(PlanArgs),
     /// Ask every member the commit declares for its live properties (nodes, cpu, memory, instance
     /// types, costs) and health; prints the inventory file that `--inventory FILE` reads.
-    #[command(after_help = INVENTORY_EXIT_CODES)]
+    #[command(after_help = help(INVENTORY_EXAMPLES, INVENTORY_EXIT_CODES))]
     Inventory(InventoryCmdArgs),
     /// Push what the schedule sends to each member: server-side apply in waves, prune what is no
     /// longer delivered, report drift, diffs and availability. Everything is pushed now (no
     /// rollout pacing).
-    #[command(after_help = APPLY_EXIT_CODES)]
+    #[command(after_help = help(APPLY_EXAMPLES, APPLY_EXIT_CODES))]
     Apply(ApplyArgs),
     /// Follow a branch and roll every commit out to the members (the daemon): RollingUpdate
     /// pacing, status API, metrics and webhook on --listen, state in --state-dir.
-    #[command(after_help = RUN_EXIT_CODES)]
+    #[command(after_help = help(RUN_EXAMPLES, RUN_EXIT_CODES))]
     Run(crate::daemon::command::RunArgs),
-    /// Show the placements of a running daemon: a table, or one placement described.
-    #[command(after_help = OTHER_EXIT_CODES)]
+    /// Show the placements of a running daemon: a table, or one placement described; the git
+    /// source and its last fetch; `--watch` to follow it.
+    #[command(after_help = help(STATUS_EXAMPLES, OTHER_EXIT_CODES))]
     Status(crate::daemon::command::StatusArgs),
+    /// Wait until the daemon serves a commit and its placements settle (or fail, or time out):
+    /// for CI after a push.
+    #[command(after_help = crate::daemon::wait::WAIT_AFTER_HELP)]
+    Wait(crate::daemon::wait::WaitArgs),
     /// Try gitfleet on one machine: writes the sample fleet repository, serves its eight
     /// members with the simulator, runs the daemon on it and prints the rollout as it happens.
-    #[command(after_help = OTHER_EXIT_CODES)]
+    #[command(after_help = help(QUICKSTART_EXAMPLES, OTHER_EXIT_CODES))]
     Quickstart(crate::quickstart::QuickstartArgs),
     /// Serve simulated member clusters that speak the Kubernetes API over HTTP on loopback, one
     /// port each, for trying gitfleet and kubectl on one machine. Runs until Ctrl-C.
-    #[command(after_help = OTHER_EXIT_CODES)]
+    #[command(after_help = help(SIM_EXAMPLES, OTHER_EXIT_CODES))]
     Sim(SimArgs),
     /// Approve a staged update run's approval request: a signed tag `gitfleet/approve/<request>`
     /// on the commit the run was initialised at, made by `git tag -s` with your own signing
@@ -401,6 +469,9 @@ pub enum ScheduleFormat {
     Json,
     Yaml,
     Table,
+    /// The table with every picked cluster by name, the policy snapshot index and every
+    /// condition.
+    Wide,
     /// OCM PlacementDecision objects (as Argo CD's clusterDecisionResource generator reads them).
     Placementdecisions,
 }
@@ -508,6 +579,7 @@ pub fn main() -> ExitCode {
         Command::Apply(args) => apply(&args),
         Command::Run(args) => crate::daemon::command::run(&args),
         Command::Status(args) => crate::daemon::command::status(&args),
+        Command::Wait(args) => crate::daemon::wait::wait(&args),
         Command::Quickstart(args) => crate::quickstart::run(&args),
         Command::Sim(args) => sim(args),
         Command::Approve(args) => crate::approvals::command::approve(&args),
@@ -605,7 +677,7 @@ fn print_diagnostics(diags: &[Diagnostic]) {
 
 fn validate(args: &ValidateArgs) -> Result<ExitCode> {
     let commit = read(&args.commit)?;
-    let (cat, diags) = crate::analyze(&commit.files);
+    let (cat, diags) = commit.analyze();
     if !diags.is_empty() {
         print_diagnostics(&diags);
         return Ok(ExitCode::from(1));
@@ -630,7 +702,7 @@ fn summary(commit: &CommitFiles, cat: &Catalog) -> String {
 /// Reads and validates a commit; `Err(code)` when it is invalid (diagnostics printed).
 fn load_valid(args: &CommitArgs) -> Result<Result<(CommitFiles, Catalog), ExitCode>> {
     let commit = read(args)?;
-    let (cat, diags) = crate::analyze(&commit.files);
+    let (cat, diags) = commit.analyze();
     if !diags.is_empty() {
         print_diagnostics(&diags);
         eprintln!("the commit is invalid; nothing is scheduled or rendered from it");
@@ -777,7 +849,8 @@ fn schedule(args: &ScheduleArgs) -> Result<ExitCode> {
             "{}",
             crate::yaml::to_string(&schedule_view(&commit.commit, &placements))?
         )?,
-        ScheduleFormat::Table => write!(out, "{}", schedule_table(&cat, &placements))?,
+        ScheduleFormat::Table => write!(out, "{}", schedule_table(&cat, &placements, false))?,
+        ScheduleFormat::Wide => write!(out, "{}", schedule_table(&cat, &placements, true))?,
         ScheduleFormat::Placementdecisions => {
             for p in placements
                 .iter()
@@ -818,16 +891,22 @@ fn schedule_view(commit: &str, placements: &[PlacementSchedule]) -> serde_json::
     serde_json::json!({"commit": commit, "placements": items})
 }
 
-/// A table for people: placement, type, wanted, picked clusters, condition.
-fn schedule_table(cat: &Catalog, placements: &[PlacementSchedule]) -> String {
+/// A table for people: placement, type, wanted, picked clusters, condition; `wide` lists
+/// every picked cluster and adds the policy snapshot index and every condition.
+fn schedule_table(cat: &Catalog, placements: &[PlacementSchedule], wide: bool) -> String {
     use crate::model::placement::PlacementType;
-    let mut rows = vec![[
+    let mut header = vec![
         "PLACEMENT".to_string(),
         "TYPE".to_string(),
         "WANTED".to_string(),
         "PICKED".to_string(),
         "CONDITION".to_string(),
-    ]];
+    ];
+    if wide {
+        header.insert(3, "POLICY-INDEX".to_string());
+        header[5] = "CONDITIONS".to_string();
+    }
+    let mut rows = vec![header];
     for p in placements {
         let (ty, wanted) = match p.key.kind {
             PlacementKind::OcmPlacement => {
@@ -866,13 +945,24 @@ fn schedule_table(cat: &Catalog, placements: &[PlacementSchedule]) -> String {
             Some(ns) => format!("{ns}/{}", p.key.name),
             None => p.key.name.clone(),
         };
-        let picked = picked_summary(&p.selected);
-        let condition = p
-            .conditions
-            .first()
-            .map(|c| format!("{}={} ({})", c.type_, c.status, c.reason))
-            .unwrap_or_default();
-        rows.push([name, ty, wanted, picked, condition]);
+        let condition =
+            |c: &crate::schedule::Condition| format!("{}={} ({})", c.type_, c.status, c.reason);
+        if wide {
+            let picked = if p.selected.is_empty() {
+                "-".to_string()
+            } else {
+                p.selected.join(",")
+            };
+            let index = p
+                .policy_snapshot_index
+                .map_or("-".to_string(), |i| i.to_string());
+            let all: Vec<String> = p.conditions.iter().map(condition).collect();
+            rows.push(vec![name, ty, wanted, index, picked, all.join(", ")]);
+        } else {
+            let picked = picked_summary(&p.selected);
+            let first = p.conditions.first().map(condition).unwrap_or_default();
+            rows.push(vec![name, ty, wanted, picked, first]);
+        }
     }
     crate::text_table::render(&rows)
 }
@@ -951,8 +1041,8 @@ fn plan(args: &PlanArgs, color: crate::flags::ColorChoice) -> Result<ExitCode> {
     let read_rev = |rev: &str| read_commit(&args.repo, rev, &args.path).map_err(|e| anyhow!(e));
     let base = read_rev(&args.base)?;
     let head = read_rev(&args.head)?;
-    let (base_cat, _) = crate::analyze(&base.files);
-    let (head_cat, mut head_diags) = crate::analyze(&head.files);
+    let (base_cat, _) = base.analyze();
+    let (head_cat, mut head_diags) = head.analyze();
     let mut signature_errors = Vec::new();
     let mut head_signature = None;
     if args.trust.given() {

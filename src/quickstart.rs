@@ -130,6 +130,27 @@ fn git(repo: &Path, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// Removes a folder the quick start made when it fails before the daemon is up.
+struct RemoveOnFailure(Option<PathBuf>);
+
+impl RemoveOnFailure {
+    fn keep(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for RemoveOnFailure {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!("cannot remove {}: {e}", dir.display());
+                }
+            }
+        }
+    }
+}
+
 /// Writes the embedded sample fleet into `repo` and commits it on branch `main`.
 fn write_repository(repo: &Path) -> Result<()> {
     std::fs::create_dir_all(repo)?;
@@ -227,6 +248,17 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
         );
     }
     let dir = std::path::absolute(&args.dir)?;
+    // The port first: a quick start that cannot listen stops before it writes anything.
+    let listener = std::net::TcpListener::bind(args.listen)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .with_context(|| {
+            format!(
+                "cannot listen on {}: use --listen to pick another address",
+                args.listen
+            )
+        })?;
+    // Until the daemon is up, a failure removes what was made, so running again just works.
+    let mut made = RemoveOnFailure(Some(dir.clone()));
     let repo = dir.join("fleet");
     write_repository(&repo)?;
     let demo = Demo::create(&dir, &repo)?;
@@ -282,18 +314,20 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
         let daemon = Daemon::open(opts, deliverer)?;
         let status = daemon.status.clone();
         let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
-        let listener = crate::daemon::server::bind(args.listen)
-            .await
-            .context("use --listen to pick another address")?;
+        let listener = tokio::net::TcpListener::from_std(listener)
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
         let api = crate::daemon::server::Api {
             status: status.clone(),
             metrics: daemon.metrics.clone(),
             webhook_secret: None,
             wake: wake_tx,
+            ready_fetch_failures: 0,
         };
         let mut http =
             crate::daemon::server::spawn(listener, api, crate::daemon::server::Limits::default())?;
         let server = format!("http://{}", http.local_addr());
+        // Up: from here on the folder is the user's (its state, the repository's commits).
+        made.keep();
         println!("gitfleet quickstart");
         println!("  fleet repository  {}  (branch main)", repo.display());
         println!(

@@ -724,6 +724,7 @@ fn usage_errors_exit_64_on_every_command_and_help_exits_0() {
         "apply",
         "run",
         "status",
+        "wait",
         "quickstart",
         "sim",
         "approve",
@@ -822,4 +823,181 @@ fn version_completion_and_plan_output_follow_cli_conventions() {
         "json",
     ]);
     assert_eq!(p.code, 1, "{}", p.stderr);
+}
+
+/// Issue 18.6: the main commands' `--help` shows examples before the exit codes.
+#[test]
+fn the_main_commands_help_has_examples() {
+    for cmd in [
+        "validate",
+        "schedule",
+        "render",
+        "plan",
+        "inventory",
+        "apply",
+        "run",
+        "status",
+        "wait",
+        "quickstart",
+        "sim",
+    ] {
+        let help = gitfleet(&[cmd, "--help"]);
+        assert_eq!(help.code, 0, "{cmd}: {}", help.stderr);
+        let examples = help.stdout.find("Examples:\n  ");
+        let codes = help.stdout.find("Exit codes:");
+        assert!(
+            matches!((examples, codes), (Some(e), Some(c)) if e < c),
+            "{cmd} --help: examples, then exit codes:\n{}",
+            help.stdout
+        );
+        assert!(
+            help.stdout.contains(&format!("gitfleet {cmd}")),
+            "{cmd}'s examples run {cmd}:\n{}",
+            help.stdout
+        );
+    }
+}
+
+/// Issue 18.6: `schedule -o wide` lists every picked cluster, the policy snapshot index and
+/// every condition.
+#[test]
+fn schedule_wide_shows_every_cluster_and_condition() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    let names = ["east-2", "east-3", "west-1", "west-2", "west-3"];
+    for name in names {
+        repo.write(
+            &format!("members/{name}.yaml"),
+            &MEMBER.replace("east-1", name),
+        );
+    }
+    repo.commit("fleet");
+    let narrow = gitfleet(&["schedule", "--repo", &repo_arg(&repo)]);
+    assert_eq!(narrow.code, 0, "{}", narrow.stderr);
+    assert!(narrow.stdout.contains("(+2 more)"), "{}", narrow.stdout);
+    let wide = gitfleet(&["schedule", "--repo", &repo_arg(&repo), "-o", "wide"]);
+    assert_eq!(wide.code, 0, "{}", wide.stderr);
+    let header: Vec<&str> = wide
+        .stdout
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "PLACEMENT",
+            "TYPE",
+            "WANTED",
+            "POLICY-INDEX",
+            "PICKED",
+            "CONDITIONS"
+        ],
+        "{}",
+        wide.stdout
+    );
+    let row: Vec<&str> = wide
+        .stdout
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row[..5],
+        [
+            "app",
+            "PickAll",
+            "all",
+            "0",
+            "east-1,east-2,east-3,west-1,west-2,west-3"
+        ],
+        "{}",
+        wide.stdout
+    );
+    assert_eq!(
+        row[5..].join(" "),
+        "Scheduled=True (SchedulingPolicyFulfilled)"
+    );
+}
+
+const CHART: &str = "apiVersion: v2\nname: web\nversion: 0.1.0\n";
+const TEMPLATE: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: {{ .Values.replicas }}\n";
+const KUSTOMIZATION: &str = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../base]\npatches: [{path: replicas.yaml}]\n";
+
+/// Issue 18.7: a Helm chart and a Kustomize overlay get one diagnostic each (not a cascade of
+/// parse and schema errors), saying what they are and the `.gitfleetignore` line that leaves
+/// them out; `.gitfleetignore` is read from the commit, with gitignore's rules.
+#[test]
+fn helm_charts_and_kustomize_folders_get_one_diagnostic_each_and_gitfleetignore_leaves_files_out() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "fleet/");
+    repo.write("fleet/charts/web/Chart.yaml", CHART);
+    repo.write("fleet/charts/web/values.yaml", "replicas: 2\n");
+    repo.write("fleet/charts/web/values-prod.yaml", "replicas: 5\n");
+    repo.write("fleet/charts/web/templates/deploy.yaml", TEMPLATE);
+    repo.write("fleet/overlays/prod/kustomization.yaml", KUSTOMIZATION);
+    repo.write(
+        "fleet/overlays/prod/replicas.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 5}\n",
+    );
+    repo.commit("a chart and an overlay");
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo), "--path", "fleet"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(
+        lines.len(),
+        3,
+        "two diagnostics and the count:\n{}",
+        run.stderr
+    );
+    assert!(
+        lines[0].starts_with("fleet/charts/web/Chart.yaml:1: Helm chart fleet/charts/web: a Helm chart (Chart.yaml): gitfleet does not render Helm charts")
+            && lines[0].contains("or leave the folder out with the line `/charts/web/` in fleet/.gitfleetignore"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        lines[1].starts_with("fleet/overlays/prod/kustomization.yaml:1: Kustomize folder fleet/overlays/prod: a Kustomize base or overlay")
+            && lines[1].contains("`kustomize build fleet/overlays/prod`")
+            && lines[1].contains("the line `/overlays/prod/` in fleet/.gitfleetignore"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(lines[2], "2 problems found");
+
+    // Left out as the diagnostics say, plus drafts that do not parse: the commit is valid.
+    repo.write("fleet/.gitfleetignore", "# rendered in CI\n/charts/web/\n/overlays/prod/\ndrafts/\n*.draft.yaml\n!keep.draft.yaml\n");
+    repo.write("fleet/drafts/wip.yaml", "kind: [\n");
+    repo.write("fleet/apps/x.draft.yaml", "kind: [\n");
+    repo.write(
+        "fleet/keep.draft.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: kept}\n",
+    );
+    repo.commit("leave them out");
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo), "--path", "fleet"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The fleet's 5 files and the file taken back with `!`.
+    assert!(run.stdout.contains("6 files, 7 objects"), "{}", run.stdout);
+
+    // Read from the commit: an uncommitted edit of .gitfleetignore changes nothing.
+    repo.write("fleet/.gitfleetignore", "");
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo), "--path", "fleet"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Only the path's root counts: the repository root's is not read for --path fleet.
+    repo.write(
+        "fleet/.gitfleetignore",
+        "drafts/\n*.draft.yaml\n!keep.draft.yaml\n",
+    );
+    repo.write(
+        ".gitfleetignore",
+        "/fleet/charts/\n/fleet/overlays/\n/fleet/drafts/\n*.draft.yaml\n!keep.draft.yaml\n",
+    );
+    repo.commit("the ignore file at the repository root");
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo), "--path", "fleet"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("2 problems found"), "{}", run.stderr);
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
 }

@@ -412,3 +412,159 @@ fn http_get(addr: &str, path: &str) -> String {
     s.read_to_string(&mut text).unwrap();
     text
 }
+
+/// The status API, as a client sees it: status code and body.
+fn api_get(daemon: &Daemon, path: &str) -> (u16, String) {
+    match ureq::get(&format!("{}{path}", daemon.addr))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .call()
+    {
+        Ok(mut r) => (
+            r.status().as_u16(),
+            r.body_mut().read_to_string().unwrap_or_default(),
+        ),
+        Err(e) => panic!("{path}: {e}"),
+    }
+}
+
+fn source_of(daemon: &Daemon) -> serde_json::Value {
+    let (_, body) = api_get(daemon, "/api/v1/placements");
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    doc["source"].clone()
+}
+
+/// Issue 18.8: a remote that fails shows in the status API (`source`), `gitfleet status`,
+/// `/readyz` (after `--ready-fetch-failures` failures in a row) and the metrics; the daemon
+/// recovers when the remote is back; a member removed from the repository loses its
+/// `gitfleet_member_healthy` series.
+#[test]
+fn a_failing_remote_shows_in_status_readiness_and_metrics() {
+    use std::ffi::OsStr;
+    let sim = SimFleet::start(FLEET);
+    let remote = Remote::new();
+    let first = remote.push("1", false);
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let daemon = Daemon::start_with(
+        remote.url(),
+        &sim.kubeconfig,
+        &state.path().join("state"),
+        &secret,
+        // An hour away: only the webhook makes the daemon fetch, so failures are counted exactly.
+        "60m",
+        &[OsStr::new("--ready-fetch-failures"), OsStr::new("2")],
+        &[],
+    );
+    await_until("the first commit on every member", || {
+        ["alpha", "bravo"]
+            .iter()
+            .all(|m| config_version(&sim, m) == "1")
+    });
+    await_until("readiness", || api_get(&daemon, "/readyz").0 == 200);
+    let source = source_of(&daemon);
+    assert_eq!(source["url"], remote.url().as_str(), "{source}");
+    assert_eq!(source["branch"], "main", "{source}");
+    assert_eq!(source["kind"], "remote", "{source}");
+    assert_eq!(source["head"], first.as_str(), "{source}");
+    assert_eq!(source["consecutiveFailures"], 0, "{source}");
+    assert!(source["lastSuccess"].as_u64().unwrap() > 0, "{source}");
+    assert!(source.get("lastError").is_none(), "{source}");
+    let (_, metrics) = api_get(&daemon, "/metrics");
+    assert!(
+        metrics.contains("gitfleet_git_fetch_errors_total 0"),
+        "{metrics}"
+    );
+    let success = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("gitfleet_git_last_fetch_success_timestamp_seconds "))
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert_eq!(
+        success.parse::<u64>().unwrap(),
+        source["lastSuccess"].as_u64().unwrap()
+    );
+    for m in ["alpha", "bravo"] {
+        assert!(
+            metrics.contains(&format!("gitfleet_member_healthy{{member=\"{m}\"}} 1")),
+            "{metrics}"
+        );
+    }
+
+    // The server goes away: one failure is shown, the daemon is still ready (1 < 2).
+    let moved = remote.bare.path().with_extension("away");
+    std::fs::rename(remote.bare.path(), &moved).unwrap();
+    daemon.hook();
+    await_until("one failure in the status", || {
+        source_of(&daemon)["consecutiveFailures"] == 1
+    });
+    let source = source_of(&daemon);
+    let error = source["lastError"].as_str().unwrap();
+    assert!(
+        error.contains("cannot fetch") && error.contains(&remote.url()),
+        "{source}"
+    );
+    assert_eq!(api_get(&daemon, "/readyz").0, 200);
+    // The second failure in a row makes it not ready, saying why.
+    daemon.hook();
+    await_until("two failures in the status", || {
+        source_of(&daemon)["consecutiveFailures"] == 2
+    });
+    let (code, body) = api_get(&daemon, "/readyz");
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("the git source failed 2 times in a row") && body.contains(&remote.url()),
+        "{body}"
+    );
+    let (_, metrics) = api_get(&daemon, "/metrics");
+    assert!(
+        metrics.contains("gitfleet_git_fetch_errors_total 2"),
+        "{metrics}"
+    );
+    let status = gitfleet(&["status", "--server", &daemon.addr]);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert!(
+        status
+            .stdout
+            .contains(&format!("source {}  fetched", remote.url())),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status
+            .stdout
+            .contains("SOURCE FAILING: 2 failure(s) in a row"),
+        "{}",
+        status.stdout
+    );
+    // What is deployed stays.
+    assert_version(&sim, "1");
+
+    // Back, with a commit that removes bravo from the repository: the next fetch succeeds,
+    // the daemon is ready again, and bravo's health series is gone (alpha's stays).
+    std::fs::rename(&moved, remote.bare.path()).unwrap();
+    remote
+        .work
+        .write("members.yaml", MEMBERS.split("---\n").next().unwrap());
+    let without_bravo = remote.work.commit("bravo leaves the fleet");
+    remote.work.git(&["push", "-q", "origin", "main"]);
+    daemon.hook();
+    await_until("the commit without bravo served", || {
+        let (_, body) = api_get(&daemon, "/api/v1/placements");
+        let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+        doc["serving"] == without_bravo.as_str()
+    });
+    let source = source_of(&daemon);
+    assert_eq!(source["consecutiveFailures"], 0, "{source}");
+    assert!(
+        source["lastError"].is_string(),
+        "the last error is kept: {source}"
+    );
+    assert_eq!(api_get(&daemon, "/readyz").0, 200);
+    await_until("bravo's health series gone", || {
+        let (_, metrics) = api_get(&daemon, "/metrics");
+        !metrics.contains("gitfleet_member_healthy{member=\"bravo\"}")
+            && metrics.contains("gitfleet_member_healthy{member=\"alpha\"} 1")
+    });
+}

@@ -818,3 +818,212 @@ fn report_diff_placements_show_their_differences_in_status() {
         "{diffs:#?}"
     );
 }
+
+/// Issue 18.6: `gitfleet wait` returns 0 once a commit is served and settled, 1 when it is
+/// rejected, 2 on its timeout; `gitfleet status --watch` prints the status again on every
+/// change and ends cleanly on Ctrl-C.
+#[test]
+fn wait_follows_a_commit_to_settled_or_rejected_and_status_watch_redraws_on_change() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo("1");
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let daemon = Daemon::start(
+        repo.path(),
+        &sim.kubeconfig,
+        &state.path().join("state"),
+        &secret,
+        "1m",
+    );
+    let server = daemon.addr.clone();
+    let repo_path = repo.path().to_str().unwrap().to_string();
+
+    // `status --watch` on a pipe: one block per change, separated by a blank line.
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args([
+            "status",
+            "--watch",
+            "--interval",
+            "100ms",
+            "--server",
+            &server,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, watched) = mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+
+    // This checkout's HEAD, served and settled: every member has it when wait returns.
+    let run = gitfleet(&[
+        "wait",
+        "--repo",
+        &repo_path,
+        "--server",
+        &server,
+        "--timeout",
+        "120s",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("served: 1 placement(s) settled"),
+        "{}",
+        run.stdout
+    );
+    for m in ["alpha", "bravo", "charlie"] {
+        assert_eq!(config_version(&sim, m).as_deref(), Some("1"), "{m}");
+    }
+    // `-o wide` names the clusters; a local repository's source is read, not fetched.
+    let wide = gitfleet(&["status", "-o", "wide", "--server", &server]);
+    assert_eq!(wide.code, 0, "{}", wide.stderr);
+    assert!(
+        wide.stdout.contains(&format!("source {repo_path}  read "))
+            && wide.stdout.contains("SELECTED-CLUSTERS")
+            && wide.stdout.contains("alpha,bravo,charlie"),
+        "{}",
+        wide.stdout
+    );
+
+    // A new commit, named by a prefix of its id, one placement.
+    repo.write("shop.yaml", &app("2"));
+    let second = repo.commit("v2");
+    let run = gitfleet(&[
+        "wait",
+        "--commit",
+        &second[..10],
+        "--server",
+        &server,
+        "--timeout",
+        "120s",
+        "shop",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for m in ["alpha", "bravo", "charlie"] {
+        assert_eq!(config_version(&sim, m).as_deref(), Some("2"), "{m}");
+    }
+
+    // An invalid commit fails the wait, naming the problem.
+    repo.write("broken.yaml", "kind: [\n");
+    repo.commit("broken");
+    let run = gitfleet(&[
+        "wait",
+        "--repo",
+        &repo_path,
+        "--server",
+        &server,
+        "--timeout",
+        "120s",
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("was rejected") && run.stderr.contains("broken.yaml"),
+        "{}",
+        run.stderr
+    );
+
+    // A commit the daemon never serves: the timeout, exit 2, saying what it waited for.
+    let run = gitfleet(&[
+        "wait",
+        "--commit",
+        "deadbeef",
+        "--server",
+        &server,
+        "--timeout",
+        "1s",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("timed out after 1s") && run.stderr.contains("not yet deadbeef"),
+        "{}",
+        run.stderr
+    );
+
+    // The watch printed the status as it changed: the second commit served, then the rejection.
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !seen.iter().any(|l: &String| l.starts_with("REJECTED")) {
+        let line = watched
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("the watch shows the rejection; saw:\n{}", seen.join("\n")));
+        seen.push(line);
+    }
+    let served_second = format!("serving {}", &second[..12]);
+    assert!(
+        seen.iter().any(|l| l.contains(&served_second)),
+        "{}",
+        seen.join("\n")
+    );
+    let blocks = seen.iter().filter(|l| l.starts_with("branch main")).count();
+    assert!(blocks >= 3, "{}", seen.join("\n"));
+    // Ctrl-C: a clean end.
+    let pid = watch.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = watch.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "status --watch did not stop on SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+}
+
+/// Issue 18.6: a quick start whose port is taken stops before it writes anything, so running
+/// it again (on a free port) just works.
+#[test]
+fn a_quickstart_whose_port_is_taken_leaves_no_folder_behind() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("demo");
+    let dir_arg = dir.to_str().unwrap();
+    let run = gitfleet(&["quickstart", "--listen", &addr, "--dir", dir_arg]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("cannot listen on {addr}"))
+            && run.stderr.contains("use --listen to pick another address"),
+        "{}",
+        run.stderr
+    );
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+    drop(taken);
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args([
+            "quickstart",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-approve",
+            "--dir",
+            dir_arg,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    assert_eq!(first.trim(), "gitfleet quickstart", "stderr: {err}");
+    assert!(dir.join("fleet").join(".git").exists());
+}

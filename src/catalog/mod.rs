@@ -7,6 +7,7 @@ mod diagnostic;
 mod limits;
 pub mod parse;
 mod strings;
+pub mod unrendered;
 mod validate;
 
 pub use diagnostic::Diagnostic;

@@ -66,6 +66,16 @@ pub struct RunArgs {
     pub verify_commits: bool,
     #[command(flatten)]
     pub deletion_guard: crate::flags::DeletionGuardArgs,
+    /// `/readyz` fails after this many failed fetches of the git source in a row (a local
+    /// repository: reads of the branch), so an orchestrator sees a daemon cut off from its
+    /// repository; 0 never fails it for that.
+    #[arg(
+        long,
+        env = "GITFLEET_READY_FETCH_FAILURES",
+        value_name = "N",
+        default_value_t = 3
+    )]
+    pub ready_fetch_failures: u32,
 }
 
 /// How a remote `--repo` is authenticated to. Secrets are read from files (a mounted Secret),
@@ -248,6 +258,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             metrics: daemon.metrics.clone(),
             webhook_secret: webhook_secret.map(Arc::from),
             wake: wake_tx,
+            ready_fetch_failures: args.ready_fetch_failures,
         };
         let mut server = super::server::spawn(listener, api, super::server::Limits::default())?;
         tracing::info!(listen = %server.local_addr(), repo = %crate::follow::remote::redacted(&args.repo), branch = %args.branch, "gitfleet run: following the branch");
@@ -305,6 +316,9 @@ async fn wait_for_signal() {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum StatusFormat {
     Table,
+    /// The table with the clusters of each placement by name (selected, updating, waiting,
+    /// failed).
+    Wide,
     Json,
     Yaml,
 }
@@ -318,37 +332,39 @@ pub struct StatusArgs {
     pub placement: Option<String>,
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: StatusFormat,
+    /// Keep asking the daemon (every --interval) and print the status again whenever it
+    /// changes, until Ctrl-C (on a terminal the screen is redrawn).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// How often --watch asks the daemon.
+    #[arg(long, default_value = "2s", value_parser = crate::flags::parse_timeout, requires = "watch")]
+    pub interval: Duration,
 }
 
-pub fn status(args: &StatusArgs) -> Result<ExitCode> {
+/// What one look at the daemon shows: the document (to tell a change) and its text.
+fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
     let doc = crate::daemon_client::placements(&args.server)?;
     let Some(want) = &args.placement else {
         let (runs, requests) = crate::daemon_client::update_runs(&args.server)?;
-        match args.output {
-            StatusFormat::Table => {
-                print!("{}", super::view::table(&doc));
-                print!(
-                    "{}",
-                    super::runs::tables(
-                        &runs.update_runs,
-                        &requests.approval_requests,
-                        super::now_unix()
-                    )
-                );
+        let all = super::wire::StatusDocument {
+            placements: doc,
+            update_runs: runs.update_runs,
+            approval_requests: requests.approval_requests,
+        };
+        let text = match args.output {
+            StatusFormat::Table | StatusFormat::Wide => {
+                let now = super::now_unix();
+                let wide = matches!(args.output, StatusFormat::Wide);
+                format!(
+                    "{}{}",
+                    super::view::table(&all.placements, now, wide),
+                    super::runs::tables(&all.update_runs, &all.approval_requests, now)
+                )
             }
-            format => {
-                let all = super::wire::StatusDocument {
-                    placements: doc,
-                    update_runs: runs.update_runs,
-                    approval_requests: requests.approval_requests,
-                };
-                match format {
-                    StatusFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
-                    _ => print!("{}", crate::yaml::to_string(&all)?),
-                }
-            }
-        }
-        return Ok(ExitCode::SUCCESS);
+            StatusFormat::Json => format!("{}\n", serde_json::to_string_pretty(&all)?),
+            StatusFormat::Yaml => crate::yaml::to_string(&all)?,
+        };
+        return Ok((serde_json::to_value(&all)?, text));
     };
     let id = if want.contains('/') {
         want.clone()
@@ -358,10 +374,84 @@ pub fn status(args: &StatusArgs) -> Result<ExitCode> {
     let Some(p) = doc.placement(&id) else {
         bail!("the daemon at {} has no placement {id}", args.server);
     };
-    match args.output {
-        StatusFormat::Json => println!("{}", serde_json::to_string_pretty(p)?),
-        StatusFormat::Yaml => print!("{}", crate::yaml::to_string(p)?),
-        StatusFormat::Table => print!("{}", super::view::describe(p)),
+    let text = match args.output {
+        StatusFormat::Json => format!("{}\n", serde_json::to_string_pretty(p)?),
+        StatusFormat::Yaml => crate::yaml::to_string(p)?,
+        StatusFormat::Table | StatusFormat::Wide => super::view::describe(p),
+    };
+    Ok((serde_json::to_value(p)?, text))
+}
+
+pub fn status(args: &StatusArgs) -> Result<ExitCode> {
+    if !args.watch {
+        print!("{}", status_once(args)?.1);
+        return Ok(ExitCode::SUCCESS);
     }
-    Ok(ExitCode::SUCCESS)
+    watch_status(args)
+}
+
+/// `status --watch`: polls the daemon and prints the status whenever its document changes (a
+/// terminal gets the screen cleared first, like `watch`; a pipe gets one block per change,
+/// separated by a blank line). Ctrl-C or SIGTERM ends it with 0; a daemon that cannot be
+/// reached is reported once and asked again.
+fn watch_status(args: &StatusArgs) -> Result<ExitCode> {
+    use std::io::{IsTerminal, Write};
+    let terminal = std::io::stdout().is_terminal();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        // Registered before the first look, so a Ctrl-C at any moment ends the loop cleanly.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+        let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+        let mut last: Option<serde_json::Value> = None;
+        let mut last_error: Option<String> = None;
+        let mut first = true;
+        loop {
+            let look = {
+                let args = StatusArgs {
+                    server: args.server.clone(),
+                    placement: args.placement.clone(),
+                    output: args.output,
+                    watch: false,
+                    interval: args.interval,
+                };
+                tokio::task::spawn_blocking(move || status_once(&args)).await?
+            };
+            match look {
+                Ok((doc, text)) => {
+                    last_error = None;
+                    if last.as_ref() != Some(&doc) {
+                        let mut out = std::io::stdout().lock();
+                        if terminal {
+                            write!(out, "\x1b[H\x1b[2J")?;
+                        } else if !first {
+                            writeln!(out)?;
+                        }
+                        write!(out, "{text}")?;
+                        out.flush()?;
+                        last = Some(doc);
+                        first = false;
+                    }
+                }
+                Err(e) => {
+                    let message = format!("{e:#}");
+                    if last_error.as_ref() != Some(&message) {
+                        eprintln!(
+                            "{message}; asking again every {}",
+                            humantime::format_duration(args.interval)
+                        );
+                        last_error = Some(message);
+                    }
+                }
+            }
+            tokio::select! {
+                _ = interrupt.recv() => return Ok(ExitCode::SUCCESS),
+                _ = terminate.recv() => return Ok(ExitCode::SUCCESS),
+                () = tokio::time::sleep(args.interval) => {}
+            }
+        }
+    })
 }

@@ -30,6 +30,13 @@ pub struct Metrics {
     pub update_runs: Family<Labels, Gauge>,
     /// Deletions the guard holds now (0: none held).
     pub deletions_held: Gauge,
+    /// Fetches of the git source that failed.
+    pub git_fetch_errors: Counter,
+    /// When a fetch last succeeded (Unix seconds; 0 before the first).
+    pub git_last_fetch_success: Gauge,
+    /// The members `member_healthy` has a series for, so that members gone from the
+    /// repository lose theirs.
+    members_shown: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Default for Metrics {
@@ -106,7 +113,22 @@ impl Default for Metrics {
             "Clusters of a placement by rollout state",
             rollout_clusters.clone(),
         );
+        let git_fetch_errors = Counter::default();
+        registry.register(
+            "git_fetch_errors",
+            "Fetches of the git source (or reads of a local repository's branch) that failed",
+            git_fetch_errors.clone(),
+        );
+        let git_last_fetch_success = Gauge::default();
+        registry.register(
+            "git_last_fetch_success_timestamp_seconds",
+            "When a fetch of the git source last succeeded (Unix seconds; 0: never)",
+            git_last_fetch_success.clone(),
+        );
         Self {
+            git_fetch_errors,
+            git_last_fetch_success,
+            members_shown: Default::default(),
             registry,
             commits_seen,
             commits_rejected,
@@ -130,6 +152,23 @@ pub fn labels(pairs: &[(&str, &str)]) -> Labels {
 }
 
 impl Metrics {
+    /// `member_healthy` for the members of the commit probed now: one series each, and none
+    /// left for members that are no longer in it (a removed member is not "unhealthy").
+    pub fn members_health<'a>(&self, members: impl IntoIterator<Item = (&'a str, bool)>) {
+        let mut shown = self.members_shown.lock().unwrap_or_else(|e| e.into_inner());
+        let mut now = std::collections::BTreeSet::new();
+        for (name, healthy) in members {
+            self.member_healthy
+                .get_or_create(&labels(&[("member", name)]))
+                .set(i64::from(healthy));
+            now.insert(name.to_string());
+        }
+        for gone in shown.difference(&now) {
+            self.member_healthy.remove(&labels(&[("member", gone)]));
+        }
+        *shown = now;
+    }
+
     pub fn render(&self) -> String {
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
@@ -188,6 +227,37 @@ mod tests {
         );
         assert!(
             text.contains("gitfleet_reconcile_duration_seconds_count 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn members_gone_from_the_commit_lose_their_health_series() {
+        let m = Metrics::default();
+        m.members_health([("alpha", true), ("bravo", false)]);
+        let text = m.render();
+        assert!(
+            text.contains("gitfleet_member_healthy{member=\"bravo\"} 0"),
+            "{text}"
+        );
+        m.members_health([("alpha", true)]);
+        let text = m.render();
+        assert!(
+            text.contains("gitfleet_member_healthy{member=\"alpha\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("bravo"), "{text}");
+    }
+
+    #[test]
+    fn git_fetch_metrics_are_named_as_documented() {
+        let m = Metrics::default();
+        m.git_fetch_errors.inc();
+        m.git_last_fetch_success.set(1_700_000_000);
+        let text = m.render();
+        assert!(text.contains("gitfleet_git_fetch_errors_total 1"), "{text}");
+        assert!(
+            text.contains("gitfleet_git_last_fetch_success_timestamp_seconds 1700000000"),
             "{text}"
         );
     }

@@ -28,6 +28,7 @@ pub mod reconciler;
 pub mod runs;
 pub mod server;
 pub mod view;
+pub mod wait;
 pub mod watch;
 pub mod wire;
 pub mod workers;
@@ -141,6 +142,8 @@ pub struct Status {
     /// The newest head, when the deletion guard holds it, with why and how to release it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held: Option<crate::rollout::guard::Held>,
+    /// The git source: URL, branch, head, last fetch success and error.
+    pub source: wire::Source,
     pub placements: Vec<PlacementStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inventory: Option<Inventory>,
@@ -364,6 +367,20 @@ impl<D: Deliverer> Daemon<D> {
             serving: state.serving.clone(),
             rejected: state.rejected.clone(),
             held: state.held.clone(),
+            source: wire::Source {
+                url: match &opts.remote {
+                    Some(r) => crate::follow::remote::redacted(&r.url),
+                    None => opts.repo.display().to_string(),
+                },
+                branch: opts.branch.clone(),
+                kind: if opts.remote.is_some() {
+                    "remote"
+                } else {
+                    "local"
+                }
+                .into(),
+                ..wire::Source::default()
+            },
             ..Status::default()
         }));
         let gate = approvals::ApprovalGate::new(opts.repo.clone(), opts.verifier.clone());
@@ -544,18 +561,28 @@ impl<D: Deliverer> Daemon<D> {
     /// daemon logs them and tries again.
     async fn look(&mut self, follower: &mut crate::follow::Follower) -> Result<Action> {
         let head = match follower.newest_head().await {
-            Ok(head) => Some(head),
+            Ok(head) => {
+                if head.fetched {
+                    self.source_reached();
+                }
+                Some(head.commit)
+            }
             Err(e) if self.opts.once => return Err(e.into()),
             Err(e) => {
                 // What is deployed stays; the mirror's head (if any) keeps being served.
                 tracing::error!(error = %e, "cannot follow the branch; retrying at the next poll");
+                self.source_failed(&e);
                 follower.current_head().await.ok()
             }
         };
         let Some(head) = head else {
             return Ok(Action::await_change());
         };
-        self.status.lock().unwrap().head = Some(head.clone());
+        {
+            let mut status = self.status.lock().unwrap();
+            status.head = Some(head.clone());
+            status.source.head = Some(head.clone());
+        }
         match self.reconcile(&head).await {
             Ok(action) => Ok(action),
             Err(e) if self.opts.once => Err(e),
@@ -564,6 +591,32 @@ impl<D: Deliverer> Daemon<D> {
                 Ok(Action::requeue(RETRY_AFTER_ERROR))
             }
         }
+    }
+}
+
+impl<D: Deliverer> Daemon<D> {
+    /// A fetch (or a local read of the branch) succeeded: the source is fine again.
+    fn source_reached(&self) {
+        let now = now_unix();
+        let mut status = self.status.lock().unwrap();
+        status.source.last_success = Some(now);
+        status.source.consecutive_failures = 0;
+        self.metrics
+            .git_last_fetch_success
+            .set(i64::try_from(now).unwrap_or(i64::MAX));
+    }
+
+    /// A fetch failed: counted, and shown with its message (no password of the URL in it).
+    fn source_failed(&self, e: &crate::follow::FollowError) {
+        let mut text = e.to_string();
+        if let Some(remote) = &self.opts.remote {
+            text = crate::follow::remote::scrubbed(&text, &remote.url);
+        }
+        let mut status = self.status.lock().unwrap();
+        status.source.last_error = Some(text);
+        status.source.last_error_at = Some(now_unix());
+        status.source.consecutive_failures = status.source.consecutive_failures.saturating_add(1);
+        self.metrics.git_fetch_errors.inc();
     }
 }
 

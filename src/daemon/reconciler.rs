@@ -106,7 +106,7 @@ impl<D: Deliverer> Daemon<D> {
             for skipped in &files.skipped {
                 tracing::warn!(commit = %files.commit, "{skipped}");
             }
-            let (cat, diags) = crate::analyze(&files.files);
+            let (cat, diags) = files.analyze();
             Ok(Analyzed {
                 requested,
                 commit: files.commit,
@@ -190,7 +190,7 @@ impl<D: Deliverer> Daemon<D> {
             let (repo, path, id) = (self.opts.repo.clone(), self.opts.path.clone(), c.clone());
             let cat = blocking(move || -> Result<crate::catalog::Catalog> {
                 let files = crate::source::read_commit(&repo, &id, &path)?;
-                Ok(crate::analyze(&files.files).0)
+                Ok(files.analyze().0)
             })
             .await?
             .with_context(|| {
@@ -290,12 +290,12 @@ impl<D: Deliverer> Daemon<D> {
         } else {
             self.probes.inventory(&members).await
         };
-        for c in &inventory.clusters {
-            self.metrics
-                .member_healthy
-                .get_or_create(&metrics::labels(&[("member", &c.name)]))
-                .set(i64::from(c.healthy));
-        }
+        self.metrics.members_health(
+            inventory
+                .clusters
+                .iter()
+                .map(|c| (c.name.as_str(), c.healthy)),
+        );
         for c in inventory.clusters.iter().filter(|c| !c.healthy) {
             tracing::warn!(member = %c.name, error = c.error.as_deref().unwrap_or(""), "member unhealthy");
         }

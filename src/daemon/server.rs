@@ -2,7 +2,8 @@
 //! that `gitfleet plan --server` reads, health probes, and the git webhook that makes the daemon
 //! look at the branch at once.
 //!
-//! - `GET /healthz`, `GET /readyz` (ready once the first reconcile finished)
+//! - `GET /healthz`, `GET /readyz` (ready once the first reconcile finished, and not while the
+//!   git source has failed `--ready-fetch-failures` fetches in a row)
 //! - `GET /metrics` (Prometheus text)
 //! - `GET /api/v1/placements`, `GET /api/v1/placements/<id>` (`crp/NAME`, `rp/NS/NAME`, …)
 //! - `GET /api/v1/inventory` (the inventory file format), `GET /api/v1/schedule`
@@ -80,6 +81,8 @@ pub struct Api {
     pub webhook_secret: Option<Arc<[u8]>>,
     /// Nudges the reconcile loop to look at the branch now.
     pub wake: mpsc::UnboundedSender<()>,
+    /// `/readyz` fails once this many fetches of the git source failed in a row (0: never).
+    pub ready_fetch_failures: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -122,13 +125,24 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(api): State<Api>) -> Response {
-    if status_of(&api).reconciles > 0 {
-        text_ok("ok")
-    } else {
+    let st = status_of(&api);
+    let failures = st.source.consecutive_failures;
+    if st.reconciles == 0 {
         problem(
             StatusCode::SERVICE_UNAVAILABLE,
             "no reconcile has finished yet",
         )
+    } else if api.ready_fetch_failures > 0 && failures >= api.ready_fetch_failures {
+        problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "the git source failed {failures} times in a row (--ready-fetch-failures {}): {}",
+                api.ready_fetch_failures,
+                st.source.last_error.as_deref().unwrap_or("")
+            ),
+        )
+    } else {
+        text_ok("ok")
     }
 }
 
@@ -151,6 +165,7 @@ async fn placements(State(api): State<Api>) -> Response {
         serving: st.serving.clone(),
         rejected: st.rejected.clone(),
         held: st.held.clone(),
+        source: Some(st.source.clone()),
         placements: st.placements.clone(),
     })
 }
@@ -445,6 +460,7 @@ mod tests {
             metrics: Arc::new(Metrics::default()),
             webhook_secret: secret.map(Arc::from),
             wake,
+            ready_fetch_failures: 3,
         };
         (api, rx)
     }
@@ -521,6 +537,41 @@ mod tests {
         assert_eq!(
             call(&api, "GET", "/healthz", &[], vec![]).await,
             (200, json!("ok"))
+        );
+    }
+
+    #[tokio::test]
+    async fn not_ready_after_as_many_failed_fetches_in_a_row_as_configured() {
+        let (api, _rx) = api(None);
+        api.status.lock().unwrap().reconciles = 1;
+        for failures in 1..=2 {
+            {
+                let mut st = api.status.lock().unwrap();
+                st.source.consecutive_failures = failures;
+                st.source.last_error = Some("cannot fetch branch \"main\" from file:///x".into());
+            }
+            assert_eq!(call(&api, "GET", "/readyz", &[], vec![]).await.0, 200);
+        }
+        api.status.lock().unwrap().source.consecutive_failures = 3;
+        let (code, doc) = call(&api, "GET", "/readyz", &[], vec![]).await;
+        assert_eq!(code, 503);
+        let message = doc["error"].as_str().unwrap();
+        assert!(
+            message.contains("failed 3 times in a row") && message.contains("file:///x"),
+            "{message}"
+        );
+        // 0 turns the check off; a success (the count back at 0) makes the daemon ready again.
+        let off = Api {
+            ready_fetch_failures: 0,
+            ..api.clone()
+        };
+        assert_eq!(call(&off, "GET", "/readyz", &[], vec![]).await.0, 200);
+        api.status.lock().unwrap().source.consecutive_failures = 0;
+        assert_eq!(call(&api, "GET", "/readyz", &[], vec![]).await.0, 200);
+        let (_, doc) = call(&api, "GET", "/api/v1/placements", &[], vec![]).await;
+        assert_eq!(
+            doc["source"]["lastError"],
+            "cannot fetch branch \"main\" from file:///x"
         );
     }
 

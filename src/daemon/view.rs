@@ -61,8 +61,43 @@ fn rollout_summary(p: &PlacementStatus) -> String {
     }
 }
 
-/// The header lines and one row per placement.
-pub fn table(doc: &Placements) -> String {
+/// Names, comma-separated, or `-` for none.
+fn names(list: &[String]) -> String {
+    if list.is_empty() {
+        "-".into()
+    } else {
+        list.join(",")
+    }
+}
+
+/// The git source: where from, when last fetched, and loudly when fetches fail.
+fn source_lines(out: &mut String, source: &super::wire::Source, now: u64) {
+    let fetched = source.last_success.map_or("never".to_string(), |t| {
+        format!("{} ago", super::runs::age(t, now))
+    });
+    let verb = if source.kind == "local" {
+        "read"
+    } else {
+        "fetched"
+    };
+    let _ = writeln!(out, "source {}  {verb} {fetched}", source.url);
+    if source.consecutive_failures > 0 {
+        let _ = writeln!(
+            out,
+            "SOURCE FAILING: {} failure(s) in a row, the last {}: {}",
+            source.consecutive_failures,
+            source.last_error_at.map_or("-".to_string(), |t| format!(
+                "{} ago",
+                super::runs::age(t, now)
+            )),
+            source.last_error.as_deref().unwrap_or("")
+        );
+    }
+}
+
+/// The header lines and one row per placement; `wide` (`-o wide`) adds the clusters by name:
+/// selected, being changed, waiting, failed.
+pub fn table(doc: &Placements, now: u64, wide: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -71,6 +106,9 @@ pub fn table(doc: &Placements) -> String {
         short(doc.head.as_deref()),
         short(doc.serving.as_deref())
     );
+    if let Some(source) = &doc.source {
+        source_lines(&mut out, source, now);
+    }
     if let Some(r) = &doc.rejected {
         let _ = writeln!(
             out,
@@ -83,7 +121,7 @@ pub fn table(doc: &Placements) -> String {
     if let Some(h) = &doc.held {
         let _ = writeln!(out, "HELD {}: {}", short(Some(&h.commit)), h.message);
     }
-    let header = [
+    let mut header: Vec<String> = [
         "PLACEMENT",
         "STRATEGY",
         "SELECTED",
@@ -91,10 +129,14 @@ pub fn table(doc: &Placements) -> String {
         "CLUSTERS",
         "ROLLOUT",
     ]
-    .map(String::from);
+    .map(String::from)
+    .into();
+    if wide {
+        header.extend(["SELECTED-CLUSTERS", "UPDATING", "WAITING", "FAILED"].map(String::from));
+    }
     let mut all = vec![header];
     all.extend(doc.placements.iter().map(|p| {
-        [
+        let mut row = vec![
             p.id.clone(),
             p.strategy.clone(),
             format!("{}/{}", p.selected.len(), p.target),
@@ -102,7 +144,23 @@ pub fn table(doc: &Placements) -> String {
                 .map_or("-".into(), |i| i.to_string()),
             health_summary(&p.clusters),
             rollout_summary(p),
-        ]
+        ];
+        if wide {
+            let updating: Vec<String> = p.applying.iter().chain(&p.removing).cloned().collect();
+            let failed: Vec<String> = p
+                .clusters
+                .iter()
+                .filter(|(_, c)| c.last_error.is_some())
+                .map(|(name, _)| name.clone())
+                .collect();
+            row.extend([
+                names(&p.selected),
+                names(&updating),
+                names(&p.waiting),
+                names(&failed),
+            ]);
+        }
+        row
     }));
     out.push_str(&crate::text_table::render(&all));
     out
@@ -198,7 +256,7 @@ mod tests {
 
     #[test]
     fn table_shows_rollout_and_health() {
-        let t = table(&doc());
+        let t = table(&doc(), 0, false);
         assert!(t.contains("serving 0123456789ab"), "{t}");
         assert!(t.contains("crp/app"), "{t}");
         assert!(t.contains("3/3"), "{t}");
@@ -229,7 +287,7 @@ mod tests {
         b.health = BindingHealth::Pending;
         b.last_error = None;
         b.not_available = vec!["Deployment app/web: 0/1 replicas available, 1/1 updated".into()];
-        let t = table(&d);
+        let t = table(&d, 0, false);
         assert!(
             t.contains("waiting for availability on 1 cluster(s)"),
             "{t}"
@@ -246,13 +304,53 @@ mod tests {
     }
 
     #[test]
+    fn wide_names_the_clusters_and_the_source_shows_its_failures() {
+        let mut d = doc();
+        d.source = Some(crate::daemon::wire::Source {
+            url: "https://git.example.com/fleet.git".into(),
+            branch: "main".into(),
+            kind: "remote".into(),
+            last_success: Some(1000),
+            last_error: Some("cannot fetch branch \"main\": connection refused".into()),
+            last_error_at: Some(1090),
+            consecutive_failures: 2,
+            ..Default::default()
+        });
+        let t = table(&d, 1100, true);
+        assert!(
+            t.contains("source https://git.example.com/fleet.git  fetched 100s ago"),
+            "{t}"
+        );
+        assert!(
+            t.contains("SOURCE FAILING: 2 failure(s) in a row, the last 10s ago: cannot fetch"),
+            "{t}"
+        );
+        let header = t.lines().find(|l| l.starts_with("PLACEMENT")).unwrap();
+        assert!(
+            header.ends_with("SELECTED-CLUSTERS  UPDATING  WAITING  FAILED"),
+            "{t}"
+        );
+        let row = t.lines().find(|l| l.starts_with("crp/app")).unwrap();
+        assert!(
+            row.ends_with("a,b,c              b         c        b"),
+            "{t}"
+        );
+        let narrow = table(&d, 1100, false);
+        assert!(!narrow.contains("SELECTED-CLUSTERS"), "{narrow}");
+        d.source.as_mut().unwrap().consecutive_failures = 0;
+        assert!(!table(&d, 1100, false).contains("FAILING"));
+    }
+
+    #[test]
     fn rejected_commit_is_loud() {
         let mut d = doc();
         d.rejected = Some(crate::rollout::Rejected {
             commit: "fedcba9876543210".into(),
             errors: vec!["a.yaml:1: x".into()],
         });
-        assert!(table(&d).contains("REJECTED fedcba987654 (1 error(s)); first: a.yaml:1: x"));
+        assert!(
+            table(&d, 0, false).contains("REJECTED fedcba987654 (1 error(s)); first: a.yaml:1: x")
+        );
     }
 
     #[test]

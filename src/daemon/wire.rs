@@ -27,7 +27,37 @@ pub struct Placements {
     /// The newest head, when the deletion guard holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<crate::rollout::guard::Held>,
+    /// The git source and its last fetches (absent from daemons older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
     pub placements: Vec<PlacementStatus>,
+}
+
+/// Where commits come from and how the last fetches went: a failing remote shows here (and in
+/// `/readyz`, the metrics, `gitfleet status`) while the last fetched head keeps being served.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Source {
+    /// The remote URL (a password in it masked) or the local repository's path.
+    pub url: String,
+    pub branch: String,
+    /// `remote` (fetched into a mirror) or `local` (read in place).
+    pub kind: String,
+    /// The branch's head as last read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+    /// When a fetch (or, for a local repository, a read of the branch) last succeeded, Unix
+    /// seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_success: Option<u64>,
+    /// The last failure's message and when it happened, kept after a later success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error_at: Option<u64>,
+    /// Failures since the last success (0: the source is fine).
+    #[serde(default)]
+    pub consecutive_failures: u32,
 }
 
 impl Placements {

@@ -175,6 +175,14 @@ impl RefWatcher {
 /// remote that stops answering cannot hang the daemon.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// A look at the branch: its head, and whether the look reached the source (a remote fetched,
+/// a local repository read) rather than only the mirror as the last fetch left it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    pub commit: String,
+    pub fetched: bool,
+}
+
 /// The branch the daemon follows, local or remote: it answers "what is the newest head" and
 /// "wait until something may have changed". A remote repository is fetched into its mirror at
 /// the first look, when [`Follower::wake`] was called (the webhook), and once every `poll`;
@@ -239,18 +247,23 @@ impl Follower {
     /// Fetches when due, then returns the branch's head; a rewritten history is logged. A failed
     /// fetch is returned as the error; [`Follower::current_head`] still reads the mirror. The
     /// git work runs on the blocking pool.
-    pub async fn newest_head(&mut self) -> Result<String, FollowError> {
+    pub async fn newest_head(&mut self) -> Result<Head, FollowError> {
         let due = self.fetch_due || self.fetched_at.is_none_or(|t| t.elapsed() >= self.poll);
+        let mut fetched = self.mirror.is_none();
         if let (Some(mirror), true) = (&self.mirror, due) {
             self.fetch_due = false;
             self.fetched_at = Some(Instant::now());
-            let fetched = fetch(mirror.clone(), self.branch.clone()).await?;
-            if let Some(before) = fetched.before.filter(|b| *b != fetched.after) {
-                tracing::info!(url = %remote::redacted(&mirror.url), old = %before, new = %fetched.after, "fetched a new head");
+            let result = fetch(mirror.clone(), self.branch.clone()).await?;
+            if let Some(before) = result.before.filter(|b| *b != result.after) {
+                tracing::info!(url = %remote::redacted(&mirror.url), old = %before, new = %result.after, "fetched a new head");
                 self.last.get_or_insert(before);
             }
+            fetched = true;
         }
-        self.current_head().await
+        Ok(Head {
+            commit: self.current_head().await?,
+            fetched,
+        })
     }
 
     /// The branch's head as the repository (or mirror) has it now, without fetching; read on

@@ -74,6 +74,27 @@ pub fn redacted(url: &str) -> String {
     }
 }
 
+/// `text` (an error from gix, which may quote the URL it fetched) with the password of `url`,
+/// if it has one, masked wherever it appears: what the status API may show.
+pub fn scrubbed(text: &str, url: &str) -> String {
+    let masked = redacted(url);
+    if masked == url {
+        return text.to_string();
+    }
+    let password = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .and_then(|authority| authority.rsplit_once('@'))
+        .and_then(|(userinfo, _)| userinfo.split_once(':'))
+        .map(|(_, password)| password)
+        .filter(|p| !p.is_empty());
+    let text = text.replace(url, &masked);
+    match password {
+        Some(p) => text.replace(p, "***"),
+        None => text,
+    }
+}
+
 /// A remote to follow and how to authenticate to it.
 #[derive(Debug, Clone)]
 pub struct Remote {
@@ -625,5 +646,21 @@ mod tests {
             .to_string();
         assert!(e.contains("ftp://example.com/fleet.git"), "{e}");
         assert!(e.contains("unsupported scheme \"ftp\""), "{e}");
+    }
+
+    #[test]
+    fn a_password_in_the_url_is_scrubbed_from_error_text() {
+        let url = "https://bot:tok3n@git.example.com/fleet.git";
+        let text = format!("cannot fetch {url}: auth failed for bot:tok3n (tok3n)");
+        let clean = scrubbed(&text, url);
+        assert!(!clean.contains("tok3n"), "{clean}");
+        assert!(
+            clean.contains("https://bot:***@git.example.com/fleet.git"),
+            "{clean}"
+        );
+        assert_eq!(
+            scrubbed("no url here", "file:///srv/fleet.git"),
+            "no url here"
+        );
     }
 }

@@ -1,6 +1,10 @@
 //! Reading one commit of a fleet repository with gix: resolve a revision, walk its tree under a
 //! path, and return the manifest files (spec/README §1). The working tree is never read, so
-//! uncommitted edits are invisible.
+//! uncommitted edits are invisible. Files a `.gitfleetignore` at the path's root names are left
+//! out ([`ignore`]); Kustomize folders and Helm charts are set aside with one diagnostic each
+//! ([`crate::catalog::unrendered`]).
+
+pub mod ignore;
 
 use crate::catalog::SourceFile;
 use std::path::{Path, PathBuf};
@@ -39,6 +43,21 @@ pub struct CommitFiles {
     pub files: Vec<SourceFile>,
     /// Entries with a manifest's name that are not regular files, so not read.
     pub skipped: Vec<Skipped>,
+    /// One error per Kustomize folder or Helm chart found (their files are not in `files`).
+    pub unrendered: Vec<crate::catalog::Diagnostic>,
+}
+
+impl CommitFiles {
+    /// The commit analysed ([`crate::analyze()`]), with the Kustomize and Helm findings among its
+    /// problems: what `validate` prints and what the daemon and `apply` refuse.
+    pub fn analyze(&self) -> (crate::catalog::Catalog, Vec<crate::catalog::Diagnostic>) {
+        let (cat, mut diags) = crate::analyze(&self.files);
+        if !self.unrendered.is_empty() {
+            diags.extend(self.unrendered.iter().cloned());
+            diags.sort();
+        }
+        (cat, diags)
+    }
 }
 
 /// A tree entry named like a manifest (`*.yaml`, `*.yml`, `*.json`) that gitfleet does not read.
@@ -82,6 +101,28 @@ pub fn is_manifest_path(path: &str) -> bool {
 /// Normalises `--path` (`./apps/`, `apps`, `/`) to a prefix without slashes at either end.
 fn normalise_sub(sub: &str) -> String {
     sub.trim_start_matches("./").trim_matches('/').to_string()
+}
+
+/// The full id of the commit `rev` names in `repo_path` (`HEAD`, a branch, a tag, a prefix).
+pub fn resolve_commit(repo_path: &Path, rev: &str) -> Result<String, SourceError> {
+    let repo = gix::open(repo_path).map_err(|e| SourceError::Open {
+        path: repo_path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let id = repo
+        .rev_parse_single(rev)
+        .map_err(|e| SourceError::Revision {
+            path: repo_path.to_path_buf(),
+            rev: rev.to_string(),
+            message: e.to_string(),
+        })?;
+    let not_a_commit = |e: &dyn std::fmt::Display| SourceError::NotACommit {
+        rev: rev.to_string(),
+        message: e.to_string(),
+    };
+    let object = id.object().map_err(|e| not_a_commit(&e))?;
+    let commit = object.peel_to_commit().map_err(|e| not_a_commit(&e))?;
+    Ok(commit.id.to_string())
 }
 
 /// Reads every manifest file of commit `rev` below folder `sub` ("" for the whole tree).
@@ -142,8 +183,25 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
             commit: commit_id,
         });
     }
+    // `.gitfleetignore` at the path's root, from the commit.
+    let ignore_path = format!("{prefix}{}", ignore::FILE_NAME);
+    let fleet_ignore = match recorder
+        .records
+        .iter()
+        .find(|r| r.mode.is_blob() && r.filepath == ignore_path.as_str())
+    {
+        Some(entry) => {
+            let object = repo
+                .find_object(entry.oid)
+                .map_err(|e| read_err(&format!("file {ignore_path}"), &e))?;
+            ignore::FleetIgnore::parse(&object.data)
+        }
+        None => ignore::FleetIgnore::default(),
+    };
     let mut files = Vec::new();
     let mut skipped = Vec::new();
+    // Kustomize also takes a `Kustomization` file without an extension as its marker.
+    let mut others = Vec::new();
     for entry in &recorder.records {
         if entry.mode.is_tree() {
             continue;
@@ -152,7 +210,17 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
         let Some(relative) = path.strip_prefix(&prefix) else {
             continue;
         };
+        if fleet_ignore.excludes(relative) {
+            continue;
+        }
         if !is_manifest_path(relative) {
+            let kustomization = relative.rsplit('/').next() == Some("Kustomization");
+            if entry.mode.is_blob()
+                && kustomization
+                && is_manifest_path(&format!("{relative}.yaml"))
+            {
+                others.push(relative.to_string());
+            }
             continue;
         }
         if !entry.mode.is_blob() {
@@ -172,6 +240,7 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
             content: object.data.clone(),
         });
     }
+    let (mut files, unrendered) = set_aside_unrendered(files, &others, &prefix);
     files.sort_by(|a, b| a.path.cmp(&b.path));
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(CommitFiles {
@@ -179,7 +248,38 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
         message,
         files,
         skipped,
+        unrendered,
     })
+}
+
+/// Takes the files of Kustomize folders and Helm charts out of `files`, with one diagnostic
+/// for each folder. `others` are the kept files that are not manifests (path-relative).
+fn set_aside_unrendered(
+    files: Vec<SourceFile>,
+    others: &[String],
+    prefix: &str,
+) -> (Vec<SourceFile>, Vec<crate::catalog::Diagnostic>) {
+    use crate::catalog::unrendered;
+    let relative = |f: &SourceFile| f.path[prefix.len()..].to_string();
+    let contents: std::collections::HashMap<String, &[u8]> = files
+        .iter()
+        .map(|f| (relative(f), f.content.as_slice()))
+        .collect();
+    let paths: Vec<&str> = contents
+        .keys()
+        .map(String::as_str)
+        .chain(others.iter().map(String::as_str))
+        .collect();
+    let found = unrendered::find(&paths, |p| contents.get(p).copied());
+    if found.is_empty() {
+        return (files, Vec::new());
+    }
+    let diags = found.iter().map(|u| u.diagnostic(prefix)).collect();
+    let kept = files
+        .into_iter()
+        .filter(|f| !found.iter().any(|u| u.covers(&relative(f))))
+        .collect();
+    (kept, diags)
 }
 
 #[cfg(test)]
