@@ -4,7 +4,8 @@
 //! in this process (`gitfleet::sim`), and measures two things:
 //!
 //! - **push-to-applied latency**: a bare repository the daemon follows, a working clone, 10
-//!   members (`GITFLEET_DAEMON_LATENCY_MEMBERS="10,100"` measures each size in turn) and a few PickAll placements under the default RollingUpdate strategy. Twenty times:
+//!   members (`GITFLEET_DAEMON_LATENCY_MEMBERS="10,100"` measures each size in turn) and a few
+//!   PickAll placements under the default RollingUpdate strategy. Twenty times:
 //!   commit a new ConfigMap value in the clone, start the clock, `git push` into the watched
 //!   repository, and poll every member over HTTP (every 10 ms) until all serve the new value.
 //!   The clock therefore includes `git push` itself and up to one poll interval (plus one sweep
