@@ -122,7 +122,7 @@ fn kustomize_base_runs_two_restricted_replicas_with_namespaced_rbac() {
         .flat_map(|r| r["resources"].as_array().unwrap())
         .map(|r| r.as_str().unwrap())
         .collect();
-    assert_eq!(resources, ["leases", "configmaps", "events"]);
+    assert_eq!(resources, ["leases", "configmaps"]);
 
     let deploy = deployment(&objs);
     assert_eq!(deploy["spec"]["replicas"], 2);

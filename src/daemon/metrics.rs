@@ -30,6 +30,10 @@ pub struct Metrics {
     pub update_runs: Family<Labels, Gauge>,
     /// Deletions the guard holds now (0: none held).
     pub deletions_held: Gauge,
+    /// `--state kubernetes`: 1 while this replica leads, else 0.
+    pub is_leader: Gauge,
+    /// `--state kubernetes`: 1 for the replica this one knows to lead, by identity (one series).
+    pub leader: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -65,6 +69,18 @@ impl Default for Metrics {
             "deletions_held",
             "Object deletions of the newest head held by the mass-deletion guard (0: none)",
             deletions_held.clone(),
+        );
+        let is_leader = Gauge::default();
+        registry.register(
+            "is_leader",
+            "Whether this replica holds the leader Lease and acts (1) or follows (0); --state kubernetes only",
+            is_leader.clone(),
+        );
+        let leader = Family::<Labels, Gauge>::default();
+        registry.register(
+            "leader",
+            "The replica leading, as this one knows it (1, labelled with its identity); --state kubernetes only",
+            leader.clone(),
         );
         registry.register(
             "approvals_accepted",
@@ -118,6 +134,8 @@ impl Default for Metrics {
             approval_rejections,
             update_runs,
             deletions_held,
+            is_leader,
+            leader,
         }
     }
 }

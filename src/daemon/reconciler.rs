@@ -134,11 +134,10 @@ impl<D: Deliverer> Daemon<D> {
         let store = self.store.clone();
         let state = std::mem::take(&mut self.state);
         let (state, saved) = blocking(move || {
-            let saved = match &schedule {
-                Some((commit, s)) => store.save_schedule(commit, s),
-                None => Ok(()),
-            }
-            .and_then(|()| store.save_rollout(&state));
+            let saved = store.save(
+                schedule.as_ref().map(|(c, s)| (c.as_str(), s.as_slice())),
+                &state,
+            );
             (
                 state,
                 saved.map(|()| schedule.map(|(_, s)| s).unwrap_or_default()),
@@ -587,6 +586,11 @@ impl<D: Deliverer> Daemon<D> {
             .collect();
         if !self.opts.once {
             self.watch_delivered(&decision.work, &contexts);
+        }
+        // Only the leader acts: a replica whose lease was not renewed in time (a pause, a lost
+        // API server) stops here, before the step reaches any member.
+        if !self.may_act() {
+            return Err(super::leader::NotLeading.into());
         }
         // `--once` waits for every delivery; the daemon hands each member's work to its worker
         // and absorbs the results as they come (the next step follows each one).

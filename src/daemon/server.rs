@@ -2,7 +2,8 @@
 //! that `gitfleet plan --server` reads, health probes, and the git webhook that makes the daemon
 //! look at the branch at once.
 //!
-//! - `GET /healthz`, `GET /readyz` (ready once the first reconcile finished)
+//! - `GET /healthz`, `GET /readyz` (ready once the first reconcile finished; a follower of
+//!   `--state kubernetes`, once it knows who leads)
 //! - `GET /metrics` (Prometheus text)
 //! - `GET /api/v1/placements`, `GET /api/v1/placements/<id>` (`crp/NAME`, `rp/NS/NAME`, …)
 //! - `GET /api/v1/inventory` (the inventory file format), `GET /api/v1/schedule`
@@ -122,7 +123,14 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(api): State<Api>) -> Response {
-    if status_of(&api).reconciles > 0 {
+    let st = status_of(&api);
+    // A follower is ready once it knows who leads: it serves status and metrics, and is
+    // ready to take over.
+    let following = st
+        .leader
+        .as_ref()
+        .is_some_and(|l| !l.leading && l.leader.is_some());
+    if following || st.reconciles > 0 {
         text_ok("ok")
     } else {
         problem(
@@ -152,6 +160,7 @@ async fn placements(State(api): State<Api>) -> Response {
         rejected: st.rejected.clone(),
         held: st.held.clone(),
         placements: st.placements.clone(),
+        leader: st.leader.clone(),
     })
 }
 

@@ -28,6 +28,9 @@ pub struct Placements {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<crate::rollout::guard::Held>,
     pub placements: Vec<PlacementStatus>,
+    /// `--state kubernetes`: which replica leads, as the one answering knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<super::LeaderStatus>,
 }
 
 impl Placements {
