@@ -42,7 +42,7 @@ spec:
 }
 
 /// Three members, and a placement rolled out one member at a time, each given 4 s to count
-/// as available (ConfigMaps are untrackable: KubeFleet waits `unavailablePeriodSeconds`).
+/// as available.
 fn fleet_repo() -> Repo {
     let repo = Repo::new();
     for m in MEMBERS {
@@ -66,6 +66,13 @@ spec:
     rollingUpdate: {maxUnavailable: 1, maxSurge: 0, unavailablePeriodSeconds: 4}
 ",
     );
+    // An ExternalName Service has no availability rule (untrackable, as in KubeFleet): each
+    // cluster counts as available only `unavailablePeriodSeconds` after its apply, which paces
+    // the rollout (ConfigMaps alone are available at once).
+    repo.write(
+        "app/upstream.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: upstream\n  namespace: app\nspec:\n  type: ExternalName\n  externalName: upstream.example.com\n",
+    );
     settings(&repo, "v1");
     repo.commit("first");
     repo
@@ -87,7 +94,7 @@ fn replica(repo: &Repo, members: &Members, identity: &str) -> Daemon {
     let secret = dir.join("secret");
     std::fs::write(&secret, "s3cret\n").unwrap();
     let kubeconfig = members.kubeconfig.clone();
-    let flags: Vec<&OsStr> = [
+    let args = [
         "--state",
         "kubernetes",
         "--state-namespace",
@@ -103,11 +110,12 @@ fn replica(repo: &Repo, members: &Members, identity: &str) -> Daemon {
         "--retry-period",
         "1s",
         "--hosting-kubeconfig",
-    ]
-    .iter()
-    .map(OsStr::new)
-    .chain([kubeconfig.as_os_str()])
-    .collect();
+    ];
+    let flags: Vec<&OsStr> = args
+        .iter()
+        .map(OsStr::new)
+        .chain([kubeconfig.as_os_str()])
+        .collect();
     Daemon::start_with(
         repo.path(),
         &members.kubeconfig,
@@ -216,11 +224,18 @@ fn the_follower_takes_over_a_killed_leaders_rollout_without_repeating_a_step() {
     // A rolling change, one member at a time; killed once it is part way.
     settings(&repo, "v2");
     repo.commit("second");
-    await_until("the change on some members but not all", || {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
         let now = settings_on(&members);
         let changed = now.values().filter(|(m, _)| m == "v2").count();
-        changed >= 1 && changed < MEMBERS.len()
-    });
+        if changed >= 1 && changed < MEMBERS.len() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let log: Vec<String> = leader.lines.try_iter().collect();
+            panic!("not mid-rollout: {now:?}\n{}", log.join("\n"));
+        }
+    }
     leader.child.kill().unwrap();
     leader.child.wait().unwrap();
     let at_kill = settings_on(&members);
