@@ -60,8 +60,6 @@ pub trait Objects: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Clone)]
 struct Known {
     rv: String,
-    /// The encoded document (for base objects) or part content, to skip unchanged writes.
-    bytes: Vec<u8>,
     /// Parts a split base object lists.
     parts: Vec<(String, String)>,
     generation: u64,
@@ -71,8 +69,11 @@ struct Known {
 struct Cache {
     /// By object name: head and placement base objects.
     known: BTreeMap<String, Known>,
-    schedule: (Option<String>, Previous),
-    rollout: RolloutState,
+    /// The head and the placements' documents as last read or written: the state this
+    /// replica owns. A save writes the placements whose document differs (compared as
+    /// values: encoding every placement at every step would cost as much as writing it).
+    head: layout::HeadDoc,
+    docs: BTreeMap<String, layout::PlacementDoc>,
     had_rollout: bool,
     claims: u64,
     /// Objects written so far (creates, replaces and deletes), for the scale notes.
@@ -131,7 +132,6 @@ impl<O: Objects> KubeStore<O> {
                 s.object.name.clone(),
                 Known {
                     rv: s.resource_version.clone(),
-                    bytes: doc.clone(),
                     parts,
                     generation: layout::generation_of(&s.object),
                 },
@@ -191,16 +191,19 @@ impl<O: Objects> KubeStore<O> {
         });
         let previous_leader = head.leader.clone();
         let claims = head.claims;
-        let (schedule, rollout) = layout::join(layout::Documents { head, placements })
-            .map_err(|m| corrupt(&head_name, m))?;
+        for (name, doc) in &placements {
+            doc.id
+                .parse::<crate::model::PlacementKey>()
+                .map_err(|e| corrupt(name, format!("placement id {:?}: {e}", doc.id)))?;
+        }
         let store = KubeStore {
             objects,
             prefix: prefix.to_string(),
             identity: identity.to_string(),
             cache: Mutex::new(Cache {
                 known,
-                schedule,
-                rollout,
+                head,
+                docs: placements,
                 had_rollout,
                 claims,
                 writes: 0,
@@ -225,21 +228,15 @@ impl<O: Objects> KubeStore<O> {
     fn claim(&self) -> Result<(), StateError> {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         cache.claims += 1;
-        let (schedule, rollout) = (cache.schedule.clone(), cache.rollout.clone());
-        let head = layout::split(
-            &self.prefix,
-            &self.identity,
-            cache.claims,
-            &schedule,
-            &rollout,
-        )
-        .head;
+        cache.head.leader = self.identity.clone();
+        cache.head.claims = cache.claims;
+        let bytes = layout::encode(&cache.head);
         self.write_document(
             &mut cache,
             &layout::head_name(&self.prefix),
             "head",
             None,
-            layout::encode(&head),
+            bytes,
         )
     }
 
@@ -287,8 +284,7 @@ impl<O: Objects> KubeStore<O> {
         }
     }
 
-    /// Writes one document under `name` unless it is unchanged (the head always: its write
-    /// is the fence).
+    /// Writes one encoded document under `name`.
     fn write_document(
         &self,
         cache: &mut Cache,
@@ -298,9 +294,6 @@ impl<O: Objects> KubeStore<O> {
         bytes: Vec<u8>,
     ) -> Result<(), StateError> {
         let old = cache.known.get(name).cloned();
-        if kind != "head" && old.as_ref().is_some_and(|k| k.bytes == bytes) {
-            return Ok(());
-        }
         let generation = old.as_ref().map_or(0, |k| k.generation) + 1;
         let objects = layout::objects(
             &self.prefix,
@@ -320,7 +313,6 @@ impl<O: Objects> KubeStore<O> {
                     name.to_string(),
                     Known {
                         rv,
-                        bytes: bytes.clone(),
                         parts: parts.clone(),
                         generation,
                     },
@@ -354,21 +346,26 @@ impl<O: Objects> StateBackend for KubeStore<O> {
     }
 
     fn load_schedule(&self) -> Result<(Option<String>, Previous), StateError> {
-        Ok(self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .schedule
-            .clone())
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut previous = Previous::new();
+        for doc in cache.docs.values() {
+            if let Some(s) = &doc.schedule {
+                previous.insert(s.key.clone(), s.clone());
+            }
+        }
+        Ok((cache.head.schedule_commit.clone(), previous))
     }
 
     fn load_rollout(&self) -> Result<RolloutState, StateError> {
-        Ok(self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .rollout
-            .clone())
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = cache.head.rollout.clone();
+        for doc in cache.docs.values() {
+            if let Some(p) = &doc.rollout {
+                let key = doc.id.parse().expect("checked at open");
+                state.placements.insert(key, p.clone());
+            }
+        }
+        Ok(state)
     }
 
     fn save(
@@ -377,38 +374,82 @@ impl<O: Objects> StateBackend for KubeStore<O> {
         state: &RolloutState,
     ) -> Result<(), StateError> {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        let schedule = match schedule {
-            Some((commit, placements)) => (
-                Some(commit.to_string()),
-                placements
-                    .iter()
-                    .map(|p| (p.key.clone(), p.clone()))
-                    .collect(),
-            ),
-            None => cache.schedule.clone(),
+        // The head first, always: its write is the fence a successor's claim trips.
+        let head = layout::HeadDoc {
+            version: super::FORMAT_VERSION,
+            leader: self.identity.clone(),
+            claims: cache.claims,
+            schedule_commit: match schedule {
+                Some((commit, _)) => Some(commit.to_string()),
+                None => cache.head.schedule_commit.clone(),
+            },
+            rollout: RolloutState {
+                serving: state.serving.clone(),
+                rejected: state.rejected.clone(),
+                held: state.held.clone(),
+                placements: BTreeMap::new(),
+                members: state.members.clone(),
+                runs: state.runs.clone(),
+            },
         };
-        let docs = layout::split(&self.prefix, &self.identity, cache.claims, &schedule, state);
         let head_name = layout::head_name(&self.prefix);
-        self.write_document(
-            &mut cache,
-            &head_name,
-            "head",
-            None,
-            layout::encode(&docs.head),
-        )?;
-        for (name, doc) in &docs.placements {
-            self.write_document(
-                &mut cache,
-                name,
-                "placement",
-                Some(&doc.id),
-                layout::encode(doc),
-            )?;
+        self.write_document(&mut cache, &head_name, "head", None, layout::encode(&head))?;
+        cache.head = head;
+        // Then each placement whose schedule or rollout state changed.
+        let schedules: Option<BTreeMap<String, &PlacementSchedule>> = schedule.map(|(_, s)| {
+            s.iter()
+                .map(|p| (layout::placement_name(&self.prefix, &p.key.to_string()), p))
+                .collect()
+        });
+        let rollouts: BTreeMap<String, (String, &crate::rollout::PlacementState)> = state
+            .placements
+            .iter()
+            .map(|(k, p)| {
+                let id = k.to_string();
+                (layout::placement_name(&self.prefix, &id), (id, p))
+            })
+            .collect();
+        let mut ids: BTreeMap<String, String> = rollouts
+            .iter()
+            .map(|(n, (id, _))| (n.clone(), id.clone()))
+            .collect();
+        match &schedules {
+            Some(s) => ids.extend(s.iter().map(|(n, p)| (n.clone(), p.key.to_string()))),
+            None => ids.extend(
+                cache
+                    .docs
+                    .iter()
+                    .filter(|(_, d)| d.schedule.is_some())
+                    .map(|(n, d)| (n.clone(), d.id.clone())),
+            ),
         }
+        for (name, id) in &ids {
+            let old = cache.docs.get(name);
+            let new_schedule = match &schedules {
+                Some(s) => s.get(name).copied(),
+                None => old.and_then(|d| d.schedule.as_ref()),
+            };
+            let new_rollout = rollouts.get(name).map(|(_, p)| *p);
+            if old.is_some_and(|d| {
+                d.schedule.as_ref() == new_schedule && d.rollout.as_ref() == new_rollout
+            }) {
+                continue;
+            }
+            let doc = layout::PlacementDoc {
+                version: super::FORMAT_VERSION,
+                id: id.clone(),
+                schedule: new_schedule.cloned(),
+                rollout: new_rollout.cloned(),
+            };
+            let bytes = layout::encode(&doc);
+            self.write_document(&mut cache, name, "placement", Some(id), bytes)?;
+            cache.docs.insert(name.clone(), doc);
+        }
+        // Then the placements that are gone.
         let gone: Vec<(String, Known)> = cache
             .known
             .iter()
-            .filter(|(n, _)| **n != head_name && !docs.placements.contains_key(*n))
+            .filter(|(n, _)| **n != head_name && !ids.contains_key(*n))
             .map(|(n, k)| (n.clone(), k.clone()))
             .collect();
         for (name, k) in gone {
@@ -419,9 +460,8 @@ impl<O: Objects> StateBackend for KubeStore<O> {
                 self.delete(part, rv)?;
             }
             cache.known.remove(&name);
+            cache.docs.remove(&name);
         }
-        cache.schedule = schedule;
-        cache.rollout = state.clone();
         cache.had_rollout = true;
         Ok(())
     }

@@ -219,14 +219,22 @@ pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String>
     flate2::read::GzDecoder::new(bytes)
         .read_to_end(&mut json)
         .map_err(|e| format!("not gzip: {e}"))?;
-    let value: serde_json::Value = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
-    let found = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+    // The version first (a cheap pass that skips the rest), so that another version's
+    // document is refused as such rather than as a shape this one cannot read.
+    #[derive(Deserialize)]
+    struct Version {
+        #[serde(default)]
+        version: u64,
+    }
+    let found = serde_json::from_slice::<Version>(&json)
+        .map_err(|e| e.to_string())?
+        .version;
     if found != u64::from(FORMAT_VERSION) {
         return Err(format!(
             "state format version {found}, but this gitfleet reads version {FORMAT_VERSION}"
         ));
     }
-    serde_json::from_value(value).map_err(|e| e.to_string())
+    serde_json::from_slice(&json).map_err(|e| e.to_string())
 }
 
 /// The objects holding one encoded document under `name`: one object, or (over
