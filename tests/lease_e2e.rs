@@ -268,6 +268,8 @@ fn the_follower_takes_over_a_killed_leaders_rollout_without_repeating_a_step() {
         (acquired - last_renew) as f64 / 1e6
     );
     follower.await_log(&["leading: read and claimed the state", &leader_name]);
+    // It completes its view from the members' records before it steps (issue 15.4).
+    follower.await_log(&["leader takeover: read the members' records"]);
     await_until("the new leader finishes the rollout", || {
         settings_on(&members).values().all(|(m, _)| m == "v2") && up_to_date(&follower)
     });

@@ -435,6 +435,10 @@ impl<D: Deliverer> Daemon<D> {
         self.status = status;
         self.metrics = metrics;
         self.leadership = Some(leadership);
+        // A new leader reads the members' records before it steps (issue 15.4): what the
+        // previous leader applied after its last save is adopted, so that a placement deleted
+        // meanwhile is still pruned. Pairs the state knows are left as they are.
+        self.rebuild = true;
     }
 
     /// Whether this process may act on members now: always with a state directory; under

@@ -370,7 +370,7 @@ impl<D: Deliverer> Daemon<D> {
     }
 
     /// Rebuilds the view of a daemon that starts without state (a new or lost state
-    /// directory) from the records members keep of what gitfleet applied there: each placement
+    /// directory), or completes a new leader's (`--state kubernetes`), from the records members keep of what gitfleet applied there: each placement
     /// found on a member of `analyzed` is adopted as delivered there (revision unknown, so the
     /// step re-applies it if it is still placed there), and one no placement delivers any more
     /// is removed by the step like any deleted placement, subject to the deletion guard.
@@ -379,6 +379,7 @@ impl<D: Deliverer> Daemon<D> {
     async fn adopt_records(&mut self, analyzed: &Analyzed) {
         let members = members_of(&[&analyzed.cat]);
         let records = self.deliverer.records(&members).await;
+        let had_state = !self.state.placements.is_empty();
         let now = super::now_unix();
         let (mut placements, mut clusters) = (std::collections::BTreeSet::new(), 0);
         for (member, found) in records {
@@ -424,11 +425,19 @@ impl<D: Deliverer> Daemon<D> {
                 placements.insert(placement);
             }
         }
-        tracing::info!(
-            placements = placements.len(),
-            clusters,
-            "no rollout state: rebuilt the view from the members' records (adopted what they list; what no placement delivers any more is removed)"
-        );
+        if had_state {
+            tracing::info!(
+                placements = placements.len(),
+                clusters,
+                "leader takeover: read the members' records; adopted what they list beyond the saved state (what no placement delivers any more is removed)"
+            );
+        } else {
+            tracing::info!(
+                placements = placements.len(),
+                clusters,
+                "no rollout state: rebuilt the view from the members' records (adopted what they list; what no placement delivers any more is removed)"
+            );
+        }
     }
 
     /// The deletion guard's verdict on `analyzed` stepped into `decision`: `Some` when it is
