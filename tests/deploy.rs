@@ -122,7 +122,7 @@ fn kustomize_base_runs_two_restricted_replicas_with_namespaced_rbac() {
         .flat_map(|r| r["resources"].as_array().unwrap())
         .map(|r| r.as_str().unwrap())
         .collect();
-    assert_eq!(resources, ["leases", "configmaps", "events"]);
+    assert_eq!(resources, ["leases", "configmaps"]);
 
     let deploy = deployment(&objs);
     assert_eq!(deploy["spec"]["replicas"], 2);
@@ -165,8 +165,8 @@ fn components_add_credentials_as_files_never_as_values() {
         .map(|e| (e["name"].as_str().unwrap(), e))
         .collect();
     for name in [
-        "GITFLEET_GIT_SSH_KEY_FILE",
-        "GITFLEET_GIT_KNOWN_HOSTS_FILE",
+        "GITFLEET_GIT_SSH_KEY",
+        "GITFLEET_GIT_KNOWN_HOSTS",
         "GITFLEET_WEBHOOK_SECRET_FILE",
         "GITFLEET_TRUSTED_SIGNERS",
     ] {
@@ -272,4 +272,57 @@ fn a_real_api_server_accepts_the_kustomize_and_helm_renderings() {
     );
     let out = server_dry_run(&members, &yaml);
     assert!(out.contains("poddisruptionbudget.policy/gitfleet"), "{out}");
+}
+
+/// Every `GITFLEET_*` variable the manifests and the chart set is one `gitfleet run` reads (a
+/// misspelt one is silently ignored by the daemon, as any unknown variable is).
+#[test]
+fn every_variable_the_manifests_set_is_a_run_flags() {
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let known: std::collections::BTreeSet<&str> = help
+        .split("[env: ")
+        .skip(1)
+        .filter_map(|rest| rest.split(['=', ']']).next())
+        .collect();
+    assert!(known.contains("GITFLEET_STATE_NAMESPACE"), "{known:?}");
+    let objs = kustomize("deploy/kustomize/overlays/example");
+    let container = &deployment(&objs)["spec"]["template"]["spec"]["containers"][0];
+    let mut set: Vec<String> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect();
+    set.extend(
+        objs["ConfigMap/gitfleet-config"]["data"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned(),
+    );
+    let chart = std::fs::read_to_string(
+        common::manifest_dir().join("deploy/helm/gitfleet/templates/deployment.yaml"),
+    )
+    .unwrap()
+        + &std::fs::read_to_string(
+            common::manifest_dir().join("deploy/helm/gitfleet/templates/configmap.yaml"),
+        )
+        .unwrap();
+    set.extend(
+        chart
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("GITFLEET_"))
+            .map(str::to_string),
+    );
+    for name in &set {
+        assert!(
+            known.contains(name.as_str()),
+            "{name} is no `gitfleet run` variable"
+        );
+    }
+    assert!(set.len() >= 10, "{set:?}");
 }

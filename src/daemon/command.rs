@@ -29,9 +29,22 @@ pub struct RunArgs {
     pub path: String,
     #[command(flatten)]
     pub kubeconfig: crate::flags::KubeconfigArgs,
-    /// Where the daemon keeps what must survive a restart (created if missing).
+    /// Where the daemon keeps what must survive a restart: `directory` (--state-dir, one
+    /// daemon per directory) or `kubernetes` (ConfigMaps in --state-namespace of the hosting
+    /// cluster; replicas elect a leader through a Lease and only the leader acts).
+    #[arg(long, env = "GITFLEET_STATE", value_enum, default_value = "directory")]
+    pub state: StateKind,
+    /// The state directory (created if missing), with `--state directory`; with `--state
+    /// kubernetes`, where a remote --repo is mirrored unless --cache-dir says.
     #[arg(long, env = "GITFLEET_STATE_DIR")]
-    pub state_dir: PathBuf,
+    pub state_dir: Option<PathBuf>,
+    /// With `--state kubernetes`: where a remote --repo is mirrored (`<cache-dir>/repo.git`;
+    /// default: --state-dir). A cache: a new replica fetches it again. (With a state directory
+    /// the mirror is in it.)
+    #[arg(long, env = "GITFLEET_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub hosting: HostingArgs,
     /// Address of the status API, metrics and webhook.
     #[arg(long, env = "GITFLEET_LISTEN", default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
@@ -76,6 +89,102 @@ pub struct RunArgs {
         default_value_t = 3
     )]
     pub ready_fetch_failures: u32,
+}
+
+/// `--state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StateKind {
+    /// Files in --state-dir, locked by one daemon.
+    Directory,
+    /// ConfigMaps in the hosting cluster, written by the replica holding the Lease.
+    Kubernetes,
+}
+
+/// The hosting cluster and the election, for `--state kubernetes`.
+#[derive(Debug, Args)]
+pub struct HostingArgs {
+    /// Namespace of the Lease and the state ConfigMaps (default: POD_NAMESPACE, else the
+    /// hosting kubeconfig context's namespace, else the pod's own namespace in a cluster).
+    #[arg(long, env = "GITFLEET_STATE_NAMESPACE", value_name = "NAMESPACE")]
+    pub state_namespace: Option<String>,
+    /// Kubeconfig of the hosting cluster (default: the pod's service account, in a cluster).
+    /// Members are always reached with --kubeconfig.
+    #[arg(long, env = "GITFLEET_HOSTING_KUBECONFIG", value_name = "FILE")]
+    pub hosting_kubeconfig: Option<PathBuf>,
+    /// Context of --hosting-kubeconfig (default: its current context).
+    #[arg(long, env = "GITFLEET_HOSTING_CONTEXT", value_name = "CONTEXT")]
+    pub hosting_context: Option<String>,
+    /// Name of the Lease; the state ConfigMaps are named after it (`<name>-state`,
+    /// `<name>-p-…`).
+    #[arg(long, env = "GITFLEET_LEASE_NAME", default_value = "gitfleet")]
+    pub lease_name: String,
+    /// How long a leader's Lease holds without renewal before another replica may take it.
+    #[arg(long, env = "GITFLEET_LEASE_DURATION", default_value = "15s", value_parser = crate::flags::parse_timeout)]
+    pub lease_duration: Duration,
+    /// A leader that has not renewed its Lease for this long stops acting (and exits, to
+    /// restart as a follower); shorter than --lease-duration.
+    #[arg(long, env = "GITFLEET_RENEW_DEADLINE", default_value = "10s", value_parser = crate::flags::parse_timeout)]
+    pub renew_deadline: Duration,
+    /// How often the Lease is read and renewed (or tried for).
+    #[arg(long, env = "GITFLEET_RETRY_PERIOD", default_value = "2s", value_parser = crate::flags::parse_timeout)]
+    pub retry_period: Duration,
+    /// This replica's name in the Lease (default: HOSTNAME, the pod's name in a cluster).
+    #[arg(long, env = "GITFLEET_IDENTITY")]
+    pub identity: Option<String>,
+}
+
+impl HostingArgs {
+    pub fn election(&self) -> Result<super::leader::Election> {
+        let identity = self.identity.clone().unwrap_or_else(|| {
+            std::env::var("HOSTNAME")
+                .ok()
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| format!("gitfleet-{}", std::process::id()))
+        });
+        let election = super::leader::Election {
+            lease_name: self.lease_name.clone(),
+            identity,
+            lease_duration: self.lease_duration,
+            renew_deadline: self.renew_deadline,
+            retry_period: self.retry_period,
+        };
+        election.check().map_err(crate::flags::UsageError)?;
+        Ok(election)
+    }
+
+    /// The hosting cluster's client and the state's namespace.
+    async fn connect(&self) -> Result<(kube::Client, String)> {
+        let config = match &self.hosting_kubeconfig {
+            Some(path) => {
+                let kubeconfig = crate::members::connect::read_kubeconfig(path)?;
+                let options = kube::config::KubeConfigOptions {
+                    context: self.hosting_context.clone(),
+                    ..Default::default()
+                };
+                kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                    .await
+                    .with_context(|| format!("hosting kubeconfig {}", path.display()))?
+            }
+            None => kube::Config::incluster().map_err(|e| {
+                crate::flags::UsageError(format!(
+                    "--state kubernetes outside a cluster needs --hosting-kubeconfig (no \
+                     in-cluster service account: {e})"
+                ))
+            })?,
+        };
+        let namespace = self
+            .state_namespace
+            .clone()
+            .or_else(|| {
+                std::env::var("POD_NAMESPACE")
+                    .ok()
+                    .filter(|n| !n.is_empty())
+            })
+            .unwrap_or_else(|| config.default_namespace.clone());
+        let client =
+            kube::Client::try_from(config).context("cannot build the hosting cluster's client")?;
+        Ok((client, namespace))
+    }
 }
 
 /// How a remote `--repo` is authenticated to. Secrets are read from files (a mounted Secret),
@@ -190,8 +299,30 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     } else {
         None
     };
+    if args.state == StateKind::Directory && args.state_dir.is_none() {
+        return Err(crate::flags::UsageError(
+            "--state directory needs --state-dir (or --state kubernetes)".into(),
+        )
+        .into());
+    }
+    if args.state == StateKind::Kubernetes && args.once {
+        return Err(crate::flags::UsageError(
+            "--once is one process acting alone: use it with --state directory".into(),
+        )
+        .into());
+    }
+    // Checked before anything is read or bound: a bad combination is a usage error.
+    let election = match args.state {
+        StateKind::Kubernetes => Some(args.hosting.election()?),
+        StateKind::Directory => None,
+    };
     let located = args.kubeconfig.load()?;
     let kubeconfig = Arc::new(located.kubeconfig);
+    // The remote's mirror: in the state directory, or the cache directory.
+    let cache_dir = match args.state {
+        StateKind::Directory => args.state_dir.clone(),
+        StateKind::Kubernetes => args.cache_dir.clone().or_else(|| args.state_dir.clone()),
+    };
     let (repo, remote) = match crate::follow::remote::Location::parse(&args.repo)? {
         crate::follow::remote::Location::Local(path) => {
             if args.git.given() {
@@ -207,8 +338,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         }
         // Created here, fetched by the loop (where a failure is retried, not fatal).
         crate::follow::remote::Location::Remote(url) => {
+            let Some(dir) = &cache_dir else {
+                return Err(crate::flags::UsageError(format!(
+                    "--repo {} is a remote: give --cache-dir (or --state-dir) to mirror it in",
+                    crate::follow::remote::redacted(&args.repo)
+                ))
+                .into());
+            };
             let auth = args.git.load()?;
-            let mirror = crate::follow::remote::Mirror::open(&url, &args.state_dir)?;
+            let mirror = crate::follow::remote::Mirror::open(&url, dir)?;
             (
                 mirror.path,
                 Some(crate::follow::remote::Remote { url, auth }),
@@ -220,7 +358,13 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         remote,
         branch: args.branch.clone(),
         path: args.path.clone(),
-        state_dir: args.state_dir.clone(),
+        // The state directory, or (`--state kubernetes`) where the mirror is; with a local
+        // --repo nothing is kept on disk then.
+        state_dir: match args.state {
+            StateKind::Directory => args.state_dir.clone(),
+            StateKind::Kubernetes => cache_dir,
+        }
+        .unwrap_or_default(),
         listen: Some(args.listen),
         poll: args.poll,
         resync: args.resync,
@@ -248,6 +392,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    if let Some(election) = election {
+        return runtime.block_on(run_elected(args, opts, deliverer, webhook_secret, election));
+    }
     runtime.block_on(async move {
         let daemon = Daemon::open(opts, deliverer)?;
         let status = daemon.status.clone();
@@ -284,6 +431,172 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     })
 }
 
+/// `--state kubernetes`: serves status and metrics at once, takes part in the election, and
+/// once leading reads the state from the hosting cluster and runs the daemon on it. Losing
+/// the lease (not renewed within the renew deadline) or being fenced by another replica's
+/// write ends the process with an error, as kube-controller-manager does when it stops
+/// leading: the pod restarts as a follower, and nothing this one had in flight goes on.
+async fn run_elected(
+    args: &RunArgs,
+    opts: RunOptions,
+    deliverer: PushDeliverer,
+    webhook_secret: Option<Vec<u8>>,
+    election: super::leader::Election,
+) -> Result<ExitCode> {
+    use super::leader::{self, Leadership, Role, Seen};
+    let (client, namespace) = args.hosting.connect().await?;
+    let identity = election.identity.clone();
+    let status = Arc::new(std::sync::Mutex::new(super::Status {
+        branch: opts.branch.clone(),
+        leader: Some(super::LeaderStatus {
+            identity: identity.clone(),
+            leader: None,
+            leading: false,
+        }),
+        ..super::Status::default()
+    }));
+    let metrics = Arc::new(super::metrics::Metrics::default());
+    let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
+    let listener = super::server::bind(args.listen).await?;
+    let api = super::server::Api {
+        status: status.clone(),
+        metrics: metrics.clone(),
+        webhook_secret: webhook_secret.map(Arc::from),
+        wake: wake_tx,
+    };
+    let mut server = super::server::spawn(listener, api, super::server::Limits::default())?;
+    tracing::info!(listen = %server.local_addr(), repo = %crate::follow::remote::redacted(&args.repo), branch = %args.branch, identity = %identity, namespace = %namespace, lease = %election.lease_name, "gitfleet run: state in the hosting cluster; electing a leader");
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let (seen_tx, seen_rx) = tokio::sync::watch::channel(Seen {
+        role: Role::Unknown,
+        renewed: None,
+    });
+    let stop_election = CancellationToken::new();
+    let elector = tokio::spawn(leader::run(
+        kube::Api::namespaced(client.clone(), &namespace),
+        election.clone(),
+        seen_tx,
+        stop_election.clone(),
+    ));
+    tokio::spawn(publish_role(
+        seen_rx.clone(),
+        status.clone(),
+        metrics.clone(),
+        identity.clone(),
+    ));
+    let leadership = Leadership {
+        seen: seen_rx.clone(),
+        renew_deadline: election.renew_deadline,
+    };
+    let prefix = election.lease_name.clone();
+    let lead = async {
+        let mut seen = seen_rx.clone();
+        // Follow (serving status and metrics) until this replica leads, or is told to stop.
+        loop {
+            if seen.borrow_and_update().role == Role::Leader {
+                break;
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                changed = seen.changed() => {
+                    if changed.is_err() {
+                        return Err(anyhow::anyhow!("the leader election ended"));
+                    }
+                }
+            }
+        }
+        let objects = crate::state::kube::ConfigMaps::new(
+            client.clone(),
+            &namespace,
+            tokio::runtime::Handle::current(),
+        );
+        let started = std::time::Instant::now();
+        let me = identity.clone();
+        let (store, loaded) = tokio::task::spawn_blocking(move || {
+            crate::state::kube::KubeStore::open(objects, &prefix, &me)
+        })
+        .await
+        .context("reading the state failed")??;
+        tracing::info!(
+            objects = loaded.objects,
+            bytes = loaded.bytes,
+            previous_leader = %loaded.previous_leader,
+            load_ms = started.elapsed().as_millis() as u64,
+            "leading: read and claimed the state"
+        );
+        let mut daemon = Daemon::open_with(opts, deliverer, Arc::new(store))?;
+        daemon.lead(status.clone(), metrics.clone(), leadership);
+        daemon.run(wake_rx, shutdown.clone()).await
+    };
+    let lost = async {
+        let mut seen = seen_rx.clone();
+        loop {
+            if seen.borrow_and_update().role == Role::Lost {
+                return;
+            }
+            if seen.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    let result = server
+        .supervise(
+            async {
+                tokio::select! {
+                    r = lead => r,
+                    () = lost => Err(leader::NotLeading.into()),
+                }
+            },
+            &shutdown,
+        )
+        .await;
+    if let Err(e) = &result {
+        // Nothing this replica started may go on: exit now (in-flight pushes die with the
+        // process; the new leader re-applies what they had not finished).
+        tracing::error!(error = %format!("{e:#}"), "stopped acting; exiting so that this replica restarts as a follower");
+        std::process::exit(1);
+    }
+    stop_election.cancel();
+    let _ = elector.await;
+    server.finish().await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Mirrors the election into the status (`gitfleet status`) and `/metrics`.
+async fn publish_role(
+    mut seen: tokio::sync::watch::Receiver<super::leader::Seen>,
+    status: Arc<std::sync::Mutex<super::Status>>,
+    metrics: Arc<super::metrics::Metrics>,
+    identity: String,
+) {
+    use super::leader::Role;
+    loop {
+        let role = seen.borrow_and_update().role.clone();
+        let (leader, leading) = match role {
+            Role::Leader => (Some(identity.clone()), true),
+            Role::Follower { leader } => (leader, false),
+            Role::Unknown | Role::Lost => (None, false),
+        };
+        metrics.is_leader.set(i64::from(leading));
+        metrics.leader.clear();
+        if let Some(l) = &leader {
+            metrics
+                .leader
+                .get_or_create(&super::metrics::labels(&[("identity", l)]))
+                .set(1);
+        }
+        status.lock().unwrap_or_else(|e| e.into_inner()).leader = Some(super::LeaderStatus {
+            identity: identity.clone(),
+            leader,
+            leading,
+        });
+        if seen.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Cancels `shutdown` on the first SIGTERM or Ctrl-C (the loop then stops after the step in
 /// flight, with state saved); a second signal exits at once.
 async fn cancel_on_signal(shutdown: CancellationToken) {
@@ -310,6 +623,18 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// `gitfleet status`'s first line under `--state kubernetes`: who leads, and who answered.
+fn leader_line(l: &super::LeaderStatus) -> String {
+    match (&l.leader, l.leading) {
+        (_, true) => format!("Leader: {} (this replica)", l.identity),
+        (Some(leader), false) => format!(
+            "Leader: {leader} (answered by follower {}; the leader's status has the rollout)",
+            l.identity
+        ),
+        (None, false) => format!("Leader: none yet (answered by {})", l.identity),
     }
 }
 
@@ -355,8 +680,11 @@ fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
             StatusFormat::Table | StatusFormat::Wide => {
                 let now = super::now_unix();
                 let wide = matches!(args.output, StatusFormat::Wide);
+                let leader = all.placements.leader.as_ref().map_or(String::new(), |l| {
+                    format!("{}\n", leader_line(l))
+                });
                 format!(
-                    "{}{}",
+                    "{leader}{}{}",
                     super::view::table(&all.placements, now, wide),
                     super::runs::tables(&all.update_runs, &all.approval_requests, now)
                 )

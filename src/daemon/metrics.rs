@@ -37,6 +37,10 @@ pub struct Metrics {
     /// The members `member_healthy` has a series for, so that members gone from the
     /// repository lose theirs.
     members_shown: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// `--state kubernetes`: 1 while this replica leads, else 0.
+    pub is_leader: Gauge,
+    /// `--state kubernetes`: 1 for the replica this one knows to lead, by identity (one series).
+    pub leader: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -72,6 +76,18 @@ impl Default for Metrics {
             "deletions_held",
             "Object deletions of the newest head held by the mass-deletion guard (0: none)",
             deletions_held.clone(),
+        );
+        let is_leader = Gauge::default();
+        registry.register(
+            "is_leader",
+            "Whether this replica holds the leader Lease and acts (1) or follows (0); --state kubernetes only",
+            is_leader.clone(),
+        );
+        let leader = Family::<Labels, Gauge>::default();
+        registry.register(
+            "leader",
+            "The replica leading, as this one knows it (1, labelled with its identity); --state kubernetes only",
+            leader.clone(),
         );
         registry.register(
             "approvals_accepted",
@@ -140,6 +156,8 @@ impl Default for Metrics {
             approval_rejections,
             update_runs,
             deletions_held,
+            is_leader,
+            leader,
         }
     }
 }

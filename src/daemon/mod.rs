@@ -22,6 +22,7 @@
 pub mod approvals;
 pub mod command;
 pub mod deliver;
+pub mod leader;
 pub mod metrics;
 pub mod probes;
 pub mod reconciler;
@@ -52,7 +53,7 @@ use crate::members::inventory::Member;
 use crate::rollout::conditions::ClusterConditions;
 use crate::rollout::{ClusterState, Outcome, Rejected, RolloutState, Work};
 use crate::schedule::{Inventory, PlacementSchedule};
-use crate::state::StateStore;
+use crate::state::{StateBackend, StateStore};
 use reconciler::Analyzed;
 
 /// How often a cluster whose objects are not available yet is looked at again (members are
@@ -158,6 +159,22 @@ pub struct Status {
     /// Approval requests, accepted approvals and refused tags (`/api/v1/approvals`).
     #[serde(skip)]
     pub approvals: crate::approvals::command::ApprovalsView,
+    /// `--state kubernetes`: who leads (`None` with a state directory: this process acts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader: Option<LeaderStatus>,
+}
+
+/// Which replica leads, as the one answering knows it (`/api/v1/placements`, `gitfleet status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderStatus {
+    /// This replica's `--identity`.
+    pub identity: String,
+    /// The leader's identity; `None` while the Lease is unread, free or expired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// Whether this replica leads (and acts).
+    pub leading: bool,
 }
 
 /// One placement as the status API shows it (`GET /api/v1/placements`, [`wire::Placements`]).
@@ -306,7 +323,7 @@ impl Timers {
 /// The daemon's working set: one task owns it and is the only one to change the state.
 pub struct Daemon<D: Deliverer> {
     opts: RunOptions,
-    store: StateStore,
+    store: Arc<dyn StateBackend>,
     state: RolloutState,
     deliverer: Arc<D>,
     /// Whether each member is probed and pushed to on its own, and results are absorbed as
@@ -344,15 +361,23 @@ pub struct Daemon<D: Deliverer> {
     changes_rx: Option<UnboundedReceiver<watch::MemberChange>>,
     /// The kinds delivered to each member so far (by member name), to be watched there.
     watched: BTreeMap<String, std::collections::BTreeSet<watch::Kind>>,
+    /// `--state kubernetes`: the election's verdict, checked before work is handed to the
+    /// members (`None`: this process is the only writer of its state directory).
+    leadership: Option<leader::Leadership>,
 }
 
 impl<D: Deliverer> Daemon<D> {
+    /// The daemon on the state directory `opts.state_dir` (locked: one writer per directory).
     pub fn open(opts: RunOptions, deliverer: D) -> Result<Self> {
-        // One writer per directory; every state file is read now, so that a corrupt one stops
-        // the start naming it.
         let store = StateStore::lock(&opts.state_dir)?;
+        Self::open_with(opts, deliverer, Arc::new(store))
+    }
+
+    /// The daemon on any state backend (`--state kubernetes`: the leader's claimed store).
+    pub fn open_with(opts: RunOptions, deliverer: D, store: Arc<dyn StateBackend>) -> Result<Self> {
+        // Every state file is read now, so that a corrupt one stops the start naming it.
         store.check()?;
-        let rebuild = !store.has_rollout();
+        let rebuild = !store.has_rollout()?;
         let mut state = store.load_rollout()?;
         // What members hold may have changed while the daemon was not watching: the first
         // step re-applies everything delivered (a no-op where nothing changed). Not for
@@ -408,7 +433,38 @@ impl<D: Deliverer> Daemon<D> {
             changes,
             changes_rx: Some(changes_rx),
             watched: BTreeMap::new(),
+            leadership: None,
         })
+    }
+
+    /// Publishes into `status` and `metrics` (made before the daemon, served while this
+    /// replica followed) instead of its own, and acts only while `leadership` says it leads.
+    pub fn lead(
+        &mut self,
+        status: Arc<Mutex<Status>>,
+        metrics: Arc<metrics::Metrics>,
+        leadership: leader::Leadership,
+    ) {
+        let mine = std::mem::take(&mut *self.status.lock().unwrap());
+        {
+            let mut shared = status.lock().unwrap();
+            let leader = shared.leader.take();
+            *shared = mine;
+            shared.leader = leader;
+        }
+        self.status = status;
+        self.metrics = metrics;
+        self.leadership = Some(leadership);
+        // A new leader reads the members' records before it steps (issue 15.4): what the
+        // previous leader applied after its last save is adopted, so that a placement deleted
+        // meanwhile is still pruned. Pairs the state knows are left as they are.
+        self.rebuild = true;
+    }
+
+    /// Whether this process may act on members now: always with a state directory; under
+    /// `--state kubernetes`, while its lease is renewed within the renew deadline.
+    fn may_act(&self) -> bool {
+        self.leadership.as_ref().is_none_or(|l| l.leading())
     }
 
     /// Follows the branch until `shutdown` is cancelled (or, with `--once`, until the rollout
@@ -586,12 +642,25 @@ impl<D: Deliverer> Daemon<D> {
         match self.reconcile(&head).await {
             Ok(action) => Ok(action),
             Err(e) if self.opts.once => Err(e),
+            // Another replica owns the state, or this one's lease ran out: stop acting.
+            Err(e) if no_longer_leading(&e) => Err(e),
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "reconcile failed; retrying");
                 Ok(Action::requeue(RETRY_AFTER_ERROR))
             }
         }
     }
+}
+
+/// Whether a reconcile failed because this replica must stop acting (fenced by a newer
+/// leader's write, or its lease not renewed in time).
+fn no_longer_leading(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<crate::state::StateError>(),
+            Some(crate::state::StateError::Fenced { .. })
+        ) || c.downcast_ref::<leader::NotLeading>().is_some()
+    })
 }
 
 impl<D: Deliverer> Daemon<D> {

@@ -134,11 +134,10 @@ impl<D: Deliverer> Daemon<D> {
         let store = self.store.clone();
         let state = std::mem::take(&mut self.state);
         let (state, saved) = blocking(move || {
-            let saved = match &schedule {
-                Some((commit, s)) => store.save_schedule(commit, s),
-                None => Ok(()),
-            }
-            .and_then(|()| store.save_rollout(&state));
+            let saved = store.save(
+                schedule.as_ref().map(|(c, s)| (c.as_str(), s.as_slice())),
+                &state,
+            );
             (
                 state,
                 saved.map(|()| schedule.map(|(_, s)| s).unwrap_or_default()),
@@ -384,7 +383,7 @@ impl<D: Deliverer> Daemon<D> {
     }
 
     /// Rebuilds the view of a daemon that starts without state (a new or lost state
-    /// directory) from the records members keep of what gitfleet applied there: each placement
+    /// directory), or completes a new leader's (`--state kubernetes`), from the records members keep of what gitfleet applied there: each placement
     /// found on a member of `analyzed` is adopted as delivered there (revision unknown, so the
     /// step re-applies it if it is still placed there), and one no placement delivers any more
     /// is removed by the step like any deleted placement, subject to the deletion guard.
@@ -393,6 +392,7 @@ impl<D: Deliverer> Daemon<D> {
     async fn adopt_records(&mut self, analyzed: &Analyzed) {
         let members = members_of(&[&analyzed.cat]);
         let records = self.deliverer.records(&members).await;
+        let had_state = !self.state.placements.is_empty();
         let now = super::now_unix();
         let (mut placements, mut clusters) = (std::collections::BTreeSet::new(), 0);
         for (member, found) in records {
@@ -438,11 +438,19 @@ impl<D: Deliverer> Daemon<D> {
                 placements.insert(placement);
             }
         }
-        tracing::info!(
-            placements = placements.len(),
-            clusters,
-            "no rollout state: rebuilt the view from the members' records (adopted what they list; what no placement delivers any more is removed)"
-        );
+        if had_state {
+            tracing::info!(
+                placements = placements.len(),
+                clusters,
+                "leader takeover: read the members' records; adopted what they list beyond the saved state (what no placement delivers any more is removed)"
+            );
+        } else {
+            tracing::info!(
+                placements = placements.len(),
+                clusters,
+                "no rollout state: rebuilt the view from the members' records (adopted what they list; what no placement delivers any more is removed)"
+            );
+        }
     }
 
     /// The deletion guard's verdict on `analyzed` stepped into `decision`: `Some` when it is
@@ -600,6 +608,11 @@ impl<D: Deliverer> Daemon<D> {
             .collect();
         if !self.opts.once {
             self.watch_delivered(&decision.work, &contexts);
+        }
+        // Only the leader acts: a replica whose lease was not renewed in time (a pause, a lost
+        // API server) stops here, before the step reaches any member.
+        if !self.may_act() {
+            return Err(super::leader::NotLeading.into());
         }
         // `--once` waits for every delivery; the daemon hands each member's work to its worker
         // and absorbs the results as they come (the next step follows each one).

@@ -3,7 +3,8 @@
 //! look at the branch at once.
 //!
 //! - `GET /healthz`, `GET /readyz` (ready once the first reconcile finished, and not while the
-//!   git source has failed `--ready-fetch-failures` fetches in a row)
+//!   git source has failed `--ready-fetch-failures` fetches in a row; a follower of
+//!   `--state kubernetes`, once it knows who leads)
 //! - `GET /metrics` (Prometheus text)
 //! - `GET /api/v1/placements`, `GET /api/v1/placements/<id>` (`crp/NAME`, `rp/NS/NAME`, …)
 //! - `GET /api/v1/inventory` (the inventory file format), `GET /api/v1/schedule`
@@ -127,7 +128,13 @@ async fn healthz() -> Response {
 async fn readyz(State(api): State<Api>) -> Response {
     let st = status_of(&api);
     let failures = st.source.consecutive_failures;
-    if st.reconciles == 0 {
+    // A follower is ready once it knows who leads: it serves status and metrics, and is
+    // ready to take over.
+    let following = st
+        .leader
+        .as_ref()
+        .is_some_and(|l| !l.leading && l.leader.is_some());
+    if st.reconciles == 0 && !following {
         problem(
             StatusCode::SERVICE_UNAVAILABLE,
             "no reconcile has finished yet",
@@ -167,6 +174,7 @@ async fn placements(State(api): State<Api>) -> Response {
         held: st.held.clone(),
         source: Some(st.source.clone()),
         placements: st.placements.clone(),
+        leader: st.leader.clone(),
     })
 }
 

@@ -31,6 +31,9 @@ pub struct Placements {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<Source>,
     pub placements: Vec<PlacementStatus>,
+    /// `--state kubernetes`: which replica leads, as the one answering knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<super::LeaderStatus>,
 }
 
 /// Where commits come from and how the last fetches went: a failing remote shows here (and in

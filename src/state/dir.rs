@@ -1,4 +1,4 @@
-//! The durable state store (`--state DIR`, `--state-dir DIR`): what must survive between runs —
+//! The directory backend (`--state directory`, the default; `--state-dir DIR`): what must survive between runs —
 //! the last schedule (bindings, decisions, policy indices; `schedule.json`, shared with
 //! `gitfleet schedule --state`) and the rollout's state (`daemon.json`, see
 //! [`crate::rollout::RolloutState`]) — written crash-safely (temporary file, fsync, rename, fsync
@@ -10,6 +10,7 @@
 //! their saves. Readers (`plan --state`, `schedule --state`) do not lock: every save is an
 //! atomic rename.
 
+use super::{StateBackend, StateError, FORMAT_VERSION};
 use crate::rollout::RolloutState;
 use crate::schedule::{PlacementSchedule, Previous};
 use serde::{Deserialize, Serialize};
@@ -17,42 +18,10 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Bumped whenever the on-disk format changes incompatibly.
-pub const FORMAT_VERSION: u32 = 1;
 const SCHEDULE_FILE: &str = "schedule.json";
 const ROLLOUT_FILE: &str = "daemon.json";
 /// Held by the directory's one writer; holds its pid.
 pub const LOCK_FILE: &str = "gitfleet.lock";
-
-#[derive(Debug, thiserror::Error)]
-pub enum StateError {
-    #[error("cannot use state directory {dir}: {source}")]
-    Dir {
-        dir: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot read {file}: {source}")]
-    Read {
-        file: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot write {file}: {source}")]
-    Write {
-        file: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{file} is not a gitfleet state file: {message}")]
-    Corrupt { file: PathBuf, message: String },
-    #[error("state directory {dir} is in use by another gitfleet ({holder}, lock file {lock}); stop it first, or give this one another directory")]
-    Locked {
-        dir: PathBuf,
-        lock: PathBuf,
-        /// `pid N`, or why the pid is not known.
-        holder: String,
-    },
-    #[error("{file} has state format version {found}, but this gitfleet reads version {FORMAT_VERSION}; use the gitfleet that wrote it, or move the directory away to start afresh")]
-    Version { file: PathBuf, found: u32 },
-}
 
 /// `daemon.json`: the rollout's state behind the format version.
 #[derive(Serialize)]
@@ -217,6 +186,41 @@ impl StateStore {
         };
         let bytes = serde_json::to_vec_pretty(&file).expect("rollout state serialises");
         write_atomic(&self.dir.join(ROLLOUT_FILE), &bytes)
+    }
+}
+
+impl StateBackend for StateStore {
+    fn check(&self) -> Result<(), StateError> {
+        StateStore::check(self)
+    }
+
+    fn has_rollout(&self) -> Result<bool, StateError> {
+        Ok(StateStore::has_rollout(self))
+    }
+
+    fn load_schedule(&self) -> Result<(Option<String>, crate::schedule::Previous), StateError> {
+        StateStore::load_schedule(self)
+    }
+
+    fn load_rollout(&self) -> Result<RolloutState, StateError> {
+        StateStore::load_rollout(self)
+    }
+
+    /// The schedule first: a crash between the two writes re-applies one step, which is
+    /// idempotent; it never forgets one.
+    fn save(
+        &self,
+        schedule: Option<(&str, &[PlacementSchedule])>,
+        state: &RolloutState,
+    ) -> Result<(), StateError> {
+        if let Some((commit, placements)) = schedule {
+            self.save_schedule(commit, placements)?;
+        }
+        self.save_rollout(state)
+    }
+
+    fn location(&self) -> String {
+        format!("directory {}", self.dir.display())
     }
 }
 

@@ -1,0 +1,410 @@
+//! `gitfleet run --state kubernetes` on the real-member test bed (issue 16.4, 15.4 on takeover):
+//! one member's API server serves as the hosting cluster (its Lease and the state ConfigMaps);
+//! the others are members. Two replicas elect a leader; the leader is SIGKILLed in the middle of
+//! a rolling rollout; the other takes over and finishes it, and the members' objects show that
+//! no member was written by both. A leader whose hosting API server stops stops acting, and the
+//! state objects refuse a deposed leader's late write (fencing) on a real API server.
+//!
+//! Short leases (4 s / 3 s / 1 s) keep the takeover quick; every wait is on a condition.
+
+mod common;
+use common::kubectl::Kubectl as _;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+
+use common::daemon::{await_until, Daemon};
+use common::members::{available, Backend, Members};
+use common::Repo;
+
+const FLEET: &str = r#"
+members:
+  - name: hosting
+  - name: m1
+  - name: m2
+  - name: m3
+"#;
+
+const MEMBERS: [&str; 3] = ["m1", "m2", "m3"];
+/// The test's namespace of the hosting cluster (the test bed's API servers have `default`).
+const NAMESPACE: &str = "default";
+
+fn member(name: &str) -> String {
+    format!(
+        "apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata:
+  name: {name}
+spec:
+  identity: {{name: member, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
+"
+    )
+}
+
+/// Three members, and a placement rolled out one member at a time, each given 4 s to count
+/// as available.
+fn fleet_repo() -> Repo {
+    let repo = Repo::new();
+    for m in MEMBERS {
+        repo.write(&format!("members/{m}.yaml"), &member(m));
+    }
+    repo.write(
+        "app/namespace.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n",
+    );
+    repo.write(
+        "app/placement.yaml",
+        "apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourcePlacement
+metadata:
+  name: app
+spec:
+  resourceSelectors:
+  - {group: '', version: v1, kind: Namespace, name: app}
+  strategy:
+    type: RollingUpdate
+    rollingUpdate: {maxUnavailable: 1, maxSurge: 0, unavailablePeriodSeconds: 4}
+",
+    );
+    // An ExternalName Service has no availability rule (untrackable, as in KubeFleet): each
+    // cluster counts as available only `unavailablePeriodSeconds` after its apply, which paces
+    // the rollout (ConfigMaps alone are available at once).
+    repo.write(
+        "app/upstream.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: upstream\n  namespace: app\nspec:\n  type: ExternalName\n  externalName: upstream.example.com\n",
+    );
+    settings(&repo, "v1");
+    repo.commit("first");
+    repo
+}
+
+fn settings(repo: &Repo, mode: &str) {
+    repo.write(
+        "app/settings.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: app\ndata: {{mode: {mode}}}\n"
+        ),
+    );
+}
+
+/// A replica of `gitfleet run --state kubernetes` named `identity`.
+fn replica(repo: &Repo, members: &Members, identity: &str) -> Daemon {
+    let dir = members.dir().join(identity);
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let kubeconfig = members.kubeconfig.clone();
+    let args = [
+        "--state",
+        "kubernetes",
+        "--state-namespace",
+        NAMESPACE,
+        "--hosting-context",
+        "hosting",
+        "--identity",
+        identity,
+        "--lease-duration",
+        "4s",
+        "--renew-deadline",
+        "3s",
+        "--retry-period",
+        "1s",
+        "--hosting-kubeconfig",
+    ];
+    let flags: Vec<&OsStr> = args
+        .iter()
+        .map(OsStr::new)
+        .chain([kubeconfig.as_os_str()])
+        .collect();
+    Daemon::start_with(
+        repo.path(),
+        &members.kubeconfig,
+        &dir.join("cache"),
+        &secret,
+        "1h",
+        &flags,
+        &[],
+    )
+}
+
+fn get(daemon: &Daemon, path: &str) -> String {
+    ureq::get(&format!("{}{path}", daemon.addr))
+        .call()
+        .ok()
+        .and_then(|mut r| r.body_mut().read_to_string().ok())
+        .unwrap_or_default()
+}
+
+fn placements(daemon: &Daemon) -> serde_json::Value {
+    serde_json::from_str(&get(daemon, "/api/v1/placements")).unwrap_or_default()
+}
+
+fn leading(daemon: &Daemon) -> bool {
+    placements(daemon)["leader"]["leading"] == true
+}
+
+fn up_to_date(daemon: &Daemon) -> bool {
+    placements(daemon)["placements"][0]["upToDate"]
+        .as_array()
+        .map(Vec::len)
+        == Some(MEMBERS.len())
+}
+
+/// Each member's `settings` ConfigMap: its `mode` and resourceVersion.
+fn settings_on(members: &Members) -> BTreeMap<&'static str, (String, String)> {
+    MEMBERS
+        .iter()
+        .filter(|m| members.exists(m, &["configmap", "settings", "-n", "app"]))
+        .map(|m| {
+            let cm = members.get_json(m, &["configmap", "settings", "-n", "app"]);
+            (
+                *m,
+                (
+                    cm["data"]["mode"].as_str().unwrap_or_default().to_string(),
+                    cm["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn lease(members: &Members) -> serde_json::Value {
+    members.get_json("hosting", &["lease", "gitfleet", "-n", NAMESPACE])
+}
+
+fn micros(time: &serde_json::Value) -> i128 {
+    let text = time.as_str().expect("a MicroTime");
+    let t: jiff::Timestamp = text.parse().unwrap();
+    t.as_microsecond() as i128
+}
+
+#[test]
+fn the_follower_takes_over_a_killed_leaders_rollout_without_repeating_a_step() {
+    if !available(Backend::Real) {
+        return;
+    }
+    let members = Members::start(Backend::Real, FLEET);
+    let repo = fleet_repo();
+    let a = replica(&repo, &members, "replica-a");
+    let b = replica(&repo, &members, "replica-b");
+    await_until("one replica leads", || leading(&a) || leading(&b));
+    let (mut leader, follower) = if leading(&a) { (a, b) } else { (b, a) };
+    let leader_name = placements(&leader)["leader"]["identity"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    await_until("the follower knows who leads", || {
+        placements(&follower)["leader"]["leader"] == leader_name.as_str()
+    });
+    assert!(!leading(&follower));
+    // The follower is ready (it follows), serves metrics naming the leader, and says so in
+    // `gitfleet status`.
+    assert_eq!(get(&follower, "/readyz"), "ok");
+    let metrics = get(&follower, "/metrics");
+    assert!(metrics.contains("gitfleet_is_leader 0"), "{metrics}");
+    assert!(
+        metrics.contains(&format!("gitfleet_leader{{identity=\"{leader_name}\"}} 1")),
+        "{metrics}"
+    );
+    assert!(get(&leader, "/metrics").contains("gitfleet_is_leader 1"));
+    let status = common::gitfleet(&["status", "--server", &follower.addr]);
+    assert!(
+        status
+            .stdout
+            .contains(&format!("Leader: {leader_name} (answered by follower")),
+        "{}{}",
+        status.stdout,
+        status.stderr
+    );
+    await_until("the first commit on every member", || up_to_date(&leader));
+
+    // A rolling change, one member at a time; killed once it is part way.
+    settings(&repo, "v2");
+    repo.commit("second");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let now = settings_on(&members);
+        let changed = now.values().filter(|(m, _)| m == "v2").count();
+        if changed >= 1 && changed < MEMBERS.len() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let log: Vec<String> = leader.lines.try_iter().collect();
+            panic!("not mid-rollout: {now:?}\n{}", log.join("\n"));
+        }
+    }
+    leader.child.kill().unwrap();
+    leader.child.wait().unwrap();
+    let at_kill = settings_on(&members);
+    let last_renew = micros(&lease(&members)["spec"]["renewTime"]);
+    let done_by_old: Vec<&str> = at_kill
+        .iter()
+        .filter(|(_, (m, _))| m == "v2")
+        .map(|(name, _)| *name)
+        .collect();
+    assert!(
+        !done_by_old.is_empty() && done_by_old.len() < MEMBERS.len(),
+        "killed mid-rollout: {at_kill:?}"
+    );
+
+    await_until("the follower leads", || leading(&follower));
+    let taken = lease(&members);
+    assert_eq!(
+        taken["spec"]["holderIdentity"],
+        placements(&follower)["leader"]["identity"]
+    );
+    // Not taken before the killed leader's lease ran out (same clock: one machine).
+    let acquired = micros(&taken["spec"]["acquireTime"]);
+    assert!(
+        acquired - last_renew >= 4_000_000,
+        "taken {} µs after the last renewal",
+        acquired - last_renew
+    );
+    eprintln!(
+        "takeover: lease acquired {:.1} s after the killed leader's last renewal",
+        (acquired - last_renew) as f64 / 1e6
+    );
+    follower.await_log(&["leading: read and claimed the state", &leader_name]);
+    // It completes its view from the members' records before it steps (issue 15.4).
+    follower.await_log(&["leader takeover: read the members' records"]);
+    await_until("the new leader finishes the rollout", || {
+        settings_on(&members).values().all(|(m, _)| m == "v2") && up_to_date(&follower)
+    });
+    let end = settings_on(&members);
+    for (name, (mode, rv)) in &end {
+        assert_eq!(mode, "v2");
+        if done_by_old.contains(name) {
+            // Written by the killed leader only: the new one did not write it again.
+            assert_eq!(
+                rv, &at_kill[name].1,
+                "{name} was written again after the takeover"
+            );
+        } else {
+            assert_ne!(rv, &at_kill[name].1, "{name}");
+        }
+    }
+    // The state in the hosting cluster names the new leader and holds the placement.
+    let (code, out, err) = members.kubectl(
+        "hosting",
+        &[
+            "get",
+            "configmaps",
+            "-n",
+            NAMESPACE,
+            "-l",
+            "gitfleet.io/state=gitfleet",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("configmap/gitfleet-state"), "{out}");
+    assert!(out.contains("configmap/gitfleet-p-crp-app-"), "{out}");
+}
+
+#[test]
+fn a_leader_whose_hosting_api_server_stops_stops_acting() {
+    if !available(Backend::Real) {
+        return;
+    }
+    let members = Members::start(Backend::Real, FLEET);
+    let repo = fleet_repo();
+    let mut solo = replica(&repo, &members, "replica-solo");
+    await_until("it leads", || leading(&solo));
+    solo.await_log(&["leading: read and claimed the state"]);
+    members.stop_member("hosting");
+    // Every line up to its exit (the log ends when it does).
+    let log: Vec<String> = solo.lines.iter().collect();
+    // Whichever sees it first — the election loop at its renew deadline, or the reconcile
+    // about to hand work to members — the daemon stops for the same reason.
+    let exit = log
+        .iter()
+        .find(|l| l.contains("stopped acting; exiting"))
+        .unwrap_or_else(|| panic!("{}", log.join("\n")));
+    assert!(
+        exit.contains("does not hold the leader lease any more"),
+        "{exit}"
+    );
+    let status = solo.child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+}
+
+/// Fencing on a real API server: once a second store has claimed the state, the first one's
+/// write carries a stale resourceVersion and the API server refuses it (409).
+#[test]
+fn a_deposed_leaders_late_write_is_refused_by_the_api_server() {
+    if !available(Backend::Real) {
+        return;
+    }
+    use gitfleet::state::kube::{ConfigMaps, KubeStore};
+    use gitfleet::state::{StateBackend, StateError};
+    let members = Members::start(Backend::Real, "members:\n  - name: hosting\n");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(async {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&members.kubeconfig).unwrap();
+        let options = kube::config::KubeConfigOptions {
+            context: Some("hosting".into()),
+            ..Default::default()
+        };
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
+    });
+    let objects = || ConfigMaps::new(client.clone(), NAMESPACE, runtime.handle().clone());
+    let mut state = gitfleet::rollout::RolloutState {
+        serving: Some("c1".into()),
+        ..Default::default()
+    };
+    state
+        .placements
+        .insert("crp/app".parse().unwrap(), Default::default());
+    let (old, _) = KubeStore::open(objects(), "fence", "old").unwrap();
+    old.save(None, &state).unwrap();
+    let (new, loaded) = KubeStore::open(objects(), "fence", "new").unwrap();
+    assert_eq!(loaded.previous_leader, "old");
+    assert_eq!(new.load_rollout().unwrap(), state);
+    state.serving = Some("c2".into());
+    let e = old.save(None, &state).unwrap_err();
+    assert!(matches!(e, StateError::Fenced { .. }), "{e}");
+    // The refused write changed nothing: a third reader sees what the new leader claimed.
+    let (third, loaded) = KubeStore::open(objects(), "fence", "third").unwrap();
+    assert_eq!(loaded.previous_leader, "new");
+    assert_eq!(third.load_rollout().unwrap().serving.as_deref(), Some("c1"));
+}
+
+/// Flags that cannot work together are refused before anything starts (exit 64).
+#[test]
+fn state_flags_that_cannot_work_are_usage_errors() {
+    let run = |args: &[&str]| {
+        common::gitfleet(&[&["run", "--repo", ".", "--kubeconfig", "k"], args].concat())
+    };
+    let r = run(&[]);
+    assert_eq!(r.code, 64, "{}", r.stderr);
+    assert!(r.stderr.contains("--state-dir"), "{}", r.stderr);
+    let r = run(&[
+        "--state",
+        "kubernetes",
+        "--lease-duration",
+        "3s",
+        "--renew-deadline",
+        "3s",
+    ]);
+    assert_eq!(r.code, 64, "{}", r.stderr);
+    assert!(r.stderr.contains("--lease-duration"), "{}", r.stderr);
+    let r = run(&[
+        "--state",
+        "kubernetes",
+        "--renew-deadline",
+        "2s",
+        "--retry-period",
+        "2s",
+    ]);
+    assert_eq!(r.code, 64, "{}", r.stderr);
+    let r = run(&["--state", "kubernetes", "--once"]);
+    assert_eq!(r.code, 64, "{}", r.stderr);
+    assert!(r.stderr.contains("--once"), "{}", r.stderr);
+}
