@@ -146,6 +146,17 @@ impl GitCredentialArgs {
     }
 }
 
+/// The daemon's writer identity: its state directory on this host (one live daemon per
+/// directory, held by the directory lock), so a restarted daemon recognises its own marks.
+fn state_identity(dir: &std::path::Path) -> String {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    format!(
+        "{} on {}",
+        dir.display(),
+        crate::push::writer::Process::current().host
+    )
+}
+
 fn now_unix() -> u64 {
     super::now_unix()
 }
@@ -230,6 +241,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         parallel_members: usize::from(args.push.parallel_members),
         parallel_requests: usize::from(args.push.parallel_requests),
         retry_budget: args.push.retry_budget,
+        writer: crate::push::writer::Identity::daemon(&state_identity(&args.state_dir)),
         clock: now_unix,
         watches: Default::default(),
         slots: Default::default(),
