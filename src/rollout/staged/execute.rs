@@ -404,7 +404,8 @@ fn progress(view: &View, c: &status::ClusterStatus) -> Progress {
     }
     // Running or attempting something this run neither gave it nor found there: another run
     // changed it. What it found there stays until the run's own push lands.
-    let other = |r: Option<&Revision>| r.is_some_and(|r| Some(r) != ours && !c.replaced.contains(r));
+    let other =
+        |r: Option<&Revision>| r.is_some_and(|r| Some(r) != ours && !c.replaced.contains(r));
     if other(cur.revision.as_ref()) || other(cur.attempted.as_ref()) {
         return Progress::Preempted;
     }

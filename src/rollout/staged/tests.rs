@@ -578,8 +578,17 @@ fn a_cluster_still_running_its_previous_revision_is_not_preempted_while_its_push
     let mut w = World::default();
     let first = with_run("v1", "r1");
     let mut now = 0;
-    while w.state.runs.get("r1").is_none_or(|r| !status::is_true(&r.conditions, status::SUCCEEDED)) {
-        assert!(now < 100, "r1 never succeeded: {:#?}", w.state.runs.get("r1"));
+    while w
+        .state
+        .runs
+        .get("r1")
+        .is_none_or(|r| !status::is_true(&r.conditions, status::SUCCEEDED))
+    {
+        assert!(
+            now < 100,
+            "r1 never succeeded: {:#?}",
+            w.state.runs.get("r1")
+        );
         w.step(&first, "c1", now, BindingHealth::Available);
         now += 1;
     }
@@ -601,7 +610,10 @@ fn a_cluster_still_running_its_previous_revision_is_not_preempted_while_its_push
         assert!(now < 200, "r2 never succeeded: {:#?}", w.run("r2"));
         now += 1;
         w.step(&second, "c2", now, BindingHealth::Available);
-        assert!(!status::is_false(&w.run("r2").conditions, status::SUCCEEDED));
+        assert!(!status::is_false(
+            &w.run("r2").conditions,
+            status::SUCCEEDED
+        ));
     }
 }
 
