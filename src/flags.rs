@@ -119,6 +119,7 @@ impl PushArgs {
             parallel_members: usize::from(self.parallel_members),
             parallel_requests: usize::from(self.parallel_requests),
             retry_budget: self.retry_budget,
+            writer: crate::push::writer::Identity::process("apply"),
         }
     }
 }

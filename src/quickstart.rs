@@ -307,6 +307,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             parallel_members: 16,
             parallel_requests: 8,
             retry_budget: Duration::from_secs(30),
+            writer: crate::push::writer::Identity::daemon(&format!("quickstart {}", dir.display())),
             clock: crate::daemon::now_unix,
             watches: Default::default(),
             slots: Default::default(),

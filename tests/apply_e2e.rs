@@ -28,6 +28,8 @@ on_both_backends!(
     a_pruned_object_held_by_a_finalizer_is_in_progress_until_it_goes,
     a_pruned_namespace_is_in_progress_while_it_terminates,
     take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest,
+    a_placement_another_live_writer_is_writing_is_left_to_it,
+    two_applies_of_different_commits_at_once_never_mix_a_placement_silently,
 );
 
 const FLEET: &str = r#"
@@ -1091,4 +1093,203 @@ fn take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest(backe
     let clash = members.get_json("alpha", &["configmap", "clash", "-n", "app"]);
     assert_eq!(clash["data"]["mode"], "red");
     assert_eq!(outcome(&report, "beta", "ConfigMap", "clash").0, "applied");
+}
+
+/// Marks alpha's record of `crp.app` as being written by someone else (issue 15.5).
+fn mark_record(members: &Members, holder: &str, process: &str, until: &str) {
+    kubectl_ok(
+        members,
+        "alpha",
+        &[
+            "annotate",
+            "--overwrite",
+            "configmap",
+            "applied.crp.app",
+            "-n",
+            "gitfleet-system",
+            &format!("gitfleet.io/writer={holder}"),
+            "gitfleet.io/writer-commit=feedbeef",
+            &format!("gitfleet.io/writer-until={until}"),
+            &format!("gitfleet.io/writer-process={process}"),
+        ],
+    );
+}
+
+fn settings_mode(members: &Members, ctx: &str) -> Value {
+    members.get_json(ctx, &["configmap", "settings", "-n", "app"])["data"]["mode"].clone()
+}
+
+fn a_placement_another_live_writer_is_writing_is_left_to_it(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.commit("first");
+    let run = apply(&repo, &members, &[]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: green}"));
+    repo.commit("second");
+
+    // A live writer on another host, for an hour: alpha's placement is left to it, whole.
+    mark_record(
+        &members,
+        "apply far-host/4242",
+        "far-host/4242",
+        "2099-01-01T00:00:00Z",
+    );
+    let (code, report, err) = apply_json(&repo, &members, &[]);
+    assert_eq!(code, 1, "{report:#}\n{err}");
+    let text = report.to_string();
+    assert!(
+        text.contains(
+            "apply far-host/4242 is writing this placement to the member (commit feedbeef"
+        ),
+        "{report:#}"
+    );
+    assert_eq!(settings_mode(&members, "alpha"), "blue");
+    assert_eq!(settings_mode(&members, "beta"), "green");
+
+    // A writer that crashed on this very host is known gone before its mark expires.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    mark_record(
+        &members,
+        &format!("apply {host}/{dead}"),
+        &format!("{host}/{dead}"),
+        "2099-01-01T00:00:00Z",
+    );
+    let (code, report, err) = apply_json(&repo, &members, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(settings_mode(&members, "alpha"), "green");
+    // The mark of the push that wrote is gone with its last write.
+    for ctx in ["alpha", "beta"] {
+        let record = members.get_json(
+            ctx,
+            &["configmap", "applied.crp.app", "-n", "gitfleet-system"],
+        );
+        let ann = &record["metadata"]["annotations"];
+        assert!(ann.get("gitfleet.io/writer").is_none(), "{record:#}");
+    }
+
+    // An expired mark frees the placement too.
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: red}"));
+    repo.commit("third");
+    mark_record(
+        &members,
+        "apply far-host/4242",
+        "far-host/4242",
+        "2001-01-01T00:00:00Z",
+    );
+    let run = apply(&repo, &members, &[]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(settings_mode(&members, "alpha"), "red");
+}
+
+fn two_applies_of_different_commits_at_once_never_mix_a_placement_silently(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = fleet_repo();
+    // Two placements, each with enough objects for the two pushes to overlap.
+    repo.write(
+        "web/placement.yaml",
+        "apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourcePlacement
+metadata: {name: web}
+spec:
+  resourceSelectors:
+  - {group: '', version: v1, kind: Namespace, name: web}
+",
+    );
+    let write_all = |value: &str| {
+        for ns in ["app", "web"] {
+            let mut docs = vec![format!(
+                "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n"
+            )];
+            for i in 0..40 {
+                docs.push(format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}, namespace: {ns}}}\ndata: {{value: {value}}}\n"
+                ));
+            }
+            repo.write(&format!("{ns}/namespace.yaml"), &docs.join("---\n"));
+        }
+    };
+    write_all("one");
+    let first = repo.commit("one");
+    write_all("two");
+    let second = repo.commit("two");
+
+    let runs: Vec<(String, Run)> = std::thread::scope(|s| {
+        let handles: Vec<_> = [&first, &second]
+            .into_iter()
+            .map(|rev| {
+                let repo = &repo;
+                let members = &members;
+                s.spawn(move || (rev.clone(), apply(repo, members, &["--rev", rev])))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // Every placement on every member holds one commit's objects, whole; wherever the two runs
+    // left different commits, the run that lost a placement says so and fails.
+    let mut seen = std::collections::BTreeSet::new();
+    for ctx in ["alpha", "beta"] {
+        for ns in ["app", "web"] {
+            let list = members.get_json(
+                ctx,
+                &["configmaps", "-n", ns, "-l", "gitfleet.io/placement"],
+            );
+            let commits: std::collections::BTreeSet<String> = list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|cm| {
+                    cm["metadata"]["annotations"]["gitfleet.io/commit"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                })
+                .collect();
+            assert_eq!(commits.len(), 1, "{ctx} {ns}: a mix of {commits:?}");
+            seen.extend(commits);
+            let record = members.get_json(
+                ctx,
+                &[
+                    "configmap",
+                    &format!("applied.crp.{ns}"),
+                    "-n",
+                    "gitfleet-system",
+                ],
+            );
+            assert!(
+                record["metadata"]["annotations"]
+                    .get("gitfleet.io/writer")
+                    .is_none(),
+                "{record:#}"
+            );
+        }
+    }
+    if seen.len() > 1 {
+        let refused: Vec<&(String, Run)> = runs
+            .iter()
+            .filter(|(_, r)| r.code == 1 && r.stdout.contains("is writing this placement"))
+            .collect();
+        assert!(
+            !refused.is_empty(),
+            "members hold both commits {seen:?} and neither run said so: {:#?}",
+            runs.iter()
+                .map(|(c, r)| (c, r.code, &r.stdout))
+                .collect::<Vec<_>>()
+        );
+    }
+    for (rev, run) in &runs {
+        assert!(
+            run.code == 0 || run.stdout.contains("is writing this placement"),
+            "{rev}: {}\n{}",
+            run.stdout,
+            run.stderr
+        );
+    }
 }

@@ -203,6 +203,13 @@ const FLEET_KINDS: &[(&str, &str, &[&str], Class)] = &[
         &["v1alpha1"],
         Class::Placement,
     ),
+    // Not delivered (refused with a diagnostic, issue 17.5): classed so no placement selects it.
+    (
+        "work.open-cluster-management.io",
+        "ManifestWork",
+        &["v1"],
+        Class::Placement,
+    ),
 ];
 
 const PLACEMENT: &str = "placement.kubernetes-fleet.io";

@@ -148,7 +148,17 @@ fn decode_fleet_objects(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
             }
             "Placement" => push_typed(cat, i, diags, |c| &mut c.ocm_placements),
             "ManifestWorkReplicaSet" => {
-                push_typed(cat, i, diags, |c| &mut c.manifest_work_replica_sets)
+                push_typed(cat, i, diags, |c| &mut c.manifest_work_replica_sets);
+                // What of OCM's work API gitfleet does not carry out is refused (17.5).
+                if let Some(e) = cat
+                    .manifest_work_replica_sets
+                    .last()
+                    .filter(|e| e.index == i)
+                {
+                    for p in crate::model::ocm::not_built(&e.spec) {
+                        diags.push(cat.diagnostic(i, &p.field, p.message));
+                    }
+                }
             }
             "ClusterResourceOverride" => push_typed(cat, i, diags, |c| &mut c.cluster_overrides),
             "ResourceOverride" => push_typed(cat, i, diags, |c| &mut c.resource_overrides),
@@ -172,6 +182,9 @@ fn decode_fleet_objects(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
             "ClusterResourcePlacementEviction" => push_typed(cat, i, diags, |c| &mut c.evictions),
             "ClusterResourcePlacementDisruptionBudget" => {
                 push_typed(cat, i, diags, |c| &mut c.disruption_budgets)
+            }
+            "ManifestWork" => {
+                diags.push(cat.diagnostic(i, "kind", crate::model::ocm::MANIFEST_WORK_NOT_BUILT))
             }
             _ => {}
         }

@@ -265,6 +265,17 @@ impl GitCredentialArgs {
     }
 }
 
+/// The daemon's writer identity: its state directory on this host (one live daemon per
+/// directory, held by the directory lock), so a restarted daemon recognises its own marks.
+fn state_identity(dir: &std::path::Path) -> String {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    format!(
+        "{} on {}",
+        dir.display(),
+        crate::push::writer::Process::current().host
+    )
+}
+
 fn now_unix() -> u64 {
     super::now_unix()
 }
@@ -384,6 +395,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         parallel_members: usize::from(args.push.parallel_members),
         parallel_requests: usize::from(args.push.parallel_requests),
         retry_budget: args.push.retry_budget,
+        writer: crate::push::writer::Identity::daemon(&match (args.state, &args.state_dir) {
+            // Only the Lease's holder writes, and a new leader takes over the old one's marks.
+            (StateKind::Kubernetes, _) => format!("lease {}", args.hosting.lease_name),
+            (StateKind::Directory, dir) => state_identity(dir.as_deref().unwrap_or(".".as_ref())),
+        }),
         clock: now_unix,
         watches: Default::default(),
         slots: Default::default(),

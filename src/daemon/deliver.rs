@@ -25,6 +25,8 @@ pub struct PushDeliverer {
     pub parallel_members: usize,
     pub parallel_requests: usize,
     pub retry_budget: std::time::Duration,
+    /// Marks the records of the placements it writes (see [`crate::push::writer`]).
+    pub writer: crate::push::writer::Identity,
     /// Unix seconds, for the untrackable-availability clock.
     pub clock: fn() -> u64,
     /// The watches of what was delivered (`gitfleet run`).
@@ -150,6 +152,7 @@ impl Deliverer for PushDeliverer {
             parallel_members: self.parallel_members,
             parallel_requests: self.parallel_requests,
             retry_budget: self.retry_budget,
+            writer: self.writer.clone(),
         };
         let targets = members.iter().map(|m| m.target.clone()).collect();
         crate::push::fleet::records_of(&self.kubeconfig, &self.kubeconfig_path, targets, &opts)
@@ -180,6 +183,7 @@ impl Deliverer for PushDeliverer {
             parallel_members: self.parallel_members,
             parallel_requests: self.parallel_requests,
             retry_budget: self.retry_budget,
+            writer: self.writer.clone(),
         };
         let results = push_fleet(
             &self.kubeconfig,

@@ -789,6 +789,55 @@ impl ApiObject for ManifestWorkReplicaSet {
     }
 }
 
+/// A plain ManifestWork in the repository (issue 17.5).
+pub const MANIFEST_WORK_NOT_BUILT: &str = "ManifestWork is not delivered by gitfleet (not built): \
+    put its manifests in a ManifestWorkReplicaSet with a Placement that selects the cluster, or in \
+    a ClusterResourcePlacement; nothing of this commit is applied while it is here";
+
+/// What of OCM's work API gitfleet does not carry out (issue 17.5): refused, never accepted and
+/// ignored. Every workload is server-side applied by gitfleet's own identity, pruned when no
+/// longer delivered, and sent to every selected cluster at once.
+pub fn not_built(m: &ManifestWorkReplicaSet) -> Vec<Problem> {
+    let mut problems = Problems::default();
+    let p = &mut problems;
+    const NOT_BUILT: &str = "not built in gitfleet";
+    let t = &m.spec.manifest_work_template;
+    if !t.manifest_configs.is_empty() {
+        p.push(
+            "spec.manifestWorkTemplate.manifestConfigs",
+            format!("{NOT_BUILT}: update strategies (ServerSideApply options, Update, CreateOnly, ReadOnly), feedback rules and per-resource configuration are not honoured; gitfleet server-side applies every manifest; remove manifestConfigs"),
+        );
+    }
+    if let Some(d) = &t.delete_option {
+        let policy = d
+            .get("propagationPolicy")
+            .and_then(Value::as_str)
+            .unwrap_or("Foreground");
+        if policy != "Foreground" {
+            p.push(
+                "spec.manifestWorkTemplate.deleteOption.propagationPolicy",
+                format!("{NOT_BUILT}: {policy:?}; gitfleet deletes what is no longer delivered (Foreground); remove deleteOption or set it to Foreground"),
+            );
+        }
+    }
+    if t.executor.is_some() {
+        p.push(
+            "spec.manifestWorkTemplate.executor",
+            format!("{NOT_BUILT}: gitfleet applies with its own credentials for the member and does not impersonate an executor; remove executor"),
+        );
+    }
+    for (i, r) in m.spec.placement_refs.iter().enumerate() {
+        let ty = r.rollout_type();
+        if ty != OcmRolloutType::All {
+            p.push(
+                format!("spec.placementRefs[{i}].rolloutStrategy.type"),
+                format!("{NOT_BUILT}: rolloutStrategy type {ty:?}; gitfleet sends the works to every selected cluster at once (type All); for staged rollouts use a ClusterResourcePlacement with a staged update strategy"),
+            );
+        }
+    }
+    problems.0
+}
+
 /// The OCM work webhook's manifest rules.
 fn validate_manifests(manifests: &[Value], p: &mut Problems) {
     let f = "spec.manifestWorkTemplate.workload.manifests";
@@ -1364,7 +1413,34 @@ spec:
 
     #[test]
     fn manifest_work_replica_set_decodes_with_defaults() {
+        // Valid by OCM's rules; what gitfleet does not carry out is refused (issue 17.5).
         assert_eq!(problems::<ManifestWorkReplicaSet>(MWRS), vec![]);
+        let fields: Vec<String> = not_built(&typed(MWRS))
+            .into_iter()
+            .inspect(|p| {
+                assert!(
+                    p.message.starts_with("not built in gitfleet"),
+                    "{}",
+                    p.message
+                )
+            })
+            .map(|p| p.field)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.manifestWorkTemplate.manifestConfigs",
+                "spec.manifestWorkTemplate.deleteOption.propagationPolicy",
+                "spec.manifestWorkTemplate.executor",
+                "spec.placementRefs[1].rolloutStrategy.type",
+                "spec.placementRefs[2].rolloutStrategy.type",
+            ]
+        );
+        let built = "apiVersion: work.open-cluster-management.io/v1alpha1\nkind: ManifestWorkReplicaSet\n\
+            metadata: {name: m, namespace: default}\nspec:\n  placementRefs: [{name: p, rolloutStrategy: {type: All}}]\n\
+            \x20 manifestWorkTemplate:\n    deleteOption: {propagationPolicy: Foreground}\n\
+            \x20   workload:\n      manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: default}}]\n";
+        assert_eq!(not_built(&typed(built)), vec![]);
         let m: ManifestWorkReplicaSet = typed(MWRS);
         assert_eq!(
             m.cascade_deletion_policy(),

@@ -42,6 +42,27 @@ pub enum Error {
     NotAnObject(#[source] serde_json::Error),
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// Another live gitfleet is writing this placement to the member (see
+    /// [`super::writer`]).
+    #[error("{holder} is writing this placement to the member (commit {commit}, its mark lasts until {until}); nothing of it was written by this push")]
+    Held {
+        holder: String,
+        commit: String,
+        until: String,
+    },
+    /// The record changed between this push's read and its mark: what it decided is stale.
+    #[error("another gitfleet wrote this placement to the member while this push was reading it; nothing of it was written by this push (the next run starts from what is there)")]
+    Changed,
+    /// The placement's mark failed earlier in this push (see the first object's error).
+    #[error("{0}")]
+    NotMarked(String),
+    /// The mark was taken by another writer while this push wrote (it expired): the member may
+    /// hold some objects of each.
+    #[error("another writer took this placement's record on the member while this push was writing (the mark expired): the member may hold objects of both; run again ({source})")]
+    MarkLost {
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 /// One field another manager owns, as a 409's `details.causes` names it.
@@ -87,6 +108,11 @@ impl Error {
     /// 404: the object (or its namespace, or its kind) does not exist.
     pub fn is_not_found(&self) -> bool {
         self.has_code(404)
+    }
+
+    /// 409: a resourceVersion precondition failed, or the object already exists (create).
+    pub fn is_conflict(&self) -> bool {
+        self.has_code(409)
     }
 
     /// 422: the object is invalid (e.g. an immutable field changed).

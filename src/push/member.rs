@@ -33,7 +33,16 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 use tokio::sync::Semaphore;
+
+use super::writer::{claim, pid_alive, Claim, Identity, Mark};
+
+/// No intent: a mark taken for objects the record already lists.
+static NOTHING: BTreeSet<ObjectRef> = BTreeSet::new();
+
+/// Added to the retry budget for a mark's lifetime (see [`Member::mark_ttl`]).
+const MARK_MARGIN: Duration = Duration::from_secs(300);
 
 /// One member's connection, budget, request limit and discovery cache for this run.
 pub struct Member {
@@ -43,6 +52,12 @@ pub struct Member {
     kinds: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
     /// (apiVersion, kind) defined by CRDs applied in this run: worth waiting for in discovery.
     expected_kinds: Mutex<HashSet<(String, String)>>,
+    /// Marks the records of the placements this push writes.
+    writer: Identity,
+    commit: String,
+    /// How long a mark holds: longer than any push of one member can take (its retry budget
+    /// bounds it), so only a writer that is gone loses its mark.
+    mark_ttl: Duration,
 }
 
 fn to_value(o: DynamicObject) -> Value {
@@ -57,6 +72,9 @@ impl Member {
             requests: Semaphore::new(opts.parallel_requests.max(1)),
             kinds: Mutex::new(HashMap::new()),
             expected_kinds: Mutex::new(HashSet::new()),
+            writer: opts.writer.clone(),
+            commit: opts.commit.clone(),
+            mark_ttl: opts.retry_budget + MARK_MARGIN,
         }
     }
 
@@ -270,28 +288,136 @@ impl Member {
         Ok(out)
     }
 
-    async fn write_record(&self, r: &Record) -> Result<(), Error> {
-        let cm = record::config_map(r);
-        let name = record::name(&r.key);
-        match self
-            .apply(&self.records_api(), &name, &cm, true, false)
-            .await
-        {
-            // The first record on this member: its namespace comes first.
-            Err(e) if e.is_not_found() => {
-                self.ensure_system_namespace().await?;
-                self.apply(&self.records_api(), &name, &cm, true, false)
-                    .await
-                    .map(drop)
-            }
-            r => r.map(drop),
+    /// One record, fresh from the member (`None`: there is none).
+    async fn read_record(&self, key: &str) -> Result<Option<Record>, Error> {
+        match self.get(&self.records_api(), &record::name(key)).await? {
+            Some(cm) => Ok(Some(record::parse(&cm)?)),
+            None => Ok(None),
         }
     }
 
-    async fn delete_record(&self, key: &str) -> Result<(), Error> {
+    /// Writes a record: a create when it carries no resourceVersion (409 if someone else
+    /// created it meanwhile), else a replace with that resourceVersion as precondition (409 if
+    /// it changed). Never server-side apply: apply is an upsert, and fields of another
+    /// operation would survive it. Returns the record as written, with its new resourceVersion.
+    async fn put_record(&self, r: &Record) -> Result<Record, Error> {
         let api = self.records_api();
-        let name = record::name(key);
-        let dp = DeleteParams::background();
+        let obj: DynamicObject =
+            serde_json::from_value(record::config_map(r)).map_err(Error::NotAnObject)?;
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        let name = record::name(&r.key);
+        let written = match &r.resource_version {
+            Some(_) => self.call(|| api.replace(&name, &pp, &obj)).await,
+            None => match self.call(|| api.create(&pp, &obj)).await {
+                // The first record on this member: its namespace comes first.
+                Err(e) if e.is_not_found() => {
+                    self.ensure_system_namespace().await?;
+                    self.call(|| api.create(&pp, &obj)).await
+                }
+                r => r,
+            },
+        }?;
+        Ok(Record {
+            resource_version: written.metadata.resource_version.clone(),
+            ..r.clone()
+        })
+    }
+
+    /// Marks the placement's record as being written by this push, before anything of the
+    /// placement is written (see [`super::writer`]); `read` is the record as the push read it
+    /// at its start, and the mark is written with its resourceVersion as precondition. The
+    /// marked record also lists `intent`, the objects about to be delivered, so an interrupted
+    /// push still knows what it may have created. A record changed since it was read (by a live
+    /// writer, or one that came and went) is not marked: what the push decided from it is stale,
+    /// and nothing of the placement is written.
+    async fn mark_record(
+        &self,
+        key: &str,
+        read: Option<&Record>,
+        intent: &BTreeSet<ObjectRef>,
+        abandon: bool,
+    ) -> Result<Record, Error> {
+        let refused = |found: Option<&Record>| {
+            let mark = found.and_then(|r| r.mark.as_ref());
+            match claim(mark, &self.writer, SystemTime::now(), pid_alive) {
+                Claim::Held(mark) => held(mark),
+                Claim::Free => Error::Changed,
+            }
+        };
+        if let Claim::Held(_) = claim(
+            read.and_then(|r| r.mark.as_ref()),
+            &self.writer,
+            SystemTime::now(),
+            pid_alive,
+        ) {
+            return Err(refused(read));
+        }
+        let mut next = read.cloned().unwrap_or_else(|| Record {
+            key: key.to_string(),
+            ..Record::default()
+        });
+        let known: BTreeSet<ObjectRef> = next.entries.iter().map(|e| e.object.clone()).collect();
+        next.entries.extend(
+            intent
+                .iter()
+                .filter(|o| !known.contains(*o))
+                .map(|o| Entry {
+                    object: o.clone(),
+                    created: false,
+                }),
+        );
+        next.abandon = abandon;
+        next.mark = Some(Mark::new(
+            &self.writer,
+            &self.commit,
+            SystemTime::now(),
+            self.mark_ttl,
+        ));
+        match self.put_record(&next).await {
+            Ok(marked) => Ok(marked),
+            // Changed, or created, by someone else since it was read.
+            Err(e) if e.is_conflict() => Err(refused(self.read_record(key).await?.as_ref())),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The last write of a marked record: its entries as the push left them, the mark cleared;
+    /// deleted instead when nothing is left and nothing is kept.
+    async fn release_record(&self, marked: &Record, entries: BTreeSet<Entry>) -> Result<(), Error> {
+        let done = Record {
+            entries,
+            mark: None,
+            ..marked.clone()
+        };
+        let result = if done.entries.is_empty() {
+            self.delete_record(&done).await
+        } else {
+            self.put_record(&done).await.map(drop)
+        };
+        result.map_err(|e| {
+            if e.is_conflict() {
+                Error::MarkLost {
+                    source: Box::new(e),
+                }
+            } else {
+                e
+            }
+        })
+    }
+
+    async fn delete_record(&self, r: &Record) -> Result<(), Error> {
+        let api = self.records_api();
+        let name = record::name(&r.key);
+        let mut dp = DeleteParams::background();
+        if let Some(rv) = &r.resource_version {
+            dp = dp.preconditions(kube::api::Preconditions {
+                resource_version: Some(rv.clone()),
+                uid: None,
+            });
+        }
         match self.call(|| api.delete(&name, &dp)).await {
             Ok(_) => Ok(()),
             Err(e) if e.is_not_found() => Ok(()),
@@ -300,7 +426,22 @@ impl Member {
     }
 }
 
-/// Pushes everything `target` should receive through `client`.
+fn held(mark: Mark) -> Error {
+    Error::Held {
+        holder: mark.holder,
+        commit: if mark.commit.is_empty() {
+            "unknown".into()
+        } else {
+            mark.commit
+        },
+        until: crate::timestamp::format_unix_seconds(
+            mark.until
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+        ),
+    }
+}
+
 /// The member's records, by placement key (what `gitfleet apply`'s deletion guard counts).
 pub async fn records(
     client: kube::Client,
@@ -309,6 +450,7 @@ pub async fn records(
     Member::new(client, opts).records().await
 }
 
+/// Pushes everything `target` should receive through `client`.
 pub async fn push_member(
     client: kube::Client,
     target: MemberPush,
@@ -372,33 +514,32 @@ pub fn failed_member(target: &MemberPush, error: String) -> MemberResult {
 }
 
 /// Everything of a placement that is no longer delivered to this member at all.
-async fn prune_placement(m: &Member, member: &str, record: &Record) -> PlacementResult {
-    let key = record.key.as_str();
+async fn prune_placement(m: &Member, member: &str, read: &Record) -> PlacementResult {
+    let key = read.key.as_str();
     let label = label_value(key);
-    let mut objects = Vec::new();
-    let mut kept = Record {
-        entries: BTreeSet::new(),
-        ..record.clone()
-    };
-    for e in record::stale(&record.entries, &BTreeSet::new()) {
-        let r = prune_entry(m, &e, &label, record.abandon).await;
-        if r.outcome == Outcome::Failed {
-            kept.entries.insert(e);
-        }
-        objects.push(r);
-    }
-    let error = if kept.entries.is_empty() {
-        m.delete_record(key).await.err()
-    } else {
-        m.write_record(&kept).await.err()
-    }
-    .map(|e| format!("cannot update the applied record: {e}"));
-    PlacementResult {
+    let mut result = PlacementResult {
         placement: key.to_string(),
         cluster: member.to_string(),
-        error,
-        objects,
+        error: None,
+        objects: Vec::new(),
+    };
+    let mark = PlacementMark::new(key, Some(read), read.abandon);
+    if let Err(e) = mark.ensure(m, &NOTHING).await {
+        result.error = Some(e.to_string());
+        return result;
     }
+    let mut kept = BTreeSet::new();
+    for e in record::stale(&read.entries, &BTreeSet::new()) {
+        let r = prune_entry(m, &mark, &e, &label, read.abandon).await;
+        if r.outcome == Outcome::Failed {
+            kept.insert(e);
+        }
+        result.objects.push(r);
+    }
+    if let Err(e) = mark.finish(m, kept).await {
+        result.error = Some(format!("cannot update the applied record: {e}"));
+    }
+    result
 }
 
 async fn push_placement(
@@ -406,11 +547,9 @@ async fn push_placement(
     member: &str,
     p: &PlacementPush,
     key: &str,
-    old: Option<&Record>,
+    read: Option<&Record>,
     commit: &str,
 ) -> PlacementResult {
-    let old_abandon = old.map(|r| r.abandon);
-    let old = old.map(|r| r.entries.clone()).unwrap_or_default();
     let label = label_value(key);
     let mut result = PlacementResult {
         placement: key.to_string(),
@@ -423,6 +562,7 @@ async fn push_placement(
         label: label.clone(),
         resource_snapshot: p.resource_snapshot.clone(),
         commit: commit.to_string(),
+        mark: PlacementMark::new(key, read, p.strategy.abandon),
     });
     let manifests: Vec<Value> = p.manifests.iter().map(|m| m.value.clone()).collect();
     if p.strategy.type_ == ApplyStrategyType::ReportDiff {
@@ -434,28 +574,18 @@ async fn push_placement(
             .collect();
         return result;
     }
+    let old = read.map(|r| r.entries.clone()).unwrap_or_default();
     let delivered: BTreeSet<ObjectRef> = manifests.iter().map(ObjectRef::of).collect();
-    // Record the intent before writing, so that an interrupted run still knows what it may
-    // have created.
+    if delivered.is_empty() && read.is_none() {
+        // Nothing to write and nothing to prune: no record.
+        return result;
+    }
+    // Objects the record does not list yet are listed (with the mark) before any is written,
+    // so that an interrupted run still knows what it may have created.
     let old_objects: BTreeSet<&ObjectRef> = old.iter().map(|e| &e.object).collect();
     if delivered.iter().any(|o| !old_objects.contains(o)) {
-        let mut union = old.clone();
-        union.extend(
-            delivered
-                .iter()
-                .filter(|o| !old_objects.contains(o))
-                .map(|o| Entry {
-                    object: o.clone(),
-                    created: false,
-                }),
-        );
-        let r = Record {
-            key: key.to_string(),
-            entries: union,
-            abandon: p.strategy.abandon,
-        };
-        if let Err(e) = m.write_record(&r).await {
-            result.error = Some(format!("cannot write the applied record: {e}"));
+        if let Err(e) = ctx.mark.ensure(m, &delivered).await {
+            result.error = Some(format!("cannot mark the applied record: {e}"));
             return result;
         }
     }
@@ -489,23 +619,90 @@ async fn push_placement(
         i = end;
     }
     for e in record::stale(&old, &delivered) {
-        let r = prune_entry(m, &e, &label, p.strategy.abandon).await;
+        let r = prune_entry(m, &ctx.mark, &e, &label, p.strategy.abandon).await;
         if r.outcome == Outcome::Failed {
             entries.insert(e);
         }
         result.objects.push(r);
     }
-    if entries != old || old_abandon != Some(p.strategy.abandon) {
-        let r = Record {
-            key: key.to_string(),
-            entries,
-            abandon: p.strategy.abandon,
-        };
-        if let Err(e) = m.write_record(&r).await {
+    if let Some(e) = ctx.mark.failed() {
+        // Nothing of the placement was written; its objects say so too.
+        result.error = Some(format!("cannot mark the applied record: {e}"));
+    } else if ctx.mark.is_marked()
+        || entries != old
+        || read.map(|r| r.abandon) != Some(p.strategy.abandon)
+    {
+        if let Err(e) = ctx.mark.finish(m, entries).await {
             result.error = Some(format!("cannot write the applied record: {e}"));
         }
     }
     result
+}
+
+/// A placement's mark on its record for one push (see [`super::writer`]): taken before the
+/// first write of the placement — none at all when the member already holds everything as it
+/// would be applied — and once for the whole push, by whichever object writes first.
+struct PlacementMark {
+    key: String,
+    read: Option<Record>,
+    abandon: bool,
+    marked: tokio::sync::OnceCell<Result<Record, String>>,
+}
+
+impl PlacementMark {
+    fn new(key: &str, read: Option<&Record>, abandon: bool) -> PlacementMark {
+        PlacementMark {
+            key: key.to_string(),
+            read: read.cloned(),
+            abandon,
+            marked: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// Marks the record unless this push already did; `intent` as [`Member::mark_record`]
+    /// (only the first call's counts). Once marking failed, every later call fails the same.
+    async fn ensure(&self, m: &Member, intent: &BTreeSet<ObjectRef>) -> Result<(), Error> {
+        let marked = self
+            .marked
+            .get_or_init(|| async {
+                m.mark_record(&self.key, self.read.as_ref(), intent, self.abandon)
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+            .await;
+        marked
+            .as_ref()
+            .map(drop)
+            .map_err(|e| Error::NotMarked(e.clone()))
+    }
+
+    fn is_marked(&self) -> bool {
+        matches!(self.marked.get(), Some(Ok(_)))
+    }
+
+    fn failed(&self) -> Option<&str> {
+        match self.marked.get() {
+            Some(Err(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The push's last record write: the entries as it leaves them, the mark cleared (see
+    /// [`Member::release_record`]); without a mark, a write fenced by the resourceVersion read.
+    async fn finish(&self, m: &Member, entries: BTreeSet<Entry>) -> Result<(), Error> {
+        let base = match self.marked.get() {
+            Some(Ok(marked)) => marked.clone(),
+            Some(Err(e)) => return Err(Error::NotMarked(e.clone())),
+            None => Record {
+                abandon: self.abandon,
+                ..self.read.clone().unwrap_or_else(|| Record {
+                    key: self.key.clone(),
+                    ..Record::default()
+                })
+            },
+        };
+        m.release_record(&base, entries).await
+    }
 }
 
 /// The (apiVersion, kind) of every served version a CustomResourceDefinition manifest defines;
@@ -538,6 +735,7 @@ struct ObjectContext {
     label: String,
     resource_snapshot: String,
     commit: String,
+    mark: PlacementMark,
 }
 
 /// Applies (or diffs) manifests in parallel; results in manifest order, with whether gitfleet
@@ -761,6 +959,8 @@ async fn apply_object(
         commit: &ctx.commit,
     };
     let decorated = decorate(manifest, &stamp);
+    // The placement's mark comes before each write.
+    let write = || ctx.mark.ensure(m, &NOTHING);
     let applied = match s.type_ {
         ApplyStrategyType::ClientSideApply => {
             let mut with_last = decorated.clone();
@@ -775,6 +975,7 @@ async fn apply_object(
                         field_manager: Some(FIELD_MANAGER.into()),
                         ..PostParams::default()
                     };
+                    write().await?;
                     m.call(|| api.create(&pp, &obj)).await.map(to_value)?
                 }
                 Some(live) => {
@@ -784,6 +985,7 @@ async fn apply_object(
                     if patch.as_object().is_some_and(|p| p.is_empty()) {
                         live.clone()
                     } else {
+                        write().await?;
                         m.merge_patch(&api, name, &patch).await?
                     }
                 }
@@ -798,14 +1000,17 @@ async fn apply_object(
         _ if live.as_ref().is_some_and(|live| holds(live, &decorated)) => {
             live.clone().expect("checked")
         }
-        _ => match m.apply(&api, name, &decorated, s.force, false).await {
-            // Conflicts only with gitfleet's own earlier writes (ClientSideApply's updates, or
-            // kubectl's `before-first-apply`): take the fields over (KubeFleet's #59 fix).
-            Err(e) if !s.force && conflicts_only_with_self(&e) => {
-                m.apply(&api, name, &decorated, true, false).await?
+        _ => {
+            write().await?;
+            match m.apply(&api, name, &decorated, s.force, false).await {
+                // Conflicts only with gitfleet's own earlier writes (ClientSideApply's updates,
+                // or kubectl's `before-first-apply`): take the fields over (KubeFleet's #59 fix).
+                Err(e) if !s.force && conflicts_only_with_self(&e) => {
+                    m.apply(&api, name, &decorated, true, false).await?
+                }
+                r => r?,
             }
-            r => r?,
-        },
+        }
     };
     let outcome = match &live {
         Some(live) if same_content(live, &applied) => Outcome::Unchanged,
@@ -874,7 +1079,13 @@ async fn report_diff(
 
 /// Removes an object no longer delivered, if and only if it carries this placement's label:
 /// deleted, or (Abandon, or a Namespace gitfleet did not create) stripped of gitfleet's marks.
-async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> ObjectResult {
+async fn prune_entry(
+    m: &Member,
+    mark: &PlacementMark,
+    entry: &Entry,
+    label: &str,
+    abandon: bool,
+) -> ObjectResult {
     let object = entry.object.clone();
     let api = match m.api(&object).await {
         // The kind is gone (its CRD deleted): so are its objects.
@@ -891,6 +1102,9 @@ async fn prune_entry(m: &Member, entry: &Entry, label: &str, abandon: bool) -> O
         let mut r = ObjectResult::new(object, Outcome::Left);
         r.error = Some("not labelled as this placement's: left alone".into());
         return r;
+    }
+    if let Err(e) = mark.ensure(m, &NOTHING).await {
+        return ObjectResult::failed(object, e.to_string());
     }
     let foreign_namespace =
         object.kind == "Namespace" && object.group().is_empty() && !entry.created;

@@ -18,6 +18,7 @@ pub mod fleet;
 pub mod member;
 pub mod record;
 pub mod work;
+pub mod writer;
 
 use crate::model::PlacementKey;
 use crate::render::Manifest;
@@ -79,6 +80,8 @@ pub struct PushOptions {
     pub parallel_members: usize,
     pub parallel_requests: usize,
     pub retry_budget: Duration,
+    /// Who writes: marks each placement's record while writing it (see [`writer`]).
+    pub writer: writer::Identity,
 }
 
 /// What happened to one object.

@@ -4,6 +4,7 @@
 //! what to prune.
 
 use super::decorate::{label_value, MANAGED_BY, MANAGED_BY_LABEL, PLACEMENT_LABEL};
+use super::writer::Mark;
 use super::ObjectRef;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -25,6 +26,10 @@ pub struct Record {
     pub entries: BTreeSet<Entry>,
     /// deleteStrategy Abandon: objects no longer delivered are left on the member.
     pub abandon: bool,
+    /// The writer pushing the placement right now, if any (see [`super::writer`]).
+    pub mark: Option<Mark>,
+    /// The ConfigMap's resourceVersion as read; written back as a precondition.
+    pub resource_version: Option<String>,
 }
 
 /// One applied object.
@@ -62,7 +67,7 @@ pub fn config_map(record: &Record) -> Value {
     let placement_key = record.key.as_str();
     let list: Vec<&Entry> = record.entries.iter().collect();
     let policy = if record.abandon { "Abandon" } else { "Delete" };
-    json!({
+    let mut cm = json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
@@ -76,7 +81,16 @@ pub fn config_map(record: &Record) -> Value {
             "annotations": {KEY_ANNOTATION: placement_key, PROPAGATION_ANNOTATION: policy},
         },
         "data": {"objects": serde_json::to_string(&list).expect("entries serialise")},
-    })
+    });
+    if let Some(mark) = &record.mark {
+        for (k, v) in mark.annotations() {
+            cm["metadata"]["annotations"][k] = v.into();
+        }
+    }
+    if let Some(rv) = &record.resource_version {
+        cm["metadata"]["resourceVersion"] = rv.as_str().into();
+    }
+    cm
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +133,11 @@ pub fn parse(cm: &Value) -> Result<Record, RecordError> {
         key,
         entries: entries.into_iter().collect(),
         abandon,
+        mark: cm.pointer("/metadata/annotations").and_then(Mark::read),
+        resource_version: cm
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string),
     })
 }
 
@@ -181,6 +200,13 @@ mod tests {
             key: "crp.web".into(),
             entries,
             abandon: true,
+            mark: Some(Mark::new(
+                &crate::push::writer::Identity::process("apply"),
+                "abc",
+                std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000),
+                std::time::Duration::from_secs(60),
+            )),
+            resource_version: Some("42".into()),
         };
         let cm = config_map(&record);
         assert_eq!(cm["metadata"]["name"], "applied.crp.web");

@@ -402,8 +402,11 @@ fn progress(view: &View, c: &status::ClusterStatus) -> Progress {
         }
         return Progress::Updating;
     }
-    // Neither running nor attempting what this run gave it: another run changed it.
-    if cur.revision.is_some() && cur.attempted.as_ref() != ours {
+    // Running or attempting something this run neither gave it nor found there: another run
+    // changed it. What it found there stays until the run's own push lands.
+    let other =
+        |r: Option<&Revision>| r.is_some_and(|r| Some(r) != ours && !c.replaced.contains(r));
+    if other(cur.revision.as_ref()) || other(cur.attempted.as_ref()) {
         return Progress::Preempted;
     }
     Progress::Updating
@@ -551,6 +554,11 @@ fn execute_stage(
             let Some(revision) = push(st, view, &c.cluster_name, render, out) else {
                 continue;
             };
+            c.replaced = view
+                .clusters
+                .get(&c.cluster_name)
+                .map(|cur| cur.revision.iter().chain(&cur.attempted).cloned().collect())
+                .unwrap_or_default();
             c.revision = Some(revision);
             cluster_started(c, now);
             stage_started(&mut st.stages_status[i], now);

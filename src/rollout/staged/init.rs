@@ -194,6 +194,7 @@ pub fn compute_stages(
                 .map(|(_, name)| ClusterStatus {
                     cluster_name: name.to_string(),
                     revision: None,
+                    replaced: vec![],
                     conditions: vec![],
                 })
                 .collect(),
@@ -375,6 +376,7 @@ pub fn initialize(
                 .map(|c| ClusterStatus {
                     cluster_name: c.clone(),
                     revision: None,
+                    replaced: vec![],
                     conditions: vec![],
                 })
                 .collect(),

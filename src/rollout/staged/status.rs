@@ -180,6 +180,11 @@ pub struct ClusterStatus {
     /// means another run changed it: preemption).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<Revision>,
+    /// What the cluster ran, or last failed to run, when the run started it: until the run's
+    /// own push lands (the daemon's workers push while later steps are decided), finding one
+    /// of these is not preemption.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<Revision>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }

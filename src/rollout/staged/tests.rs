@@ -113,6 +113,22 @@ struct Stepped {
 impl World {
     /// One step of `cat` at `now`; every push ends with `health`.
     fn step(&mut self, cat: &Catalog, sha: &str, now: u64, health: BindingHealth) -> Stepped {
+        self.step_ending(cat, sha, now, Some(health))
+    }
+
+    /// One step whose pushes are still in flight when the next step is decided (the daemon's
+    /// workers push while reconciles go on): none of their results is absorbed.
+    fn step_in_flight(&mut self, cat: &Catalog, sha: &str, now: u64) -> Stepped {
+        self.step_ending(cat, sha, now, None)
+    }
+
+    fn step_ending(
+        &mut self,
+        cat: &Catalog,
+        sha: &str,
+        now: u64,
+        health: Option<BindingHealth>,
+    ) -> Stepped {
         let fleet = Fleet::build(cat, None);
         let mut schedule = schedule_commit(cat, &fleet, &self.previous, now as i64);
         let input = Input {
@@ -142,11 +158,14 @@ impl World {
             requests: d.requests.iter().map(Request::key).collect(),
             requeue_after: d.steps.iter().map(|s| s.requeue_after).max().unwrap_or(0),
         };
-        let results = d
-            .work
-            .into_iter()
-            .map(|w| (w, Outcome::Done(health, Default::default())))
-            .collect();
+        let results = match health {
+            Some(health) => d
+                .work
+                .into_iter()
+                .map(|w| (w, Outcome::Done(health, Default::default())))
+                .collect(),
+            None => Vec::new(),
+        };
         absorb(&mut self.state, &mut schedule, d.ledger, results, sha, now);
         self.catalogs
             .insert(sha.to_string(), std::sync::Arc::new(cat.clone()));
@@ -535,6 +554,67 @@ fn a_cluster_changed_by_another_run_aborts_this_one() {
         .unwrap()
         .message
         .contains("concurrent updateRun"));
+}
+
+/// A second run over clusters that run the first run's revision: while its pushes are in
+/// flight, a cluster still runs what it ran, and that is not another run's doing. (The bug:
+/// the daemon's per-member workers push while later steps are decided, and every second run
+/// failed as "preempted" within seconds.)
+#[test]
+fn a_cluster_still_running_its_previous_revision_is_not_preempted_while_its_push_is_in_flight() {
+    const ONE_STAGE: &str = "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\n\
+        kind: ClusterStagedUpdateStrategy\nmetadata: {name: three}\n\
+        spec:\n  stages:\n  - name: all\n    labelSelector: {}\n    maxConcurrency: 3\n";
+    let with_run = |tag: &str, name: &str| {
+        commit(
+            tag,
+            &format!(
+                "{}{ONE_STAGE}{}",
+                placement("External", "{placementType: PickAll}"),
+                run(name, "Run")
+            ),
+        )
+    };
+    let mut w = World::default();
+    let first = with_run("v1", "r1");
+    let mut now = 0;
+    while w
+        .state
+        .runs
+        .get("r1")
+        .is_none_or(|r| !status::is_true(&r.conditions, status::SUCCEEDED))
+    {
+        assert!(
+            now < 100,
+            "r1 never succeeded: {:#?}",
+            w.state.runs.get("r1")
+        );
+        w.step(&first, "c1", now, BindingHealth::Available);
+        now += 1;
+    }
+    let second = with_run("v2", "r2");
+    let started = w.step_in_flight(&second, "c2", now);
+    assert_eq!(started.applied, ["m1", "m2", "m3"]);
+    // Reconciles while those pushes are in flight.
+    for _ in 0..3 {
+        now += 1;
+        w.step_in_flight(&second, "c2", now);
+        let st = w.run("r2");
+        assert!(
+            !status::is_false(&st.conditions, status::SUCCEEDED),
+            "{:#?}",
+            st.conditions
+        );
+    }
+    while !status::is_true(&w.run("r2").conditions, status::SUCCEEDED) {
+        assert!(now < 200, "r2 never succeeded: {:#?}", w.run("r2"));
+        now += 1;
+        w.step(&second, "c2", now, BindingHealth::Available);
+        assert!(!status::is_false(
+            &w.run("r2").conditions,
+            status::SUCCEEDED
+        ));
+    }
 }
 
 fn init_failure(extra: &str) -> String {
