@@ -317,6 +317,7 @@ async fn capacity_on(
         parallel_members: 16,
         parallel_requests: in_flight,
         retry_budget: Duration::from_secs(30),
+        writer: gitfleet::push::writer::Identity::process("bench"),
     };
     let pushed = round(kubeconfig, &members, &opts).await;
     let failed = pushed.results.iter().filter(|m| m.failed()).count();
@@ -367,6 +368,7 @@ fn main() {
             parallel_members: 16,
             parallel_requests: 8,
             retry_budget: Duration::from_secs(2),
+            writer: gitfleet::push::writer::Identity::process("bench"),
         };
         let first = round(&kubeconfig, &members, &opts).await;
         report("create", &first, objects);

@@ -479,6 +479,7 @@ async fn run_elected(
         metrics: metrics.clone(),
         webhook_secret: webhook_secret.map(Arc::from),
         wake: wake_tx,
+        ready_fetch_failures: args.ready_fetch_failures,
     };
     let mut server = super::server::spawn(listener, api, super::server::Limits::default())?;
     tracing::info!(listen = %server.local_addr(), repo = %crate::follow::remote::redacted(&args.repo), branch = %args.branch, identity = %identity, namespace = %namespace, lease = %election.lease_name, "gitfleet run: state in the hosting cluster; electing a leader");
@@ -696,9 +697,11 @@ fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
             StatusFormat::Table | StatusFormat::Wide => {
                 let now = super::now_unix();
                 let wide = matches!(args.output, StatusFormat::Wide);
-                let leader = all.placements.leader.as_ref().map_or(String::new(), |l| {
-                    format!("{}\n", leader_line(l))
-                });
+                let leader = all
+                    .placements
+                    .leader
+                    .as_ref()
+                    .map_or(String::new(), |l| format!("{}\n", leader_line(l)));
                 format!(
                     "{leader}{}{}",
                     super::view::table(&all.placements, now, wide),
