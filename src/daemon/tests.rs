@@ -177,6 +177,17 @@ impl World {
         d
     }
 
+    /// [`Self::waiting_daemon`] once the state directory's lock is free again.
+    async fn reopened_waiting_daemon(&self) -> Daemon<Fake> {
+        for _ in 0..500 {
+            if crate::state::StateStore::lock(self.state.path()).is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.waiting_daemon()
+    }
+
     fn head(&self) -> String {
         git(self.repo.path(), &["rev-parse", "HEAD"])
     }
@@ -382,9 +393,11 @@ async fn every_reconcile_saves_the_bindings_and_the_rollout_state() {
     // A restarted daemon carries on from the store: nothing to bind again. What members hold
     // may have changed while it was not watching, so its first step re-applies what it
     // delivered once (a no-op on members where nothing changed, issue 15.1), then it settles.
-    // The first one is gone first: it holds the state directory's lock.
+    // The first one is gone first: it holds the state directory's lock. Another test's child
+    // process forked in this very moment holds the lock's file description until it execs
+    // (flock is per description), so the lock is awaited, briefly.
     drop(d);
-    let mut again = w.waiting_daemon();
+    let mut again = w.reopened_waiting_daemon().await;
     assert_eq!(
         again.reconcile(&head).await.unwrap(),
         Action::requeue(Duration::ZERO)
