@@ -105,10 +105,24 @@ fn normalise_sub(sub: &str) -> String {
 
 /// The full id of the commit `rev` names in `repo_path` (`HEAD`, a branch, a tag, a prefix).
 pub fn resolve_commit(repo_path: &Path, rev: &str) -> Result<String, SourceError> {
-    let repo = gix::open(repo_path).map_err(|e| SourceError::Open {
+    let repo = open(repo_path)?;
+    let id = commit_of(&repo, repo_path, rev)?.id.to_string();
+    Ok(id)
+}
+
+fn open(repo_path: &Path) -> Result<gix::Repository, SourceError> {
+    gix::open(repo_path).map_err(|e| SourceError::Open {
         path: repo_path.to_path_buf(),
         message: e.to_string(),
-    })?;
+    })
+}
+
+/// The commit `rev` names (a tag peeled to its commit).
+fn commit_of<'r>(
+    repo: &'r gix::Repository,
+    repo_path: &Path,
+    rev: &str,
+) -> Result<gix::Commit<'r>, SourceError> {
     let id = repo
         .rev_parse_single(rev)
         .map_err(|e| SourceError::Revision {
@@ -121,16 +135,12 @@ pub fn resolve_commit(repo_path: &Path, rev: &str) -> Result<String, SourceError
         message: e.to_string(),
     };
     let object = id.object().map_err(|e| not_a_commit(&e))?;
-    let commit = object.peel_to_commit().map_err(|e| not_a_commit(&e))?;
-    Ok(commit.id.to_string())
+    object.peel_to_commit().map_err(|e| not_a_commit(&e))
 }
 
 /// Reads every manifest file of commit `rev` below folder `sub` ("" for the whole tree).
 pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles, SourceError> {
-    let repo = gix::open(repo_path).map_err(|e| SourceError::Open {
-        path: repo_path.to_path_buf(),
-        message: e.to_string(),
-    })?;
+    let repo = open(repo_path)?;
     // An unborn HEAD (a fresh `git init`) has nothing to resolve; say so rather than a rev-spec
     // error.
     if repo.head_id().is_err() && matches!(repo.head(), Ok(head) if head.is_unborn()) {
@@ -138,19 +148,7 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
             path: repo_path.to_path_buf(),
         });
     }
-    let id = repo
-        .rev_parse_single(rev)
-        .map_err(|e| SourceError::Revision {
-            path: repo_path.to_path_buf(),
-            rev: rev.to_string(),
-            message: e.to_string(),
-        })?;
-    let not_a_commit = |e: &dyn std::fmt::Display| SourceError::NotACommit {
-        rev: rev.to_string(),
-        message: e.to_string(),
-    };
-    let object = id.object().map_err(|e| not_a_commit(&e))?;
-    let commit = object.peel_to_commit().map_err(|e| not_a_commit(&e))?;
+    let commit = commit_of(&repo, repo_path, rev)?;
     let commit_id = commit.id.to_string();
     let message = commit
         .message_raw()
