@@ -427,6 +427,7 @@ impl Member {
 }
 
 fn held(mark: Mark) -> Error {
+    let until = mark.until_text();
     Error::Held {
         holder: mark.holder,
         commit: if mark.commit.is_empty() {
@@ -434,11 +435,7 @@ fn held(mark: Mark) -> Error {
         } else {
             mark.commit
         },
-        until: crate::timestamp::format_unix_seconds(
-            mark.until
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
-        ),
+        until,
     }
 }
 

@@ -107,15 +107,17 @@ impl Mark {
         [
             (HOLDER_ANNOTATION, self.holder.clone()),
             (COMMIT_ANNOTATION, self.commit.clone()),
-            (
-                UNTIL_ANNOTATION,
-                timestamp::format_unix_seconds(unix_seconds(self.until)),
-            ),
+            (UNTIL_ANNOTATION, self.until_text()),
             (
                 PROCESS_ANNOTATION,
                 self.process.as_ref().map(Process::mark).unwrap_or_default(),
             ),
         ]
+    }
+
+    /// Its expiry as RFC 3339, as the annotation carries it and messages show it.
+    pub fn until_text(&self) -> String {
+        timestamp::format_unix_seconds(unix_seconds(self.until))
     }
 
     /// The mark in a record's annotations, if any. A mark whose expiry cannot be read counts as
