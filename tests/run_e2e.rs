@@ -5,6 +5,7 @@
 mod common;
 use common::kubectl::Kubectl;
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -1026,4 +1027,79 @@ fn a_quickstart_whose_port_is_taken_leaves_no_folder_behind() {
     let _ = child.stderr.take().unwrap().read_to_string(&mut err);
     assert_eq!(first.trim(), "gitfleet quickstart", "stderr: {err}");
     assert!(dir.join("fleet").join(".git").exists());
+}
+
+/// Issue 18.6: `gitfleet wait` rides out a daemon restart (an upgrade, a new leader): once the
+/// daemon has answered, a refused connection is waited through until the timeout, and the
+/// restarted daemon's serving of the commit ends the wait with 0.
+#[test]
+fn wait_survives_a_restart_of_the_daemon() {
+    let sim = SimFleet::start(FLEET);
+    let repo = fleet_repo("1");
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let start = |listen: &str| {
+        Daemon::start_with(
+            repo.path(),
+            &sim.kubeconfig,
+            &state.path().join("state"),
+            &secret,
+            "1m",
+            &[OsStr::new("--listen"), OsStr::new(listen)],
+            &[],
+        )
+    };
+    let first = start("127.0.0.1:0");
+    let server = first.addr.clone();
+    let listen = server.trim_start_matches("http://").to_string();
+
+    // The awaited commit sits on a side branch, so the first daemon cannot serve it.
+    repo.git(&["checkout", "-q", "-b", "next"]);
+    repo.write("shop.yaml", &app("2"));
+    let next = repo.commit("v2");
+    repo.git(&["checkout", "-q", "main"]);
+
+    let mut wait = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args(["wait", "--commit", &next, "--server", &server])
+        .args(["--timeout", "120s", "--interval", "100ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, said) = mpsc::channel();
+    let stderr = wait.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let await_said = |words: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let line = said
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|_| panic!("wait never said {words:?}"));
+            if line.contains(words) {
+                return;
+            }
+        }
+    };
+    await_said("not yet");
+    drop(first);
+    await_said("cannot reach gitfleet daemon");
+
+    // The branch moves on while no daemon runs; the restarted one serves it.
+    repo.git(&["merge", "-q", "--ff-only", "next"]);
+    let _second = start(&listen);
+    let out = wait.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("served: 1 placement(s) settled"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for m in ["alpha", "bravo", "charlie"] {
+        assert_eq!(config_version(&sim, m).as_deref(), Some("2"), "{m}");
+    }
 }

@@ -30,7 +30,9 @@ Exit codes:
   0  the commit is served and every placement settled without a failure
   1  the commit was rejected (invalid, or unsigned with --verify-commits), held by the
      deletion guard, or a placement settled with failed clusters or a failed update run; or
-     the daemon cannot be reached
+     the daemon cannot be reached at the start (a wrong --server fails at once; once it has
+     answered, a daemon that stops answering — a restart, a rolling upgrade, a new leader —
+     is waited for until --timeout)
   2  --timeout passed first (the last thing waited for is printed)
   64 bad command line (unknown flag, missing or invalid value)";
 
@@ -233,37 +235,25 @@ pub fn wait(args: &WaitArgs) -> Result<ExitCode> {
     let only = placement_ids(&args.placements);
     let started = Instant::now();
     let mut last_reason = String::new();
+    let mut answered = false;
     loop {
-        let doc = crate::daemon_client::placements(&args.server)?;
-        let want_now = match &want {
-            Some(w) => w.clone(),
-            None => match &doc.head {
-                Some(h) => {
-                    eprintln!("waiting for the daemon's head {}", short(h));
-                    want = Some(h.clone());
-                    h.clone()
-                }
-                None => String::new(),
+        let asked = match ask(args, &mut want, &only) {
+            Ok(v) => {
+                answered = true;
+                v
+            }
+            // A daemon that answered once and stops is restarting (an upgrade, a new
+            // leader): waited for like anything else, until the timeout.
+            Err(e) if answered => Asked {
+                want: want.clone().unwrap_or_default(),
+                verdict: Verdict::Waiting(format!("{e}; asking again")),
             },
+            Err(e) => return Err(e.into()),
         };
-        let verdict = if want_now.is_empty() {
-            Verdict::Waiting("the daemon has not read its branch yet".into())
-        } else {
-            let served = doc.serving.as_deref().is_some_and(|s| {
-                same(s, &want_now)
-                    || args.repo.as_ref().is_some_and(|repo| {
-                        crate::follow::descends_from(repo, &want_now, s).unwrap_or(false)
-                    })
-            });
-            let runs = if served {
-                crate::daemon_client::update_runs(&args.server)?
-                    .0
-                    .update_runs
-            } else {
-                Vec::new()
-            };
-            verdict(&doc, &runs, &want_now, served, &only)
-        };
+        let Asked {
+            want: want_now,
+            verdict,
+        } = asked;
         match verdict {
             Verdict::Settled(summary) => {
                 println!("commit {} served: {summary}", short(&want_now));
@@ -290,6 +280,55 @@ pub fn wait(args: &WaitArgs) -> Result<ExitCode> {
         let left = args.timeout.saturating_sub(started.elapsed());
         std::thread::sleep(args.interval.min(left).max(Duration::from_millis(10)));
     }
+}
+
+/// Where the awaited commit stands, with the commit awaited (the daemon's head when wait
+/// started without one).
+struct Asked {
+    want: String,
+    verdict: Verdict,
+}
+
+/// One look at the daemon.
+fn ask(
+    args: &WaitArgs,
+    want: &mut Option<String>,
+    only: &[String],
+) -> Result<Asked, crate::daemon_client::ClientError> {
+    let doc = crate::daemon_client::placements(&args.server)?;
+    let want_now = match &*want {
+        Some(w) => w.clone(),
+        None => match &doc.head {
+            Some(h) => {
+                eprintln!("waiting for the daemon's head {}", short(h));
+                *want = Some(h.clone());
+                h.clone()
+            }
+            None => String::new(),
+        },
+    };
+    let verdict = if want_now.is_empty() {
+        Verdict::Waiting("the daemon has not read its branch yet".into())
+    } else {
+        let served = doc.serving.as_deref().is_some_and(|s| {
+            same(s, &want_now)
+                || args.repo.as_ref().is_some_and(|repo| {
+                    crate::follow::descends_from(repo, &want_now, s).unwrap_or(false)
+                })
+        });
+        let runs = if served {
+            crate::daemon_client::update_runs(&args.server)?
+                .0
+                .update_runs
+        } else {
+            Vec::new()
+        };
+        verdict(&doc, &runs, &want_now, served, only)
+    };
+    Ok(Asked {
+        want: want_now,
+        verdict,
+    })
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ impl Daemon {
     }
 
     /// [`Daemon::start`] with more flags for `run` (trust files, ...) and environment (a
-    /// test clock, ...).
+    /// test clock, ...). A `--listen` among the flags replaces the default free port.
     pub fn start_with(
         repo: impl AsRef<OsStr>,
         kubeconfig: &Path,
@@ -48,7 +48,12 @@ impl Daemon {
             .arg(kubeconfig)
             .arg("--state-dir")
             .arg(state)
-            .args(["--listen", "127.0.0.1:0", "--poll", poll])
+            .args(if flags.iter().any(|f| *f == "--listen") {
+                &[][..]
+            } else {
+                &["--listen", "127.0.0.1:0"][..]
+            })
+            .args(["--poll", poll])
             .args(["--log-format", "json", "--webhook-secret-file"])
             .arg(secret)
             .args(flags)
