@@ -239,7 +239,9 @@ impl DaemonProcess {
         self.agent
             .get(&format!("{}{path}", self.addr))
             .call()
-            .and_then(|mut r| r.body_mut().read_to_string())
+            // The placements document of a fleet-scale daemon is bigger than ureq's default
+            // 10 MiB limit.
+            .and_then(|mut r| r.body_mut().with_config().limit(u64::MAX).read_to_string())
             .map_err(|e| format!("GET {path}: {e}"))
     }
 

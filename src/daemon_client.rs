@@ -38,23 +38,27 @@ fn agent() -> ureq::Agent {
 }
 
 fn get<T: for<'de> Deserialize<'de>>(url: &str, what: &'static str) -> Result<T, ClientError> {
-    let body = agent()
+    let request = |message: String| ClientError::Request {
+        url: url.to_string(),
+        message,
+    };
+    let mut response = agent()
         .get(url)
         .call()
-        .map_err(|e| ClientError::Request {
-            url: url.to_string(),
-            message: e.to_string(),
-        })?
-        .body_mut()
-        .read_to_string()
-        .map_err(|e| ClientError::Request {
-            url: url.to_string(),
-            message: e.to_string(),
-        })?;
-    serde_json::from_str(&body).map_err(|e| ClientError::Decode {
-        url: url.to_string(),
-        what,
-        message: e.to_string(),
+        .map_err(|e| request(e.to_string()))?;
+    // Read as it arrives, without ureq's 10 MiB cap: a fleet-scale daemon's placements
+    // document is bigger than that.
+    let body = response.body_mut().with_config().limit(u64::MAX).reader();
+    serde_json::from_reader(std::io::BufReader::new(body)).map_err(|e| {
+        if e.is_io() {
+            request(e.to_string())
+        } else {
+            ClientError::Decode {
+                url: url.to_string(),
+                what,
+                message: e.to_string(),
+            }
+        }
     })
 }
 
@@ -109,6 +113,37 @@ pub fn placements(server: &str) -> Result<wire::Placements, ClientError> {
 mod tests {
     use super::*;
     use std::io::Read;
+
+    /// A fleet-scale daemon's documents are bigger than ureq's default 10 MiB body limit; they
+    /// are read whole all the same.
+    #[test]
+    fn documents_over_ten_mebibytes_are_read() {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let head = "0".repeat(40);
+        // An unknown field pads the document to 12 MiB.
+        let body = format!(
+            r#"{{"branch":"main","head":"{head}","pad":"{}","placements":[]}}"#,
+            "x".repeat(12 << 20)
+        );
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut request = [0u8; 1024];
+            let _ = conn.read(&mut request).unwrap();
+            write!(
+                conn,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            )
+            .unwrap();
+            conn.write_all(body.as_bytes()).unwrap();
+        });
+        let doc = placements(&format!("http://127.0.0.1:{port}")).unwrap();
+        server.join().unwrap();
+        assert_eq!(doc.head.as_deref(), Some(head.as_str()));
+        assert_eq!(doc.branch, "main");
+    }
 
     /// `https://` URLs speak TLS: the daemon's address sees a TLS ClientHello (a handshake
     /// record, 0x16, then a TLS version), not plain HTTP or a refusal of the scheme.
