@@ -104,17 +104,28 @@ fn without_secrets(message: &str) -> String {
 
 /// A kube client for `target` through its context in `kubeconfig` (read from `path`, named in
 /// errors). No request is made: an unreachable member fails at its first request, not here.
+///
+/// Clients are kept and shared: a client holds its member's connection pool, so the probes,
+/// pushes and watches of a member reuse open connections instead of each building a TLS
+/// configuration (the CA parsed again) and shaking hands anew — at fleet scale that was most of
+/// the daemon's idle CPU. A client is reused only for the very same context, cluster and user
+/// entries (a kubeconfig that changes them, new credentials included, gets a new client) and
+/// only on the runtime that made it (its background task lives there).
 pub async fn connect(
     kubeconfig: &Kubeconfig,
     path: &Path,
     target: &MemberTarget,
 ) -> Result<kube::Client, MemberError> {
-    if !kubeconfig.contexts.iter().any(|c| c.name == target.context) {
+    let Some(own) = only_context(kubeconfig, &target.context) else {
         return Err(MemberError::NoContext {
             member: target.name.clone(),
             path: path.display().to_string(),
             context: target.context.clone(),
         });
+    };
+    let key = clients::key(&own);
+    if let Some(client) = clients::get(&key) {
+        return Ok(client);
     }
     let options = KubeConfigOptions {
         context: Some(target.context.clone()),
@@ -125,7 +136,7 @@ pub async fn connect(
         context: target.context.clone(),
         message,
     };
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig.clone(), &options)
+    let mut config = kube::Config::from_custom_kubeconfig(own, &options)
         .await
         .map_err(|e| config_error(format!("{e:#}")))?;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
@@ -133,7 +144,91 @@ pub async fn connect(
     // Retries are ours (members::retry), bounded by a per-member budget; kube's own layer would
     // retry 429/503/504 up to 15 times on top of them.
     config.default_retry = false;
-    kube::Client::try_from(config).map_err(|e| config_error(format!("{e:#}")))
+    let client = kube::Client::try_from(config).map_err(|e| config_error(format!("{e:#}")))?;
+    clients::put(key, client.clone());
+    Ok(client)
+}
+
+/// `kubeconfig` cut down to `context` and the cluster and user it names (what a client for it
+/// is made of), or `None` when it has no such context.
+fn only_context(kubeconfig: &Kubeconfig, context: &str) -> Option<Kubeconfig> {
+    let named = kubeconfig.contexts.iter().find(|c| c.name == context)?;
+    let (cluster, user) = match &named.context {
+        Some(c) => (Some(c.cluster.as_str()), c.user.as_deref()),
+        None => (None, None),
+    };
+    Some(Kubeconfig {
+        preferences: kubeconfig.preferences.clone(),
+        clusters: kubeconfig
+            .clusters
+            .iter()
+            .filter(|c| Some(c.name.as_str()) == cluster)
+            .cloned()
+            .collect(),
+        auth_infos: kubeconfig
+            .auth_infos
+            .iter()
+            .filter(|u| Some(u.name.as_str()) == user)
+            .cloned()
+            .collect(),
+        contexts: vec![named.clone()],
+        current_context: Some(context.to_string()),
+        extensions: None,
+        kind: kubeconfig.kind.clone(),
+        api_version: kubeconfig.api_version.clone(),
+        ..Kubeconfig::default()
+    })
+}
+
+/// The clients made so far, by runtime and by what they were made of.
+mod clients {
+    use sha2::Digest;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use tokio::runtime::{Handle, Id};
+
+    /// The digest of what a client is made of (its kubeconfig entries).
+    pub type Key = [u8; 32];
+
+    /// How many runtimes' clients are kept. A client's background task dies with the runtime
+    /// that made it, so each runtime has its own; the daemon and every command have one, tests
+    /// one each, so the oldest are dropped.
+    const RUNTIMES: usize = 8;
+
+    static CLIENTS: Mutex<Vec<(Id, HashMap<Key, kube::Client>)>> = Mutex::new(Vec::new());
+
+    /// A digest, so the cache keeps no second copy of the credentials.
+    pub fn key(own: &kube::config::Kubeconfig) -> Key {
+        sha2::Sha256::digest(serde_json::to_vec(own).expect("kubeconfigs serialise")).into()
+    }
+
+    pub fn get(key: &Key) -> Option<kube::Client> {
+        let runtime = Handle::try_current().ok()?.id();
+        let cache = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .iter()
+            .find(|(id, _)| *id == runtime)
+            .and_then(|(_, clients)| clients.get(key).cloned())
+    }
+
+    pub fn put(key: Key, client: kube::Client) {
+        let Ok(handle) = Handle::try_current() else {
+            return;
+        };
+        let runtime = handle.id();
+        let mut cache = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+        match cache.iter_mut().find(|(id, _)| *id == runtime) {
+            Some((_, clients)) => {
+                clients.insert(key, client);
+            }
+            None => {
+                if cache.len() == RUNTIMES {
+                    cache.remove(0);
+                }
+                cache.push((runtime, HashMap::from([(key, client)])));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -202,6 +297,43 @@ spec: {hubAcceptsClient: true}
             .map(|t| (t.name.as_str(), t.context.as_str()))
             .collect();
         assert_eq!(pairs, [("a", "a"), ("b", "admin@b"), ("c", "c")]);
+    }
+
+    /// A member's client is made once and shared; other credentials make another.
+    #[tokio::test]
+    async fn clients_are_kept_for_the_same_entries_only() {
+        let text = |token: &str| {
+            format!(
+                "apiVersion: v1\nkind: Config\n\
+                 clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:1'}}}}, \
+                            {{name: other, cluster: {{server: 'https://127.0.0.1:2'}}}}]\n\
+                 contexts: [{{name: a, context: {{cluster: c, user: u}}}}, \
+                            {{name: b, context: {{cluster: other, user: u}}}}]\n\
+                 users: [{{name: u, user: {{token: {token}}}}}]\n"
+            )
+        };
+        let kc: Kubeconfig = crate::yaml::from_str(&text("one")).unwrap();
+        let target = MemberTarget {
+            name: "a".into(),
+            context: "a".into(),
+        };
+        let own = only_context(&kc, "a").unwrap();
+        assert_eq!(own.contexts.len(), 1);
+        assert_eq!(own.clusters.len(), 1, "only the context's cluster");
+        assert_eq!(own.clusters[0].name, "c");
+        assert!(clients::get(&clients::key(&own)).is_none());
+        connect(&kc, Path::new("/tmp/kc"), &target).await.unwrap();
+        assert!(clients::get(&clients::key(&own)).is_some(), "kept");
+        // Another member's entries of the same file do not change this member's key.
+        let mut more = kc.clone();
+        more.clusters[1].cluster.as_mut().unwrap().server = Some("https://127.0.0.1:3".into());
+        assert_eq!(
+            clients::key(&only_context(&more, "a").unwrap()),
+            clients::key(&own)
+        );
+        // New credentials are another client.
+        let rotated: Kubeconfig = crate::yaml::from_str(&text("two")).unwrap();
+        assert!(clients::get(&clients::key(&only_context(&rotated, "a").unwrap())).is_none());
     }
 
     #[tokio::test]

@@ -472,10 +472,12 @@ pub async fn collect_with(
 ) -> Inventory {
     let permits = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
     let prices = Arc::new(options.prices.clone());
+    // One copy shared by the members' tasks, not one each.
+    let shared = Arc::new(kubeconfig.clone());
     let mut tasks = tokio::task::JoinSet::new();
     for (i, member) in members.iter().enumerate() {
         let permits = permits.clone();
-        let kubeconfig = kubeconfig.clone();
+        let kubeconfig = Arc::clone(&shared);
         let path = kubeconfig_path.to_path_buf();
         let target = member.target.clone();
         let prices = prices.clone();

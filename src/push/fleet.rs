@@ -27,10 +27,13 @@ where
     Fut: std::future::Future<Output = T> + Send,
 {
     let slots = Arc::new(Semaphore::new(parallel.max(1)));
+    // One copy shared by the members' tasks, not one each (a fleet's kubeconfig holds every
+    // member's entries).
+    let shared = Arc::new(kubeconfig.clone());
     let mut tasks = tokio::task::JoinSet::new();
     for (target, item) in members {
         let slots = Arc::clone(&slots);
-        let kubeconfig = kubeconfig.clone();
+        let kubeconfig = Arc::clone(&shared);
         let path = kubeconfig_path.to_path_buf();
         let work = work.clone();
         tasks.spawn(async move {
