@@ -44,6 +44,10 @@ pub struct StateStore {
     dir: PathBuf,
     /// The writer's lock ([`StateStore::lock`]), released when the last clone is dropped.
     _lock: Option<std::sync::Arc<fs::File>>,
+    /// The digest of what this store last wrote to each file: a save that would write the
+    /// same bytes again (the schedule between commits, most of the time) writes and syncs
+    /// nothing.
+    written: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<&'static str, [u8; 32]>>>,
 }
 
 impl StateStore {
@@ -56,6 +60,7 @@ impl StateStore {
         Ok(StateStore {
             dir: dir.to_path_buf(),
             _lock: None,
+            written: Default::default(),
         })
     }
 
@@ -166,7 +171,7 @@ impl StateStore {
             placements: placements.to_vec(),
         };
         let bytes = serde_json::to_vec_pretty(&file).expect("state serialises");
-        write_atomic(&self.dir.join(SCHEDULE_FILE), &bytes)
+        self.write_changed(SCHEDULE_FILE, &bytes)
     }
 
     /// Whether a rollout state was ever saved here (`false`: a new or lost directory).
@@ -185,7 +190,23 @@ impl StateStore {
             state,
         };
         let bytes = serde_json::to_vec_pretty(&file).expect("rollout state serialises");
-        write_atomic(&self.dir.join(ROLLOUT_FILE), &bytes)
+        self.write_changed(ROLLOUT_FILE, &bytes)
+    }
+
+    /// Writes `bytes` to `name` ([`write_atomic`]) unless this store last wrote exactly them
+    /// there.
+    fn write_changed(&self, name: &'static str, bytes: &[u8]) -> Result<(), StateError> {
+        use sha2::Digest;
+        let digest: [u8; 32] = sha2::Sha256::digest(bytes).into();
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if written.get(name) == Some(&digest) {
+            return Ok(());
+        }
+        // Forgotten first: a failed write must not be taken for the last one written.
+        written.remove(name);
+        write_atomic(&self.dir.join(name), bytes)?;
+        written.insert(name, digest);
+        Ok(())
     }
 }
 
@@ -242,6 +263,7 @@ pub fn read_rollout(dir: &Path) -> Result<RolloutState, StateError> {
     StateStore {
         dir: dir.to_path_buf(),
         _lock: None,
+        written: Default::default(),
     }
     .load_rollout()
 }
@@ -287,6 +309,27 @@ mod tests {
             }],
             decision_groups: vec![],
         }
+    }
+
+    /// A save that would write the same bytes again leaves the file alone (each write is a new
+    /// file renamed over the old one, so its inode tells).
+    #[test]
+    fn the_same_bytes_are_not_written_twice() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::lock(dir.path()).unwrap();
+        let inode = |name: &str| fs::metadata(dir.path().join(name)).unwrap().ino();
+        store.save_schedule("c1", &[sample()]).unwrap();
+        let first = inode(SCHEDULE_FILE);
+        store.save_schedule("c1", &[sample()]).unwrap();
+        assert_eq!(inode(SCHEDULE_FILE), first, "unchanged: not written");
+        store.save_schedule("c2", &[sample()]).unwrap();
+        let second = inode(SCHEDULE_FILE);
+        assert_ne!(second, first, "changed: written");
+        assert_eq!(store.load_schedule().unwrap().0.as_deref(), Some("c2"));
+        // A clone is the same store: it knows what was written.
+        store.clone().save_schedule("c2", &[sample()]).unwrap();
+        assert_eq!(inode(SCHEDULE_FILE), second);
     }
 
     #[test]
