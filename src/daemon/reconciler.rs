@@ -6,7 +6,7 @@
 //! crash-safely (bindings first), publish the status — and decide, from what happened, when to
 //! look again ([`next_action`]; a finished delivery is an event of its own).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -733,11 +733,14 @@ impl<D: Deliverer> Daemon<D> {
         schedule: Option<Vec<PlacementSchedule>>,
     ) {
         let placements: Option<Vec<PlacementStatus>> = schedule.as_ref().map(|schedule| {
+            // By key: looking each placement up in the list was quadratic in the placements.
+            let by_key: HashMap<&crate::model::PlacementKey, &PlacementSchedule> =
+                schedule.iter().map(|p| (&p.key, p)).collect();
             steps
                 .into_iter()
                 .map(|s| {
                     let stored = self.state.placements.get(&s.placement);
-                    let sched = schedule.iter().find(|p| p.key == s.placement);
+                    let sched = by_key.get(&s.placement).copied();
                     let (conditions, per_cluster) = conditions::of_step(&s, sched, stored);
                     let failed = stored
                         .map(|p| {

@@ -360,12 +360,15 @@ pub fn step_memoized(
         }
     }
 
+    // Borrowed, not cloned: most placements are settled and reused, and a copy of every
+    // placement's state (every cluster's objects) at every step was the bulk of a step's time.
+    let no_state = PlacementState::default();
     for (i, ps) in schedule.iter().enumerate() {
         let key = &ps.key;
         if !in_scope(key) {
             continue;
         }
-        let prev = state.placements.get(key).cloned().unwrap_or_default();
+        let prev = state.placements.get(key).unwrap_or(&no_state);
         let work_before = work.len();
         let mut step = StepSummary::new(key.clone(), "");
         // Renders what `cluster` should run; `None` when rendering fails (reported, not pushed).
@@ -510,7 +513,7 @@ pub fn step_memoized(
                 m.resource_snapshot == resource_snapshot
                     && m.placement == entry.spec
                     && m.schedule == *ps
-                    && m.state == prev
+                    && m.state == *prev
             });
             if let Some(m) = same {
                 // The snapshot is unchanged, so the history is what `advance` would keep.
@@ -722,7 +725,7 @@ pub fn step_memoized(
                     placement: entry.spec.clone(),
                     resource_snapshot: resource_snapshot.clone(),
                     schedule: ps.clone(),
-                    state: prev,
+                    state: prev.clone(),
                     summary: step.clone(),
                 },
             );
