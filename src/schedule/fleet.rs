@@ -78,7 +78,7 @@ impl Inventory {
 }
 
 /// One member cluster, joined from the repository and the inventory.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Cluster {
     pub name: String,
     /// The labels KubeFleet sees: the `MemberCluster`'s, plus `kubernetes-fleet.io/member-name`.
