@@ -10,7 +10,10 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 
 // Member-facing behaviour, checked on `gitfleet sim` and on real API servers (the test bed).
-on_both_backends!(inventory_reads_nodes_and_pods_and_live_scheduling_follows_it,);
+on_both_backends!(
+    inventory_reads_nodes_and_pods_and_live_scheduling_follows_it,
+    namespace_collection_sends_a_resource_placement_where_its_namespace_exists,
+);
 
 /// `small`: two ready nodes with reserved capacity and one node that is not ready. `big`: three
 /// schedulable nodes and a cordoned one. `third`: reached through another context name.
@@ -291,6 +294,119 @@ spec:
         &["--base", &head, "--head", &head, "--inventory", "live"],
     );
     assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+}
+
+/// Two plain members for the namespace-collection test.
+const TWO_MEMBERS: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+    nodes: [{cpu: "2", memory: 8Gi}]
+  - name: beta
+    nodes: [{cpu: "2", memory: 8Gi}]
+"#;
+
+/// A ResourcePlacement in namespace `shop` (its namespace is not placed by gitfleet: it must
+/// already exist on a member, as KubeFleet requires of a ResourcePlacement).
+const SHOP: &str = "\
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg, namespace: shop}
+data: {k: v}
+---
+apiVersion: placement.kubernetes-fleet.io/v1
+kind: ResourcePlacement
+metadata: {name: cfg, namespace: shop}
+spec:
+  resourceSelectors:
+  - {group: '', version: v1, kind: ConfigMap, name: cfg}
+  policy: {placementType: PickAll}
+";
+
+/// The ResourcePlacement's selected clusters and each cluster's decision reason.
+fn shop_decisions(schedule: &Value) -> (Vec<String>, Vec<(String, String)>) {
+    let p = schedule["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "cfg" && p["namespace"] == "shop")
+        .unwrap_or_else(|| panic!("no shop/cfg in {schedule:#}"));
+    let selected = serde_json::from_value(p["selected"].clone()).unwrap();
+    let reasons = p["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["cluster"].as_str().unwrap().to_string(),
+                d["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (selected, reasons)
+}
+
+/// Issue 17.4: with `--enable-namespace-collection` (KubeFleet's member agent flag
+/// `--enable-namespace-collection-in-property-provider`) the live probe lists each member's
+/// namespaces and KubeFleet's NamespaceAffinity filter
+/// (pkg/scheduler/framework/plugins/namespaceaffinity/filtering.go) sends a ResourcePlacement
+/// only where its namespace exists, saying "target namespace does not exist on cluster"; once
+/// the namespace is created on a member, the next probe schedules it there. Without the flag
+/// every member passes, as KubeFleet without namespace collection.
+///
+/// Fails on the code before this change: the flag did not exist (exit 64), and the live
+/// inventory never had namespaces, so both members were always selected.
+fn namespace_collection_sends_a_resource_placement_where_its_namespace_exists(backend: Backend) {
+    let members = Members::start(backend, TWO_MEMBERS);
+    let repo = Repo::new();
+    repo.write("placements.yaml", SHOP);
+    repo.write("members/alpha.yaml", &member("alpha", ""));
+    repo.write("members/beta.yaml", &member("beta", ""));
+    repo.commit("fleet");
+    let (code, _, err) = members.kubectl("alpha", &["create", "namespace", "shop"]);
+    assert_eq!(code, 0, "{err}");
+
+    let schedule = |extra: &[&str]| -> Value {
+        let mut args = vec!["--inventory", "live", "-o", "json"];
+        args.extend_from_slice(extra);
+        let r = run(&repo, &members, "schedule", &args);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        serde_json::from_str(&r.stdout).unwrap()
+    };
+
+    // Not asked: namespaces are not known, every member passes.
+    let (selected, _) = shop_decisions(&schedule(&[]));
+    assert_eq!(selected, ["alpha", "beta"]);
+    let inv = inventory_json(&repo, &members, &[]);
+    assert!(cluster(&inv, "alpha").get("namespaces").is_none(), "{inv:#}");
+
+    // Asked: the inventory lists names, and only alpha has `shop`.
+    let inv = inventory_json(&repo, &members, &["--enable-namespace-collection"]);
+    let names = |c: &str| -> Vec<String> {
+        serde_json::from_value(cluster(&inv, c)["namespaces"].clone()).unwrap()
+    };
+    assert!(names("alpha").contains(&"shop".to_string()), "{inv:#}");
+    assert!(names("alpha").contains(&"default".to_string()), "{inv:#}");
+    assert!(!names("beta").contains(&"shop".to_string()), "{inv:#}");
+    assert!(cluster(&inv, "alpha").get("namespaceCollectionDegraded").is_none());
+    let (selected, reasons) = shop_decisions(&schedule(&["--enable-namespace-collection"]));
+    assert_eq!(selected, ["alpha"]);
+    let beta = reasons.iter().find(|(c, _)| c == "beta").unwrap();
+    assert_eq!(
+        beta.1,
+        "ClusterUnschedulable, target namespace does not exist on cluster"
+    );
+
+    // The namespace appears on beta: the next probe sees it and the placement goes there too.
+    let (code, _, err) = members.kubectl("beta", &["create", "namespace", "shop"]);
+    assert_eq!(code, 0, "{err}");
+    await_condition("beta's namespace seen by a probe", || {
+        shop_decisions(&schedule(&["--enable-namespace-collection"])).0 == ["alpha", "beta"]
+    });
 }
 
 #[test]

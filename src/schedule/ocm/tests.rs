@@ -108,6 +108,7 @@ fn inventory(clusters: &[Live]) -> Inventory {
                     .collect(),
                 add_on_scores: c.add_on.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
                 namespaces: None,
+                namespace_collection_degraded: false,
             })
             .collect(),
     }
