@@ -382,7 +382,10 @@ fn namespace_collection_sends_a_resource_placement_where_its_namespace_exists(ba
     let (selected, _) = shop_decisions(&schedule(&[]));
     assert_eq!(selected, ["alpha", "beta"]);
     let inv = inventory_json(&repo, &members, &[]);
-    assert!(cluster(&inv, "alpha").get("namespaces").is_none(), "{inv:#}");
+    assert!(
+        cluster(&inv, "alpha").get("namespaces").is_none(),
+        "{inv:#}"
+    );
 
     // Asked: the inventory lists names, and only alpha has `shop`.
     let inv = inventory_json(&repo, &members, &["--enable-namespace-collection"]);
@@ -392,7 +395,9 @@ fn namespace_collection_sends_a_resource_placement_where_its_namespace_exists(ba
     assert!(names("alpha").contains(&"shop".to_string()), "{inv:#}");
     assert!(names("alpha").contains(&"default".to_string()), "{inv:#}");
     assert!(!names("beta").contains(&"shop".to_string()), "{inv:#}");
-    assert!(cluster(&inv, "alpha").get("namespaceCollectionDegraded").is_none());
+    assert!(cluster(&inv, "alpha")
+        .get("namespaceCollectionDegraded")
+        .is_none());
     let (selected, reasons) = shop_decisions(&schedule(&["--enable-namespace-collection"]));
     assert_eq!(selected, ["alpha"]);
     let beta = reasons.iter().find(|(c, _)| c == "beta").unwrap();
@@ -407,6 +412,56 @@ fn namespace_collection_sends_a_resource_placement_where_its_namespace_exists(ba
     await_condition("beta's namespace seen by a probe", || {
         shop_decisions(&schedule(&["--enable-namespace-collection"])).0 == ["alpha", "beta"]
     });
+}
+
+/// KubeFleet's namespace tracker stops at 200 namespaces (`namespaceTrackerLimit`,
+/// pkg/propertyprovider/default/trackers/namespaces.go), reports the collection degraded, and
+/// its scheduler still uses what was collected: a namespace beyond the limit counts as missing.
+#[test]
+fn namespace_collection_stops_at_kubefleets_limit_and_says_so() {
+    let members = Members::start(Backend::Sim, TWO_MEMBERS);
+    let repo = Repo::new();
+    repo.write("placements.yaml", SHOP);
+    repo.write("members/alpha.yaml", &member("alpha", ""));
+    repo.write("members/beta.yaml", &member("beta", ""));
+    repo.commit("fleet");
+    // 201 namespaces that sort before `shop`, then `shop`.
+    let many: String = (0..201)
+        .map(|i| format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns-{i:03}}}\n---\n"))
+        .collect();
+    let (code, _, err) = members.kubectl_stdin("alpha", &["apply", "-f", "-"], &many);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = members.kubectl("alpha", &["create", "namespace", "shop"]);
+    assert_eq!(code, 0, "{err}");
+
+    let inv = inventory_json(&repo, &members, &["--enable-namespace-collection"]);
+    let alpha = cluster(&inv, "alpha");
+    let names: Vec<String> = serde_json::from_value(alpha["namespaces"].clone()).unwrap();
+    assert_eq!(names.len(), 200, "{alpha:#}");
+    assert!(!names.contains(&"shop".to_string()));
+    assert_eq!(alpha["namespaceCollectionDegraded"], true);
+    assert!(cluster(&inv, "beta")
+        .get("namespaceCollectionDegraded")
+        .is_none());
+
+    let r = run(
+        &repo,
+        &members,
+        "schedule",
+        &[
+            "--inventory",
+            "live",
+            "--enable-namespace-collection",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (selected, reasons) = shop_decisions(&serde_json::from_str(&r.stdout).unwrap());
+    assert!(selected.is_empty(), "{reasons:?}");
+    assert!(reasons
+        .iter()
+        .all(|(_, why)| why == "ClusterUnschedulable, target namespace does not exist on cluster"));
 }
 
 #[test]
