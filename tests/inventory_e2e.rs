@@ -3,6 +3,7 @@
 //! the real scheduler and kwok's nodes (the test bed), reached only through the kubeconfig.
 
 mod common;
+use common::daemon::{await_until, Daemon};
 use common::kubectl::Kubectl as _;
 use common::members::{Backend, Members};
 use common::{gitfleet, Repo, Run};
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 on_both_backends!(
     inventory_reads_nodes_and_pods_and_live_scheduling_follows_it,
     namespace_collection_sends_a_resource_placement_where_its_namespace_exists,
+    the_daemon_with_namespace_collection_follows_a_namespace_created_on_a_member,
 );
 
 /// `small`: two ready nodes with reserved capacity and one node that is not ready. `big`: three
@@ -412,6 +414,85 @@ fn namespace_collection_sends_a_resource_placement_where_its_namespace_exists(ba
     await_condition("beta's namespace seen by a probe", || {
         shop_decisions(&schedule(&["--enable-namespace-collection"])).0 == ["alpha", "beta"]
     });
+}
+
+/// Whether `member` has the ConfigMap `shop/cfg`.
+fn has_cfg(members: &Members, member: &str) -> bool {
+    let (code, out, _) = members.kubectl(
+        member,
+        &[
+            "get",
+            "configmap",
+            "cfg",
+            "-n",
+            "shop",
+            "-o",
+            "name",
+            "--ignore-not-found",
+        ],
+    );
+    code == 0 && out.trim() == "configmap/cfg"
+}
+
+/// Issue 17.4 on the daemon: `gitfleet run --enable-namespace-collection` probes namespaces at
+/// each look (here every poll), delivers the ResourcePlacement only where its namespace exists,
+/// reports KubeFleet's reason for the other member in its schedule, and once the namespace is
+/// created there, the next probe schedules and delivers it. Fails on the code before this
+/// change: `run` had no such flag, and without collection beta was picked at once (its apply
+/// then failing on the missing namespace).
+fn the_daemon_with_namespace_collection_follows_a_namespace_created_on_a_member(backend: Backend) {
+    let members = Members::start(backend, TWO_MEMBERS);
+    let repo = Repo::new();
+    repo.write("placements.yaml", SHOP);
+    repo.write("members/alpha.yaml", &member("alpha", ""));
+    repo.write("members/beta.yaml", &member("beta", ""));
+    repo.commit("fleet");
+    let (code, _, err) = members.kubectl("alpha", &["create", "namespace", "shop"]);
+    assert_eq!(code, 0, "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let daemon = Daemon::start_with(
+        repo.path(),
+        &members.kubeconfig,
+        &dir.path().join("state"),
+        &secret,
+        "1s",
+        &["--enable-namespace-collection".as_ref()],
+        &[],
+    );
+    let schedule = || -> Option<(Vec<String>, Vec<(String, String)>)> {
+        let body = ureq::get(&format!("{}/api/v1/schedule", daemon.addr))
+            .call()
+            .ok()?
+            .body_mut()
+            .read_to_string()
+            .ok()?;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        v["placements"]
+            .as_array()?
+            .iter()
+            .any(|p| p["name"] == "cfg")
+            .then(|| shop_decisions(&v))
+    };
+    await_until("the ConfigMap on alpha", || has_cfg(&members, "alpha"));
+    let (selected, reasons) = schedule().expect("a schedule");
+    assert_eq!(selected, ["alpha"]);
+    assert!(
+        reasons.contains(&(
+            "beta".to_string(),
+            "ClusterUnschedulable, target namespace does not exist on cluster".to_string()
+        )),
+        "{reasons:?}"
+    );
+    assert!(!has_cfg(&members, "beta"));
+
+    let (code, _, err) = members.kubectl("beta", &["create", "namespace", "shop"]);
+    assert_eq!(code, 0, "{err}");
+    await_until("the ConfigMap on beta", || has_cfg(&members, "beta"));
+    let (selected, _) = schedule().expect("a schedule");
+    assert_eq!(selected, ["alpha", "beta"]);
 }
 
 /// KubeFleet's namespace tracker stops at 200 namespaces (`namespaceTrackerLimit`,
