@@ -329,8 +329,11 @@ spec:
   policy: {placementType: PickAll}
 ";
 
-/// The ResourcePlacement's selected clusters and each cluster's decision reason.
-fn shop_decisions(schedule: &Value) -> (Vec<String>, Vec<(String, String)>) {
+/// A placement's selected clusters, and each cluster's decision reason.
+type Decisions = (Vec<String>, Vec<(String, String)>);
+
+/// The ResourcePlacement's [`Decisions`].
+fn shop_decisions(schedule: &Value) -> Decisions {
     let p = schedule["placements"]
         .as_array()
         .unwrap()
@@ -462,7 +465,7 @@ fn the_daemon_with_namespace_collection_follows_a_namespace_created_on_a_member(
         &["--enable-namespace-collection".as_ref()],
         &[],
     );
-    let schedule = || -> Option<(Vec<String>, Vec<(String, String)>)> {
+    let schedule = || -> Option<Decisions> {
         let body = ureq::get(&format!("{}/api/v1/schedule", daemon.addr))
             .call()
             .ok()?
