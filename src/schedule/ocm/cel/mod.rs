@@ -18,8 +18,11 @@
 //! the strings extension, and [`library`]: `scores`, `parseJSON` and the semver functions, with
 //! OCM's semantics. Where gitfleet differs, because it is not cel-go:
 //! - `managedCluster` is built from what gitfleet knows of the cluster: `metadata.name`,
-//!   `metadata.labels` (the ManagedCluster's, with the cluster-set label), `spec.taints`, and
-//!   `status.clusterClaims` from its properties (as claims are for the claim selector).
+//!   `metadata.labels` (the ManagedCluster's, with the cluster-set label), `spec.taints`,
+//!   `status.clusterClaims` from its properties (as claims are for the claim selector), and
+//!   `status.allocatable` / `status.capacity` (`cpu`, `memory`, quantity strings) from the
+//!   properties the resource prioritizers read; nothing else of the ManagedCluster
+//!   (`status.version`, conditions, ...), so a reference to it is an evaluation error (no match).
 //! - `scores(resource)` reads the cluster's inventory `addOnScores`, whatever the resource name
 //!   (the inventory does not say which AddOnPlacementScore a score comes from; see [`library`]).
 //! - The other Kubernetes libraries (quantity, IP, CIDR, URL, format, regex `find`/`findAll`,
@@ -227,12 +230,35 @@ fn managed_cluster(c: &Cluster) -> Value {
         .iter()
         .map(|(k, v)| (k.clone(), Value::String(v.clone())))
         .collect();
+    // `status.allocatable` / `status.capacity`: the properties the resource prioritizers read
+    // (module doc of `ocm`), as the quantity strings an unstructured ManagedCluster holds.
+    let resources = |cpu: &str, memory: &str| -> Map<String, Value> {
+        [("cpu", cpu), ("memory", memory)]
+            .into_iter()
+            .filter_map(|(k, p)| Some((k.to_string(), Value::String(c.properties.get(p)?.clone()))))
+            .collect()
+    };
+    let mut status = Map::new();
+    status.insert("clusterClaims".into(), Value::Array(claims));
+    for (field, cpu, memory) in [
+        (
+            "allocatable",
+            super::ALLOCATABLE_CPU,
+            super::ALLOCATABLE_MEMORY,
+        ),
+        ("capacity", super::CAPACITY_CPU, super::CAPACITY_MEMORY),
+    ] {
+        let r = resources(cpu, memory);
+        if !r.is_empty() {
+            status.insert(field.into(), Value::Object(r));
+        }
+    }
     json!({
         "apiVersion": "cluster.open-cluster-management.io/v1",
         "kind": "ManagedCluster",
         "metadata": {"name": c.name, "labels": labels},
         "spec": {"taints": taints},
-        "status": {"clusterClaims": claims},
+        "status": status,
     })
 }
 
@@ -384,6 +410,33 @@ mod tests {
         ));
     }
 
+    /// `status.allocatable` and `status.capacity` hold the resource properties as quantity
+    /// strings, as a ManagedCluster's status does.
+    #[test]
+    fn allocatable_and_capacity_come_from_the_resource_properties() {
+        let c = cluster(
+            "c",
+            &[],
+            &[
+                ("resources.kubernetes-fleet.io/allocatable-cpu", "7600m"),
+                ("resources.kubernetes-fleet.io/total-memory", "32Gi"),
+            ],
+        );
+        assert!(matches(
+            &["managedCluster.status.allocatable.cpu == '7600m'"],
+            &c
+        ));
+        assert!(matches(
+            &["managedCluster.status.capacity.memory == '32Gi'"],
+            &c
+        ));
+        assert!(matches(&["!has(managedCluster.status.capacity.cpu)"], &c));
+        assert!(!matches(
+            &["managedCluster.status.allocatable.memory == '1'"],
+            &c
+        ));
+    }
+
     /// What cel-go's type checker rejects in OCM's environment is a compile error here too, so
     /// the placement is misconfigured; a non-bool result is no match (`isResultValid`).
     #[test]
@@ -413,6 +466,10 @@ mod tests {
         );
         let c = cluster("c", &[], &[]);
         assert!(!matches(&["managedCluster.metadata.name"], &c));
+        assert!(!matches(
+            &["managedCluster.status.version.kubernetes == '1.30'"],
+            &c
+        ));
         assert!(!matches(&["1"], &c));
     }
 }
