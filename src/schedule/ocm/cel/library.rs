@@ -5,7 +5,13 @@
 //! - Kubernetes' semver library as OCM registers it (`library.SemverLib()` without options in
 //!   sdk-go pkg/cel/common/values.go `BaseEnvOpts`, so only the version-0 overloads):
 //!   `semver(string)`, `isSemver(string)`, and on a semver `isGreaterThan`, `isLessThan`,
-//!   `compareTo`, `major`, `minor`, `patch` (k8s.io/apiserver pkg/cel/library/semverlib.go).
+//!   `compareTo`, `major`, `minor`, `patch` (k8s.io/apiserver pkg/cel/library/semverlib.go);
+//! - Kubernetes' regex library (`library.Regex()`): `string.find(regex)`, the first match or
+//!   `""`, and `string.findAll(regex[, n])`, at most `n` matches (all when negative), with Rust's
+//!   `regex` crate for Go's `regexp` (both RE2 syntax, leftmost-first). As OCM's program
+//!   options include `OptimizeRegex`, an invalid literal pattern fails when the program is
+//!   made (`instantiation failed: ...`, so the placement is misconfigured); a pattern computed
+//!   at evaluation fails there (no match).
 //!
 //! cel-go checks how a library function is called when it compiles; cel-rust does not, so
 //! [`check_calls`] does it here: a call of one of these functions with the wrong receiver style
@@ -14,7 +20,7 @@
 //! Pure: the scores are a parameter.
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
-use cel::extractors::This;
+use cel::extractors::{Arguments, This};
 use cel::objects::{Key, Map, Opaque};
 use cel::{Context, ExecutionError, FunctionContext, Value};
 use std::cmp::Ordering;
@@ -28,8 +34,8 @@ pub(super) type ScoreTable = HashMap<String, BTreeMap<String, i64>>;
 struct Signature {
     name: &'static str,
     member: bool,
-    /// Parameter kinds after the receiver.
-    params: &'static [Param],
+    /// The parameter lists it accepts after the receiver.
+    params: &'static [&'static [Param]],
     /// How OCM's library documents the call, for the error message.
     usage: &'static str,
 }
@@ -37,6 +43,7 @@ struct Signature {
 #[derive(Clone, Copy)]
 enum Param {
     String,
+    Int,
     Semver,
 }
 
@@ -44,67 +51,80 @@ const SIGNATURES: &[Signature] = &[
     Signature {
         name: "scores",
         member: true,
-        params: &[Param::String],
+        params: &[&[Param::String]],
         usage: "<ManagedCluster>.scores(<string>) <list>",
     },
     Signature {
         name: "parseJSON",
         member: true,
-        params: &[],
+        params: &[&[]],
         usage: "<string>.parseJSON() <dyn>",
+    },
+    Signature {
+        name: "find",
+        member: true,
+        params: &[&[Param::String]],
+        usage: "<string>.find(<string>) <string>",
+    },
+    Signature {
+        name: "findAll",
+        member: true,
+        params: &[&[Param::String], &[Param::String, Param::Int]],
+        usage: "<string>.findAll(<string>[, <int>]) <list(string)>",
     },
     Signature {
         name: "semver",
         member: false,
-        params: &[Param::String],
+        params: &[&[Param::String]],
         usage: "semver(<string>) <Semver>",
     },
     Signature {
         name: "isSemver",
         member: false,
-        params: &[Param::String],
+        params: &[&[Param::String]],
         usage: "isSemver(<string>) <bool>",
     },
     Signature {
         name: "isGreaterThan",
         member: true,
-        params: &[Param::Semver],
+        params: &[&[Param::Semver]],
         usage: "<Semver>.isGreaterThan(<Semver>) <bool>",
     },
     Signature {
         name: "isLessThan",
         member: true,
-        params: &[Param::Semver],
+        params: &[&[Param::Semver]],
         usage: "<Semver>.isLessThan(<Semver>) <bool>",
     },
     Signature {
         name: "compareTo",
         member: true,
-        params: &[Param::Semver],
+        params: &[&[Param::Semver]],
         usage: "<Semver>.compareTo(<Semver>) <int>",
     },
     Signature {
         name: "major",
         member: true,
-        params: &[],
+        params: &[&[]],
         usage: "<Semver>.major() <int>",
     },
     Signature {
         name: "minor",
         member: true,
-        params: &[],
+        params: &[&[]],
         usage: "<Semver>.minor() <int>",
     },
     Signature {
         name: "patch",
         member: true,
-        params: &[],
+        params: &[&[]],
         usage: "<Semver>.patch() <int>",
     },
 ];
 
-/// The first call in `expr` that OCM's type checker would reject: a library function called
-/// the wrong way, or with a literal of the wrong type.
+/// The first call in `expr` that OCM's type checker would reject (a library function called
+/// the wrong way, or with a literal of the wrong type: `compilation failed: ...`), or whose
+/// program OCM could not make (an invalid literal regex: `instantiation failed: ...`).
 pub(super) fn check_calls(expr: &IdedExpr) -> Result<(), String> {
     let mut stack = vec![expr];
     while let Some(e) = stack.pop() {
@@ -144,24 +164,37 @@ pub(super) fn check_calls(expr: &IdedExpr) -> Result<(), String> {
 }
 
 fn check_call(sig: &Signature, target: Option<&IdedExpr>, args: &[IdedExpr]) -> Result<(), String> {
-    if target.is_some() != sig.member || args.len() != sig.params.len() {
-        return Err(no_overload(sig));
+    let no_overload = || format!("compilation failed: {}", no_overload(sig));
+    if target.is_some() != sig.member {
+        return Err(no_overload());
     }
-    // A literal receiver: only `parseJSON` takes one (a string); `scores` takes a map and the
-    // semver methods a semver, which no literal is.
+    // A literal receiver: `parseJSON`, `find` and `findAll` take a string; `scores` takes a map
+    // and the semver methods a semver, which no literal is.
     if let Some(lit) = target.and_then(literal) {
-        if !(sig.name == "parseJSON" && matches!(lit, LiteralValue::String(_))) {
-            return Err(no_overload(sig));
+        let takes_string = matches!(sig.name, "parseJSON" | "find" | "findAll");
+        if !(takes_string && matches!(lit, LiteralValue::String(_))) {
+            return Err(no_overload());
         }
     }
-    for (param, arg) in sig.params.iter().zip(args) {
-        let Some(lit) = literal(arg) else { continue };
-        let ok = match param {
-            Param::String => matches!(lit, LiteralValue::String(_)),
-            Param::Semver => false,
-        };
-        if !ok {
-            return Err(no_overload(sig));
+    let fits = |params: &[Param]| {
+        params.len() == args.len()
+            && params.iter().zip(args).all(|(param, arg)| {
+                literal(arg).is_none_or(|lit| match param {
+                    Param::String => matches!(lit, LiteralValue::String(_)),
+                    Param::Int => matches!(lit, LiteralValue::Int(_)),
+                    Param::Semver => false,
+                })
+            })
+    };
+    if !sig.params.iter().any(|p| fits(p)) {
+        return Err(no_overload());
+    }
+    // OptimizeRegex: a literal pattern is compiled with the program.
+    if matches!(sig.name, "find" | "findAll") {
+        if let Some(LiteralValue::String(pattern)) = args.first().and_then(literal) {
+            if let Err(e) = regex::Regex::new(pattern.inner()) {
+                return Err(format!("instantiation failed: Illegal regex: {e}"));
+            }
         }
     }
     Ok(())
@@ -191,6 +224,19 @@ pub(super) fn register(context: &mut Context<'_, '_>, table: Arc<ScoreTable>) {
             },
         ),
         context.add_function("parseJSON", parse_json),
+        context.add_function(
+            "find",
+            |ftx: &FunctionContext, This(s): This<Arc<String>>, re: Arc<String>| {
+                let re = compile_regex(ftx, &re)?;
+                Ok::<Value, ExecutionError>(Value::from(re.find(&s).map_or("", |m| m.as_str())))
+            },
+        ),
+        context.add_function(
+            "findAll",
+            |ftx: &FunctionContext, This(s): This<Arc<String>>, Arguments(args): Arguments| {
+                find_all(ftx, &s, &args)
+            },
+        ),
         context.add_function("semver", semver),
         context.add_function("isSemver", is_semver),
         context.add_function(
@@ -304,6 +350,32 @@ fn from_json(v: serde_json::Value) -> Value {
             ),
         }),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// regex
+// ---------------------------------------------------------------------------------------------
+
+fn compile_regex(ftx: &FunctionContext, pattern: &str) -> Result<regex::Regex, ExecutionError> {
+    regex::Regex::new(pattern).map_err(|e| ftx.error(format!("Illegal regex: {e}")))
+}
+
+/// `findAll(regex[, n])`: Go's `FindAllString(s, n)`, so `n == 0` is none and a negative `n`
+/// all. `args` are the call's arguments after the receiver (only the method form compiles).
+fn find_all(ftx: &FunctionContext, s: &str, args: &[Value]) -> Result<Value, ExecutionError> {
+    let (pattern, n) = match args {
+        [Value::String(p)] => (p, -1),
+        [Value::String(p), Value::Int(n)] => (p, *n),
+        _ => return Err(ftx.error("no such overload")),
+    };
+    let re = compile_regex(ftx, pattern)?;
+    let limit = usize::try_from(n).unwrap_or(usize::MAX);
+    Ok(Value::List(Arc::new(
+        re.find_iter(s)
+            .take(limit)
+            .map(|m| Value::from(m.as_str()))
+            .collect(),
+    )))
 }
 
 // ---------------------------------------------------------------------------------------------

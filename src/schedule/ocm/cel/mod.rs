@@ -15,7 +15,8 @@
 //!   Format and Semver.
 //!
 //! Evaluated with cel-rust (`cel`), on its standard environment (optional types included) plus
-//! the strings extension, and [`library`]: `scores`, `parseJSON` and the semver functions, with
+//! the strings extension, and [`library`]: `scores`, `parseJSON`, the semver functions and the
+//! regex `find`/`findAll`, with
 //! OCM's semantics. Where gitfleet differs, because it is not cel-go:
 //! - `managedCluster` is built from what gitfleet knows of the cluster: `metadata.name`,
 //!   `metadata.labels` (the ManagedCluster's, with the cluster-set label), `spec.taints`,
@@ -25,8 +26,8 @@
 //!   (`status.version`, conditions, ...), so a reference to it is an evaluation error (no match).
 //! - `scores(resource)` reads the cluster's inventory `addOnScores`, whatever the resource name
 //!   (the inventory does not say which AddOnPlacementScore a score comes from; see [`library`]).
-//! - The other Kubernetes libraries (quantity, IP, CIDR, URL, format, regex `find`/`findAll`,
-//!   list helpers) are not provided: an expression that calls one is reported as a compile
+//! - The other Kubernetes libraries (quantity, IP, CIDR, URL, format, list helpers) are not
+//!   provided: an expression that calls one is reported as a compile
 //!   error naming it, so the placement is misconfigured instead of selecting wrongly.
 //! - cel-go limits an expression's runtime cost (`celconfig.RuntimeCELCostBudget` per cluster,
 //!   `PerCallLimit`); cel-rust has no cost model, so an expression costly enough to exceed the
@@ -73,9 +74,7 @@ const NOT_PROVIDED: &[&str] = &[
     "getPort",
     "getEscapedPath",
     "getQuery",
-    // Regex, Lists, Format
-    "find",
-    "findAll",
+    // Lists, Format
     "isSorted",
     "sum",
     "format",
@@ -146,8 +145,7 @@ impl CelSelector {
                     "compilation failed: function '{f}' of OCM's CEL environment is not supported by gitfleet ({e:?})"
                 ));
             }
-            library::check_calls(program.expression())
-                .map_err(|err| format!("compilation failed: {err} ({e:?})"))?;
+            library::check_calls(program.expression()).map_err(|err| format!("{err} ({e:?})"))?;
             programs.push(program);
         }
         let scores = if programs
@@ -408,6 +406,47 @@ mod tests {
             &["semver(managedCluster.metadata.labels['env']).major() >= 0"],
             &c
         ));
+    }
+
+    /// Kubernetes' regex library (k8s.io/apiserver pkg/cel/library/regex.go, its documented
+    /// examples), and what Go's regexp gives for empty matches (`FindString`/`FindAllString`,
+    /// checked with go1 by hand: `"123 abc 456"` and `[0-9]*` give `["123" "" "" "" "" "456"]`).
+    #[test]
+    fn find_and_find_all_match_as_go_regexp() {
+        let c = cluster("c", &[("zone", "eu-west-3b")], &[]);
+        for expr in [
+            "'abc 123'.find('[0-9]+') == '123'",
+            "'abc 123'.find('xyz') == ''",
+            "'123 abc 456'.findAll('[0-9]+') == ['123', '456']",
+            "'123 abc 456'.findAll('[0-9]+', 1) == ['123']",
+            "'123 abc 456'.findAll('[0-9]+', 0) == []",
+            "'123 abc 456'.findAll('[0-9]+', -1) == ['123', '456']",
+            "'123 abc 456'.findAll('xyz') == []",
+            "'123 abc 456'.find('[0-9]*') == '123'",
+            "'123 abc 456'.findAll('[0-9]*') == ['123', '', '', '', '', '456']",
+            "'baaab'.findAll('a*') == ['', 'aaa', '']",
+            "managedCluster.metadata.labels['zone'].find('[a-z]+-[a-z]+-[0-9]') == 'eu-west-3'",
+        ] {
+            assert!(matches(&[expr], &c), "{expr}");
+        }
+        // A literal pattern that does not compile fails when OCM makes the program
+        // (OptimizeRegex): the placement is misconfigured. One computed at evaluation is only
+        // no match.
+        assert_eq!(
+            compile(&["'a'.find('[') == ''"], &[]).err().unwrap(),
+            "instantiation failed: Illegal regex: regex parse error:\n    [\n    ^\nerror: unclosed character class (\"'a'.find('[') == ''\")"
+        );
+        assert!(!matches(
+            &["'a'.find(managedCluster.metadata.name + '[') == ''"],
+            &c
+        ));
+        for expr in [
+            "find('a', 'b') == ''",
+            "'a'.findAll('b', 'c') == []",
+            "'a'.find() == ''",
+        ] {
+            assert!(compile(&[expr], &[]).is_err(), "{expr}");
+        }
     }
 
     /// `status.allocatable` and `status.capacity` hold the resource properties as quantity
