@@ -122,7 +122,7 @@ const SIGNATURES: &[Signature] = &[
     },
 ];
 
-/// The first call in `expr` that OCM's type checker would reject (a library function called
+/// A call in `expr` that OCM's type checker would reject (a library function called
 /// the wrong way, or with a literal of the wrong type: `compilation failed: ...`), or whose
 /// program OCM could not make (an invalid literal regex: `instantiation failed: ...`).
 pub(super) fn check_calls(expr: &IdedExpr) -> Result<(), String> {
