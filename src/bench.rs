@@ -255,6 +255,7 @@ pub fn generate(spec: FleetSpec) -> (Vec<SourceFile>, Inventory) {
             properties,
             add_on_scores,
             namespaces: None,
+            namespace_collection_degraded: false,
         });
         clusters.push(name);
     }

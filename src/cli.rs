@@ -444,6 +444,11 @@ pub struct ProbeArgs {
     /// Members asked at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: u16,
+    /// Collect each member's namespaces (names only, at most 200), so that a ResourcePlacement
+    /// is scheduled only where its namespace exists, as KubeFleet's member agent does with
+    /// `--enable-namespace-collection-in-property-provider`. Off: every member passes.
+    #[arg(long)]
+    pub enable_namespace_collection: bool,
 }
 
 const INVENTORY_EXIT_CODES: &str = "\
@@ -783,6 +788,7 @@ fn live_inventory(
         concurrency: usize::from(probe.concurrency),
         timeout: probe.member_timeout,
         prices,
+        namespaces: probe.enable_namespace_collection,
     };
     let members = members_of(cats);
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -3,6 +3,7 @@
 //! the real scheduler and kwok's nodes (the test bed), reached only through the kubeconfig.
 
 mod common;
+use common::daemon::{await_until, Daemon};
 use common::kubectl::Kubectl as _;
 use common::members::{Backend, Members};
 use common::{gitfleet, Repo, Run};
@@ -10,7 +11,11 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 
 // Member-facing behaviour, checked on `gitfleet sim` and on real API servers (the test bed).
-on_both_backends!(inventory_reads_nodes_and_pods_and_live_scheduling_follows_it,);
+on_both_backends!(
+    inventory_reads_nodes_and_pods_and_live_scheduling_follows_it,
+    namespace_collection_sends_a_resource_placement_where_its_namespace_exists,
+    the_daemon_with_namespace_collection_follows_a_namespace_created_on_a_member,
+);
 
 /// `small`: two ready nodes with reserved capacity and one node that is not ready. `big`: three
 /// schedulable nodes and a cordoned one. `third`: reached through another context name.
@@ -291,6 +296,264 @@ spec:
         &["--base", &head, "--head", &head, "--inventory", "live"],
     );
     assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+}
+
+/// Two plain members for the namespace-collection test.
+const TWO_MEMBERS: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+    nodes: [{cpu: "2", memory: 8Gi}]
+  - name: beta
+    nodes: [{cpu: "2", memory: 8Gi}]
+"#;
+
+/// A ResourcePlacement in namespace `shop` (its namespace is not placed by gitfleet: it must
+/// already exist on a member, as KubeFleet requires of a ResourcePlacement).
+const SHOP: &str = "\
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg, namespace: shop}
+data: {k: v}
+---
+apiVersion: placement.kubernetes-fleet.io/v1
+kind: ResourcePlacement
+metadata: {name: cfg, namespace: shop}
+spec:
+  resourceSelectors:
+  - {group: '', version: v1, kind: ConfigMap, name: cfg}
+  policy: {placementType: PickAll}
+";
+
+/// A placement's selected clusters, and each cluster's decision reason.
+type Decisions = (Vec<String>, Vec<(String, String)>);
+
+/// The ResourcePlacement's [`Decisions`].
+fn shop_decisions(schedule: &Value) -> Decisions {
+    let p = schedule["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "cfg" && p["namespace"] == "shop")
+        .unwrap_or_else(|| panic!("no shop/cfg in {schedule:#}"));
+    let selected = serde_json::from_value(p["selected"].clone()).unwrap();
+    let reasons = p["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["cluster"].as_str().unwrap().to_string(),
+                d["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (selected, reasons)
+}
+
+/// Issue 17.4: with `--enable-namespace-collection` (KubeFleet's member agent flag
+/// `--enable-namespace-collection-in-property-provider`) the live probe lists each member's
+/// namespaces and KubeFleet's NamespaceAffinity filter
+/// (pkg/scheduler/framework/plugins/namespaceaffinity/filtering.go) sends a ResourcePlacement
+/// only where its namespace exists, saying "target namespace does not exist on cluster"; once
+/// the namespace is created on a member, the next probe schedules it there. Without the flag
+/// every member passes, as KubeFleet without namespace collection.
+///
+/// Fails on the code before this change: the flag did not exist (exit 64), and the live
+/// inventory never had namespaces, so both members were always selected.
+fn namespace_collection_sends_a_resource_placement_where_its_namespace_exists(backend: Backend) {
+    let members = Members::start(backend, TWO_MEMBERS);
+    let repo = Repo::new();
+    repo.write("placements.yaml", SHOP);
+    repo.write("members/alpha.yaml", &member("alpha", ""));
+    repo.write("members/beta.yaml", &member("beta", ""));
+    repo.commit("fleet");
+    let (code, _, err) = members.kubectl("alpha", &["create", "namespace", "shop"]);
+    assert_eq!(code, 0, "{err}");
+
+    let schedule = |extra: &[&str]| -> Value {
+        let mut args = vec!["--inventory", "live", "-o", "json"];
+        args.extend_from_slice(extra);
+        let r = run(&repo, &members, "schedule", &args);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        serde_json::from_str(&r.stdout).unwrap()
+    };
+
+    // Not asked: namespaces are not known, every member passes.
+    let (selected, _) = shop_decisions(&schedule(&[]));
+    assert_eq!(selected, ["alpha", "beta"]);
+    let inv = inventory_json(&repo, &members, &[]);
+    assert!(
+        cluster(&inv, "alpha").get("namespaces").is_none(),
+        "{inv:#}"
+    );
+
+    // Asked: the inventory lists names, and only alpha has `shop`.
+    let inv = inventory_json(&repo, &members, &["--enable-namespace-collection"]);
+    let names = |c: &str| -> Vec<String> {
+        serde_json::from_value(cluster(&inv, c)["namespaces"].clone()).unwrap()
+    };
+    assert!(names("alpha").contains(&"shop".to_string()), "{inv:#}");
+    assert!(names("alpha").contains(&"default".to_string()), "{inv:#}");
+    assert!(!names("beta").contains(&"shop".to_string()), "{inv:#}");
+    assert!(cluster(&inv, "alpha")
+        .get("namespaceCollectionDegraded")
+        .is_none());
+    let (selected, reasons) = shop_decisions(&schedule(&["--enable-namespace-collection"]));
+    assert_eq!(selected, ["alpha"]);
+    let beta = reasons.iter().find(|(c, _)| c == "beta").unwrap();
+    assert_eq!(
+        beta.1,
+        "ClusterUnschedulable, target namespace does not exist on cluster"
+    );
+
+    // The namespace appears on beta: the next probe sees it and the placement goes there too.
+    let (code, _, err) = members.kubectl("beta", &["create", "namespace", "shop"]);
+    assert_eq!(code, 0, "{err}");
+    await_condition("beta's namespace seen by a probe", || {
+        shop_decisions(&schedule(&["--enable-namespace-collection"])).0 == ["alpha", "beta"]
+    });
+}
+
+/// Whether `member` has the ConfigMap `shop/cfg`.
+fn has_cfg(members: &Members, member: &str) -> bool {
+    let (code, out, _) = members.kubectl(
+        member,
+        &[
+            "get",
+            "configmap",
+            "cfg",
+            "-n",
+            "shop",
+            "-o",
+            "name",
+            "--ignore-not-found",
+        ],
+    );
+    code == 0 && out.trim() == "configmap/cfg"
+}
+
+/// Issue 17.4 on the daemon: `gitfleet run --enable-namespace-collection` probes namespaces at
+/// each look (here every poll), delivers the ResourcePlacement only where its namespace exists,
+/// reports KubeFleet's reason for the other member in its schedule, and once the namespace is
+/// created there, the next probe schedules and delivers it. Fails on the code before this
+/// change: `run` had no such flag, and without collection beta was picked at once (its apply
+/// then failing on the missing namespace).
+fn the_daemon_with_namespace_collection_follows_a_namespace_created_on_a_member(backend: Backend) {
+    let members = Members::start(backend, TWO_MEMBERS);
+    let repo = Repo::new();
+    repo.write("placements.yaml", SHOP);
+    repo.write("members/alpha.yaml", &member("alpha", ""));
+    repo.write("members/beta.yaml", &member("beta", ""));
+    repo.commit("fleet");
+    let (code, _, err) = members.kubectl("alpha", &["create", "namespace", "shop"]);
+    assert_eq!(code, 0, "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let daemon = Daemon::start_with(
+        repo.path(),
+        &members.kubeconfig,
+        &dir.path().join("state"),
+        &secret,
+        "1s",
+        &["--enable-namespace-collection".as_ref()],
+        &[],
+    );
+    let schedule = || -> Option<Decisions> {
+        let body = ureq::get(&format!("{}/api/v1/schedule", daemon.addr))
+            .call()
+            .ok()?
+            .body_mut()
+            .read_to_string()
+            .ok()?;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        v["placements"]
+            .as_array()?
+            .iter()
+            .any(|p| p["name"] == "cfg")
+            .then(|| shop_decisions(&v))
+    };
+    await_until("the ConfigMap on alpha", || has_cfg(&members, "alpha"));
+    let mut served = None;
+    await_until("the schedule served", || {
+        served = schedule();
+        served.is_some()
+    });
+    let (selected, reasons) = served.unwrap();
+    assert_eq!(selected, ["alpha"]);
+    assert!(
+        reasons.contains(&(
+            "beta".to_string(),
+            "ClusterUnschedulable, target namespace does not exist on cluster".to_string()
+        )),
+        "{reasons:?}"
+    );
+    assert!(!has_cfg(&members, "beta"));
+
+    let (code, _, err) = members.kubectl("beta", &["create", "namespace", "shop"]);
+    assert_eq!(code, 0, "{err}");
+    await_until("the ConfigMap on beta", || has_cfg(&members, "beta"));
+    // The schedule the status API serves is saved with the step's outcome, which may come
+    // after the apply itself.
+    await_until("the schedule to pick beta", || {
+        schedule().is_some_and(|(selected, _)| selected == ["alpha", "beta"])
+    });
+}
+
+/// KubeFleet's namespace tracker stops at 200 namespaces (`namespaceTrackerLimit`,
+/// pkg/propertyprovider/default/trackers/namespaces.go), reports the collection degraded, and
+/// its scheduler still uses what was collected: a namespace beyond the limit counts as missing.
+#[test]
+fn namespace_collection_stops_at_kubefleets_limit_and_says_so() {
+    let members = Members::start(Backend::Sim, TWO_MEMBERS);
+    let repo = Repo::new();
+    repo.write("placements.yaml", SHOP);
+    repo.write("members/alpha.yaml", &member("alpha", ""));
+    repo.write("members/beta.yaml", &member("beta", ""));
+    repo.commit("fleet");
+    // 201 namespaces that sort before `shop`, then `shop`.
+    let many: String = (0..201)
+        .map(|i| format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns-{i:03}}}\n---\n"))
+        .collect();
+    let (code, _, err) = members.kubectl_stdin("alpha", &["apply", "-f", "-"], &many);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = members.kubectl("alpha", &["create", "namespace", "shop"]);
+    assert_eq!(code, 0, "{err}");
+
+    let inv = inventory_json(&repo, &members, &["--enable-namespace-collection"]);
+    let alpha = cluster(&inv, "alpha");
+    let names: Vec<String> = serde_json::from_value(alpha["namespaces"].clone()).unwrap();
+    assert_eq!(names.len(), 200, "{alpha:#}");
+    assert!(!names.contains(&"shop".to_string()));
+    assert_eq!(alpha["namespaceCollectionDegraded"], true);
+    assert!(cluster(&inv, "beta")
+        .get("namespaceCollectionDegraded")
+        .is_none());
+
+    let r = run(
+        &repo,
+        &members,
+        "schedule",
+        &[
+            "--inventory",
+            "live",
+            "--enable-namespace-collection",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (selected, reasons) = shop_decisions(&serde_json::from_str(&r.stdout).unwrap());
+    assert!(selected.is_empty(), "{reasons:?}");
+    assert!(reasons
+        .iter()
+        .all(|(_, why)| why == "ClusterUnschedulable, target namespace does not exist on cluster"));
 }
 
 #[test]

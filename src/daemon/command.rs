@@ -70,6 +70,12 @@ pub struct RunArgs {
     /// seconds).
     #[arg(long, env = "GITFLEET_MEMBER_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = crate::flags::parse_timeout)]
     pub member_timeout: Duration,
+    /// Collect each member's namespaces in its inventory probe (names only, at most 200), so
+    /// that a ResourcePlacement is scheduled only where its namespace exists, as KubeFleet's
+    /// member agent does with `--enable-namespace-collection-in-property-provider`. Off: every
+    /// member passes.
+    #[arg(long, env = "GITFLEET_ENABLE_NAMESPACE_COLLECTION")]
+    pub enable_namespace_collection: bool,
     /// Who may approve update runs with signed tags (and sign heads, with --verify-commits).
     #[command(flatten)]
     pub trust: crate::approvals::command::TrustArgs,
@@ -390,6 +396,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         kubeconfig_path: located.name.clone(),
         probe: ProbeOptions {
             timeout: args.member_timeout,
+            namespaces: args.enable_namespace_collection,
             ..ProbeOptions::default()
         },
         parallel_members: usize::from(args.push.parallel_members),

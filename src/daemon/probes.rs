@@ -140,6 +140,7 @@ fn unhealthy(name: &str, error: String) -> Answer {
         properties: BTreeMap::new(),
         add_on_scores: BTreeMap::new(),
         namespaces: None,
+        namespace_collection_degraded: false,
     }
 }
 

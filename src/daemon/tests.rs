@@ -65,6 +65,7 @@ impl Deliverer for Fake {
                     properties: Default::default(),
                     add_on_scores: Default::default(),
                     namespaces: None,
+                    namespace_collection_degraded: false,
                 }
             })
             .collect();

@@ -14,13 +14,24 @@
 //! Quantities are written canonically: cpu in cores, or millicores when not whole (`12`,
 //! `3800m`); memory in the largest binary unit that divides it exactly (`48Gi`, `1536Mi`, bytes
 //! otherwise).
+//!
+//! Namespaces are collected only when asked ([`Options::namespaces`], the flag
+//! `--enable-namespace-collection`), as KubeFleet's member agent collects them only with
+//! `--enable-namespace-collection-in-property-provider` (cmd/memberagent/options/
+//! propertyprovider.go; off by default). Names only, at most [`NAMESPACE_LIMIT`], KubeFleet's
+//! `namespaceTrackerLimit` (pkg/propertyprovider/default/trackers/namespaces.go): a member with
+//! more is reported `namespaceCollectionDegraded` (KubeFleet's `NamespaceCollectionSucceeded`
+//! condition `False`, reason `Degraded`) with the first ones its API lists, by name; the
+//! scheduler still uses them, as KubeFleet's NamespaceAffinity filter does, so a namespace
+//! beyond the limit counts as missing. KubeFleet's tracker keeps the first ones it watched
+//! rather than the first by name.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use kube::api::{Api, ListParams};
 use kube::config::Kubeconfig;
@@ -40,6 +51,8 @@ pub const AVAILABLE_CPU: &str = "resources.kubernetes-fleet.io/available-cpu";
 pub const AVAILABLE_MEMORY: &str = "resources.kubernetes-fleet.io/available-memory";
 pub const PER_CPU_CORE_COST: &str = "kubernetes.azure.com/per-cpu-core-cost";
 pub const PER_GB_MEMORY_COST: &str = "kubernetes.azure.com/per-gb-memory-cost";
+/// The most namespaces collected from one member: KubeFleet's `namespaceTrackerLimit`.
+pub const NAMESPACE_LIMIT: u32 = 200;
 /// The label naming a node's instance type (VM size).
 pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
 
@@ -364,11 +377,23 @@ impl ProbeError {
     }
 }
 
-/// Lists nodes and the pods bound to nodes that may still run, and computes the properties.
+/// What one probe of a member found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Probed {
+    pub properties: BTreeMap<String, String>,
+    /// Set when namespace collection is on.
+    pub namespaces: Option<Vec<String>>,
+    /// More than [`NAMESPACE_LIMIT`] namespaces: `namespaces` holds the first ones.
+    pub namespace_collection_degraded: bool,
+}
+
+/// Lists nodes and the pods bound to nodes that may still run, and computes the properties;
+/// with `namespaces`, lists the member's namespaces too (module doc).
 pub async fn probe(
     client: &kube::Client,
     prices: Option<&PriceTable>,
-) -> Result<BTreeMap<String, String>, ProbeError> {
+    namespaces: bool,
+) -> Result<Probed, ProbeError> {
     let nodes: Vec<Node> =
         list_all(Api::all(client.clone()), ListParams::default(), "nodes").await?;
     // Unbound and finished pods hold nothing; the server leaves them out.
@@ -379,7 +404,38 @@ pub async fn probe(
         "pods",
     )
     .await?;
-    Ok(properties(&nodes, &pods, prices))
+    let mut probed = Probed {
+        properties: properties(&nodes, &pods, prices),
+        ..Probed::default()
+    };
+    if namespaces {
+        let (names, more) = list_namespaces(client).await?;
+        probed.namespaces = Some(names);
+        probed.namespace_collection_degraded = more;
+    }
+    Ok(probed)
+}
+
+/// The first [`NAMESPACE_LIMIT`] namespace names, and whether the member has more.
+async fn list_namespaces(client: &kube::Client) -> Result<(Vec<String>, bool), ProbeError> {
+    let page = Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default().limit(NAMESPACE_LIMIT))
+        .await
+        .map_err(|source| ProbeError::List {
+            what: "namespaces",
+            source,
+        })?;
+    let more = page.metadata.continue_.is_some_and(|c| !c.is_empty());
+    let mut names: Vec<String> = page
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    // A server that ignores `limit` (it may) still yields at most the limit, by name.
+    names.sort_unstable();
+    let more = more || names.len() > NAMESPACE_LIMIT as usize;
+    names.truncate(NAMESPACE_LIMIT as usize);
+    Ok((names, more))
 }
 
 async fn list_all<K>(
@@ -439,6 +495,8 @@ pub struct Options {
     /// How long one member may take, connection included; a slower member is unhealthy.
     pub timeout: Duration,
     pub prices: Option<PriceTable>,
+    /// Collect each member's namespaces (KubeFleet's namespace collection; module doc).
+    pub namespaces: bool,
 }
 
 impl Default for Options {
@@ -447,6 +505,7 @@ impl Default for Options {
             concurrency: DEFAULT_CONCURRENCY,
             timeout: DEFAULT_MEMBER_TIMEOUT,
             prices: None,
+            namespaces: false,
         }
     }
 }
@@ -482,6 +541,7 @@ pub async fn collect_with(
         let target = member.target.clone();
         let prices = prices.clone();
         let timeout = options.timeout;
+        let namespaces = options.namespaces;
         tasks.spawn(async move {
             let _permit = permits.acquire_owned().await.expect("never closed");
             let deadline = tokio::time::Instant::now() + timeout;
@@ -489,7 +549,7 @@ pub async fn collect_with(
                 let client = connect(&kubeconfig, &path, &target).await?;
                 let mut attempt = 0;
                 loop {
-                    match probe(&client, prices.as_ref().as_ref()).await {
+                    match probe(&client, prices.as_ref().as_ref(), namespaces).await {
                         // A member that answers with 429 or 5xx is up but busy or flaky: ask
                         // again with backoff within its time. One that does not answer at all
                         // is reported at once rather than holding up the inventory.
@@ -510,7 +570,7 @@ pub async fn collect_with(
             (i, result)
         });
     }
-    let mut results: Vec<Option<Result<BTreeMap<String, String>, ProbeError>>> =
+    let mut results: Vec<Option<Result<Probed, ProbeError>>> =
         members.iter().map(|_| None).collect();
     while let Some(joined) = tasks.join_next().await {
         // A probe task only panics on a bug; its member then stays without an answer below.
@@ -522,15 +582,16 @@ pub async fn collect_with(
         .iter()
         .zip(results)
         .map(|(member, result)| match result {
-            Some(Ok(mut properties)) => {
-                properties.extend(member.declared.clone());
+            Some(Ok(mut probed)) => {
+                probed.properties.extend(member.declared.clone());
                 InventoryCluster {
                     name: member.target.name.clone(),
                     healthy: true,
                     error: None,
-                    properties,
+                    properties: probed.properties,
                     add_on_scores: BTreeMap::new(),
-                    namespaces: None,
+                    namespaces: probed.namespaces,
+                    namespace_collection_degraded: probed.namespace_collection_degraded,
                 }
             }
             Some(Err(e)) => unhealthy(&member.target.name, error_text(&e)),
@@ -549,6 +610,7 @@ fn unhealthy(name: &str, error: String) -> InventoryCluster {
         properties: BTreeMap::new(),
         add_on_scores: BTreeMap::new(),
         namespaces: None,
+        namespace_collection_degraded: false,
     }
 }
 

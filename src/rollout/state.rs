@@ -189,6 +189,7 @@ mod tests {
             .into(),
             add_on_scores: Default::default(),
             namespaces: None,
+            namespace_collection_degraded: false,
         };
         let bad = InventoryCluster {
             healthy: false,

@@ -34,6 +34,11 @@ pub struct InventoryCluster {
     /// `MemberCluster.status.namespaces`); unset when not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<Vec<String>>,
+    /// The member has more namespaces than are collected (KubeFleet's
+    /// `NamespaceCollectionSucceeded=False`, reason `Degraded`): `namespaces` holds the first
+    /// ones only, and the scheduler still uses them, as KubeFleet's does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub namespace_collection_degraded: bool,
 }
 
 fn yes() -> bool {
@@ -78,7 +83,7 @@ impl Inventory {
 }
 
 /// One member cluster, joined from the repository and the inventory.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Cluster {
     pub name: String,
     /// The labels KubeFleet sees: the `MemberCluster`'s, plus `kubernetes-fleet.io/member-name`.

@@ -521,7 +521,7 @@ impl<'a> World<'a> {
         if spec.predicates.is_empty() || candidates.is_empty() {
             passed.extend_from_slice(candidates);
         } else {
-            let cels = match compile_cel(&spec.predicates) {
+            let cels = match compile_cel(&spec.predicates, self.fleet) {
                 Ok(cels) => cels,
                 Err(m) => {
                     run.misconfig = Some(m);
@@ -845,6 +845,7 @@ struct Feasible {
 /// (pkg/placement/plugins/predicate/predicate.go).
 fn compile_cel(
     predicates: &[ClusterPredicate],
+    fleet: &Fleet,
 ) -> Result<Vec<Option<cel::CelSelector>>, Misconfig> {
     predicates
         .iter()
@@ -853,7 +854,7 @@ fn compile_cel(
             if exprs.is_empty() {
                 return Ok(None);
             }
-            cel::CelSelector::compile(exprs)
+            cel::CelSelector::compile(exprs, &fleet.clusters)
                 .map(Some)
                 .map_err(|e| Misconfig::new("Predicate", e))
         })

@@ -108,6 +108,7 @@ fn inventory(clusters: &[Live]) -> Inventory {
                     .collect(),
                 add_on_scores: c.add_on.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
                 namespaces: None,
+                namespace_collection_degraded: false,
             })
             .collect(),
     }
@@ -1087,9 +1088,16 @@ fn cel_compile_errors_make_the_placement_misconfigured() {
         ),
         placement(
             "app",
-            "scores",
+            "quantity",
             json!({"predicates": [{"requiredClusterSelector": {"celSelector": {"celExpressions": [
-                "managedCluster.scores('test-addon').filter(s, s.name == 'test-score').all(e, e.value > 80)"
+                "quantity(managedCluster.metadata.labels['mem']).isLessThan(quantity('1Gi'))"
+            ]}}}]}),
+        ),
+        placement(
+            "app",
+            "scores-as-global",
+            json!({"predicates": [{"requiredClusterSelector": {"celSelector": {"celExpressions": [
+                "scores(managedCluster, 'test-addon').size() > 0"
             ]}}}]}),
         ),
     ]);
@@ -1103,12 +1111,70 @@ fn cel_compile_errors_make_the_placement_misconfigured() {
         "{message}"
     );
     assert_eq!(satisfied_of(&r).1, "NoManagedClusterMatched");
-    let r = one(&cat, &f, "scores", &[], NOW);
+    let r = one(&cat, &f, "quantity", &[], NOW);
     assert!(r.selected.is_empty());
     assert_eq!(
         misconfigured_of(&r).2,
-        "Predicate:compilation failed: function 'scores' of OCM's CEL environment is not supported by gitfleet (\"managedCluster.scores('test-addon').filter(s, s.name == 'test-score').all(e, e.value > 80)\")"
+        "Predicate:compilation failed: function 'quantity' of OCM's CEL environment is not supported by gitfleet (\"quantity(managedCluster.metadata.labels['mem']).isLessThan(quantity('1Gi'))\")"
     );
+    // `scores` is a member function in OCM (ManagedClusterLib's MemberOverload): called as a
+    // global one, cel-go's checker finds no overload.
+    let r = one(&cat, &f, "scores-as-global", &[], NOW);
+    assert!(r.selected.is_empty());
+    assert_eq!(
+        misconfigured_of(&r).2,
+        "Predicate:compilation failed: found no matching overload for 'scores' (OCM declares <ManagedCluster>.scores(<string>) <list>) (\"scores(managedCluster, 'test-addon').size() > 0\")"
+    );
+}
+
+/// OCM's library functions in a placement: `scores` reads the inventory's add-on scores
+/// (sdk-go managedcluster.go clusterScores; the README example of a CEL selector on an
+/// AddOnPlacementScore), `semver` compares versions (ocm pkg/placement/helpers/cel_test.go).
+/// A cluster whose expression fails at evaluation is filtered, the placement is not
+/// misconfigured.
+#[test]
+fn cel_library_functions_select_clusters() {
+    let cat = commit(vec![
+        cluster("hot", json!({"version": "1.31.2"})),
+        cluster("cool", json!({"version": "1.29.0"})),
+        cluster("unscored", json!({"version": "not-a-version"})),
+        placement(
+            "app",
+            "scores",
+            json!({"predicates": [{"requiredClusterSelector": {"celSelector": {"celExpressions": [
+                "managedCluster.scores('test-addon').filter(s, s.name == 'test-score').all(e, e.value > 80)"
+            ]}}}]}),
+        ),
+        placement(
+            "app",
+            "semver",
+            json!({"predicates": [{"requiredClusterSelector": {"celSelector": {"celExpressions": [
+                "semver(managedCluster.metadata.labels['version']).isLessThan(semver('1.30.0'))"
+            ]}}}]}),
+        ),
+    ]);
+    let inv = inventory(&[
+        Live {
+            add_on: &[("test-score", 90)],
+            ..live("hot")
+        },
+        Live {
+            add_on: &[("test-score", 10)],
+            ..live("cool")
+        },
+        live("unscored"),
+    ]);
+    let f = fleet(&cat, Some(&inv));
+    let r = one(&cat, &f, "scores", &[], NOW);
+    assert_eq!(r.selected, ["hot"]);
+    assert_eq!(misconfigured_of(&r).0, "False");
+    assert_eq!(
+        decision_of(&r, "unscored").reason(),
+        "filtered by Predicate: the cluster does not satisfy its celSelector"
+    );
+    let r = one(&cat, &f, "semver", &[], NOW);
+    assert_eq!(r.selected, ["cool"]);
+    assert_eq!(misconfigured_of(&r).0, "False");
 }
 
 // ---------------------------------------------------------------------------------------------
