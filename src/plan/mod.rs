@@ -1116,8 +1116,11 @@ impl<'a> Side<'a> {
 /// renderings, so most pairs recur on many clusters and are diffed once.
 struct DiffMemo {
     context: usize,
-    seen: HashMap<(Option<Position>, Option<Position>), Option<Arc<str>>>,
+    seen: HashMap<(Option<Position>, Option<Position>), Option<SharedDiff>>,
 }
+
+/// A diff text shared by every cluster that has it.
+type SharedDiff = Arc<str>;
 
 /// Where an object sits: (address of its shared rendering, index in it).
 type Position = (usize, usize);
@@ -1131,7 +1134,7 @@ impl DiffMemo {
     }
 
     /// The unified diff of an object between the two sides, `None` when it is the same.
-    fn diff(&mut self, id: &str, b: Option<&Object>, h: Option<&Object>) -> Option<Arc<str>> {
+    fn diff(&mut self, id: &str, b: Option<&Object>, h: Option<&Object>) -> Option<SharedDiff> {
         let key = (b.map(|o| o.at), h.map(|o| o.at));
         if key.0.is_some() && key.0 == key.1 {
             // One rendering shared by both sides.
