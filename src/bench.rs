@@ -15,6 +15,7 @@ use std::fmt;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+pub mod manifest;
 pub mod plan;
 
 /// The seed [`run`] uses, so every report measures the same fleets.

@@ -1047,11 +1047,15 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
 
 fn plan(args: &PlanArgs, color: crate::flags::ColorChoice) -> Result<ExitCode> {
     // Unreadable inputs are plain errors here (exit 1), as the plan's exit codes say.
-    let read_rev = |rev: &str| read_commit(&args.repo, rev, &args.path).map_err(|e| anyhow!(e));
-    let base = read_rev(&args.base)?;
-    let head = read_rev(&args.head)?;
-    let (base_cat, _) = base.analyze();
-    let (head_cat, mut head_diags) = head.analyze();
+    // Each commit's files are let go once analysed: from there on the plan reads the catalog.
+    let analyzed = |rev: &str| -> Result<(CommitFiles, Catalog, Vec<Diagnostic>)> {
+        let mut commit = read_commit(&args.repo, rev, &args.path).map_err(|e| anyhow!(e))?;
+        let (cat, diags) = commit.analyze();
+        commit.files = Vec::new();
+        Ok((commit, cat, diags))
+    };
+    let (base, base_cat, _) = analyzed(&args.base)?;
+    let (head, head_cat, mut head_diags) = analyzed(&args.head)?;
     let mut signature_errors = Vec::new();
     let mut head_signature = None;
     if args.trust.given() {
@@ -1093,6 +1097,13 @@ fn plan(args: &PlanArgs, color: crate::flags::ColorChoice) -> Result<ExitCode> {
             previous: &previous,
             now_unix: now_unix(),
         };
+        // The guard first: its renderings are gone before the plan's diffs are made.
+        let held = crate::plan::deletion_guard(
+            (&base.commit, &base_cat),
+            (&head.commit, &head_cat, &head.message),
+            &inputs,
+            &args.deletion_guard.policy(),
+        );
         let plan = crate::plan::plan_catalogs(
             (&base.commit, &base_cat),
             (&head.commit, &head_cat),
@@ -1102,15 +1113,7 @@ fn plan(args: &PlanArgs, color: crate::flags::ColorChoice) -> Result<ExitCode> {
                 context: args.context,
             },
         );
-        crate::plan::Plan {
-            held: crate::plan::deletion_guard(
-                (&base.commit, &base_cat),
-                (&head.commit, &head_cat, &head.message),
-                &inputs,
-                &args.deletion_guard.policy(),
-            ),
-            ..plan
-        }
+        crate::plan::Plan { held, ..plan }
     } else {
         let mut errors: Vec<String> = head_diags.drain(..).map(|d| d.to_string()).collect();
         errors.extend(signature_errors);
@@ -1120,16 +1123,7 @@ fn plan(args: &PlanArgs, color: crate::flags::ColorChoice) -> Result<ExitCode> {
         head_signature,
         ..plan
     };
-    let text = match args.format {
-        PlanFormat::Json => crate::plan::format::json(&plan),
-        PlanFormat::Markdown => crate::plan::format::markdown(&plan, args.max_bytes),
-        PlanFormat::Text => {
-            use std::io::IsTerminal;
-            crate::plan::format::text(&plan, color.for_stream(std::io::stdout().is_terminal()))
-        }
-    };
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", text.trim_end())?;
+    print_plan(&plan, args, color)?;
     Ok(
         if !plan.errors.is_empty() || plan.summary.render_errors > 0 {
             ExitCode::from(1)
@@ -1139,6 +1133,34 @@ fn plan(args: &PlanArgs, color: crate::flags::ColorChoice) -> Result<ExitCode> {
             ExitCode::SUCCESS
         },
     )
+}
+
+/// Prints the plan as it is formatted (its diffs can be many times the manifests' size, so the
+/// text is never built whole), without trailing whitespace and with one final line break.
+fn print_plan(
+    plan: &crate::plan::Plan,
+    args: &PlanArgs,
+    color: crate::flags::ColorChoice,
+) -> Result<()> {
+    use crate::plan::format;
+    use crate::trimmed_output::{TrimmedOutput, Utf8Bytes};
+    use std::io::IsTerminal;
+    let stdout = std::io::stdout();
+    let color = color.for_stream(stdout.is_terminal());
+    let mut out = TrimmedOutput::new(std::io::BufWriter::new(stdout.lock()));
+    let formatted = match args.format {
+        PlanFormat::Json => {
+            let mut bytes = std::io::BufWriter::new(Utf8Bytes::new(&mut out));
+            format::write_json(&mut bytes, plan)?;
+            bytes.flush()?;
+            Ok(())
+        }
+        PlanFormat::Markdown => format::write_markdown(&mut out, plan, args.max_bytes),
+        PlanFormat::Text => format::write_text(&mut out, plan, color),
+    };
+    // A formatting error stands for the I/O error `finish` reports.
+    out.finish()?;
+    formatted.map_err(|_| anyhow!("cannot format the plan"))
 }
 
 /// Labels of a declared member as KubeFleet's overrides see them (those of its MemberCluster,

@@ -28,6 +28,7 @@
 //! - [`daemon`]: `gitfleet run` (event loop, reconciler, status API, metrics) and
 //!   [`daemon_client`], which reads a running daemon;
 //! - [`cli`] and [`flags`]: the command line; [`quickstart`]: `gitfleet quickstart`;
+//!   [`trimmed_output`]: long output printed as it is made (`gitfleet plan`);
 //! - [`sim`]: simulated members speaking the Kubernetes API; [`bench`]: the benchmarks' fleets;
 //!   [`fuzzing`]: the fuzz targets' entry points (fuzz/, replayed by tests/fuzz_corpus.rs).
 
@@ -56,6 +57,7 @@ pub mod source;
 pub mod state;
 pub mod text_table;
 pub mod timestamp;
+pub mod trimmed_output;
 pub mod webhook;
 pub mod yaml;
 

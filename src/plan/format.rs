@@ -1,12 +1,14 @@
 //! How a plan is printed: `text` for terminals, `markdown` for pull-request comments, `json`.
-//! Takes a finished [`Plan`] and returns a string; it computes nothing about the fleet and knows
-//! nothing of where the output goes (the caller decides on colour and size).
+//! Takes a finished [`Plan`] and writes it to any [`fmt::Write`] (or returns a string); it
+//! computes nothing about the fleet and knows nothing of where the output goes (the caller
+//! decides on colour and size). The writers hold no more than one object's diff at a time, so
+//! a plan is printed without a second copy of its diffs in memory.
 
 use super::{
     Change, ClusterMove, ClusterPlan, ClusterReason, ObjectDiff, PlacementPlan, Plan,
     RolloutImpact, Score, StageImpact, Transition,
 };
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
 /// The command a reader runs to see what the markdown comment had to leave out.
 const SEE_CLUSTER: &str = "gitfleet plan --format text --cluster NAME";
@@ -20,97 +22,109 @@ pub fn json(plan: &Plan) -> String {
     serde_json::to_string_pretty(plan).expect("plan serialises")
 }
 
+/// [`json`], written to `out` as it is serialised.
+pub fn write_json(out: impl std::io::Write, plan: &Plan) -> serde_json::Result<()> {
+    serde_json::to_writer_pretty(out, plan)
+}
+
 /// The plan for a terminal: a header line, the head's errors, a block per placement that
 /// changes, then the manifest diffs per cluster. ANSI colours only when `color` is true.
 pub fn text(plan: &Plan, color: bool) -> String {
-    let p = Paint(color);
     let mut out = String::new();
+    write_text(&mut out, plan, color).expect("writing to a String does not fail");
+    out
+}
+
+/// [`text`], written to `out`.
+pub fn write_text(out: &mut impl fmt::Write, plan: &Plan, color: bool) -> fmt::Result {
+    let p = Paint(color);
     let range = format!("gitfleet plan {}..{}", short(&plan.base), short(&plan.head));
-    let _ = writeln!(out, "{}: {}", p.bold(&range), headline(plan));
+    writeln!(out, "{}: {}", p.bold(&range), headline(plan))?;
     if let Some(signed) = &plan.head_signature {
-        let _ = writeln!(out, "head signature: {signed}");
+        writeln!(out, "head signature: {signed}")?;
     }
     if let Some(h) = &plan.held {
-        let _ = writeln!(
+        writeln!(
             out,
             "{} {}",
             p.red_bold("the daemon would hold this head:"),
             h.message
-        );
+        )?;
     }
     if !plan.errors.is_empty() {
         for e in &plan.errors {
-            let _ = writeln!(out, "{} {e}", p.red_bold("error:"));
+            writeln!(out, "{} {e}", p.red_bold("error:"))?;
         }
-        return out;
+        return Ok(());
     }
     for c in &plan.clusters {
         for e in &c.errors {
-            let _ = writeln!(out, "{} {}: {e}", p.red_bold("error:"), c.cluster);
+            writeln!(out, "{} {}: {e}", p.red_bold("error:"), c.cluster)?;
         }
     }
     let (shown, unchanged) = split_placements(plan);
     for pl in shown {
-        out.push('\n');
-        text_placement(&mut out, &p, pl);
+        out.write_char('\n')?;
+        text_placement(out, &p, pl)?;
     }
     if unchanged > 0 {
-        out.push('\n');
-        let _ = writeln!(
+        out.write_char('\n')?;
+        writeln!(
             out,
             "{}",
             count(unchanged, "placement", "placements") + " unchanged"
-        );
+        )?;
     }
     for c in plan.clusters.iter().filter(|c| !c.objects.is_empty()) {
-        out.push('\n');
-        let _ = writeln!(
+        out.write_char('\n')?;
+        writeln!(
             out,
             "{}",
             p.bold(&format!("cluster {}: {}", c.cluster, objects_summary(c)))
-        );
+        )?;
         for o in &c.objects {
             let line = format!("  {} {} ({})", sigil(o.change), o.object, o.placement);
-            let _ = writeln!(out, "{}", p.change(o.change, &line));
+            writeln!(out, "{}", p.change(o.change, &line))?;
             for d in o.diff.lines() {
-                let _ = writeln!(out, "    {}", p.diff_line(d));
+                writeln!(out, "    {}", p.diff_line(d))?;
             }
         }
     }
-    out
+    Ok(())
 }
 
-fn text_placement(out: &mut String, p: &Paint, pl: &PlacementPlan) {
+fn text_placement(out: &mut impl fmt::Write, p: &Paint, pl: &PlacementPlan) -> fmt::Result {
     let title = format!("{} {} ({})", sigil(pl.change), pl.key, change_label(pl));
-    let _ = writeln!(out, "{}", p.bold(&p.change(pl.change, &title)));
+    writeln!(out, "{}", p.bold(&p.change(pl.change, &title)))?;
     for m in &pl.gained {
         let line = format!("  + {} gained: {}", m.cluster, move_reason(m));
-        let _ = writeln!(out, "{}", p.green(&line));
+        writeln!(out, "{}", p.green(&line))?;
     }
     for m in &pl.lost {
         let line = format!("  - {} lost: {}", m.cluster, move_reason(m));
-        let _ = writeln!(out, "{}", p.red(&line));
+        writeln!(out, "{}", p.red(&line))?;
     }
     for u in unschedulable(pl) {
         let line = format!("  ! {} unschedulable: {}", u.cluster, u.reason);
-        let _ = writeln!(out, "{}", p.yellow(&line));
+        writeln!(out, "{}", p.yellow(&line))?;
     }
     if let Some(c) = pl.condition.as_ref().filter(|c| c.status != "True") {
         let line = format!("  ! {}={} ({}): {}", c.type_, c.status, c.reason, c.message);
-        let _ = writeln!(out, "{}", p.yellow(&line));
+        writeln!(out, "{}", p.yellow(&line))?;
     }
     for line in snapshot_lines(pl) {
-        let _ = writeln!(out, "  {line}");
+        writeln!(out, "  {line}")?;
     }
     if let Some(r) = resources_line(pl, |s| s.to_string()) {
-        let _ = writeln!(out, "  resources: {r}");
+        writeln!(out, "  resources: {r}")?;
     }
     if let Some(r) = &pl.rollout {
-        let _ = writeln!(out, "  rollout: {}", rollout_description(r));
+        writeln!(out, "  rollout: {}", rollout_description(r))?;
         for s in &r.stages {
-            let _ = writeln!(out, "    {}", stage_line(s, r));
+            writeln!(out, "    {}", stage_line(s, r))?;
         }
     }
+    Ok(())
 }
 
 /// The plan as a pull-request comment (GitHub-flavoured markdown): a summary table, a section
@@ -118,6 +132,14 @@ fn text_placement(out: &mut String, p: &Paint, pl: &PlacementPlan) {
 /// diffs (and if need be placement sections) are left out, never in the middle of a block, and
 /// a closing note says what was cut and how to see it.
 pub fn markdown(plan: &Plan, max_bytes: usize) -> String {
+    let mut out = String::new();
+    write_markdown(&mut out, plan, max_bytes).expect("writing to a String does not fail");
+    out
+}
+
+/// [`markdown`], written to `out`.
+pub fn write_markdown(w: &mut impl fmt::Write, plan: &Plan, max_bytes: usize) -> fmt::Result {
+    // The part before the placement sections, which no cap cuts.
     let mut out = format!(
         "### gitfleet plan `{}` → `{}`\n\n",
         short(&plan.base),
@@ -135,11 +157,11 @@ pub fn markdown(plan: &Plan, max_bytes: usize) -> String {
     }
     if !plan.errors.is_empty() {
         markdown_errors(&mut out, plan, max_bytes);
-        return out;
+        return w.write_str(&out);
     }
     if !plan.has_changes() {
         out.push_str("No change to the fleet.\n");
-        return out;
+        return w.write_str(&out);
     }
     let _ = writeln!(out, "**{}**\n", headline(plan));
     let render_errors: Vec<(&str, &str)> = plan
@@ -187,31 +209,33 @@ pub fn markdown(plan: &Plan, max_bytes: usize) -> String {
         .iter()
         .filter(|c| !c.objects.is_empty())
         .collect();
-    let full = assemble(&out, &sections, &clusters, None);
-    if full.len() <= max_bytes {
-        return full;
-    }
-    assemble(&out, &sections, &clusters, Some(max_bytes))
+    // Measured, not built: the whole can be many times the manifests' size.
+    let mut full = Length(0);
+    assemble(&mut full, &out, &sections, &clusters, None)?;
+    let cap = (full.0 > max_bytes).then_some(max_bytes);
+    assemble(w, &out, &sections, &clusters, cap)
 }
 
 /// The placement sections and the diffs after `core`, within `cap` bytes if given. What may be
 /// cut, in order: the diffs object by object from the end, then the placement sections; a
 /// closing note says what was.
 fn assemble(
+    out: &mut impl fmt::Write,
     core: &str,
     sections: &[String],
     clusters: &[&ClusterPlan],
     cap: Option<usize>,
-) -> String {
-    let mut out = core.to_string();
+) -> fmt::Result {
+    let mut out = Counted { inner: out, len: 0 };
+    out.write_str(core)?;
     let reserve = cap.map_or(0, |_| note_reserve(clusters, sections.len()));
     let max_bytes = cap.unwrap_or(usize::MAX);
-    let fits = |out: &String, extra: usize| out.len() + extra + reserve <= max_bytes;
+    let fits = |len: usize, extra: usize| len + extra + reserve <= max_bytes;
 
     let mut sections_cut = 0;
     for s in sections {
-        if sections_cut == 0 && fits(&out, s.len()) {
-            out.push_str(s);
+        if sections_cut == 0 && fits(out.len, s.len()) {
+            out.write_str(s)?;
         } else {
             sections_cut += 1;
         }
@@ -227,7 +251,6 @@ fn assemble(
             cut_objects += c.objects.len();
             continue;
         }
-        let blocks: Vec<String> = c.objects.iter().map(markdown_object).collect();
         // What wraps the blocks, at its longest: the heading (the first time) and the summary.
         let heading = if heading_done {
             0
@@ -235,16 +258,25 @@ fn assemble(
             manifests_heading.len()
         };
         let frame = heading + details_open(c, 0).len() + 64 + details_close().len();
-        let mut used = 0;
-        let mut k = 0;
-        for b in &blocks {
-            if fits(&out, frame + used + b.len()) {
-                used += b.len();
-                k += 1;
-            } else {
-                break;
+        // How many of the cluster's object blocks fit (each measured, none kept).
+        let k = match cap {
+            None => c.objects.len(),
+            Some(_) => {
+                let mut used = 0;
+                let mut k = 0;
+                for o in &c.objects {
+                    let mut block = Length(0);
+                    write_markdown_object(&mut block, o)?;
+                    if fits(out.len, frame + used + block.0) {
+                        used += block.0;
+                        k += 1;
+                    } else {
+                        break;
+                    }
+                }
+                k
             }
-        }
+        };
         if k == 0 {
             stopped = true;
             cut_clusters.push(&c.cluster);
@@ -252,29 +284,53 @@ fn assemble(
             continue;
         }
         if !heading_done {
-            out.push_str(manifests_heading);
+            out.write_str(manifests_heading)?;
             heading_done = true;
         }
-        out.push_str(&details_open(c, if k < blocks.len() { k } else { 0 }));
-        for b in &blocks[..k] {
-            out.push_str(b);
+        let all = c.objects.len();
+        out.write_str(&details_open(c, if k < all { k } else { 0 }))?;
+        for o in &c.objects[..k] {
+            write_markdown_object(&mut out, o)?;
         }
-        out.push_str(details_close());
-        if k < blocks.len() {
+        out.write_str(details_close())?;
+        if k < all {
             stopped = true;
             cut_clusters.push(&c.cluster);
-            cut_objects += blocks.len() - k;
+            cut_objects += all - k;
         }
     }
     if sections_cut > 0 || cut_objects > 0 {
-        out.push_str(&cut_note(
+        out.write_str(&cut_note(
             max_bytes,
             sections_cut,
             &cut_clusters,
             cut_objects,
-        ));
+        ))?;
     }
-    out
+    Ok(())
+}
+
+/// A [`fmt::Write`] that only counts the bytes written to it.
+struct Length(usize);
+
+impl fmt::Write for Length {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0 += s.len();
+        Ok(())
+    }
+}
+
+/// A [`fmt::Write`] passing everything on and counting the bytes.
+struct Counted<'w, W> {
+    inner: &'w mut W,
+    len: usize,
+}
+
+impl<W: fmt::Write> fmt::Write for Counted<'_, W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.len += s.len();
+        self.inner.write_str(s)
+    }
 }
 
 fn markdown_errors(out: &mut String, plan: &Plan, max_bytes: usize) {
@@ -363,9 +419,17 @@ fn markdown_placement(pl: &PlacementPlan) -> String {
     s
 }
 
+#[cfg(test)]
 fn markdown_object(o: &ObjectDiff) -> String {
+    let mut s = String::new();
+    write_markdown_object(&mut s, o).expect("writing to a String does not fail");
+    s
+}
+
+fn write_markdown_object(out: &mut impl fmt::Write, o: &ObjectDiff) -> fmt::Result {
     let fence = fence_for(&o.diff);
-    format!(
+    write!(
+        out,
         "**{}** `{}` (`{}`)\n\n{fence}diff\n{}\n{fence}\n\n",
         change_word(o.change),
         o.object,
@@ -863,7 +927,7 @@ mod tests {
             object: format!("ConfigMap/app/config-{i}"),
             placement: "crp/app".parse().unwrap(),
             change: Change::Added,
-            diff: format!("--- base/x\n+++ head/x\n@@ -0,0 +1,40 @@\n{body}"),
+            diff: format!("--- base/x\n+++ head/x\n@@ -0,0 +1,40 @@\n{body}").into(),
         }
     }
 
@@ -978,6 +1042,39 @@ mod tests {
         let plan = big_plan();
         assert!(!text(&plan, false).contains('\x1b'));
         assert!(text(&plan, true).contains("\x1b[32m+line 0 of object 0\x1b[0m"));
+    }
+
+    /// Issue 15.6: a plan is written piece by piece, so printing it never holds a second copy of
+    /// its diffs (the text of a 50 MB commit's plan on three members is 190 MB).
+    #[test]
+    fn text_and_markdown_are_written_in_pieces_never_whole() {
+        /// The largest single piece written, and all of them together.
+        struct Pieces(usize, usize);
+        impl fmt::Write for Pieces {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                self.0 = self.0.max(s.len());
+                self.1 += s.len();
+                Ok(())
+            }
+        }
+        let plan = big_plan();
+        let diff = plan
+            .clusters
+            .iter()
+            .flat_map(|c| &c.objects)
+            .map(|o| o.diff.len())
+            .max()
+            .unwrap();
+        let mut text = Pieces(0, 0);
+        write_text(&mut text, &plan, true).unwrap();
+        let mut full = Pieces(0, 0);
+        write_markdown(&mut full, &plan, usize::MAX).unwrap();
+        let mut capped = Pieces(0, 0);
+        write_markdown(&mut capped, &plan, 15_000).unwrap();
+        for (name, w) in [("text", text), ("markdown", full), ("capped", capped)] {
+            assert!(w.1 > 10 * diff, "{name}: {} bytes in all", w.1);
+            assert!(w.0 <= diff, "{name}: one piece of {} bytes", w.0);
+        }
     }
 
     #[test]

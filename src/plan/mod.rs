@@ -22,6 +22,7 @@ use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// One side of the comparison.
 pub struct World<'a> {
@@ -206,8 +207,14 @@ pub struct ObjectDiff {
     #[serde(with = "as_id")]
     pub placement: PlacementKey,
     pub change: Change,
-    /// Unified diff of the YAML, secrets' values masked.
-    pub diff: String,
+    /// Unified diff of the YAML, secrets' values masked; one text shared by every cluster
+    /// that has the same change (a large commit's diffs are its size again, per copy).
+    #[serde(serialize_with = "shared_text")]
+    pub diff: Arc<str>,
+}
+
+fn shared_text<S: serde::Serializer>(text: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(text)
 }
 
 /// What `gitfleet plan` needs besides the two commits: the live inventory (if any), the bindings
@@ -286,22 +293,22 @@ pub fn deletion_guard(
             now: inputs.now_unix.max(0) as u64,
             staged: Default::default(),
         };
-        step(&input, &RolloutState::default(), Pacing::Immediate)
+        // Only what the guard reads is kept: the work carries a copy of every rendering.
+        let decision = step(&input, &RolloutState::default(), Pacing::Immediate);
+        (decision.steps, decision.ledger.abandon)
     };
-    let base = decide(base_commit, base_cat, &base_fleet, &base_schedule);
-    let head = decide(head_commit, head_cat, &head_fleet, &head_schedule);
+    let (base_steps, base_abandon) = decide(base_commit, base_cat, &base_fleet, &base_schedule);
+    let (head_steps, head_abandon) = decide(head_commit, head_cat, &head_fleet, &head_schedule);
     let members: BTreeSet<&str> = head_fleet
         .clusters
         .iter()
         .map(|c| c.name.as_str())
         .collect();
     let mut managed = guard::Managed::new();
-    for s in &base.steps {
-        let abandon = head
-            .ledger
-            .abandon
+    for s in &base_steps {
+        let abandon = head_abandon
             .get(&s.placement)
-            .or(base.ledger.abandon.get(&s.placement))
+            .or(base_abandon.get(&s.placement))
             .copied()
             .unwrap_or(false);
         if abandon {
@@ -316,7 +323,7 @@ pub fn deletion_guard(
             }
         }
     }
-    let steps = guard::by_id(&head.steps);
+    let steps = guard::by_id(&head_steps);
     let assessment = guard::assess(&managed, |p, c| match steps.get(p) {
         Some(s) => guard::fate_in(Some(s), c),
         // Gone from the head: the daemon removes it.
@@ -1109,8 +1116,11 @@ impl<'a> Side<'a> {
 /// renderings, so most pairs recur on many clusters and are diffed once.
 struct DiffMemo {
     context: usize,
-    seen: HashMap<(Option<Position>, Option<Position>), Option<String>>,
+    seen: HashMap<(Option<Position>, Option<Position>), Option<SharedDiff>>,
 }
+
+/// A diff text shared by every cluster that has it.
+type SharedDiff = Arc<str>;
 
 /// Where an object sits: (address of its shared rendering, index in it).
 type Position = (usize, usize);
@@ -1124,7 +1134,7 @@ impl DiffMemo {
     }
 
     /// The unified diff of an object between the two sides, `None` when it is the same.
-    fn diff(&mut self, id: &str, b: Option<&Object>, h: Option<&Object>) -> Option<String> {
+    fn diff(&mut self, id: &str, b: Option<&Object>, h: Option<&Object>) -> Option<SharedDiff> {
         let key = (b.map(|o| o.at), h.map(|o| o.at));
         if key.0.is_some() && key.0 == key.1 {
             // One rendering shared by both sides.
@@ -1139,7 +1149,7 @@ impl DiffMemo {
                     return None;
                 }
                 let (bt, ht) = masked_yaml(bv, hv);
-                Some(unified(&bt, &ht, id, context))
+                Some(unified(&bt, &ht, id, context).into())
             })
             .clone()
     }
@@ -1164,9 +1174,17 @@ fn masked_yaml(b: Option<&Value>, h: Option<&Value>) -> (String, String) {
         v.get("kind").and_then(Value::as_str) == Some("Secret")
             && v.get("apiVersion").and_then(Value::as_str) == Some("v1")
     };
+    let yaml = |v: Option<&Value>| {
+        v.map(|v| crate::yaml::to_string(v).unwrap_or_default())
+            .unwrap_or_default()
+    };
+    if !(b.is_some_and(is_secret) || h.is_some_and(is_secret)) {
+        // Nothing to mask: written from the values as they are, not from copies.
+        return (yaml(b), yaml(h));
+    }
     let mut b = b.cloned();
     let mut h = h.cloned();
-    if b.as_ref().is_some_and(is_secret) || h.as_ref().is_some_and(is_secret) {
+    {
         for field in ["data", "stringData"] {
             let base_map = b
                 .as_ref()
@@ -1196,11 +1214,7 @@ fn masked_yaml(b: Option<&Value>, h: Option<&Value>) -> (String, String) {
             }
         }
     }
-    let yaml = |v: Option<Value>| {
-        v.map(|v| crate::yaml::to_string(&v).unwrap_or_default())
-            .unwrap_or_default()
-    };
-    (yaml(b), yaml(h))
+    (yaml(b.as_ref()), yaml(h.as_ref()))
 }
 
 fn unified(base: &str, head: &str, id: &str, context: usize) -> String {
@@ -1209,4 +1223,68 @@ fn unified(base: &str, head: &str, id: &str, context: usize) -> String {
         .context_radius(context)
         .header(&format!("base/{id}"), &format!("head/{id}"))
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::manifest::{configmaps, fleet, Shape};
+    use crate::catalog::SourceFile;
+
+    fn commit(bulk: Option<String>) -> Catalog {
+        let mut files: Vec<SourceFile> = fleet()
+            .into_iter()
+            .map(|(path, text)| SourceFile {
+                path: path.into(),
+                content: text.into_bytes(),
+            })
+            .collect();
+        if let Some(text) = bulk {
+            files.push(SourceFile {
+                path: "bulk.yaml".into(),
+                content: text.into_bytes(),
+            });
+        }
+        let (cat, diags) = crate::analyze(&files);
+        assert!(diags.is_empty(), "{diags:#?}");
+        cat
+    }
+
+    /// Issue 15.6: a large commit's diffs are held once, however many clusters get them (three
+    /// copies of a 50 MB commit's diffs, one per member, were most of what plan held).
+    #[test]
+    fn clusters_with_the_same_change_share_one_diff_text() {
+        let base = commit(None);
+        let (bulk, n) = configmaps(20_000, Shape::Documents, 0);
+        let head = commit(Some(bulk));
+        let previous = Previous::new();
+        let inputs = Inputs {
+            inventory: None,
+            previous: &previous,
+            now_unix: 0,
+        };
+        let opts = Options {
+            clusters: vec![],
+            context: 3,
+        };
+        let plan = plan_catalogs(("base", &base), ("head", &head), &inputs, &opts);
+        assert_eq!(plan.clusters.len(), 3, "{:#?}", plan.summary);
+        let first = &plan.clusters[0].objects;
+        // The ConfigMaps (the namespace is in both commits).
+        assert_eq!(first.len(), n);
+        for c in &plan.clusters[1..] {
+            assert_eq!(c.objects.len(), first.len());
+            for (a, b) in first.iter().zip(&c.objects) {
+                assert_eq!(a.object, b.object);
+                assert!(
+                    Arc::ptr_eq(&a.diff, &b.diff),
+                    "{} on {}: a copy of the diff",
+                    b.object,
+                    c.cluster
+                );
+            }
+        }
+        // One reference per cluster and none left behind by the comparison.
+        assert!(first.iter().all(|o| Arc::strong_count(&o.diff) == 3));
+    }
 }

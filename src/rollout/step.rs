@@ -29,7 +29,6 @@ use crate::model::{PlacementKey, PlacementKind};
 use crate::render::cluster::{ocm_workloads, overrides_of, render_placement, Selections};
 use crate::render::{ClusterTarget, Manifest};
 use crate::schedule::{BindingState, Fleet, PlacementSchedule};
-use crate::snapshot::hash_value;
 
 /// How fast a step moves the fleet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,7 +231,8 @@ pub struct Decision {
 
 fn rendered_fingerprint(manifests: &[Manifest]) -> String {
     let values: Vec<&Value> = manifests.iter().map(|m| &m.value).collect();
-    hash_value(&serde_json::json!(values))
+    // Hashed as written: `json!(values)` would copy the whole rendering first.
+    crate::snapshot::hash_list(None, &values)
 }
 
 /// The steps of settled placements, kept from one step to the next with what each was worked

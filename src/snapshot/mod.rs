@@ -6,7 +6,7 @@ mod history;
 mod sanitize;
 mod select;
 
-pub use hash::{canonical_json, hash_value};
+pub use hash::{canonical_json, hash_list, hash_value};
 pub use history::{Advance, History, SnapshotRecord};
 pub use sanitize::sanitize;
 pub use select::{
@@ -16,7 +16,7 @@ pub use select::{
 use crate::catalog::{Catalog, Diagnostic};
 use crate::model::placement::{Placement, PlacementPolicy};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// What one commit says about one placement, before indices are assigned.
 #[derive(Debug, Clone, Serialize)]
@@ -41,7 +41,7 @@ pub fn policy_hash(policy: &PlacementPolicy) -> String {
 
 pub fn resource_hash(resources: &[SelectedResource]) -> String {
     let values: Vec<&Value> = resources.iter().map(|r| &r.value).collect();
-    hash_value(&json!({ "selectedResources": values }))
+    hash::hash_list(Some("selectedResources"), &values)
 }
 
 /// Selects and hashes a placement's resources and policy.
