@@ -355,6 +355,20 @@ fn shop_decisions(schedule: &Value) -> Decisions {
     (selected, reasons)
 }
 
+/// Two members, `shop` (a ResourcePlacement's namespace) on alpha only, and a repository
+/// placing the shop on them.
+fn shop_on_two_members(backend: Backend) -> (Members, Repo) {
+    let members = Members::start(backend, TWO_MEMBERS);
+    let repo = Repo::new();
+    repo.write("placements.yaml", SHOP);
+    repo.write("members/alpha.yaml", &member("alpha", ""));
+    repo.write("members/beta.yaml", &member("beta", ""));
+    repo.commit("fleet");
+    let (code, _, err) = members.kubectl("alpha", &["create", "namespace", "shop"]);
+    assert_eq!(code, 0, "{err}");
+    (members, repo)
+}
+
 /// Issue 17.4: with `--enable-namespace-collection` (KubeFleet's member agent flag
 /// `--enable-namespace-collection-in-property-provider`) the live probe lists each member's
 /// namespaces and KubeFleet's NamespaceAffinity filter
@@ -366,14 +380,7 @@ fn shop_decisions(schedule: &Value) -> Decisions {
 /// Fails on the code before this change: the flag did not exist (exit 64), and the live
 /// inventory never had namespaces, so both members were always selected.
 fn namespace_collection_sends_a_resource_placement_where_its_namespace_exists(backend: Backend) {
-    let members = Members::start(backend, TWO_MEMBERS);
-    let repo = Repo::new();
-    repo.write("placements.yaml", SHOP);
-    repo.write("members/alpha.yaml", &member("alpha", ""));
-    repo.write("members/beta.yaml", &member("beta", ""));
-    repo.commit("fleet");
-    let (code, _, err) = members.kubectl("alpha", &["create", "namespace", "shop"]);
-    assert_eq!(code, 0, "{err}");
+    let (members, repo) = shop_on_two_members(backend);
 
     let schedule = |extra: &[&str]| -> Value {
         let mut args = vec!["--inventory", "live", "-o", "json"];
@@ -444,14 +451,7 @@ fn has_cfg(members: &Members, member: &str) -> bool {
 /// change: `run` had no such flag, and without collection beta was picked at once (its apply
 /// then failing on the missing namespace).
 fn the_daemon_with_namespace_collection_follows_a_namespace_created_on_a_member(backend: Backend) {
-    let members = Members::start(backend, TWO_MEMBERS);
-    let repo = Repo::new();
-    repo.write("placements.yaml", SHOP);
-    repo.write("members/alpha.yaml", &member("alpha", ""));
-    repo.write("members/beta.yaml", &member("beta", ""));
-    repo.commit("fleet");
-    let (code, _, err) = members.kubectl("alpha", &["create", "namespace", "shop"]);
-    assert_eq!(code, 0, "{err}");
+    let (members, repo) = shop_on_two_members(backend);
 
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("secret");

@@ -103,34 +103,34 @@ pub fn fleet() -> Vec<(&'static str, String)> {
     vec![("members.yaml", members), ("placement.yaml", placement)]
 }
 
+/// The files of a commit of [`fleet`], with `bulk` (made by [`configmaps`]) as `bulk.yaml`.
+pub fn commit_files(bulk: Option<String>) -> Vec<crate::catalog::SourceFile> {
+    let mut files: Vec<crate::catalog::SourceFile> = fleet()
+        .into_iter()
+        .map(|(path, text)| crate::catalog::SourceFile {
+            path: path.into(),
+            content: text.into_bytes(),
+        })
+        .collect();
+    if let Some(text) = bulk {
+        files.push(crate::catalog::SourceFile {
+            path: "bulk.yaml".into(),
+            content: text.into_bytes(),
+        });
+    }
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::SourceFile;
-
-    fn files(extra: Option<(String, Shape)>) -> Vec<SourceFile> {
-        let mut files: Vec<SourceFile> = fleet()
-            .into_iter()
-            .map(|(path, text)| SourceFile {
-                path: path.into(),
-                content: text.into_bytes(),
-            })
-            .collect();
-        if let Some((text, _)) = extra {
-            files.push(SourceFile {
-                path: "bulk.yaml".into(),
-                content: text.into_bytes(),
-            });
-        }
-        files
-    }
 
     #[test]
     fn both_shapes_validate_and_are_selected_whole() {
         for shape in [Shape::Documents, Shape::List] {
             let (text, n) = configmaps(200_000, shape, 0);
             assert!(text.len() >= 200_000 && n > 100, "{shape:?}: {n} objects");
-            let (cat, diags) = crate::analyze(&files(Some((text, shape))));
+            let (cat, diags) = crate::analyze(&commit_files(Some(text)));
             assert!(diags.is_empty(), "{shape:?}: {diags:#?}");
             let placement = &cat.placements[0].spec;
             let selected = crate::snapshot::select(&cat, placement).unwrap();

@@ -1228,24 +1228,10 @@ fn unified(base: &str, head: &str, id: &str, context: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::manifest::{configmaps, fleet, Shape};
-    use crate::catalog::SourceFile;
+    use crate::bench::manifest::{commit_files, configmaps, Shape};
 
     fn commit(bulk: Option<String>) -> Catalog {
-        let mut files: Vec<SourceFile> = fleet()
-            .into_iter()
-            .map(|(path, text)| SourceFile {
-                path: path.into(),
-                content: text.into_bytes(),
-            })
-            .collect();
-        if let Some(text) = bulk {
-            files.push(SourceFile {
-                path: "bulk.yaml".into(),
-                content: text.into_bytes(),
-            });
-        }
-        let (cat, diags) = crate::analyze(&files);
+        let (cat, diags) = crate::analyze(&commit_files(bulk));
         assert!(diags.is_empty(), "{diags:#?}");
         cat
     }
