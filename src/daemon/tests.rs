@@ -152,6 +152,10 @@ impl World {
     }
 
     fn daemon(&self, once: bool) -> Daemon<Fake> {
+        self.try_daemon(once).unwrap()
+    }
+
+    fn try_daemon(&self, once: bool) -> Result<Daemon<Fake>> {
         let opts = RunOptions {
             repo: self.repo.path().to_path_buf(),
             remote: None,
@@ -167,7 +171,7 @@ impl World {
             verify_commits: false,
             deletion_guard: Default::default(),
         };
-        Daemon::open(opts, Fake(self.members.clone())).unwrap()
+        Daemon::open(opts, Fake(self.members.clone()))
     }
 
     /// A daemon whose reconciles wait for every member, as `--once`'s do (but recheck on
@@ -178,15 +182,31 @@ impl World {
         d
     }
 
-    /// [`Self::waiting_daemon`] once the state directory's lock is free again.
+    /// [`Self::waiting_daemon`] on a state directory another daemon of this process held.
+    /// flock is per open file description, and a child that another test forks holds a copy
+    /// of every open description until it execs: of the old daemon's lock, or of this one's
+    /// own attempt. So the open itself is retried while it is refused as locked (CI saw a
+    /// probe-then-open race fail here).
     async fn reopened_waiting_daemon(&self) -> Daemon<Fake> {
-        for _ in 0..500 {
-            if crate::state::StateStore::lock(self.state.path()).is_ok() {
-                break;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            match self.try_daemon(false) {
+                Ok(mut d) => {
+                    d.isolated = false;
+                    return d;
+                }
+                Err(e)
+                    if std::time::Instant::now() < deadline
+                        && matches!(
+                            e.downcast_ref::<crate::state::StateError>(),
+                            Some(crate::state::StateError::Locked { .. })
+                        ) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await
+                }
+                Err(e) => panic!("{e:#}"),
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        self.waiting_daemon()
     }
 
     fn head(&self) -> String {
