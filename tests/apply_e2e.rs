@@ -25,6 +25,7 @@ on_both_backends!(
     a_namespace_gitfleet_did_not_create_is_never_deleted,
     full_comparison_reports_fields_others_set_after_apply,
     many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules,
+    an_unchanged_fleet_is_confirmed_with_a_list_per_kind_not_a_get_per_object,
     a_pruned_object_held_by_a_finalizer_is_in_progress_until_it_goes,
     a_pruned_namespace_is_in_progress_while_it_terminates,
     take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest,
@@ -890,6 +891,91 @@ fn many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules(backend: Back
     assert_eq!(cm["data"]["a"], "mine");
     let (_, again, _) = apply_json(&repo, &members, &[]);
     assert_eq!(outcome(&again, "beta", "ConfigMap", "cm-3").0, "unchanged");
+}
+
+/// Issue 19.4: a push that finds everything in place (a restart's re-check) reads what gitfleet
+/// placed with one labelled LIST per kind across namespaces, not one GET per object; the same
+/// rules hold for what it does not find that way (an unlabelled object is still looked at and
+/// not taken over). Twelve placements, each its own namespace and ConfigMap, pushed twice. Before
+/// the member-wide read, the second push read each of the 24 objects with a GET on each member.
+fn an_unchanged_fleet_is_confirmed_with_a_list_per_kind_not_a_get_per_object(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = Repo::new();
+    repo.write("members/alpha.yaml", &member("alpha"));
+    repo.write("members/beta.yaml", &member("beta"));
+    const TENANTS: usize = 12;
+    for i in 0..TENANTS {
+        repo.write(
+            &format!("t{i}.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: Namespace\nmetadata: {{name: t{i}}}\n---\n\
+                 apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg, namespace: t{i}}}\ndata: {{a: '1'}}\n---\n\
+                 apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\n\
+                 metadata: {{name: t{i}}}\nspec:\n  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: t{i}}}]\n  \
+                 strategy: {{applyStrategy: {{whenToTakeOver: Never}}}}\n"
+            ),
+        );
+    }
+    repo.commit("tenants");
+    let (code, report, err) = apply_json(&repo, &members, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    // Someone else's ConfigMap where gitfleet's would go next: the LIST does not find it
+    // (no label), the GET does, and Never keeps it.
+    kubectl_ok(
+        &members,
+        "alpha",
+        &["delete", "configmap", "cfg", "-n", "t5"],
+    );
+    kubectl_ok(
+        &members,
+        "alpha",
+        &[
+            "create",
+            "configmap",
+            "cfg",
+            "-n",
+            "t5",
+            "--from-literal=a=mine",
+        ],
+    );
+    let reads = |m: &str| {
+        members
+            .sim()
+            .map(|sim| sim.member(m)["requests"]["reads"].as_u64().unwrap())
+    };
+    let before = (reads("alpha"), reads("beta"));
+    let (_, again, _) = apply_json(&repo, &members, &[]);
+    let outcome_in = |member: &str, placement: &str, kind: &str| {
+        let m = again["members"].as_array().unwrap().iter();
+        let p = m.filter(|m| m["member"] == member).flat_map(|m| {
+            let ps = m["placements"].as_array().unwrap().iter();
+            ps.filter(|p| p["placement"] == placement)
+        });
+        let objects = p.flat_map(|p| p["objects"].as_array().unwrap().iter());
+        objects
+            .filter(|o| o["kind"] == kind)
+            .map(|o| o["outcome"].as_str().unwrap().to_string())
+            .next()
+            .unwrap_or_else(|| panic!("no {kind} of {placement} on {member} in {again:#}"))
+    };
+    for i in 0..TENANTS {
+        let placement = format!("crp.t{i}");
+        assert_eq!(outcome_in("beta", &placement, "ConfigMap"), "unchanged");
+        assert_eq!(outcome_in("alpha", &placement, "Namespace"), "unchanged");
+        if i != 5 {
+            assert_eq!(outcome_in("alpha", &placement, "ConfigMap"), "unchanged");
+        }
+    }
+    assert_eq!(outcome_in("alpha", "crp.t5", "ConfigMap"), "notTakenOver");
+    let cm = members.get_json("alpha", &["configmap", "cfg", "-n", "t5"]);
+    assert_eq!(cm["data"]["a"], "mine");
+    if let ((Some(a0), Some(b0)), (Some(a1), Some(b1))) = (before, (reads("alpha"), reads("beta")))
+    {
+        // Beta: the probe, the records, discovery and two LISTs; far fewer than 24 GETs.
+        assert!(b1 - b0 < TENANTS as u64, "beta read {} times", b1 - b0);
+        // Alpha: the same, and one GET for the unlabelled ConfigMap.
+        assert!(a1 - a0 < TENANTS as u64, "alpha read {} times", a1 - a0);
+    }
 }
 
 fn a_pruned_object_held_by_a_finalizer_is_in_progress_until_it_goes(backend: Backend) {

@@ -41,6 +41,9 @@ use super::writer::{claim, pid_alive, Claim, Identity, Mark};
 /// No intent: a mark taken for objects the record already lists.
 static NOTHING: BTreeSet<ObjectRef> = BTreeSet::new();
 
+/// Objects per page of a LIST.
+const LIST_PAGE: u32 = 500;
+
 /// Added to the retry budget for a mark's lifetime (see [`Member::mark_ttl`]).
 const MARK_MARGIN: Duration = Duration::from_secs(300);
 
@@ -101,9 +104,9 @@ impl Member {
         })
     }
 
-    /// The API of an object's kind, in its namespace; `Ok(None)` when the member does not serve
-    /// the kind.
-    async fn api(&self, obj: &ObjectRef) -> Result<Option<Api<DynamicObject>>, Error> {
+    /// An object's kind as the member serves it (and whether it is namespaced); `Ok(None)`
+    /// when the member does not serve the kind.
+    async fn resource(&self, obj: &ObjectRef) -> Result<Option<(ApiResource, bool)>, Error> {
         let cache_key = (obj.api_version.clone(), obj.kind.clone());
         let cached = self
             .kinds
@@ -155,11 +158,19 @@ impl Member {
                 }
             }
         };
-        Ok(Some(if namespaced {
-            let ns = obj.namespace.as_deref().unwrap_or("default");
-            Api::namespaced_with(self.client.clone(), ns, &ar)
-        } else {
-            Api::all_with(self.client.clone(), &ar)
+        Ok(Some((ar, namespaced)))
+    }
+
+    /// The API of an object's kind, in its namespace; `Ok(None)` when the member does not serve
+    /// the kind.
+    async fn api(&self, obj: &ObjectRef) -> Result<Option<Api<DynamicObject>>, Error> {
+        Ok(self.resource(obj).await?.map(|(ar, namespaced)| {
+            if namespaced {
+                let ns = obj.namespace.as_deref().unwrap_or("default");
+                Api::namespaced_with(self.client.clone(), ns, &ar)
+            } else {
+                Api::all_with(self.client.clone(), &ar)
+            }
         }))
     }
 
@@ -215,6 +226,22 @@ impl Member {
 
     async fn get(&self, api: &Api<DynamicObject>, name: &str) -> Result<Option<Value>, Error> {
         Ok(self.call(|| api.get_opt(name)).await?.map(to_value))
+    }
+
+    /// Every object of `api` that carries gitfleet's placement label, page by page.
+    async fn list_labelled(&self, api: &Api<DynamicObject>) -> Result<Vec<DynamicObject>, Error> {
+        let mut params = ListParams::default()
+            .labels(PLACEMENT_LABEL)
+            .limit(LIST_PAGE);
+        let mut items = Vec::new();
+        loop {
+            let page = self.call(|| api.list(&params)).await?;
+            items.extend(page.items);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(items),
+            }
+        }
     }
 
     async fn apply(
@@ -464,6 +491,7 @@ pub async fn push_member(
             ))
         }
     };
+    let mut placed = prefetch_placed(&m, &target).await;
     let mut placements = Vec::new();
     // ClusterResourcePlacements first: they deliver the namespaces that ResourcePlacements (and
     // OCM workloads) place into.
@@ -472,7 +500,9 @@ pub async fn push_member(
     for p in ordered {
         let key = placement_key(&p.placement);
         let old = records.get(&key);
-        placements.push(push_placement(&m, &target.member, p, &key, old, &opts.commit).await);
+        placements.push(
+            push_placement(&m, &target.member, p, &key, old, &opts.commit, &mut placed).await,
+        );
     }
     let listed: BTreeSet<String> = target
         .placements
@@ -546,6 +576,7 @@ async fn push_placement(
     key: &str,
     read: Option<&Record>,
     commit: &str,
+    placed: &mut BTreeMap<LiveKey, Value>,
 ) -> PlacementResult {
     let label = label_value(key);
     let mut result = PlacementResult {
@@ -564,7 +595,7 @@ async fn push_placement(
     let manifests: Vec<Value> = p.manifests.iter().map(|m| m.value.clone()).collect();
     if p.strategy.type_ == ApplyStrategyType::ReportDiff {
         // One parallel wave; nothing is written, so no record and no prune.
-        result.objects = run_wave(m, &ctx, manifests)
+        result.objects = run_wave(m, &ctx, manifests, placed)
             .await
             .into_iter()
             .map(|(r, _)| r)
@@ -599,7 +630,7 @@ async fn push_placement(
             .iter()
             .position(|m| m.wave != wave)
             .map_or(p.manifests.len(), |n| i + n);
-        let wave_results = run_wave(m, &ctx, manifests[i..end].to_vec()).await;
+        let wave_results = run_wave(m, &ctx, manifests[i..end].to_vec(), placed).await;
         // Results come in manifest order.
         for ((r, created), manifest) in wave_results.into_iter().zip(&manifests[i..end]) {
             if matches!(r.outcome, Outcome::Applied | Outcome::Unchanged) {
@@ -735,6 +766,79 @@ struct ObjectContext {
     mark: PlacementMark,
 }
 
+/// A live object's identity: (apiVersion, kind, namespace, name).
+type LiveKey = (String, String, String, String);
+
+fn live_key(o: &ObjectRef) -> LiveKey {
+    (
+        o.api_version.clone(),
+        o.kind.clone(),
+        o.namespace.clone().unwrap_or_default(),
+        o.name.clone(),
+    )
+}
+
+/// From this many objects of one kind in one push to a member (its placements together), the
+/// ones gitfleet placed are read with one LIST across namespaces instead of one GET each.
+const PLACED_LIST_THRESHOLD: usize = 8;
+
+/// The live copies of the objects of `target` that carry gitfleet's placement label, for the
+/// kinds with many objects in this push: a start-up or resync re-check of an unchanged fleet
+/// reads each kind once per member, not each object (issue 19.4). Left out, and read with a GET
+/// as before: objects that more than one placement of the push delivers (an earlier one's
+/// write would make the copy stale), objects not found (absent, or without the label: takeover
+/// looks at those), and every object of a kind whose LIST fails. The copies are as old as the
+/// push; a change made meanwhile is the watch's to report, as after any apply.
+async fn prefetch_placed(m: &Member, target: &MemberPush) -> BTreeMap<LiveKey, Value> {
+    let mut seen: BTreeMap<LiveKey, usize> = BTreeMap::new();
+    for p in &target.placements {
+        for manifest in p.manifests.iter() {
+            *seen
+                .entry(live_key(&ObjectRef::of(&manifest.value)))
+                .or_default() += 1;
+        }
+    }
+    let mut kinds: BTreeMap<(String, String), BTreeSet<LiveKey>> = BTreeMap::new();
+    for (key, _) in seen.into_iter().filter(|(_, n)| *n == 1) {
+        kinds
+            .entry((key.0.clone(), key.1.clone()))
+            .or_default()
+            .insert(key);
+    }
+    let mut out = BTreeMap::new();
+    for ((api_version, kind), wanted) in kinds {
+        if wanted.len() < PLACED_LIST_THRESHOLD {
+            continue;
+        }
+        let of_kind = ObjectRef {
+            api_version: api_version.clone(),
+            kind: kind.clone(),
+            namespace: None,
+            name: String::new(),
+        };
+        let Ok(Some((ar, _))) = m.resource(&of_kind).await else {
+            continue;
+        };
+        let api: Api<DynamicObject> = Api::all_with(m.client.clone(), &ar);
+        let Ok(items) = m.list_labelled(&api).await else {
+            continue;
+        };
+        for v in items.into_iter().map(to_value) {
+            let at = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
+            let key = (
+                api_version.clone(),
+                kind.clone(),
+                at("/metadata/namespace").unwrap_or_default(),
+                at("/metadata/name").unwrap_or_default(),
+            );
+            if wanted.contains(&key) {
+                out.insert(key, v);
+            }
+        }
+    }
+    out
+}
+
 /// Applies (or diffs) manifests in parallel; results in manifest order, with whether gitfleet
 /// created each object.
 /// From this many objects of one kind in one namespace, a wave reads them with one LIST instead
@@ -743,10 +847,7 @@ const LIST_THRESHOLD: usize = 8;
 
 /// The live objects of the big (kind, namespace) groups of a wave, by (apiVersion, kind,
 /// namespace, name); a group whose LIST fails is left to per-object GETs.
-async fn prefetch(
-    m: &Member,
-    manifests: &[Value],
-) -> BTreeMap<(String, String, String, String), Option<Value>> {
+async fn prefetch(m: &Member, manifests: &[&Value]) -> BTreeMap<LiveKey, Option<Value>> {
     let mut groups: BTreeMap<(String, String, String), Vec<ObjectRef>> = BTreeMap::new();
     for v in manifests {
         let o = ObjectRef::of(v);
@@ -786,24 +887,34 @@ async fn prefetch(
     out
 }
 
+/// `placed`: live copies read for the whole push ([`prefetch_placed`]); the others of a big
+/// (kind, namespace) group are read here with one LIST ([`prefetch`]).
 async fn run_wave(
     m: &Arc<Member>,
     ctx: &Arc<ObjectContext>,
     manifests: Vec<Value>,
+    placed: &mut BTreeMap<LiveKey, Value>,
 ) -> Vec<(ObjectResult, bool)> {
     let mut tasks = tokio::task::JoinSet::new();
     let n = manifests.len();
-    let mut prefetched = prefetch(m, &manifests).await;
-    for (i, manifest) in manifests.into_iter().enumerate() {
+    let keys: Vec<LiveKey> = manifests
+        .iter()
+        .map(|v| live_key(&ObjectRef::of(v)))
+        .collect();
+    let unread: Vec<&Value> = manifests
+        .iter()
+        .zip(&keys)
+        .filter(|(_, k)| !placed.contains_key(*k))
+        .map(|(v, _)| v)
+        .collect();
+    let mut prefetched = prefetch(m, &unread).await;
+    for ((i, manifest), key) in manifests.into_iter().enumerate().zip(keys) {
         let m = Arc::clone(m);
         let ctx = Arc::clone(ctx);
-        let o = ObjectRef::of(&manifest);
-        let live = prefetched.remove(&(
-            o.api_version,
-            o.kind,
-            o.namespace.unwrap_or_default(),
-            o.name,
-        ));
+        let live = match placed.remove(&key) {
+            Some(v) => Some(Some(v)),
+            None => prefetched.remove(&key),
+        };
         tasks.spawn(async move {
             let object = ObjectRef::of(&manifest);
             let r = if ctx.strategy.type_ == ApplyStrategyType::ReportDiff {
