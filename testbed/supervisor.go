@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -484,7 +485,20 @@ func (s *supervisor) shutdown() {
 	stopAll([]*proc{s.etcd})
 }
 
+// freePort returns a port that can be listened on now, taken at random below Linux's default
+// ephemeral range (32768-60999): a port the kernel hands out for port 0 is also one it hands
+// out to outgoing connections, and one of those took etcd's port between this check and etcd's
+// bind ("address already in use") while other tests ran. Port 0 is the fallback.
 func freePort() (int, error) {
+	for range 50 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
