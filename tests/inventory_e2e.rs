@@ -361,8 +361,11 @@ fn shop_on_two_members(backend: Backend) -> (Members, Repo) {
     let members = Members::start(backend, TWO_MEMBERS);
     let repo = Repo::new();
     repo.write("placements.yaml", SHOP);
-    repo.write("members/alpha.yaml", &member("alpha", ""));
-    repo.write("members/beta.yaml", &member("beta", ""));
+    // Probed every second by the daemon (KubeFleet's heartbeat period; 60 s by default).
+    for m in ["alpha", "beta"] {
+        let declared = format!("{}  heartbeatPeriodSeconds: 1\n", member(m, ""));
+        repo.write(&format!("members/{m}.yaml"), &declared);
+    }
     repo.commit("fleet");
     let (code, _, err) = members.kubectl("alpha", &["create", "namespace", "shop"]);
     assert_eq!(code, 0, "{err}");
@@ -445,7 +448,7 @@ fn has_cfg(members: &Members, member: &str) -> bool {
 }
 
 /// Issue 17.4 on the daemon: `gitfleet run --enable-namespace-collection` probes namespaces at
-/// each look (here every poll), delivers the ResourcePlacement only where its namespace exists,
+/// each heartbeat (here every second), delivers the ResourcePlacement only where its namespace exists,
 /// reports KubeFleet's reason for the other member in its schedule, and once the namespace is
 /// created there, the next probe schedules and delivers it. Fails on the code before this
 /// change: `run` had no such flag, and without collection beta was picked at once (its apply

@@ -245,8 +245,11 @@ fn clock_skew() -> u64 {
 pub enum Event {
     /// The followed repository's refs changed (a local repository is watched).
     RefChanged,
-    /// `--poll` passed since the last look: fetch (a remote), probe the members again.
+    /// `--poll` passed since the last look: fetch (a remote), look again.
     PollTick,
+    /// A member's probe fell due (its heartbeat period passed since its last answer): start
+    /// it; its answer asks for a look if it brings news ([`probes`]).
+    ProbesDue,
     /// The webhook said the remote changed: fetch at once.
     Webhook,
     /// The last reconcile asked to be looked at again ([`Action::requeue_after`]).
@@ -497,6 +500,13 @@ impl<D: Deliverer> Daemon<D> {
                     None => std::future::pending().await,
                 }
             };
+            let probe_due = self.probes.next_due();
+            let probes_due = async {
+                match probe_due {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             let mut change = None;
             let mut delivered = None;
             let mut probed = None;
@@ -518,6 +528,7 @@ impl<D: Deliverer> Daemon<D> {
                 }
                 () = follower.changed() => Event::RefChanged,
                 () = requeue => Event::Requeue,
+                () = probes_due => Event::ProbesDue,
                 () = tokio::time::sleep_until(timers.next_poll) => Event::PollTick,
                 () = tokio::time::sleep_until(next_resync) => Event::Resync,
             };
@@ -549,6 +560,11 @@ impl<D: Deliverer> Daemon<D> {
                         self.workers.settled(&d);
                         self.arrived.push(d);
                     }
+                }
+                Event::ProbesDue => {
+                    // Their answers ask for a look when they change what is known.
+                    self.probes.start_due();
+                    continue;
                 }
                 Event::Probed => {
                     let news = probed.is_some_and(|a| self.probes.answered(a));

@@ -1,12 +1,20 @@
 //! Probing members one by one (`gitfleet run`), so that a slow member's probe does not hold up
-//! the reconcile (issue 15.2).
+//! the reconcile (issue 15.2), and each no more often than it reports (issue 19).
 //!
-//! Each reconcile starts a probe of every member that has none running, and waits for the
-//! answers at most [`PROBE_WAIT`]; a member whose probe is not back by then (or is still running
-//! from an earlier reconcile) counts with its last answer. A member that never answered is
-//! unhealthy. Only the first reconcile after the start waits for every first answer (each
-//! probe ends by itself within `--member-timeout`), so that a daemon that just started does not
-//! hold back work for members that merely answer slower than the short wait.
+//! A member is probed again once its last answer is as old as its heartbeat period
+//! ([`Member::heartbeat`]: `MemberCluster.spec.heartbeatPeriodSeconds`, or a `ManagedCluster`'s
+//! `leaseDurationSeconds`, 60 s by default), as KubeFleet's member agent reports its properties
+//! every heartbeat; a member whose last answer was unhealthy is probed again after
+//! [`RETRY_UNHEALTHY`]. Probes fall due between reconciles too ([`Probes::next_due`],
+//! [`Probes::start_due`]): an idle daemon probes each member once a period and looks again only
+//! when an answer changes what is known.
+//!
+//! Each reconcile starts the probes that are due, and waits for their answers at most
+//! [`PROBE_WAIT`]; a member whose probe is not back by then (or is still running, or not due)
+//! counts with its last answer. A member that never answered is unhealthy. Only the first
+//! reconcile after the start waits for every first answer (each probe ends by itself within
+//! `--member-timeout`), so that a daemon that just started does not hold back work for members
+//! that merely answer slower than the short wait.
 //!
 //! An answer that comes after the wait is recorded when the loop receives it ([`Probes::answered`]);
 //! one that changes what is known of the member asks for a look.
@@ -29,14 +37,27 @@ use crate::schedule::{Inventory, InventoryCluster};
 /// answers of the members that are slower.
 pub const PROBE_WAIT: Duration = Duration::from_millis(200);
 
+/// How soon a member whose last answer was unhealthy is probed again.
+pub const RETRY_UNHEALTHY: Duration = Duration::from_secs(5);
+
 /// One member's answer (or why there is none).
 pub type Answer = InventoryCluster;
+
+/// A member's last answer, and when it came.
+struct Last {
+    answer: Answer,
+    at: Instant,
+    /// Unix seconds: what the rollout state remembers of a healthy answer.
+    unix: u64,
+}
 
 /// The members' last answers and the probes running.
 pub struct Probes<D: Deliverer + 'static> {
     deliverer: Arc<D>,
-    last: BTreeMap<String, Answer>,
+    last: BTreeMap<String, Last>,
     running: BTreeSet<String>,
+    /// The members of the last reconcile: those probed when probes fall due between reconciles.
+    members: Vec<Member>,
     answers: UnboundedSender<Answer>,
     received: UnboundedReceiver<Answer>,
     /// The first round waits for every answer.
@@ -51,6 +72,7 @@ impl<D: Deliverer + 'static> Probes<D> {
             deliverer,
             last: BTreeMap::new(),
             running: BTreeSet::new(),
+            members: Vec::new(),
             answers,
             received,
             first: true,
@@ -67,20 +89,47 @@ impl<D: Deliverer + 'static> Probes<D> {
         }
     }
 
-    /// The inventory of `members`: probes are started for those that have none running, and
-    /// their answers awaited at most [`PROBE_WAIT`] (on the first round: until all are in).
-    pub async fn inventory(&mut self, members: &[Member]) -> Inventory {
-        let mut awaited = BTreeSet::new();
-        for m in members {
-            let name = &m.target.name;
-            if !self.running.insert(name.clone()) {
-                continue;
-            }
-            awaited.insert(name.clone());
-            let (deliverer, member, tx) = (self.deliverer.clone(), m.clone(), self.answers.clone());
+    /// When `m` is to be probed next: at once when it never answered; a heartbeat after a
+    /// healthy answer, [`RETRY_UNHEALTHY`] after another. `None` while its probe runs.
+    fn due_at(&self, m: &Member, now: Instant) -> Option<Instant> {
+        if self.running.contains(&m.target.name) {
+            return None;
+        }
+        Some(match self.last.get(&m.target.name) {
+            None => now,
+            Some(l) if l.answer.healthy => l.at + m.heartbeat,
+            Some(l) => l.at + RETRY_UNHEALTHY,
+        })
+    }
+
+    /// When the next probe of the last reconcile's members falls due (`None`: none before a
+    /// probe running now answers, or no reconcile yet).
+    pub fn next_due(&self) -> Option<Instant> {
+        let now = Instant::now();
+        self.members
+            .iter()
+            .filter_map(|m| self.due_at(m, now))
+            .min()
+    }
+
+    /// Starts the probes that are due; the names of the members probed.
+    pub fn start_due(&mut self) -> BTreeSet<String> {
+        let now = Instant::now();
+        let due: Vec<Member> = self
+            .members
+            .iter()
+            .filter(|m| self.due_at(m, now).is_some_and(|at| at <= now))
+            .cloned()
+            .collect();
+        let mut started = BTreeSet::new();
+        for m in due {
+            let name = m.target.name.clone();
+            self.running.insert(name.clone());
+            started.insert(name);
+            let (deliverer, tx) = (self.deliverer.clone(), self.answers.clone());
             tokio::spawn(async move {
-                let name = member.target.name.clone();
-                let answer = match deliverer.probe(std::slice::from_ref(&member)).await {
+                let name = m.target.name.clone();
+                let answer = match deliverer.probe(std::slice::from_ref(&m)).await {
                     Ok(inv) => inv.clusters.into_iter().find(|c| c.name == name),
                     Err(e) => Some(unhealthy(&name, format!("{e:#}"))),
                 }
@@ -88,6 +137,14 @@ impl<D: Deliverer + 'static> Probes<D> {
                 let _ = tx.send(answer);
             });
         }
+        started
+    }
+
+    /// The inventory of `members`: the probes that are due are started, and their answers
+    /// awaited at most [`PROBE_WAIT`] (on the first round: until all are in).
+    pub async fn inventory(&mut self, members: &[Member]) -> Inventory {
+        self.members = members.to_vec();
+        let mut awaited = self.start_due();
         let first = self.first;
         let wait = async move {
             if first {
@@ -114,20 +171,36 @@ impl<D: Deliverer + 'static> Probes<D> {
             .iter()
             .map(|m| {
                 let name = &m.target.name;
-                self.last.get(name).cloned().unwrap_or_else(|| {
-                    unhealthy(name, format!("no answer yet (waited {PROBE_WAIT:?})"))
-                })
+                self.last
+                    .get(name)
+                    .map(|l| l.answer.clone())
+                    .unwrap_or_else(|| {
+                        unhealthy(name, format!("no answer yet (waited {PROBE_WAIT:?})"))
+                    })
             })
             .collect();
         Inventory { clusters }
+    }
+
+    /// When each member's last answer came, in Unix seconds.
+    pub fn answered_at(&self) -> BTreeMap<String, u64> {
+        self.last
+            .iter()
+            .map(|(name, l)| (name.clone(), l.unix))
+            .collect()
     }
 
     /// Records an answer; whether it changes what is known of the member (then the rollout
     /// should look again).
     pub fn answered(&mut self, answer: Answer) -> bool {
         self.running.remove(&answer.name);
-        let changed = self.last.get(&answer.name) != Some(&answer);
-        self.last.insert(answer.name.clone(), answer);
+        let changed = self.last.get(&answer.name).map(|l| &l.answer) != Some(&answer);
+        let last = Last {
+            answer,
+            at: Instant::now(),
+            unix: super::now_unix(),
+        };
+        self.last.insert(last.answer.name.clone(), last);
         changed
     }
 }
@@ -189,7 +262,12 @@ mod tests {
         }
     }
 
+    /// Members probed at every round (a heartbeat of zero).
     fn members() -> Vec<Member> {
+        members_every(Duration::ZERO)
+    }
+
+    fn members_every(heartbeat: Duration) -> Vec<Member> {
         ["m1", "m2", "m3"]
             .map(|m| Member {
                 target: MemberTarget {
@@ -197,6 +275,7 @@ mod tests {
                     context: m.into(),
                 },
                 declared: BTreeMap::new(),
+                heartbeat,
             })
             .to_vec()
     }
@@ -255,6 +334,55 @@ mod tests {
         assert!(!probes.answered(late));
     }
 
+    /// Issue 19: a healthy member is probed once per heartbeat period however often the daemon
+    /// looks, an unhealthy one again after [`RETRY_UNHEALTHY`]; probes fall due between looks.
+    #[tokio::test(start_paused = true)]
+    async fn members_are_probed_once_per_heartbeat_and_unhealthy_ones_sooner() {
+        let fleet = Arc::new(Answers::default());
+        fleet.down.lock().unwrap().insert("m3".into());
+        let heartbeat = Duration::from_secs(60);
+        let members = members_every(heartbeat);
+        let mut probes = Probes::new(fleet.clone());
+        let t0 = Instant::now();
+        probes.inventory(&members).await;
+        assert_eq!(fleet.probes.load(Ordering::SeqCst), 3);
+        // Looks in between use the last answers and probe nothing, without waiting.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let t1 = Instant::now();
+        let inv = probes.inventory(&members).await;
+        assert_eq!(t1.elapsed(), Duration::ZERO);
+        assert_eq!(fleet.probes.load(Ordering::SeqCst), 3);
+        assert_eq!(
+            health(&inv),
+            pairs([("m1", true), ("m2", true), ("m3", false)])
+        );
+        // The unhealthy member falls due first; it is back, and its answer is news.
+        assert_eq!(probes.next_due(), Some(t0 + RETRY_UNHEALTHY));
+        fleet.down.lock().unwrap().clear();
+        tokio::time::sleep_until(t0 + RETRY_UNHEALTHY).await;
+        assert_eq!(probes.start_due(), BTreeSet::from(["m3".to_string()]));
+        assert_eq!(
+            probes.next_due(),
+            Some(t0 + heartbeat),
+            "m3 runs: m1's is next"
+        );
+        let late = probes.late_answer().await;
+        assert!(probes.answered(late));
+        // The healthy ones after a heartbeat, m3 a heartbeat after its answer.
+        assert_eq!(probes.next_due(), Some(t0 + heartbeat));
+        tokio::time::sleep_until(t0 + heartbeat).await;
+        assert_eq!(
+            probes.start_due(),
+            BTreeSet::from(["m1".to_string(), "m2".to_string()])
+        );
+        assert_eq!(probes.next_due(), Some(t0 + RETRY_UNHEALTHY + heartbeat));
+        for _ in 0..2 {
+            let late = probes.late_answer().await;
+            assert!(!probes.answered(late), "the same answer: no look needed");
+        }
+        assert_eq!(fleet.probes.load(Ordering::SeqCst), 6);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_member_that_never_answered_is_unhealthy_and_its_first_answer_asks_for_a_look() {
         let fleet = Arc::new(Answers::default());
@@ -276,6 +404,7 @@ mod tests {
                 context: "m4".into(),
             },
             declared: BTreeMap::new(),
+            heartbeat: Duration::from_secs(60),
         });
         fleet
             .delay

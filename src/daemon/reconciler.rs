@@ -299,7 +299,13 @@ impl<D: Deliverer> Daemon<D> {
             tracing::warn!(member = %c.name, error = c.error.as_deref().unwrap_or(""), "member unhealthy");
         }
         let now = super::now_unix();
-        let eligible = self.state.remember_probe(&inventory, now);
+        // `--once` probed every member just now; the daemon's answers each have their time.
+        let answered_at = if self.isolated {
+            self.probes.answered_at()
+        } else {
+            BTreeMap::new()
+        };
+        let eligible = self.state.remember_probe(&inventory, &answered_at, now);
         // The last reconcile's results, kept in memory; read from the store after a restart or
         // a failed reconcile.
         let mut previous = match self.previous.take() {

@@ -296,8 +296,10 @@ async fn a_member_that_does_not_answer_is_not_pushed_to_and_its_work_fails_at_on
     deliveries(&mut d).await;
     d.reconcile(&head).await.unwrap();
     let before = w.members.pushes().len();
-    // m1, first in line for the update, stops answering (it stays eligible for five minutes).
+    // m1, first in line for the update, stops answering (it stays eligible for five minutes);
+    // its next probe is due after its heartbeat (60 s).
     w.members.down.lock().unwrap().insert("m1".into());
+    tokio::time::advance(Duration::from_secs(60)).await;
     let head = w.commit(&fleet("2"));
     d.reconcile(&head).await.unwrap();
     assert_eq!(d.workers.outstanding(), 0);
@@ -459,27 +461,36 @@ async fn elapse(d: Duration) {
     tokio::time::sleep(d).await;
 }
 
+/// The looks (reconciles) a daemon took so far, as its metrics count them.
+fn looks(metrics: &metrics::Metrics) -> usize {
+    let text = metrics.render();
+    text.lines()
+        .find_map(|l| l.strip_prefix("gitfleet_reconcile_duration_seconds_count "))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_loop_steps_until_settled_then_looks_again_at_the_poll_or_on_a_webhook() {
     let w = World::new(&fleet("1"));
-    let running = start(w.daemon(false));
+    let d = w.daemon(false);
+    let metrics = d.metrics.clone();
+    let running = start(d);
     elapse(Duration::from_secs(1)).await;
     // Bound, then settled: two looks at once.
-    assert_eq!(w.members.probe_rounds(), 2);
+    assert_eq!(looks(&metrics), 2);
     elapse(Duration::from_secs(28)).await;
-    assert_eq!(
-        w.members.probe_rounds(),
-        2,
-        "nothing happens before the poll"
-    );
+    assert_eq!(looks(&metrics), 2, "nothing happens before the poll");
     elapse(Duration::from_secs(2)).await;
-    assert_eq!(w.members.probe_rounds(), 3, "the poll at 30 s");
+    assert_eq!(looks(&metrics), 3, "the poll at 30 s");
+    // The members were probed once, at the first look: their heartbeat (60 s) has not passed.
+    assert_eq!(w.members.probe_rounds(), 1);
     // The webhook: a look at once, and the poll restarts from it.
     running.webhook.send(()).unwrap();
     elapse(Duration::from_millis(1)).await;
-    assert_eq!(w.members.probe_rounds(), 4);
+    assert_eq!(looks(&metrics), 4);
     elapse(Duration::from_secs(29)).await;
-    assert_eq!(w.members.probe_rounds(), 4);
+    // At 60 s their probes fell due, between looks; the same answers asked for no look.
+    assert_eq!((w.members.probe_rounds(), looks(&metrics)), (2, 4));
     running.shutdown.cancel();
     running.handle.await.unwrap().unwrap();
     // One delivery per member, each on its own.

@@ -39,6 +39,7 @@ use serde::de::DeserializeOwned;
 
 use super::connect::{connect, read_kubeconfig, MemberError, MemberTarget};
 use crate::catalog::Catalog;
+use crate::model::member::DEFAULT_HEARTBEAT_PERIOD_SECONDS;
 use crate::model::quantity::Quantity;
 use crate::schedule::{Fleet, Inventory, InventoryCluster};
 
@@ -466,6 +467,9 @@ where
 pub struct Member {
     pub target: MemberTarget,
     pub declared: BTreeMap<String, String>,
+    /// How often the daemon probes it: `MemberCluster.spec.heartbeatPeriodSeconds`, or a
+    /// `ManagedCluster`'s `spec.leaseDurationSeconds` (both 60 s by default).
+    pub heartbeat: Duration,
 }
 
 /// The members of one or more commits (plan probes base and head once), by name; the first
@@ -475,13 +479,37 @@ pub fn members_of(cats: &[&Catalog]) -> Vec<Member> {
     for cat in cats {
         // Without an inventory the fleet carries exactly the declared properties.
         let fleet = Fleet::build(cat, None);
+        let heartbeats: BTreeMap<&str, i32> = cat
+            .member_clusters
+            .iter()
+            .map(|e| {
+                (
+                    e.spec.metadata.name.as_str(),
+                    e.spec.heartbeat_period_seconds(),
+                )
+            })
+            .chain(cat.managed_clusters.iter().map(|e| {
+                (
+                    e.spec.metadata.name.as_str(),
+                    e.spec.lease_duration_seconds(),
+                )
+            }))
+            .collect();
         for target in super::member_targets(cat) {
             let declared = fleet
                 .get(&target.name)
                 .map(|c| c.properties.clone())
                 .unwrap_or_default();
-            out.entry(target.name.clone())
-                .or_insert(Member { target, declared });
+            let seconds = heartbeats
+                .get(target.name.as_str())
+                .copied()
+                .unwrap_or(DEFAULT_HEARTBEAT_PERIOD_SECONDS);
+            let heartbeat = Duration::from_secs(u64::try_from(seconds.max(1)).unwrap_or(60));
+            out.entry(target.name.clone()).or_insert(Member {
+                target,
+                declared,
+                heartbeat,
+            });
         }
     }
     out.into_values().collect()
@@ -925,6 +953,7 @@ mod tests {
         ))
         .unwrap();
         let member = |name: &str| Member {
+            heartbeat: Duration::from_secs(60),
             target: MemberTarget {
                 name: name.into(),
                 context: name.into(),

@@ -92,18 +92,26 @@ impl RolloutState {
 
     /// Records this probe's healthy members, and returns the inventory to schedule with: a
     /// member whose probe failed keeps its last good answer while that is at most
-    /// [`ELIGIBLE_FOR`] seconds old; after that it is unhealthy.
-    pub fn remember_probe(&mut self, probe: &Inventory, now: u64) -> Inventory {
+    /// [`ELIGIBLE_FOR`] seconds old; after that it is unhealthy. `answered_at`: when each
+    /// member's answer came (Unix seconds; `now` for those not listed), so that an answer
+    /// reused until the member's next probe is remembered once, not again at every step.
+    pub fn remember_probe(
+        &mut self,
+        probe: &Inventory,
+        answered_at: &BTreeMap<String, u64>,
+        now: u64,
+    ) -> Inventory {
         let mut out = probe.clone();
         for c in &mut out.clusters {
             if c.healthy {
-                self.members.insert(
-                    c.name.clone(),
-                    LastProbe {
-                        at: now,
-                        cluster: c.clone(),
-                    },
-                );
+                let at = answered_at.get(&c.name).copied().unwrap_or(now);
+                let last = LastProbe {
+                    at,
+                    cluster: c.clone(),
+                };
+                if self.members.get(&c.name) != Some(&last) {
+                    self.members.insert(c.name.clone(), last);
+                }
             } else if let Some(last) = self
                 .members
                 .get(&c.name)
@@ -201,12 +209,29 @@ mod tests {
         let inv = |c: &InventoryCluster| Inventory {
             clusters: vec![c.clone()],
         };
-        assert_eq!(s.remember_probe(&inv(&good), 1000).clusters[0], good);
-        assert_eq!(s.remember_probe(&inv(&bad), 1300).clusters[0], good);
-        assert_eq!(s.remember_probe(&inv(&bad), 1301).clusters[0], bad);
+        assert_eq!(
+            s.remember_probe(&inv(&good), &BTreeMap::new(), 1000)
+                .clusters[0],
+            good
+        );
+        assert_eq!(
+            s.remember_probe(&inv(&bad), &BTreeMap::new(), 1300)
+                .clusters[0],
+            good
+        );
+        assert_eq!(
+            s.remember_probe(&inv(&bad), &BTreeMap::new(), 1301)
+                .clusters[0],
+            bad
+        );
         // Never probed successfully: unhealthy at once.
         let mut fresh = RolloutState::default();
-        assert_eq!(fresh.remember_probe(&inv(&bad), 5).clusters[0], bad);
+        assert_eq!(
+            fresh
+                .remember_probe(&inv(&bad), &BTreeMap::new(), 5)
+                .clusters[0],
+            bad
+        );
     }
 
     fn cluster(health: BindingHealth) -> ClusterState {
