@@ -18,6 +18,7 @@ on_both_backends!(
     a_read_only_resource_is_never_written,
     create_only_never_overwrites_a_changed_live_object,
     orphaned_resources_stay_when_the_work_is_removed,
+    update_replaces_and_a_field_manager_is_honoured,
 );
 
 const FLEET: &str = r#"
@@ -276,6 +277,63 @@ fn orphaned_resources_stay_when_the_work_is_removed(backend: Backend) {
         assert!(live["metadata"]["labels"]["gitfleet.io/placement"].is_null());
     }
     assert!(!members.exists("alpha", &["configmap", "drop", "-n", "default"]));
+}
+
+/// Update: a replace by an update call, labels and annotations merged with the live ones
+/// (ocm pkg/work/spoke/apply/update_apply.go); ServerSideApply with its own fieldManager and
+/// force (server_side_apply.go).
+fn update_replaces_and_a_field_manager_is_honoured(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = repo();
+    let config = "  manifestConfigs:
+  - resourceIdentifier: {resource: configmaps, namespace: default, name: up}
+    updateStrategy: {type: Update}
+  - resourceIdentifier: {resource: configmaps, namespace: default, name: fm}
+    updateStrategy: {type: ServerSideApply, serverSideApply: {fieldManager: work-agent-test, force: true}}
+";
+    repo.write(
+        "works/up.yaml",
+        &work("alpha", "up", &[("up", "1"), ("fm", "1")], config),
+    );
+    repo.commit("update and field manager");
+    apply(&repo, &members);
+    // Someone else adds a data key and a label; the next commit changes key a.
+    let (code, _, err) = members.kubectl(
+        "alpha",
+        &["patch", "configmap", "up", "-n", "default", "--type", "merge", "-p", r#"{"metadata":{"labels":{"team":"x"}},"data":{"b":"theirs"}}"#],
+    );
+    assert_eq!(code, 0, "{err}");
+    // Another manager owns fm's key a: only force lets the work's manager take it.
+    members.apply(
+        "alpha",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fm, namespace: default}\ndata: {a: other}\n",
+        &["--field-manager", "other", "--force-conflicts"],
+    );
+    repo.write(
+        "works/up.yaml",
+        &work("alpha", "up", &[("up", "2"), ("fm", "2")], config),
+    );
+    repo.commit("changed");
+    let report = apply(&repo, &members);
+    assert_eq!(outcome(&report, "alpha", "up").0, "applied");
+    let up = members.get_json("alpha", &["configmap", "up", "-n", "default"]);
+    // Replaced: the data key only the member had is gone; the label is merged and kept.
+    assert_eq!(up["data"], serde_json::json!({"a": "2"}), "{up:#}");
+    assert_eq!(up["metadata"]["labels"]["team"], "x");
+    assert_eq!(up["metadata"]["labels"]["gitfleet.io/placement"], "mw.alpha.up");
+    let fm = members.get_json(
+        "alpha",
+        &["configmap", "fm", "-n", "default", "--show-managed-fields"],
+    );
+    assert_eq!(fm["data"]["a"], "2");
+    let managers: Vec<&str> = fm["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(managers.contains(&"work-agent-test"), "{managers:?}");
+    assert!(!managers.contains(&"gitfleet"), "{managers:?}");
 }
 
 /// A work in a namespace that is no cluster: nothing delivers it (the hub accepts it; no agent

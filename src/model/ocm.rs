@@ -1395,6 +1395,7 @@ spec:
     #[test]
     fn manifest_work_replica_set_decodes_with_defaults() {
         // Valid by OCM's rules; what gitfleet does not carry out is refused (issue 17.5).
+        // manifestConfigs' update strategies and deleteOption's orphaning are honoured now.
         assert_eq!(problems::<ManifestWorkReplicaSet>(MWRS), vec![]);
         let fields: Vec<String> = not_built(&typed(MWRS))
             .into_iter()
@@ -1410,8 +1411,6 @@ spec:
         assert_eq!(
             fields,
             [
-                "spec.manifestWorkTemplate.manifestConfigs",
-                "spec.manifestWorkTemplate.deleteOption.propagationPolicy",
                 "spec.manifestWorkTemplate.executor",
                 "spec.placementRefs[1].rolloutStrategy.type",
                 "spec.placementRefs[2].rolloutStrategy.type",
