@@ -300,7 +300,17 @@ fn update_replaces_and_a_field_manager_is_honoured(backend: Backend) {
     // Someone else adds a data key and a label; the next commit changes key a.
     let (code, _, err) = members.kubectl(
         "alpha",
-        &["patch", "configmap", "up", "-n", "default", "--type", "merge", "-p", r#"{"metadata":{"labels":{"team":"x"}},"data":{"b":"theirs"}}"#],
+        &[
+            "patch",
+            "configmap",
+            "up",
+            "-n",
+            "default",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"metadata":{"labels":{"team":"x"}},"data":{"b":"theirs"}}"#,
+        ],
     );
     assert_eq!(code, 0, "{err}");
     // Another manager owns fm's key a: only force lets the work's manager take it.
@@ -320,7 +330,10 @@ fn update_replaces_and_a_field_manager_is_honoured(backend: Backend) {
     // Replaced: the data key only the member had is gone; the label is merged and kept.
     assert_eq!(up["data"], serde_json::json!({"a": "2"}), "{up:#}");
     assert_eq!(up["metadata"]["labels"]["team"], "x");
-    assert_eq!(up["metadata"]["labels"]["gitfleet.io/placement"], "mw.alpha.up");
+    assert_eq!(
+        up["metadata"]["labels"]["gitfleet.io/placement"],
+        "mw.alpha.up"
+    );
     let fm = members.get_json(
         "alpha",
         &["configmap", "fm", "-n", "default", "--show-managed-fields"],
@@ -334,6 +347,42 @@ fn update_replaces_and_a_field_manager_is_honoured(backend: Backend) {
         .collect();
     assert!(managers.contains(&"work-agent-test"), "{managers:?}");
     assert!(!managers.contains(&"gitfleet"), "{managers:?}");
+}
+
+/// The daemon (`run --once`) delivers, keeps state for and prunes a ManifestWork as `apply`
+/// does: it goes through the same rollout step.
+#[test]
+fn the_daemon_delivers_and_prunes_a_manifest_work() {
+    let members = Members::start(Backend::Sim, FLEET);
+    let repo = repo();
+    repo.write(
+        "works/web.yaml",
+        &work("beta", "web", &[("daemon-web", "1")], ""),
+    );
+    repo.commit("a work for beta");
+    let state = members.dir().join("state");
+    let run_once = || {
+        let run = gitfleet(&[
+            "run",
+            "--once",
+            "--repo",
+            repo.path().to_str().unwrap(),
+            "--kubeconfig",
+            members.kubeconfig.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    };
+    run_once();
+    assert_eq!(data_a(&members, "beta", "daemon-web"), "1");
+    assert!(!members.exists("alpha", &["configmap", "daemon-web", "-n", "default"]));
+    repo.remove("works/web.yaml");
+    repo.commit("the work removed");
+    run_once();
+    assert!(!members.exists("beta", &["configmap", "daemon-web", "-n", "default"]));
 }
 
 /// A work in a namespace that is no cluster: nothing delivers it (the hub accepts it; no agent

@@ -453,9 +453,21 @@ spec:
     repo.commit("a work for the canary");
     let run = plan(&repo, &["--format", "text"]);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("mw/eastus-canary/probe"), "{}", run.stdout);
-    assert!(run.stdout.contains("eastus-canary gained"), "{}", run.stdout);
-    assert!(!run.stdout.contains("eastus-prod-1 gained"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("mw/eastus-canary/probe"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("eastus-canary gained"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("eastus-prod-1 gained"),
+        "{}",
+        run.stdout
+    );
     assert!(
         run.stdout.contains("ConfigMap/default/probe"),
         "{}",
