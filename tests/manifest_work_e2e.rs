@@ -347,6 +347,36 @@ fn update_replaces_and_a_field_manager_is_honoured(backend: Backend) {
         .collect();
     assert!(managers.contains(&"work-agent-test"), "{managers:?}");
     assert!(!managers.contains(&"gitfleet"), "{managers:?}");
+
+    // The same commit again after someone added a key: Update replaces it away, as OCM's
+    // update applier does for any difference (isSameUnstructured); unchanged otherwise.
+    let (code, _, err) = members.kubectl(
+        "alpha",
+        &[
+            "patch",
+            "configmap",
+            "up",
+            "-n",
+            "default",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"c":"drift"}}"#,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let report = apply(&repo, &members);
+    assert_eq!(outcome(&report, "alpha", "up").0, "applied");
+    assert_eq!(
+        data_all(&members, "alpha", "up"),
+        serde_json::json!({"a": "2"})
+    );
+    let report = apply(&repo, &members);
+    assert_eq!(outcome(&report, "alpha", "up").0, "unchanged");
+}
+
+fn data_all(members: &Members, ctx: &str, name: &str) -> Value {
+    members.get_json(ctx, &["configmap", name, "-n", "default"])["data"].clone()
 }
 
 /// The daemon (`run --once`) delivers, keeps state for and prunes a ManifestWork as `apply`

@@ -1047,7 +1047,7 @@ async fn apply_object(
         (UpdateMode::CreateOnly, _) => create(decorated.clone()).await?,
         (UpdateMode::Update, _) => match &live {
             None => create(decorated.clone()).await?,
-            Some(live) if holds(live, &decorated) => live.clone(),
+            Some(live) if same_for_update(&decorated, live) => live.clone(),
             Some(live) => {
                 write().await?;
                 let obj: DynamicObject = serde_json::from_value(update_body(&decorated, live))
@@ -1150,6 +1150,35 @@ async fn apply_object(
     }
     r.availability = Some(availability(r.object.group(), &r.object.kind, &applied));
     done(r, live.is_none())
+}
+
+/// Whether an OCM `Update` would change nothing: every label and annotation it sets is already
+/// on the live object (the commit stamp aside, as for [`holds`]), and everything but metadata
+/// and status is the same (update_apply.go, isSameUnstructured). Unlike a server-side apply, a
+/// field only the member has makes a difference: the update replaces the object.
+fn same_for_update(decorated: &Value, live: &Value) -> bool {
+    for field in ["labels", "annotations"] {
+        let pointer = format!("/metadata/{field}");
+        let have = live.pointer(&pointer).and_then(Value::as_object);
+        for (k, v) in decorated
+            .pointer(&pointer)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            if k != COMMIT_ANNOTATION && have.and_then(|h| h.get(k)) != Some(v) {
+                return false;
+            }
+        }
+    }
+    let rest = |v: &Value| {
+        let mut m = v.as_object().cloned().unwrap_or_default();
+        for f in ["apiVersion", "kind", "metadata", "status"] {
+            m.remove(f);
+        }
+        m
+    };
+    rest(decorated) == rest(live)
 }
 
 /// The body of an OCM `Update`: the manifest as gitfleet applies it, over the live object's
@@ -1291,6 +1320,34 @@ async fn prune_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ocm_update_replaces_over_the_live_metadata() {
+        let decorated = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": {"gitfleet.io/placement": "mw.a.w"},
+                "annotations": {COMMIT_ANNOTATION: "new"}},
+            "data": {"a": "1"}});
+        let live = json!({"metadata": {"name": "c", "resourceVersion": "7",
+                "labels": {"team": "x", "gitfleet.io/placement": "mw.a.w"},
+                "annotations": {COMMIT_ANNOTATION: "old"}, "finalizers": ["f"]},
+            "data": {"a": "1", "b": "theirs"}});
+        let body = update_body(&decorated, &live);
+        assert_eq!(
+            body["metadata"],
+            json!({"name": "c", "resourceVersion": "7", "finalizers": ["f"],
+                "labels": {"team": "x", "gitfleet.io/placement": "mw.a.w"},
+                "annotations": {COMMIT_ANNOTATION: "new"}})
+        );
+        assert_eq!(body["data"], json!({"a": "1"}));
+        // A key only the member has is a difference for Update (it replaces)...
+        assert!(!same_for_update(&decorated, &live));
+        // ... a newer commit stamp alone is not, nor a label only the member has.
+        let mut same = live.clone();
+        same["data"] = json!({"a": "1"});
+        assert!(same_for_update(&decorated, &same));
+        same["metadata"]["labels"]["gitfleet.io/placement"] = json!("other");
+        assert!(!same_for_update(&decorated, &same));
+    }
 
     #[test]
     fn a_crd_defines_the_kinds_of_its_served_versions_only() {
