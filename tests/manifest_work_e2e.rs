@@ -19,6 +19,7 @@ on_both_backends!(
     create_only_never_overwrites_a_changed_live_object,
     orphaned_resources_stay_when_the_work_is_removed,
     update_replaces_and_a_field_manager_is_honoured,
+    a_replica_sets_template_options_hold_on_the_clusters_it_picks,
 );
 
 const FLEET: &str = r#"
@@ -377,6 +378,72 @@ fn update_replaces_and_a_field_manager_is_honoured(backend: Backend) {
 
 fn data_all(members: &Members, ctx: &str, name: &str) -> Value {
     members.get_json(ctx, &["configmap", name, "-n", "default"])["data"].clone()
+}
+
+/// A ManifestWorkReplicaSet's `manifestWorkTemplate` options hold as a ManifestWork's do, on
+/// every cluster its Placement picks (ocm pkg/work/hub/controllers/manifestworkreplicasetcontroller/
+/// manifestworkreplicaset_deploy_reconcile.go: each work's spec is the template).
+fn a_replica_sets_template_options_hold_on_the_clusters_it_picks(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    for ctx in ["alpha", "beta"] {
+        members.apply(
+            ctx,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: rs-ro, namespace: default}\ndata: {a: live}\n",
+            &["--field-manager", "someone"],
+        );
+    }
+    let repo = Repo::new();
+    let mut hub = String::from(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: apps}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata: {name: all}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSetBinding\nmetadata: {name: all, namespace: apps}\nspec: {clusterSet: all}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\nmetadata: {name: both, namespace: apps}\nspec: {clusterSets: [all]}\n",
+    );
+    for c in ["alpha", "beta"] {
+        hub.push_str(&format!(
+            "---\napiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\nmetadata:\n  name: {c}\n  labels: {{cluster.open-cluster-management.io/clusterset: all}}\nspec: {{hubAcceptsClient: true}}\n"
+        ));
+    }
+    repo.write("hub.yaml", &hub);
+    repo.write(
+        "mwrs.yaml",
+        "apiVersion: work.open-cluster-management.io/v1alpha1
+kind: ManifestWorkReplicaSet
+metadata: {name: rs, namespace: apps}
+spec:
+  placementRefs: [{name: both}]
+  manifestWorkTemplate:
+    deleteOption:
+      propagationPolicy: SelectivelyOrphan
+      selectivelyOrphans:
+        orphaningRules: [{group: '', resource: configmaps, namespace: default, name: rs-keep}]
+    manifestConfigs:
+    - resourceIdentifier: {group: '', resource: configmaps, namespace: default, name: rs-ro}
+      updateStrategy: {type: ReadOnly}
+    workload:
+      manifests:
+      - {apiVersion: v1, kind: ConfigMap, metadata: {name: rs-ro, namespace: default}, data: {a: git}}
+      - {apiVersion: v1, kind: ConfigMap, metadata: {name: rs-keep, namespace: default}, data: {a: git}}
+",
+    );
+    repo.commit("a replica set with options");
+    let report = apply(&repo, &members);
+    for ctx in ["alpha", "beta"] {
+        assert_eq!(
+            outcome(&report, ctx, "rs-ro"),
+            ("readOnly".into(), "ocm.apps.both".into())
+        );
+        assert_eq!(data_a(&members, ctx, "rs-ro"), "live");
+        assert_eq!(data_a(&members, ctx, "rs-keep"), "git");
+    }
+    repo.remove("mwrs.yaml");
+    repo.commit("the replica set removed");
+    let report = apply(&repo, &members);
+    for ctx in ["alpha", "beta"] {
+        assert_eq!(outcome(&report, ctx, "rs-keep").0, "abandoned");
+        assert_eq!(data_a(&members, ctx, "rs-keep"), "git");
+        assert_eq!(data_a(&members, ctx, "rs-ro"), "live");
+    }
 }
 
 /// The daemon (`run --once`) delivers, keeps state for and prunes a ManifestWork as `apply`
