@@ -75,6 +75,7 @@ fn manifests(objects: usize) -> Vec<Manifest> {
                 value,
                 wave: wave_of("", &kind),
                 envelope: None,
+                work: None,
             }
         })
         .collect()

@@ -932,6 +932,7 @@ fn schedule_table(cat: &Catalog, placements: &[PlacementSchedule], wide: bool) -
                     n.map_or("all".to_string(), |n| n.to_string()),
                 )
             }
+            PlacementKind::ManifestWork => ("ManifestWork".to_string(), "1".to_string()),
             _ => {
                 let policy = cat
                     .placement(&p.key.name, p.key.namespace.as_deref())

@@ -429,3 +429,48 @@ fn a_member_label_used_by_an_override_variable_changes_only_that_members_objects
     let web = diff_of("shop-web");
     assert!(web.contains("+          value: eastus2\n"), "{web}");
 }
+
+/// A plain ManifestWork (issue 17.5) is planned as a placement of its own, `mw/CLUSTER/NAME`,
+/// that gains the one cluster its namespace names and delivers its manifests there only; its
+/// manifestConfigs travel with the manifests. Refused (exit 1) before 17.5 was built.
+#[test]
+fn a_manifest_work_gains_its_cluster_only() {
+    let repo = fleet();
+    repo.write(
+        "ocm/work.yaml",
+        "apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata: {name: probe, namespace: eastus-canary}
+spec:
+  manifestConfigs:
+  - resourceIdentifier: {group: '', resource: configmaps, namespace: default, name: probe}
+    updateStrategy: {type: CreateOnly}
+  workload:
+    manifests:
+    - {apiVersion: v1, kind: ConfigMap, metadata: {name: probe, namespace: default}, data: {a: '1'}}
+",
+    );
+    repo.commit("a work for the canary");
+    let run = plan(&repo, &["--format", "text"]);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("mw/eastus-canary/probe"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("eastus-canary gained"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("eastus-prod-1 gained"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("ConfigMap/default/probe"),
+        "{}",
+        run.stdout
+    );
+}

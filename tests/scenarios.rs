@@ -9,7 +9,7 @@
 //! inventory: {clusters: [...]}        # optional, spec/README §2
 //! previous: {<placement id>: <a PlacementSchedule as `schedule -o json` keeps it>}
 //! expect:
-//!   <placement id>:                   # crp/<name>, rp/<ns>/<name>, ocm/<ns>/<name>
+//!   <placement id>:                   # crp/<name>, rp/<ns>/<name>, ocm/<ns>/<name>, mw/<ns>/<name>
 //!     selected: [names]               # exact
 //!     decisions: [{cluster, selected, affinityScore, topologySpreadScore, score, reason}]
 //!                                     # each listed cluster must have a decision with these fields

@@ -24,6 +24,7 @@ use crate::model::staged::{
     ApprovalRequest, ClusterResourcePlacementDisruptionBudget, ClusterResourcePlacementEviction,
     StagedUpdateRun, StagedUpdateStrategy,
 };
+use crate::model::work::ManifestWork;
 use crate::model::{Gvk, Object, ObjectKey, Origin};
 use parse::Document;
 use serde::Serialize;
@@ -64,6 +65,8 @@ pub struct Catalog {
     pub placements: Vec<Entry<Placement>>,
     pub ocm_placements: Vec<Entry<OcmPlacement>>,
     pub manifest_work_replica_sets: Vec<Entry<ManifestWorkReplicaSet>>,
+    /// Plain ManifestWorks: each delivered to the cluster its namespace names.
+    pub manifest_works: Vec<Entry<ManifestWork>>,
     pub cluster_overrides: Vec<Entry<ClusterResourceOverride>>,
     pub resource_overrides: Vec<Entry<ResourceOverride>>,
     pub cluster_envelopes: Vec<Entry<ClusterResourceEnvelope>>,
@@ -203,7 +206,7 @@ const FLEET_KINDS: &[(&str, &str, &[&str], Class)] = &[
         &["v1alpha1"],
         Class::Placement,
     ),
-    // Not delivered (refused with a diagnostic, issue 17.5): classed so no placement selects it.
+    // Delivered to the cluster its namespace names (issue 17.5); classed so no placement selects it.
     (
         "work.open-cluster-management.io",
         "ManifestWork",

@@ -65,8 +65,21 @@ fn check_scopes(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
         .filter(|o| o.gvk.group.is_empty() && o.gvk.kind == "Namespace")
         .map(|o| o.name.clone())
         .collect();
+    // On an OCM hub every cluster has its namespace (the registration controller makes it), and
+    // that is where its ManifestWorks live: a declared cluster's name is a namespace for them.
+    let clusters: BTreeSet<String> = cat
+        .objects
+        .iter()
+        .filter(|o| matches!(o.gvk.kind.as_str(), "MemberCluster" | "ManagedCluster"))
+        .map(|o| o.name.clone())
+        .collect();
     for i in 0..cat.objects.len() {
         let gvk = cat.objects[i].gvk.clone();
+        let cluster_namespace = |ns: &str| {
+            gvk.kind == "ManifestWork"
+                && gvk.group == crate::model::ocm::WORK_GROUP
+                && clusters.contains(ns)
+        };
         match cat.scopes.scope(&gvk.group, &gvk.kind) {
             None => diags.push(cat.diagnostic(
                 i,
@@ -86,7 +99,11 @@ fn check_scopes(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
                     "metadata.namespace",
                     format!("Required value: {} is namespaced and must name its namespace", gvk.kind),
                 )),
-                Some(ns) if !declared.contains(&ns) && !BUILTIN_NAMESPACES.contains(&ns.as_str()) => {
+                Some(ns)
+                    if !declared.contains(&ns)
+                        && !BUILTIN_NAMESPACES.contains(&ns.as_str())
+                        && !cluster_namespace(&ns) =>
+                {
                     diags.push(cat.diagnostic(
                         i,
                         "metadata.namespace",
@@ -184,7 +201,13 @@ fn decode_fleet_objects(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
                 push_typed(cat, i, diags, |c| &mut c.disruption_budgets)
             }
             "ManifestWork" => {
-                diags.push(cat.diagnostic(i, "kind", crate::model::ocm::MANIFEST_WORK_NOT_BUILT))
+                push_typed(cat, i, diags, |c| &mut c.manifest_works);
+                // What of OCM's work API gitfleet does not carry out is refused (17.5).
+                if let Some(e) = cat.manifest_works.last().filter(|e| e.index == i) {
+                    for p in crate::model::work::not_built("spec", &e.spec.spec) {
+                        diags.push(cat.diagnostic(i, &p.field, p.message));
+                    }
+                }
             }
             _ => {}
         }

@@ -14,6 +14,7 @@ pub mod selector;
 pub mod staged;
 #[cfg(test)]
 mod testing;
+pub mod work;
 
 pub use object::{Gvk, Object, ObjectKey, Origin};
 pub use placement_key::{PlacementKey, PlacementKind};

@@ -639,9 +639,9 @@ pub struct ManifestWorkTemplate {
     #[serde(default)]
     pub workload: Workload,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delete_option: Option<Value>,
+    pub delete_option: Option<super::work::DeleteOption>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub manifest_configs: Vec<Value>,
+    pub manifest_configs: Vec<super::work::ManifestConfigOption>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<Value>,
 }
@@ -768,7 +768,16 @@ impl ApiObject for ManifestWorkReplicaSet {
     fn validate(&self) -> Vec<Problem> {
         let mut p = Problems::default();
         check_name(&self.metadata, None, &mut p);
-        validate_manifests(&self.spec.manifest_work_template.workload.manifests, &mut p);
+        validate_manifests(
+            "spec.manifestWorkTemplate.workload.manifests",
+            &self.spec.manifest_work_template.workload.manifests,
+            &mut p,
+        );
+        super::work::validate_config(
+            "spec.manifestWorkTemplate",
+            &self.spec.manifest_work_template,
+            &mut p,
+        );
         let refs = &self.spec.placement_refs;
         if refs.is_empty() {
             p.push(
@@ -789,43 +798,16 @@ impl ApiObject for ManifestWorkReplicaSet {
     }
 }
 
-/// A plain ManifestWork in the repository (issue 17.5).
-pub const MANIFEST_WORK_NOT_BUILT: &str = "ManifestWork is not delivered by gitfleet (not built): \
-    put its manifests in a ManifestWorkReplicaSet with a Placement that selects the cluster, or in \
-    a ClusterResourcePlacement; nothing of this commit is applied while it is here";
-
 /// What of OCM's work API gitfleet does not carry out (issue 17.5): refused, never accepted and
-/// ignored. Every workload is server-side applied by gitfleet's own identity, pruned when no
-/// longer delivered, and sent to every selected cluster at once.
+/// ignored. Workloads go to every selected cluster at once; the work options gitfleet does not
+/// honour are [`super::work::not_built`]'s.
 pub fn not_built(m: &ManifestWorkReplicaSet) -> Vec<Problem> {
-    let mut problems = Problems::default();
-    let p = &mut problems;
     const NOT_BUILT: &str = "not built in gitfleet";
-    let t = &m.spec.manifest_work_template;
-    if !t.manifest_configs.is_empty() {
-        p.push(
-            "spec.manifestWorkTemplate.manifestConfigs",
-            format!("{NOT_BUILT}: update strategies (ServerSideApply options, Update, CreateOnly, ReadOnly), feedback rules and per-resource configuration are not honoured; gitfleet server-side applies every manifest; remove manifestConfigs"),
-        );
-    }
-    if let Some(d) = &t.delete_option {
-        let policy = d
-            .get("propagationPolicy")
-            .and_then(Value::as_str)
-            .unwrap_or("Foreground");
-        if policy != "Foreground" {
-            p.push(
-                "spec.manifestWorkTemplate.deleteOption.propagationPolicy",
-                format!("{NOT_BUILT}: {policy:?}; gitfleet deletes what is no longer delivered (Foreground); remove deleteOption or set it to Foreground"),
-            );
-        }
-    }
-    if t.executor.is_some() {
-        p.push(
-            "spec.manifestWorkTemplate.executor",
-            format!("{NOT_BUILT}: gitfleet applies with its own credentials for the member and does not impersonate an executor; remove executor"),
-        );
-    }
+    let mut problems = Problems(super::work::not_built(
+        "spec.manifestWorkTemplate",
+        &m.spec.manifest_work_template,
+    ));
+    let p = &mut problems;
     for (i, r) in m.spec.placement_refs.iter().enumerate() {
         let ty = r.rollout_type();
         if ty != OcmRolloutType::All {
@@ -838,9 +820,8 @@ pub fn not_built(m: &ManifestWorkReplicaSet) -> Vec<Problem> {
     problems.0
 }
 
-/// The OCM work webhook's manifest rules.
-fn validate_manifests(manifests: &[Value], p: &mut Problems) {
-    let f = "spec.manifestWorkTemplate.workload.manifests";
+/// The OCM work webhook's manifest rules; `f` is the manifests' field path.
+pub(crate) fn validate_manifests(f: &str, manifests: &[Value], p: &mut Problems) {
     if manifests.is_empty() {
         p.push(f, "Workload manifests should not be empty");
         return;
@@ -1414,6 +1395,7 @@ spec:
     #[test]
     fn manifest_work_replica_set_decodes_with_defaults() {
         // Valid by OCM's rules; what gitfleet does not carry out is refused (issue 17.5).
+        // manifestConfigs' update strategies and deleteOption's orphaning are honoured now.
         assert_eq!(problems::<ManifestWorkReplicaSet>(MWRS), vec![]);
         let fields: Vec<String> = not_built(&typed(MWRS))
             .into_iter()
@@ -1429,8 +1411,6 @@ spec:
         assert_eq!(
             fields,
             [
-                "spec.manifestWorkTemplate.manifestConfigs",
-                "spec.manifestWorkTemplate.deleteOption.propagationPolicy",
                 "spec.manifestWorkTemplate.executor",
                 "spec.placementRefs[1].rolloutStrategy.type",
                 "spec.placementRefs[2].rolloutStrategy.type",

@@ -14,11 +14,14 @@ use serde::{Deserialize, Serialize};
 
 /// The kinds of placement gitfleet rolls out. Serialised as the API kind (`Placement` for OCM).
 ///
-/// Declared in the order of their ids' prefixes (`crp` < `ocm` < `rp`), so that keys sort as
-/// their ids did when maps were keyed by text.
+/// Declared in the order of their ids' prefixes (`crp` < `mw` < `ocm` < `rp`), so that keys
+/// sort as their ids did when maps were keyed by text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum PlacementKind {
     ClusterResourcePlacement,
+    /// A plain OCM `ManifestWork` (work.open-cluster-management.io): not a placement in OCM, but
+    /// rolled out as one here, to the one cluster its namespace names.
+    ManifestWork,
     /// OCM's `Placement` (cluster.open-cluster-management.io).
     #[serde(rename = "Placement")]
     OcmPlacement,
@@ -30,6 +33,7 @@ impl PlacementKind {
     pub fn prefix(self) -> &'static str {
         match self {
             PlacementKind::ClusterResourcePlacement => "crp",
+            PlacementKind::ManifestWork => "mw",
             PlacementKind::OcmPlacement => "ocm",
             PlacementKind::ResourcePlacement => "rp",
         }
@@ -39,6 +43,7 @@ impl PlacementKind {
     pub fn api_kind(self) -> &'static str {
         match self {
             PlacementKind::ClusterResourcePlacement => "ClusterResourcePlacement",
+            PlacementKind::ManifestWork => "ManifestWork",
             PlacementKind::OcmPlacement => "Placement",
             PlacementKind::ResourcePlacement => "ResourcePlacement",
         }
@@ -46,7 +51,16 @@ impl PlacementKind {
 
     /// KubeFleet's placements (the ones with resource selectors and a rollout strategy).
     pub fn is_kubefleet(self) -> bool {
-        self != PlacementKind::OcmPlacement
+        matches!(
+            self,
+            PlacementKind::ClusterResourcePlacement | PlacementKind::ResourcePlacement
+        )
+    }
+
+    /// OCM's: a Placement (whose ManifestWorkReplicaSets deliver) or a plain ManifestWork. Both
+    /// deliver fixed workloads to every cluster at once.
+    pub fn is_ocm(self) -> bool {
+        !self.is_kubefleet()
     }
 }
 
@@ -76,7 +90,7 @@ impl PlacementKey {
     }
 }
 
-/// The id: `crp/NAME`, `rp/NAMESPACE/NAME`, `ocm/NAMESPACE/NAME`.
+/// The id: `crp/NAME`, `rp/NAMESPACE/NAME`, `ocm/NAMESPACE/NAME`, `mw/CLUSTER/NAME`.
 impl fmt::Display for PlacementKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.namespace {
@@ -87,7 +101,7 @@ impl fmt::Display for PlacementKey {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a placement id (crp/NAME, rp/NAMESPACE/NAME or ocm/NAMESPACE/NAME)")]
+#[error("{0:?} is not a placement id (crp/NAME, rp/NAMESPACE/NAME, ocm/NAMESPACE/NAME or mw/NAMESPACE/NAME)")]
 pub struct ParseKeyError(pub String);
 
 impl FromStr for PlacementKey {
@@ -99,6 +113,7 @@ impl FromStr for PlacementKey {
             ["crp", name] => PlacementKey::new(PlacementKind::ClusterResourcePlacement, None, name),
             ["rp", ns, name] => PlacementKey::new(PlacementKind::ResourcePlacement, Some(ns), name),
             ["ocm", ns, name] => PlacementKey::new(PlacementKind::OcmPlacement, Some(ns), name),
+            ["mw", ns, name] => PlacementKey::new(PlacementKind::ManifestWork, Some(ns), name),
             _ => return Err(ParseKeyError(id.to_string())),
         };
         if key.name.is_empty() || key.namespace.as_deref() == Some("") {

@@ -431,6 +431,15 @@ fn spec_of(world: &World, key: &PlacementKey) -> Option<Value> {
             })
             .map(|e| serde_json::to_value(&e.spec.spec).unwrap_or_default());
     }
+    if key.kind == PlacementKind::ManifestWork {
+        return cat
+            .manifest_works
+            .iter()
+            .find(|e| {
+                e.spec.metadata.name == key.name && cat.objects[e.index].namespace == key.namespace
+            })
+            .map(|e| serde_json::to_value(&e.spec.spec).unwrap_or_default());
+    }
     cat.placement(&key.name, key.namespace.as_deref())
         .map(|e| serde_json::to_value(e.spec.defaulted_spec()).unwrap_or_default())
 }
@@ -812,6 +821,13 @@ fn rollout_impact(
     };
     if h.key.kind == PlacementKind::OcmPlacement {
         return Some(impact("OCM", "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into()));
+    }
+    if h.key.kind == PlacementKind::ManifestWork {
+        return Some(impact(
+            "OCM",
+            "the ManifestWork is applied at once on its cluster, as OCM's work agent applies it"
+                .into(),
+        ));
     }
     let Some(entry) = head.cat.placement(&h.key.name, h.key.namespace.as_deref()) else {
         return Some(impact("RollingUpdate", String::new()));

@@ -9,7 +9,7 @@
 //! Likewise a pruned object counts as pruned only once it is gone: a real server accepts a
 //! Namespace's DELETE at once and removes it later, and finalizers hold any object.
 
-use super::availability::availability;
+use super::availability::{availability, Availability};
 use super::compare::{comparable, diff, obscure_secret, three_way_patch, Comparison};
 use super::decorate::{
     annotation, decorate, label_value, placement_key, placement_label_of, spec_hash, Stamp,
@@ -24,6 +24,7 @@ use super::{
 };
 use crate::members::retry::{delay, with_retry, Budget};
 use crate::model::placement::{ApplyStrategyType, ComparisonOption, WhenToApply, WhenToTakeOver};
+use crate::model::work::{ResourceOptions, UpdateMode, WorkConfig};
 use crate::model::PlacementKind;
 use crate::rollout::ApplyStrategy;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -252,7 +253,21 @@ impl Member {
         force: bool,
         dry_run: bool,
     ) -> Result<Value, Error> {
-        let mut pp = PatchParams::apply(FIELD_MANAGER);
+        self.apply_as(FIELD_MANAGER, api, name, obj, force, dry_run)
+            .await
+    }
+
+    /// A server-side apply by `manager` (an OCM work's `serverSideApply.fieldManager`).
+    async fn apply_as(
+        &self,
+        manager: &str,
+        api: &Api<DynamicObject>,
+        name: &str,
+        obj: &Value,
+        force: bool,
+        dry_run: bool,
+    ) -> Result<Value, Error> {
+        let mut pp = PatchParams::apply(manager);
         pp.force = force;
         pp.dry_run = dry_run;
         let patch = Patch::Apply(obj);
@@ -275,6 +290,15 @@ impl Member {
         self.call(|| api.patch(name, &pp, &patch))
             .await
             .map(to_value)
+    }
+
+    /// The resource (plural) of an object's kind, once [`Member::api`] has resolved it.
+    fn resource_name(&self, obj: &ObjectRef) -> Option<String> {
+        self.kinds
+            .lock()
+            .expect("not poisoned")
+            .get(&(obj.api_version.clone(), obj.kind.clone()))
+            .map(|(ar, _)| ar.plural.clone())
     }
 
     fn records_api(&self) -> Api<DynamicObject> {
@@ -394,6 +418,7 @@ impl Member {
                 .map(|o| Entry {
                     object: o.clone(),
                     created: false,
+                    orphan: false,
                 }),
         );
         next.abandon = abandon;
@@ -593,12 +618,17 @@ async fn push_placement(
         mark: PlacementMark::new(key, read, p.strategy.abandon),
     });
     let manifests: Vec<Value> = p.manifests.iter().map(|m| m.value.clone()).collect();
+    let works: Vec<Option<Arc<WorkConfig>>> = p
+        .manifests
+        .iter()
+        .map(|m| m.work.clone().map(Arc::new))
+        .collect();
     if p.strategy.type_ == ApplyStrategyType::ReportDiff {
         // One parallel wave; nothing is written, so no record and no prune.
-        result.objects = run_wave(m, &ctx, manifests, placed)
+        result.objects = run_wave(m, &ctx, manifests, works, placed)
             .await
             .into_iter()
-            .map(|(r, _)| r)
+            .map(|(r, _)| r.0)
             .collect();
         return result;
     }
@@ -630,16 +660,19 @@ async fn push_placement(
             .iter()
             .position(|m| m.wave != wave)
             .map_or(p.manifests.len(), |n| i + n);
-        let wave_results = run_wave(m, &ctx, manifests[i..end].to_vec(), placed).await;
+        let (these, their_works) = (manifests[i..end].to_vec(), works[i..end].to_vec());
+        let wave_results = run_wave(m, &ctx, these, their_works, placed).await;
         // Results come in manifest order.
-        for ((r, created), manifest) in wave_results.into_iter().zip(&manifests[i..end]) {
+        for (((r, orphan), created), manifest) in wave_results.into_iter().zip(&manifests[i..end]) {
             if matches!(r.outcome, Outcome::Applied | Outcome::Unchanged) {
                 m.expect_kinds(crd_kinds(manifest));
             }
-            if r.outcome != Outcome::NotTakenOver {
+            // What is only read (OCM ReadOnly) is never the work's: never pruned.
+            if !matches!(r.outcome, Outcome::NotTakenOver | Outcome::ReadOnly) {
                 entries.insert(Entry {
                     created: created || created_before.contains(&r.object),
                     object: r.object.clone(),
+                    orphan,
                 });
             }
             result.objects.push(r);
@@ -887,14 +920,16 @@ async fn prefetch(m: &Member, manifests: &[&Value]) -> BTreeMap<LiveKey, Option<
     out
 }
 
+/// Each result with whether the work orphans the object, and whether gitfleet created it.
 /// `placed`: live copies read for the whole push ([`prefetch_placed`]); the others of a big
 /// (kind, namespace) group are read here with one LIST ([`prefetch`]).
 async fn run_wave(
     m: &Arc<Member>,
     ctx: &Arc<ObjectContext>,
     manifests: Vec<Value>,
+    works: Vec<Option<Arc<WorkConfig>>>,
     placed: &mut BTreeMap<LiveKey, Value>,
-) -> Vec<(ObjectResult, bool)> {
+) -> Vec<((ObjectResult, bool), bool)> {
     let mut tasks = tokio::task::JoinSet::new();
     let n = manifests.len();
     let keys: Vec<LiveKey> = manifests
@@ -908,7 +943,8 @@ async fn run_wave(
         .map(|(v, _)| v)
         .collect();
     let mut prefetched = prefetch(m, &unread).await;
-    for ((i, manifest), key) in manifests.into_iter().enumerate().zip(keys) {
+    let each = manifests.into_iter().zip(works).zip(keys).enumerate();
+    for (i, ((manifest, work), key)) in each {
         let m = Arc::clone(m);
         let ctx = Arc::clone(ctx);
         let live = match placed.remove(&key) {
@@ -918,17 +954,19 @@ async fn run_wave(
         tasks.spawn(async move {
             let object = ObjectRef::of(&manifest);
             let r = if ctx.strategy.type_ == ApplyStrategyType::ReportDiff {
-                report_diff(&m, &ctx, &manifest).await.map(|r| (r, false))
+                report_diff(&m, &ctx, &manifest)
+                    .await
+                    .map(|r| ((r, false), false))
             } else {
-                apply_object(&m, &ctx, &manifest, live).await
+                apply_object(&m, &ctx, &manifest, work.as_deref(), live).await
             };
             (
                 i,
-                r.unwrap_or_else(|e| (ObjectResult::failed(object, e.to_string()), false)),
+                r.unwrap_or_else(|e| ((ObjectResult::failed(object, e.to_string()), false), false)),
             )
         });
     }
-    let mut out: Vec<Option<(ObjectResult, bool)>> = (0..n).map(|_| None).collect();
+    let mut out: Vec<Option<((ObjectResult, bool), bool)>> = (0..n).map(|_| None).collect();
     while let Some(done) = tasks.join_next().await {
         let (i, r) = done.expect("object tasks do not panic");
         out[i] = Some(r);
@@ -986,13 +1024,16 @@ fn same_content(before: &Value, after: &Value) -> bool {
     strip(before) == strip(after)
 }
 
-/// Applies one manifest: takeover and drift rules first, then SSA or CSA, then availability.
+/// Applies one manifest: takeover and drift rules first, then SSA or CSA (or an OCM work's
+/// update strategy), then availability. With whether the work orphans the object (`.0.1`) and
+/// whether gitfleet created it (`.1`).
 async fn apply_object(
     m: &Member,
     ctx: &ObjectContext,
     manifest: &Value,
+    work: Option<&WorkConfig>,
     prefetched: Option<Option<Value>>,
-) -> Result<(ObjectResult, bool), Error> {
+) -> Result<((ObjectResult, bool), bool), Error> {
     let object = ObjectRef::of(manifest);
     if object.name.is_empty() {
         return Err(Error::NoName);
@@ -1004,6 +1045,39 @@ async fn apply_object(
         Some(live) => live,
         None => m.get(&api, name).await?,
     };
+    // An OCM work's options for this object, found by its resource as the work agent finds
+    // them (the member's discovery names the resource).
+    let options = match work {
+        Some(w) => w.for_resource(
+            object.group(),
+            &m.resource_name(&object).unwrap_or_default(),
+            object.namespace.as_deref().unwrap_or_default(),
+            name,
+        ),
+        None => ResourceOptions::default(),
+    };
+    let orphan = options.orphan;
+    let done = |r: ObjectResult, created: bool| Ok(((r, orphan), created));
+    match (&options.update, &live) {
+        // ReadOnly: never written; only read, its availability reported.
+        (UpdateMode::ReadOnly, _) => {
+            let mut r = ObjectResult::new(object, Outcome::ReadOnly);
+            r.availability = Some(match &live {
+                Some(live) => availability(r.object.group(), &r.object.kind, live),
+                None => Availability::NotYet(
+                    "not found on the member (updateStrategy ReadOnly: never created)".into(),
+                ),
+            });
+            return done(r, false);
+        }
+        // CreateOnly: what exists is never updated.
+        (UpdateMode::CreateOnly, Some(live)) => {
+            let mut r = ObjectResult::new(object, Outcome::Unchanged);
+            r.availability = Some(availability(r.object.group(), &r.object.kind, live));
+            return done(r, false);
+        }
+        _ => {}
+    }
     let how = comparison(s.comparison);
     // Only worked out when a rule compares (most applies never do).
     let desired = || comparable(manifest);
@@ -1022,18 +1096,18 @@ async fn apply_object(
                             drifts.len()
                         ));
                         r.diffs = drifts;
-                        return Ok((r, false));
+                        return done(r, false);
                     }
                 }
             }
             Some(other) => {
-                return Ok((
+                return done(
                     ObjectResult::failed(
                         object,
                         format!("already placed by another placement ({PLACEMENT_LABEL}={other})"),
                     ),
                     false,
-                ))
+                )
             }
             None => match s.when_to_take_over {
                 WhenToTakeOver::Never => {
@@ -1042,7 +1116,7 @@ async fn apply_object(
                         "exists on the member without gitfleet's label; whenToTakeOver is Never"
                             .into(),
                     );
-                    return Ok((r, false));
+                    return done(r, false);
                 }
                 WhenToTakeOver::IfNoDiff => {
                     let mut diffs = diff(&desired(), Some(&comparable(live)), how);
@@ -1054,7 +1128,7 @@ async fn apply_object(
                             diffs.len()
                         ));
                         r.diffs = diffs;
-                        return Ok((r, false));
+                        return done(r, false);
                     }
                 }
                 WhenToTakeOver::Always => {}
@@ -1069,56 +1143,111 @@ async fn apply_object(
     let decorated = decorate(manifest, &stamp);
     // The placement's mark comes before each write.
     let write = || ctx.mark.ensure(m, &NOTHING);
-    let applied = match s.type_ {
-        ApplyStrategyType::ClientSideApply => {
-            let mut with_last = decorated.clone();
-            let last = crate::snapshot::canonical_json(&decorated);
-            super::decorate::object_at(&mut with_last, "metadata", "annotations")
-                .insert(LAST_APPLIED_ANNOTATION.into(), last.into());
-            match &live {
-                None => {
-                    let obj: DynamicObject =
-                        serde_json::from_value(with_last).map_err(Error::NotAnObject)?;
-                    let pp = PostParams {
-                        field_manager: Some(FIELD_MANAGER.into()),
-                        ..PostParams::default()
-                    };
-                    write().await?;
-                    m.call(|| api.create(&pp, &obj)).await.map(to_value)?
-                }
-                Some(live) => {
-                    let original: Option<Value> = annotation(live, LAST_APPLIED_ANNOTATION)
-                        .and_then(|t| serde_json::from_str(t).ok());
-                    let patch = three_way_patch(original.as_ref(), &with_last, live);
-                    if patch.as_object().is_some_and(|p| p.is_empty()) {
-                        live.clone()
-                    } else {
+    let create = |body: Value| {
+        let api = &api;
+        async move {
+            let obj: DynamicObject = serde_json::from_value(body).map_err(Error::NotAnObject)?;
+            let pp = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            };
+            write().await?;
+            m.call(|| api.create(&pp, &obj)).await.map(to_value)
+        }
+    };
+    let applied = match (&options.update, s.type_) {
+        (UpdateMode::CreateOnly, _) => create(decorated.clone()).await?,
+        (UpdateMode::Update, _) => match &live {
+            None => create(decorated.clone()).await?,
+            Some(live) if same_for_update(&decorated, live) => live.clone(),
+            Some(live) => {
+                write().await?;
+                let obj: DynamicObject = serde_json::from_value(update_body(&decorated, live))
+                    .map_err(Error::NotAnObject)?;
+                let pp = PostParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PostParams::default()
+                };
+                m.call(|| api.replace(name, &pp, &obj))
+                    .await
+                    .map(to_value)?
+            }
+        },
+        (
+            UpdateMode::ServerSideApply {
+                force,
+                field_manager: Some(manager),
+            },
+            _,
+        ) => {
+            if live.as_ref().is_some_and(|live| holds(live, &decorated)) {
+                live.clone().expect("checked")
+            } else {
+                write().await?;
+                m.apply_as(manager, &api, name, &decorated, *force, false)
+                    .await?
+            }
+        }
+        (UpdateMode::ReadOnly, _) => unreachable!("returned above"),
+        (UpdateMode::ServerSideApply { force, .. }, _) if *force && !s.force => {
+            if live.as_ref().is_some_and(|live| holds(live, &decorated)) {
+                live.clone().expect("checked")
+            } else {
+                write().await?;
+                m.apply(&api, name, &decorated, true, false).await?
+            }
+        }
+        (UpdateMode::ServerSideApply { .. }, t) => match t {
+            ApplyStrategyType::ClientSideApply => {
+                let mut with_last = decorated.clone();
+                let last = crate::snapshot::canonical_json(&decorated);
+                super::decorate::object_at(&mut with_last, "metadata", "annotations")
+                    .insert(LAST_APPLIED_ANNOTATION.into(), last.into());
+                match &live {
+                    None => {
+                        let obj: DynamicObject =
+                            serde_json::from_value(with_last).map_err(Error::NotAnObject)?;
+                        let pp = PostParams {
+                            field_manager: Some(FIELD_MANAGER.into()),
+                            ..PostParams::default()
+                        };
                         write().await?;
-                        m.merge_patch(&api, name, &patch).await?
+                        m.call(|| api.create(&pp, &obj)).await.map(to_value)?
+                    }
+                    Some(live) => {
+                        let original: Option<Value> = annotation(live, LAST_APPLIED_ANNOTATION)
+                            .and_then(|t| serde_json::from_str(t).ok());
+                        let patch = three_way_patch(original.as_ref(), &with_last, live);
+                        if patch.as_object().is_some_and(|p| p.is_empty()) {
+                            live.clone()
+                        } else {
+                            write().await?;
+                            m.merge_patch(&api, name, &patch).await?
+                        }
                     }
                 }
             }
-        }
-        // What the member already holds exactly as it would be applied (every field the
-        // manifest and gitfleet's stamps set, the spec hash and commit included) is confirmed,
-        // not written again: a start-up or resync re-check of an unchanged fleet writes nothing.
-        // Fields only the member has do not count, as for a server-side apply of the same
-        // manifest: they are another manager's (a field gitfleet no longer sends changes the
-        // spec hash, so that is written).
-        _ if live.as_ref().is_some_and(|live| holds(live, &decorated)) => {
-            live.clone().expect("checked")
-        }
-        _ => {
-            write().await?;
-            match m.apply(&api, name, &decorated, s.force, false).await {
-                // Conflicts only with gitfleet's own earlier writes (ClientSideApply's updates,
-                // or kubectl's `before-first-apply`): take the fields over (KubeFleet's #59 fix).
-                Err(e) if !s.force && conflicts_only_with_self(&e) => {
-                    m.apply(&api, name, &decorated, true, false).await?
-                }
-                r => r?,
+            // What the member already holds exactly as it would be applied (every field the
+            // manifest and gitfleet's stamps set, the spec hash and commit included) is confirmed,
+            // not written again: a start-up or resync re-check of an unchanged fleet writes nothing.
+            // Fields only the member has do not count, as for a server-side apply of the same
+            // manifest: they are another manager's (a field gitfleet no longer sends changes the
+            // spec hash, so that is written).
+            _ if live.as_ref().is_some_and(|live| holds(live, &decorated)) => {
+                live.clone().expect("checked")
             }
-        }
+            _ => {
+                write().await?;
+                match m.apply(&api, name, &decorated, s.force, false).await {
+                    // Conflicts only with gitfleet's own earlier writes (ClientSideApply's updates,
+                    // or kubectl's `before-first-apply`): take the fields over (KubeFleet's #59 fix).
+                    Err(e) if !s.force && conflicts_only_with_self(&e) => {
+                        m.apply(&api, name, &decorated, true, false).await?
+                    }
+                    r => r?,
+                }
+            }
+        },
     };
     let outcome = match &live {
         Some(live) if same_content(live, &applied) => Outcome::Unchanged,
@@ -1132,7 +1261,65 @@ async fn apply_object(
         obscure_secret(&r.object.kind, &mut r.diffs);
     }
     r.availability = Some(availability(r.object.group(), &r.object.kind, &applied));
-    Ok((r, live.is_none()))
+    done(r, live.is_none())
+}
+
+/// Whether an OCM `Update` would change nothing: every label and annotation it sets is already
+/// on the live object (the commit stamp aside, as for [`holds`]), and everything but metadata
+/// and status is the same (update_apply.go, isSameUnstructured). Unlike a server-side apply, a
+/// field only the member has makes a difference: the update replaces the object.
+fn same_for_update(decorated: &Value, live: &Value) -> bool {
+    for field in ["labels", "annotations"] {
+        let pointer = format!("/metadata/{field}");
+        let have = live.pointer(&pointer).and_then(Value::as_object);
+        for (k, v) in decorated
+            .pointer(&pointer)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            if k != COMMIT_ANNOTATION && have.and_then(|h| h.get(k)) != Some(v) {
+                return false;
+            }
+        }
+    }
+    let rest = |v: &Value| {
+        let mut m = v.as_object().cloned().unwrap_or_default();
+        for f in ["apiVersion", "kind", "metadata", "status"] {
+            m.remove(f);
+        }
+        m
+    };
+    rest(decorated) == rest(live)
+}
+
+/// The body of an OCM `Update`: the manifest as gitfleet applies it, over the live object's
+/// labels, annotations, owner references, finalizers and resourceVersion (as the work agent's
+/// update applier merges them: pkg/work/spoke/apply/update_apply.go).
+fn update_body(decorated: &Value, live: &Value) -> Value {
+    let mut body = decorated.clone();
+    for field in ["labels", "annotations"] {
+        let mut merged = live
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(want) = decorated
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_object)
+        {
+            merged.extend(want.clone());
+        }
+        if !merged.is_empty() {
+            body["metadata"][field] = Value::Object(merged);
+        }
+    }
+    for field in ["ownerReferences", "finalizers", "resourceVersion"] {
+        if let Some(v) = live.pointer(&format!("/metadata/{field}")) {
+            body["metadata"][field] = v.clone();
+        }
+    }
+    body
 }
 
 /// Whether an apply failed with field conflicts (the 409's `details.causes`) that name only
@@ -1216,7 +1403,8 @@ async fn prune_entry(
     }
     let foreign_namespace =
         object.kind == "Namespace" && object.group().is_empty() && !entry.created;
-    if abandon || foreign_namespace {
+    // An OCM work's Orphan / SelectivelyOrphan: left on the member, as the work does not own it.
+    if abandon || entry.orphan || foreign_namespace {
         let patch = json!({"metadata": {
             "labels": {MANAGED_BY_LABEL: null, PLACEMENT_LABEL: null},
             "annotations": {SNAPSHOT_ANNOTATION: null, COMMIT_ANNOTATION: null,
@@ -1244,6 +1432,34 @@ async fn prune_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ocm_update_replaces_over_the_live_metadata() {
+        let decorated = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": {"gitfleet.io/placement": "mw.a.w"},
+                "annotations": {COMMIT_ANNOTATION: "new"}},
+            "data": {"a": "1"}});
+        let live = json!({"metadata": {"name": "c", "resourceVersion": "7",
+                "labels": {"team": "x", "gitfleet.io/placement": "mw.a.w"},
+                "annotations": {COMMIT_ANNOTATION: "old"}, "finalizers": ["f"]},
+            "data": {"a": "1", "b": "theirs"}});
+        let body = update_body(&decorated, &live);
+        assert_eq!(
+            body["metadata"],
+            json!({"name": "c", "resourceVersion": "7", "finalizers": ["f"],
+                "labels": {"team": "x", "gitfleet.io/placement": "mw.a.w"},
+                "annotations": {COMMIT_ANNOTATION: "new"}})
+        );
+        assert_eq!(body["data"], json!({"a": "1"}));
+        // A key only the member has is a difference for Update (it replaces)...
+        assert!(!same_for_update(&decorated, &live));
+        // ... a newer commit stamp alone is not, nor a label only the member has.
+        let mut same = live.clone();
+        same["data"] = json!({"a": "1"});
+        assert!(same_for_update(&decorated, &same));
+        same["metadata"]["labels"]["gitfleet.io/placement"] = json!("other");
+        assert!(!same_for_update(&decorated, &same));
+    }
 
     #[test]
     fn a_crd_defines_the_kinds_of_its_served_versions_only() {

@@ -105,6 +105,8 @@ pub enum Outcome {
     Diffed,
     /// ReportDiff: no differences.
     NoDiff,
+    /// An OCM work's ReadOnly resource: read, never written (nor recorded, nor pruned).
+    ReadOnly,
     /// It exists without gitfleet's label and whenToTakeOver forbids taking it over (or it
     /// differs, with IfNoDiff).
     NotTakenOver,

@@ -41,6 +41,10 @@ pub struct Entry {
     /// gitfleet created it (it did not exist before): only then may a Namespace be deleted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub created: bool,
+    /// An OCM work orphans it (deleteOption Orphan or SelectivelyOrphan): when no longer
+    /// delivered it is left on the member, stripped of gitfleet's marks, never deleted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub orphan: bool,
 }
 
 /// The placement a record key names (`crp.NAME`, `rp.NS.NAME`, `ocm.NS.NAME`, as
@@ -49,7 +53,7 @@ pub fn placement_of(key: &str) -> Option<crate::model::PlacementKey> {
     let (prefix, rest) = key.split_once('.')?;
     let id = match prefix {
         "crp" => format!("crp/{rest}"),
-        "rp" | "ocm" => {
+        "rp" | "ocm" | "mw" => {
             let (ns, name) = rest.split_once('.')?;
             format!("{prefix}/{ns}/{name}")
         }
@@ -165,6 +169,7 @@ mod tests {
             "rp/web/web",
             "rp/web/x.y",
             "ocm/ocm-apps/agent",
+            "mw/cluster-1/web.app",
         ] {
             let key: crate::model::PlacementKey = id.parse().unwrap();
             let written = crate::push::decorate::placement_key(&key);
@@ -189,10 +194,12 @@ mod tests {
             Entry {
                 object: obj("v1", "Namespace", None, "web"),
                 created: true,
+                orphan: false,
             },
             Entry {
                 object: obj("v1", "ConfigMap", Some("web"), "c"),
                 created: false,
+                orphan: false,
             },
         ]
         .into();
@@ -228,14 +235,17 @@ mod tests {
         let ns = Entry {
             object: obj("v1", "Namespace", None, "web"),
             created: true,
+            orphan: false,
         };
         let cm = Entry {
             object: obj("v1", "ConfigMap", Some("web"), "c"),
             created: true,
+            orphan: false,
         };
         let kept = Entry {
             object: obj("v1", "ConfigMap", Some("web"), "keep"),
             created: true,
+            orphan: false,
         };
         let old: BTreeSet<Entry> = [ns.clone(), cm.clone(), kept.clone()].into();
         let delivered: BTreeSet<ObjectRef> = [kept.object].into();

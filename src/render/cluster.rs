@@ -1,5 +1,6 @@
 //! Everything a schedule sends to one cluster: each KubeFleet placement that selected it,
-//! rendered, and the workloads of the ManifestWorkReplicaSets whose OCM Placement selected it.
+//! rendered, the workloads of the ManifestWorkReplicaSets whose OCM Placement selected it, and
+//! the plain ManifestWorks in its namespace.
 //! The daemon, `gitfleet render` and `gitfleet plan` all go through here.
 
 use super::overrides::Applicable;
@@ -8,7 +9,9 @@ use super::{
     PlacementRef, RenderError,
 };
 use crate::catalog::{Catalog, Entry};
+use crate::model::ocm::ManifestWorkTemplate;
 use crate::model::placement::Placement;
+use crate::model::work::WorkConfig;
 use crate::model::Gvk;
 use crate::model::{PlacementKey, PlacementKind};
 use crate::schedule::PlacementSchedule;
@@ -57,9 +60,35 @@ pub fn render_placement(
     ))
 }
 
-/// The workloads an OCM Placement delivers through the ManifestWorkReplicaSets that name it.
+/// The workloads an OCM key delivers: for a Placement, those of the ManifestWorkReplicaSets that
+/// name it; for a plain ManifestWork, its own. Each carries its work's options.
 pub fn ocm_workloads(cat: &Catalog, key: &PlacementKey) -> Vec<Manifest> {
     let mut out = Vec::new();
+    let mut push = |t: &ManifestWorkTemplate| {
+        let work = WorkConfig::of(t);
+        for m in &t.workload.manifests {
+            let gvk = Gvk::from_api_version(
+                m.get("apiVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+                m.get("kind").and_then(Value::as_str).unwrap_or_default(),
+            );
+            out.push(Manifest {
+                value: m.clone(),
+                wave: wave_of(&gvk.group, &gvk.kind),
+                envelope: None,
+                work: work.clone(),
+            });
+        }
+    };
+    if key.kind == PlacementKind::ManifestWork {
+        if let Some(w) = cat.manifest_works.iter().find(|w| {
+            w.spec.metadata.name == key.name && cat.objects[w.index].namespace == key.namespace
+        }) {
+            push(&w.spec.spec);
+        }
+        return out;
+    }
     for mwrs in &cat.manifest_work_replica_sets {
         let same_ns = cat.objects[mwrs.index].namespace == key.namespace;
         if !same_ns
@@ -72,19 +101,7 @@ pub fn ocm_workloads(cat: &Catalog, key: &PlacementKey) -> Vec<Manifest> {
         {
             continue;
         }
-        for m in &mwrs.spec.spec.manifest_work_template.workload.manifests {
-            let gvk = Gvk::from_api_version(
-                m.get("apiVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default(),
-                m.get("kind").and_then(Value::as_str).unwrap_or_default(),
-            );
-            out.push(Manifest {
-                value: m.clone(),
-                wave: wave_of(&gvk.group, &gvk.kind),
-                envelope: None,
-            });
-        }
+        push(&mwrs.spec.spec.manifest_work_template);
     }
     out
 }
@@ -292,7 +309,7 @@ impl<'a> CommitRenderer<'a> {
         self.sources[i]
             .get_or_init(|| {
                 let key = &self.schedule[i].key;
-                if key.kind == PlacementKind::OcmPlacement {
+                if key.kind.is_ocm() {
                     return Some(Source::Fixed(Rc::new(Ok(ocm_workloads(self.cat, key)))));
                 }
                 let entry = self.cat.placement(&key.name, key.namespace.as_deref())?;

@@ -97,6 +97,10 @@ pub struct Manifest {
     pub wave: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub envelope: Option<EnvelopeRef>,
+    /// An OCM work's `manifestConfigs` and `deleteOption`, when it has any beyond gitfleet's
+    /// defaults (the member resolves which holds for this object: it knows the resource name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<crate::model::work::WorkConfig>,
 }
 
 /// Why a placement cannot be rendered for a cluster. All are user errors: nothing changes until
@@ -360,6 +364,7 @@ fn manifest(value: Value, wave: u32, envelope: Option<EnvelopeRef>) -> Manifest 
         value,
         wave,
         envelope,
+        work: None,
     }
 }
 

@@ -654,6 +654,7 @@ fn overrides_apply_to_the_objects_an_envelope_carries() {
             },
             wave: 4,
             envelope: carried(EnvelopeKind::ResourceEnvelope, Some("app"), "env"),
+            work: None,
         }]
     );
 }
@@ -839,17 +840,20 @@ fn a_legacy_configmap_envelope_is_unwrapped() {
             Manifest {
                 value: config_map("app", "plain"),
                 wave: 1,
-                envelope: None
+                envelope: None,
+                work: None,
             },
             Manifest {
                 value: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "one", "namespace": "app"}}),
                 wave: 1,
-                envelope: by.clone()
+                envelope: by.clone(),
+                work: None,
             },
             Manifest {
                 value: json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "app"}, "spec": {"replicas": 4}}),
                 wave: 4,
-                envelope: by
+                envelope: by,
+                work: None,
             },
         ]
     );
@@ -874,7 +878,8 @@ fn a_configmap_without_the_annotation_is_placed_as_is() {
         vec![Manifest {
             value: cm,
             wave: 1,
-            envelope: None
+            envelope: None,
+            work: None,
         }]
     );
 }

@@ -25,7 +25,7 @@ use crate::model::placement::{
     PlacementPolicy, PlacementSpec, PlacementType, RollingUpdateConfig, RolloutStrategyType,
 };
 use crate::model::staged::StagedUpdateRun;
-use crate::model::{PlacementKey, PlacementKind};
+use crate::model::PlacementKey;
 use crate::render::cluster::{ocm_workloads, overrides_of, render_placement, Selections};
 use crate::render::{ClusterTarget, Manifest};
 use crate::schedule::{BindingState, Fleet, PlacementSchedule};
@@ -230,7 +230,15 @@ pub struct Decision {
 }
 
 fn rendered_fingerprint(manifests: &[Manifest]) -> String {
-    let values: Vec<&Value> = manifests.iter().map(|m| &m.value).collect();
+    let mut values: Vec<&Value> = manifests.iter().map(|m| &m.value).collect();
+    // An OCM work's options change how its objects are written: a change re-pushes them.
+    // (Without options, the fingerprint is what it always was.)
+    let works: Vec<Value> = manifests
+        .iter()
+        .filter_map(|m| m.work.as_ref())
+        .map(|w| serde_json::json!({"work": w}))
+        .collect();
+    values.extend(&works);
     // Hashed as written: `json!(values)` would copy the whole rendering first.
     crate::snapshot::hash_list(None, &values)
 }
@@ -373,7 +381,7 @@ pub fn step_memoized(
         let mut step = StepSummary::new(key.clone(), "");
         // Renders what `cluster` should run; `None` when rendering fails (reported, not pushed).
         let mut render = |cluster: &str, resource_index: u64| -> Option<(Manifests, Revision)> {
-            let (manifests, rendered) = if key.kind == PlacementKind::OcmPlacement {
+            let (manifests, rendered) = if key.kind.is_ocm() {
                 let manifests = Arc::new(ocm_workloads(cat, key));
                 let rendered = rendered_fingerprint(&manifests);
                 step.objects.insert(cluster.to_string(), ids_of(&manifests));
@@ -426,9 +434,10 @@ pub fn step_memoized(
             Some((manifests, revision))
         };
 
-        if key.kind == PlacementKind::OcmPlacement {
+        if key.kind.is_ocm() {
             // OCM placements: the ManifestWorkReplicaSet workloads go to every selected cluster
-            // at once (their own rolloutStrategy is not modelled).
+            // at once (their own rolloutStrategy is not modelled); a plain ManifestWork to its
+            // one cluster, at once, as its cluster's work agent applies it.
             let strategy = ApplyStrategy::default();
             let mut applying = Vec::new();
             let mut up_to_date = Vec::new();

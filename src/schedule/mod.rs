@@ -6,6 +6,7 @@ pub mod fleet;
 pub mod kubefleet;
 pub mod labels;
 pub mod ocm;
+pub mod work;
 
 pub use fleet::{Cluster, Fleet, Inventory, InventoryCluster};
 
@@ -224,7 +225,7 @@ pub struct Schedule {
 pub type Previous = BTreeMap<PlacementKey, PlacementSchedule>;
 
 /// Schedules every placement of a commit: KubeFleet placements in catalog order, then OCM
-/// placements. `previous` holds the last run's results (bindings, decisions, policy index);
+/// placements, then plain ManifestWorks. `previous` holds the last run's results (bindings, decisions, policy index);
 /// `now_unix` is the clock, for OCM's `tolerationSeconds`.
 pub fn schedule_commit(
     cat: &crate::catalog::Catalog,
@@ -262,6 +263,7 @@ pub fn schedule_commit(
         out.push(kubefleet::schedule(&input, &mut cache));
     }
     out.extend(ocm::schedule_all(cat, fleet, previous, now_unix));
+    out.extend(work::schedule_all(cat, fleet));
     out
 }
 

@@ -1,0 +1,559 @@
+//! OCM's work API (work.open-cluster-management.io/v1, api repo work/v1/types.go): a plain
+//! `ManifestWork`, and the per-resource options a work (or a replica set's template) gives its
+//! manifests: `manifestConfigs` (update strategy) and `deleteOption` (orphaning). Pure: which
+//! options hold for one resource is decided here ([`WorkConfig::for_resource`]); carrying them
+//! out on a member is push's.
+//!
+//! How OCM's work agent reads them (open-cluster-management-io/ocm):
+//! - a manifest's options are those of the *first* `manifestConfigs` entry whose
+//!   `resourceIdentifier` matches its group, resource (plural), namespace and name, `*` a
+//!   wildcard in namespace and name (pkg/work/helper/helpers.go, FindManifestConfiguration and
+//!   wildcardMatch); an entry's `updateStrategy.type` defaults to `Update` (CRD default);
+//! - `deleteOption`: Foreground (default) owns every resource, Orphan none, SelectivelyOrphan all
+//!   but the listed ones (helpers.go, OwnedByTheWork); a resource the work does not own is left
+//!   on the cluster both when the work is deleted and when the manifest leaves the work
+//!   (DeleteAppliedResources skips what it does not own);
+//! - ReadOnly is never written and never deleted (pkg/work/spoke/apply/read_only_apply.go).
+//!
+//! gitfleet deviations, on purpose: a manifest no `manifestConfigs` entry matches is
+//! server-side applied by gitfleet (gitfleet's default for every placement), where OCM's agent
+//! defaults to `Update`; and `fieldManager` left empty means gitfleet's own field manager, not
+//! `work-agent`.
+
+use super::object::ObjectMeta;
+use super::{ApiObject, Problem, Problems};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A `ManifestWork`: delivered to the cluster its namespace names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManifestWork {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: super::ocm::ManifestWorkTemplate,
+    #[serde(default, skip_serializing)]
+    pub status: Option<Value>,
+}
+
+impl ApiObject for ManifestWork {
+    fn validate(&self) -> Vec<Problem> {
+        let mut p = Problems::default();
+        super::member::check_name(&self.metadata, None, &mut p);
+        if self
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty()
+        {
+            p.push(
+                "metadata.namespace",
+                "Required value: a ManifestWork lives in the namespace of its cluster",
+            );
+        }
+        super::ocm::validate_manifests(
+            "spec.workload.manifests",
+            &self.spec.workload.manifests,
+            &mut p,
+        );
+        validate_config("spec", &self.spec, &mut p);
+        p.0
+    }
+}
+
+/// `manifestConfigs[]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManifestConfigOption {
+    pub resource_identifier: ResourceIdentifier,
+    /// Not built: refused (see [`not_built`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feedback_rules: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_strategy: Option<UpdateStrategy>,
+    /// Not built: refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub condition_rules: Vec<Value>,
+    /// Not built (it only matters for feedback): refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_scrape_type: Option<Value>,
+}
+
+/// A resource by group, resource (plural, lowercase), namespace and name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceIdentifier {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub resource: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateStrategy {
+    /// Default `Update` (CRD default).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub type_: Option<UpdateStrategyType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_side_apply: Option<ServerSideApplyConfig>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UpdateStrategyType {
+    #[default]
+    Update,
+    CreateOnly,
+    ServerSideApply,
+    ReadOnly,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServerSideApplyConfig {
+    #[serde(default)]
+    pub force: bool,
+    /// Must start with `work-agent` (CRD pattern).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_manager: Option<String>,
+    /// Not built: refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_fields: Vec<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeleteOption {
+    /// Default `Foreground`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub propagation_policy: Option<DeletePropagationPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selectively_orphans: Option<SelectivelyOrphan>,
+    /// Only meaningful with condition rules (not built): refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds_after_finished: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeletePropagationPolicy {
+    #[default]
+    Foreground,
+    Orphan,
+    SelectivelyOrphan,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SelectivelyOrphan {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orphaning_rules: Vec<ResourceIdentifier>,
+}
+
+/// What a work asks of its manifests, carried with each of them to the member (only when it
+/// asks something gitfleet does not do by default).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkConfig {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifest_configs: Vec<ManifestConfigOption>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_option: Option<DeleteOption>,
+}
+
+/// How one resource is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpdateMode {
+    /// Server-side apply; `field_manager` `None` is gitfleet's own.
+    ServerSideApply {
+        force: bool,
+        field_manager: Option<String>,
+    },
+    /// Create, or replace by an update call (labels and annotations merged with the live ones).
+    Update,
+    /// Create when absent, never update.
+    CreateOnly,
+    /// Never written: only read.
+    ReadOnly,
+}
+
+/// The options for one resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceOptions {
+    pub update: UpdateMode,
+    /// Left on the member when no longer delivered (the work does not own it).
+    pub orphan: bool,
+}
+
+impl Default for ResourceOptions {
+    fn default() -> Self {
+        ResourceOptions {
+            update: UpdateMode::ServerSideApply {
+                force: false,
+                field_manager: None,
+            },
+            orphan: false,
+        }
+    }
+}
+
+impl WorkConfig {
+    /// `None` when the work asks nothing beyond gitfleet's defaults.
+    pub fn of(template: &super::ocm::ManifestWorkTemplate) -> Option<WorkConfig> {
+        let policy = template
+            .delete_option
+            .as_ref()
+            .and_then(|d| d.propagation_policy)
+            .unwrap_or_default();
+        let c = WorkConfig {
+            manifest_configs: template.manifest_configs.clone(),
+            delete_option: (policy != DeletePropagationPolicy::Foreground)
+                .then(|| template.delete_option.clone())
+                .flatten(),
+        };
+        (c != WorkConfig::default()).then_some(c)
+    }
+
+    /// The options for the resource `group`/`resource` `namespace`/`name` (`namespace` empty for
+    /// a cluster-scoped one), as OCM's work agent finds them.
+    pub fn for_resource(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> ResourceOptions {
+        let matches = |id: &ResourceIdentifier| {
+            id.group == group
+                && id.resource == resource
+                && wildcard_match(namespace, &id.namespace)
+                && wildcard_match(name, &id.name)
+        };
+        let update = self
+            .manifest_configs
+            .iter()
+            .filter(|c| matches(&c.resource_identifier))
+            .find_map(|c| c.update_strategy.as_ref())
+            .map_or_else(
+                || ResourceOptions::default().update,
+                |s| match s.type_.unwrap_or_default() {
+                    UpdateStrategyType::Update => UpdateMode::Update,
+                    UpdateStrategyType::CreateOnly => UpdateMode::CreateOnly,
+                    UpdateStrategyType::ReadOnly => UpdateMode::ReadOnly,
+                    UpdateStrategyType::ServerSideApply => {
+                        let c = s.server_side_apply.clone().unwrap_or_default();
+                        UpdateMode::ServerSideApply {
+                            force: c.force,
+                            field_manager: c.field_manager.filter(|f| !f.is_empty()),
+                        }
+                    }
+                },
+            );
+        // OwnedByTheWork compares orphaning rules exactly (no wildcard).
+        let orphan = match &self.delete_option {
+            None => false,
+            Some(d) => match d.propagation_policy.unwrap_or_default() {
+                DeletePropagationPolicy::Foreground => false,
+                DeletePropagationPolicy::Orphan => true,
+                DeletePropagationPolicy::SelectivelyOrphan => d
+                    .selectively_orphans
+                    .iter()
+                    .flat_map(|s| &s.orphaning_rules)
+                    .any(|o| {
+                        o.group == group
+                            && o.resource == resource
+                            && o.name == name
+                            && o.namespace == namespace
+                    }),
+            },
+        };
+        ResourceOptions { update, orphan }
+    }
+}
+
+/// `resource == target`, or `target` a pattern with `*` for any text (helpers.go wildcardMatch).
+fn wildcard_match(resource: &str, target: &str) -> bool {
+    if resource == target || target == "*" {
+        return true;
+    }
+    let parts: Vec<&str> = target.split('*').collect();
+    if parts.len() == 1 {
+        return false;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if resource.len() < first.len() + last.len()
+        || !resource.starts_with(first)
+        || !resource.ends_with(last)
+    {
+        return false;
+    }
+    let mut rest = &resource[first.len()..resource.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+const FIELD_MANAGER_PREFIX: &str = "work-agent";
+
+/// The CRD's rules on `manifestConfigs` and `deleteOption` (`prefix` is the template's path).
+pub(crate) fn validate_config(
+    prefix: &str,
+    t: &super::ocm::ManifestWorkTemplate,
+    p: &mut Problems,
+) {
+    for (i, c) in t.manifest_configs.iter().enumerate() {
+        let f = format!("{prefix}.manifestConfigs[{i}]");
+        let id = &c.resource_identifier;
+        for (field, v) in [("resource", &id.resource), ("name", &id.name)] {
+            if v.is_empty() {
+                p.push(format!("{f}.resourceIdentifier.{field}"), "Required value");
+            }
+        }
+        if let Some(fm) = c
+            .update_strategy
+            .as_ref()
+            .and_then(|s| s.server_side_apply.as_ref())
+            .and_then(|s| s.field_manager.as_deref())
+            .filter(|fm| !fm.starts_with(FIELD_MANAGER_PREFIX))
+        {
+            p.push(
+                format!("{f}.updateStrategy.serverSideApply.fieldManager"),
+                format!("{fm:?} should match '^{FIELD_MANAGER_PREFIX}'"),
+            );
+        }
+    }
+}
+
+/// What of the work API gitfleet does not carry out: refused, never accepted and ignored.
+/// `prefix` is the template's path (`spec` or `spec.manifestWorkTemplate`).
+pub fn not_built(prefix: &str, t: &super::ocm::ManifestWorkTemplate) -> Vec<Problem> {
+    const NOT_BUILT: &str = "not built in gitfleet";
+    let mut problems = Problems::default();
+    let p = &mut problems;
+    for (i, c) in t.manifest_configs.iter().enumerate() {
+        let f = format!("{prefix}.manifestConfigs[{i}]");
+        if !c.feedback_rules.is_empty() {
+            p.push(
+                format!("{f}.feedbackRules"),
+                format!("{NOT_BUILT}: status feedback is not reported back; remove feedbackRules"),
+            );
+        }
+        if c.feedback_scrape_type.is_some() {
+            p.push(
+                format!("{f}.feedbackScrapeType"),
+                format!(
+                    "{NOT_BUILT}: status feedback is not reported back; remove feedbackScrapeType"
+                ),
+            );
+        }
+        if !c.condition_rules.is_empty() {
+            p.push(
+                format!("{f}.conditionRules"),
+                format!("{NOT_BUILT}: manifest conditions (and Complete) are not evaluated; remove conditionRules"),
+            );
+        }
+        if c.update_strategy
+            .as_ref()
+            .and_then(|s| s.server_side_apply.as_ref())
+            .is_some_and(|s| !s.ignore_fields.is_empty())
+        {
+            p.push(
+                format!("{f}.updateStrategy.serverSideApply.ignoreFields"),
+                format!("{NOT_BUILT}: every field of the manifest is applied; remove ignoreFields"),
+            );
+        }
+    }
+    if t.delete_option
+        .as_ref()
+        .is_some_and(|d| d.ttl_seconds_after_finished.is_some())
+    {
+        p.push(
+            format!("{prefix}.deleteOption.ttlSecondsAfterFinished"),
+            format!("{NOT_BUILT}: works are never completed (no condition rules), so never deleted after a TTL; remove ttlSecondsAfterFinished"),
+        );
+    }
+    if t.executor.is_some() {
+        p.push(
+            format!("{prefix}.executor"),
+            format!("{NOT_BUILT}: gitfleet applies with its own credentials for the member and does not impersonate an executor; remove executor"),
+        );
+    }
+    problems.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ocm::ManifestWorkTemplate;
+
+    fn template(yaml: &str) -> ManifestWorkTemplate {
+        serde_json::from_value(crate::model::testing::value(yaml)).unwrap()
+    }
+
+    fn config(yaml: &str) -> WorkConfig {
+        WorkConfig::of(&template(yaml)).unwrap_or_default()
+    }
+
+    #[test]
+    fn wildcards_match_as_ocm_matches_them() {
+        // As the regular expression of ocm pkg/work/helper/helpers.go wildcardMatch matches.
+        for (resource, target, want) in [
+            ("foo", "foo", true),
+            ("foo", "*", true),
+            ("foo", "f*", true),
+            ("foo", "*o", true),
+            ("foo", "f*o", true),
+            ("foo", "b*", false),
+            ("foo", "", false),
+            ("", "", true),
+            ("foo-bar-baz", "foo*baz", true),
+            ("foo-bar-baz", "*bar*", true),
+            ("foo-baz", "*bar*", false),
+            ("ab", "a*b*", true),
+            ("a", "a*a", false),
+        ] {
+            assert_eq!(
+                wildcard_match(resource, target),
+                want,
+                "{resource} ~ {target}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_first_matching_update_strategy_holds() {
+        let c = config(
+            r#"
+manifestConfigs:
+- resourceIdentifier: {group: "", resource: configmaps, namespace: "*", name: "cm-*"}
+- resourceIdentifier: {group: "", resource: configmaps, namespace: default, name: cm-a}
+  updateStrategy: {type: ReadOnly}
+- resourceIdentifier: {group: "", resource: configmaps, namespace: "*", name: "*"}
+  updateStrategy: {type: CreateOnly}
+- resourceIdentifier: {group: apps, resource: deployments, namespace: default, name: web}
+  updateStrategy: {type: ServerSideApply, serverSideApply: {force: true, fieldManager: work-agent-x}}
+- resourceIdentifier: {group: "", resource: secrets, name: s}
+  updateStrategy: {}
+"#,
+        );
+        let update = |g, r, ns, n| c.for_resource(g, r, ns, n).update;
+        // The first entry matches but has no strategy: the next one that has one holds.
+        assert_eq!(
+            update("", "configmaps", "default", "cm-a"),
+            UpdateMode::ReadOnly
+        );
+        assert_eq!(
+            update("", "configmaps", "other", "x"),
+            UpdateMode::CreateOnly
+        );
+        assert_eq!(
+            update("apps", "deployments", "default", "web"),
+            UpdateMode::ServerSideApply {
+                force: true,
+                field_manager: Some("work-agent-x".into())
+            }
+        );
+        // `updateStrategy: {}`: the CRD default, Update (cluster-scoped: empty namespace).
+        assert_eq!(update("", "secrets", "", "s"), UpdateMode::Update);
+        // Nothing matches: gitfleet's server-side apply.
+        assert_eq!(
+            update("apps", "deployments", "default", "other"),
+            ResourceOptions::default().update
+        );
+    }
+
+    #[test]
+    fn delete_options_orphan_as_ocm_owns() {
+        let orphan = config("deleteOption: {propagationPolicy: Orphan}");
+        assert!(orphan.for_resource("", "configmaps", "default", "x").orphan);
+        let some = config(
+            r#"
+deleteOption:
+  propagationPolicy: SelectivelyOrphan
+  selectivelyOrphans:
+    orphaningRules: [{group: "", resource: configmaps, namespace: default, name: keep}]
+"#,
+        );
+        assert!(
+            some.for_resource("", "configmaps", "default", "keep")
+                .orphan
+        );
+        assert!(
+            !some
+                .for_resource("", "configmaps", "default", "other")
+                .orphan
+        );
+        // No wildcards in orphaning rules (OwnedByTheWork compares exactly).
+        let star = config(
+            r#"
+deleteOption:
+  propagationPolicy: SelectivelyOrphan
+  selectivelyOrphans:
+    orphaningRules: [{group: "", resource: configmaps, namespace: default, name: "*"}]
+"#,
+        );
+        assert!(
+            !star
+                .for_resource("", "configmaps", "default", "keep")
+                .orphan
+        );
+        // SelectivelyOrphan without rules orphans nothing; Foreground is the default.
+        let none = config("deleteOption: {propagationPolicy: SelectivelyOrphan}");
+        assert!(!none.for_resource("", "configmaps", "default", "x").orphan);
+        assert_eq!(
+            WorkConfig::of(&template("deleteOption: {propagationPolicy: Foreground}")),
+            None
+        );
+    }
+
+    #[test]
+    fn what_is_not_built_is_named() {
+        let t = template(
+            r#"
+manifestConfigs:
+- resourceIdentifier: {resource: configmaps, name: a}
+  feedbackRules: [{type: WellKnownStatus}]
+  conditionRules: [{type: WellKnownCompletions}]
+  updateStrategy:
+    type: ServerSideApply
+    serverSideApply: {ignoreFields: [{condition: OnSpokePresent, jsonPaths: [.data]}]}
+deleteOption: {propagationPolicy: Orphan, ttlSecondsAfterFinished: 5}
+executor: {subject: {type: ServiceAccount}}
+"#,
+        );
+        let fields: Vec<String> = not_built("spec", &t).into_iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.manifestConfigs[0].feedbackRules",
+                "spec.manifestConfigs[0].conditionRules",
+                "spec.manifestConfigs[0].updateStrategy.serverSideApply.ignoreFields",
+                "spec.deleteOption.ttlSecondsAfterFinished",
+                "spec.executor",
+            ]
+        );
+        let mut p = Problems::default();
+        let bad = template(
+            "manifestConfigs: [{resourceIdentifier: {resource: '', name: a}, updateStrategy: {type: ServerSideApply, serverSideApply: {fieldManager: me}}}]",
+        );
+        validate_config("spec", &bad, &mut p);
+        let fields: Vec<&str> = p.0.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.manifestConfigs[0].resourceIdentifier.resource",
+                "spec.manifestConfigs[0].updateStrategy.serverSideApply.fieldManager",
+            ]
+        );
+    }
+}
