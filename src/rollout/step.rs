@@ -8,7 +8,7 @@
 //! the apply strategy, the `gitfleet.io/resource-snapshot` stamp, removals — is decided here
 //! once for both, so an `apply` followed by a `run` of the same commit finds nothing to change.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -253,6 +253,9 @@ fn rendered_fingerprint(manifests: &[Manifest]) -> String {
 #[derive(Debug, Default)]
 pub struct StepMemo {
     context: Option<MemoContext>,
+    /// The commit the settled steps were taken for: within one commit a placement's spec and
+    /// selected resources cannot change, so they are not selected and hashed again.
+    commit: Option<String>,
     settled: HashMap<PlacementKey, Settled>,
     reused: usize,
 }
@@ -306,6 +309,18 @@ struct Settled {
     summary: StepSummary,
 }
 
+/// A settled placement's step taken again: the same summary, and the history and abandon
+/// flag its snapshot keeps (unchanged, so what `advance` would keep).
+fn reuse(decision: &mut Decision, key: &PlacementKey, prev: &PlacementState, m: &Settled) {
+    decision
+        .ledger
+        .histories
+        .insert(key.clone(), prev.resources.clone());
+    let abandon = ApplyStrategy::from_rollout(Some(&m.placement.spec.strategy)).abandon;
+    decision.ledger.abandon.insert(key.clone(), abandon);
+    decision.steps.push(m.summary.clone());
+}
+
 /// One step for the commit of `input` from `state`, at `pacing`.
 pub fn step(input: &Input, state: &RolloutState, pacing: Pacing) -> Decision {
     step_memoized(input, state, pacing, &mut StepMemo::default())
@@ -356,6 +371,8 @@ pub fn step_memoized(
         memo.settled.clear();
         memo.context = Some(context);
     }
+    let same_commit = memo.commit.as_deref() == Some(commit);
+    memo.commit = Some(commit.to_string());
     memo.reused = 0;
     // Staged update runs by the placement they target; only the daemon's pace steps them.
     let mut runs_by_placement: BTreeMap<PlacementKey, Vec<&StagedUpdateRun>> = BTreeMap::new();
@@ -493,6 +510,17 @@ pub fn step_memoized(
             continue;
         };
         let spec = &entry.spec.spec;
+        let pace = Pace::of(pacing, spec);
+        // The same commit: only the schedule and the state can have changed since.
+        let settled_now = matches!(pace, Pace::Rolling { .. })
+            .then(|| memo.settled.get(key))
+            .flatten()
+            .filter(|m| same_commit && m.schedule == *ps && m.state == *prev);
+        if let Some(m) = settled_now {
+            reuse(&mut decision, key, prev, m);
+            memo.reused += 1;
+            continue;
+        }
         let resources = selections.of(entry).unwrap_or_default();
         step.selected_resources = resources
             .iter()
@@ -516,7 +544,6 @@ pub fn step_memoized(
         // The snapshot stamp: the whole hash of the selected resources, for every cluster.
         let resource_snapshot = crate::snapshot::resource_hash(&resources);
         let strategy = ApplyStrategy::from_rollout(Some(&spec.strategy));
-        let pace = Pace::of(pacing, spec);
         if matches!(pace, Pace::Rolling { .. }) {
             let same = memo.settled.get(key).filter(|m| {
                 m.resource_snapshot == resource_snapshot
@@ -525,16 +552,7 @@ pub fn step_memoized(
                     && m.state == *prev
             });
             if let Some(m) = same {
-                // The snapshot is unchanged, so the history is what `advance` would keep.
-                decision
-                    .ledger
-                    .histories
-                    .insert(key.clone(), prev.resources.clone());
-                decision
-                    .ledger
-                    .abandon
-                    .insert(key.clone(), strategy.abandon);
-                decision.steps.push(m.summary.clone());
+                reuse(&mut decision, key, prev, m);
                 memo.reused += 1;
                 continue;
             }
@@ -775,8 +793,8 @@ pub fn step_memoized(
         }
     }
 
-    memo.settled
-        .retain(|k, _| schedule.iter().any(|p| &p.key == k));
+    let scheduled: HashSet<&PlacementKey> = schedule.iter().map(|p| &p.key).collect();
+    memo.settled.retain(|k, _| scheduled.contains(k));
 
     // Placements gone from the commit: remove what they placed, no pacing (KubeFleet deletes
     // every binding at once), except on members that left the repository.
