@@ -8,7 +8,6 @@ use common::kubectl::Kubectl;
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -323,13 +322,7 @@ fn quickstart_serves_the_sample_fleet_and_rolls_a_change_out() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = common::lines_of(child.stdout.take().unwrap());
     let mut seen = Vec::new();
     let mut wait_for = |what: &str, pred: &dyn Fn(&str) -> bool| {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -854,13 +847,7 @@ fn wait_follows_a_commit_to_settled_or_rejected_and_status_watch_redraws_on_chan
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (tx, watched) = mpsc::channel();
-    let stdout = watch.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let watched = common::lines_of(watch.stdout.take().unwrap());
 
     // This checkout's HEAD, served and settled: every member has it when wait returns.
     let run = gitfleet(&[
@@ -1067,13 +1054,7 @@ fn wait_survives_a_restart_of_the_daemon() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, said) = mpsc::channel();
-    let stderr = wait.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let said = common::lines_of(wait.stderr.take().unwrap());
     let await_said = |words: &str| {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {

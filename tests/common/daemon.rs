@@ -2,7 +2,6 @@
 //! status API on a free port, its address read from the log, killed on drop.
 
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -61,13 +60,7 @@ impl Daemon {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let (tx, rx) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
+        let rx = super::lines_of(child.stderr.take().unwrap());
         let deadline = Instant::now() + Duration::from_secs(30);
         let addr = loop {
             let line = rx

@@ -13,6 +13,19 @@ pub mod signing;
 pub mod sim;
 pub mod testbed;
 
+/// The lines a child process writes to `pipe` (its stdout or stderr), as they come, read on a
+/// thread of their own so that the test can await a line with a deadline.
+pub fn lines_of(pipe: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
 pub struct Repo {
     pub dir: tempfile::TempDir,
 }
