@@ -17,7 +17,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::AbortHandle;
 
 use crate::members::MemberTarget;
-use crate::push::decorate::{MANAGED_BY, MANAGED_BY_LABEL, PLACEMENT_LABEL};
+use crate::push::decorate::{FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, PLACEMENT_LABEL};
 use crate::push::record::RECORD_LABEL;
 
 /// After a watch cannot be set up or broke, the next try.
@@ -82,6 +82,28 @@ impl Watches {
             running.insert(key, task.abort_handle());
         }
     }
+}
+
+/// Whether a created or changed object's last write was gitfleet's own apply or a status
+/// update (by its field managers: the newest entries, to the second, are all gitfleet's or
+/// all through the status subresource): nothing a re-check would restore. Every push used to
+/// come back through the watch as a change and was pushed again, and so was every status
+/// update of a controller. Anyone else's write (kubectl, another controller's spec change)
+/// is newer than gitfleet's entry, or as new, and is checked.
+fn nothing_to_check(
+    managed: &Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>>,
+) -> bool {
+    let Some(entries) = managed.as_ref().filter(|e| !e.is_empty()) else {
+        return false;
+    };
+    let newest = entries.iter().filter_map(|e| e.time.as_ref()).max();
+    entries
+        .iter()
+        .filter(|e| e.time.as_ref() == newest)
+        .all(|e| {
+            e.manager.as_deref() == Some(FIELD_MANAGER)
+                || e.subresource.as_deref() == Some("status")
+        })
 }
 
 fn gvk_of((api_version, kind): &Kind) -> GroupVersionKind {
@@ -171,6 +193,9 @@ async fn watch_kind(
                 if labels.contains_key(RECORD_LABEL) {
                     continue;
                 }
+                if verb != "deleted" && nothing_to_check(&obj.metadata.managed_fields) {
+                    continue;
+                }
                 let name = match &obj.metadata.namespace {
                     Some(ns) => format!("{ns}/{}", obj.metadata.name.as_deref().unwrap_or("")),
                     None => obj.metadata.name.clone().unwrap_or_default(),
@@ -193,6 +218,49 @@ async fn watch_kind(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(
+        manager: &str,
+        time: &str,
+        subresource: Option<&str>,
+    ) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+        serde_json::from_value(serde_json::json!({
+            "manager": manager,
+            "operation": "Update",
+            "time": time,
+            "subresource": subresource,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn gitfleets_own_writes_and_status_updates_need_no_check_anyone_elses_do() {
+        let (t1, t2) = ("2026-11-26T10:00:01Z", "2026-11-26T10:00:02Z");
+        let check = |entries: Vec<_>| !nothing_to_check(&Some(entries));
+        // Created or last applied by gitfleet; then a controller's status update.
+        assert!(!check(vec![entry("gitfleet", t1, None)]));
+        assert!(!check(vec![
+            entry("gitfleet", t1, None),
+            entry("kube-controller-manager", t2, Some("status")),
+        ]));
+        // kubectl edited it after gitfleet's apply, or in the same second.
+        assert!(check(vec![
+            entry("gitfleet", t1, None),
+            entry("kubectl-edit", t2, None),
+        ]));
+        assert!(check(vec![
+            entry("gitfleet", t1, None),
+            entry("kubectl-edit", t1, None),
+        ]));
+        // Another controller changed its spec after gitfleet.
+        assert!(check(vec![
+            entry("gitfleet", t1, None),
+            entry("hpa", t2, None),
+        ]));
+        // Nothing known of who wrote it.
+        assert!(check(vec![]));
+        assert!(!nothing_to_check(&None) && check(vec![]));
+    }
 
     #[test]
     fn kinds_of_the_core_group_have_no_group() {
