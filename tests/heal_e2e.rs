@@ -18,29 +18,12 @@ on_both_backends!(
     an_emptied_repository_says_its_objects_stay_on_members,
 );
 
-const FLEET: &str = r#"
-anonymousAuth: true
-members:
-  - name: alpha
-  - name: beta
-"#;
-
-fn member(name: &str) -> String {
-    format!(
-        "apiVersion: cluster.kubernetes-fleet.io/v1beta1
-kind: MemberCluster
-metadata:
-  name: {name}
-spec:
-  identity: {{name: member, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
-"
-    )
-}
+use common::TWO_MEMBERS as FLEET;
 
 fn fleet_repo(apply_strategy: &str) -> Repo {
     let repo = Repo::new();
-    repo.write("members/alpha.yaml", &member("alpha"));
-    repo.write("members/beta.yaml", &member("beta"));
+    repo.write("members/alpha.yaml", &common::member_cluster("alpha"));
+    repo.write("members/beta.yaml", &common::member_cluster("beta"));
     repo.write(
         "app/namespace.yaml",
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n",

@@ -29,24 +29,12 @@ const MEMBERS: [&str; 3] = ["m1", "m2", "m3"];
 /// The test's namespace of the hosting cluster (the test bed's API servers have `default`).
 const NAMESPACE: &str = "default";
 
-fn member(name: &str) -> String {
-    format!(
-        "apiVersion: cluster.kubernetes-fleet.io/v1beta1
-kind: MemberCluster
-metadata:
-  name: {name}
-spec:
-  identity: {{name: member, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
-"
-    )
-}
-
 /// Three members, and a placement rolled out one member at a time, each given 4 s to count
 /// as available.
 fn fleet_repo() -> Repo {
     let repo = Repo::new();
     for m in MEMBERS {
-        repo.write(&format!("members/{m}.yaml"), &member(m));
+        repo.write(&format!("members/{m}.yaml"), &common::member_cluster(m));
     }
     repo.write(
         "app/namespace.yaml",

@@ -22,24 +22,7 @@ on_both_backends!(
     a_replica_sets_template_options_hold_on_the_clusters_it_picks,
 );
 
-const FLEET: &str = r#"
-anonymousAuth: true
-members:
-  - name: alpha
-  - name: beta
-"#;
-
-fn member(name: &str) -> String {
-    format!(
-        "apiVersion: cluster.kubernetes-fleet.io/v1beta1
-kind: MemberCluster
-metadata:
-  name: {name}
-spec:
-  identity: {{name: member, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
-"
-    )
-}
+use common::TWO_MEMBERS as FLEET;
 
 /// A ManifestWork named `name` in cluster namespace `cluster`, carrying ConfigMaps of the
 /// `default` namespace (`(name, value of key a)`), with `extra` spec lines.
@@ -65,8 +48,8 @@ spec:
 
 fn repo() -> Repo {
     let repo = Repo::new();
-    repo.write("members/alpha.yaml", &member("alpha"));
-    repo.write("members/beta.yaml", &member("beta"));
+    repo.write("members/alpha.yaml", &common::member_cluster("alpha"));
+    repo.write("members/beta.yaml", &common::member_cluster("beta"));
     repo
 }
 

@@ -26,6 +26,27 @@ pub fn lines_of(pipe: impl std::io::Read + Send + 'static) -> std::sync::mpsc::R
     rx
 }
 
+/// Two anonymous members, alpha and beta (a fleet file for [`members::Members::start`]).
+pub const TWO_MEMBERS: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+  - name: beta
+"#;
+
+/// A `MemberCluster` named `name`, no labels, default heartbeat.
+pub fn member_cluster(name: &str) -> String {
+    format!(
+        "apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata:
+  name: {name}
+spec:
+  identity: {{name: member, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
+"
+    )
+}
+
 pub struct Repo {
     pub dir: tempfile::TempDir,
 }
