@@ -60,7 +60,9 @@ fn verify_gitlab(secret: &[u8], token: &str) -> Result<(), WebhookError> {
 }
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() != 64 || !s.is_ascii() {
+    // Hex digits only: `from_str_radix` also takes a sign, so "+e" read as 0x0e and a
+    // signature with `+` for a `0` was accepted (found by the `webhook` fuzz target).
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..s.len())
@@ -98,7 +100,15 @@ mod tests {
 
     #[test]
     fn github_malformed_headers_are_refused() {
-        for h in ["757107ea", "sha1=abc", "sha256=zz", "sha256="] {
+        // The valid signature of BODY with one `0` written as `+` (a sign, not a digit).
+        let signed_with_a_sign = SIGNATURE.replacen("0e", "+e", 1);
+        for h in [
+            "757107ea",
+            "sha1=abc",
+            "sha256=zz",
+            "sha256=",
+            signed_with_a_sign.as_str(),
+        ] {
             assert_eq!(
                 verify(SECRET, Some(h), None, BODY),
                 Err(WebhookError::Malformed),
