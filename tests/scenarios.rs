@@ -1,5 +1,9 @@
-//! Scheduler scenarios: every file in tests/scenarios/ holds a commit's objects, an inventory,
-//! previous results and the expected decisions; this one test runs them all.
+//! Scheduler and rendering scenarios: every file in tests/scenarios/ holds a commit's objects, an
+//! inventory, previous results and what is expected of each placement; this one test runs them
+//! all, through the library's own entry points: [`gitfleet::analyze`] (what `validate` checks),
+//! [`schedule_commit`], [`render_cluster`] (what `gitfleet render`, `plan` and the daemon render)
+//! and one rolling step of [`gitfleet::rollout::step`] with [`conditions::of_step`] (the
+//! per-cluster conditions the daemon's status API reports).
 //!
 //! Format:
 //! ```yaml
@@ -16,12 +20,35 @@
 //!     decisionOrder: [names]          # optional: the exact order of all decisions
 //!     conditions: [{type, status, reason, message}]   # listed fields compared
 //!     bindings: [{cluster, state, ...}]               # optional, exact
+//!     diagnostics: [{field, message}] # the commit is invalid: exactly these diagnostics are at
+//!                                     # this placement (listed fields compared, in order)
+//!     render:                         # KubeFleet placements: what each listed cluster gets
+//!       <cluster>:
+//!         absent: true                # the placement sends this cluster nothing (not selected)
+//!         objects: [Kind/ns/name]     # exact identities of its manifests, in apply order
+//!         manifests:                  # each compared whole with the rendered one of its identity
+//!         - {apiVersion: v1, kind: ConfigMap, ...}          # a plain object: not from an envelope
+//!         - {object: {...}, carriedBy: ResourceEnvelope app/env}   # or with its envelope
+//!         error: substring            # rendering fails for this cluster with this in its message
+//!         conditions: [{type, status, reason, message}]   # this cluster's status conditions
+//!                                     # after the daemon's first step: all of them, in order;
+//!                                     # listed fields compared
 //! ```
+//! Without `objects`, the identities of `manifests` are the exact list, so an extra object fails.
+//! `manifests`/`objects` and `error` exclude each other. A scenario with `diagnostics` is
+//! neither scheduled nor rendered (neither `plan`, `render` nor the daemon goes further), and
+//! every diagnostic of its commit must be expected at some placement.
 
 mod common;
-use gitfleet::catalog::SourceFile;
+use gitfleet::catalog::{Catalog, Diagnostic, SourceFile};
+use gitfleet::model::PlacementKey;
+use gitfleet::render::cluster::render_cluster;
+use gitfleet::render::{ClusterTarget, Manifest};
+use gitfleet::rollout::conditions::{self, ClusterConditions};
+use gitfleet::rollout::{Input, Pacing, RolloutState, StagedInput};
 use gitfleet::schedule::{schedule_commit, Fleet, Inventory, PlacementSchedule, Previous};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 fn run_scenario(path: &std::path::Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).unwrap();
@@ -36,13 +63,10 @@ fn run_scenario(path: &std::path::Path) -> Result<(), String> {
             content: serde_json::to_vec(o).unwrap(),
         })
         .collect();
+    let expect = doc["expect"].as_object().ok_or("no expect")?;
     let (cat, diags) = gitfleet::analyze(&files);
-    if !diags.is_empty() {
-        let list: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
-        return Err(format!(
-            "the scenario's repo is invalid:\n{}",
-            list.join("\n")
-        ));
+    if !diags.is_empty() || expect.values().any(|w| w.get("diagnostics").is_some()) {
+        return check_diagnostics(&cat, &diags, expect);
     }
     let inventory: Option<Inventory> = match doc.get("inventory") {
         Some(v) if !v.is_null() => {
@@ -77,7 +101,12 @@ fn run_scenario(path: &std::path::Path) -> Result<(), String> {
     let now = doc["now"].as_i64().unwrap_or(1_767_225_600);
     let fleet = Fleet::build(&cat, inventory.as_ref());
     let results = schedule_commit(&cat, &fleet, &previous, now);
-    let expect = doc["expect"].as_object().ok_or("no expect")?;
+    let world = World {
+        cat: &cat,
+        fleet: &fleet,
+        schedule: &results,
+        status: status_of(&cat, &fleet, &results, now),
+    };
     let mut errors = Vec::new();
     for (id, want) in expect {
         let Some(got) = results.iter().find(|r| r.key.to_string() == *id) else {
@@ -85,11 +114,326 @@ fn run_scenario(path: &std::path::Path) -> Result<(), String> {
             continue;
         };
         check(id, want, got, &mut errors);
+        if let Some(render) = want.get("render") {
+            check_render(id, render, got, &world, &mut errors);
+        }
     }
     if errors.is_empty() {
         Ok(())
     } else {
         Err(errors.join("\n"))
+    }
+}
+
+/// What a scenario's rendering expectations are checked against.
+struct World<'a> {
+    cat: &'a Catalog,
+    fleet: &'a Fleet,
+    schedule: &'a [PlacementSchedule],
+    /// Per placement, its per-cluster conditions after the daemon's first step.
+    status: BTreeMap<PlacementKey, Vec<ClusterConditions>>,
+}
+
+/// The daemon's first rolling step from an empty state, and the per-cluster conditions its
+/// status API reports from it (src/daemon/reconciler.rs: `step_memoized`, then `of_step` with
+/// what the state holds, here nothing: no push has been made yet).
+fn status_of(
+    cat: &Catalog,
+    fleet: &Fleet,
+    schedule: &[PlacementSchedule],
+    now: i64,
+) -> BTreeMap<PlacementKey, Vec<ClusterConditions>> {
+    let unreachable = BTreeMap::new();
+    let input = Input {
+        cat,
+        commit: "scenario",
+        schedule,
+        fleet,
+        unreachable: &unreachable,
+        only: None,
+        now: now as u64,
+        staged: StagedInput::default(),
+    };
+    let decision = gitfleet::rollout::step(&input, &RolloutState::default(), Pacing::Rolling);
+    decision
+        .steps
+        .iter()
+        .map(|s| {
+            let sched = schedule.iter().find(|p| p.key == s.placement);
+            let (_, per_cluster) = conditions::of_step(s, sched, None);
+            (s.placement.clone(), per_cluster)
+        })
+        .collect()
+}
+
+/// An invalid commit: each placement's expected diagnostics, and no diagnostic unexpected.
+fn check_diagnostics(
+    cat: &Catalog,
+    diags: &[Diagnostic],
+    expect: &serde_json::Map<String, Value>,
+) -> Result<(), String> {
+    let shown = |ds: &[&Diagnostic]| -> String {
+        let lines: Vec<String> = ds.iter().map(|d| format!("  {d}")).collect();
+        if lines.is_empty() {
+            "  (none)".to_string()
+        } else {
+            lines.join("\n")
+        }
+    };
+    let mut errors = Vec::new();
+    let mut claimed = vec![false; diags.len()];
+    for (id, want) in expect {
+        let others: Vec<&String> = want
+            .as_object()
+            .into_iter()
+            .flat_map(|o| o.keys())
+            .filter(|k| *k != "diagnostics")
+            .collect();
+        if !others.is_empty() {
+            errors.push(format!(
+                "{id}: expects {others:?}, but an invalid commit is neither scheduled nor rendered"
+            ));
+        }
+        let key: PlacementKey = id.parse().map_err(|e| format!("{id}: {e}"))?;
+        let Some(entry) = cat.placement(&key.name, key.namespace.as_deref()) else {
+            errors.push(format!("{id}: no such placement in the repo"));
+            continue;
+        };
+        let object = &cat.objects[entry.index];
+        let (name, file) = (object.display_name(), &object.origin.file);
+        let mine: Vec<(usize, &Diagnostic)> = diags
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.object == name && d.origin.file == *file)
+            .collect();
+        let wanted = want["diagnostics"].as_array().cloned().unwrap_or_default();
+        let matches = mine.len() == wanted.len()
+            && mine.iter().zip(&wanted).all(|((_, d), w)| {
+                let got = serde_json::json!({"field": d.field, "message": d.message});
+                w.as_object()
+                    .is_some_and(|w| w.iter().all(|(k, v)| got.get(k) == Some(v)))
+            });
+        if !matches {
+            errors.push(format!(
+                "{id}: diagnostics at the placement:\n{}\nwant {}",
+                shown(&mine.iter().map(|(_, d)| *d).collect::<Vec<_>>()),
+                Value::Array(wanted)
+            ));
+        }
+        for (i, _) in mine {
+            claimed[i] = true;
+        }
+    }
+    let unexpected: Vec<&Diagnostic> = diags
+        .iter()
+        .zip(&claimed)
+        .filter(|(_, c)| !**c)
+        .map(|(d, _)| d)
+        .collect();
+    if !unexpected.is_empty() {
+        errors.push(format!(
+            "the scenario's repo is invalid:\n{}",
+            shown(&unexpected)
+        ));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+/// `Kind/namespace/name` or `Kind/name`, as gitfleet names objects in its messages.
+fn identity(value: &Value) -> String {
+    let text = |p: &str| value.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    match value.pointer("/metadata/namespace").and_then(Value::as_str) {
+        Some(ns) => format!("{}/{}/{}", text("/kind"), ns, text("/metadata/name")),
+        None => format!("{}/{}", text("/kind"), text("/metadata/name")),
+    }
+}
+
+fn check_render(
+    id: &str,
+    want: &Value,
+    got: &PlacementSchedule,
+    world: &World,
+    errors: &mut Vec<String>,
+) {
+    let Some(clusters) = want.as_object() else {
+        errors.push(format!(
+            "{id}: render must map cluster names to expectations"
+        ));
+        return;
+    };
+    for (cluster, w) in clusters {
+        let at = format!("{id}: render {cluster}");
+        let known = ["absent", "objects", "manifests", "error", "conditions"];
+        let Some(w) = w.as_object() else {
+            errors.push(format!("{at}: expected a map"));
+            continue;
+        };
+        if let Some(k) = w.keys().find(|k| !known.contains(&k.as_str())) {
+            errors.push(format!("{at}: unknown key {k:?} (known: {known:?})"));
+            continue;
+        }
+        let Some(member) = world.fleet.get(cluster) else {
+            errors.push(format!("{at}: no such cluster in the fleet"));
+            continue;
+        };
+        let target = ClusterTarget {
+            name: cluster,
+            labels: &member.labels,
+        };
+        let rendered = render_cluster(world.cat, world.schedule, &target)
+            .into_iter()
+            .find(|p| p.placement == got.key);
+        let absent = w.get("absent") == Some(&Value::Bool(true));
+        let manifests = match (absent, rendered) {
+            (true, None) => continue,
+            (true, Some(p)) => {
+                errors.push(format!(
+                    "{at}: want nothing, but the placement sends it {}",
+                    describe(&p.manifests)
+                ));
+                continue;
+            }
+            (false, None) => {
+                errors.push(format!(
+                    "{at}: the placement sends this cluster nothing (selected: {:?})",
+                    got.selected
+                ));
+                continue;
+            }
+            (false, Some(p)) => p.manifests,
+        };
+        match (w.get("error"), manifests) {
+            (Some(want_err), Err(e)) => {
+                let want_err = want_err.as_str().unwrap_or_default();
+                if !e.to_string().contains(want_err) {
+                    errors.push(format!(
+                        "{at}: rendering fails with\n  {e}\nwhich does not contain\n  {want_err}"
+                    ));
+                }
+            }
+            (Some(want_err), Ok(ms)) => errors.push(format!(
+                "{at}: want the rendering error {want_err}, but it renders {}",
+                describe(&Ok(ms))
+            )),
+            (None, Err(e)) => errors.push(format!("{at}: rendering fails: {e}")),
+            (None, Ok(ms)) => check_manifests(&at, w, &ms, errors),
+        }
+        if let Some(want_conds) = w.get("conditions") {
+            let got_conds = world
+                .status
+                .get(&got.key)
+                .and_then(|cs| cs.iter().find(|c| c.cluster == *cluster))
+                .map(|c| serde_json::to_value(&c.conditions).unwrap())
+                .unwrap_or(Value::Array(vec![]));
+            // The whole list, in order (as KubeFleet's tests compare a binding's conditions).
+            let types = |cs: &Value| -> Vec<Value> {
+                cs.as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| c["type"].clone())
+                    .collect()
+            };
+            if types(want_conds) != types(&got_conds) {
+                errors.push(format!(
+                    "{at}: condition types {:?}, want {:?}; conditions: {got_conds}",
+                    types(&got_conds),
+                    types(want_conds)
+                ));
+            }
+            for wc in want_conds.as_array().into_iter().flatten() {
+                let ty = &wc["type"];
+                let Some(c) = got_conds
+                    .as_array()
+                    .and_then(|cs| cs.iter().find(|c| c["type"] == *ty))
+                else {
+                    errors.push(format!("{at}: no condition {ty}; conditions: {got_conds}"));
+                    continue;
+                };
+                for (field, value) in wc.as_object().into_iter().flatten() {
+                    if c.get(field) != Some(value) {
+                        errors.push(format!(
+                            "{at}: condition {ty}.{field} = {}, want {value}",
+                            c[field]
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The rendered identities (with their envelope), or the error, for failure messages.
+fn describe(manifests: &Result<Vec<Manifest>, gitfleet::render::RenderError>) -> String {
+    match manifests {
+        Ok(ms) => {
+            let ids: Vec<String> = ms
+                .iter()
+                .map(|m| match &m.envelope {
+                    Some(e) => format!("{} (carried by {e})", identity(&m.value)),
+                    None => identity(&m.value),
+                })
+                .collect();
+            format!("{ids:?}")
+        }
+        Err(e) => format!("the error: {e}"),
+    }
+}
+
+fn check_manifests(
+    at: &str,
+    want: &serde_json::Map<String, Value>,
+    got: &[Manifest],
+    errors: &mut Vec<String>,
+) {
+    // Each listed manifest: the object and the envelope that carried it (none for a bare object).
+    let listed: Vec<(&Value, Option<&str>)> = want
+        .get("manifests")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|m| match m.get("object") {
+            Some(o) => (o, m.get("carriedBy").and_then(Value::as_str)),
+            None => (m, None),
+        })
+        .collect();
+    let want_ids: Vec<String> = match want.get("objects") {
+        Some(ids) => ids
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| v.as_str().unwrap_or_default().to_string())
+            .collect(),
+        None => listed.iter().map(|(o, _)| identity(o)).collect(),
+    };
+    let got_ids: Vec<String> = got.iter().map(|m| identity(&m.value)).collect();
+    if got_ids != want_ids {
+        errors.push(format!(
+            "{at}: objects {}, want {want_ids:?}",
+            describe(&Ok(got.to_vec()))
+        ));
+    }
+    for (object, carried_by) in listed {
+        let id = identity(object);
+        let Some(m) = got.iter().find(|m| identity(&m.value) == id) else {
+            errors.push(format!("{at}: {id} is not rendered"));
+            continue;
+        };
+        if m.value != *object {
+            errors.push(format!(
+                "{at}: {id} renders as\n  {}\nwant\n  {}",
+                m.value, object
+            ));
+        }
+        let got_by = m.envelope.as_ref().map(|e| e.to_string());
+        if got_by.as_deref() != carried_by {
+            errors.push(format!(
+                "{at}: {id} carried by {got_by:?}, want {carried_by:?}"
+            ));
+        }
     }
 }
 
@@ -158,7 +502,7 @@ fn check(id: &str, want: &Value, got: &PlacementSchedule, errors: &mut Vec<Strin
 }
 
 #[test]
-fn every_scenario_schedules_as_expected() {
+fn every_scenario_schedules_and_renders_as_expected() {
     let dir = common::manifest_dir().join("tests/scenarios");
     let files: Vec<_> = common::walk(&dir)
         .into_iter()

@@ -436,6 +436,13 @@ pub fn step_memoized(
                     Err(e) => {
                         if e.is_work_sync_failure() {
                             step.work_sync_errors.insert(cluster.to_string());
+                            // The overrides did apply (they made the object invalid): KubeFleet
+                            // reports Overridden=True (OverriddenSucceeded) before the
+                            // WorkSynchronized failure (test/e2e/actuals_test.go
+                            // perClusterWorkSynchronizedFailedConditions with hasOverrides).
+                            if track_overrides {
+                                step.overridden.insert(cluster.to_string());
+                            }
                         }
                         step.render_errors
                             .insert(cluster.to_string(), e.to_string());
