@@ -382,6 +382,87 @@ fn render_errors_of_the_head_come_first_and_loud() {
     assert!(warning < markdown.find("| Placement |").unwrap());
 }
 
+/// An override that leaves an object invalid (here `metadata.annotations` a string) is a render
+/// error of each cluster its rule selects, naming the object, the cluster and the override
+/// (KubeFleet: `WorkSynchronized=False`, `SyncWorkFailed`; test/e2e/placement_ro_test.go
+/// "creating resourceOverride and resource becomes invalid after override"). The rule selects
+/// production clusters: the canaries of the other placements are untouched.
+#[test]
+fn an_override_that_makes_an_object_invalid_is_a_render_error_naming_the_override() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "overrides/shop-web-ro.yaml",
+        "          - op: replace\n            path: /spec/replicas\n            value: 4",
+        "          - op: add\n            path: /metadata/annotations\n            value: oops",
+    );
+    repo.commit("an override that breaks the shop's Deployment");
+    let run = plan(&repo, &[]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let errors: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .collect();
+    let want: Vec<String> = ["eastus-prod-1", "eastus-prod-2", "westeurope-prod-1"]
+        .iter()
+        .map(|c| {
+            format!(
+                "error: {c}: crp/shop-app: Failed to synchronize the work to the latest: \
+                 Deployment/shop/shop-web for cluster {c} is not a valid Kubernetes object after \
+                 the overrides ResourceOverride shop/shop-web-per-cluster: metadata.annotations: \
+                 must be a map of strings, got \"oops\""
+            )
+        })
+        .collect();
+    assert_eq!(errors, want, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("3 render errors"),
+        "{}",
+        run.stdout
+    );
+    let json = plan(&repo, &["--format", "json"]).stdout;
+    assert!(
+        json.contains("after the overrides ResourceOverride shop/shop-web-per-cluster"),
+        "{json}"
+    );
+}
+
+/// A Namespace label selector (default scope NamespaceWithResources) that matches a reserved
+/// namespace is an error at the placement's selector, as naming it is (KubeFleet:
+/// pkg/utils/controller/resource_selector_resolver.go fetchAllResourcesInOneNamespace, a user
+/// error); gitfleet's selection errors make the head invalid.
+#[test]
+fn a_label_selector_matching_a_reserved_namespace_makes_the_head_invalid_at_the_placement() {
+    let repo = fleet();
+    repo.write(
+        "platform/kube-platform.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kube-platform\n  labels:\n    shop-addon: \"true\"\n",
+    );
+    edit(
+        &repo,
+        "placements/shop.yaml",
+        "      name: shop\n",
+        "      name: shop\n    - group: \"\"\n      version: v1\n      kind: Namespace\n      labelSelector:\n        matchLabels:\n          shop-addon: \"true\"\n",
+    );
+    repo.commit("the shop takes its add-on namespaces by label");
+    let run = plan(&repo, &[]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert_eq!(
+        run.stdout.lines().collect::<Vec<_>>(),
+        [
+            "gitfleet plan [base]..[head]: the head commit is invalid (1 error)",
+            "error: placements/shop.yaml:19: ClusterResourcePlacement/shop-app: spec.resourceSelectors[1].labelSelector: selects namespace \"kube-platform\", which is reserved (fleet-* and kube-* namespaces are never propagated)",
+        ],
+        "{}",
+        run.stdout
+    );
+}
+
 /// The head renders what the base rendered where nothing changed, but never a cluster's own
 /// rendering once its labels changed: an override that substitutes the cluster's labels
 /// renders anew with the head's labels.
