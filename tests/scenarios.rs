@@ -330,11 +330,11 @@ fn check_render(
                 .map(|c| serde_json::to_value(&c.conditions).unwrap())
                 .unwrap_or(Value::Array(vec![]));
             // The whole list, in order (as KubeFleet's tests compare a binding's conditions).
-            let types = |cs: &Value| -> Vec<Value> {
+            let types = |cs: &Value| -> Vec<String> {
                 cs.as_array()
                     .into_iter()
                     .flatten()
-                    .map(|c| c["type"].clone())
+                    .map(|c| c["type"].as_str().unwrap_or_default().to_string())
                     .collect()
             };
             if types(want_conds) != types(&got_conds) {
