@@ -35,7 +35,7 @@
 //!                                     # listed fields compared
 //! ```
 //! Without `objects`, the identities of `manifests` are the exact list, so an extra object fails.
-//! `manifests`/`objects` and `error` exclude each other. A scenario with `diagnostics` is
+//! `manifests`/`objects` and `error` exclude each other; `absent` stands alone. A scenario with `diagnostics` is
 //! neither scheduled nor rendered (neither `plan`, `render` nor the daemon goes further), and
 //! every diagnostic of its commit must be expected at some placement.
 
@@ -274,6 +274,14 @@ fn check_render(
         };
         if let Some(k) = w.keys().find(|k| !known.contains(&k.as_str())) {
             errors.push(format!("{at}: unknown key {k:?} (known: {known:?})"));
+            continue;
+        }
+        let has = |k: &str| w.contains_key(k);
+        if (has("absent") && w.len() > 1) || (has("error") && (has("manifests") || has("objects")))
+        {
+            errors.push(format!(
+                "{at}: `absent` stands alone, and `error` excludes `manifests`/`objects`"
+            ));
             continue;
         }
         let Some(member) = world.fleet.get(cluster) else {
