@@ -72,7 +72,7 @@ fn manifests(objects: usize) -> Vec<Manifest> {
         .map(|value| {
             let kind = value["kind"].as_str().unwrap_or_default().to_string();
             Manifest {
-                value,
+                value: std::sync::Arc::new(value),
                 wave: wave_of("", &kind),
                 envelope: None,
                 work: None,
@@ -187,7 +187,7 @@ async fn raw_apply(
             .await
             .expect("config");
         let client = kube::Client::try_from(config).expect("client");
-        let values: Vec<serde_json::Value> = manifests.iter().map(|m| m.value.clone()).collect();
+        let values: Vec<serde_json::Value> = manifests.iter().map(|m| (*m.value).clone()).collect();
         members_done.spawn(async move {
             let (namespace, rest) = values.split_first().expect("a namespace first");
             apply_one(client.clone(), namespace.clone()).await;
@@ -270,10 +270,11 @@ async fn capacity_on(
         manifests(objects - 1)
             .into_iter()
             .map(|mut m| {
-                if m.value["kind"] == "Namespace" {
-                    m.value["metadata"]["name"] = json!(ns);
+                let value = std::sync::Arc::make_mut(&mut m.value);
+                if value["kind"] == "Namespace" {
+                    value["metadata"]["name"] = json!(ns);
                 } else {
-                    m.value["metadata"]["namespace"] = json!(ns);
+                    value["metadata"]["namespace"] = json!(ns);
                 }
                 m
             })
@@ -290,7 +291,7 @@ async fn capacity_on(
     let raw_objects: Vec<Manifest> = with_namespace("raw")
         .into_iter()
         .map(|mut m| {
-            m.value = gitfleet::push::decorate::decorate(&m.value, &stamp);
+            m.value = std::sync::Arc::new(gitfleet::push::decorate::decorate(&m.value, &stamp));
             m
         })
         .collect();

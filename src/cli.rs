@@ -1177,7 +1177,7 @@ fn print_manifests(manifests: &[Manifest], format: ManifestFormat) -> Result<()>
     let mut out = std::io::stdout().lock();
     match format {
         ManifestFormat::Json => {
-            let items: Vec<&serde_json::Value> = manifests.iter().map(|m| &m.value).collect();
+            let items: Vec<&serde_json::Value> = manifests.iter().map(|m| &*m.value).collect();
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
             writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
         }

@@ -29,6 +29,7 @@ use crate::model::{Gvk, Object, ObjectKey, Origin};
 use parse::Document;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// A file of the commit: its path relative to the repository root, and its bytes.
 #[derive(Debug, Clone)]
@@ -370,7 +371,7 @@ impl Catalog {
             gvk,
             name,
             namespace,
-            value: doc.value,
+            value: Arc::new(doc.value),
         });
         self.classes.push(class);
         self.positions.push(doc.positions);

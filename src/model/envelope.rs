@@ -461,7 +461,7 @@ mod tests {
             gvk: Gvk::from_api_version(api_version, kind),
             name: value["metadata"]["name"].as_str().unwrap().to_string(),
             namespace,
-            value,
+            value: std::sync::Arc::new(value),
         }
     }
 

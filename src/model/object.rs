@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
+use std::sync::Arc;
 
 /// Where an object came from: file (relative to the repository root), document index in the file
 /// (0-based, as the YAML stream counts them) and the 1-based line where the document starts.
@@ -85,8 +86,9 @@ pub struct Object {
     pub name: String,
     /// `None` for cluster-scoped objects (and before scope is known).
     pub namespace: Option<String>,
-    /// The whole object as JSON, exactly as written.
-    pub value: Value,
+    /// The whole object as JSON, exactly as written; shared by the selections and renderings
+    /// that carry it unchanged.
+    pub value: Arc<Value>,
 }
 
 impl Object {

@@ -952,7 +952,7 @@ fn render_inputs(world: &World, sel: &Selections) -> (HashMap<PlacementKey, Stri
         .iter()
         .zip(&world.cat.classes)
         .filter(|(_, c)| **c == crate::catalog::Class::Override)
-        .map(|(o, _)| &o.value)
+        .map(|(o, _)| &*o.value)
         .collect();
     (per_placement, hash_value(&serde_json::json!(overrides)))
 }

@@ -617,7 +617,7 @@ async fn push_placement(
         commit: commit.to_string(),
         mark: PlacementMark::new(key, read, p.strategy.abandon),
     });
-    let manifests: Vec<Value> = p.manifests.iter().map(|m| m.value.clone()).collect();
+    let manifests: Vec<Arc<Value>> = p.manifests.iter().map(|m| m.value.clone()).collect();
     let works: Vec<Option<Arc<WorkConfig>>> = p
         .manifests
         .iter()
@@ -633,7 +633,7 @@ async fn push_placement(
         return result;
     }
     let old = read.map(|r| r.entries.clone()).unwrap_or_default();
-    let delivered: BTreeSet<ObjectRef> = manifests.iter().map(ObjectRef::of).collect();
+    let delivered: BTreeSet<ObjectRef> = manifests.iter().map(|v| ObjectRef::of(v)).collect();
     if delivered.is_empty() && read.is_none() {
         // Nothing to write and nothing to prune: no record.
         return result;
@@ -926,7 +926,7 @@ async fn prefetch(m: &Member, manifests: &[&Value]) -> BTreeMap<LiveKey, Option<
 async fn run_wave(
     m: &Arc<Member>,
     ctx: &Arc<ObjectContext>,
-    manifests: Vec<Value>,
+    manifests: Vec<Arc<Value>>,
     works: Vec<Option<Arc<WorkConfig>>>,
     placed: &mut BTreeMap<LiveKey, Value>,
 ) -> Vec<((ObjectResult, bool), bool)> {
@@ -940,7 +940,7 @@ async fn run_wave(
         .iter()
         .zip(&keys)
         .filter(|(_, k)| !placed.contains_key(*k))
-        .map(|(v, _)| v)
+        .map(|(v, _)| &**v)
         .collect();
     let mut prefetched = prefetch(m, &unread).await;
     let each = manifests.into_iter().zip(works).zip(keys).enumerate();

@@ -20,6 +20,7 @@ use serde_json::Value;
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// The manifests one placement delivers to the cluster, or why they cannot be rendered.
 #[derive(Debug)]
@@ -46,7 +47,7 @@ pub fn render_placement(
     let entry = cat.placement(&key.name, key.namespace.as_deref())?;
     // A commit with selection errors is never rendered (it fails validation); be safe anyway.
     let resources = crate::snapshot::select(cat, &entry.spec).ok()?;
-    let values: Vec<Value> = resources.into_iter().map(|r| r.value).collect();
+    let values: Vec<Arc<Value>> = resources.into_iter().map(|r| r.value).collect();
     let placement = PlacementRef {
         name: &key.name,
         namespace: key.namespace.as_deref(),
@@ -74,7 +75,7 @@ pub fn ocm_workloads(cat: &Catalog, key: &PlacementKey) -> Vec<Manifest> {
                 m.get("kind").and_then(Value::as_str).unwrap_or_default(),
             );
             out.push(Manifest {
-                value: m.clone(),
+                value: Arc::new(m.clone()),
                 wave: wave_of(&gvk.group, &gvk.kind),
                 envelope: None,
                 work: work.clone(),
@@ -377,7 +378,7 @@ impl<'a> CommitRenderer<'a> {
                 return Some(m.clone());
             }
         }
-        let values: Vec<&Value> = resources.iter().map(|r| &r.value).collect();
+        let values: Vec<&Arc<Value>> = resources.iter().map(|r| &r.value).collect();
         let m = Rc::new(render_with(applicable, &values, cluster, &self.cat.scopes));
         if m.is_ok() {
             self.cache.borrow_mut().insert(key, m.clone());

@@ -48,6 +48,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// The member cluster being rendered for: its name and labels (the label
 /// `kubernetes-fleet.io/member-name` included, if the inventory adds it).
@@ -93,7 +94,9 @@ impl fmt::Display for EnvelopeRef {
 /// One object to apply on the member, with its apply wave and the envelope that carried it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
-    pub value: Value,
+    /// Shared with the selection (and so with the catalog) until an override patches it: one
+    /// object rendered for 300 clusters is one value in memory.
+    pub value: Arc<Value>,
     pub wave: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub envelope: Option<EnvelopeRef>,
@@ -209,20 +212,20 @@ fn list(problems: &[Problem]) -> String {
 /// (sanitised, in snapshot order), `overrides` every override of the commit.
 pub fn render_for_cluster(
     placement: &PlacementRef,
-    selected: &[Value],
+    selected: &[Arc<Value>],
     overrides: &OverrideSet,
     cluster: &ClusterTarget,
     scopes: &ScopeTable,
 ) -> Result<Vec<Manifest>, RenderError> {
     let applicable = overrides::Applicable::new(placement, overrides);
-    let selected: Vec<&Value> = selected.iter().collect();
+    let selected: Vec<&Arc<Value>> = selected.iter().collect();
     render_with(&applicable, &selected, cluster, scopes)
 }
 
 /// [`render_for_cluster`] with the placement's overrides already chosen.
 fn render_with(
     applicable: &overrides::Applicable,
-    selected: &[&Value],
+    selected: &[&Arc<Value>],
     cluster: &ClusterTarget,
     scopes: &ScopeTable,
 ) -> Result<Vec<Manifest>, RenderError> {
@@ -236,7 +239,7 @@ fn render_with(
         // applyOverridesToEnvelopeManifests).
         match envelope::unwrap(value, scopes) {
             None => {
-                let Some(value) = applicable.apply((*value).clone(), &key, None, cluster)? else {
+                let Some(value) = applicable.apply(Arc::clone(value), &key, None, cluster)? else {
                     continue;
                 };
                 check_embedded(&value, &key, None, applicable, cluster)?;
@@ -253,7 +256,7 @@ fn render_with(
                             reason: format!("in {envelope}: {reason}"),
                         })?;
                     let Some(inner) =
-                        applicable.apply(inner, &inner_key, Some(&envelope), cluster)?
+                        applicable.apply(Arc::new(inner), &inner_key, Some(&envelope), cluster)?
                     else {
                         continue;
                     };
@@ -359,7 +362,7 @@ pub fn embedded_problems(value: &Value) -> Vec<Problem> {
     problems
 }
 
-fn manifest(value: Value, wave: u32, envelope: Option<EnvelopeRef>) -> Manifest {
+fn manifest(value: Arc<Value>, wave: u32, envelope: Option<EnvelopeRef>) -> Manifest {
     Manifest {
         value,
         wave,

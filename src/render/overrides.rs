@@ -11,6 +11,7 @@ use crate::model::ObjectKey;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::fmt;
+use std::sync::Arc;
 
 /// Replaced by the member cluster's name.
 pub const CLUSTER_NAME_VARIABLE: &str = "${MEMBER-CLUSTER-NAME}";
@@ -195,11 +196,11 @@ impl<'a> Applicable<'a> {
     /// rule drops it for this cluster (no later rule or override is evaluated).
     pub(super) fn apply(
         &self,
-        mut value: Value,
+        mut value: Arc<Value>,
         resource: &ObjectKey,
         envelope: Option<&EnvelopeRef>,
         cluster: &ClusterTarget,
-    ) -> Result<Option<Value>, RenderError> {
+    ) -> Result<Option<Arc<Value>>, RenderError> {
         let fail = |override_ref: OverrideRef, (rule, failure): (usize, OverrideFailure)| {
             RenderError::Override(Box::new(OverrideError {
                 override_ref,
@@ -262,7 +263,7 @@ fn rule_has_variables(rule: &OverrideRule) -> bool {
 /// Rules in order; a rule whose cluster selector does not match is skipped.
 fn apply_rules(
     rules: &[OverrideRule],
-    value: &mut Value,
+    value: &mut Arc<Value>,
     cluster: &ClusterTarget,
 ) -> Result<Outcome, (usize, OverrideFailure)> {
     for (i, rule) in rules.iter().enumerate() {
@@ -272,7 +273,10 @@ fn apply_rules(
         match rule.override_type {
             OverrideType::Delete => return Ok(Outcome::Deleted),
             OverrideType::JSONPatch => {
-                apply_patches(&rule.json_patch_overrides, value, cluster).map_err(|e| (i, e))?
+                // Copied here, on the first patch for this cluster: an object no override
+                // patches stays the selection's value.
+                apply_patches(&rule.json_patch_overrides, Arc::make_mut(value), cluster)
+                    .map_err(|e| (i, e))?
             }
         }
     }

@@ -101,7 +101,7 @@ impl<'a> World<'a> {
         };
         render_for_cluster(
             &self.placement,
-            selected,
+            &selected.iter().cloned().map(Arc::new).collect::<Vec<_>>(),
             &overrides,
             &cluster,
             &ScopeTable::builtin(),
@@ -112,7 +112,7 @@ impl<'a> World<'a> {
         self.render(selected)
             .unwrap()
             .into_iter()
-            .map(|m| m.value)
+            .map(|m| Arc::unwrap_or_clone(m.value))
             .collect()
     }
 }
@@ -647,11 +647,11 @@ fn overrides_apply_to_the_objects_an_envelope_carries() {
     assert_eq!(
         got,
         vec![Manifest {
-            value: {
+            value: Arc::new({
                 let mut d = deployment("app", "web");
                 d["spec"]["replicas"] = json!(3);
                 d
-            },
+            }),
             wave: 4,
             envelope: carried(EnvelopeKind::ResourceEnvelope, Some("app"), "env"),
             work: None,
@@ -796,11 +796,11 @@ fn a_crd_of_the_commit_makes_a_custom_kind_placeable_in_an_envelope() {
     let labels = Labels::new();
     let got = render_for_cluster(
         &CRP,
-        &[resource_envelope(
+        &[Arc::new(resource_envelope(
             "app",
             "env",
             json!({"w": widget("app", "w")}),
-        )],
+        ))],
         &OverrideSet::default(),
         &ClusterTarget {
             name: "m",
@@ -810,7 +810,7 @@ fn a_crd_of_the_commit_makes_a_custom_kind_placeable_in_an_envelope() {
     )
     .unwrap();
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].value, widget("app", "w"));
+    assert_eq!(*got[0].value, widget("app", "w"));
     assert_eq!(got[0].wave, 999);
 }
 
@@ -838,19 +838,23 @@ fn a_legacy_configmap_envelope_is_unwrapped() {
         got,
         vec![
             Manifest {
-                value: config_map("app", "plain"),
+                value: Arc::new(config_map("app", "plain")),
                 wave: 1,
                 envelope: None,
                 work: None,
             },
             Manifest {
-                value: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "one", "namespace": "app"}}),
+                value: Arc::new(
+                    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "one", "namespace": "app"}})
+                ),
                 wave: 1,
                 envelope: by.clone(),
                 work: None,
             },
             Manifest {
-                value: json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "app"}, "spec": {"replicas": 4}}),
+                value: Arc::new(
+                    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "app"}, "spec": {"replicas": 4}})
+                ),
                 wave: 4,
                 envelope: by,
                 work: None,
@@ -876,7 +880,7 @@ fn a_configmap_without_the_annotation_is_placed_as_is() {
     assert_eq!(
         got,
         vec![Manifest {
-            value: cm,
+            value: Arc::new(cm),
             wave: 1,
             envelope: None,
             work: None,
@@ -913,7 +917,7 @@ fn kubefleet_override_inside_envelope_example() {
     };
     let got = render_for_cluster(
         &rp,
-        &[find("ResourceEnvelope").clone()],
+        &[Arc::new(find("ResourceEnvelope").clone())],
         &overrides,
         &cluster,
         &scopes,
@@ -927,7 +931,7 @@ fn kubefleet_override_inside_envelope_example() {
     };
     let got = render_for_cluster(
         &crp,
-        &[find("ClusterResourceEnvelope").clone()],
+        &[Arc::new(find("ClusterResourceEnvelope").clone())],
         &overrides,
         &cluster,
         &scopes,

@@ -230,7 +230,7 @@ pub struct Decision {
 }
 
 fn rendered_fingerprint(manifests: &[Manifest]) -> String {
-    let mut values: Vec<&Value> = manifests.iter().map(|m| &m.value).collect();
+    let mut values: Vec<&Value> = manifests.iter().map(|m| &*m.value).collect();
     // An OCM work's options change how its objects are written: a change re-pushes them.
     // (Without options, the fingerprint is what it always was.)
     let works: Vec<Value> = manifests

@@ -40,7 +40,7 @@ pub fn policy_hash(policy: &PlacementPolicy) -> String {
 }
 
 pub fn resource_hash(resources: &[SelectedResource]) -> String {
-    let values: Vec<&Value> = resources.iter().map(|r| &r.value).collect();
+    let values: Vec<&Value> = resources.iter().map(|r| &*r.value).collect();
     hash::hash_list(Some("selectedResources"), &values)
 }
 

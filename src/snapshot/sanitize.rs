@@ -2,6 +2,7 @@
 
 use crate::model::Gvk;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 const METADATA_FIELDS: &[&str] = &[
     "resourceVersion",
@@ -21,6 +22,17 @@ const DROPPED_ANNOTATIONS: &[&str] = &[
 ];
 
 const JOB_CONTROLLER_LABELS: &[&str] = &["controller-uid", "batch.kubernetes.io/controller-uid"];
+
+/// [`sanitize`] for a shared value: the same value when there was nothing to remove (most
+/// objects of a repository), so a selection holds no copy of the catalog.
+pub fn sanitize_shared(gvk: &Gvk, value: &Arc<Value>) -> Arc<Value> {
+    let v = sanitize(gvk, value);
+    if v == **value {
+        value.clone()
+    } else {
+        Arc::new(v)
+    }
+}
 
 pub fn sanitize(gvk: &Gvk, value: &Value) -> Value {
     let mut v = value.clone();

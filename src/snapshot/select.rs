@@ -2,7 +2,7 @@
 //! (kubefleet.md §1.3): selectors, selection scopes, skipped and disabled objects, reserved
 //! namespaces, duplicates, sanitisation and the deterministic order.
 
-use super::sanitize::sanitize;
+use super::sanitize::sanitize_shared;
 use crate::catalog::Catalog;
 use crate::model::placement::{Placement, ResourceSelectorTerm, SelectionScope};
 use crate::model::scope::Scope;
@@ -10,6 +10,7 @@ use crate::model::{Gvk, Object, ObjectKey, Problem};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// An object a placement selected, sanitised for snapshotting.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -17,7 +18,8 @@ pub struct SelectedResource {
     pub gvk: Gvk,
     pub namespace: Option<String>,
     pub name: String,
-    pub value: Value,
+    /// Shared with the catalog when sanitising had nothing to remove.
+    pub value: Arc<Value>,
 }
 
 impl SelectedResource {
@@ -254,7 +256,7 @@ pub fn select(cat: &Catalog, placement: &Placement) -> Result<Vec<SelectedResour
             gvk: o.gvk.clone(),
             namespace: o.namespace.clone(),
             name: o.name.clone(),
-            value: sanitize(&o.gvk, &o.value),
+            value: sanitize_shared(&o.gvk, &o.value),
         })
         .collect();
     out.sort_by_key(order_key);
