@@ -430,7 +430,7 @@ fn check_manifests(
             errors.push(format!("{at}: {id} is not rendered"));
             continue;
         };
-        if m.value != *object {
+        if *m.value != *object {
             errors.push(format!(
                 "{at}: {id} renders as\n  {}\nwant\n  {}",
                 m.value, object
