@@ -1184,7 +1184,7 @@ fn print_manifests(manifests: &[Manifest], format: ManifestFormat) -> Result<()>
         ManifestFormat::Yaml => {
             for m in manifests {
                 writeln!(out, "---")?;
-                write!(out, "{}", crate::yaml::to_string(&m.value)?)?;
+                write!(out, "{}", crate::yaml::to_string(&*m.value)?)?;
             }
         }
     }

@@ -78,6 +78,22 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// (De)serialises an `Arc<Value>` as the value it holds. serde's own `rc` feature would do the
+/// same, but turning it on changes how every crate that uses serde is built.
+pub mod shared_value {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+    use std::sync::Arc;
+
+    pub fn serialize<S: Serializer>(value: &Arc<Value>, s: S) -> Result<S::Ok, S::Error> {
+        value.as_ref().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Value>, D::Error> {
+        Value::deserialize(d).map(Arc::new)
+    }
+}
+
 /// One object of a commit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Object {
@@ -88,6 +104,7 @@ pub struct Object {
     pub namespace: Option<String>,
     /// The whole object as JSON, exactly as written; shared by the selections and renderings
     /// that carry it unchanged.
+    #[serde(with = "shared_value")]
     pub value: Arc<Value>,
 }
 

@@ -96,6 +96,7 @@ impl fmt::Display for EnvelopeRef {
 pub struct Manifest {
     /// Shared with the selection (and so with the catalog) until an override patches it: one
     /// object rendered for 300 clusters is one value in memory.
+    #[serde(with = "crate::model::object::shared_value")]
     pub value: Arc<Value>,
     pub wave: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -91,6 +91,10 @@ impl<'a> World<'a> {
     }
 
     fn render(&self, selected: &[Value]) -> Result<Vec<Manifest>, RenderError> {
+        self.render_shared(&selected.iter().cloned().map(Arc::new).collect::<Vec<_>>())
+    }
+
+    fn render_shared(&self, selected: &[Arc<Value>]) -> Result<Vec<Manifest>, RenderError> {
         let overrides = OverrideSet {
             cluster: self.cros.iter().collect(),
             namespaced: self.ros.iter().collect(),
@@ -101,7 +105,7 @@ impl<'a> World<'a> {
         };
         render_for_cluster(
             &self.placement,
-            &selected.iter().cloned().map(Arc::new).collect::<Vec<_>>(),
+            selected,
             &overrides,
             &cluster,
             &ScopeTable::builtin(),
@@ -166,6 +170,29 @@ fn manifests_come_out_by_wave_keeping_selection_order_within_a_wave() {
 fn no_overrides_leave_objects_unchanged() {
     let selected = [namespace("app"), deployment("app", "web")];
     assert_eq!(World::new().values(&selected), selected.to_vec());
+}
+
+#[test]
+fn a_rendering_shares_each_value_no_override_patched_for_its_cluster() {
+    // Memory (issue 15.6): an object rendered for 300 clusters is one value, not 300 copies.
+    let selected = [
+        Arc::new(namespace("app")),
+        Arc::new(deployment("app", "web")),
+    ];
+    let mut w = World::new();
+    // Selects the Deployment, but its one rule is for staging clusters: nothing patched here.
+    let staging = "[{clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchLabels: {env: staging}}}]}, jsonPatchOverrides: [{op: replace, path: /spec/replicas, value: 9}]}]";
+    w.ros = vec![ro_with("app", "ro", "", DEPLOY_WEB, staging)];
+    let got = w.render_shared(&selected).unwrap();
+    assert!(Arc::ptr_eq(&got[0].value, &selected[0]));
+    assert!(Arc::ptr_eq(&got[1].value, &selected[1]));
+    // Patched for this cluster: a copy, and the shared value is left as it was.
+    w.ros = vec![ro_with("app", "ro", "", DEPLOY_WEB, &replicas(3))];
+    let got = w.render_shared(&selected).unwrap();
+    assert!(Arc::ptr_eq(&got[0].value, &selected[0]));
+    assert!(!Arc::ptr_eq(&got[1].value, &selected[1]));
+    assert_eq!(replicas_of(&got[1].value), 3);
+    assert_eq!(*selected[1], deployment("app", "web"));
 }
 
 // ---------------------------------------------------------------------------------------------

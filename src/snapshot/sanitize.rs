@@ -115,6 +115,19 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_value_with_nothing_to_remove_is_shared_not_copied() {
+        let gvk = Gvk::new("", "v1", "ConfigMap");
+        let clean = Arc::new(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a"}, "data": {"k": "v"}}));
+        assert!(Arc::ptr_eq(&sanitize_shared(&gvk, &clean), &clean));
+        let served = Arc::new(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "uid": "u"}, "data": {"k": "v"}}));
+        let got = sanitize_shared(&gvk, &served);
+        assert!(!Arc::ptr_eq(&got, &served));
+        assert_eq!(*got, *clean);
+    }
+
+    #[test]
     fn strips_server_fields_and_tool_annotations() {
         let v = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "a", "uid": "u", "resourceVersion": "1", "creationTimestamp": null,

@@ -19,6 +19,7 @@ pub struct SelectedResource {
     pub namespace: Option<String>,
     pub name: String,
     /// Shared with the catalog when sanitising had nothing to remove.
+    #[serde(with = "crate::model::object::shared_value")]
     pub value: Arc<Value>,
 }
 

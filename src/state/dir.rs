@@ -31,11 +31,20 @@ struct RolloutFile<'a> {
     state: &'a RolloutState,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+/// `schedule.json` as it is read (its `version` is checked before: [`StateStore::read_versioned`]).
+#[derive(Debug, Deserialize)]
 struct ScheduleFile {
-    version: u32,
     commit: String,
     placements: Vec<PlacementSchedule>,
+}
+
+/// [`ScheduleFile`] as it is written: borrowed, since the daemon saves a schedule of thousands
+/// of bindings at every reconcile and a copy of it only to serialise it was waste.
+#[derive(Serialize)]
+struct ScheduleFileRef<'a> {
+    version: u32,
+    commit: &'a str,
+    placements: &'a [PlacementSchedule],
 }
 
 /// A state directory.
@@ -165,10 +174,10 @@ impl StateStore {
         commit: &str,
         placements: &[PlacementSchedule],
     ) -> Result<(), StateError> {
-        let file = ScheduleFile {
+        let file = ScheduleFileRef {
             version: FORMAT_VERSION,
-            commit: commit.to_string(),
-            placements: placements.to_vec(),
+            commit,
+            placements,
         };
         let bytes = serde_json::to_vec_pretty(&file).expect("state serialises");
         self.write_changed(SCHEDULE_FILE, &bytes)
