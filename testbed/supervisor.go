@@ -485,26 +485,47 @@ func (s *supervisor) shutdown() {
 	stopAll([]*proc{s.etcd})
 }
 
+// reservedPorts keeps a lock on every port this test bed chose, for its whole life: several
+// test beds start at once (one per test), and a port one has checked free but not yet bound
+// must not be handed to another. The locks go with the process, so a killed test bed leaves
+// nothing held.
+var reservedPorts struct {
+	sync.Mutex
+	files []*os.File
+}
+
 // freePort returns a port that can be listened on now, taken at random below Linux's default
 // ephemeral range (32768-60999): a port the kernel hands out for port 0 is also one it hands
-// out to outgoing connections, and one of those took etcd's port between this check and etcd's
-// bind ("address already in use") while other tests ran. Port 0 is the fallback.
+// out to outgoing connections, and one of those once took etcd's port between this check and
+// etcd's bind. Nor may another test bed of this machine hold it (reservedPorts): two test beds
+// once chose the same port for their API servers ("address already in use").
 func freePort() (int, error) {
-	for range 50 {
+	dir := filepath.Join(os.TempDir(), "gitfleet-testbed-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return 0, err
+	}
+	for range 200 {
 		port := 20000 + rand.IntN(12000)
+		lock, err := os.OpenFile(filepath.Join(dir, fmt.Sprint(port)), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			return 0, err
+		}
+		if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			lock.Close()
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
+			lock.Close()
 			continue
 		}
 		l.Close()
+		reservedPorts.Lock()
+		reservedPorts.files = append(reservedPorts.files, lock)
+		reservedPorts.Unlock()
 		return port, nil
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no free port between 20000 and 31999 after 200 tries")
 }
 
 func awaitServiceAccount(ctx context.Context, client kubernetes.Interface) error {
