@@ -10,7 +10,7 @@ use common::kubectl::Kubectl as _;
 
 use common::daemon::{await_until, Daemon};
 use common::members::{Backend, Members};
-use common::{gitfleet, Repo};
+use common::{gitfleet, member_cluster, Repo, TWO_MEMBERS};
 
 on_both_backends!(
     a_mass_deletion_is_held_until_a_commit_trailer_releases_it,
@@ -18,27 +18,8 @@ on_both_backends!(
     a_lost_state_directory_is_rebuilt_from_the_members_records,
 );
 
-const FLEET: &str = r#"
-anonymousAuth: true
-members:
-  - name: alpha
-  - name: beta
-"#;
-
 /// ConfigMaps in namespace `app`, besides the namespace: 7 objects per member.
 const CONFIGS: usize = 6;
-
-fn member(name: &str) -> String {
-    format!(
-        "apiVersion: cluster.kubernetes-fleet.io/v1beta1
-kind: MemberCluster
-metadata:
-  name: {name}
-spec:
-  identity: {{name: member, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
-"
-    )
-}
 
 fn placement(name: &str) -> String {
     format!(
@@ -57,8 +38,8 @@ spec:
 /// and `keep` (a namespace and a ConfigMap with `mode`: 4 objects).
 fn fleet_repo(mode: &str) -> Repo {
     let repo = Repo::new();
-    repo.write("members/alpha.yaml", &member("alpha"));
-    repo.write("members/beta.yaml", &member("beta"));
+    repo.write("members/alpha.yaml", &member_cluster("alpha"));
+    repo.write("members/beta.yaml", &member_cluster("beta"));
     write_app(&repo);
     write_keep(&repo, mode);
     repo.commit("two placements");
@@ -144,7 +125,7 @@ fn mode(members: &Members, member: &str) -> String {
 }
 
 fn a_mass_deletion_is_held_until_a_commit_trailer_releases_it(backend: Backend) {
-    let members = Members::start(backend, FLEET);
+    let members = Members::start(backend, TWO_MEMBERS);
     let repo = fleet_repo("blue");
     let first = repo.git(&["rev-parse", "HEAD"]);
     let state = tempfile::tempdir().unwrap();
@@ -242,7 +223,7 @@ fn a_mass_deletion_is_held_until_a_commit_trailer_releases_it(backend: Backend) 
 /// Deleting a few objects (under the minimum) is not held.
 #[test]
 fn a_small_deletion_is_not_held() {
-    let members = Members::start(Backend::Sim, FLEET);
+    let members = Members::start(Backend::Sim, TWO_MEMBERS);
     let repo = fleet_repo("blue");
     let first = repo.git(&["rev-parse", "HEAD"]);
     let state = tempfile::tempdir().unwrap();
@@ -264,7 +245,7 @@ fn a_small_deletion_is_not_held() {
 
 #[test]
 fn a_second_daemon_on_the_same_state_directory_exits_naming_the_first_ones_pid() {
-    let members = Members::start(Backend::Sim, FLEET);
+    let members = Members::start(Backend::Sim, TWO_MEMBERS);
     let repo = fleet_repo("blue");
     let first = repo.git(&["rev-parse", "HEAD"]);
     let state = tempfile::tempdir().unwrap();
@@ -349,7 +330,7 @@ fn apply(repo: &Repo, members: &Members, extra: &[&str]) -> common::Run {
 /// `gitfleet apply` reads the members' records and refuses the same mass deletion, unless the
 /// commit's trailer or `--allow-mass-deletion` allows it.
 fn apply_refuses_a_mass_deletion_unless_allowed(backend: Backend) {
-    let members = Members::start(backend, FLEET);
+    let members = Members::start(backend, TWO_MEMBERS);
     let repo = fleet_repo("blue");
     let first = apply(&repo, &members, &[]);
     assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
@@ -402,7 +383,7 @@ fn apply_refuses_a_mass_deletion_unless_allowed(backend: Backend) {
 /// daemon starting without state reads the members' records, adopts what they list, and
 /// removes what no placement delivers any more.
 fn a_lost_state_directory_is_rebuilt_from_the_members_records(backend: Backend) {
-    let members = Members::start(backend, FLEET);
+    let members = Members::start(backend, TWO_MEMBERS);
     let repo = fleet_repo("blue");
     let first = repo.git(&["rev-parse", "HEAD"]);
     let state = tempfile::tempdir().unwrap();
