@@ -352,23 +352,28 @@ fn check_render(
                     types(want_conds)
                 ));
             }
-            for wc in want_conds.as_array().into_iter().flatten() {
-                let ty = &wc["type"];
-                let Some(c) = got_conds
-                    .as_array()
-                    .and_then(|cs| cs.iter().find(|c| c["type"] == *ty))
-                else {
-                    errors.push(format!("{at}: no condition {ty}; conditions: {got_conds}"));
-                    continue;
-                };
-                for (field, value) in wc.as_object().into_iter().flatten() {
-                    if c.get(field) != Some(value) {
-                        errors.push(format!(
-                            "{at}: condition {ty}.{field} = {}, want {value}",
-                            c[field]
-                        ));
-                    }
-                }
+            check_condition_fields(&at, want_conds, &got_conds, errors);
+        }
+    }
+}
+
+/// Each wanted condition (a list of maps) is in `got` by its type, with the fields it lists.
+fn check_condition_fields(at: &str, want: &Value, got: &Value, errors: &mut Vec<String>) {
+    for w in want.as_array().into_iter().flatten() {
+        let ty = &w["type"];
+        let Some(c) = got
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == *ty))
+        else {
+            errors.push(format!("{at}: no condition {ty}; conditions: {got}"));
+            continue;
+        };
+        for (field, value) in w.as_object().into_iter().flatten() {
+            if c.get(field) != Some(value) {
+                errors.push(format!(
+                    "{at}: condition {ty}.{field} = {}, want {value}",
+                    c[field]
+                ));
             }
         }
     }
@@ -484,24 +489,7 @@ fn check(id: &str, want: &Value, got: &PlacementSchedule, errors: &mut Vec<Strin
             errors.push(format!("{id}: decision order {got_order:?}, want {order}"));
         }
     }
-    for w in want["conditions"].as_array().into_iter().flatten() {
-        let ty = w["type"].as_str().unwrap_or_default();
-        let Some(c) = got_json["conditions"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == ty))
-        else {
-            errors.push(format!("{id}: no condition {ty}"));
-            continue;
-        };
-        for (field, value) in w.as_object().unwrap() {
-            if c.get(field) != Some(value) {
-                errors.push(format!(
-                    "{id}: condition {ty}.{field} = {}, want {value}",
-                    c[field]
-                ));
-            }
-        }
-    }
+    check_condition_fields(id, &want["conditions"], &got_json["conditions"], errors);
     if let Some(b) = want.get("bindings") {
         if got_json["bindings"] != *b {
             errors.push(format!("{id}: bindings {}, want {b}", got_json["bindings"]));
