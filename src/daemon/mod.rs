@@ -37,7 +37,7 @@ pub mod workers;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -145,7 +145,10 @@ pub struct Status {
     pub held: Option<crate::rollout::guard::Held>,
     /// The git source: URL, branch, head, last fetch success and error.
     pub source: wire::Source,
-    pub placements: Vec<PlacementStatus>,
+    /// Shared with the last publish: a settled placement's status is built once, not at every
+    /// reconcile, and the server serialises it without holding the lock.
+    #[serde(serialize_with = "wire::shared_list")]
+    pub placements: Vec<Arc<PlacementStatus>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inventory: Option<Inventory>,
     #[serde(skip)]
@@ -348,6 +351,12 @@ pub struct Daemon<D: Deliverer> {
     analyzed: Vec<Arc<Analyzed>>,
     /// The schedule last saved to the store, as the next reconcile's previous results.
     previous: Option<crate::schedule::Previous>,
+    /// The status last published for each settled placement, by its settled step's number
+    /// ([`crate::rollout::StepSummary::settled`]).
+    published: HashMap<crate::model::PlacementKey, (u64, Arc<PlacementStatus>)>,
+    /// The commit of the schedule last saved by this process: a reconcile whose schedule is
+    /// the saved one, for the same commit, does not write it again.
+    schedule_saved_for: Option<String>,
     /// The steps of settled placements, reused while their inputs stay the same.
     step_memo: crate::rollout::StepMemo,
     /// Catalogs of older commits that staged update runs render from, by commit id.
@@ -431,6 +440,8 @@ impl<D: Deliverer> Daemon<D> {
             last_head: None,
             analyzed: Vec::new(),
             previous: None,
+            schedule_saved_for: None,
+            published: HashMap::new(),
             step_memo: Default::default(),
             run_catalogs: BTreeMap::new(),
             changes,

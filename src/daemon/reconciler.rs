@@ -73,6 +73,17 @@ pub fn next_action(steps: &[StepSummary], results: &[(Work, Outcome)]) -> Action
     }
 }
 
+/// One step of a commit, before its effects are saved.
+struct Stepped {
+    inventory: Inventory,
+    schedule: Vec<PlacementSchedule>,
+    decision: crate::rollout::Decision,
+    now: u64,
+    /// The previous results the step started from, when they are still what the store holds
+    /// (no delivery absorbed into them since they were saved).
+    saved: Option<crate::schedule::Previous>,
+}
+
 impl<D: Deliverer> Daemon<D> {
     /// One reconcile of `head`; returns when the rollout wants another look.
     pub async fn reconcile(&mut self, head: &str) -> Result<Action> {
@@ -269,15 +280,7 @@ impl<D: Deliverer> Daemon<D> {
     /// Probes the members of `analyzed` and takes one rolling step of it from the state
     /// (scheduling and the step on the blocking pool, with the state lent to them). Nothing
     /// changes but the metrics and the members' last probes.
-    async fn step_commit(
-        &mut self,
-        analyzed: &Arc<Analyzed>,
-    ) -> Result<(
-        Inventory,
-        Vec<PlacementSchedule>,
-        crate::rollout::Decision,
-        u64,
-    )> {
+    async fn step_commit(&mut self, analyzed: &Arc<Analyzed>) -> Result<Stepped> {
         let commit = analyzed.commit.clone();
         let members = members_of(&[&analyzed.cat]);
         // `--once` waits for every member; the daemon for none longer than a short wait.
@@ -312,11 +315,14 @@ impl<D: Deliverer> Daemon<D> {
             Some(p) => p,
             None => {
                 let store = self.store.clone();
-                blocking(move || store.load_schedule()).await??.1
+                let (saved_for, previous) = blocking(move || store.load_schedule()).await??;
+                self.schedule_saved_for = saved_for;
+                previous
             }
         };
         // What the members' workers finished since the last step, before this step decides.
         let arrived = std::mem::take(&mut self.arrived);
+        let previous_is_saved = arrived.is_empty();
         if !arrived.is_empty() {
             let mut bindings: Vec<PlacementSchedule> =
                 std::mem::take(&mut previous).into_values().collect();
@@ -354,7 +360,7 @@ impl<D: Deliverer> Daemon<D> {
         let state = std::mem::take(&mut self.state);
         let mut memo = std::mem::take(&mut self.step_memo);
         let (step_commit, step_analyzed) = (commit.clone(), analyzed.clone());
-        let (state, schedule, decision, memo) = blocking(move || {
+        let (state, schedule, decision, memo, previous) = blocking(move || {
             let cat = &step_analyzed.cat;
             let started = std::time::Instant::now();
             let fleet = Fleet::build(cat, Some(&eligible));
@@ -380,12 +386,18 @@ impl<D: Deliverer> Daemon<D> {
                 reused = memo.reused(),
                 "scheduled and stepped"
             );
-            (state, schedule, decision, memo)
+            (state, schedule, decision, memo, previous)
         })
         .await?;
         self.state = state;
         self.step_memo = memo;
-        Ok((inventory, schedule, decision, now))
+        Ok(Stepped {
+            inventory,
+            schedule,
+            decision,
+            now,
+            saved: previous_is_saved.then_some(previous),
+        })
     }
 
     /// Rebuilds the view of a daemon that starts without state (a new or lost state
@@ -552,18 +564,19 @@ impl<D: Deliverer> Daemon<D> {
             self.adopt_records(&analyzed).await;
         }
         let mut candidate = commit;
-        let (analyzed, commit, inventory, mut schedule, decision, now) = loop {
+        let (analyzed, commit, stepped) = loop {
             let analyzed = if candidate == head {
                 analyzed.clone()
             } else {
                 self.analyzed(&candidate).await?
             };
             let commit = analyzed.commit.clone();
-            let (inventory, schedule, decision, now) = self.step_commit(&analyzed).await?;
+            let stepped = self.step_commit(&analyzed).await?;
+            let decision = &stepped.decision;
             // Without a commit served before, what is judged is what was adopted from the
             // members' records (nothing, on a new fleet).
             let held = (served_before.as_deref() != Some(commit.as_str()))
-                .then(|| self.judge_deletions(&analyzed, &decision))
+                .then(|| self.judge_deletions(&analyzed, decision))
                 .flatten();
             if let Some(held) = held {
                 if self.state.held.as_ref() != Some(&held) {
@@ -590,8 +603,15 @@ impl<D: Deliverer> Daemon<D> {
             if candidate == head && self.state.held.take().is_some() {
                 self.metrics.deletions_held.set(0);
             }
-            break (analyzed, commit, inventory, schedule, decision, now);
+            break (analyzed, commit, stepped);
         };
+        let Stepped {
+            inventory,
+            mut schedule,
+            decision,
+            now,
+            saved,
+        } = stepped;
         if self.state.serving.as_deref() != Some(commit.as_str()) {
             tracing::info!(commit = %commit, "serving new commit");
         }
@@ -651,14 +671,32 @@ impl<D: Deliverer> Daemon<D> {
             now,
         );
         let saving = std::time::Instant::now();
-        let schedule = self.save(Some((commit, schedule))).await?;
+        // The schedule of a settled fleet is the same reconcile after reconcile: compared, not
+        // serialised and written again (which took hundreds of ms at 1,000 placements).
+        let unchanged = saved.filter(|previous| {
+            self.schedule_saved_for.as_deref() == Some(commit.as_str())
+                && previous.len() == schedule.len()
+                && schedule.iter().all(|p| previous.get(&p.key) == Some(p))
+        });
+        let schedule = match unchanged {
+            Some(previous) => {
+                self.save(None).await?;
+                self.previous = Some(previous);
+                schedule
+            }
+            None => {
+                let schedule = self.save(Some((commit.clone(), schedule))).await?;
+                self.schedule_saved_for = Some(commit);
+                self.previous = Some(
+                    schedule
+                        .iter()
+                        .map(|p| (p.key.clone(), p.clone()))
+                        .collect(),
+                );
+                schedule
+            }
+        };
         let saved = saving.elapsed();
-        self.previous = Some(
-            schedule
-                .iter()
-                .map(|p| (p.key.clone(), p.clone()))
-                .collect(),
-        );
 
         self.metrics.rollout_clusters.clear();
         for s in &decision.steps {
@@ -733,18 +771,30 @@ impl<D: Deliverer> Daemon<D> {
     /// Replaces the status snapshot the server reads (built first, then swapped in, so that
     /// the server never waits for it to be built).
     fn publish(
-        &self,
+        &mut self,
         inventory: Option<Inventory>,
         steps: Vec<StepSummary>,
         schedule: Option<Vec<PlacementSchedule>>,
     ) {
-        let placements: Option<Vec<PlacementStatus>> = schedule.as_ref().map(|schedule| {
+        let mut published = std::mem::take(&mut self.published);
+        let placements: Option<Vec<Arc<PlacementStatus>>> = schedule.as_ref().map(|schedule| {
             // By key: looking each placement up in the list was quadratic in the placements.
             let by_key: HashMap<&crate::model::PlacementKey, &PlacementSchedule> =
                 schedule.iter().map(|p| (&p.key, p)).collect();
-            steps
+            let mut settled = HashMap::new();
+            let list = steps
                 .into_iter()
                 .map(|s| {
+                    // A settled step the last publish saw has the same status as then.
+                    if let Some(n) = s.settled {
+                        if let Some((_, kept)) =
+                            published.remove(&s.placement).filter(|(m, _)| *m == n)
+                        {
+                            settled.insert(s.placement, (n, kept.clone()));
+                            return kept;
+                        }
+                    }
+                    let (key, number) = (s.placement.clone(), s.settled);
                     let stored = self.state.placements.get(&s.placement);
                     let sched = by_key.get(&s.placement).copied();
                     let (conditions, per_cluster) = conditions::of_step(&s, sched, stored);
@@ -756,7 +806,7 @@ impl<D: Deliverer> Daemon<D> {
                                 .collect()
                         })
                         .unwrap_or_default();
-                    PlacementStatus {
+                    let status = PlacementStatus {
                         selected: sched.map(|p| p.selected.clone()).unwrap_or_default(),
                         conditions,
                         per_cluster,
@@ -773,10 +823,18 @@ impl<D: Deliverer> Daemon<D> {
                         waiting: s.waiting,
                         up_to_date: s.up_to_date,
                         note: s.note,
+                    };
+                    let status = Arc::new(status);
+                    if let Some(n) = number {
+                        settled.insert(key, (n, status.clone()));
                     }
+                    status
                 })
-                .collect()
+                .collect();
+            published = settled;
+            list
         });
+        self.published = published;
         let mut st = self.status.lock().unwrap();
         st.serving = self.state.serving.clone();
         st.rejected = self.state.rejected.clone();

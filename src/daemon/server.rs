@@ -165,24 +165,43 @@ async fn metrics(State(api): State<Api>) -> Response {
 }
 
 async fn placements(State(api): State<Api>) -> Response {
-    let st = status_of(&api);
+    // Copied under the lock (the statuses are shared, not cloned), written without it: the
+    // document of a large fleet takes long to write, and the reconciler publishes meanwhile.
+    let (doc, shared) = {
+        let st = status_of(&api);
+        let doc = super::wire::Placements::<()> {
+            branch: st.branch.clone(),
+            head: st.head.clone(),
+            serving: st.serving.clone(),
+            rejected: st.rejected.clone(),
+            held: st.held.clone(),
+            source: Some(st.source.clone()),
+            placements: vec![],
+            leader: st.leader.clone(),
+        };
+        (doc, st.placements.clone())
+    };
     json_ok(&super::wire::Placements {
-        branch: st.branch.clone(),
-        head: st.head.clone(),
-        serving: st.serving.clone(),
-        rejected: st.rejected.clone(),
-        held: st.held.clone(),
-        source: Some(st.source.clone()),
-        placements: st.placements.clone(),
-        leader: st.leader.clone(),
+        placements: shared.iter().map(|p| &**p).collect(),
+        branch: doc.branch,
+        head: doc.head,
+        serving: doc.serving,
+        rejected: doc.rejected,
+        held: doc.held,
+        source: doc.source,
+        leader: doc.leader,
     })
 }
 
 async fn placement(State(api): State<Api>, Path(id): Path<String>) -> Response {
     let id = id.trim_matches('/');
-    let st = status_of(&api);
-    match st.placements.iter().find(|p| p.id == id) {
-        Some(p) => json_ok(p),
+    let found = status_of(&api)
+        .placements
+        .iter()
+        .find(|p| p.id == id)
+        .cloned();
+    match found {
+        Some(p) => json_ok(&*p),
         None => problem(StatusCode::NOT_FOUND, &format!("no placement {id:?}")),
     }
 }

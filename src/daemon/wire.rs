@@ -11,9 +11,10 @@ use crate::rollout::staged::status::RunStatus;
 use crate::rollout::Rejected;
 use crate::schedule::PlacementSchedule;
 
-/// `GET /api/v1/placements`: the branch followed and every placement's rollout.
+/// `GET /api/v1/placements`: the branch followed and every placement's rollout. The server
+/// writes it from borrowed statuses (`Placements<&PlacementStatus>`), clients read it owned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Placements {
+pub struct Placements<P = PlacementStatus> {
     pub branch: String,
     /// The newest head seen (`null` before the first look).
     #[serde(default)]
@@ -30,7 +31,7 @@ pub struct Placements {
     /// The git source and its last fetches (absent from daemons older than this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<Source>,
-    pub placements: Vec<PlacementStatus>,
+    pub placements: Vec<P>,
     /// `--state kubernetes`: which replica leads, as the one answering knows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader: Option<super::LeaderStatus>,
@@ -61,6 +62,15 @@ pub struct Source {
     /// Failures since the last success (0: the source is fine).
     #[serde(default)]
     pub consecutive_failures: u32,
+}
+
+/// Serialises shared values as the values themselves (serde's own `Arc` support is behind its
+/// `rc` feature, which would rebuild every dependency that uses serde).
+pub fn shared_list<T: Serialize, S: serde::Serializer>(
+    list: &[std::sync::Arc<T>],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(list.iter().map(|v| &**v))
 }
 
 impl Placements {

@@ -10,7 +10,8 @@ use super::rolling::{BindingHealth, Revision};
 use super::state::PlacementState;
 use super::step::StepSummary;
 use crate::model::PlacementKind;
-use crate::schedule::{Condition, PlacementSchedule};
+use crate::schedule::{ClusterDecision, Condition, PlacementSchedule};
+use std::collections::BTreeSet;
 
 /// What is known of one selected cluster.
 #[derive(Debug, Clone)]
@@ -321,6 +322,13 @@ pub fn of_step(
     if !sched.key.kind.is_kubefleet() {
         return (sched.conditions.clone(), vec![]);
     }
+    // By cluster: a lookup per selected cluster in the list was quadratic in the clusters.
+    let decisions: std::collections::HashMap<&str, &ClusterDecision> = sched
+        .decisions
+        .iter()
+        .map(|d| (d.cluster.as_str(), d))
+        .collect();
+    let waiting: BTreeSet<&String> = step.waiting.iter().collect();
     let per_cluster: Vec<ClusterConditions> = sched
         .selected
         .iter()
@@ -334,16 +342,12 @@ pub fn of_step(
                     at(c.revision.as_ref())
                         || (c.health == BindingHealth::Failed && at(c.attempted.as_ref()))
                 });
-            let decision = sched
-                .decisions
-                .iter()
-                .find(|d| &d.cluster == cluster)
-                .map(|d| d.reason());
+            let decision = decisions.get(cluster.as_str()).map(|d| d.reason());
             let facts = ClusterFacts {
                 cluster,
                 decision: decision.as_deref().unwrap_or(""),
                 at_latest,
-                blocked: step.waiting.contains(cluster),
+                blocked: waiting.contains(cluster),
                 health: cs.filter(|_| at_latest).map(|c| c.health),
                 error: cs.and_then(|c| c.last_error.as_deref()),
                 overridden: step.overridden.contains(cluster),

@@ -170,6 +170,10 @@ pub struct StepSummary {
     /// What each rendered cluster should hold, by [`super::guard::object_id`] (shared between
     /// clusters with the same rendering): what the deletion guard counts against.
     pub objects: BTreeMap<String, Arc<BTreeSet<String>>>,
+    /// The settled step this one is, by its number in the [`StepMemo`]: two summaries with the
+    /// same number had the same inputs (spec, selection, schedule, state) and outcome, so what
+    /// is derived from them alone (the status) can be kept rather than derived again.
+    pub settled: Option<u64>,
 }
 
 impl StepSummary {
@@ -191,6 +195,7 @@ impl StepSummary {
             report_diff: false,
             selected_resources: vec![],
             objects: BTreeMap::new(),
+            settled: None,
         }
     }
 
@@ -258,6 +263,8 @@ pub struct StepMemo {
     commit: Option<String>,
     settled: HashMap<PlacementKey, Settled>,
     reused: usize,
+    /// The number of the last settled step recorded ([`StepSummary::settled`]).
+    generations: u64,
 }
 
 impl StepMemo {
@@ -753,6 +760,8 @@ pub fn step_memoized(
                 .values()
                 .all(|c| c.health == BindingHealth::Available && c.recheck.is_none());
         if settled {
+            memo.generations += 1;
+            step.settled = Some(memo.generations);
             memo.settled.insert(
                 key.clone(),
                 Settled {
@@ -1314,8 +1323,12 @@ mod tests {
                     now: 0,
                     staged: Default::default(),
                 };
-                let full = step(&input, &state, Pacing::Rolling);
-                let memoized = step_memoized(&input, &state, Pacing::Rolling, &mut memo);
+                let mut full = step(&input, &state, Pacing::Rolling);
+                let mut memoized = step_memoized(&input, &state, Pacing::Rolling, &mut memo);
+                // A settled step's number names a memo entry: not part of what is decided.
+                for s in full.steps.iter_mut().chain(memoized.steps.iter_mut()) {
+                    s.settled = None;
+                }
                 assert_eq!(
                     format!("{full:#?}"),
                     format!("{memoized:#?}"),
