@@ -33,6 +33,8 @@ pub(super) struct Analyzed {
     message: String,
     cat: crate::catalog::Catalog,
     diags: Vec<crate::catalog::Diagnostic>,
+    /// Its placements held for invalid resource selectors, worked out once per commit.
+    invalid: crate::snapshot::InvalidSelections,
 }
 
 /// When to look again after a step, from what it decided and how its work ended: at once when
@@ -107,12 +109,14 @@ impl<D: Deliverer> Daemon<D> {
                 tracing::warn!(commit = %files.commit, "{skipped}");
             }
             let (cat, diags) = files.analyze();
+            let invalid = crate::snapshot::invalid_selections(&cat);
             Ok(Analyzed {
                 requested,
                 commit: files.commit,
                 message: files.message,
                 cat,
                 diags,
+                invalid,
             })
         })
         .await??;
@@ -358,7 +362,8 @@ impl<D: Deliverer> Daemon<D> {
             let cat = &step_analyzed.cat;
             let started = std::time::Instant::now();
             let fleet = Fleet::build(cat, Some(&eligible));
-            let schedule = schedule_commit(cat, &fleet, &previous, now as i64);
+            let invalid = &step_analyzed.invalid;
+            let schedule = schedule_commit(cat, invalid, &fleet, &previous, now as i64);
             let scheduled = started.elapsed();
             let input = Input {
                 cat,
