@@ -603,6 +603,14 @@ impl<D: Deliverer> Daemon<D> {
         self.state.serving = Some(commit.clone());
         for s in &decision.steps {
             let placement = s.placement.to_string();
+            if s.held {
+                let note = s.note.clone().unwrap_or_default();
+                if self.logged_steps.get(&placement) != Some(&note) {
+                    tracing::warn!(placement = %s.placement, "{note}");
+                    self.logged_steps.insert(placement, note);
+                }
+                continue;
+            }
             if s.applying.is_empty() && s.removing.is_empty() {
                 self.logged_steps.remove(&placement);
                 continue;
@@ -666,8 +674,15 @@ impl<D: Deliverer> Daemon<D> {
         );
 
         self.metrics.rollout_clusters.clear();
+        self.metrics.invalid_resource_selectors.clear();
         for s in &decision.steps {
             let placement = s.placement.to_string();
+            if s.held {
+                self.metrics
+                    .invalid_resource_selectors
+                    .get_or_create(&metrics::labels(&[("placement", &placement)]))
+                    .set(1);
+            }
             for (state, n) in [
                 ("upToDate", s.up_to_date.len()),
                 ("waiting", s.waiting.len()),
