@@ -7,6 +7,12 @@
 //! placement, [`super::rolling`]). Everything else — what a cluster should run, the manifests,
 //! the apply strategy, the `gitfleet.io/resource-snapshot` stamp, removals — is decided here
 //! once for both, so an `apply` followed by a `run` of the same commit finds nothing to change.
+//!
+//! A placement the schedule holds for invalid resource selectors ([`PlacementSchedule::held`])
+//! gets no work at all, as KubeFleet's placement controller takes no snapshot of it and leaves
+//! its works alone: nothing applied, pruned or swept, no new snapshot, its staged runs not
+//! advanced. Unlike KubeFleet, whose rollout would still roll the old resource snapshot to
+//! clusters newly bound meanwhile, its clusters stay exactly as they were.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
