@@ -1363,6 +1363,13 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
     ));
     // What cannot be rendered for a member is reported with that member's results.
     for step in &decision.steps {
+        if step.held {
+            eprintln!(
+                "note: placement {}: {}",
+                step.placement,
+                step.note.as_deref().unwrap_or_default()
+            );
+        }
         for (cluster, e) in &step.render_errors {
             if let Some(m) = results.iter_mut().find(|m| &m.member == cluster) {
                 m.placements.push(PlacementResult {

@@ -12,7 +12,10 @@ use common::daemon::{await_until, Daemon};
 use common::members::{Backend, Members};
 use common::{gitfleet, member_cluster, Repo, TWO_MEMBERS};
 
-on_both_backends!(a_placement_with_invalid_selectors_is_held_while_the_others_roll_out);
+on_both_backends!(
+    a_placement_with_invalid_selectors_is_held_while_the_others_roll_out,
+    apply_holds_a_placement_with_invalid_selectors_and_applies_the_others,
+);
 
 /// Namespace `name` with ConfigMap `settings` (`v: value`), and a ClusterResourcePlacement
 /// `name` with these resource selectors.
@@ -203,4 +206,87 @@ fn a_placement_with_invalid_selectors_is_held_while_the_others_roll_out(backend:
         !metrics.contains("gitfleet_placement_invalid_resource_selectors{"),
         "{metrics}"
     );
+}
+
+/// `gitfleet apply` holds the placement as the daemon does: nothing of it applied, and not
+/// swept from its members although the commit delivers nothing of it.
+fn apply_holds_a_placement_with_invalid_selectors_and_applies_the_others(backend: Backend) {
+    let members = Members::start(backend, TWO_MEMBERS);
+    let repo = Repo::new();
+    repo.write("members/alpha.yaml", &member_cluster("alpha"));
+    repo.write("members/beta.yaml", &member_cluster("beta"));
+    write_placement(&repo, "p", "1", &by_name("p"));
+    write_placement(&repo, "q", "1", &by_name("q"));
+    repo.commit("p and q");
+    let repo_path = repo.path().display().to_string();
+    let kubeconfig = members.kubeconfig.display().to_string();
+    let apply = || {
+        gitfleet(&[
+            "apply",
+            "--repo",
+            &repo_path,
+            "--kubeconfig",
+            &kubeconfig,
+            "--retry-budget",
+            "20s",
+        ])
+    };
+    let run = apply();
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    for m in ["alpha", "beta"] {
+        assert_eq!(value(&members, m, "p"), "1", "{m}");
+        assert_eq!(value(&members, m, "q"), "1", "{m}");
+    }
+    repo.write(
+        "kube-p.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kube-p\n  labels: {team: p}\n",
+    );
+    write_placement(&repo, "p", "2", BY_LABEL);
+    write_placement(&repo, "q", "2", &by_name("q"));
+    repo.commit("p takes its namespaces by label; q changes");
+    // `schedule` shows the condition; `render` renders nothing for p and says why.
+    let schedule = gitfleet(&["schedule", "--repo", &repo_path]);
+    assert_eq!(schedule.code, 0, "{}", schedule.stderr);
+    let p_row = schedule
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("p "))
+        .unwrap_or_default();
+    assert!(
+        p_row.contains("Scheduled=False (InvalidResourceSelectors)"),
+        "{}",
+        schedule.stdout
+    );
+    let render = gitfleet(&[
+        "render",
+        "--repo",
+        &repo_path,
+        "--placement",
+        "p",
+        "--cluster",
+        "alpha",
+    ]);
+    assert_eq!(render.code, 0, "{}", render.stderr);
+    assert_eq!(render.stdout, "");
+    assert!(
+        render.stderr.contains(&format!(
+            "placement crp/p is held (Scheduled=False, InvalidResourceSelectors): {MESSAGE}; nothing is rendered for it"
+        )),
+        "{}",
+        render.stderr
+    );
+    let run = apply();
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("note: placement crp/p: held: {MESSAGE}")),
+        "{}",
+        run.stderr
+    );
+    for m in ["alpha", "beta"] {
+        assert_eq!(value(&members, m, "q"), "2", "{m}");
+        assert_eq!(value(&members, m, "p"), "1", "{m}");
+        assert!(members.exists(m, &["namespace", "p"]), "{m}");
+        assert!(!members.exists(m, &["namespace", "kube-p"]), "{m}");
+    }
 }
