@@ -191,6 +191,24 @@ fn a_placement_with_invalid_selectors_is_held_while_the_others_roll_out(backend:
         status.stdout
     );
 
+    // `gitfleet wait` fails on it: served, but held.
+    let wait = gitfleet(&[
+        "wait",
+        "--server",
+        &daemon.addr,
+        "--commit",
+        &second,
+        "--timeout",
+        "60s",
+    ]);
+    assert_eq!(wait.code, 1, "{}\n{}", wait.stdout, wait.stderr);
+    assert!(
+        format!("{}{}", wait.stdout, wait.stderr).contains(&format!("crp/p: held: {MESSAGE}")),
+        "{}\n{}",
+        wait.stdout,
+        wait.stderr
+    );
+
     // Fixed: P rolls out again.
     write_placement(&repo, "p", "3", &by_name("p"));
     let third = repo.commit("p fixed");
