@@ -53,7 +53,13 @@ fn measure(placements: usize, clusters: usize) {
     let (cat, _) = gitfleet::analyze(&files);
     drop(files);
     let fleet = Fleet::build(&cat, Some(&inventory));
-    let schedule = schedule_commit(&cat, &fleet, &Previous::new(), NOW as i64);
+    let schedule = schedule_commit(
+        &cat,
+        &Default::default(),
+        &fleet,
+        &Previous::new(),
+        NOW as i64,
+    );
     let mut state = RolloutState {
         serving: Some(COMMIT.into()),
         ..RolloutState::default()

@@ -742,7 +742,8 @@ fn measure(spec: FleetSpec) -> Row {
     let mut counts = (0, 0, 0);
     for _ in 0..runs {
         let cpu = thread_cpu_time();
-        let (out, t) = timed(|| schedule_commit(&cat, &fleet, &previous, NOW_UNIX));
+        let (out, t) =
+            timed(|| schedule_commit(&cat, &Default::default(), &fleet, &previous, NOW_UNIX));
         if t < schedule {
             schedule = t;
             schedule_cpu = cpu.zip(thread_cpu_time()).map(|(a, b)| b.saturating_sub(a));
@@ -768,7 +769,7 @@ fn measure(spec: FleetSpec) -> Row {
     // the first rollout step.
     // Its work items hold every cluster's manifests, so it is measured on the smaller sizes only.
     let reconcile = (spec.placements.saturating_mul(spec.clusters) <= REPEAT_LIMIT).then(|| {
-        let out = schedule_commit(&cat, &fleet, &previous, NOW_UNIX);
+        let out = schedule_commit(&cat, &Default::default(), &fleet, &previous, NOW_UNIX);
         let state = crate::rollout::RolloutState::default();
         let unreachable = BTreeMap::new();
         let input = crate::rollout::Input {
@@ -854,7 +855,8 @@ fn by_policy(cat: &Catalog, fleet: &Fleet, previous: &Previous) -> Vec<PolicyTim
                     .collect();
             }
             let placements = part.placements.len() + part.ocm_placements.len();
-            let (out, time) = timed(|| schedule_commit(&part, fleet, previous, NOW_UNIX));
+            let (out, time) =
+                timed(|| schedule_commit(&part, &Default::default(), fleet, previous, NOW_UNIX));
             drop(out);
             PolicyTime {
                 policy: kind,

@@ -683,9 +683,22 @@ fn print_diagnostics(diags: &[Diagnostic]) {
     );
 }
 
+/// Warns of each placement held for invalid resource selectors: KubeFleet's hub admits it and
+/// reports the error on it, so the commit is not rejected for it.
+fn warn_invalid_selections(invalid: &crate::snapshot::InvalidSelections) {
+    let mut err = std::io::stderr().lock();
+    for d in invalid.values().flat_map(|i| &i.diagnostics) {
+        let _ = writeln!(
+            err,
+            "warning: {d} (reported on the placement as Scheduled=False InvalidResourceSelectors and not rejected: KubeFleet's hub admits it; the placement is held, keeping what it placed)"
+        );
+    }
+}
+
 fn validate(args: &ValidateArgs) -> Result<ExitCode> {
     let commit = read(&args.commit)?;
     let (cat, diags) = commit.analyze();
+    warn_invalid_selections(&crate::snapshot::invalid_selections(&cat));
     if !diags.is_empty() {
         print_diagnostics(&diags);
         return Ok(ExitCode::from(1));
@@ -726,6 +739,7 @@ fn run_schedule(cat: &Catalog, inputs: &ScheduleInputs) -> Result<Vec<PlacementS
     let fleet = Fleet::build(cat, inventory.as_ref());
     Ok(crate::schedule::schedule_commit(
         cat,
+        &crate::snapshot::invalid_selections(cat),
         &fleet,
         &previous,
         now_unix(),
@@ -1014,6 +1028,13 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
                 namespace: args.namespace.clone(),
                 name: name.clone(),
             };
+            if let Some(invalid) = crate::snapshot::invalid_selections(&cat).get(&key) {
+                eprintln!(
+                    "placement {key} is held (Scheduled=False, InvalidResourceSelectors): {}; nothing is rendered for it",
+                    invalid.message
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let manifests = render_placement(&cat, &key, &overrides_of(&cat), &cluster)
                 .ok_or_else(|| anyhow!("placement {name:?} selects nothing renderable"))?;
             vec![PlacementManifests {
@@ -1021,7 +1042,18 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
                 manifests,
             }]
         }
-        None => render_cluster(&cat, &run_schedule(&cat, &args.inputs)?, &cluster),
+        None => {
+            let schedule = run_schedule(&cat, &args.inputs)?;
+            for p in &schedule {
+                if let Some(message) = p.held() {
+                    eprintln!(
+                        "note: placement {} is held (Scheduled=False, InvalidResourceSelectors): {message}; nothing is rendered for it",
+                        p.key
+                    );
+                }
+            }
+            render_cluster(&cat, &schedule, &cluster)
+        }
     };
     let mut manifests = Vec::new();
     for p in rendered {
@@ -1212,7 +1244,8 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
     )?;
     let fleet = Fleet::build(&cat, inventory.as_ref());
     let now = now_unix();
-    let schedule = crate::schedule::schedule_commit(&cat, &fleet, &Previous::new(), now);
+    let invalid = crate::snapshot::invalid_selections(&cat);
+    let schedule = crate::schedule::schedule_commit(&cat, &invalid, &fleet, &Previous::new(), now);
     let only: Option<BTreeSet<PlacementKey>> = match &args.placement {
         None => None,
         Some(name) => {
@@ -1330,6 +1363,13 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
     ));
     // What cannot be rendered for a member is reported with that member's results.
     for step in &decision.steps {
+        if step.held {
+            eprintln!(
+                "note: placement {}: {}",
+                step.placement,
+                step.note.as_deref().unwrap_or_default()
+            );
+        }
         for (cluster, e) in &step.render_errors {
             if let Some(m) = results.iter_mut().find(|m| &m.member == cluster) {
                 m.placements.push(PlacementResult {

@@ -20,6 +20,9 @@ struct Case {
     content: String,
     /// The diagnostics expected, exactly, in order.
     want: Vec<&'static str>,
+    /// A resource-selection error: not a diagnostic of the commit (KubeFleet's hub admits the
+    /// placement and reports the error on it), but the placement's, which holds it.
+    held: bool,
 }
 
 fn case(name: &'static str, content: impl Into<String>, want: &[&'static str]) -> Case {
@@ -28,6 +31,15 @@ fn case(name: &'static str, content: impl Into<String>, want: &[&'static str]) -
         file: "case.yaml",
         content: content.into(),
         want: want.to_vec(),
+        held: false,
+    }
+}
+
+/// A case whose placement is held for invalid resource selectors, with these diagnostics.
+fn held(name: &'static str, content: impl Into<String>, want: &[&'static str]) -> Case {
+    Case {
+        held: true,
+        ..case(name, content, want)
     }
 }
 
@@ -54,6 +66,7 @@ fn cases() -> Vec<Case> {
             file: "case.json",
             content: "{\n  \"apiVersion\": \"v1\",\n  \"kind\": }\n".into(),
             want: vec!["case.json:3: document 0: invalid JSON: expected value at line 3 column 11"],
+            held: false,
         },
         case("List items not a list", "apiVersion: v1\nkind: List\nitems: {a: 1}\n", &["case.yaml:3: List: items: must be a list of objects"]),
         // --- YAML read as Kubernetes reads it (YAML 1.1 scalars, then JSON)
@@ -161,13 +174,13 @@ fn cases() -> Vec<Case> {
         case("ManifestWork fieldManager outside work-agent", "apiVersion: work.open-cluster-management.io/v1\nkind: ManifestWork\nmetadata:\n  name: mw\n  namespace: default\nspec:\n  manifestConfigs:\n  - resourceIdentifier: {group: '', resource: configmaps, namespace: default, name: c}\n    updateStrategy: {type: ServerSideApply, serverSideApply: {fieldManager: me}}\n  workload:\n    manifests:\n    - {apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: default}}\n", &["case.yaml:9: ManifestWork/mw: spec.manifestConfigs[0].updateStrategy.serverSideApply.fieldManager: \"me\" should match '^work-agent'"]),
         case("ManifestWorkReplicaSet with conditionRules (not built)", "apiVersion: work.open-cluster-management.io/v1alpha1\nkind: ManifestWorkReplicaSet\nmetadata:\n  name: mwrs\n  namespace: app\nspec:\n  placementRefs:\n  - name: pl\n  manifestWorkTemplate:\n    manifestConfigs:\n    - resourceIdentifier: {group: '', resource: configmaps, namespace: app, name: c}\n      updateStrategy: {type: ReadOnly}\n      conditionRules: [{type: WellKnownCompletions}]\n    workload:\n      manifests:\n      - {apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: app}}\n", &["case.yaml:13: ManifestWorkReplicaSet/mwrs: spec.manifestWorkTemplate.manifestConfigs[0].conditionRules: not built in gitfleet: manifest conditions (and Complete) are not evaluated; remove conditionRules"]),
         case("ManifestWorkReplicaSet without manifests", "apiVersion: work.open-cluster-management.io/v1alpha1\nkind: ManifestWorkReplicaSet\nmetadata:\n  name: mwrs\n  namespace: app\nspec:\n  placementRefs:\n  - name: pl\n  manifestWorkTemplate:\n    workload:\n      manifests: []\n", &["case.yaml:11: ManifestWorkReplicaSet/mwrs: spec.manifestWorkTemplate.workload.manifests: Workload manifests should not be empty"]),
-        // --- resource selection
-        case("reserved namespace", "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - group: ''\n    version: v1\n    kind: Namespace\n    name: kube-system\n", &["case.yaml:10: ClusterResourcePlacement/p: spec.resourceSelectors[0].name: namespace \"kube-system\" is reserved (fleet-* and kube-* namespaces are never propagated)"]),
-        case("CRP selecting a namespaced kind", "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - group: ''\n    version: v1\n    kind: ConfigMap\n", &["case.yaml:7: ClusterResourcePlacement/p: spec.resourceSelectors[0]: a ClusterResourcePlacement can only select cluster-scoped resources, but ConfigMap is namespaced"]),
-        case("RP selecting a cluster-scoped kind", "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ResourcePlacement\nmetadata:\n  name: rp\n  namespace: app\nspec:\n  resourceSelectors:\n  - group: rbac.authorization.k8s.io\n    version: v1\n    kind: ClusterRole\n", &["case.yaml:8: ResourcePlacement/rp: spec.resourceSelectors[0]: a ResourcePlacement can only select namespaced resources, but ClusterRole is cluster-scoped"]),
-        case("disabled kind", "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - group: cluster.kubernetes-fleet.io\n    version: v1beta1\n    kind: MemberCluster\n", &["case.yaml:7: ClusterResourcePlacement/p: spec.resourceSelectors[0]: resource cluster.kubernetes-fleet.io/MemberCluster is disabled: gitfleet never propagates it"]),
-        case("duplicate selection", "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - {group: '', version: v1, kind: Namespace, name: app}\n  - {group: '', version: v1, kind: Namespace, labelSelector: {}}\n", &["case.yaml:6: ClusterResourcePlacement/p: spec.resourceSelectors: found duplicate resource Namespace/app: it is selected more than once"]),
-        case("NamespaceWithResourceSelectors on a missing namespace", "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - group: ''\n    version: v1\n    kind: Namespace\n    name: ghost\n    selectionScope: NamespaceWithResourceSelectors\n", &["case.yaml:10: ClusterResourcePlacement/p: spec.resourceSelectors[0].name: namespace \"ghost\" does not exist in the repository"]),
+        // --- resource selection: the commit is valid, the placement held (validate warns)
+        held("reserved namespace", "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - group: ''\n    version: v1\n    kind: Namespace\n    name: kube-system\n", &["case.yaml:10: ClusterResourcePlacement/p: spec.resourceSelectors[0].name: namespace \"kube-system\" is reserved (fleet-* and kube-* namespaces are never propagated)"]),
+        held("CRP selecting a namespaced kind", "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - group: ''\n    version: v1\n    kind: ConfigMap\n", &["case.yaml:7: ClusterResourcePlacement/p: spec.resourceSelectors[0]: a ClusterResourcePlacement can only select cluster-scoped resources, but ConfigMap is namespaced"]),
+        held("RP selecting a cluster-scoped kind", "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ResourcePlacement\nmetadata:\n  name: rp\n  namespace: app\nspec:\n  resourceSelectors:\n  - group: rbac.authorization.k8s.io\n    version: v1\n    kind: ClusterRole\n", &["case.yaml:8: ResourcePlacement/rp: spec.resourceSelectors[0]: a ResourcePlacement can only select namespaced resources, but ClusterRole is cluster-scoped"]),
+        held("disabled kind", "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - group: cluster.kubernetes-fleet.io\n    version: v1beta1\n    kind: MemberCluster\n", &["case.yaml:7: ClusterResourcePlacement/p: spec.resourceSelectors[0]: resource cluster.kubernetes-fleet.io/MemberCluster is disabled: gitfleet never propagates it"]),
+        held("duplicate selection", "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - {group: '', version: v1, kind: Namespace, name: app}\n  - {group: '', version: v1, kind: Namespace, labelSelector: {}}\n", &["case.yaml:6: ClusterResourcePlacement/p: spec.resourceSelectors: found duplicate resource Namespace/app: it is selected more than once"]),
+        held("NamespaceWithResourceSelectors on a missing namespace", "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - group: ''\n    version: v1\n    kind: Namespace\n    name: ghost\n    selectionScope: NamespaceWithResourceSelectors\n", &["case.yaml:10: ClusterResourcePlacement/p: spec.resourceSelectors[0].name: namespace \"ghost\" does not exist in the repository"]),
     ]
 }
 
@@ -183,7 +196,19 @@ fn run_case(c: &Case) -> Vec<String> {
         path: c.file.into(),
         content: c.content.as_bytes().to_vec(),
     });
-    let (_, diags) = gitfleet::analyze(&files);
+    let (cat, diags) = gitfleet::analyze(&files);
+    let held = gitfleet::snapshot::invalid_selections(&cat);
+    if c.held {
+        // The commit itself is valid: only the placement is held.
+        let mut out: Vec<String> = diags.iter().map(|d| format!("commit: {d}")).collect();
+        out.extend(
+            held.values()
+                .flat_map(|i| &i.diagnostics)
+                .map(|d| d.to_string()),
+        );
+        return out;
+    }
+    assert!(held.is_empty(), "{}: {held:?}", c.name);
     diags.iter().map(|d| d.to_string()).collect()
 }
 

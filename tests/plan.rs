@@ -435,9 +435,13 @@ fn an_override_that_makes_an_object_invalid_is_a_render_error_naming_the_overrid
 /// A Namespace label selector (default scope NamespaceWithResources) that matches a reserved
 /// namespace is an error at the placement's selector, as naming it is (KubeFleet:
 /// pkg/utils/controller/resource_selector_resolver.go fetchAllResourcesInOneNamespace, a user
-/// error); gitfleet's selection errors make the head invalid.
+/// error). KubeFleet's hub admits the placement and reports the error on it (Scheduled=False,
+/// InvalidResourceSelectors: pkg/controllers/placement/controller.go handleUpdate) and takes no
+/// snapshot, so its clusters keep what they run: the plan shows the condition, and no change on
+/// its clusters (nothing lost, nothing removed).
 #[test]
-fn a_label_selector_matching_a_reserved_namespace_makes_the_head_invalid_at_the_placement() {
+fn a_label_selector_matching_a_reserved_namespace_holds_the_placement_with_its_clusters_unchanged()
+{
     let repo = fleet();
     repo.write(
         "platform/kube-platform.yaml",
@@ -450,17 +454,73 @@ fn a_label_selector_matching_a_reserved_namespace_makes_the_head_invalid_at_the_
         "      name: shop\n    - group: \"\"\n      version: v1\n      kind: Namespace\n      labelSelector:\n        matchLabels:\n          shop-addon: \"true\"\n",
     );
     repo.commit("the shop takes its add-on namespaces by label");
-    let run = plan(&repo, &[]);
-    assert_eq!(run.code, 1, "{}", run.stdout);
+    let run = plan(&repo, &["--format", "json"]);
+    // The placement's spec changed: a change, but not an invalid head.
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(plan["errors"], serde_json::json!([]), "{}", run.stdout);
+    // No cluster changes: the held placement's clusters keep the base's manifests.
+    assert_eq!(plan["clusters"], serde_json::json!([]), "{}", run.stdout);
+    let shop = plan["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "shop-app")
+        .unwrap();
+    assert_eq!(shop["change"], "changed", "{shop}");
     assert_eq!(
-        run.stdout.lines().collect::<Vec<_>>(),
-        [
-            "gitfleet plan [base]..[head]: the head commit is invalid (1 error)",
-            "error: placements/shop.yaml:19: ClusterResourcePlacement/shop-app: spec.resourceSelectors[1].labelSelector: selects namespace \"kube-platform\", which is reserved (fleet-* and kube-* namespaces are never propagated)",
-        ],
-        "{}",
-        run.stdout
+        shop["changedFields"],
+        serde_json::json!(["resourceSelectors"])
     );
+    assert_eq!(shop["lost"], serde_json::json!([]), "{shop}");
+    assert_eq!(shop["gained"], serde_json::json!([]), "{shop}");
+    assert_eq!(shop["kept"].as_array().unwrap().len(), 3, "{shop}");
+    assert_eq!(shop["rollout"], serde_json::Value::Null, "{shop}");
+    assert_eq!(
+        shop["condition"],
+        serde_json::json!({
+            "type": "Scheduled",
+            "status": "False",
+            "reason": "InvalidResourceSelectors",
+            "message": "The resource selectors are invalid: failed to process the request due to a client error: spec.resourceSelectors[1].labelSelector: selects namespace \"kube-platform\", which is reserved (fleet-* and kube-* namespaces are never propagated)",
+        })
+    );
+    let text = plan_text(&repo);
+    assert!(
+        text.contains(
+            "  ! Scheduled=False (InvalidResourceSelectors): The resource selectors are invalid: "
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("lost"), "{text}");
+}
+
+fn plan_text(repo: &Repo) -> String {
+    plan(repo, &[]).stdout
+}
+
+/// A placement new at head whose selectors are invalid is admitted and selects nothing.
+#[test]
+fn a_new_placement_with_invalid_selectors_selects_nothing() {
+    let repo = fleet();
+    repo.write(
+        "placements/system.yaml",
+        "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata:\n  name: system\nspec:\n  resourceSelectors:\n    - {group: \"\", version: v1, kind: Namespace, name: kube-system}\n",
+    );
+    repo.commit("place kube-system");
+    let run = plan(&repo, &["--format", "json"]);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(plan["clusters"], serde_json::json!([]), "{}", run.stdout);
+    let system = plan["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "system")
+        .unwrap();
+    assert_eq!(system["change"], "added", "{system}");
+    assert_eq!(system["gained"], serde_json::json!([]), "{system}");
+    assert_eq!(system["condition"]["reason"], "InvalidResourceSelectors");
 }
 
 /// The head renders what the base rendered where nothing changed, but never a cluster's own

@@ -39,7 +39,13 @@ fn analyze_one(path: &str, content: &str) {
     }
     // The scheduler and the renderer take whatever the catalog understood.
     let fleet = gitfleet::schedule::Fleet::build(&cat, None);
-    let schedule = gitfleet::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+    let schedule = gitfleet::schedule::schedule_commit(
+        &cat,
+        &gitfleet::snapshot::invalid_selections(&cat),
+        &fleet,
+        &Default::default(),
+        0,
+    );
     for c in &fleet.clusters {
         let target = gitfleet::render::ClusterTarget {
             name: &c.name,
@@ -118,8 +124,13 @@ fn a_corrupted_file_in_a_whole_fleet_never_panics() {
                 .collect();
             let (cat, _) = gitfleet::analyze(&source);
             let fleet = gitfleet::schedule::Fleet::build(&cat, None);
-            let schedule =
-                gitfleet::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+            let schedule = gitfleet::schedule::schedule_commit(
+                &cat,
+                &gitfleet::snapshot::invalid_selections(&cat),
+                &fleet,
+                &Default::default(),
+                0,
+            );
             for c in &fleet.clusters {
                 let target = gitfleet::render::ClusterTarget {
                     name: &c.name,

@@ -100,7 +100,8 @@ fn run_scenario(path: &std::path::Path) -> Result<(), String> {
     };
     let now = doc["now"].as_i64().unwrap_or(1_767_225_600);
     let fleet = Fleet::build(&cat, inventory.as_ref());
-    let results = schedule_commit(&cat, &fleet, &previous, now);
+    let invalid = gitfleet::snapshot::invalid_selections(&cat);
+    let results = schedule_commit(&cat, &invalid, &fleet, &previous, now);
     let world = World {
         cat: &cat,
         fleet: &fleet,

@@ -375,9 +375,15 @@ pub fn measure_plan(spec: FleetSpec, runs: usize) -> PlanRow {
         let (_, t) = timed(|| {
             let bf = Fleet::build(&base_cat, inputs.inventory);
             let hf = Fleet::build(&head_cat, inputs.inventory);
-            let bs = schedule_commit(&base_cat, &bf, &previous, NOW_UNIX);
+            let bs = schedule_commit(&base_cat, &Default::default(), &bf, &previous, NOW_UNIX);
             let prev: Previous = bs.iter().map(|p| (p.key.clone(), p.clone())).collect();
-            black_box(schedule_commit(&head_cat, &hf, &prev, NOW_UNIX))
+            black_box(schedule_commit(
+                &head_cat,
+                &Default::default(),
+                &hf,
+                &prev,
+                NOW_UNIX,
+            ))
         });
         baseline = baseline.min(t);
     }
@@ -557,12 +563,18 @@ mod dump {
             let (head_cat, _) = crate::analyze(&fleet.head);
             let bf = Fleet::build(&base_cat, Some(&fleet.inventory));
             let hf = Fleet::build(&head_cat, Some(&fleet.inventory));
-            let bs = schedule_commit(&base_cat, &bf, &Previous::new(), NOW_UNIX);
+            let bs = schedule_commit(
+                &base_cat,
+                &Default::default(),
+                &bf,
+                &Previous::new(),
+                NOW_UNIX,
+            );
             let prev: Previous = bs.iter().map(|p| (p.key.clone(), p.clone())).collect();
-            let hs = schedule_commit(&head_cat, &hf, &prev, NOW_UNIX);
+            let hs = schedule_commit(&head_cat, &Default::default(), &hf, &prev, NOW_UNIX);
             // The head's schedule again from its own result: nothing changes, downscale paths.
             let prev2: Previous = hs.iter().map(|p| (p.key.clone(), p.clone())).collect();
-            let again = schedule_commit(&base_cat, &bf, &prev2, NOW_UNIX);
+            let again = schedule_commit(&base_cat, &Default::default(), &bf, &prev2, NOW_UNIX);
             let tag = format!("s{seed}-{placements}x{clusters}");
             let pretty = |v: &dyn erased::Json| v.json();
             write(format!("{tag}-schedule-base.json"), pretty(&bs));

@@ -22,6 +22,9 @@ pub struct Metrics {
     pub member_healthy: Family<Labels, Gauge>,
     /// Clusters up to date / waiting / being changed, by placement and state.
     pub rollout_clusters: Family<Labels, Gauge>,
+    /// 1 for each placement held for invalid resource selectors (`Scheduled=False`,
+    /// `InvalidResourceSelectors`), by placement; no series for the others.
+    pub invalid_resource_selectors: Family<Labels, Gauge>,
     /// Approval tags accepted.
     pub approvals_accepted: Counter,
     /// Approval tags refused, by reason (each tag object and reason counted once).
@@ -53,6 +56,7 @@ impl Default for Metrics {
         let pushes = Family::<Labels, Counter>::default();
         let member_healthy = Family::<Labels, Gauge>::default();
         let rollout_clusters = Family::<Labels, Gauge>::default();
+        let invalid_resource_selectors = Family::<Labels, Gauge>::default();
         let approvals_accepted = Counter::default();
         let approval_rejections = Family::<Labels, Counter>::default();
         let build = crate::build_info::BUILD;
@@ -129,6 +133,11 @@ impl Default for Metrics {
             "Clusters of a placement by rollout state",
             rollout_clusters.clone(),
         );
+        registry.register(
+            "placement_invalid_resource_selectors",
+            "Placements held because their resource selectors are invalid (Scheduled=False, InvalidResourceSelectors): 1 each, by placement",
+            invalid_resource_selectors.clone(),
+        );
         let git_fetch_errors = Counter::default();
         registry.register(
             "git_fetch_errors",
@@ -152,6 +161,7 @@ impl Default for Metrics {
             pushes,
             member_healthy,
             rollout_clusters,
+            invalid_resource_selectors,
             approvals_accepted,
             approval_rejections,
             update_runs,

@@ -33,6 +33,8 @@ pub(super) struct Analyzed {
     message: String,
     cat: crate::catalog::Catalog,
     diags: Vec<crate::catalog::Diagnostic>,
+    /// Its placements held for invalid resource selectors, worked out once per commit.
+    invalid: crate::snapshot::InvalidSelections,
 }
 
 /// When to look again after a step, from what it decided and how its work ended: at once when
@@ -118,12 +120,14 @@ impl<D: Deliverer> Daemon<D> {
                 tracing::warn!(commit = %files.commit, "{skipped}");
             }
             let (cat, diags) = files.analyze();
+            let invalid = crate::snapshot::invalid_selections(&cat);
             Ok(Analyzed {
                 requested,
                 commit: files.commit,
                 message: files.message,
                 cat,
                 diags,
+                invalid,
             })
         })
         .await??;
@@ -364,7 +368,8 @@ impl<D: Deliverer> Daemon<D> {
             let cat = &step_analyzed.cat;
             let started = std::time::Instant::now();
             let fleet = Fleet::build(cat, Some(&eligible));
-            let schedule = schedule_commit(cat, &fleet, &previous, now as i64);
+            let invalid = &step_analyzed.invalid;
+            let schedule = schedule_commit(cat, invalid, &fleet, &previous, now as i64);
             let scheduled = started.elapsed();
             let input = Input {
                 cat,
@@ -618,6 +623,14 @@ impl<D: Deliverer> Daemon<D> {
         self.state.serving = Some(commit.clone());
         for s in &decision.steps {
             let placement = s.placement.to_string();
+            if s.held {
+                let note = s.note.clone().unwrap_or_default();
+                if self.logged_steps.get(&placement) != Some(&note) {
+                    tracing::warn!(placement = %s.placement, "{note}");
+                    self.logged_steps.insert(placement, note);
+                }
+                continue;
+            }
             if s.applying.is_empty() && s.removing.is_empty() {
                 self.logged_steps.remove(&placement);
                 continue;
@@ -699,8 +712,15 @@ impl<D: Deliverer> Daemon<D> {
         let saved = saving.elapsed();
 
         self.metrics.rollout_clusters.clear();
+        self.metrics.invalid_resource_selectors.clear();
         for s in &decision.steps {
             let placement = s.placement.to_string();
+            if s.held {
+                self.metrics
+                    .invalid_resource_selectors
+                    .get_or_create(&metrics::labels(&[("placement", &placement)]))
+                    .set(1);
+            }
             for (state, n) in [
                 ("upToDate", s.up_to_date.len()),
                 ("waiting", s.waiting.len()),

@@ -29,7 +29,8 @@ waiting for its objects to become available, and no staged update run in progres
 Exit codes:
   0  the commit is served and every placement settled without a failure
   1  the commit was rejected (invalid, or unsigned with --verify-commits), held by the
-     deletion guard, or a placement settled with failed clusters or a failed update run; or
+     deletion guard, or a placement settled with failed clusters, a failed update run or
+     invalid resource selectors (Scheduled=False, InvalidResourceSelectors); or
      the daemon cannot be reached at the start (a wrong --server fails at once; once it has
      answered, a daemon that stops answering — a restart, a rolling upgrade, a new leader —
      is waited for until --timeout)
@@ -169,6 +170,14 @@ pub fn verdict(
         }
         if let Some(note) = p.note.as_deref().filter(|n| n.starts_with("cannot render")) {
             failed.push(format!("{}: {note}", p.id));
+        }
+        // Held for invalid resource selectors: served, but it does not roll out until fixed
+        // (before, such a commit was rejected and `wait` failed on it).
+        if let Some(c) = p.conditions.iter().find(|c| {
+            c.type_.ends_with(crate::schedule::kubefleet::SCHEDULED)
+                && c.reason == crate::snapshot::INVALID_RESOURCE_SELECTORS
+        }) {
+            failed.push(format!("{}: held: {}", p.id, c.message));
         }
         for (name, c) in &p.clusters {
             if let Some(e) = &c.last_error {
@@ -407,6 +416,22 @@ mod tests {
         assert_eq!(
             verdict(&d, &[], HEAD, true, &[]),
             Verdict::Failed("crp/app on a: 409 conflict".into())
+        );
+    }
+
+    /// A placement held for invalid resource selectors settles, and fails the wait.
+    #[test]
+    fn a_placement_held_for_invalid_resource_selectors_fails() {
+        let mut d = doc(json!({}));
+        d.placements[0].conditions = vec![crate::schedule::Condition::new(
+            "ClusterResourcePlacementScheduled",
+            false,
+            "InvalidResourceSelectors",
+            "The resource selectors are invalid: x",
+        )];
+        assert_eq!(
+            verdict(&d, &[], HEAD, true, &[]),
+            Verdict::Failed("crp/app: held: The resource selectors are invalid: x".into())
         );
     }
 

@@ -236,11 +236,25 @@ pub fn plan_catalogs(
 ) -> Plan {
     let base_fleet = Fleet::build(base_cat, inputs.inventory);
     let head_fleet = Fleet::build(head_cat, inputs.inventory);
-    let base_schedule = schedule_commit(base_cat, &base_fleet, inputs.previous, inputs.now_unix);
+    let base_invalid = crate::snapshot::invalid_selections(base_cat);
+    let head_invalid = crate::snapshot::invalid_selections(head_cat);
+    let base_schedule = schedule_commit(
+        base_cat,
+        &base_invalid,
+        &base_fleet,
+        inputs.previous,
+        inputs.now_unix,
+    );
     // The base's results are the head's previous ones (lent, not copied: they are large).
     let ids: Vec<PlacementKey> = base_schedule.iter().map(|p| p.key.clone()).collect();
     let mut as_previous: Previous = ids.iter().cloned().zip(base_schedule).collect();
-    let head_schedule = schedule_commit(head_cat, &head_fleet, &as_previous, inputs.now_unix);
+    let head_schedule = schedule_commit(
+        head_cat,
+        &head_invalid,
+        &head_fleet,
+        &as_previous,
+        inputs.now_unix,
+    );
     let base_schedule: Vec<PlacementSchedule> =
         ids.iter().filter_map(|id| as_previous.remove(id)).collect();
     compare(
@@ -275,12 +289,26 @@ pub fn deletion_guard(
     use crate::rollout::{step, Input, Pacing, RolloutState};
     let base_fleet = Fleet::build(base_cat, inputs.inventory);
     let head_fleet = Fleet::build(head_cat, inputs.inventory);
-    let base_schedule = schedule_commit(base_cat, &base_fleet, inputs.previous, inputs.now_unix);
+    let base_invalid = crate::snapshot::invalid_selections(base_cat);
+    let head_invalid = crate::snapshot::invalid_selections(head_cat);
+    let base_schedule = schedule_commit(
+        base_cat,
+        &base_invalid,
+        &base_fleet,
+        inputs.previous,
+        inputs.now_unix,
+    );
     let as_previous: Previous = base_schedule
         .iter()
         .map(|p| (p.key.clone(), p.clone()))
         .collect();
-    let head_schedule = schedule_commit(head_cat, &head_fleet, &as_previous, inputs.now_unix);
+    let head_schedule = schedule_commit(
+        head_cat,
+        &head_invalid,
+        &head_fleet,
+        &as_previous,
+        inputs.now_unix,
+    );
     let none = BTreeMap::new();
     let decide = |commit: &str, cat: &Catalog, fleet: &Fleet, schedule: &[PlacementSchedule]| {
         let input = Input {
@@ -571,7 +599,11 @@ fn compare_placement(
         (Some(bs), Some(hs)) => diff_maps(bs, hs),
         _ => ResourceChanges::default(),
     };
+    // A placement held at head takes no new resource snapshot: it stays at the base's, with
+    // the base's overrides.
+    let head_held = h.is_some_and(|p| p.held().is_some());
     let overrides = match (b, h) {
+        _ if head_held => ResourceChanges::default(),
         (Some(_), Some(_)) => diff_maps(
             &overrides_of(base, &sel.0, &key),
             &overrides_of(head, &sel.1, &key),
@@ -586,11 +618,15 @@ fn compare_placement(
         && resources.changed.is_empty());
     let resource_snapshot_index = Transition {
         base: base_sel.as_ref().map(|_| 0),
-        head: head_sel.as_ref().map(|hs| match &base_sel {
-            Some(bs) if resource_hash_of(bs) == resource_hash_of(hs) => 0,
-            Some(_) => 1,
-            None => 0,
-        }),
+        head: match &head_sel {
+            _ if head_held => base_sel.as_ref().map(|_| 0),
+            Some(hs) => Some(match &base_sel {
+                Some(bs) if resource_hash_of(bs) == resource_hash_of(hs) => 0,
+                Some(_) => 1,
+                None => 0,
+            }),
+            None => None,
+        },
     };
     let base_selected: BTreeSet<&String> =
         b.map(|p| p.selected.iter().collect()).unwrap_or_default();
@@ -719,7 +755,9 @@ fn compare_placement(
         }
         _ => Change::Unchanged,
     };
-    let rollout = h.and_then(|h| rollout_impact(head, h, b, &kept, changed, change));
+    let rollout = h
+        .filter(|_| !head_held)
+        .and_then(|h| rollout_impact(head, h, b, &kept, changed, change));
     PlacementPlan {
         policy_snapshot_index: Transition {
             base: b.and_then(|p| p.policy_snapshot_index),
@@ -967,6 +1005,14 @@ fn compare_clusters(
     let (head_inputs, head_overrides) = render_inputs(head, &sel.1);
     let base_side = Side::new(base, &sel.0, None);
     let head_side = Side::new(head, &sel.1, Some(&base_side));
+    // Placements held at head (invalid resource selectors) keep what they placed: their
+    // objects are the base's on the head side, never lost.
+    let held: BTreeSet<&PlacementKey> = head
+        .schedule
+        .iter()
+        .filter(|p| p.held().is_some())
+        .map(|p| &p.key)
+        .collect();
     let names: BTreeSet<&str> = base
         .fleet
         .clusters
@@ -993,7 +1039,16 @@ fn compare_clusters(
         let base_rendered = base_side.render(name, base_labels, false);
         let head_rendered = head_side.render(name, head_labels, base_labels == head_labels);
         let (base_objects, _, _) = base_side.objects(&base_rendered);
-        let (head_objects, errors, failed) = head_side.objects(&head_rendered);
+        let (mut head_objects, errors, failed) = head_side.objects(&head_rendered);
+        for (id, o) in &base_objects {
+            if held.contains(o.placement) {
+                head_objects.entry(id.clone()).or_insert(Object {
+                    value: o.value,
+                    at: o.at,
+                    placement: o.placement,
+                });
+            }
+        }
         let mut objects = Vec::new();
         let ids: BTreeSet<&Rc<str>> = base_objects.keys().chain(head_objects.keys()).collect();
         for id in ids {

@@ -45,7 +45,7 @@ pub fn render_placement(
     cluster: &ClusterTarget,
 ) -> Option<Result<Vec<Manifest>, RenderError>> {
     let entry = cat.placement(&key.name, key.namespace.as_deref())?;
-    // A commit with selection errors is never rendered (it fails validation); be safe anyway.
+    // A placement whose selection fails is held (its schedule says so), never rendered.
     let resources = crate::snapshot::select(cat, &entry.spec).ok()?;
     let values: Vec<Arc<Value>> = resources.into_iter().map(|r| r.value).collect();
     let placement = PlacementRef {
@@ -314,7 +314,8 @@ impl<'a> CommitRenderer<'a> {
                     return Some(Source::Fixed(Rc::new(Ok(ocm_workloads(self.cat, key)))));
                 }
                 let entry = self.cat.placement(&key.name, key.namespace.as_deref())?;
-                // A commit with selection errors is never rendered (it fails validation).
+                // A placement whose selection fails is held: nothing of it is rendered (the
+                // rollout leaves what it placed; `plan` keeps the base's objects).
                 let resources = (self.select)(entry)?;
                 let placement = PlacementRef {
                     name: &key.name,

@@ -117,6 +117,10 @@ pub fn fate_in<'a>(step: Option<&'a StepSummary>, cluster: &str) -> Fate<'a> {
     let Some(s) = step else {
         return Fate::Untouched;
     };
+    if s.held {
+        // Invalid resource selectors: what it placed stays as it is.
+        return Fate::Untouched;
+    }
     if let Some(objects) = s.objects.get(cluster) {
         return Fate::Keeps(objects);
     }

@@ -7,6 +7,12 @@
 //! placement, [`super::rolling`]). Everything else — what a cluster should run, the manifests,
 //! the apply strategy, the `gitfleet.io/resource-snapshot` stamp, removals — is decided here
 //! once for both, so an `apply` followed by a `run` of the same commit finds nothing to change.
+//!
+//! A placement the schedule holds for invalid resource selectors ([`PlacementSchedule::held`])
+//! gets no work at all, as KubeFleet's placement controller takes no snapshot of it and leaves
+//! its works alone: nothing applied, pruned or swept, no new snapshot, its staged runs not
+//! advanced. Unlike KubeFleet, whose rollout would still roll the old resource snapshot to
+//! clusters newly bound meanwhile, its clusters stay exactly as they were.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
@@ -174,6 +180,9 @@ pub struct StepSummary {
     /// same number had the same inputs (spec, selection, schedule, state) and outcome, so what
     /// is derived from them alone (the status) can be kept rather than derived again.
     pub settled: Option<u64>,
+    /// Held for invalid resource selectors ([`PlacementSchedule::held`]): nothing of it is
+    /// applied, pruned or swept, and the deletion guard counts none of its objects as deleted.
+    pub held: bool,
 }
 
 impl StepSummary {
@@ -196,6 +205,7 @@ impl StepSummary {
             selected_resources: vec![],
             objects: BTreeMap::new(),
             settled: None,
+            held: false,
         }
     }
 
@@ -525,6 +535,17 @@ pub fn step_memoized(
         };
         let spec = &entry.spec.spec;
         let pace = Pace::of(pacing, spec);
+        if let Some(message) = ps.held() {
+            // Invalid resource selectors: KubeFleet's placement controller takes no snapshot
+            // and its works stay, so nothing is applied, pruned or recorded here (history,
+            // cluster states and staged runs as they were). Its runs are not stepped.
+            runs_by_placement.remove(key);
+            memo.settled.remove(key);
+            decision
+                .steps
+                .push(held_step(key, pace.name(), ps, prev, message));
+            continue;
+        }
         // The same commit: only the schedule and the state can have changed since.
         let settled_now = matches!(pace, Pace::Rolling { .. })
             .then(|| memo.settled.get(key))
@@ -976,6 +997,35 @@ fn render_at(
     ))
 }
 
+/// The step of a placement held for invalid resource selectors ([`PlacementSchedule::held`]):
+/// no work, and each bound cluster "wants" what it runs, so its conditions stay what the
+/// member reports.
+fn held_step(
+    key: &PlacementKey,
+    strategy: &str,
+    ps: &PlacementSchedule,
+    prev: &PlacementState,
+    message: &str,
+) -> StepSummary {
+    let mut step = StepSummary::new(key.clone(), strategy);
+    step.held = true;
+    step.target = ps
+        .bindings
+        .iter()
+        .filter(|b| b.state != BindingState::Unscheduled)
+        .count();
+    for cluster in &ps.selected {
+        if let Some(revision) = prev.clusters.get(cluster).and_then(|c| c.revision.clone()) {
+            step.desired.insert(cluster.clone(), revision);
+            step.up_to_date.push(cluster.clone());
+        }
+    }
+    step.note = Some(format!(
+        "held: {message}; what it placed stays as it is until its selectors are fixed"
+    ));
+    step
+}
+
 fn note_render_errors(step: &mut StepSummary) {
     if !step.render_errors.is_empty() {
         let lines: Vec<String> = step
@@ -989,7 +1039,7 @@ fn note_render_errors(step: &mut StepSummary) {
 
 /// Immediate pacing: every member of the fleet, and every cluster given work, is swept of what
 /// it no longer receives — except the placements that cannot be rendered for it (unknown, not
-/// gone) and, when the step is limited to some placements, the others. A member that cannot be
+/// gone), the placements held for invalid resource selectors (kept as they are) and, when the step is limited to some placements, the others. A member that cannot be
 /// reached is not touched at all.
 fn sweep(input: &Input, decision: &mut Decision) {
     let mut clusters: BTreeSet<&str> = input
@@ -1008,7 +1058,7 @@ fn sweep(input: &Input, decision: &mut Decision) {
         let unrenderable: BTreeSet<PlacementKey> = decision
             .steps
             .iter()
-            .filter(|s| s.render_errors.contains_key(cluster))
+            .filter(|s| s.held || s.render_errors.contains_key(cluster))
             .map(|s| s.placement.clone())
             .collect();
         let prune = match input.only {
@@ -1196,7 +1246,13 @@ mod tests {
         health: BindingHealth,
     ) -> (Vec<String>, Vec<String>) {
         let fleet = Fleet::build(cat, None);
-        let mut schedule = crate::schedule::schedule_commit(cat, &fleet, previous, 0);
+        let mut schedule = crate::schedule::schedule_commit(
+            cat,
+            &crate::snapshot::invalid_selections(cat),
+            &fleet,
+            previous,
+            0,
+        );
         let d = decide(cat, sha, &schedule, &fleet, state, Pacing::Rolling);
         let applied: Vec<String> = d
             .work
@@ -1220,6 +1276,127 @@ mod tests {
         (applied, removed)
     }
 
+    /// A placement whose selectors become invalid (a reserved namespace) is held as KubeFleet
+    /// holds it (pkg/controllers/placement/controller.go handleUpdate: no new snapshot, works
+    /// left as they are): its schedule is the previous one, no work of it at either pace (no
+    /// apply, no removal, not swept), no new history, the deletion guard counts nothing of it,
+    /// its status says Scheduled=False InvalidResourceSelectors while its clusters keep their
+    /// conditions; the other placement rolls on. Fixed, it is scheduled and stepped again.
+    #[test]
+    fn a_placement_with_invalid_selectors_is_held_while_the_others_roll() {
+        use crate::model::PlacementKind;
+        let other = |name: &str| {
+            format!(
+                "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: other}}\n---\n\
+                 apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+                 metadata: {{name: other}}\nspec:\n\
+                 \x20 resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: {name}}}]\n"
+            )
+        };
+        let key = PlacementKey::new(PlacementKind::ClusterResourcePlacement, None, "other");
+        let v1 = commit("1", &other("other"));
+        let (mut state, mut previous) = (RolloutState::default(), Default::default());
+        for _ in 0..10 {
+            roll(
+                &v1,
+                "c1",
+                &mut state,
+                &mut previous,
+                BindingHealth::Available,
+            );
+        }
+        let before = state.placements[&key].clone();
+        let scheduled_before = previous[&key].clone();
+        assert_eq!(before.clusters.len(), MEMBERS.len());
+
+        let v2 = commit("2", &other("kube-system"));
+        let fleet = Fleet::build(&v2, None);
+        let invalid = crate::snapshot::invalid_selections(&v2);
+        let schedule = crate::schedule::schedule_commit(&v2, &invalid, &fleet, &previous, 0);
+        let held = schedule.iter().find(|p| p.key == key).unwrap();
+        assert_eq!(held.held(), Some(invalid[&key].message.as_str()));
+        assert_eq!(
+            PlacementSchedule {
+                conditions: scheduled_before.conditions.clone(),
+                ..held.clone()
+            },
+            scheduled_before
+        );
+        for pacing in [Pacing::Rolling, Pacing::Immediate] {
+            let d = decide(&v2, "c2", &schedule, &fleet, &state, pacing);
+            assert!(d.work.iter().all(|w| w.placement != key), "{pacing:?}");
+            assert!(
+                d.work.iter().any(|w| w.placement.name == "app"),
+                "{pacing:?}"
+            );
+            assert!(!d.ledger.histories.contains_key(&key));
+            for sweep in &d.sweeps {
+                assert!(matches!(&sweep.prune, Prune::AllExcept(keep) if keep.contains(&key)));
+            }
+            let step = d.steps.iter().find(|s| s.placement == key).unwrap();
+            assert!(step.held);
+            assert!(step.note.as_deref().unwrap().contains(held.held().unwrap()));
+            for m in MEMBERS {
+                assert_eq!(
+                    super::super::guard::fate_in(Some(step), m),
+                    super::super::guard::Fate::Untouched
+                );
+            }
+            let (placement, clusters) =
+                super::super::conditions::of_step(step, Some(held), Some(&before));
+            assert_eq!(
+                (
+                    placement[0].type_.as_str(),
+                    placement[0].status.as_str(),
+                    placement[0].reason.as_str()
+                ),
+                (
+                    "ClusterResourcePlacementScheduled",
+                    "False",
+                    "InvalidResourceSelectors"
+                )
+            );
+            assert_eq!(clusters.len(), MEMBERS.len());
+            for c in &clusters {
+                assert!(
+                    c.conditions.iter().all(|x| x.status == "True"),
+                    "{:?}",
+                    c.conditions
+                );
+            }
+        }
+        for _ in 0..10 {
+            roll(
+                &v2,
+                "c2",
+                &mut state,
+                &mut previous,
+                BindingHealth::Available,
+            );
+        }
+        assert_eq!(state.placements[&key], before);
+        assert_eq!(previous[&key].bindings, scheduled_before.bindings);
+
+        // Fixed (and changed): scheduled and rolled out again.
+        let v3 = commit(
+            "2",
+            &other("other").replace("name: other}\n---", "name: other, labels: {v: '3'}}\n---"),
+        );
+        let fleet = Fleet::build(&v3, None);
+        let invalid = crate::snapshot::invalid_selections(&v3);
+        assert!(invalid.is_empty());
+        let schedule = crate::schedule::schedule_commit(&v3, &invalid, &fleet, &previous, 0);
+        assert!(schedule.iter().all(|p| p.held().is_none()));
+        let (applied, _) = roll(
+            &v3,
+            "c3",
+            &mut state,
+            &mut previous,
+            BindingHealth::Available,
+        );
+        assert!(!applied.is_empty());
+    }
+
     /// Overrides that select some clusters change only those clusters' manifests and revision
     /// fingerprints, and only those count as overridden (the Overridden condition's reason).
     #[test]
@@ -1233,7 +1410,13 @@ mod tests {
                    \x20     jsonPatchOverrides: [{op: add, path: /metadata/labels, value: {marked: 'yes'}}]\n";
         let cat = commit("1", cro);
         let fleet = Fleet::build(&cat, None);
-        let schedule = crate::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+        let schedule = crate::schedule::schedule_commit(
+            &cat,
+            &crate::snapshot::invalid_selections(&cat),
+            &fleet,
+            &Default::default(),
+            0,
+        );
         // maxUnavailable 1, maxSurge 1: the first step only; render every cluster through it.
         let d = decide(
             &cat,
@@ -1312,7 +1495,13 @@ mod tests {
                     );
                 }
                 let fleet = Fleet::build(cat, None);
-                let mut schedule = crate::schedule::schedule_commit(cat, &fleet, &previous, 0);
+                let mut schedule = crate::schedule::schedule_commit(
+                    cat,
+                    &crate::snapshot::invalid_selections(cat),
+                    &fleet,
+                    &previous,
+                    0,
+                );
                 let input = Input {
                     cat,
                     commit: sha,
@@ -1514,7 +1703,13 @@ mod tests {
         let mut cat = commit("1", "");
         cat.placements[0].spec.spec.strategy.type_ = Some(RolloutStrategyType::External);
         let fleet = Fleet::build(&cat, None);
-        let schedule = crate::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+        let schedule = crate::schedule::schedule_commit(
+            &cat,
+            &crate::snapshot::invalid_selections(&cat),
+            &fleet,
+            &Default::default(),
+            0,
+        );
         assert_eq!(schedule[0].selected, MEMBERS);
         let d = decide(
             &cat,
@@ -1559,7 +1754,13 @@ mod tests {
         let (state, mut previous) = settled_on_v1();
         let v2 = commit("2", "");
         let fleet = Fleet::build(&v2, None);
-        let schedule = crate::schedule::schedule_commit(&v2, &fleet, &previous, 0);
+        let schedule = crate::schedule::schedule_commit(
+            &v2,
+            &crate::snapshot::invalid_selections(&v2),
+            &fleet,
+            &previous,
+            0,
+        );
         let rolling = decide(&v2, "c2", &schedule, &fleet, &state, Pacing::Rolling);
         let now = decide(&v2, "c2", &schedule, &fleet, &state, Pacing::Immediate);
         let (rolled, immediate) = (applied(&rolling), applied(&now));
@@ -1574,7 +1775,13 @@ mod tests {
         assert!(now.steps[0].waiting.is_empty());
         // A fresh schedule (what `apply` has, with no bindings kept) steps the same way.
         previous.clear();
-        let fresh = crate::schedule::schedule_commit(&v2, &fleet, &previous, 0);
+        let fresh = crate::schedule::schedule_commit(
+            &v2,
+            &crate::snapshot::invalid_selections(&v2),
+            &fleet,
+            &previous,
+            0,
+        );
         let from_nothing = decide(
             &v2,
             "c2",
@@ -1598,7 +1805,13 @@ mod tests {
         let mut cat = commit("1", "");
         cat.placements[0].spec.spec.strategy.type_ = Some(RolloutStrategyType::External);
         let fleet = Fleet::build(&cat, None);
-        let schedule = crate::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+        let schedule = crate::schedule::schedule_commit(
+            &cat,
+            &crate::snapshot::invalid_selections(&cat),
+            &fleet,
+            &Default::default(),
+            0,
+        );
         let state = RolloutState::default();
         let now = decide(&cat, "c1", &schedule, &fleet, &state, Pacing::Immediate);
         assert_eq!(applied(&now).len(), MEMBERS.len());
@@ -1622,7 +1835,13 @@ mod tests {
                       \x20     jsonPatchOverrides: [{op: replace, path: /spec/missing, value: 1}]\n";
         let cat = commit("1", broken);
         let fleet = Fleet::build(&cat, None);
-        let schedule = crate::schedule::schedule_commit(&cat, &fleet, &Default::default(), 0);
+        let schedule = crate::schedule::schedule_commit(
+            &cat,
+            &crate::snapshot::invalid_selections(&cat),
+            &fleet,
+            &Default::default(),
+            0,
+        );
         let unreachable: BTreeMap<String, String> = [("m4".to_string(), "down".to_string())].into();
         let app: PlacementKey = "crp/app".parse().unwrap();
         let step_with = |only: Option<&BTreeSet<PlacementKey>>| {

@@ -214,6 +214,22 @@ pub struct PlacementSchedule {
     pub decision_groups: Vec<DecisionGroup>,
 }
 
+impl PlacementSchedule {
+    /// The message of a placement held for invalid resource selectors (its `Scheduled`
+    /// condition is False with reason `InvalidResourceSelectors`): it keeps its previous
+    /// decisions and bindings, and the rollout leaves what it placed as it is. `None` for a
+    /// placement scheduled normally.
+    pub fn held(&self) -> Option<&str> {
+        self.conditions
+            .iter()
+            .find(|c| {
+                c.type_ == kubefleet::SCHEDULED
+                    && c.reason == crate::snapshot::INVALID_RESOURCE_SELECTORS
+            })
+            .map(|c| c.message.as_str())
+    }
+}
+
 /// Everything scheduled for one commit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Schedule {
@@ -227,8 +243,17 @@ pub type Previous = BTreeMap<PlacementKey, PlacementSchedule>;
 /// Schedules every placement of a commit: KubeFleet placements in catalog order, then OCM
 /// placements, then plain ManifestWorks. `previous` holds the last run's results (bindings, decisions, policy index);
 /// `now_unix` is the clock, for OCM's `tolerationSeconds`.
+///
+/// A placement in `invalid` (its resource selection fails: [`crate::snapshot::invalid_selections`])
+/// is held as KubeFleet's placement controller holds it: no new policy snapshot, so its previous
+/// schedule stays as it was (policy snapshot, bindings, decisions, selected clusters), and its
+/// condition is `Scheduled=False`, reason `InvalidResourceSelectors`, with KubeFleet's message;
+/// one new in this commit selects nothing. KubeFleet's scheduler would still reschedule the old
+/// policy snapshot when the inventory changes meanwhile; gitfleet keeps the decisions as they
+/// were until the selectors are fixed.
 pub fn schedule_commit(
     cat: &crate::catalog::Catalog,
+    invalid: &crate::snapshot::InvalidSelections,
     fleet: &Fleet,
     previous: &Previous,
     now_unix: i64,
@@ -242,9 +267,13 @@ pub fn schedule_commit(
             namespace: cat.objects[entry.index].namespace.clone(),
             name: placement.metadata.name.clone(),
         };
+        let prev = previous.get(&key);
+        if let Some(invalid) = invalid.get(&key) {
+            out.push(held(key, prev, &invalid.message));
+            continue;
+        }
         let policy = placement.spec.policy_or_default();
         let hash = crate::snapshot::policy_hash(&policy);
-        let prev = previous.get(&key);
         let index =
             match prev.and_then(|p| Some((p.policy_snapshot_index?, p.policy_hash.as_deref()?))) {
                 Some((i, h)) if h == hash => i,
@@ -267,6 +296,33 @@ pub fn schedule_commit(
     out
 }
 
+/// A held placement's schedule: the previous one unchanged but for its condition, or nothing
+/// selected when it has none.
+fn held(key: PlacementKey, prev: Option<&PlacementSchedule>, message: &str) -> PlacementSchedule {
+    let condition = Condition::new(
+        kubefleet::SCHEDULED,
+        false,
+        crate::snapshot::INVALID_RESOURCE_SELECTORS,
+        message,
+    );
+    match prev {
+        Some(p) => PlacementSchedule {
+            conditions: vec![condition],
+            ..p.clone()
+        },
+        None => PlacementSchedule {
+            key,
+            policy_snapshot_index: None,
+            policy_hash: None,
+            selected: vec![],
+            decisions: vec![],
+            conditions: vec![condition],
+            bindings: vec![],
+            decision_groups: vec![],
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +336,66 @@ mod tests {
             score: None,
             reason,
         }
+    }
+
+    fn commit(namespace: &str) -> crate::catalog::Catalog {
+        let mut yaml = format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: app}}\n---\n\
+             apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+             metadata: {{name: p}}\nspec:\n\
+             \x20 resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: {namespace}}}]\n\
+             \x20 policy: {{placementType: PickN, numberOfClusters: 1}}\n"
+        );
+        for m in ["m1", "m2"] {
+            yaml.push_str(&format!(
+                "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+                 metadata: {{name: {m}}}\nspec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n"
+            ));
+        }
+        let (cat, diags) = crate::analyze(&[crate::catalog::SourceFile {
+            path: "fleet.yaml".into(),
+            content: yaml.into_bytes(),
+        }]);
+        assert!(diags.is_empty(), "{diags:#?}");
+        cat
+    }
+
+    fn run(cat: &crate::catalog::Catalog, previous: &Previous) -> PlacementSchedule {
+        let invalid = crate::snapshot::invalid_selections(cat);
+        let fleet = Fleet::build(cat, None);
+        schedule_commit(cat, &invalid, &fleet, previous, 0).remove(0)
+    }
+
+    /// A placement whose selectors are invalid keeps its previous schedule (no new policy
+    /// snapshot: KubeFleet's handleUpdate returns before taking one) with KubeFleet's condition;
+    /// new, it selects nothing.
+    #[test]
+    fn a_placement_with_invalid_selectors_keeps_its_previous_schedule() {
+        let good = run(&commit("app"), &Previous::new());
+        assert_eq!(good.selected.len(), 1);
+        assert_eq!(good.held(), None);
+        let previous: Previous = [(good.key.clone(), good.clone())].into();
+        let bad = commit("kube-system");
+        let held = run(&bad, &previous);
+        let want = Condition::new(
+            "Scheduled",
+            false,
+            "InvalidResourceSelectors",
+            "The resource selectors are invalid: failed to process the request due to a client error: spec.resourceSelectors[0].name: namespace \"kube-system\" is reserved (fleet-* and kube-* namespaces are never propagated)",
+        );
+        assert_eq!(held.conditions, vec![want.clone()]);
+        assert_eq!(held.held(), Some(want.message.as_str()));
+        assert_eq!(
+            PlacementSchedule {
+                conditions: good.conditions.clone(),
+                ..held
+            },
+            good
+        );
+        let new = run(&bad, &Previous::new());
+        assert_eq!(new.conditions, vec![want]);
+        assert!(new.selected.is_empty() && new.bindings.is_empty() && new.decisions.is_empty());
+        assert_eq!(new.policy_snapshot_index, None);
     }
 
     /// A picked reason is worded when shown, and reads back as the same decision.

@@ -15,8 +15,10 @@ pub use select::{
 
 use crate::catalog::{Catalog, Diagnostic};
 use crate::model::placement::{Placement, PlacementPolicy};
+use crate::model::PlacementKey;
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// What one commit says about one placement, before indices are assigned.
 #[derive(Debug, Clone, Serialize)]
@@ -68,17 +70,65 @@ pub fn take(
     })
 }
 
-/// Selection errors of every placement of the commit, as diagnostics at the placement.
-pub fn selection_diagnostics(cat: &Catalog) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
+/// KubeFleet's reason on the `Scheduled` condition of a placement whose resource selectors are
+/// invalid.
+pub const INVALID_RESOURCE_SELECTORS: &str = "InvalidResourceSelectors";
+
+/// A placement whose resource selection fails with a user error. KubeFleet's hub admits such a
+/// placement; its placement controller meets the error while selecting, sets only the
+/// `Scheduled` condition to False (reason [`INVALID_RESOURCE_SELECTORS`]) and returns before it
+/// takes any policy or resource snapshot, so the placement's existing snapshots, bindings and
+/// works stay as they were and every other placement proceeds (kubefleet-dev/kubefleet
+/// pkg/controllers/placement/controller.go `handleUpdate`: "validate the resource selectors
+/// first before creating any snapshot"). gitfleet holds such a placement likewise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidSelection {
+    /// Each error at the selector or field it is about, with the placement's file and document.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The condition message, as KubeFleet words it.
+    pub message: String,
+}
+
+/// The commit's placements whose selection fails, by placement key.
+pub type InvalidSelections = BTreeMap<PlacementKey, InvalidSelection>;
+
+/// Every placement of the commit whose resource selection fails, with KubeFleet's message: one
+/// definition of which placements are held, for the daemon, `apply`, `plan`, `schedule`,
+/// `render`, `validate` and status.
+pub fn invalid_selections(cat: &Catalog) -> InvalidSelections {
+    let mut out = InvalidSelections::new();
     for p in &cat.placements {
-        if let Err(problems) = select(cat, &p.spec) {
-            out.extend(
-                problems
-                    .into_iter()
-                    .map(|e| cat.diagnostic(p.index, &e.field, e.message)),
-            );
-        }
+        let Err(problems) = select(cat, &p.spec) else {
+            continue;
+        };
+        let key = PlacementKey {
+            kind: p.spec.kind,
+            namespace: cat.objects[p.index].namespace.clone(),
+            name: p.spec.metadata.name.clone(),
+        };
+        let details: Vec<String> = problems
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect();
+        // KubeFleet: `fmt.Sprintf("The resource selectors are invalid: %v", err)` of an error
+        // made by `controller.NewUserError` ("%w: %v" of ErrUserError, "failed to process the
+        // request due to a client error", and the cause). It stops at its first error; gitfleet
+        // lists them all.
+        let message = format!(
+            "The resource selectors are invalid: failed to process the request due to a client error: {}",
+            details.join("; ")
+        );
+        let diagnostics = problems
+            .into_iter()
+            .map(|e| cat.diagnostic(p.index, &e.field, e.message))
+            .collect();
+        out.insert(
+            key,
+            InvalidSelection {
+                diagnostics,
+                message,
+            },
+        );
     }
     out
 }

@@ -1,6 +1,27 @@
 //! Resource selection for one placement, as KubeFleet's `SelectResourcesForPlacement` does
 //! (kubefleet.md §1.3): selectors, selection scopes, skipped and disabled objects, reserved
 //! namespaces, duplicates, sanitisation and the deterministic order.
+//!
+//! Every error here is met at schedule time, not at admission: KubeFleet's hub admits the
+//! placement, and its placement controller reports the error on it (`Scheduled=False`,
+//! `InvalidResourceSelectors`) and takes no snapshot (pkg/controllers/placement/controller.go
+//! `handleUpdate`), so gitfleet holds that placement and serves the rest of the commit
+//! ([`super::invalid_selections`]). The user errors of kubefleet-dev/kubefleet
+//! pkg/utils/controller/resource_selector_resolver.go, each a `NewUserError`:
+//! - a kind the hub does not know (`fetchResources`: "failed to get GVR of the selector");
+//! - a namespaced kind in a CRP, a cluster-scoped kind in an RP (`fetchResources`), a Namespace
+//!   in an RP (`gatherSelectedResource`);
+//! - a reserved namespace taken with its contents, named or by label
+//!   (`fetchAllResourcesInOneNamespace`: "namespace %s is not allowed to propagate");
+//! - `NamespaceWithResourceSelectors` with no namespace selected (`gatherSelectedResource`);
+//! - a resource selected twice (`gatherSelectedResource`: "found duplicate resource").
+//!
+//! Where gitfleet is stricter than that code (left as it was): a disabled kind is an error here,
+//! where KubeFleet skips the selector (`IsResourceDisabled`); and a reserved namespace named with
+//! `NamespaceOnly` is an error here, and one a `NamespaceOnly` label selector matches is
+//! skipped, where KubeFleet's generic fetch (`fetchResources`, `ShouldPropagateObj`) has no
+//! reserved-namespace check and would select the namespace object (its API doc says reserved
+//! namespaces are never selected: spec/kubefleet.md §1.3 [doc≠code]).
 
 use super::sanitize::sanitize_shared;
 use crate::catalog::Catalog;

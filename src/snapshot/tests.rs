@@ -136,23 +136,40 @@ fn label_selected_namespaces_skip_reserved_ones() {
 
 /// KubeFleet fails the selection when a label selector with the default scope matches a
 /// reserved namespace (resource_selector_resolver.go fetchAllResourcesInOneNamespace: "namespace
-/// %s is not allowed to propagate"), as when it is named.
+/// %s is not allowed to propagate"), as when it is named. Its hub admits the placement all the
+/// same (the error is reported on it), so the commit is valid: the placement is held, with the
+/// error at its selector and KubeFleet's condition message.
 #[test]
-fn label_selected_reserved_namespaces_with_their_resources_are_an_error() {
+fn label_selected_reserved_namespaces_with_their_resources_hold_the_placement() {
     let p = crp(
         "p",
         "  - group: ''\n    version: v1\n    kind: Namespace\n    labelSelector: {matchLabels: {team: a}}\n",
     );
-    let files = [("app.yaml", APP), ("p.yaml", p.as_str())].map(|(p, c)| SourceFile {
-        path: p.to_string(),
-        content: c.as_bytes().to_vec(),
-    });
-    let (_, diags) = crate::analyze(&files);
-    let got: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    let cat = commit(&[("app.yaml", APP), ("p.yaml", &p)]);
+    let invalid = invalid_selections(&cat);
+    let keys: Vec<String> = invalid.keys().map(|k| k.to_string()).collect();
+    assert_eq!(keys, vec!["crp/p"]);
+    let held = &invalid.values().next().unwrap();
+    let got: Vec<String> = held.diagnostics.iter().map(|d| d.to_string()).collect();
     assert_eq!(
         got,
         vec!["p.yaml:9: ClusterResourcePlacement/p: spec.resourceSelectors[0].labelSelector: selects namespace \"kube-extra\", which is reserved (fleet-* and kube-* namespaces are never propagated)"]
     );
+    assert_eq!(
+        held.message,
+        "The resource selectors are invalid: failed to process the request due to a client error: spec.resourceSelectors[0].labelSelector: selects namespace \"kube-extra\", which is reserved (fleet-* and kube-* namespaces are never propagated)"
+    );
+}
+
+/// A commit whose placements all select cleanly holds none.
+#[test]
+fn valid_selections_hold_nothing() {
+    let p = crp(
+        "p",
+        "  - {group: '', version: v1, kind: Namespace, name: app}\n",
+    );
+    let cat = commit(&[("app.yaml", APP), ("p.yaml", &p)]);
+    assert!(invalid_selections(&cat).is_empty());
 }
 
 #[test]

@@ -130,7 +130,13 @@ impl World {
         health: Option<BindingHealth>,
     ) -> Stepped {
         let fleet = Fleet::build(cat, None);
-        let mut schedule = schedule_commit(cat, &fleet, &self.previous, now as i64);
+        let mut schedule = schedule_commit(
+            cat,
+            &crate::snapshot::invalid_selections(cat),
+            &fleet,
+            &self.previous,
+            now as i64,
+        );
         let input = Input {
             cat,
             commit: sha,
