@@ -90,7 +90,7 @@ fn measure(placements: usize, clusters: usize) {
             bindings += 1;
             p.clusters.insert(cluster.clone(), settled(&id, bindings));
         }
-        state.placements.insert(s.key.clone(), p);
+        state.placements.insert(s.key.clone(), p.into());
     }
 
     let api = MemoryObjects::default();
@@ -109,7 +109,7 @@ fn measure(placements: usize, clusters: usize) {
 
     // A rolling step: one placement's next cluster gets a new revision.
     let one = state.placements.keys().next().cloned().unwrap();
-    let p = state.placements.get_mut(&one).unwrap();
+    let p = std::sync::Arc::make_mut(state.placements.get_mut(&one).unwrap());
     if let Some(c) = p.clusters.values_mut().next() {
         c.revision = Some(Revision {
             resource_index: 1,
@@ -122,7 +122,7 @@ fn measure(placements: usize, clusters: usize) {
 
     // A commit that moves every placement by one cluster.
     for p in state.placements.values_mut() {
-        if let Some(c) = p.clusters.values_mut().next() {
+        if let Some(c) = std::sync::Arc::make_mut(p).clusters.values_mut().next() {
             c.revision = Some(Revision {
                 resource_index: 2,
                 rendered: "next".into(),

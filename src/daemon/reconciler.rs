@@ -431,7 +431,7 @@ impl<D: Deliverer> Daemon<D> {
                     tracing::warn!(member = %member, record = %key, "a record names no placement gitfleet knows; left alone");
                     continue;
                 };
-                let ps = self.state.placements.entry(placement.clone()).or_default();
+                let ps = Arc::make_mut(self.state.placements.entry(placement.clone()).or_default());
                 ps.abandon = r.abandon;
                 ps.clusters.entry(member.clone()).or_insert_with(|| {
                     clusters += 1;
@@ -815,7 +815,7 @@ impl<D: Deliverer> Daemon<D> {
                         }
                     }
                     let (key, number) = (s.placement.clone(), s.settled);
-                    let stored = self.state.placements.get(&s.placement);
+                    let stored = self.state.placements.get(&s.placement).map(|p| &**p);
                     let sched = by_key.get(&s.placement).copied();
                     let (conditions, per_cluster) = conditions::of_step(&s, sched, stored);
                     let failed = stored

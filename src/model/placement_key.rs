@@ -166,6 +166,29 @@ pub mod by_id {
     }
 }
 
+/// [`by_id`] for a map of shared values (`Arc`), each written as the value itself (serde's own
+/// `Arc` support is behind its `rc` feature, which would rebuild every dependency that uses
+/// serde).
+pub mod by_id_shared {
+    use super::{BTreeMap, PlacementKey};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::sync::Arc;
+
+    pub fn serialize<S: Serializer, V: Serialize>(
+        map: &BTreeMap<PlacementKey, Arc<V>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_map(map.iter().map(|(key, value)| (key.to_string(), &**value)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, V: Deserialize<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<PlacementKey, Arc<V>>, D::Error> {
+        let owned: BTreeMap<PlacementKey, V> = super::by_id::deserialize(d)?;
+        Ok(owned.into_iter().map(|(k, v)| (k, Arc::new(v))).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

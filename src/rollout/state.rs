@@ -4,6 +4,7 @@
 //! (`crate::state`) reads and writes them, crash-safely, in the format gitfleet 0.1.0 wrote.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -26,9 +27,11 @@ pub struct RolloutState {
     /// served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<super::guard::Held>,
-    /// By placement; in the file, by id (`crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`).
-    #[serde(default, with = "crate::model::placement_key::by_id")]
-    pub placements: BTreeMap<PlacementKey, PlacementState>,
+    /// By placement; in the file, by id (`crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`). Shared
+    /// (`Arc`) with the step memo, the status and the store's last save, and copied on write
+    /// (`Arc::make_mut`): what a reconcile did not change is neither copied nor written again.
+    #[serde(default, with = "crate::model::placement_key::by_id_shared")]
+    pub placements: BTreeMap<PlacementKey, Arc<PlacementState>>,
     /// Each member's last successful probe and when it was made (unix seconds).
     #[serde(default)]
     pub members: BTreeMap<String, LastProbe>,
@@ -69,7 +72,10 @@ impl RolloutState {
             if placement_label.is_some_and(|l| l != label) {
                 continue;
             }
-            if let Some(c) = ps.clusters.get_mut(member) {
+            if !ps.clusters.contains_key(member) {
+                continue;
+            }
+            if let Some(c) = Arc::make_mut(ps).clusters.get_mut(member) {
                 c.recheck = Some(why.to_string());
                 if deleted && c.health != BindingHealth::Failed {
                     c.health = BindingHealth::Pending;
@@ -84,7 +90,7 @@ impl RolloutState {
     /// Marks every cluster of every placement for a re-apply (start-up, periodic resync).
     pub fn recheck_all(&mut self, why: &str) {
         for ps in self.placements.values_mut() {
-            for c in ps.clusters.values_mut() {
+            for c in Arc::make_mut(ps).clusters.values_mut() {
                 c.recheck = Some(why.to_string());
             }
         }
@@ -253,7 +259,7 @@ mod tests {
     fn a_change_on_a_member_marks_only_that_placements_cluster_and_a_deletion_makes_it_pending() {
         let mut s = RolloutState::default();
         for id in ["crp/app", "crp/other"] {
-            let ps = s.placements.entry(id.parse().unwrap()).or_default();
+            let ps = Arc::make_mut(s.placements.entry(id.parse().unwrap()).or_default());
             ps.clusters
                 .insert("m1".into(), cluster(BindingHealth::Available));
             ps.clusters

@@ -322,8 +322,14 @@ struct Settled {
     placement: crate::model::placement::Placement,
     resource_snapshot: String,
     schedule: PlacementSchedule,
-    state: PlacementState,
+    /// Shared with the rollout state it was taken from (not a copy of every cluster's state).
+    state: Arc<PlacementState>,
     summary: StepSummary,
+}
+
+/// The same placement state: the same shared value (unchanged since), or an equal one.
+fn same_state(a: &Arc<PlacementState>, b: &Arc<PlacementState>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
 }
 
 /// A settled placement's step taken again: the same summary, and the history and abandon
@@ -404,7 +410,7 @@ pub fn step_memoized(
 
     // Borrowed, not cloned: most placements are settled and reused, and a copy of every
     // placement's state (every cluster's objects) at every step was the bulk of a step's time.
-    let no_state = PlacementState::default();
+    let no_state = Arc::new(PlacementState::default());
     for (i, ps) in schedule.iter().enumerate() {
         let key = &ps.key;
         if !in_scope(key) {
@@ -550,7 +556,7 @@ pub fn step_memoized(
         let settled_now = matches!(pace, Pace::Rolling { .. })
             .then(|| memo.settled.get(key))
             .flatten()
-            .filter(|m| same_commit && m.schedule == *ps && m.state == *prev);
+            .filter(|m| same_commit && m.schedule == *ps && same_state(&m.state, prev));
         if let Some(m) = settled_now {
             reuse(&mut decision, key, prev, m);
             memo.reused += 1;
@@ -584,7 +590,7 @@ pub fn step_memoized(
                 m.resource_snapshot == resource_snapshot
                     && m.placement == entry.spec
                     && m.schedule == *ps
-                    && m.state == *prev
+                    && same_state(&m.state, prev)
             });
             if let Some(m) = same {
                 reuse(&mut decision, key, prev, m);
@@ -1083,11 +1089,18 @@ pub fn absorb(
     commit: &str,
     now: u64,
 ) {
+    // Written only where they change: a placement's state is shared, and copied on write.
     for (key, history) in ledger.histories {
-        state.placements.entry(key).or_default().resources = history;
+        let ps = state.placements.entry(key).or_default();
+        if ps.resources != history {
+            Arc::make_mut(ps).resources = history;
+        }
     }
     for (key, abandon) in ledger.abandon {
-        state.placements.entry(key).or_default().abandon = abandon;
+        let ps = state.placements.entry(key).or_default();
+        if ps.abandon != abandon {
+            Arc::make_mut(ps).abandon = abandon;
+        }
     }
     for (key, run) in ledger.runs {
         match run {
@@ -1101,7 +1114,8 @@ pub fn absorb(
     }
     for (work, outcome) in results {
         let key = &work.placement;
-        let ps: &mut PlacementState = state.placements.entry(key.clone()).or_default();
+        let ps: &mut PlacementState =
+            Arc::make_mut(state.placements.entry(key.clone()).or_default());
         match (work.action, outcome) {
             (
                 Action::Apply {

@@ -368,9 +368,7 @@ mod tests {
             serving: Some("abc".into()),
             ..RolloutState::default()
         };
-        s.placements
-            .entry("crp/app".parse().unwrap())
-            .or_default()
+        std::sync::Arc::make_mut(s.placements.entry("crp/app".parse().unwrap()).or_default())
             .clusters
             .insert(
                 "m1".into(),

@@ -362,7 +362,7 @@ impl<O: Objects> StateBackend for KubeStore<O> {
         for doc in cache.docs.values() {
             if let Some(p) = &doc.rollout {
                 let key = doc.id.parse().expect("checked at open");
-                state.placements.insert(key, p.clone());
+                state.placements.insert(key, std::sync::Arc::new(p.clone()));
             }
         }
         Ok(state)
@@ -406,7 +406,7 @@ impl<O: Objects> StateBackend for KubeStore<O> {
             .iter()
             .map(|(k, p)| {
                 let id = k.to_string();
-                (layout::placement_name(&self.prefix, &id), (id, p))
+                (layout::placement_name(&self.prefix, &id), (id, &**p))
             })
             .collect();
         let mut ids: BTreeMap<String, String> = rollouts
@@ -710,7 +710,6 @@ impl Objects for MemoryObjects {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rollout::PlacementState;
 
     fn state(placements: &[&str], serving: &str) -> RolloutState {
         let mut s = RolloutState {
@@ -718,8 +717,7 @@ mod tests {
             ..RolloutState::default()
         };
         for p in placements {
-            s.placements
-                .insert(p.parse().unwrap(), PlacementState::default());
+            s.placements.insert(p.parse().unwrap(), Default::default());
         }
         s
     }
@@ -738,9 +736,7 @@ mod tests {
         assert_eq!(store.writes().0 - w0, 1);
         let mut s2 = s1.clone();
         s2.placements.remove(&"crp/two".parse().unwrap());
-        s2.placements
-            .get_mut(&"crp/one".parse().unwrap())
-            .unwrap()
+        std::sync::Arc::make_mut(s2.placements.get_mut(&"crp/one".parse().unwrap()).unwrap())
             .abandon = true;
         store.save(None, &s2).unwrap();
         assert_eq!(
@@ -773,9 +769,7 @@ mod tests {
         let name = layout::placement_name("gf", "crp/one");
         api.tamper(&name);
         let mut s = state(&["crp/one"], "c3");
-        s.placements
-            .get_mut(&"crp/one".parse().unwrap())
-            .unwrap()
+        std::sync::Arc::make_mut(s.placements.get_mut(&"crp/one".parse().unwrap()).unwrap())
             .abandon = true;
         let e = new.save(None, &s).unwrap_err();
         assert!(

@@ -171,7 +171,7 @@ pub fn split(
         placements
             .entry(placement_name(prefix, &id))
             .or_insert_with(|| doc(&id))
-            .rollout = Some(p.clone());
+            .rollout = Some((**p).clone());
     }
     let head = HeadDoc {
         version: FORMAT_VERSION,
@@ -199,7 +199,7 @@ pub fn join(docs: Documents) -> Result<((Option<String>, Previous), RolloutState
             previous.insert(key.clone(), s);
         }
         if let Some(p) = doc.rollout {
-            state.placements.insert(key, p);
+            state.placements.insert(key, std::sync::Arc::new(p));
         }
     }
     Ok(((docs.head.schedule_commit, previous), state))
@@ -426,10 +426,10 @@ mod tests {
         };
         state
             .placements
-            .insert("crp/app".parse().unwrap(), PlacementState::default());
+            .insert("crp/app".parse().unwrap(), Default::default());
         state
             .placements
-            .insert("rp/ns/web".parse().unwrap(), PlacementState::default());
+            .insert("rp/ns/web".parse().unwrap(), Default::default());
         let sched = PlacementSchedule {
             key: "crp/app".parse().unwrap(),
             policy_snapshot_index: Some(1),

@@ -532,11 +532,7 @@ fn a_cluster_changed_by_another_run_aborts_this_one() {
     let cat = standard("v1", "Run");
     w.step(&cat, "c1", 0, BindingHealth::Pending);
     let app = "crp/app".parse().unwrap();
-    let m1 = w
-        .state
-        .placements
-        .get_mut(&app)
-        .unwrap()
+    let m1 = std::sync::Arc::make_mut(w.state.placements.get_mut(&app).unwrap())
         .clusters
         .get_mut("m1")
         .unwrap();
