@@ -11,12 +11,14 @@
 //! atomic rename.
 
 use super::{StateBackend, StateError, FORMAT_VERSION};
-use crate::rollout::RolloutState;
+use crate::model::PlacementKey;
+use crate::rollout::{PlacementState, RolloutState};
 use crate::schedule::{PlacementSchedule, Previous};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 const SCHEDULE_FILE: &str = "schedule.json";
 const ROLLOUT_FILE: &str = "daemon.json";
@@ -57,7 +59,12 @@ pub struct StateStore {
     /// same bytes again (the schedule between commits, most of the time) writes and syncs
     /// nothing.
     written: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<&'static str, [u8; 32]>>>,
+    /// Each placement's part of `daemon.json` as last written, with the state it was written
+    /// from: a placement whose state is still that shared value is not serialised again.
+    fragments: std::sync::Arc<std::sync::Mutex<Fragments>>,
 }
+
+type Fragments = std::collections::HashMap<PlacementKey, (Arc<PlacementState>, Vec<u8>)>;
 
 impl StateStore {
     /// Opens (and creates if needed) a state directory.
@@ -70,6 +77,7 @@ impl StateStore {
             dir: dir.to_path_buf(),
             _lock: None,
             written: Default::default(),
+            fragments: Default::default(),
         })
     }
 
@@ -194,11 +202,8 @@ impl StateStore {
     }
 
     pub fn save_rollout(&self, state: &RolloutState) -> Result<(), StateError> {
-        let file = RolloutFile {
-            version: FORMAT_VERSION,
-            state,
-        };
-        let bytes = serde_json::to_vec_pretty(&file).expect("rollout state serialises");
+        let mut fragments = self.fragments.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes = rollout_file_bytes(state, &mut fragments);
         self.write_changed(ROLLOUT_FILE, &bytes)
     }
 
@@ -254,6 +259,70 @@ impl StateBackend for StateStore {
     }
 }
 
+/// `daemon.json`'s bytes: exactly `serde_json::to_vec_pretty` of the [`RolloutFile`], built
+/// from each placement's part, which is serialised again only when its state is no longer
+/// the shared value it was last serialised from. At 1,000 placements serialising the whole
+/// state took most of every reconcile's save, though a reconcile changes few placements.
+fn rollout_file_bytes(state: &RolloutState, fragments: &mut Fragments) -> Vec<u8> {
+    // Everything but the placements (a struct literal, so that a new field is not forgotten).
+    let rest = RolloutState {
+        serving: state.serving.clone(),
+        rejected: state.rejected.clone(),
+        held: state.held.clone(),
+        placements: Default::default(),
+        members: state.members.clone(),
+        runs: state.runs.clone(),
+    };
+    let file = RolloutFile {
+        version: FORMAT_VERSION,
+        state: &rest,
+    };
+    let outline = serde_json::to_vec_pretty(&file).expect("rollout state serialises");
+    // The pretty printer's indent at the placements' values (inside the file's object and the
+    // map): each value's own lines move in by it.
+    const EMPTY: &[u8] = b"\n  \"placements\": {}";
+    const INDENT: &[u8] = b"    ";
+    fragments.retain(|key, _| state.placements.contains_key(key));
+    let mut map = Vec::new();
+    for (i, (key, ps)) in state.placements.iter().enumerate() {
+        let fresh = match fragments.get(key) {
+            Some((from, _)) => !Arc::ptr_eq(from, ps),
+            None => true,
+        };
+        if fresh {
+            let plain = serde_json::to_vec_pretty(&**ps).expect("placement state serialises");
+            let mut indented = Vec::with_capacity(plain.len() + plain.len() / 8);
+            for &b in &plain {
+                indented.push(b);
+                if b == b'\n' {
+                    indented.extend_from_slice(INDENT);
+                }
+            }
+            fragments.insert(key.clone(), (ps.clone(), indented));
+        }
+        map.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+        map.extend_from_slice(INDENT);
+        serde_json::to_writer(&mut map, &key.to_string()).expect("an id serialises");
+        map.extend_from_slice(b": ");
+        map.extend_from_slice(&fragments[key].1);
+    }
+    if state.placements.is_empty() {
+        return outline;
+    }
+    map.extend_from_slice(b"\n  }");
+    // Raw newlines only ever separate tokens (inside strings they are escaped), so the empty
+    // map at the top level is found exactly once.
+    let at = outline
+        .windows(EMPTY.len())
+        .position(|w| w == EMPTY)
+        .expect("the file has a placements map");
+    let mut out = Vec::with_capacity(outline.len() + map.len());
+    out.extend_from_slice(&outline[..at + EMPTY.len() - 1]);
+    out.extend_from_slice(&map);
+    out.extend_from_slice(&outline[at + EMPTY.len()..]);
+    out
+}
+
 /// The rollout state a daemon saved in `dir`, read without creating, locking or writing
 /// anything (for commands that look at a daemon's state while it runs: it writes by atomic
 /// rename, so a read sees one whole file). A directory without the file is an error here: it
@@ -273,6 +342,7 @@ pub fn read_rollout(dir: &Path) -> Result<RolloutState, StateError> {
         dir: dir.to_path_buf(),
         _lock: None,
         written: Default::default(),
+        fragments: Default::default(),
     }
     .load_rollout()
 }
@@ -454,6 +524,63 @@ mod tests {
             fs::read(copy.path().join(ROLLOUT_FILE)).unwrap(),
             fs::read(fixture.join(ROLLOUT_FILE)).unwrap()
         );
+    }
+
+    /// `daemon.json` built from per-placement parts is byte for byte what serialising the
+    /// whole state writes, after the first save and after one placement changed (its part
+    /// serialised again, the others reused), with ids and strings that need escaping.
+    #[test]
+    fn the_rollout_file_from_parts_is_the_whole_state_serialised() {
+        use crate::rollout::{BindingHealth, ClusterState};
+        let whole = |state: &RolloutState| {
+            serde_json::to_vec_pretty(&RolloutFile {
+                version: FORMAT_VERSION,
+                state,
+            })
+            .unwrap()
+        };
+        let cluster = |error: &str| ClusterState {
+            revision: None,
+            attempted: None,
+            commit: Some("c1".into()),
+            health: BindingHealth::Failed,
+            diffs: vec!["a\n\"b\"".into()],
+            not_available: vec![],
+            last_error: Some(error.into()),
+            recheck: None,
+            updated_at: 7,
+            objects: ["v1/ConfigMap/ns/x".to_string()].into(),
+        };
+        let mut state = RolloutState {
+            serving: Some("abc".into()),
+            ..RolloutState::default()
+        };
+        let mut fragments = Fragments::new();
+        assert_eq!(rollout_file_bytes(&state, &mut fragments), whole(&state));
+        for id in ["crp/a", "rp/ns/b\"q", "ocm/ns/c"] {
+            let mut ps = PlacementState::default();
+            ps.clusters
+                .insert("m1".into(), cluster("x\n  \"placements\": {}"));
+            ps.clusters.insert("m2".into(), cluster("y"));
+            state.placements.insert(id.parse().unwrap(), Arc::new(ps));
+        }
+        assert_eq!(rollout_file_bytes(&state, &mut fragments), whole(&state));
+        let kept = fragments.clone();
+        let b: PlacementKey = "rp/ns/b\"q".parse().unwrap();
+        Arc::make_mut(state.placements.get_mut(&b).unwrap())
+            .clusters
+            .get_mut("m2")
+            .unwrap()
+            .updated_at = 8;
+        state.placements.remove(&"ocm/ns/c".parse().unwrap());
+        assert_eq!(rollout_file_bytes(&state, &mut fragments), whole(&state));
+        let a: PlacementKey = "crp/a".parse().unwrap();
+        assert!(
+            Arc::ptr_eq(&fragments[&a].0, &kept[&a].0),
+            "unchanged: reused"
+        );
+        assert_ne!(fragments[&b].1, kept[&b].1, "changed: serialised again");
+        assert_eq!(fragments.len(), 2, "a removed placement's part is dropped");
     }
 
     #[test]
