@@ -319,9 +319,9 @@ impl<D: Deliverer> Daemon<D> {
             Some(p) => p,
             None => {
                 let store = self.store.clone();
-                let (saved_for, previous) = blocking(move || store.load_schedule()).await??;
-                self.schedule_saved_for = saved_for;
-                previous
+                // What the file holds is not what the status shows: the next save writes.
+                self.schedule_saved_for = None;
+                blocking(move || store.load_schedule()).await??.1
             }
         };
         // What the members' workers finished since the last step, before this step decides.
@@ -684,30 +684,34 @@ impl<D: Deliverer> Daemon<D> {
             now,
         );
         let saving = std::time::Instant::now();
-        // The schedule of a settled fleet is the same reconcile after reconcile: compared, not
-        // serialised and written again (which took hundreds of ms at 1,000 placements).
-        let unchanged = saved.filter(|previous| {
-            self.schedule_saved_for.as_deref() == Some(commit.as_str())
-                && previous.len() == schedule.len()
-                && schedule.iter().all(|p| previous.get(&p.key) == Some(p))
-        });
-        let schedule = match unchanged {
-            Some(previous) => {
-                self.save(None).await?;
-                self.previous = Some(previous);
+        // Most reconciles leave the schedule as it was saved (the status holds that one): it is
+        // compared, not serialised and written again (hundreds of ms at 1,000 placements).
+        let unchanged = self.schedule_saved_for.as_deref() == Some(commit.as_str())
+            && self.status.lock().unwrap().schedule == schedule;
+        let schedule = if unchanged {
+            self.save(None).await?;
+            // The previous results the step started from are this schedule when no delivery
+            // was absorbed into them; else they are rebuilt from it.
+            self.previous = Some(saved.unwrap_or_else(|| {
                 schedule
-            }
-            None => {
-                let schedule = self.save(Some((commit.clone(), schedule))).await?;
-                self.schedule_saved_for = Some(commit);
-                self.previous = Some(
-                    schedule
-                        .iter()
-                        .map(|p| (p.key.clone(), p.clone()))
-                        .collect(),
-                );
+                    .iter()
+                    .map(|p| (p.key.clone(), p.clone()))
+                    .collect()
+            }));
+            schedule
+        } else {
+            let result = self.save(Some((commit.clone(), schedule))).await;
+            // The file may hold this schedule or the one before: not known to be either.
+            self.schedule_saved_for = None;
+            let schedule = result?;
+            self.schedule_saved_for = Some(commit);
+            self.previous = Some(
                 schedule
-            }
+                    .iter()
+                    .map(|p| (p.key.clone(), p.clone()))
+                    .collect(),
+            );
+            schedule
         };
         let saved = saving.elapsed();
 

@@ -597,7 +597,16 @@ mod tests {
         // Readers are not locked out.
         StateStore::open(dir.path()).unwrap().check().unwrap();
         drop(held);
-        StateStore::lock(dir.path()).unwrap();
+        // A child another test forks at this moment holds the lock's open file until its exec
+        // closes it (close-on-exec): the lock frees when that child execs, so this waits for it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match StateStore::lock(dir.path()) {
+                Ok(_) => break,
+                Err(e) if std::time::Instant::now() > deadline => panic!("{e}"),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        }
     }
 
     #[test]
