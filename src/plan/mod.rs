@@ -225,15 +225,16 @@ pub struct Inputs<'a> {
     pub now_unix: i64,
 }
 
-/// The plan of two valid commits, as `gitfleet plan` computes it: each side's fleet and schedule
-/// (the head scheduled with the base's decisions as previous, as the daemon would), then
-/// [`compare`]. The command and the plan benchmark both go through here.
-pub fn plan_catalogs(
-    (base_commit, base_cat): (&str, &Catalog),
-    (head_commit, head_cat): (&str, &Catalog),
-    inputs: &Inputs,
-    opts: &Options,
-) -> Plan {
+/// Both sides of a plan scheduled: each side's fleet and schedule, the head scheduled with the
+/// base's decisions as previous, as the daemon would.
+struct Scheduled {
+    base_fleet: Fleet,
+    head_fleet: Fleet,
+    base_schedule: Vec<PlacementSchedule>,
+    head_schedule: Vec<PlacementSchedule>,
+}
+
+fn schedule_both(base_cat: &Catalog, head_cat: &Catalog, inputs: &Inputs) -> Scheduled {
     let base_fleet = Fleet::build(base_cat, inputs.inventory);
     let head_fleet = Fleet::build(head_cat, inputs.inventory);
     let base_invalid = crate::snapshot::invalid_selections(base_cat);
@@ -255,20 +256,37 @@ pub fn plan_catalogs(
         &as_previous,
         inputs.now_unix,
     );
-    let base_schedule: Vec<PlacementSchedule> =
-        ids.iter().filter_map(|id| as_previous.remove(id)).collect();
+    let base_schedule = ids.iter().filter_map(|id| as_previous.remove(id)).collect();
+    Scheduled {
+        base_fleet,
+        head_fleet,
+        base_schedule,
+        head_schedule,
+    }
+}
+
+/// The plan of two valid commits, as `gitfleet plan` computes it: both sides scheduled
+/// ([`schedule_both`]), then [`compare`]. The command and the plan benchmark both go through
+/// here.
+pub fn plan_catalogs(
+    (base_commit, base_cat): (&str, &Catalog),
+    (head_commit, head_cat): (&str, &Catalog),
+    inputs: &Inputs,
+    opts: &Options,
+) -> Plan {
+    let sides = schedule_both(base_cat, head_cat, inputs);
     compare(
         &World {
             commit: base_commit,
             cat: base_cat,
-            fleet: &base_fleet,
-            schedule: &base_schedule,
+            fleet: &sides.base_fleet,
+            schedule: &sides.base_schedule,
         },
         &World {
             commit: head_commit,
             cat: head_cat,
-            fleet: &head_fleet,
-            schedule: &head_schedule,
+            fleet: &sides.head_fleet,
+            schedule: &sides.head_schedule,
         },
         opts,
     )
@@ -287,28 +305,12 @@ pub fn deletion_guard(
 ) -> Option<crate::rollout::guard::Held> {
     use crate::rollout::guard::{self, Fate};
     use crate::rollout::{step, Input, Pacing, RolloutState};
-    let base_fleet = Fleet::build(base_cat, inputs.inventory);
-    let head_fleet = Fleet::build(head_cat, inputs.inventory);
-    let base_invalid = crate::snapshot::invalid_selections(base_cat);
-    let head_invalid = crate::snapshot::invalid_selections(head_cat);
-    let base_schedule = schedule_commit(
-        base_cat,
-        &base_invalid,
-        &base_fleet,
-        inputs.previous,
-        inputs.now_unix,
-    );
-    let as_previous: Previous = base_schedule
-        .iter()
-        .map(|p| (p.key.clone(), p.clone()))
-        .collect();
-    let head_schedule = schedule_commit(
-        head_cat,
-        &head_invalid,
-        &head_fleet,
-        &as_previous,
-        inputs.now_unix,
-    );
+    let Scheduled {
+        base_fleet,
+        head_fleet,
+        base_schedule,
+        head_schedule,
+    } = schedule_both(base_cat, head_cat, inputs);
     let none = BTreeMap::new();
     let decide = |commit: &str, cat: &Catalog, fleet: &Fleet, schedule: &[PlacementSchedule]| {
         let input = Input {
