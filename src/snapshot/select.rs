@@ -16,12 +16,14 @@
 //! - `NamespaceWithResourceSelectors` with no namespace selected (`gatherSelectedResource`);
 //! - a resource selected twice (`gatherSelectedResource`: "found duplicate resource").
 //!
-//! Where gitfleet is stricter than that code (left as it was): a disabled kind is an error here,
-//! where KubeFleet skips the selector (`IsResourceDisabled`); and a reserved namespace named with
-//! `NamespaceOnly` is an error here, and one a `NamespaceOnly` label selector matches is
+//! A selector of a disabled kind selects nothing, with no error, as KubeFleet skips it
+//! (`IsResourceDisabled`). Where gitfleet is stricter than that code, on purpose: a reserved
+//! namespace named with `NamespaceOnly` is an error here, and one a `NamespaceOnly` label selector matches is
 //! skipped, where KubeFleet's generic fetch (`fetchResources`, `ShouldPropagateObj`) has no
 //! reserved-namespace check and would select the namespace object (its API doc says reserved
-//! namespaces are never selected: spec/kubefleet.md §1.3 [doc≠code]).
+//! namespaces are never selected: spec/kubefleet.md §1.3 [doc≠code]). gitfleet keeps to the API
+//! doc there: a delivered `kube-*` Namespace would be pruned from every member when the placement
+//! goes, which no commit should be able to ask for.
 
 use super::sanitize::sanitize_shared;
 use crate::catalog::Catalog;
@@ -155,14 +157,9 @@ pub fn select(cat: &Catalog, placement: &Placement) -> Result<Vec<SelectedResour
     for (i, sel) in selectors.iter().enumerate() {
         let field = format!("spec.resourceSelectors[{i}]");
         let gk = Gvk::new(&sel.group, &sel.version, &sel.kind);
+        // KubeFleet skips a selector of a disabled kind, with no error (resource_selector_
+        // resolver.go gatherSelectedResource: `IsResourceDisabled` -> "Skip select resource").
         if is_disabled(&gk) {
-            errors.push(Problem::new(
-                &field,
-                format!(
-                    "resource {}/{} is disabled: gitfleet never propagates it",
-                    sel.group, sel.kind
-                ),
-            ));
             continue;
         }
         let scope = cat.scopes.scope(&sel.group, &sel.kind);

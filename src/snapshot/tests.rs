@@ -121,6 +121,20 @@ fn namespace_with_resource_selectors_resolves_other_selectors_inside_it() {
     );
 }
 
+/// A selector of a disabled kind (here MemberCluster, of the fleet's own API) selects nothing
+/// and is no error: KubeFleet skips it (resource_selector_resolver.go gatherSelectedResource,
+/// `IsResourceDisabled`); the placement's other selectors select as usual.
+#[test]
+fn a_disabled_kind_is_skipped_not_an_error() {
+    let p = crp(
+        "p",
+        "  - {group: cluster.kubernetes-fleet.io, version: v1beta1, kind: MemberCluster}\n  - {group: '', version: v1, kind: Namespace, name: app, selectionScope: NamespaceOnly}\n",
+    );
+    let cat = commit(&[("app.yaml", APP), ("p.yaml", &p)]);
+    assert!(crate::snapshot::invalid_selections(&cat).is_empty());
+    assert_eq!(selected(&cat, "p"), vec!["Namespace/app"]);
+}
+
 #[test]
 fn label_selected_namespaces_skip_reserved_ones() {
     let p = crp(
