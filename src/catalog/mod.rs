@@ -502,6 +502,15 @@ impl Catalog {
         self.scopes.scope(&gvk.group, &gvk.kind)
     }
 
+    /// The key of a KubeFleet placement of this catalog (its namespace is its object's).
+    pub fn placement_key(&self, entry: &Entry<Placement>) -> crate::model::PlacementKey {
+        crate::model::PlacementKey {
+            kind: entry.spec.kind,
+            namespace: self.objects[entry.index].namespace.clone(),
+            name: entry.spec.metadata.name.clone(),
+        }
+    }
+
     /// Finds a placement by kind-insensitive name: a CRP when `namespace` is `None`, else an RP.
     pub fn placement(&self, name: &str, namespace: Option<&str>) -> Option<&Entry<Placement>> {
         self.placements.iter().find(|p| {

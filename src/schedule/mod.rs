@@ -262,11 +262,7 @@ pub fn schedule_commit(
     let mut out = Vec::new();
     for entry in &cat.placements {
         let placement = &entry.spec;
-        let key = PlacementKey {
-            kind: placement.kind,
-            namespace: cat.objects[entry.index].namespace.clone(),
-            name: placement.metadata.name.clone(),
-        };
+        let key = cat.placement_key(entry);
         let prev = previous.get(&key);
         if let Some(invalid) = invalid.get(&key) {
             out.push(held(key, prev, &invalid.message));

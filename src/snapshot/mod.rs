@@ -101,11 +101,7 @@ pub fn invalid_selections(cat: &Catalog) -> InvalidSelections {
         let Err(problems) = select(cat, &p.spec) else {
             continue;
         };
-        let key = PlacementKey {
-            kind: p.spec.kind,
-            namespace: cat.objects[p.index].namespace.clone(),
-            name: p.spec.metadata.name.clone(),
-        };
+        let key = cat.placement_key(p);
         let details: Vec<String> = problems
             .iter()
             .map(|e| format!("{}: {}", e.field, e.message))
