@@ -44,6 +44,18 @@ const BY_LABEL: &str =
 const MESSAGE: &str = "The resource selectors are invalid: failed to process the request due to a client error: spec.resourceSelectors[0].labelSelector: selects namespace \"kube-p\", which is reserved (fleet-* and kube-* namespaces are never propagated)";
 
 /// ConfigMap `settings`'s value in namespace `ns` of `member` ("" while it is not there).
+/// A repository of the two members and placements p and q, each selecting its namespace by
+/// name, committed; with that commit.
+fn p_and_q() -> (Repo, String) {
+    let repo = Repo::new();
+    repo.write("members/alpha.yaml", &member_cluster("alpha"));
+    repo.write("members/beta.yaml", &member_cluster("beta"));
+    write_placement(&repo, "p", "1", &by_name("p"));
+    write_placement(&repo, "q", "1", &by_name("q"));
+    let first = repo.commit("p and q");
+    (repo, first)
+}
+
 fn value(members: &Members, member: &str, ns: &str) -> String {
     let (_, out, _) = members.kubectl(
         member,
@@ -87,12 +99,7 @@ fn scheduled(p: &serde_json::Value) -> (String, String, String) {
 
 fn a_placement_with_invalid_selectors_is_held_while_the_others_roll_out(backend: Backend) {
     let members = Members::start(backend, TWO_MEMBERS);
-    let repo = Repo::new();
-    repo.write("members/alpha.yaml", &member_cluster("alpha"));
-    repo.write("members/beta.yaml", &member_cluster("beta"));
-    write_placement(&repo, "p", "1", &by_name("p"));
-    write_placement(&repo, "q", "1", &by_name("q"));
-    let first = repo.commit("p and q");
+    let (repo, first) = p_and_q();
     let state = tempfile::tempdir().unwrap();
     let secret = state.path().join("secret");
     std::fs::write(&secret, "s3cret\n").unwrap();
@@ -230,12 +237,7 @@ fn a_placement_with_invalid_selectors_is_held_while_the_others_roll_out(backend:
 /// swept from its members although the commit delivers nothing of it.
 fn apply_holds_a_placement_with_invalid_selectors_and_applies_the_others(backend: Backend) {
     let members = Members::start(backend, TWO_MEMBERS);
-    let repo = Repo::new();
-    repo.write("members/alpha.yaml", &member_cluster("alpha"));
-    repo.write("members/beta.yaml", &member_cluster("beta"));
-    write_placement(&repo, "p", "1", &by_name("p"));
-    write_placement(&repo, "q", "1", &by_name("q"));
-    repo.commit("p and q");
+    let (repo, _) = p_and_q();
     let repo_path = repo.path().display().to_string();
     let kubeconfig = members.kubeconfig.display().to_string();
     let apply = || {
