@@ -388,7 +388,7 @@ mod tests {
         };
         let mut state = RolloutState::default();
         let mut ps = PlacementState::default();
-        ps.clusters.insert("m1".into(), recorded(ready.clone(), 1));
+        ps.clusters.insert("m1".into(), recorded(ready, 1));
         ps.clusters
             .insert("m2".into(), recorded(BindingHealth::Pending, 1));
         state.placements.insert(key("a"), Arc::new(ps));
@@ -399,10 +399,10 @@ mod tests {
         };
         let done = |h: BindingHealth| Outcome::Done(h, Observed::default());
         let confirms = |w: Work, o: Outcome| delivered(w, o).only_confirms(&state);
-        assert!(confirms(apply("a", "m1", 1, true), done(ready.clone())));
+        assert!(confirms(apply("a", "m1", 1, true), done(ready)));
         // A push of new work, a failure, a change of health, another revision, an unknown
         // binding, or a binding that was not ready (a rollout waits on it): news.
-        assert!(!confirms(apply("a", "m1", 1, false), done(ready.clone())));
+        assert!(!confirms(apply("a", "m1", 1, false), done(ready)));
         assert!(!confirms(
             apply("a", "m1", 1, true),
             Outcome::Failed("x".into())
@@ -411,16 +411,15 @@ mod tests {
             apply("a", "m1", 1, true),
             done(BindingHealth::Pending)
         ));
-        assert!(!confirms(apply("a", "m1", 2, true), done(ready.clone())));
-        assert!(!confirms(apply("a", "m3", 1, true), done(ready.clone())));
-        assert!(!confirms(apply("a", "m2", 1, true), done(ready.clone())));
+        assert!(!confirms(apply("a", "m1", 2, true), done(ready)));
+        assert!(!confirms(apply("a", "m3", 1, true), done(ready)));
+        assert!(!confirms(apply("a", "m2", 1, true), done(ready)));
         assert!(!confirms(
             apply("a", "m2", 1, true),
             done(BindingHealth::Pending)
         ));
-        let mut both = delivered(apply("a", "m1", 1, true), done(ready.clone()));
-        both.results
-            .push((apply("a", "m2", 1, true), done(ready.clone())));
+        let mut both = delivered(apply("a", "m1", 1, true), done(ready));
+        both.results.push((apply("a", "m2", 1, true), done(ready)));
         assert!(!both.only_confirms(&state));
     }
 
