@@ -143,7 +143,10 @@ async fn watch_kind(
                 continue;
             }
         };
-        let mut version = match api.list(&ListParams::default().labels(&selector)).await {
+        // Only the list's resourceVersion is needed (where the watch starts): one item, not
+        // every object gitfleet put there, parsed.
+        let one = ListParams::default().labels(&selector).limit(1);
+        let mut version = match api.list(&one).await {
             Ok(list) => list.metadata.resource_version.unwrap_or_default(),
             Err(e) => {
                 tracing::debug!(member = %target.name, kind = %kind.1, error = %e, "cannot list to watch");

@@ -28,7 +28,7 @@ use crate::model::work::{ResourceOptions, UpdateMode, WorkConfig};
 use crate::model::PlacementKind;
 use crate::rollout::ApplyStrategy;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::{ApiResource, GroupVersionKind, ObjectList};
 use kube::discovery::Scope;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -229,14 +229,32 @@ impl Member {
         Ok(self.call(|| api.get_opt(name)).await?.map(to_value))
     }
 
+    /// `api.list(params)` with each item as the member sent it. Parsing items as
+    /// `DynamicObject` (typed metadata, managed fields included) and serialising them back into
+    /// values cost a fleet-wide confirmation (a restart's, a resync's) most of its CPU.
+    async fn list_values(
+        &self,
+        api: &Api<DynamicObject>,
+        params: &ListParams,
+    ) -> Result<ObjectList<Value>, Error> {
+        self.call(|| async {
+            let mut req = kube::core::Request::new(api.resource_url())
+                .list(params)
+                .map_err(kube::Error::BuildRequest)?;
+            req.extensions_mut().insert("list");
+            self.client.request::<ObjectList<Value>>(req).await
+        })
+        .await
+    }
+
     /// Every object of `api` that carries gitfleet's placement label, page by page.
-    async fn list_labelled(&self, api: &Api<DynamicObject>) -> Result<Vec<DynamicObject>, Error> {
+    async fn list_labelled(&self, api: &Api<DynamicObject>) -> Result<Vec<Value>, Error> {
         let mut params = ListParams::default()
             .labels(PLACEMENT_LABEL)
             .limit(LIST_PAGE);
         let mut items = Vec::new();
         loop {
-            let page = self.call(|| api.list(&params)).await?;
+            let page = self.list_values(api, &params).await?;
             items.extend(page.items);
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(token) => params = params.continue_token(&token),
@@ -330,10 +348,10 @@ impl Member {
     async fn records(&self) -> Result<BTreeMap<String, Record>, Error> {
         let api = self.records_api();
         let lp = ListParams::default().labels(&format!("{}=true", record::RECORD_LABEL));
-        let list = self.call(|| api.list(&lp)).await?;
+        let list = self.list_values(&api, &lp).await?;
         let mut out = BTreeMap::new();
         for cm in list.items {
-            let r = record::parse(&to_value(cm))?;
+            let r = record::parse(&cm)?;
             out.insert(r.key.clone(), r);
         }
         Ok(out)
@@ -856,7 +874,7 @@ async fn prefetch_placed(m: &Member, target: &MemberPush) -> BTreeMap<LiveKey, V
         let Ok(items) = m.list_labelled(&api).await else {
             continue;
         };
-        for v in items.into_iter().map(to_value) {
+        for v in items {
             let at = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
             let key = (
                 api_version.clone(),
@@ -900,13 +918,12 @@ async fn prefetch(m: &Member, manifests: &[&Value]) -> BTreeMap<LiveKey, Option<
             continue;
         };
         let params = kube::api::ListParams::default();
-        let Ok(list) = m.call(|| api.list(&params)).await else {
+        let Ok(list) = m.list_values(&api, &params).await else {
             continue;
         };
         let mut live: BTreeMap<String, Value> = list
             .items
             .into_iter()
-            .map(to_value)
             .filter_map(|v| Some((v.pointer("/metadata/name")?.as_str()?.to_string(), v)))
             .collect();
         for o in objects {
