@@ -51,7 +51,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::members::inventory::Member;
 use crate::rollout::conditions::ClusterConditions;
-use crate::rollout::{ClusterState, Outcome, Rejected, RolloutState, Work};
+use crate::rollout::{BindingHealth, ClusterState, Outcome, Rejected, RolloutState, Work};
 use crate::schedule::{Inventory, PlacementSchedule};
 use crate::state::{StateBackend, StateStore};
 use reconciler::Analyzed;
@@ -209,6 +209,26 @@ pub struct PlacementStatus {
     /// Clusters whose last push failed, with the error (KubeFleet's failedPlacements).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub failed: std::collections::BTreeMap<String, String>,
+}
+
+impl PlacementStatus {
+    /// Nothing is being applied, removed or waited for, and every cluster is available (or,
+    /// under ReportDiff, has its diff reported) with no re-check due: what
+    /// `GET /api/v1/placements?unready` leaves out.
+    pub fn is_ready(&self) -> bool {
+        self.applying.is_empty()
+            && self.removing.is_empty()
+            && self.waiting.is_empty()
+            && self.clusters.values().all(|c| {
+                c.recheck.is_none()
+                    && matches!(
+                        c.health,
+                        BindingHealth::Available
+                            | BindingHealth::AvailableUntrackable { .. }
+                            | BindingHealth::DiffReported
+                    )
+            })
+    }
 }
 
 /// The environment variable naming a file whose number (seconds) is added to the daemon's

@@ -6,7 +6,10 @@
 //!   git source has failed `--ready-fetch-failures` fetches in a row; a follower of
 //!   `--state kubernetes`, once it knows who leads)
 //! - `GET /metrics` (Prometheus text)
-//! - `GET /api/v1/placements`, `GET /api/v1/placements/<id>` (`crp/NAME`, `rp/NS/NAME`, …)
+//! - `GET /api/v1/placements`, `GET /api/v1/placements/<id>` (`crp/NAME`, `rp/NS/NAME`, …);
+//!   `GET /api/v1/placements?unready`: only the placements not ready (something applied,
+//!   removed or waiting, a cluster not available or due for a re-check), a small answer to poll
+//!   on a large fleet
 //! - `GET /api/v1/inventory` (the inventory file format), `GET /api/v1/schedule`
 //! - `POST /hooks/git` with `X-Hub-Signature-256` or `X-Gitlab-Token` (401 otherwise)
 //!
@@ -26,7 +29,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -164,7 +167,37 @@ async fn metrics(State(api): State<Api>) -> Response {
         .into_response()
 }
 
-async fn placements(State(api): State<Api>) -> Response {
+/// Whether `GET /api/v1/placements`'s query asks for the unready placements only (`?unready`,
+/// `?unready=true`); anything else is refused, naming it.
+fn only_unready(query: Option<&str>) -> Result<bool, String> {
+    let mut unready = false;
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match (key, value) {
+            ("unready", "" | "true") => unready = true,
+            ("unready", "false") => unready = false,
+            ("unready", other) => {
+                return Err(format!("unready={other}: the value is true or false"))
+            }
+            (other, _) => {
+                return Err(format!(
+                    "unknown query parameter {other:?} (the one known is unready)"
+                ))
+            }
+        }
+    }
+    Ok(unready)
+}
+
+async fn placements(State(api): State<Api>, uri: Uri) -> Response {
+    let unready = match only_unready(uri.query()) {
+        Ok(u) => u,
+        Err(e) => return problem(StatusCode::BAD_REQUEST, &e),
+    };
     // Copied under the lock (the statuses are shared, not cloned), written without it: the
     // document of a large fleet takes long to write, and the reconciler publishes meanwhile.
     let (doc, shared) = {
@@ -182,7 +215,11 @@ async fn placements(State(api): State<Api>) -> Response {
         (doc, st.placements.clone())
     };
     json_ok(&super::wire::Placements {
-        placements: shared.iter().map(|p| &**p).collect(),
+        placements: shared
+            .iter()
+            .map(|p| &**p)
+            .filter(|p| !unready || !p.is_ready())
+            .collect(),
         branch: doc.branch,
         head: doc.head,
         serving: doc.serving,
@@ -618,6 +655,126 @@ mod tests {
         let (code, doc) = call(&api, "GET", "/api/v1/schedule", &[], vec![]).await;
         assert_eq!(code, 200);
         assert_eq!(doc["placements"], json!([]));
+    }
+
+    #[tokio::test]
+    async fn unready_lists_only_placements_still_moving_or_not_available() {
+        use crate::rollout::{BindingHealth, ClusterState};
+        let cluster = |health, recheck: Option<&str>| ClusterState {
+            revision: None,
+            attempted: None,
+            commit: None,
+            health,
+            diffs: vec![],
+            not_available: vec![],
+            last_error: None,
+            recheck: recheck.map(String::from),
+            updated_at: 0,
+            objects: Default::default(),
+        };
+        let placement = |id: &str, applying: &[&str], clusters: Vec<(&str, ClusterState)>| {
+            Arc::new(super::super::PlacementStatus {
+                id: id.into(),
+                strategy: "RollingUpdate".into(),
+                target: clusters.len(),
+                selected: vec![],
+                applying: applying.iter().map(|c| c.to_string()).collect(),
+                removing: vec![],
+                waiting: vec![],
+                up_to_date: vec![],
+                note: None,
+                clusters: clusters
+                    .into_iter()
+                    .map(|(n, c)| (n.to_string(), c))
+                    .collect(),
+                observed_resource_index: None,
+                selected_resources: vec![],
+                conditions: vec![],
+                per_cluster: vec![],
+                failed: Default::default(),
+            })
+        };
+        let (api, _rx) = api(None);
+        api.status.lock().unwrap().placements = vec![
+            placement(
+                "crp/ready",
+                &[],
+                vec![("a", cluster(BindingHealth::Available, None))],
+            ),
+            placement(
+                "crp/diff",
+                &[],
+                vec![("a", cluster(BindingHealth::DiffReported, None))],
+            ),
+            placement(
+                "crp/moving",
+                &["b"],
+                vec![("a", cluster(BindingHealth::Available, None))],
+            ),
+            placement(
+                "crp/pending",
+                &[],
+                vec![("a", cluster(BindingHealth::Pending, None))],
+            ),
+            placement(
+                "crp/failed",
+                &[],
+                vec![("a", cluster(BindingHealth::Failed, None))],
+            ),
+            placement(
+                "crp/recheck",
+                &[],
+                vec![(
+                    "a",
+                    cluster(BindingHealth::Available, Some("the daemon started")),
+                )],
+            ),
+        ];
+        let ids = |doc: &serde_json::Value| -> Vec<String> {
+            doc["placements"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let (code, all) = call(&api, "GET", "/api/v1/placements", &[], vec![]).await;
+        assert_eq!((code, ids(&all).len()), (200, 6));
+        for query in ["?unready", "?unready=true"] {
+            let path = format!("/api/v1/placements{query}");
+            let (code, doc) = call(&api, "GET", &path, &[], vec![]).await;
+            assert_eq!(
+                (code, ids(&doc)),
+                (
+                    200,
+                    vec![
+                        "crp/moving".into(),
+                        "crp/pending".into(),
+                        "crp/failed".into(),
+                        "crp/recheck".into()
+                    ]
+                ),
+                "{query}"
+            );
+        }
+        let (code, doc) = call(&api, "GET", "/api/v1/placements?unready=false", &[], vec![]).await;
+        assert_eq!((code, ids(&doc).len()), (200, 6));
+        let (code, doc) = call(&api, "GET", "/api/v1/placements?ready", &[], vec![]).await;
+        assert_eq!(
+            (code, doc),
+            (
+                400,
+                json!({"error": "unknown query parameter \"ready\" (the one known is unready)"})
+            )
+        );
+        let (code, doc) = call(&api, "GET", "/api/v1/placements?unready=maybe", &[], vec![]).await;
+        assert_eq!(
+            (code, doc),
+            (
+                400,
+                json!({"error": "unready=maybe: the value is true or false"})
+            )
+        );
     }
 
     /// Every error, the layers' and the router's own included, is a JSON problem body.
