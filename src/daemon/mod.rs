@@ -63,6 +63,10 @@ pub const AVAILABILITY_POLL: Duration = Duration::from_millis(500);
 /// How long `--once` waits for workloads to become available before it gives up and exits.
 pub const ONCE_AVAILABILITY_LIMIT: Duration = Duration::from_secs(300);
 
+/// The longest a delivery that only confirms what the state holds waits for others, to be
+/// absorbed with them in one look ([`workers::Delivered::only_confirms`]).
+pub const CONFIRMATIONS_WAIT: Duration = Duration::from_secs(1);
+
 /// After a failed reconcile (git unreadable, members not probed, state not saved), the next try.
 pub const RETRY_AFTER_ERROR: Duration = Duration::from_secs(5);
 
@@ -587,9 +591,20 @@ impl<D: Deliverer> Daemon<D> {
                     // Every delivery finished by now is one look.
                     let first = delivered.into_iter();
                     let more = std::iter::from_fn(|| self.workers.try_delivered());
+                    let mut news = false;
                     for d in first.chain(more).collect::<Vec<_>>() {
                         self.workers.settled(&d);
+                        news |= !d.only_confirms(&self.state);
                         self.arrived.push(d);
+                    }
+                    // Confirmations (a restart's or a resync's, one delivery per member) change
+                    // no decision: while more are coming they wait, at most CONFIRMATIONS_WAIT,
+                    // to be absorbed together, instead of one look (a whole step, save and
+                    // publish) per member that answered.
+                    if !news && self.workers.outstanding() > 0 {
+                        let at = Instant::now() + CONFIRMATIONS_WAIT;
+                        timers.requeue_at = Some(timers.requeue_at.map_or(at, |r| r.min(at)));
+                        continue;
                     }
                 }
                 Event::ProbesDue => {

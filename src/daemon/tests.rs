@@ -563,3 +563,73 @@ async fn once_ends_when_settled() {
     );
     assert_eq!(w.members.pushes().len(), 1);
 }
+
+/// A restart re-checks every binding. The members' confirmations (nothing changed while the
+/// daemon was down) are absorbed together: one look once the last has come, or
+/// [`CONFIRMATIONS_WAIT`] after the first, not one look per member that answered.
+#[tokio::test(start_paused = true)]
+async fn a_restart_absorbs_the_members_confirmations_together() {
+    let w = World::new(&fleet_with("1", 3));
+    let running = start(w.daemon(false));
+    elapse(Duration::from_secs(1)).await;
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
+    let app: crate::model::PlacementKey = "crp/app".parse().unwrap();
+    let settled = w.stored().load_rollout().unwrap();
+    assert_eq!(settled.placements[&app].clusters.len(), 3);
+
+    let confirmed_after = |delays: [u64; 3]| {
+        let mut slow = w.members.slow.lock().unwrap();
+        for (m, ms) in MEMBERS.iter().zip(delays) {
+            slow.insert(m.to_string(), Duration::from_millis(ms));
+        }
+    };
+    let rechecks = || {
+        w.stored().load_rollout().unwrap().placements[&app]
+            .clusters
+            .values()
+            .filter(|c| c.recheck.is_some())
+            .count()
+    };
+    // The members answer at 100, 300 and 600 ms: the look at the start hands out the
+    // re-checks, the next absorbs all three once the last has come.
+    confirmed_after([100, 300, 600]);
+    // Reopened as `gitfleet run` opens it: work goes to the members' workers.
+    let mut d = w.reopened_waiting_daemon().await;
+    d.isolated = true;
+    let metrics = d.metrics.clone();
+    let running = start(d);
+    elapse(Duration::from_millis(550)).await;
+    assert_eq!(
+        (looks(&metrics), rechecks()),
+        (1, 3),
+        "two confirmations wait"
+    );
+    elapse(Duration::from_millis(100)).await;
+    assert_eq!(
+        (looks(&metrics), rechecks()),
+        (2, 0),
+        "the last one brings the look"
+    );
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
+
+    // Spread out (100 ms, 1.5 s, 3 s): none waits longer than CONFIRMATIONS_WAIT.
+    confirmed_after([100, 1500, 3000]);
+    let mut d = w.reopened_waiting_daemon().await;
+    d.isolated = true;
+    let metrics = d.metrics.clone();
+    let running = start(d);
+    elapse(CONFIRMATIONS_WAIT + Duration::from_millis(150)).await;
+    assert_eq!(
+        (looks(&metrics), rechecks()),
+        (2, 2),
+        "m1's, a second after it came"
+    );
+    elapse(Duration::from_millis(500)).await;
+    assert_eq!((looks(&metrics), rechecks()), (2, 2), "m2's waits");
+    elapse(Duration::from_secs(2)).await;
+    assert_eq!((looks(&metrics), rechecks()), (4, 0));
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
+}

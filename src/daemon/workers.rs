@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use super::{Deliverer, AVAILABILITY_POLL};
 use crate::model::PlacementKey;
-use crate::rollout::{Action, BindingHealth, Outcome, Work};
+use crate::rollout::{Action, BindingHealth, Outcome, RolloutState, Work};
 
 /// The pause before the same work is tried again on a member after it failed (push has already
 /// retried within its budget).
@@ -76,6 +76,41 @@ pub struct Delivered {
     pub member: String,
     pub commit: String,
     pub results: Vec<(Work, Outcome)>,
+}
+
+impl Delivered {
+    /// Whether every result only confirms what `state` already holds: a re-read (refresh) of
+    /// the revision the cluster runs, whose health is the one recorded and ready. Absorbing
+    /// such results clears re-checks and nothing else the rollout decides on, so the loop may
+    /// absorb them later, with others (a restart or resync confirms every binding this way).
+    pub fn only_confirms(&self, state: &RolloutState) -> bool {
+        self.results.iter().all(|(w, outcome)| {
+            let Action::Apply {
+                refresh: true,
+                revision,
+                ..
+            } = &w.action
+            else {
+                return false;
+            };
+            let Outcome::Done(health, _) = outcome else {
+                return false;
+            };
+            let ready = matches!(
+                health,
+                BindingHealth::Available
+                    | BindingHealth::AvailableUntrackable { .. }
+                    | BindingHealth::DiffReported
+            );
+            let recorded = state
+                .placements
+                .get(&w.placement)
+                .and_then(|ps| ps.clusters.get(&w.cluster));
+            ready
+                && recorded
+                    .is_some_and(|c| c.health == *health && c.revision.as_ref() == Some(revision))
+        })
+    }
 }
 
 /// A member's queue: the latest job per placement and the pace of each placement. Pure (time
@@ -330,6 +365,63 @@ mod tests {
 
     fn placements(work: &[Work]) -> Vec<String> {
         work.iter().map(|w| w.placement.to_string()).collect()
+    }
+
+    #[test]
+    fn only_a_re_read_of_a_ready_binding_as_recorded_is_a_confirmation() {
+        use crate::rollout::{ClusterState, Observed, PlacementState};
+        let ready = BindingHealth::Available;
+        let recorded = |health: BindingHealth, index: u64| ClusterState {
+            revision: Some(Revision {
+                resource_index: index,
+                rendered: format!("r{index}"),
+            }),
+            attempted: None,
+            commit: None,
+            health,
+            diffs: vec![],
+            not_available: vec![],
+            last_error: None,
+            recheck: Some("the daemon started".into()),
+            updated_at: 0,
+            objects: Default::default(),
+        };
+        let mut state = RolloutState::default();
+        let mut ps = PlacementState::default();
+        ps.clusters.insert("m1".into(), recorded(ready.clone(), 1));
+        ps.clusters
+            .insert("m2".into(), recorded(BindingHealth::Pending, 1));
+        state.placements.insert(key("a"), Arc::new(ps));
+        let delivered = |w: Work, o: Outcome| Delivered {
+            member: w.cluster.clone(),
+            commit: "c1".into(),
+            results: vec![(w, o)],
+        };
+        let done = |h: BindingHealth| Outcome::Done(h, Observed::default());
+        let confirms = |w: Work, o: Outcome| delivered(w, o).only_confirms(&state);
+        assert!(confirms(apply("a", "m1", 1, true), done(ready.clone())));
+        // A push of new work, a failure, a change of health, another revision, an unknown
+        // binding, or a binding that was not ready (a rollout waits on it): news.
+        assert!(!confirms(apply("a", "m1", 1, false), done(ready.clone())));
+        assert!(!confirms(
+            apply("a", "m1", 1, true),
+            Outcome::Failed("x".into())
+        ));
+        assert!(!confirms(
+            apply("a", "m1", 1, true),
+            done(BindingHealth::Pending)
+        ));
+        assert!(!confirms(apply("a", "m1", 2, true), done(ready.clone())));
+        assert!(!confirms(apply("a", "m3", 1, true), done(ready.clone())));
+        assert!(!confirms(apply("a", "m2", 1, true), done(ready.clone())));
+        assert!(!confirms(
+            apply("a", "m2", 1, true),
+            done(BindingHealth::Pending)
+        ));
+        let mut both = delivered(apply("a", "m1", 1, true), done(ready.clone()));
+        both.results
+            .push((apply("a", "m2", 1, true), done(ready.clone())));
+        assert!(!both.only_confirms(&state));
     }
 
     #[test]
