@@ -57,8 +57,13 @@ use crate::state::{StateBackend, StateStore};
 use reconciler::Analyzed;
 
 /// How often a cluster whose objects are not available yet is looked at again (members are
-/// not watched).
+/// not watched), once the first re-reads ([`AVAILABILITY_FIRST_POLL`], doubling) found it not
+/// available.
 pub const AVAILABILITY_POLL: Duration = Duration::from_millis(500);
+
+/// The first re-read of a cluster whose objects were not available yet waits this long
+/// ([`workers::availability_pause`]).
+pub const AVAILABILITY_FIRST_POLL: Duration = Duration::from_millis(10);
 
 /// How long `--once` waits for workloads to become available before it gives up and exits.
 pub const ONCE_AVAILABILITY_LIMIT: Duration = Duration::from_secs(300);

@@ -500,7 +500,7 @@ async fn the_loop_steps_until_settled_then_looks_again_at_the_poll_or_on_a_webho
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_loop_polls_availability_every_500ms_and_stops_when_available() {
+async fn the_loop_polls_availability_sooner_first_then_every_500ms_and_stops_when_available() {
     let w = World::new(&fleet("1"));
     w.members.set_health(Some(BindingHealth::Pending));
     let running = start(w.daemon(false));
@@ -511,18 +511,19 @@ async fn the_loop_polls_availability_every_500ms_and_stops_when_available() {
             .filter(|p| p.contains(&"m1".to_string()))
             .count()
     };
-    // Pushes to each member at 0 (bind), 0 (refresh: pending), then every 500 ms (the
-    // worker's pace for the same refresh): 0.5 s and 1 s.
+    // Pushes to each member at 0 (bind), 0 (refresh: pending), then after the worker's pace
+    // for the same refresh, doubling from 10 ms up to 500 ms: at 20, 60, 140, 300, 620 and
+    // 1,120 ms.
     elapse(Duration::from_millis(1250)).await;
-    assert_eq!(m1(), 4);
+    assert_eq!(m1(), 8);
     w.members.set_health(Some(BindingHealth::Available));
-    // At 1.5 s the refresh finds them available; then nothing more is pushed or probed.
+    // At 1.62 s the refresh finds them available; then nothing more is pushed or probed.
     elapse(Duration::from_millis(500)).await;
-    assert_eq!(m1(), 5);
+    assert_eq!(m1(), 9);
     let probes = w.members.probes();
     elapse(Duration::from_secs(20)).await;
-    assert_eq!((m1(), w.members.probes()), (5, probes));
-    assert_eq!(w.members.pushes().len(), 5 * MEMBERS.len());
+    assert_eq!((m1(), w.members.probes()), (9, probes));
+    assert_eq!(w.members.pushes().len(), 9 * MEMBERS.len());
     running.shutdown.cancel();
     running.handle.await.unwrap().unwrap();
 }

@@ -8,8 +8,9 @@
 //!
 //! - a queue with the latest work per placement ([`Queue`]): work for a placement replaces the
 //!   queued work for it (a new commit supersedes one not yet pushed); work in flight finishes;
-//! - a pace per placement: the same work is not redone sooner than [`AVAILABILITY_POLL`] after
-//!   a delivery that found the objects not available yet, nor sooner than [`RETRY_FAILED`] after
+//! - a pace per placement: the same work is not redone sooner than [`availability_pause`] (from
+//!   [`AVAILABILITY_FIRST_POLL`], doubling up to [`AVAILABILITY_POLL`]) after a delivery that
+//!   found the objects not available yet, nor sooner than [`RETRY_FAILED`] after
 //!   a failure (the step asks for it again at once; the pace spares the member). New work (an
 //!   other revision, a removal) is never held by the pace of the old.
 //!
@@ -28,7 +29,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 
-use super::{Deliverer, AVAILABILITY_POLL};
+use super::{Deliverer, AVAILABILITY_FIRST_POLL, AVAILABILITY_POLL};
 use crate::model::PlacementKey;
 use crate::rollout::{Action, BindingHealth, Outcome, RolloutState, Work};
 
@@ -120,6 +121,18 @@ pub struct Queue {
     waiting: BTreeMap<PlacementKey, Job>,
     /// Not before this instant, for work with this fingerprint.
     paced: BTreeMap<PlacementKey, (Fingerprint, Instant)>,
+    /// Answers "not available yet" in a row, by placement: what the next re-read waits.
+    pending: BTreeMap<PlacementKey, u32>,
+}
+
+/// How long a re-read of a cluster waits after its `n`th answer "not available yet" in a row
+/// (`n` from 1): [`AVAILABILITY_FIRST_POLL`], twice as long each time, at most
+/// [`AVAILABILITY_POLL`]. Most workloads become available within moments of an apply (a
+/// ConfigMap, a Deployment whose pods were ready before), and the next batch of a rollout
+/// waits for that answer; slow ones are read every half second, as before.
+pub fn availability_pause(n: u32) -> Duration {
+    let doubled = AVAILABILITY_FIRST_POLL.saturating_mul(1 << n.saturating_sub(1).min(16));
+    doubled.min(AVAILABILITY_POLL)
 }
 
 impl Queue {
@@ -173,8 +186,15 @@ impl Queue {
         for (work, outcome) in results {
             let pause = match outcome {
                 Outcome::Failed(_) => Some(RETRY_FAILED),
-                Outcome::Done(BindingHealth::Pending, _) => Some(AVAILABILITY_POLL),
-                Outcome::Done(..) => None,
+                Outcome::Done(BindingHealth::Pending, _) => {
+                    let n = self.pending.entry(work.placement.clone()).or_default();
+                    *n += 1;
+                    Some(availability_pause(*n))
+                }
+                Outcome::Done(..) => {
+                    self.pending.remove(&work.placement);
+                    None
+                }
             };
             match pause {
                 Some(p) => {
@@ -368,6 +388,15 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_not_available_yet_is_read_again_sooner_first_then_every_half_second() {
+        let pauses: Vec<u64> = (1..=8)
+            .map(|n| availability_pause(n).as_millis() as u64)
+            .collect();
+        assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 500, 500]);
+        assert_eq!(availability_pause(u32::MAX), AVAILABILITY_POLL);
+    }
+
+    #[test]
     fn only_a_re_read_of_a_ready_binding_as_recorded_is_a_confirmation() {
         use crate::rollout::{ClusterState, Observed, PlacementState};
         let ready = BindingHealth::Available;
@@ -457,10 +486,19 @@ mod tests {
         q.put(job("c1", apply("a", "m1", 1, false)));
         q.put(job("c1", apply("b", "m1", 1, true)));
         assert!(q.take_ready(now).is_none());
-        assert_eq!(q.next_ready_at(), Some(now + AVAILABILITY_POLL));
-        let (_, work) = q.take_ready(now + AVAILABILITY_POLL).unwrap();
+        assert_eq!(q.next_ready_at(), Some(now + AVAILABILITY_FIRST_POLL));
+        let (_, work) = q.take_ready(now + AVAILABILITY_FIRST_POLL).unwrap();
         assert_eq!(placements(&work), ["crp/b"]);
         assert_eq!(q.next_ready_at(), Some(now + RETRY_FAILED));
+        // Not available again: the next re-read waits twice as long.
+        let pending = (
+            apply("b", "m1", 1, true),
+            Outcome::Done(BindingHealth::Pending, Default::default()),
+        );
+        q.finished(std::slice::from_ref(&pending), now);
+        q.put(job("c1", apply("b", "m1", 1, true)));
+        assert_eq!(q.next_ready_at(), Some(now + 2 * AVAILABILITY_FIRST_POLL));
+        assert!(q.take_ready(now + 2 * AVAILABILITY_FIRST_POLL).is_some());
         // A new revision for a is not held by the old one's failure.
         q.put(job("c2", apply("a", "m1", 2, false)));
         let (commit, work) = q.take_ready(now).unwrap();
