@@ -68,8 +68,9 @@ pub const AVAILABILITY_FIRST_POLL: Duration = Duration::from_millis(10);
 /// How long `--once` waits for workloads to become available before it gives up and exits.
 pub const ONCE_AVAILABILITY_LIMIT: Duration = Duration::from_secs(300);
 
-/// The longest a delivery that only confirms what the state holds waits for others, to be
-/// absorbed with them in one look ([`workers::Delivered::only_confirms`]).
+/// How long a delivery that only confirms what the state holds waits for others, to be
+/// absorbed with them in one look ([`workers::Delivered::only_confirms`]); longer (twice the
+/// last look) where a look takes longer than half of it.
 pub const CONFIRMATIONS_WAIT: Duration = Duration::from_secs(1);
 
 /// After a failed reconcile (git unreadable, members not probed, state not saved), the next try.
@@ -405,6 +406,10 @@ pub struct Daemon<D: Deliverer> {
     /// `--state kubernetes`: the election's verdict, checked before work is handed to the
     /// members (`None`: this process is the only writer of its state directory).
     leadership: Option<leader::Leadership>,
+    /// How long the last look took: confirmations wait at least twice that long to be
+    /// absorbed together, so that a flood of them (a restart at fleet scale, where one look
+    /// takes most of a second) leaves the members' workers most of the CPU.
+    last_look: Duration,
 }
 
 impl<D: Deliverer> Daemon<D> {
@@ -477,6 +482,7 @@ impl<D: Deliverer> Daemon<D> {
             changes_rx: Some(changes_rx),
             watched: BTreeMap::new(),
             leadership: None,
+            last_look: Duration::ZERO,
         })
     }
 
@@ -603,11 +609,12 @@ impl<D: Deliverer> Daemon<D> {
                         self.arrived.push(d);
                     }
                     // Confirmations (a restart's or a resync's, one delivery per member) change
-                    // no decision: while more are coming they wait, at most CONFIRMATIONS_WAIT,
-                    // to be absorbed together, instead of one look (a whole step, save and
-                    // publish) per member that answered.
+                    // no decision: while more are coming they wait, CONFIRMATIONS_WAIT or twice
+                    // the last look if longer, to be absorbed together, instead of one look (a
+                    // whole step, save and publish) per member that answered.
                     if !news && self.workers.outstanding() > 0 {
-                        let at = Instant::now() + CONFIRMATIONS_WAIT;
+                        let wait = CONFIRMATIONS_WAIT.max(2 * self.last_look);
+                        let at = Instant::now() + wait;
                         timers.requeue_at = Some(timers.requeue_at.map_or(at, |r| r.min(at)));
                         continue;
                     }
@@ -625,7 +632,9 @@ impl<D: Deliverer> Daemon<D> {
                 }
                 Event::RefChanged | Event::PollTick | Event::Requeue => {}
             }
+            let looking = Instant::now();
             let action = self.look(&mut follower).await?;
+            self.last_look = looking.elapsed();
             if self.opts.once && !action.keeps_once_going(started.elapsed()) {
                 return Ok(());
             }
