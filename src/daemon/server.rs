@@ -661,16 +661,8 @@ mod tests {
     async fn unready_lists_only_placements_still_moving_or_not_available() {
         use crate::rollout::{BindingHealth, ClusterState};
         let cluster = |health, recheck: Option<&str>| ClusterState {
-            revision: None,
-            attempted: None,
-            commit: None,
-            health,
-            diffs: vec![],
-            not_available: vec![],
-            last_error: None,
             recheck: recheck.map(String::from),
-            updated_at: 0,
-            objects: Default::default(),
+            ..ClusterState::with_health(health)
         };
         let placement = |id: &str, applying: &[&str], clusters: Vec<(&str, ClusterState)>| {
             Arc::new(super::super::PlacementStatus {

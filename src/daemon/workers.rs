@@ -97,12 +97,7 @@ impl Delivered {
             let Outcome::Done(health, _) = outcome else {
                 return false;
             };
-            let ready = matches!(
-                health,
-                BindingHealth::Available
-                    | BindingHealth::AvailableUntrackable { .. }
-                    | BindingHealth::DiffReported
-            );
+            let ready = health.is_ready();
             let recorded = state
                 .placements
                 .get(&w.placement)
@@ -405,15 +400,8 @@ mod tests {
                 resource_index: index,
                 rendered: format!("r{index}"),
             }),
-            attempted: None,
-            commit: None,
-            health,
-            diffs: vec![],
-            not_available: vec![],
-            last_error: None,
             recheck: Some("the daemon started".into()),
-            updated_at: 0,
-            objects: Default::default(),
+            ..ClusterState::with_health(health)
         };
         let mut state = RolloutState::default();
         let mut ps = PlacementState::default();

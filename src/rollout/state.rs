@@ -187,6 +187,26 @@ pub struct ClusterState {
 }
 
 #[cfg(test)]
+impl ClusterState {
+    /// A cluster of which only `health` is known (nothing recorded as pushed): what tests build
+    /// on, changing the fields they are about.
+    pub fn with_health(health: BindingHealth) -> ClusterState {
+        ClusterState {
+            revision: None,
+            attempted: None,
+            commit: None,
+            health,
+            diffs: vec![],
+            not_available: vec![],
+            last_error: None,
+            recheck: None,
+            updated_at: 0,
+            objects: Default::default(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -242,16 +262,8 @@ mod tests {
 
     fn cluster(health: BindingHealth) -> ClusterState {
         ClusterState {
-            objects: Default::default(),
-            revision: None,
-            attempted: None,
-            commit: None,
-            health,
-            diffs: vec![],
-            not_available: vec![],
-            last_error: None,
-            recheck: None,
             updated_at: 1,
+            ..ClusterState::with_health(health)
         }
     }
 
