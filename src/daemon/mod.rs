@@ -51,7 +51,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::members::inventory::Member;
 use crate::rollout::conditions::ClusterConditions;
-use crate::rollout::{BindingHealth, ClusterState, Outcome, Rejected, RolloutState, Work};
+use crate::rollout::{ClusterState, Outcome, Rejected, RolloutState, Work};
 use crate::schedule::{Inventory, PlacementSchedule};
 use crate::state::{StateBackend, StateStore};
 use reconciler::Analyzed;
@@ -229,15 +229,10 @@ impl PlacementStatus {
         self.applying.is_empty()
             && self.removing.is_empty()
             && self.waiting.is_empty()
-            && self.clusters.values().all(|c| {
-                c.recheck.is_none()
-                    && matches!(
-                        c.health,
-                        BindingHealth::Available
-                            | BindingHealth::AvailableUntrackable { .. }
-                            | BindingHealth::DiffReported
-                    )
-            })
+            && self
+                .clusters
+                .values()
+                .all(|c| c.recheck.is_none() && c.health.is_ready())
     }
 }
 

@@ -38,6 +38,20 @@ pub enum BindingHealth {
     Failed,
 }
 
+impl BindingHealth {
+    /// The push found nothing to wait for: every object available, its availability not
+    /// trackable, or (ReportDiff) the diff reported. When an untrackable one counts for a
+    /// rolling update's budget is [`plan_step`]'s to say.
+    pub fn is_ready(self) -> bool {
+        matches!(
+            self,
+            BindingHealth::Available
+                | BindingHealth::AvailableUntrackable { .. }
+                | BindingHealth::DiffReported
+        )
+    }
+}
+
 /// One binding as the rollout sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RolloutBinding {

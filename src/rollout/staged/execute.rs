@@ -41,15 +41,6 @@ pub struct Exec<'a, 'v> {
 
 use super::RenderRun as Render;
 
-fn ready(h: BindingHealth) -> bool {
-    matches!(
-        h,
-        BindingHealth::Available
-            | BindingHealth::AvailableUntrackable { .. }
-            | BindingHealth::DiffReported
-    )
-}
-
 /// One step of an initialised run.
 pub fn step_run(st: &mut RunStatus, ex: &Exec, render: &mut Render, out: &mut Moves) {
     st.state = ex.state;
@@ -397,7 +388,7 @@ fn progress(view: &View, c: &status::ClusterStatus) -> Progress {
         return Progress::Updating;
     };
     if cur.revision.as_ref() == ours && ours.is_some() {
-        if ready(cur.health) {
+        if cur.health.is_ready() {
             return Progress::Done;
         }
         return Progress::Updating;
@@ -538,7 +529,7 @@ fn execute_stage(
                 let bound = binding_state(view, &c.cluster_name) == Some(BindingState::Bound);
                 if bound
                     && current.is_some_and(|cur| {
-                        cur.revision.as_ref() == Some(&revision) && ready(cur.health)
+                        cur.revision.as_ref() == Some(&revision) && cur.health.is_ready()
                     })
                 {
                     c.revision = Some(revision);
