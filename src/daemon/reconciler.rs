@@ -690,14 +690,6 @@ impl<D: Deliverer> Daemon<D> {
             && self.status.lock().unwrap().schedule == schedule;
         let schedule = if unchanged {
             self.save(None).await?;
-            // The previous results the step started from are this schedule when no delivery
-            // was absorbed into them; else they are rebuilt from it.
-            self.previous = Some(saved.unwrap_or_else(|| {
-                schedule
-                    .iter()
-                    .map(|p| (p.key.clone(), p.clone()))
-                    .collect()
-            }));
             schedule
         } else {
             let result = self.save(Some((commit.clone(), schedule))).await;
@@ -705,14 +697,17 @@ impl<D: Deliverer> Daemon<D> {
             self.schedule_saved_for = None;
             let schedule = result?;
             self.schedule_saved_for = Some(commit);
-            self.previous = Some(
-                schedule
-                    .iter()
-                    .map(|p| (p.key.clone(), p.clone()))
-                    .collect(),
-            );
             schedule
         };
+        // The next step starts from this schedule: the results this step started from, when
+        // no delivery was absorbed into them and the schedule did not change; else rebuilt.
+        self.previous = Some(match saved.filter(|_| unchanged) {
+            Some(previous) => previous,
+            None => schedule
+                .iter()
+                .map(|p| (p.key.clone(), p.clone()))
+                .collect(),
+        });
         let saved = saving.elapsed();
 
         self.metrics.rollout_clusters.clear();
