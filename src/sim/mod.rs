@@ -31,7 +31,8 @@
 //!   until they go, as on a real server); pods have no grace period;
 //! - one served version per built-in kind (two for HorizontalPodAutoscaler), no conversion
 //!   webhooks, no admission webhooks, no RBAC (an authenticated user may do anything);
-//! - workloads roll out in one step after the member's delay; see [`workloads`];
+//! - workloads roll out in one step after the member's delay (a new generation with the same
+//!   spec is observed at once); see [`workloads`];
 //! - request bodies in Kubernetes protobuf (kubectl's `create` generators) are read for the kinds
 //!   in [`protobuf`]'s table only; other kinds get 415 (JSON and YAML work for every kind);
 //! - SelfSubjectAccessReviews always allow (no RBAC); a TokenRequest issues the member's own

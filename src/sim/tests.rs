@@ -14,9 +14,14 @@ use super::store::{ObjKey, LOG_CAPACITY};
 const TOKEN: &str = "tok";
 
 fn member(anonymous: bool) -> Member {
+    member_with(anonymous, 0)
+}
+
+fn member_with(anonymous: bool, workload_delay_ms: u64) -> Member {
     let spec = MemberSpec {
         name: "m".into(),
         nodes: vec![NodeGroup::default()],
+        workload_delay_ms,
         ..MemberSpec::default()
     };
     let m = Member::new(
@@ -398,4 +403,68 @@ async fn the_garbage_fault_answers_200_with_a_body_that_is_not_json_until_it_is_
     m.set_faults(faults);
     let (code, list) = json_of(call(&m, "GET", "/api/v1/namespaces", &[], "").await).await;
     assert_eq!((code, list["kind"].as_str()), (200, Some("NamespaceList")));
+}
+
+/// The deployment controller's part: a Deployment whose annotations changed gets a new
+/// generation (as from the API server) and its status observes it at once, while a template
+/// change still waits for the member's delay (pods starting). Paused clock: a wait for the delay
+/// would show as 60 s passed.
+#[tokio::test(start_paused = true)]
+async fn a_new_generation_with_the_same_spec_is_observed_without_the_pods_delay() {
+    const DELAY: std::time::Duration = std::time::Duration::from_secs(60);
+    let m = std::sync::Arc::new(member_with(false, DELAY.as_millis() as u64));
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(super::workloads::run(m.clone(), stopped));
+    // Lets the controller subscribe to the store's changes before the first write (one thread).
+    tokio::task::yield_now().await;
+    let path = "/apis/apps/v1/namespaces/default/deployments/web";
+    let deployment = |annotation: &str, image: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default", "annotations": {"stamp": annotation}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": image}]}}}})
+    };
+    // How long, on the member's clock, until the Deployment's status observes what was applied.
+    let applied_then_observed = |d: Value| {
+        let m = m.clone();
+        async move {
+            let (code, applied) = apply(&m, &format!("{path}?fieldManager=t&force=true"), &d).await;
+            assert!(code == 200 || code == 201, "{code} {applied}");
+            let start = tokio::time::Instant::now();
+            loop {
+                let (_, live) = json_of(call(&m, "GET", path, &[], "").await).await;
+                let status = &live["status"];
+                if status["observedGeneration"] == live["metadata"]["generation"]
+                    && status["availableReplicas"] == json!(2)
+                {
+                    return (start.elapsed(), live);
+                }
+                assert!(start.elapsed() < DELAY * 10, "never observed: {live}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    };
+
+    let (first, live) = applied_then_observed(deployment("1", "web:1")).await;
+    assert!(
+        first >= DELAY,
+        "the first rollout waits for pods: {first:?}"
+    );
+    assert_eq!(live["metadata"]["generation"], 1);
+
+    let (annotated, live) = applied_then_observed(deployment("2", "web:1")).await;
+    assert_eq!(live["metadata"]["generation"], 2, "{live}");
+    assert!(
+        annotated < DELAY,
+        "no pods change, yet waited {annotated:?}"
+    );
+
+    let (new_template, live) = applied_then_observed(deployment("2", "web:2")).await;
+    assert_eq!(live["metadata"]["generation"], 3, "{live}");
+    // A reconcile due already (the status write after the annotation) is the one that comes.
+    assert!(
+        new_template > DELAY / 2,
+        "a new template waits for pods: {new_template:?}"
+    );
 }
