@@ -643,11 +643,13 @@ fn latency(rt: &tokio::runtime::Runtime, commits: usize, size: usize) -> Result<
     );
     println!("{}", line("daemon", &daemon_stats));
     println!("{}", line("baseline", &baseline_stats));
+    let goal = latency_goal(size);
     println!(
-        "{:<10} {:.1}x (median / median); goal: median under 1 s: {}",
+        "{:<10} {:.1}x (median / median); goal: median under {}: {}",
         "ratio",
         daemon_stats.median.as_secs_f64() / baseline_stats.median.as_secs_f64().max(1e-9),
-        if daemon_stats.median < Duration::from_secs(1) {
+        ms(goal),
+        if daemon_stats.median < goal {
             "met"
         } else {
             "NOT met"
@@ -674,6 +676,16 @@ fn latency(rt: &tokio::runtime::Runtime, commits: usize, size: usize) -> Result<
 
 /// The objects of the `web` placement at `revision`, with the Deployment's pod template
 /// changed too, so every commit rolls its pods out again.
+/// Issue 19.5's goal for the median: under 100 ms on 10 members (and fewer), under 1 s on more
+/// (it names 100).
+fn latency_goal(members: usize) -> Duration {
+    if members <= 10 {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_secs(1)
+    }
+}
+
 fn rolling_web_objects(revision: usize) -> Vec<Value> {
     let mut objects = web_objects("web", revision);
     objects[2]["spec"]["template"]["metadata"]["annotations"] =
