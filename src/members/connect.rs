@@ -1,9 +1,12 @@
 //! One kube client per member, from a kubeconfig.
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::discovery::ApiResource;
 
 use crate::catalog::Catalog;
 
@@ -116,6 +119,55 @@ pub async fn connect(
     path: &Path,
     target: &MemberTarget,
 ) -> Result<kube::Client, MemberError> {
+    Ok(connection(kubeconfig, path, target).await?.client)
+}
+
+/// A member's client and the kinds discovery found it serving, kept together: see [`connect`]
+/// and [`Kinds`].
+#[derive(Clone)]
+pub struct Connection {
+    pub client: kube::Client,
+    pub kinds: Arc<Kinds>,
+}
+
+/// How long a kind discovery found served is taken as served without asking again. Asking
+/// cost each push one request per kind it delivers (with the whole group's resource list to
+/// parse); kubectl keeps discovery too. A kind that went away meanwhile (a CRD deleted) fails
+/// its requests until then, and the next push after it reports it as not served.
+pub const KINDS_TTL: Duration = Duration::from_secs(60);
+
+/// The kinds discovery found served on a member, by `(apiVersion, kind)`: the resource and
+/// whether it is namespaced. Only kinds found are kept: one not served (yet) is asked for
+/// again by the next push (a CRD may be getting established).
+#[derive(Debug, Default)]
+pub struct Kinds(Mutex<HashMap<(String, String), (ApiResource, bool, Instant)>>);
+
+impl Kinds {
+    /// The kind as found less than [`KINDS_TTL`] ago.
+    pub fn get(&self, key: &(String, String)) -> Option<(ApiResource, bool)> {
+        let found = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (resource, namespaced, at) = found.get(key)?;
+        (at.elapsed() < KINDS_TTL).then(|| (resource.clone(), *namespaced))
+    }
+
+    /// The kind's resource (plural) as last found, however long ago.
+    pub fn plural(&self, key: &(String, String)) -> Option<String> {
+        let found = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        found.get(key).map(|(resource, ..)| resource.plural.clone())
+    }
+
+    pub fn put(&self, key: (String, String), resource: ApiResource, namespaced: bool) {
+        let mut found = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        found.insert(key, (resource, namespaced, Instant::now()));
+    }
+}
+
+/// [`connect`], with the member's discovered kinds.
+pub async fn connection(
+    kubeconfig: &Kubeconfig,
+    path: &Path,
+    target: &MemberTarget,
+) -> Result<Connection, MemberError> {
     let Some(own) = only_context(kubeconfig, &target.context) else {
         return Err(MemberError::NoContext {
             member: target.name.clone(),
@@ -124,8 +176,8 @@ pub async fn connect(
         });
     };
     let key = clients::key(&own);
-    if let Some(client) = clients::get(&key) {
-        return Ok(client);
+    if let Some(connection) = clients::get(&key) {
+        return Ok(connection);
     }
     let options = KubeConfigOptions {
         context: Some(target.context.clone()),
@@ -145,8 +197,12 @@ pub async fn connect(
     // retry 429/503/504 up to 15 times on top of them.
     config.default_retry = false;
     let client = kube::Client::try_from(config).map_err(|e| config_error(format!("{e:#}")))?;
-    clients::put(key, client.clone());
-    Ok(client)
+    let connection = Connection {
+        client,
+        kinds: Arc::default(),
+    };
+    clients::put(key, connection.clone());
+    Ok(connection)
 }
 
 /// `kubeconfig` cut down to `context` and the cluster and user it names (what a client for it
@@ -187,6 +243,8 @@ mod clients {
     use std::sync::Mutex;
     use tokio::runtime::{Handle, Id};
 
+    use super::Connection;
+
     /// The digest of what a client is made of (its kubeconfig entries).
     pub type Key = [u8; 32];
 
@@ -195,14 +253,14 @@ mod clients {
     /// one each, so the oldest are dropped.
     const RUNTIMES: usize = 8;
 
-    static CLIENTS: Mutex<Vec<(Id, HashMap<Key, kube::Client>)>> = Mutex::new(Vec::new());
+    static CLIENTS: Mutex<Vec<(Id, HashMap<Key, Connection>)>> = Mutex::new(Vec::new());
 
     /// A digest, so the cache keeps no second copy of the credentials.
     pub fn key(own: &kube::config::Kubeconfig) -> Key {
         sha2::Sha256::digest(serde_json::to_vec(own).expect("kubeconfigs serialise")).into()
     }
 
-    pub fn get(key: &Key) -> Option<kube::Client> {
+    pub fn get(key: &Key) -> Option<Connection> {
         let runtime = Handle::try_current().ok()?.id();
         let cache = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
         cache
@@ -211,7 +269,7 @@ mod clients {
             .and_then(|(_, clients)| clients.get(key).cloned())
     }
 
-    pub fn put(key: Key, client: kube::Client) {
+    pub fn put(key: Key, client: Connection) {
         let Ok(handle) = Handle::try_current() else {
             return;
         };

@@ -9,5 +9,6 @@ pub mod kubeconfig;
 pub mod retry;
 
 pub use connect::{
-    connect, member_targets, read_kubeconfig, MemberError, MemberTarget, CONTEXT_ANNOTATION,
+    connect, connection, member_targets, read_kubeconfig, Connection, Kinds, MemberError,
+    MemberTarget, CONTEXT_ANNOTATION,
 };

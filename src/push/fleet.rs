@@ -4,7 +4,7 @@
 use super::member::{failed_member, push_member};
 use super::record::Record;
 use super::{MemberPush, MemberResult, PushOptions};
-use crate::members::{connect, MemberTarget};
+use crate::members::{connection, Connection, MemberTarget};
 use kube::config::Kubeconfig;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,7 +23,7 @@ async fn each_member<I, T, F, Fut>(
 where
     I: Send + 'static,
     T: Send + 'static,
-    F: Fn(Result<kube::Client, String>, MemberTarget, I) -> Fut + Clone + Send + 'static,
+    F: Fn(Result<Connection, String>, MemberTarget, I) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = T> + Send,
 {
     let slots = Arc::new(Semaphore::new(parallel.max(1)));
@@ -38,7 +38,7 @@ where
         let work = work.clone();
         tasks.spawn(async move {
             let _slot = slots.acquire_owned().await.expect("never closed");
-            let client = connect(&kubeconfig, &path, &target)
+            let client = connection(&kubeconfig, &path, &target)
                 .await
                 .map_err(|e| e.to_string());
             work(client, target, item).await

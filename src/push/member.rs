@@ -23,6 +23,7 @@ use super::{
     PushOptions,
 };
 use crate::members::retry::{delay, with_retry, Budget};
+use crate::members::{Connection, Kinds};
 use crate::model::placement::{ApplyStrategyType, ComparisonOption, WhenToApply, WhenToTakeOver};
 use crate::model::work::{ResourceOptions, UpdateMode, WorkConfig};
 use crate::model::PlacementKind;
@@ -31,7 +32,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::core::{ApiResource, GroupVersionKind, ObjectList};
 use kube::discovery::Scope;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -48,12 +49,13 @@ const LIST_PAGE: u32 = 500;
 /// Added to the retry budget for a mark's lifetime (see [`Member::mark_ttl`]).
 const MARK_MARGIN: Duration = Duration::from_secs(300);
 
-/// One member's connection, budget, request limit and discovery cache for this run.
+/// One member's connection, budget, request limit and discovered kinds (shared with the
+/// member's later pushes, see [`Kinds`]) for this run.
 pub struct Member {
     client: kube::Client,
     budget: Budget,
     requests: Semaphore,
-    kinds: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
+    kinds: Arc<Kinds>,
     /// (apiVersion, kind) defined by CRDs applied in this run: worth waiting for in discovery.
     expected_kinds: Mutex<HashSet<(String, String)>>,
     /// Marks the records of the placements this push writes.
@@ -69,12 +71,12 @@ fn to_value(o: DynamicObject) -> Value {
 }
 
 impl Member {
-    pub fn new(client: kube::Client, opts: &PushOptions) -> Member {
+    pub fn new(connection: Connection, opts: &PushOptions) -> Member {
         Member {
-            client,
+            client: connection.client,
             budget: Budget::starting_now(opts.retry_budget),
             requests: Semaphore::new(opts.parallel_requests.max(1)),
-            kinds: Mutex::new(HashMap::new()),
+            kinds: connection.kinds,
             expected_kinds: Mutex::new(HashSet::new()),
             writer: opts.writer.clone(),
             commit: opts.commit.clone(),
@@ -109,13 +111,7 @@ impl Member {
     /// when the member does not serve the kind.
     async fn resource(&self, obj: &ObjectRef) -> Result<Option<(ApiResource, bool)>, Error> {
         let cache_key = (obj.api_version.clone(), obj.kind.clone());
-        let cached = self
-            .kinds
-            .lock()
-            .expect("not poisoned")
-            .get(&cache_key)
-            .cloned();
-        let (ar, namespaced) = match cached {
+        let (ar, namespaced) = match self.kinds.get(&cache_key) {
             Some(found) => found,
             None => {
                 let (group, version) = obj
@@ -134,12 +130,9 @@ impl Member {
                     .await;
                     match found {
                         Ok((ar, caps)) => {
-                            let entry = (ar, caps.scope == Scope::Namespaced);
-                            self.kinds
-                                .lock()
-                                .expect("not poisoned")
-                                .insert(cache_key, entry.clone());
-                            break entry;
+                            let namespaced = caps.scope == Scope::Namespaced;
+                            self.kinds.put(cache_key, ar.clone(), namespaced);
+                            break (ar, namespaced);
                         }
                         Err((e, _)) if e.is_unknown_kind() => {}
                         Err((e, _)) => return Err(e),
@@ -313,10 +306,7 @@ impl Member {
     /// The resource (plural) of an object's kind, once [`Member::api`] has resolved it.
     fn resource_name(&self, obj: &ObjectRef) -> Option<String> {
         self.kinds
-            .lock()
-            .expect("not poisoned")
-            .get(&(obj.api_version.clone(), obj.kind.clone()))
-            .map(|(ar, _)| ar.plural.clone())
+            .plural(&(obj.api_version.clone(), obj.kind.clone()))
     }
 
     fn records_api(&self) -> Api<DynamicObject> {
@@ -511,19 +501,19 @@ fn held(mark: Mark) -> Error {
 
 /// The member's records, by placement key (what `gitfleet apply`'s deletion guard counts).
 pub async fn records(
-    client: kube::Client,
+    connection: Connection,
     opts: &PushOptions,
 ) -> Result<BTreeMap<String, Record>, Error> {
-    Member::new(client, opts).records().await
+    Member::new(connection, opts).records().await
 }
 
-/// Pushes everything `target` should receive through `client`.
+/// Pushes everything `target` should receive through `connection`.
 pub async fn push_member(
-    client: kube::Client,
+    connection: Connection,
     target: MemberPush,
     opts: &PushOptions,
 ) -> MemberResult {
-    let m = Arc::new(Member::new(client, opts));
+    let m = Arc::new(Member::new(connection, opts));
     let fail_all = |error: String| failed_member(&target, error);
     // Listing the records is the first request: it also tells whether the member answers.
     let records = match m.records().await {
@@ -1449,6 +1439,90 @@ async fn prune_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A member's kinds are discovered by its first push and taken from the connection by the
+    /// pushes after it: a push through a connection that knows them makes exactly one request
+    /// per API group fewer (here `/api/v1` for the ConfigMap, `/apis/apps/v1` for the
+    /// Deployment) than the same push through a connection that does not.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_members_kinds_are_discovered_once_for_its_pushes() {
+        let fleet = crate::sim::fleet_file::FleetFile::parse(
+            "members:\n  - name: m\n    nodes: [{count: 1}]\n",
+            "fleet.yaml",
+        )
+        .unwrap();
+        let options = crate::sim::StartOptions {
+            admin: None,
+            admin_token: None,
+        };
+        let sim = crate::sim::start(fleet, options).await.unwrap();
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml()).unwrap();
+        let target = crate::members::MemberTarget {
+            name: "m".into(),
+            context: "m".into(),
+        };
+        let shared = crate::members::connection(&kubeconfig, std::path::Path::new("kc"), &target)
+            .await
+            .unwrap();
+        let objects = [
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "default"}, "data": {"a": "1"}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "d", "namespace": "default"},
+                "spec": {"selector": {"matchLabels": {"app": "d"}},
+                    "template": {"metadata": {"labels": {"app": "d"}},
+                        "spec": {"containers": [{"name": "d", "image": "d"}]}}}}),
+        ];
+        let push = MemberPush {
+            member: "m".into(),
+            context: "m".into(),
+            placements: vec![PlacementPush {
+                placement: "crp/p".parse().unwrap(),
+                strategy: ApplyStrategy::default(),
+                resource_snapshot: "s".into(),
+                manifests: (objects.iter())
+                    .map(|v| crate::render::Manifest {
+                        value: Arc::new(v.clone()),
+                        wave: 0,
+                        envelope: None,
+                        work: None,
+                    })
+                    .collect(),
+            }],
+            prune_unlisted: super::super::PruneUnlisted::Only(BTreeSet::new()),
+        };
+        let opts = PushOptions {
+            commit: "c".into(),
+            parallel_members: 1,
+            parallel_requests: 4,
+            retry_budget: Duration::from_secs(10),
+            writer: super::super::writer::Identity::process("test"),
+        };
+        // How many requests a push of `push` makes through `connection`.
+        let requests = |connection: Connection| {
+            let (sim, push, opts) = (&sim, push.clone(), opts.clone());
+            async move {
+                let before = sim.member_request_counts("m").unwrap();
+                let result = push_member(connection, push, &opts).await;
+                let after = sim.member_request_counts("m").unwrap();
+                assert!(result.error.is_none(), "{:?}", result.error);
+                (after.0 - before.0) + (after.1 - before.1)
+            }
+        };
+        requests(shared.clone()).await;
+        let knowing = requests(shared.clone()).await;
+        let fresh = Connection {
+            client: shared.client.clone(),
+            kinds: Arc::default(),
+        };
+        let not_knowing = requests(fresh).await;
+        assert_eq!(
+            not_knowing,
+            knowing + 2,
+            "{not_knowing} requests, {knowing} knowing the kinds"
+        );
+        sim.shutdown().await;
+    }
 
     #[test]
     fn an_ocm_update_replaces_over_the_live_metadata() {
