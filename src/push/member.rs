@@ -1,7 +1,8 @@
 //! Pushing to one member: every request retried per [`crate::members::retry`] within the member's
-//! budget and bounded by its request limit; kinds resolved by discovery, cached for the run
-//! (only found kinds are cached, so a CRD applied in an earlier wave makes its custom resources
-//! resolvable in a later one).
+//! budget and bounded by its request limit; kinds resolved by discovery, kept with the member's
+//! connection for the pushes of the next minute ([`crate::members::Kinds`]; only found kinds
+//! are kept, so a CRD applied in an earlier wave makes its custom resources resolvable in a
+//! later one).
 //!
 //! A real API server serves a new CRD's kind only once the CRD is Established, a moment after
 //! the apply returns; so the kinds of CRDs applied in this run are awaited (discovery asked again
