@@ -140,25 +140,43 @@ pub const KINDS_TTL: Duration = Duration::from_secs(60);
 /// whether it is namespaced. Only kinds found are kept: one not served (yet) is asked for
 /// again by the next push (a CRD may be getting established).
 #[derive(Debug, Default)]
-pub struct Kinds(Mutex<HashMap<(String, String), (ApiResource, bool, Instant)>>);
+pub struct Kinds(Mutex<HashMap<KindKey, Found>>);
+
+/// `(apiVersion, kind)`.
+pub type KindKey = (String, String);
+
+#[derive(Debug)]
+struct Found {
+    resource: ApiResource,
+    namespaced: bool,
+    at: Instant,
+}
 
 impl Kinds {
     /// The kind as found less than [`KINDS_TTL`] ago.
-    pub fn get(&self, key: &(String, String)) -> Option<(ApiResource, bool)> {
+    pub fn get(&self, key: &KindKey) -> Option<(ApiResource, bool)> {
         let found = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (resource, namespaced, at) = found.get(key)?;
-        (at.elapsed() < KINDS_TTL).then(|| (resource.clone(), *namespaced))
+        let kind = found.get(key)?;
+        (kind.at.elapsed() < KINDS_TTL).then(|| (kind.resource.clone(), kind.namespaced))
     }
 
     /// The kind's resource (plural) as last found, however long ago.
-    pub fn plural(&self, key: &(String, String)) -> Option<String> {
+    pub fn plural(&self, key: &KindKey) -> Option<String> {
         let found = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        found.get(key).map(|(resource, ..)| resource.plural.clone())
+        found.get(key).map(|kind| kind.resource.plural.clone())
     }
 
-    pub fn put(&self, key: (String, String), resource: ApiResource, namespaced: bool) {
+    pub fn put(&self, key: KindKey, resource: ApiResource, namespaced: bool) {
         let mut found = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        found.insert(key, (resource, namespaced, Instant::now()));
+        let at = Instant::now();
+        found.insert(
+            key,
+            Found {
+                resource,
+                namespaced,
+                at,
+            },
+        );
     }
 }
 
