@@ -576,6 +576,7 @@ impl<D: Deliverer> Daemon<D> {
             tracing::debug!(?event, "event");
             match event {
                 Event::Shutdown => {
+                    self.compact_state().await;
                     tracing::info!("shutting down; state is saved");
                     return Ok(());
                 }
@@ -631,9 +632,31 @@ impl<D: Deliverer> Daemon<D> {
             let action = self.look(&mut follower).await?;
             self.last_look = looking.elapsed();
             if self.opts.once && !action.keeps_once_going(started.elapsed()) {
+                self.compact_state().await;
                 return Ok(());
             }
             timers.looked(Instant::now(), action);
+        }
+    }
+
+    /// Leaves the state whole at a clean stop (the state directory's journal folded into its
+    /// files). Every save already made it durable: a failure here is logged, not fatal.
+    async fn compact_state(&mut self) {
+        let store = self.store.clone();
+        let state = std::mem::take(&mut self.state);
+        match blocking(move || {
+            let r = store.compact(&state);
+            (state, r)
+        })
+        .await
+        {
+            Ok((state, r)) => {
+                self.state = state;
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "cannot write the state whole at exit; its journal keeps it");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot write the state whole at exit"),
         }
     }
 

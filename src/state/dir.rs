@@ -4,13 +4,18 @@
 //! [`crate::rollout::RolloutState`]) — written crash-safely (temporary file, fsync, rename, fsync
 //! of the folder) in a versioned format. Directories written by gitfleet 0.1.0 read unchanged.
 //!
+//! The daemon's saves do not write those whole files each time: its first save does, then each
+//! save appends what changed to `journal` (one synced record; [`super::journal`]), and the files
+//! are written whole again once the journal outgrows them and when the daemon stops cleanly.
+//! Every read goes through the journal, so a reader sees the last save either way.
+//!
 //! A writer ([`StateStore::lock`]: the daemon, `schedule --save`) holds an exclusive lock on
 //! `gitfleet.lock` in the directory for as long as it lives (flock on Linux, std's
 //! `File::try_lock`), with its pid in the file: two writers on one directory would interleave
 //! their saves. Readers (`plan --state`, `schedule --state`) do not lock: every save is an
 //! atomic rename.
 
-use super::{StateBackend, StateError, FORMAT_VERSION};
+use super::{journal, StateBackend, StateError, FORMAT_VERSION};
 use crate::model::PlacementKey;
 use crate::rollout::{PlacementState, RolloutState};
 use crate::schedule::{PlacementSchedule, Previous};
@@ -55,16 +60,43 @@ pub struct StateStore {
     dir: PathBuf,
     /// The writer's lock ([`StateStore::lock`]), released when the last clone is dropped.
     _lock: Option<std::sync::Arc<fs::File>>,
-    /// The digest of what this store last wrote to each file: a save that would write the
-    /// same bytes again (the schedule between commits, most of the time) writes and syncs
-    /// nothing.
-    written: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<&'static str, [u8; 32]>>>,
-    /// Each placement's part of `daemon.json` as last written, with the state it was written
-    /// from: a placement whose state is still that shared value is not serialised again.
-    fragments: std::sync::Arc<std::sync::Mutex<Fragments>>,
+    /// What this store last wrote (clones share it): saves are serialised by it.
+    written: std::sync::Arc<std::sync::Mutex<Written>>,
+}
+
+/// What a store knows of what it wrote to its directory.
+#[derive(Debug, Default)]
+struct Written {
+    /// The digest of what this store last wrote to each whole file: a whole write of the same
+    /// bytes again (the schedule between commits, most of the time) writes and syncs nothing.
+    digests: std::collections::HashMap<&'static str, [u8; 32]>,
+    /// Each placement's part of `daemon.json` as last written or journaled, with the state it
+    /// was written from: a placement whose state is still that shared value is not serialised
+    /// again, and not journaled again.
+    fragments: Fragments,
+    /// The journal this store began and appends to; `None`: the next save compacts (writes
+    /// the whole files and begins a new journal), as the first save of every store does.
+    journal: Option<Appending>,
+    /// The schedule the directory holds (whole file and journal), as this store saved it.
+    schedule: Option<(String, Previous)>,
+    /// The fleet-wide rest of the rollout state as last written or journaled (compact JSON).
+    rest: Option<Vec<u8>>,
+}
+
+#[derive(Debug)]
+struct Appending {
+    file: fs::File,
+    /// Its length with no record yet (the header's).
+    begun: u64,
+    len: u64,
+    /// The whole files' size when the journal was begun: it is compacted once it outgrows them.
+    bases: u64,
 }
 
 type Fragments = std::collections::HashMap<PlacementKey, (Arc<PlacementState>, Vec<u8>)>;
+
+/// A journal is compacted once it is larger than the whole files it applies to, and than this.
+const JOURNAL_MIN_COMPACT: u64 = 4 << 20;
 
 impl StateStore {
     /// Opens (and creates if needed) a state directory.
@@ -77,7 +109,6 @@ impl StateStore {
             dir: dir.to_path_buf(),
             _lock: None,
             written: Default::default(),
-            fragments: Default::default(),
         })
     }
 
@@ -141,54 +172,107 @@ impl StateStore {
         Ok(())
     }
 
-    /// A file of the directory, checked for the format version; `None` when it does not exist.
-    fn read_versioned<T: serde::de::DeserializeOwned>(
+    /// A file of the directory's bytes; `None` when it does not exist.
+    fn read_bytes(&self, name: &str) -> Result<Option<Vec<u8>>, StateError> {
+        let file = self.dir.join(name);
+        match fs::read(&file) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StateError::Read { file, source }),
+        }
+    }
+
+    /// A file's bytes, checked for the format version.
+    fn versioned<T: serde::de::DeserializeOwned>(
         &self,
         name: &str,
-    ) -> Result<Option<T>, StateError> {
+        bytes: &[u8],
+    ) -> Result<T, StateError> {
         let file = self.dir.join(name);
-        let bytes = match fs::read(&file) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(StateError::Read { file, source }),
-        };
         let corrupt = |e: serde_json::Error| StateError::Corrupt {
             file: file.clone(),
             message: e.to_string(),
         };
-        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(corrupt)?;
+        let value: serde_json::Value = serde_json::from_slice(bytes).map_err(corrupt)?;
         let found = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
         if found != FORMAT_VERSION {
             return Err(StateError::Version { file, found });
         }
-        serde_json::from_value(value).map(Some).map_err(corrupt)
+        serde_json::from_value(value).map_err(corrupt)
+    }
+
+    /// The journal, read before the whole files (a compaction writes them before it replaces
+    /// the journal, so a journal read first never names whole files newer than the ones read
+    /// after it: either they match, or they are newer and hold all it recorded).
+    fn read_journal(&self) -> Result<Option<journal::Parsed>, StateError> {
+        let Some(bytes) = self.read_bytes(journal::JOURNAL_FILE)? else {
+            return Ok(None);
+        };
+        journal::parse(&bytes).map_err(|message| self.corrupt_journal(message))
+    }
+
+    fn corrupt_journal(&self, message: String) -> StateError {
+        StateError::Corrupt {
+            file: self.dir.join(journal::JOURNAL_FILE),
+            message,
+        }
     }
 
     /// The last saved schedule, by placement; empty when nothing was saved yet.
     pub fn load_schedule(&self) -> Result<(Option<String>, Previous), StateError> {
-        let Some(parsed) = self.read_versioned::<ScheduleFile>(SCHEDULE_FILE)? else {
-            return Ok((None, Previous::new()));
+        let journal = self.read_journal()?;
+        let bytes = self.read_bytes(SCHEDULE_FILE)?;
+        let (commit, previous) = match &bytes {
+            Some(b) => {
+                let parsed: ScheduleFile = self.versioned(SCHEDULE_FILE, b)?;
+                let previous = parsed
+                    .placements
+                    .into_iter()
+                    .map(|p| (p.key.clone(), p))
+                    .collect();
+                (Some(parsed.commit), previous)
+            }
+            None => (None, Previous::new()),
         };
-        let previous = parsed
-            .placements
-            .into_iter()
-            .map(|p| (p.key.clone(), p))
-            .collect();
-        Ok((Some(parsed.commit), previous))
+        match journal {
+            Some(j) if j.header.schedule == journal::digest(bytes.as_deref()) => {
+                journal::replay_schedule(commit, previous, &j.records)
+                    .map_err(|m| self.corrupt_journal(m))
+            }
+            _ => Ok((commit, previous)),
+        }
     }
 
+    /// Writes the whole schedule file (`gitfleet schedule --save`); the daemon saves through
+    /// [`StateBackend::save`], which journals.
     pub fn save_schedule(
         &self,
         commit: &str,
         placements: &[PlacementSchedule],
     ) -> Result<(), StateError> {
+        let mut w = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        // A journal begun on the old file no longer applies to it: the next save compacts.
+        w.journal = None;
+        w.schedule = None;
+        self.write_schedule(&mut w, commit, placements)?;
+        w.schedule = Some((commit.to_string(), by_key(placements)));
+        Ok(())
+    }
+
+    fn write_schedule(
+        &self,
+        w: &mut Written,
+        commit: &str,
+        placements: &[PlacementSchedule],
+    ) -> Result<Vec<u8>, StateError> {
         let file = ScheduleFileRef {
             version: FORMAT_VERSION,
             commit,
             placements,
         };
         let bytes = serde_json::to_vec_pretty(&file).expect("state serialises");
-        self.write_changed(SCHEDULE_FILE, &bytes)
+        self.write_changed(w, SCHEDULE_FILE, &bytes)?;
+        Ok(bytes)
     }
 
     /// Whether a rollout state was ever saved here (`false`: a new or lost directory).
@@ -198,30 +282,229 @@ impl StateStore {
 
     /// The rollout's state; empty when nothing was saved yet.
     pub fn load_rollout(&self) -> Result<RolloutState, StateError> {
-        Ok(self.read_versioned(ROLLOUT_FILE)?.unwrap_or_default())
+        let journal = self.read_journal()?;
+        let bytes = self.read_bytes(ROLLOUT_FILE)?;
+        let state = match &bytes {
+            Some(b) => self.versioned(ROLLOUT_FILE, b)?,
+            None => RolloutState::default(),
+        };
+        match journal {
+            Some(j) if j.header.rollout == journal::digest(bytes.as_deref()) => {
+                journal::replay_rollout(state, j.records).map_err(|m| self.corrupt_journal(m))
+            }
+            _ => Ok(state),
+        }
     }
 
+    /// Writes the whole rollout file; the daemon saves through [`StateBackend::save`].
     pub fn save_rollout(&self, state: &RolloutState) -> Result<(), StateError> {
-        let mut fragments = self.fragments.lock().unwrap_or_else(|e| e.into_inner());
-        let bytes = rollout_file_bytes(state, &mut fragments);
-        self.write_changed(ROLLOUT_FILE, &bytes)
+        let mut w = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        w.journal = None;
+        self.write_rollout(&mut w, state)?;
+        Ok(())
+    }
+
+    fn write_rollout(&self, w: &mut Written, state: &RolloutState) -> Result<Vec<u8>, StateError> {
+        w.rest = None;
+        let bytes = rollout_file_bytes(state, &mut w.fragments);
+        self.write_changed(w, ROLLOUT_FILE, &bytes)?;
+        w.rest = Some(rest_bytes(state));
+        Ok(bytes)
     }
 
     /// Writes `bytes` to `name` ([`write_atomic`]) unless this store last wrote exactly them
     /// there.
-    fn write_changed(&self, name: &'static str, bytes: &[u8]) -> Result<(), StateError> {
+    fn write_changed(
+        &self,
+        w: &mut Written,
+        name: &'static str,
+        bytes: &[u8],
+    ) -> Result<(), StateError> {
         use sha2::Digest;
         let digest: [u8; 32] = sha2::Sha256::digest(bytes).into();
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        if written.get(name) == Some(&digest) {
+        if w.digests.get(name) == Some(&digest) {
             return Ok(());
         }
         // Forgotten first: a failed write must not be taken for the last one written.
-        written.remove(name);
+        w.digests.remove(name);
         write_atomic(&self.dir.join(name), bytes)?;
-        written.insert(name, digest);
+        w.digests.insert(name, digest);
         Ok(())
     }
+
+    /// The daemon's save: what changed since the last one (placements whose schedule or
+    /// rollout state changed, the fleet-wide rest if it changed) appended to the journal and
+    /// synced, or, for a store's first save and once the journal outgrows the whole files, a
+    /// compaction.
+    fn save_journaled(
+        &self,
+        schedule: Option<(&str, &[PlacementSchedule])>,
+        state: &RolloutState,
+    ) -> Result<(), StateError> {
+        let mut guard = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let w = &mut *guard;
+        if w.journal.is_none() {
+            return self.compact_with(w, schedule, state);
+        }
+        let mut record = journal::RecordBytes::default();
+        // The schedule's changes, against what the directory holds.
+        let (mut scheduled, mut unscheduled) = (Vec::new(), Vec::new());
+        if let Some((commit, placements)) = schedule {
+            let known = w.schedule.get_or_insert_with(Default::default);
+            if known.0 != commit {
+                record.schedule_commit = Some(commit);
+            }
+            let given: std::collections::HashSet<&PlacementKey> =
+                placements.iter().map(|p| &p.key).collect();
+            for p in placements {
+                if known.1.get(&p.key) != Some(p) {
+                    let json = serde_json::to_vec(p).expect("a schedule serialises");
+                    record.schedules.push((p.key.to_string(), Some(json)));
+                    scheduled.push(p);
+                }
+            }
+            for key in known.1.keys().filter(|k| !given.contains(k)) {
+                record.schedules.push((key.to_string(), None));
+                unscheduled.push(key.clone());
+            }
+        }
+        // The rollout state's.
+        let rest = rest_bytes(state);
+        if w.rest.as_deref() != Some(rest.as_slice()) {
+            record.rest = Some(&rest);
+        }
+        let fresh: Vec<&PlacementKey> = state
+            .placements
+            .iter()
+            .filter(|(key, ps)| {
+                !w.fragments
+                    .get(*key)
+                    .is_some_and(|(from, _)| Arc::ptr_eq(from, ps))
+            })
+            .map(|(key, _)| key)
+            .collect();
+        for key in &fresh {
+            let ps = &state.placements[*key];
+            w.fragments
+                .insert((*key).clone(), (ps.clone(), fragment(ps)));
+        }
+        let gone: Vec<PlacementKey> = w
+            .fragments
+            .keys()
+            .filter(|k| !state.placements.contains_key(*k))
+            .cloned()
+            .collect();
+        for key in &gone {
+            w.fragments.remove(key);
+        }
+        record.placements = fresh
+            .iter()
+            .map(|k| (k.to_string(), Some(w.fragments[*k].1.as_slice())))
+            .chain(gone.iter().map(|k| (k.to_string(), None)))
+            .collect();
+        if record.is_empty() {
+            return Ok(());
+        }
+        let frame = record.frame();
+        drop(record);
+        // What the directory will hold, whether it is journaled or compacted.
+        if let Some((commit, _)) = schedule {
+            let known = w.schedule.get_or_insert_with(Default::default);
+            known.0 = commit.to_string();
+            for key in &unscheduled {
+                known.1.remove(key);
+            }
+            for p in scheduled {
+                known.1.insert(p.key.clone(), p.clone());
+            }
+        }
+        w.rest = Some(rest);
+        let appending = w.journal.as_mut().expect("checked above");
+        if appending.len + frame.len() as u64 > appending.bases.max(JOURNAL_MIN_COMPACT) {
+            return self.compact_with(w, schedule, state);
+        }
+        let appended = appending
+            .file
+            .write_all(&frame)
+            .and_then(|()| appending.file.sync_data());
+        match appended {
+            Ok(()) => {
+                appending.len += frame.len() as u64;
+                Ok(())
+            }
+            Err(source) => {
+                // What the journal holds now is not known: the next save compacts.
+                w.journal = None;
+                Err(StateError::Write {
+                    file: self.dir.join(journal::JOURNAL_FILE),
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Writes the whole files — the schedule given, or the one the directory holds — then a
+    /// new, empty journal over the old one (the step that makes the old one stop applying).
+    fn compact_with(
+        &self,
+        w: &mut Written,
+        schedule: Option<(&str, &[PlacementSchedule])>,
+        state: &RolloutState,
+    ) -> Result<(), StateError> {
+        w.journal = None;
+        let schedule_bytes = match schedule {
+            Some((commit, placements)) => {
+                w.schedule = None;
+                let bytes = self.write_schedule(w, commit, placements)?;
+                w.schedule = Some((commit.to_string(), by_key(placements)));
+                Some(bytes)
+            }
+            None => {
+                if w.schedule.is_none() && self.dir.join(SCHEDULE_FILE).exists() {
+                    let (commit, previous) = self.load_schedule()?;
+                    w.schedule = commit.map(|c| (c, previous));
+                }
+                match w.schedule.take() {
+                    Some((commit, previous)) => {
+                        let placements: Vec<PlacementSchedule> = previous.into_values().collect();
+                        let bytes = self.write_schedule(w, &commit, &placements)?;
+                        w.schedule = Some((commit, by_key(&placements)));
+                        Some(bytes)
+                    }
+                    None => None,
+                }
+            }
+        };
+        let rollout_bytes = self.write_rollout(w, state)?;
+        let header = journal::Header {
+            schedule: journal::digest(schedule_bytes.as_deref()),
+            rollout: journal::digest(Some(&rollout_bytes)),
+        }
+        .encode();
+        let path = self.dir.join(journal::JOURNAL_FILE);
+        write_atomic(&path, &header)?;
+        let file = fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|source| StateError::Write {
+                file: path.clone(),
+                source,
+            })?;
+        w.journal = Some(Appending {
+            file,
+            begun: header.len() as u64,
+            len: header.len() as u64,
+            bases: (schedule_bytes.map_or(0, |b| b.len()) + rollout_bytes.len()) as u64,
+        });
+        Ok(())
+    }
+}
+
+fn by_key(placements: &[PlacementSchedule]) -> Previous {
+    placements
+        .iter()
+        .map(|p| (p.key.clone(), p.clone()))
+        .collect()
 }
 
 impl StateBackend for StateStore {
@@ -241,17 +524,24 @@ impl StateBackend for StateStore {
         StateStore::load_rollout(self)
     }
 
-    /// The schedule first: a crash between the two writes re-applies one step, which is
-    /// idempotent; it never forgets one.
+    /// One journal record (schedule and rollout together, so a save is one sync and a crash
+    /// keeps all of it or none of it), or a compaction that writes the schedule first.
     fn save(
         &self,
         schedule: Option<(&str, &[PlacementSchedule])>,
         state: &RolloutState,
     ) -> Result<(), StateError> {
-        if let Some((commit, placements)) = schedule {
-            self.save_schedule(commit, placements)?;
+        self.save_journaled(schedule, state)
+    }
+
+    /// Whole files again when this store journaled anything since it last wrote them: a
+    /// stopped daemon leaves `schedule.json` and `daemon.json` whole.
+    fn compact(&self, state: &RolloutState) -> Result<(), StateError> {
+        let mut w = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        match &w.journal {
+            Some(j) if j.len > j.begun => self.compact_with(&mut w, None, state),
+            _ => Ok(()),
         }
-        self.save_rollout(state)
     }
 
     fn location(&self) -> String {
@@ -259,20 +549,44 @@ impl StateBackend for StateStore {
     }
 }
 
-/// `daemon.json`'s bytes: exactly `serde_json::to_vec_pretty` of the [`RolloutFile`], built
-/// from each placement's part, which is serialised again only when its state is no longer
-/// the shared value it was last serialised from. At 1,000 placements serialising the whole
-/// state took most of every reconcile's save, though a reconcile changes few placements.
-fn rollout_file_bytes(state: &RolloutState, fragments: &mut Fragments) -> Vec<u8> {
-    // Everything but the placements (a struct literal, so that a new field is not forgotten).
-    let rest = RolloutState {
+/// Everything of the rollout state but the placements (a struct literal, so that a new field
+/// is not forgotten).
+fn rest_of(state: &RolloutState) -> RolloutState {
+    RolloutState {
         serving: state.serving.clone(),
         rejected: state.rejected.clone(),
         held: state.held.clone(),
         placements: Default::default(),
         members: state.members.clone(),
         runs: state.runs.clone(),
-    };
+    }
+}
+
+fn rest_bytes(state: &RolloutState) -> Vec<u8> {
+    serde_json::to_vec(&rest_of(state)).expect("rollout state serialises")
+}
+
+/// A placement's part of `daemon.json`: pretty, its lines moved in by the pretty printer's
+/// indent at the placements' values (inside the file's object and the map).
+fn fragment(ps: &PlacementState) -> Vec<u8> {
+    const INDENT: &[u8] = b"    ";
+    let plain = serde_json::to_vec_pretty(ps).expect("placement state serialises");
+    let mut indented = Vec::with_capacity(plain.len() + plain.len() / 8);
+    for &b in &plain {
+        indented.push(b);
+        if b == b'\n' {
+            indented.extend_from_slice(INDENT);
+        }
+    }
+    indented
+}
+
+/// `daemon.json`'s bytes: exactly `serde_json::to_vec_pretty` of the [`RolloutFile`], built
+/// from each placement's part, which is serialised again only when its state is no longer
+/// the shared value it was last serialised from. At 1,000 placements serialising the whole
+/// state took most of every reconcile's save, though a reconcile changes few placements.
+fn rollout_file_bytes(state: &RolloutState, fragments: &mut Fragments) -> Vec<u8> {
+    let rest = rest_of(state);
     let file = RolloutFile {
         version: FORMAT_VERSION,
         state: &rest,
@@ -290,15 +604,7 @@ fn rollout_file_bytes(state: &RolloutState, fragments: &mut Fragments) -> Vec<u8
             None => true,
         };
         if fresh {
-            let plain = serde_json::to_vec_pretty(&**ps).expect("placement state serialises");
-            let mut indented = Vec::with_capacity(plain.len() + plain.len() / 8);
-            for &b in &plain {
-                indented.push(b);
-                if b == b'\n' {
-                    indented.extend_from_slice(INDENT);
-                }
-            }
-            fragments.insert(key.clone(), (ps.clone(), indented));
+            fragments.insert(key.clone(), (ps.clone(), fragment(ps)));
         }
         map.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
         map.extend_from_slice(INDENT);
@@ -342,7 +648,6 @@ pub fn read_rollout(dir: &Path) -> Result<RolloutState, StateError> {
         dir: dir.to_path_buf(),
         _lock: None,
         written: Default::default(),
-        fragments: Default::default(),
     }
     .load_rollout()
 }
@@ -581,6 +886,234 @@ mod tests {
         );
         assert_ne!(fragments[&b].1, kept[&b].1, "changed: serialised again");
         assert_eq!(fragments.len(), 2, "a removed placement's part is dropped");
+    }
+
+    /// A fleet of `n` placements for the daemon's saves: each with a schedule and a rollout
+    /// state whose one cluster's last error is `error`.
+    fn fleet(n: usize, error: &str) -> (Vec<PlacementSchedule>, RolloutState) {
+        use crate::rollout::{BindingHealth, ClusterState};
+        let mut state = RolloutState {
+            serving: Some("c1".into()),
+            ..RolloutState::default()
+        };
+        let mut schedule = Vec::new();
+        for i in 0..n {
+            let key: PlacementKey = format!("crp/app-{i:03}").parse().unwrap();
+            schedule.push(PlacementSchedule {
+                key: key.clone(),
+                ..sample()
+            });
+            let mut ps = PlacementState::default();
+            ps.clusters.insert(
+                "a".into(),
+                ClusterState {
+                    revision: None,
+                    attempted: None,
+                    commit: Some("c1".into()),
+                    health: BindingHealth::Pending,
+                    diffs: vec![],
+                    not_available: vec![],
+                    last_error: Some(error.into()),
+                    recheck: None,
+                    updated_at: 1,
+                    objects: Default::default(),
+                },
+            );
+            state.placements.insert(key, Arc::new(ps));
+        }
+        (schedule, state)
+    }
+
+    fn set_error(state: &mut RolloutState, i: usize, error: &str) {
+        let key: PlacementKey = format!("crp/app-{i:03}").parse().unwrap();
+        Arc::make_mut(state.placements.get_mut(&key).unwrap())
+            .clusters
+            .get_mut("a")
+            .unwrap()
+            .last_error = Some(error.into());
+    }
+
+    fn reads_back(dir: &Path, schedule: &[PlacementSchedule], state: &RolloutState, commit: &str) {
+        let store = StateStore::open(dir).unwrap();
+        store.check().unwrap();
+        let (c, previous) = store.load_schedule().unwrap();
+        assert_eq!(c.as_deref(), Some(commit));
+        assert_eq!(previous, by_key(schedule));
+        assert_eq!(&store.load_rollout().unwrap(), state);
+    }
+
+    /// The daemon's saves: the first writes the whole files, later ones append only what
+    /// changed (the whole files are not written again), and a reader sees the newest state,
+    /// removals and a new commit included.
+    #[test]
+    fn a_save_journals_only_what_changed_and_reads_back_whole() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::lock(dir.path()).unwrap();
+        let (mut schedule, mut state) = fleet(200, "none");
+        store.save(Some(("c1", &schedule)), &state).unwrap();
+        reads_back(dir.path(), &schedule, &state, "c1");
+        let inode = |name: &str| fs::metadata(dir.path().join(name)).unwrap().ino();
+        let size = |name: &str| fs::metadata(dir.path().join(name)).unwrap().len();
+        let (schedule_inode, rollout_inode) = (inode(SCHEDULE_FILE), inode(ROLLOUT_FILE));
+        let bases = size(SCHEDULE_FILE) + size(ROLLOUT_FILE);
+        let begun = size(journal::JOURNAL_FILE);
+
+        // One placement's rollout state changes, another's schedule: one record of both.
+        set_error(&mut state, 7, "timeout");
+        schedule[9].policy_snapshot_index = Some(3);
+        store.save(Some(("c1", &schedule)), &state).unwrap();
+        let record = size(journal::JOURNAL_FILE) - begun;
+        assert!(record > 0 && record * 50 < bases, "{record} of {bases}");
+        reads_back(dir.path(), &schedule, &state, "c1");
+        // Nothing changed: nothing written.
+        store.save(None, &state).unwrap();
+        store.save(Some(("c1", &schedule)), &state).unwrap();
+        assert_eq!(size(journal::JOURNAL_FILE) - begun, record);
+
+        // A new commit, a placement gone from both, the fleet-wide part changed.
+        let gone: PlacementKey = "crp/app-003".parse().unwrap();
+        schedule.retain(|p| p.key != gone);
+        state.placements.remove(&gone);
+        state.serving = Some("c2".into());
+        store.save(Some(("c2", &schedule)), &state).unwrap();
+        reads_back(dir.path(), &schedule, &state, "c2");
+        assert_eq!(
+            (inode(SCHEDULE_FILE), inode(ROLLOUT_FILE)),
+            (schedule_inode, rollout_inode),
+            "the whole files were not written again"
+        );
+
+        // A clean stop leaves the whole files holding everything, the journal empty.
+        StateBackend::compact(&store, &state).unwrap();
+        assert_eq!(size(journal::JOURNAL_FILE), begun);
+        let journal_bytes = fs::read(dir.path().join(journal::JOURNAL_FILE)).unwrap();
+        fs::remove_file(dir.path().join(journal::JOURNAL_FILE)).unwrap();
+        reads_back(dir.path(), &schedule, &state, "c2");
+        fs::write(dir.path().join(journal::JOURNAL_FILE), journal_bytes).unwrap();
+        let rollout_inode = inode(ROLLOUT_FILE);
+
+        // The next store (a restart) compacts at its first save, and goes on journaling.
+        drop(store);
+        let again = StateStore::lock(dir.path()).unwrap();
+        set_error(&mut state, 8, "refused");
+        again.save(None, &state).unwrap();
+        assert_ne!(inode(ROLLOUT_FILE), rollout_inode);
+        assert_eq!(size(journal::JOURNAL_FILE), begun, "a new, empty journal");
+        reads_back(dir.path(), &schedule, &state, "c2");
+    }
+
+    /// A crash mid-append (a torn last record) loses only the save that did not return; a
+    /// crash between a compaction's writes (a whole file newer than the journal) loses
+    /// nothing; a record damaged inside the journal is refused, naming the file.
+    #[test]
+    fn a_crash_mid_save_or_mid_compaction_keeps_every_save_that_returned() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::lock(dir.path()).unwrap();
+        let (schedule, mut state) = fleet(20, "none");
+        store.save(Some(("c1", &schedule)), &state).unwrap();
+        for i in 0..5 {
+            set_error(&mut state, i, "first");
+            store.save(None, &state).unwrap();
+        }
+        let journal = dir.path().join(journal::JOURNAL_FILE);
+        let whole = fs::read(&journal).unwrap();
+
+        // Torn: half of another record.
+        let mut later = state.clone();
+        set_error(&mut later, 11, "never saved");
+        store.save(None, &later).unwrap();
+        let longer = fs::read(&journal).unwrap();
+        let torn = &longer[..whole.len() + (longer.len() - whole.len()) / 2];
+        fs::write(&journal, torn).unwrap();
+        reads_back(dir.path(), &schedule, &state, "c1");
+        // A restarted writer compacts it away and goes on from there.
+        drop(store);
+        let store = StateStore::lock(dir.path()).unwrap();
+        set_error(&mut state, 12, "second");
+        store.save(None, &state).unwrap();
+        set_error(&mut state, 13, "second");
+        store.save(None, &state).unwrap();
+        reads_back(dir.path(), &schedule, &state, "c1");
+
+        // Mid-compaction: the whole schedule written again, then the rollout file, each
+        // before the new journal replaces the old one.
+        let mut schedule = schedule;
+        schedule[2].policy_snapshot_index = Some(9);
+        store.save(Some(("c1", &schedule)), &state).unwrap();
+        let kept = fs::read(&journal).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let writer = StateStore::open(scratch.path()).unwrap();
+        writer.save_schedule("c1", &schedule).unwrap();
+        fs::copy(
+            scratch.path().join(SCHEDULE_FILE),
+            dir.path().join(SCHEDULE_FILE),
+        )
+        .unwrap();
+        reads_back(dir.path(), &schedule, &state, "c1");
+        writer.save_rollout(&state).unwrap();
+        fs::copy(
+            scratch.path().join(ROLLOUT_FILE),
+            dir.path().join(ROLLOUT_FILE),
+        )
+        .unwrap();
+        assert_eq!(fs::read(&journal).unwrap(), kept);
+        reads_back(dir.path(), &schedule, &state, "c1");
+
+        // Damage inside the journal (a record that does not check out, with one after it) is
+        // refused at the start check, naming the file.
+        drop(store);
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::lock(dir.path()).unwrap();
+        store.save(Some(("c1", &schedule)), &state).unwrap();
+        for i in 0..2 {
+            set_error(&mut state, i, "third");
+            store.save(None, &state).unwrap();
+        }
+        let journal = dir.path().join(journal::JOURNAL_FILE);
+        let mut damaged = fs::read(&journal).unwrap();
+        let header = damaged.iter().position(|&b| b == b'\n').unwrap();
+        let frame = header
+            + 1
+            + damaged[header + 1..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .unwrap();
+        damaged[frame + 3] ^= 0x20;
+        fs::write(&journal, &damaged).unwrap();
+        let e = StateStore::open(dir.path())
+            .unwrap()
+            .check()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&journal.display().to_string()) && e.contains("record 1"),
+            "{e}"
+        );
+    }
+
+    /// Once the journal outgrows the whole files it is compacted: the directory stays
+    /// bounded, and reads back the newest state.
+    #[test]
+    fn the_journal_is_compacted_once_it_outgrows_the_whole_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::lock(dir.path()).unwrap();
+        let big = "x".repeat(64 << 10);
+        let (schedule, mut state) = fleet(10, &big);
+        store.save(Some(("c1", &schedule)), &state).unwrap();
+        let size = |name: &str| fs::metadata(dir.path().join(name)).unwrap().len();
+        let mut largest = 0;
+        for round in 0..120 {
+            set_error(&mut state, round % 10, &format!("{round}{big}"));
+            store.save(None, &state).unwrap();
+            largest = largest.max(size(journal::JOURNAL_FILE));
+        }
+        assert!(largest <= JOURNAL_MIN_COMPACT, "{largest}");
+        assert!(
+            largest > JOURNAL_MIN_COMPACT / 2,
+            "{largest}: grew before compacting"
+        );
+        reads_back(dir.path(), &schedule, &state, "c1");
     }
 
     #[test]

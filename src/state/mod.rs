@@ -11,6 +11,7 @@
 //! The daemon reads and writes through the trait and does not know which backend it has.
 
 pub mod dir;
+pub mod journal;
 pub mod kube;
 pub mod layout;
 
@@ -49,6 +50,12 @@ pub trait StateBackend: Send + Sync + std::fmt::Debug {
         schedule: Option<(&str, &[PlacementSchedule])>,
         state: &RolloutState,
     ) -> Result<(), StateError>;
+
+    /// Writes the whole state where saves only recorded what changed (the directory's
+    /// journal), when the daemon stops cleanly. Nothing to do by default.
+    fn compact(&self, _state: &RolloutState) -> Result<(), StateError> {
+        Ok(())
+    }
 
     /// Where the state is, for logs (`directory /var/lib/gitfleet`, `configmaps gitfleet/gitfleet-*`).
     fn location(&self) -> String;
