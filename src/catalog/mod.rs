@@ -96,6 +96,9 @@ pub struct Catalog {
 struct HubIndex {
     by_kind: HashMap<String, HashMap<String, Vec<usize>>>,
     by_namespace: HashMap<String, Vec<usize>>,
+    /// Placements by namespace (`""`: cluster-scoped) and name, as indices in `placements`
+    /// (the first of a name): a step looks every placement up.
+    placements: HashMap<String, HashMap<String, usize>>,
 }
 
 /// The kinds gitfleet understands as APIs of its own, with the versions each accepts.
@@ -479,6 +482,14 @@ impl Catalog {
                 hub.by_namespace.entry(ns.clone()).or_default().push(i);
             }
         }
+        for (i, p) in self.placements.iter().enumerate() {
+            let ns = self.objects[p.index].namespace.clone().unwrap_or_default();
+            hub.placements
+                .entry(ns)
+                .or_default()
+                .entry(p.spec.metadata.name.clone())
+                .or_insert(i);
+        }
         self.hub = hub;
     }
 
@@ -513,9 +524,18 @@ impl Catalog {
 
     /// Finds a placement by kind-insensitive name: a CRP when `namespace` is `None`, else an RP.
     pub fn placement(&self, name: &str, namespace: Option<&str>) -> Option<&Entry<Placement>> {
-        self.placements.iter().find(|p| {
+        let is = |p: &&Entry<Placement>| {
             p.spec.metadata.name == name && self.objects[p.index].namespace.as_deref() == namespace
-        })
+        };
+        let indexed = self
+            .hub
+            .placements
+            .get(namespace.unwrap_or_default())
+            .and_then(|names| names.get(name))
+            .and_then(|&i| self.placements.get(i))
+            .filter(is);
+        // A catalog not built by `load` has no index.
+        indexed.or_else(|| self.placements.iter().find(is))
     }
 
     /// Counts of objects by kind, for the one-line summary.
