@@ -1433,7 +1433,7 @@ fn apply_deletion_verdict(
     let steps: std::collections::BTreeMap<String, &crate::rollout::StepSummary> = decision
         .steps
         .iter()
-        .map(|s| (placement_key(&s.placement), s))
+        .map(|s| (placement_key(&s.placement), &**s))
         .collect();
     let assessment = guard::assess(&managed, |key, member| {
         if let Some(s) = steps.get(key) {

@@ -42,7 +42,7 @@ pub(super) struct Analyzed {
 /// [`AVAILABILITY_POLL`] while a cluster's availability is not known yet (members are not
 /// watched); while something failed or waits for the budget, after the shortest wait a
 /// placement asks for (5 s if none, at most 60 s); otherwise only on a change or the poll.
-pub fn next_action(steps: &[StepSummary], results: &[(Work, Outcome)]) -> Action {
+pub fn next_action(steps: &[Arc<StepSummary>], results: &[(Work, Outcome)]) -> Action {
     // Re-reading a cluster that is still pending is not progress: the availability poll paces
     // it.
     let progressed = results.iter().any(|(w, o)| match o {
@@ -792,7 +792,7 @@ impl<D: Deliverer> Daemon<D> {
     fn publish(
         &mut self,
         inventory: Option<Inventory>,
-        steps: Vec<StepSummary>,
+        steps: Vec<Arc<StepSummary>>,
         schedule: Option<Vec<PlacementSchedule>>,
     ) {
         let mut published = std::mem::take(&mut self.published);
@@ -809,10 +809,11 @@ impl<D: Deliverer> Daemon<D> {
                         if let Some((_, kept)) =
                             published.remove(&s.placement).filter(|(m, _)| *m == n)
                         {
-                            settled.insert(s.placement, (n, kept.clone()));
+                            settled.insert(s.placement.clone(), (n, kept.clone()));
                             return kept;
                         }
                     }
+                    let s = Arc::unwrap_or_clone(s);
                     let (key, number) = (s.placement.clone(), s.settled);
                     let stored = self.state.placements.get(&s.placement).map(|p| &**p);
                     let sched = by_key.get(&s.placement).copied();

@@ -107,8 +107,11 @@ pub enum Fate<'a> {
 }
 
 /// The step summaries by placement id (`crp/NAME`, ...).
-pub fn by_id(steps: &[StepSummary]) -> BTreeMap<String, &StepSummary> {
-    steps.iter().map(|s| (s.placement.to_string(), s)).collect()
+pub fn by_id(steps: &[std::sync::Arc<StepSummary>]) -> BTreeMap<String, &StepSummary> {
+    steps
+        .iter()
+        .map(|s| (s.placement.to_string(), &**s))
+        .collect()
 }
 
 /// The fate of `cluster`'s objects of a placement under its step summary (`None`: not stepped,

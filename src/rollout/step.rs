@@ -238,7 +238,8 @@ pub struct Decision {
     pub sweeps: Vec<Sweep>,
     /// Members the step does not touch at all because they cannot be reached, and why.
     pub skipped: BTreeMap<String, String>,
-    pub steps: Vec<StepSummary>,
+    /// Shared: a settled placement's step is the memo's, reused as it is.
+    pub steps: Vec<Arc<StepSummary>>,
     pub ledger: Ledger,
     /// Approval requests staged update runs have reached and wait on.
     pub requests: Vec<Request>,
@@ -324,7 +325,7 @@ struct Settled {
     schedule: PlacementSchedule,
     /// Shared with the rollout state it was taken from (not a copy of every cluster's state).
     state: Arc<PlacementState>,
-    summary: StepSummary,
+    summary: Arc<StepSummary>,
 }
 
 /// The same placement state: the same shared value (unchanged since), or an equal one.
@@ -532,7 +533,7 @@ pub fn step_memoized(
             step.applying = applying;
             step.up_to_date = up_to_date;
             step.removing = removing;
-            decision.steps.push(step);
+            decision.steps.push(Arc::new(step));
             continue;
         }
 
@@ -549,7 +550,7 @@ pub fn step_memoized(
             memo.settled.remove(key);
             decision
                 .steps
-                .push(held_step(key, pace.name(), ps, prev, message));
+                .push(Arc::new(held_step(key, pace.name(), ps, prev, message)));
             continue;
         }
         // The same commit: only the schedule and the state can have changed since.
@@ -644,7 +645,7 @@ pub fn step_memoized(
             decision.requests.extend(outcome.waiting_on);
             decision.ledger.runs.extend(outcome.runs);
             note_render_errors(&mut step);
-            decision.steps.push(step);
+            decision.steps.push(Arc::new(step));
             continue;
         }
         let advance = prev.resources.advance(
@@ -688,7 +689,7 @@ pub fn step_memoized(
                     ));
                 }
                 note_render_errors(&mut step);
-                decision.steps.push(step);
+                decision.steps.push(Arc::new(step));
                 continue;
             }
             Pace::Rolling { target, params } => (target, params),
@@ -796,13 +797,13 @@ pub fn step_memoized(
                     resource_snapshot: resource_snapshot.clone(),
                     schedule: ps.clone(),
                     state: prev.clone(),
-                    summary: step.clone(),
+                    summary: Arc::new(step.clone()),
                 },
             );
         } else {
             memo.settled.remove(key);
         }
-        decision.steps.push(step);
+        decision.steps.push(Arc::new(step));
     }
 
     // Runs whose placement is missing or not External: they fail (no work can come of them).
@@ -871,7 +872,7 @@ pub fn step_memoized(
                 kept.join(", ")
             ));
         }
-        decision.steps.push(step);
+        decision.steps.push(Arc::new(step));
     }
 
     // A member that cannot be reached now is not pushed to: its work is held (and fails at
@@ -1530,7 +1531,7 @@ mod tests {
                 let mut memoized = step_memoized(&input, &state, Pacing::Rolling, &mut memo);
                 // A settled step's number names a memo entry: not part of what is decided.
                 for s in full.steps.iter_mut().chain(memoized.steps.iter_mut()) {
-                    s.settled = None;
+                    Arc::make_mut(s).settled = None;
                 }
                 assert_eq!(
                     format!("{full:#?}"),
