@@ -384,6 +384,8 @@ pub struct Daemon<D: Deliverer> {
     schedule_saved_for: Option<String>,
     /// The steps of settled placements, reused while their inputs stay the same.
     step_memo: crate::rollout::StepMemo,
+    /// The placements' last KubeFleet schedules and their inputs, reused while they hold.
+    schedule_memo: crate::schedule::ScheduleMemo,
     /// Catalogs of older commits that staged update runs render from, by commit id.
     run_catalogs: BTreeMap<String, Arc<crate::catalog::Catalog>>,
     /// Reads and judges approval tags.
@@ -472,6 +474,7 @@ impl<D: Deliverer> Daemon<D> {
             schedule_saved_for: None,
             published: HashMap::new(),
             step_memo: Default::default(),
+            schedule_memo: Default::default(),
             run_catalogs: BTreeMap::new(),
             changes,
             changes_rx: Some(changes_rx),

@@ -16,7 +16,7 @@ use super::{blocking, metrics, Action, Daemon, Deliverer, PlacementStatus, AVAIL
 use crate::members::inventory::members_of;
 use crate::rollout::conditions;
 use crate::rollout::{BindingHealth, Input, Outcome, Pacing, Rejected, StepSummary, Work};
-use crate::schedule::{schedule_commit, Fleet, Inventory, PlacementSchedule};
+use crate::schedule::{schedule_commit_memoized, Fleet, Inventory, PlacementSchedule};
 
 /// How long to wait after a failed push when no placement asks for a time of its own.
 const RETRY_FAILED_PUSH: u64 = 5;
@@ -363,13 +363,21 @@ impl<D: Deliverer> Daemon<D> {
         // the state lent to them.
         let state = std::mem::take(&mut self.state);
         let mut memo = std::mem::take(&mut self.step_memo);
+        let mut schedule_memo = std::mem::take(&mut self.schedule_memo);
         let (step_commit, step_analyzed) = (commit.clone(), analyzed.clone());
-        let (state, schedule, decision, memo, previous) = blocking(move || {
+        let (state, schedule, decision, (memo, schedule_memo), previous) = blocking(move || {
             let cat = &step_analyzed.cat;
             let started = std::time::Instant::now();
             let fleet = Fleet::build(cat, Some(&eligible));
             let invalid = &step_analyzed.invalid;
-            let schedule = schedule_commit(cat, invalid, &fleet, &previous, now as i64);
+            let schedule = schedule_commit_memoized(
+                cat,
+                invalid,
+                &fleet,
+                &previous,
+                now as i64,
+                &mut schedule_memo,
+            );
             let scheduled = started.elapsed();
             let input = Input {
                 cat,
@@ -389,13 +397,15 @@ impl<D: Deliverer> Daemon<D> {
                 step_ms = (started.elapsed() - scheduled).as_millis() as u64,
                 work = decision.work.len(),
                 reused = memo.reused(),
+                schedules_reused = schedule_memo.reused(),
                 "scheduled and stepped"
             );
-            (state, schedule, decision, memo, previous)
+            (state, schedule, decision, (memo, schedule_memo), previous)
         })
         .await?;
         self.state = state;
         self.step_memo = memo;
+        self.schedule_memo = schedule_memo;
         Ok(Stepped {
             inventory,
             schedule,

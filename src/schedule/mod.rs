@@ -13,7 +13,7 @@ pub use fleet::{Cluster, Fleet, Inventory, InventoryCluster};
 use crate::model::{PlacementKey, PlacementKind};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// KubeFleet binding states (kubefleet.md §1.12).
@@ -258,6 +258,68 @@ pub fn schedule_commit(
     previous: &Previous,
     now_unix: i64,
 ) -> Vec<PlacementSchedule> {
+    schedule_with(cat, invalid, fleet, previous, now_unix, None)
+}
+
+/// [`schedule_commit`], reusing the KubeFleet schedules `memo` kept for placements whose inputs
+/// did not change since (and keeping this run's for the next). The result is the same.
+pub fn schedule_commit_memoized(
+    cat: &crate::catalog::Catalog,
+    invalid: &crate::snapshot::InvalidSelections,
+    fleet: &Fleet,
+    previous: &Previous,
+    now_unix: i64,
+    memo: &mut ScheduleMemo,
+) -> Vec<PlacementSchedule> {
+    schedule_with(cat, invalid, fleet, previous, now_unix, Some(memo))
+}
+
+/// Each KubeFleet placement's last schedule with what it was worked out from (issue 19.3: the
+/// daemon's every look rescheduled all placements). The scheduler is a function of the policy
+/// (its snapshot index and hash), the fleet and the previous bindings alone, so the same
+/// inputs give the same schedule without running it again.
+#[derive(Debug, Default)]
+pub struct ScheduleMemo {
+    fleet: Option<Fleet>,
+    placements: HashMap<PlacementKey, Memoized>,
+    reused: usize,
+}
+
+impl ScheduleMemo {
+    /// Placements whose schedule the last run reused.
+    pub fn reused(&self) -> usize {
+        self.reused
+    }
+}
+
+#[derive(Debug)]
+struct Memoized {
+    /// The defaulted policy and its hash (hashing is a serialisation: not done again for the
+    /// same policy).
+    policy: crate::model::placement::PlacementPolicy,
+    policy_hash: String,
+    policy_index: u64,
+    /// The bindings it was scheduled from; `None`: the very ones it produced (a settled
+    /// placement's, most of the time), not kept twice.
+    from: Option<Vec<Binding>>,
+    schedule: PlacementSchedule,
+}
+
+fn schedule_with(
+    cat: &crate::catalog::Catalog,
+    invalid: &crate::snapshot::InvalidSelections,
+    fleet: &Fleet,
+    previous: &Previous,
+    now_unix: i64,
+    mut memo: Option<&mut ScheduleMemo>,
+) -> Vec<PlacementSchedule> {
+    if let Some(m) = memo.as_deref_mut() {
+        m.reused = 0;
+        if m.fleet.as_ref() != Some(fleet) {
+            m.placements.clear();
+            m.fleet = Some(fleet.clone());
+        }
+    }
     let mut cache = kubefleet::Cache::default();
     let mut out = Vec::new();
     for entry in &cat.placements {
@@ -269,7 +331,14 @@ pub fn schedule_commit(
             continue;
         }
         let policy = placement.spec.policy_or_default();
-        let hash = crate::snapshot::policy_hash(&policy);
+        let known = memo
+            .as_deref()
+            .and_then(|m| m.placements.get(&key))
+            .filter(|m| m.policy == policy);
+        let hash = match known {
+            Some(m) => m.policy_hash.clone(),
+            None => crate::snapshot::policy_hash(&policy),
+        };
         let index =
             match prev.and_then(|p| Some((p.policy_snapshot_index?, p.policy_hash.as_deref()?))) {
                 Some((i, h)) if h == hash => i,
@@ -277,15 +346,47 @@ pub fn schedule_commit(
                 None => 0,
             };
         let bindings = prev.map(|p| p.bindings.as_slice()).unwrap_or_default();
+        if let Some(m) = known.filter(|m| {
+            m.policy_index == index && m.from.as_deref().unwrap_or(&m.schedule.bindings) == bindings
+        }) {
+            out.push(m.schedule.clone());
+            if let Some(memo) = memo.as_deref_mut() {
+                memo.reused += 1;
+            }
+            continue;
+        }
         let input = kubefleet::Input {
-            key,
+            key: key.clone(),
             policy: &policy,
             policy_index: index,
-            policy_hash: hash,
+            policy_hash: hash.clone(),
             fleet,
             bindings,
         };
-        out.push(kubefleet::schedule(&input, &mut cache));
+        let scheduled = kubefleet::schedule(&input, &mut cache);
+        if let Some(memo) = memo.as_deref_mut() {
+            let from = (scheduled.bindings != bindings).then(|| bindings.to_vec());
+            memo.placements.insert(
+                key,
+                Memoized {
+                    policy,
+                    policy_hash: hash,
+                    policy_index: index,
+                    from,
+                    schedule: scheduled.clone(),
+                },
+            );
+        }
+        out.push(scheduled);
+    }
+    if let Some(memo) = memo {
+        // Placements gone from the commit are forgotten.
+        let keys: std::collections::HashSet<PlacementKey> = cat
+            .placements
+            .iter()
+            .map(|e| cat.placement_key(e))
+            .collect();
+        memo.placements.retain(|k, _| keys.contains(k));
     }
     out.extend(ocm::schedule_all(cat, fleet, previous, now_unix));
     out.extend(work::schedule_all(cat, fleet));
@@ -360,6 +461,87 @@ mod tests {
         let invalid = crate::snapshot::invalid_selections(cat);
         let fleet = Fleet::build(cat, None);
         schedule_commit(cat, &invalid, &fleet, previous, 0).remove(0)
+    }
+
+    /// A fleet of four members and three placements, `n` the PickN placement's count and
+    /// `zone` the first member's label.
+    fn fleet_commit(n: u32, zone: &str) -> crate::catalog::Catalog {
+        let mut yaml = String::from("apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n");
+        for (name, policy) in [
+            ("all", "{placementType: PickAll}".to_string()),
+            (
+                "some",
+                format!("{{placementType: PickN, numberOfClusters: {n}}}"),
+            ),
+            (
+                "fixed",
+                "{placementType: PickFixed, clusterNames: [m2, m9]}".to_string(),
+            ),
+        ] {
+            yaml.push_str(&format!(
+                "---\napiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+                 metadata: {{name: {name}}}\nspec:\n\
+                 \x20 resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: app}}]\n\
+                 \x20 policy: {policy}\n"
+            ));
+        }
+        for m in ["m1", "m2", "m3", "m4"] {
+            let zone = if m == "m1" { zone } else { "b" };
+            yaml.push_str(&format!(
+                "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+                 metadata: {{name: {m}, labels: {{zone: {zone}}}}}\nspec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n"
+            ));
+        }
+        let (cat, diags) = crate::analyze(&[crate::catalog::SourceFile {
+            path: "fleet.yaml".into(),
+            content: yaml.into_bytes(),
+        }]);
+        assert!(diags.is_empty(), "{diags:#?}");
+        cat
+    }
+
+    /// The memoized scheduler gives what the plain one gives, look after look, as bindings are
+    /// bound, the fleet changes and a policy changes; and it does reuse.
+    #[test]
+    fn the_memoized_schedule_is_the_plain_schedule() {
+        let mut memo = ScheduleMemo::default();
+        let mut previous = Previous::new();
+        let mut reused = 0;
+        let looks = [
+            (1, "a"),
+            (1, "a"),
+            (1, "a"),
+            (1, "c"),
+            (1, "c"),
+            (2, "c"),
+            (2, "c"),
+            (3, "a"),
+        ];
+        for (round, (n, zone)) in looks.into_iter().enumerate() {
+            let cat = fleet_commit(n, zone);
+            let invalid = crate::snapshot::invalid_selections(&cat);
+            let fleet = Fleet::build(&cat, None);
+            let plain = schedule_commit(&cat, &invalid, &fleet, &previous, 0);
+            let memoized =
+                schedule_commit_memoized(&cat, &invalid, &fleet, &previous, 0, &mut memo);
+            assert_eq!(plain, memoized, "look {round}");
+            reused += memo.reused();
+            // What the rollout does between looks: scheduled bindings become bound.
+            previous = plain
+                .into_iter()
+                .map(|mut p| {
+                    if round % 2 == 1 {
+                        for b in &mut p.bindings {
+                            if b.state == BindingState::Scheduled {
+                                b.state = BindingState::Bound;
+                            }
+                        }
+                    }
+                    (p.key.clone(), p)
+                })
+                .collect();
+        }
+        assert!(reused >= 6, "reused {reused}");
     }
 
     /// A placement whose selectors are invalid keeps its previous schedule (no new policy
