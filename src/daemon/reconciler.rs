@@ -499,25 +499,29 @@ impl<D: Deliverer> Daemon<D> {
             .into_iter()
             .map(|m| m.target.name)
             .collect();
-        let mut managed = guard::Managed::new();
-        for (key, ps) in &self.state.placements {
-            let abandon = decision
-                .ledger
-                .abandon
-                .get(key)
-                .copied()
-                .unwrap_or(ps.abandon);
-            if abandon {
-                continue;
-            }
-            for (cluster, c) in &ps.clusters {
-                if members.contains(cluster) && !c.objects.is_empty() {
-                    managed.insert((key.to_string(), cluster.clone()), c.objects.clone());
-                }
-            }
-        }
+        let placements: Vec<(String, &crate::rollout::PlacementState)> = self
+            .state
+            .placements
+            .iter()
+            .filter(|(key, ps)| {
+                !decision
+                    .ledger
+                    .abandon
+                    .get(*key)
+                    .copied()
+                    .unwrap_or(ps.abandon)
+            })
+            .map(|(key, ps)| (key.to_string(), &**ps))
+            .collect();
+        let managed = placements.iter().flat_map(|(id, ps)| {
+            ps.clusters
+                .iter()
+                .filter(|(cluster, c)| members.contains(*cluster) && !c.objects.is_empty())
+                .map(move |(cluster, c)| (id.as_str(), cluster.as_str(), &c.objects))
+        });
         let steps = guard::by_id(&decision.steps);
-        let assessment = guard::assess(&managed, |p, c| guard::fate_in(steps.get(p).copied(), c));
+        let assessment =
+            guard::assess_each(managed, |p, c| guard::fate_in(steps.get(p).copied(), c));
         match guard::judge(
             &self.opts.deletion_guard,
             assessment,

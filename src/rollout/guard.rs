@@ -153,8 +153,23 @@ pub struct Assessment {
 
 /// Counts the deletions of `managed` under `fate`.
 pub fn assess<'a>(managed: &Managed, fate: impl Fn(&str, &str) -> Fate<'a>) -> Assessment {
+    assess_each(
+        managed
+            .iter()
+            .map(|((p, c), objects)| (p.as_str(), c.as_str(), objects)),
+        fate,
+    )
+}
+
+/// [`assess`] over `(placement, cluster, objects)` borrowed where they are kept (the daemon's
+/// state: copying every cluster's object ids into a [`Managed`] was most of judging a commit
+/// at 1,000 placements). Each placement and cluster once.
+pub fn assess_each<'a, 'm>(
+    managed: impl IntoIterator<Item = (&'m str, &'m str, &'m BTreeSet<String>)>,
+    fate: impl Fn(&str, &str) -> Fate<'a>,
+) -> Assessment {
     let mut a = Assessment::default();
-    for ((placement, cluster), objects) in managed {
+    for (placement, cluster, objects) in managed {
         a.managed += objects.len();
         let gone = match fate(placement, cluster) {
             Fate::Keeps(kept) => objects.difference(kept).count(),
@@ -163,7 +178,7 @@ pub fn assess<'a>(managed: &Managed, fate: impl Fn(&str, &str) -> Fate<'a>) -> A
         };
         if gone > 0 {
             a.deleting += gone;
-            *a.by_placement.entry(placement.clone()).or_default() += gone;
+            *a.by_placement.entry(placement.to_string()).or_default() += gone;
         }
     }
     a
