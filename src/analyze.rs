@@ -15,3 +15,14 @@ pub fn analyze(files: &[SourceFile]) -> (Catalog, Vec<Diagnostic>) {
     diags.dedup();
     (cat, diags)
 }
+
+/// [`analyze`], with the documents of files parsed for an earlier commit taken from `cache`.
+pub fn analyze_cached(
+    files: &[SourceFile],
+    cache: &mut crate::catalog::ParseCache,
+) -> (Catalog, Vec<Diagnostic>) {
+    let (cat, mut diags) = Catalog::load_cached(files, cache);
+    diags.sort();
+    diags.dedup();
+    (cat, diags)
+}

@@ -90,6 +90,48 @@ pub struct Catalog {
     hub: HubIndex,
 }
 
+/// Files parsed for an earlier commit, by path, with the digest of the bytes they were parsed
+/// from: a commit that changes one file of a thousand parses one (the daemon reads every new
+/// commit whole; issue 19.3). Documents are cloned out of it, which is a fraction of parsing.
+#[derive(Debug, Default)]
+pub struct ParseCache {
+    files: HashMap<String, ParsedFile>,
+    reused: usize,
+}
+
+#[derive(Debug)]
+struct ParsedFile {
+    digest: [u8; 32],
+    docs: Vec<Document>,
+    errors: Vec<parse::ParseError>,
+}
+
+impl ParseCache {
+    /// Files the last load took from the cache.
+    pub fn reused(&self) -> usize {
+        self.reused
+    }
+
+    fn parse(&mut self, f: &SourceFile) -> (Vec<Document>, Vec<parse::ParseError>) {
+        use sha2::Digest;
+        let digest: [u8; 32] = sha2::Sha256::digest(&f.content).into();
+        if let Some(p) = self.files.get(&f.path).filter(|p| p.digest == digest) {
+            self.reused += 1;
+            return (p.docs.clone(), p.errors.clone());
+        }
+        let (docs, errors) = parse::parse_file(&f.path, &f.content);
+        self.files.insert(
+            f.path.clone(),
+            ParsedFile {
+                digest,
+                docs: docs.clone(),
+                errors: errors.clone(),
+            },
+        );
+        (docs, errors)
+    }
+}
+
 /// Hub objects (see [`Catalog::hub_objects`]) by group and kind and by namespace, as indices in
 /// `objects`, ascending.
 #[derive(Debug, Clone, Default)]
@@ -230,6 +272,19 @@ impl Catalog {
     /// Parses, classifies and validates the files of one commit. The catalog holds every object
     /// that could be understood; the diagnostics list every problem, sorted by file and line.
     pub fn load(files: &[SourceFile]) -> (Catalog, Vec<Diagnostic>) {
+        Catalog::load_with(files, None)
+    }
+
+    /// [`Catalog::load`], taking each file's documents from `cache` when the file is unchanged
+    /// since the cache saw it (and keeping this commit's files there for the next).
+    pub fn load_cached(files: &[SourceFile], cache: &mut ParseCache) -> (Catalog, Vec<Diagnostic>) {
+        Catalog::load_with(files, Some(cache))
+    }
+
+    fn load_with(
+        files: &[SourceFile],
+        mut cache: Option<&mut ParseCache>,
+    ) -> (Catalog, Vec<Diagnostic>) {
         let mut files: Vec<&SourceFile> = files.iter().collect();
         files.sort_by(|a, b| a.path.cmp(&b.path));
         let mut cat = Catalog {
@@ -237,8 +292,17 @@ impl Catalog {
             ..Default::default()
         };
         let mut diags = Vec::new();
+        if let Some(c) = cache.as_deref_mut() {
+            let paths: std::collections::HashSet<&str> =
+                files.iter().map(|f| f.path.as_str()).collect();
+            c.files.retain(|p, _| paths.contains(p.as_str()));
+            c.reused = 0;
+        }
         for f in files {
-            let (docs, errors) = parse::parse_file(&f.path, &f.content);
+            let (docs, errors) = match cache.as_deref_mut() {
+                Some(c) => c.parse(f),
+                None => parse::parse_file(&f.path, &f.content),
+            };
             diags.extend(errors.into_iter().map(|e| Diagnostic {
                 object: format!("document {}", e.origin.document),
                 origin: e.origin,
@@ -576,6 +640,60 @@ pub fn fleet_versions(gvk: &Gvk) -> Option<&'static [&'static str]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Loading with a parse cache gives what loading without one gives, commit after commit
+    /// (a file changed, one added, one removed, one that does not parse), and parses only the
+    /// files that changed.
+    #[test]
+    fn a_cached_load_is_a_plain_load_and_reuses_unchanged_files() {
+        let files = |version: &str, extra: Option<&str>| -> Vec<SourceFile> {
+            let mut f = vec![
+                ("a.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n".to_string()),
+                (
+                    "b.yaml",
+                    format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: b, namespace: a}}\ndata: {{v: '{version}'}}\n"),
+                ),
+                ("c.yaml", "kind: [broken\n".to_string()),
+            ];
+            if let Some(e) = extra {
+                f.push(("d.yaml", e.to_string()));
+            }
+            f.into_iter()
+                .map(|(p, c)| SourceFile {
+                    path: p.into(),
+                    content: c.into_bytes(),
+                })
+                .collect()
+        };
+        let mut cache = ParseCache::default();
+        let commits = [
+            (files("1", None), 0),
+            (files("2", None), 2),
+            (
+                files(
+                    "2",
+                    Some("apiVersion: v1\nkind: Namespace\nmetadata: {name: d}\n"),
+                ),
+                3,
+            ),
+            (files("2", None), 3),
+        ];
+        for (i, (commit, reused)) in commits.iter().enumerate() {
+            let plain = Catalog::load(commit);
+            let cached = Catalog::load_cached(commit, &mut cache);
+            // (The hub index is hash maps: its Debug order is not stable, its content follows.)
+            let shape = |c: &Catalog| {
+                format!(
+                    "{:?} {:?} {:?} {:?} {:?}",
+                    c.objects, c.classes, c.placements, c.positions, c.duplicates
+                )
+            };
+            assert_eq!(shape(&plain.0), shape(&cached.0), "commit {i}");
+            assert_eq!(plain.1, cached.1, "commit {i}");
+            assert!(!plain.1.is_empty(), "c.yaml is reported");
+            assert_eq!(cache.reused(), *reused, "commit {i}");
+        }
+    }
 
     fn load(files: &[(&str, &str)]) -> (Catalog, Vec<String>) {
         let files: Vec<SourceFile> = files

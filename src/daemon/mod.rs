@@ -386,6 +386,8 @@ pub struct Daemon<D: Deliverer> {
     step_memo: crate::rollout::StepMemo,
     /// The placements' last KubeFleet schedules and their inputs, reused while they hold.
     schedule_memo: crate::schedule::ScheduleMemo,
+    /// The files of the last commit read, parsed: the next commit parses only what it changed.
+    parse_cache: crate::catalog::ParseCache,
     /// Catalogs of older commits that staged update runs render from, by commit id.
     run_catalogs: BTreeMap<String, Arc<crate::catalog::Catalog>>,
     /// Reads and judges approval tags.
@@ -475,6 +477,7 @@ impl<D: Deliverer> Daemon<D> {
             published: HashMap::new(),
             step_memo: Default::default(),
             schedule_memo: Default::default(),
+            parse_cache: Default::default(),
             run_catalogs: BTreeMap::new(),
             changes,
             changes_rx: Some(changes_rx),

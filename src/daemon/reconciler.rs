@@ -114,23 +114,29 @@ impl<D: Deliverer> Daemon<D> {
             self.opts.path.clone(),
             id.to_string(),
         );
-        let a = blocking(move || -> Result<Analyzed> {
-            let files = crate::source::read_commit(&repo, &requested, &path)?;
-            for skipped in &files.skipped {
-                tracing::warn!(commit = %files.commit, "{skipped}");
-            }
-            let (cat, diags) = files.analyze();
-            let invalid = crate::snapshot::invalid_selections(&cat);
-            Ok(Analyzed {
-                requested,
-                commit: files.commit,
-                message: files.message,
-                cat,
-                diags,
-                invalid,
-            })
+        let mut cache = std::mem::take(&mut self.parse_cache);
+        let (a, cache) = blocking(move || {
+            let analyzed = (|| -> Result<Analyzed> {
+                let files = crate::source::read_commit(&repo, &requested, &path)?;
+                for skipped in &files.skipped {
+                    tracing::warn!(commit = %files.commit, "{skipped}");
+                }
+                let (cat, diags) = files.analyze_cached(&mut cache);
+                let invalid = crate::snapshot::invalid_selections(&cat);
+                Ok(Analyzed {
+                    requested,
+                    commit: files.commit,
+                    message: files.message,
+                    cat,
+                    diags,
+                    invalid,
+                })
+            })();
+            (analyzed, cache)
         })
-        .await??;
+        .await?;
+        self.parse_cache = cache;
+        let a = a?;
         let a = Arc::new(a);
         if self.analyzed.len() == 2 {
             self.analyzed.remove(0);

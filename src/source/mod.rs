@@ -51,7 +51,25 @@ impl CommitFiles {
     /// The commit analysed ([`crate::analyze()`]), with the Kustomize and Helm findings among its
     /// problems: what `validate` prints and what the daemon and `apply` refuse.
     pub fn analyze(&self) -> (crate::catalog::Catalog, Vec<crate::catalog::Diagnostic>) {
-        let (cat, mut diags) = crate::analyze(&self.files);
+        self.analyze_with(None)
+    }
+
+    /// [`CommitFiles::analyze`], parsing only the files `cache` has not seen as they are.
+    pub fn analyze_cached(
+        &self,
+        cache: &mut crate::catalog::ParseCache,
+    ) -> (crate::catalog::Catalog, Vec<crate::catalog::Diagnostic>) {
+        self.analyze_with(Some(cache))
+    }
+
+    fn analyze_with(
+        &self,
+        cache: Option<&mut crate::catalog::ParseCache>,
+    ) -> (crate::catalog::Catalog, Vec<crate::catalog::Diagnostic>) {
+        let (cat, mut diags) = match cache {
+            Some(c) => crate::analyze::analyze_cached(&self.files, c),
+            None => crate::analyze(&self.files),
+        };
         if !self.unrendered.is_empty() {
             diags.extend(self.unrendered.iter().cloned());
             diags.sort();
