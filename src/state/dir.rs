@@ -6,7 +6,8 @@
 //!
 //! The daemon's saves do not write those whole files each time: its first save does, then each
 //! save appends what changed to `journal` (one synced record; [`super::journal`]), and the files
-//! are written whole again once the journal outgrows them and when the daemon stops cleanly.
+//! are written whole again once the journal reaches a quarter of their size (a restart after a
+//! crash replays it) and when the daemon stops cleanly.
 //! Every read goes through the journal, so a reader sees the last save either way.
 //!
 //! A writer ([`StateStore::lock`]: the daemon, `schedule --save`) holds an exclusive lock on
@@ -89,13 +90,14 @@ struct Appending {
     /// Its length with no record yet (the header's).
     begun: u64,
     len: u64,
-    /// The whole files' size when the journal was begun: it is compacted once it outgrows them.
+    /// The whole files' size when the journal was begun: it is compacted at a quarter of it.
     bases: u64,
 }
 
 type Fragments = std::collections::HashMap<PlacementKey, (Arc<PlacementState>, Vec<u8>)>;
 
-/// A journal is compacted once it is larger than the whole files it applies to, and than this.
+/// A journal is compacted once it is larger than a quarter of the whole files it applies to
+/// (a restart after a crash reads it, twice), and than this.
 const JOURNAL_MIN_COMPACT: u64 = 4 << 20;
 
 impl StateStore {
@@ -334,7 +336,8 @@ impl StateStore {
 
     /// The daemon's save: what changed since the last one (placements whose schedule or
     /// rollout state changed, the fleet-wide rest if it changed) appended to the journal and
-    /// synced, or, for a store's first save and once the journal outgrows the whole files, a
+    /// synced, or, for a store's first save and once the journal reaches a quarter of the whole
+    /// files, a
     /// compaction.
     fn save_journaled(
         &self,
@@ -420,7 +423,7 @@ impl StateStore {
         }
         w.rest = Some(rest);
         let appending = w.journal.as_mut().expect("checked above");
-        if appending.len + frame.len() as u64 > appending.bases.max(JOURNAL_MIN_COMPACT) {
+        if appending.len + frame.len() as u64 > (appending.bases / 4).max(JOURNAL_MIN_COMPACT) {
             return self.compact_with(w, schedule, state);
         }
         let appended = appending
@@ -1092,10 +1095,10 @@ mod tests {
         );
     }
 
-    /// Once the journal outgrows the whole files it is compacted: the directory stays
+    /// Once the journal is large enough it is compacted: the directory stays
     /// bounded, and reads back the newest state.
     #[test]
-    fn the_journal_is_compacted_once_it_outgrows_the_whole_files() {
+    fn the_journal_is_compacted_once_it_grows_large() {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::lock(dir.path()).unwrap();
         let big = "x".repeat(64 << 10);
