@@ -420,8 +420,10 @@ impl<D: Deliverer> Daemon<D> {
 
     /// The daemon on any state backend (`--state kubernetes`: the leader's claimed store).
     pub fn open_with(opts: RunOptions, deliverer: D, store: Arc<dyn StateBackend>) -> Result<Self> {
-        // Every state file is read now, so that a corrupt one stops the start naming it.
-        store.check()?;
+        // Every state file is read now, so that a corrupt one stops the start naming it; the
+        // schedule read is the first step's previous results (read once, not checked and then
+        // read again: tens of MB at 1,000 placements).
+        let (_, previous) = store.load_schedule()?;
         let rebuild = !store.has_rollout()?;
         let mut state = store.load_rollout()?;
         // What members hold may have changed while the daemon was not watching: the first
@@ -472,7 +474,7 @@ impl<D: Deliverer> Daemon<D> {
             metrics: Arc::new(metrics::Metrics::default()),
             last_head: None,
             analyzed: Vec::new(),
-            previous: None,
+            previous: Some(previous),
             schedule_saved_for: None,
             published: HashMap::new(),
             step_memo: Default::default(),
