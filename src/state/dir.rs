@@ -238,7 +238,7 @@ impl StateStore {
         };
         match journal {
             Some(j) if j.header.schedule == journal::digest(bytes.as_deref()) => {
-                journal::replay_schedule(commit, previous, &j.records)
+                journal::replay_schedule(commit, previous, j.records)
                     .map_err(|m| self.corrupt_journal(m))
             }
             _ => Ok((commit, previous)),
@@ -336,9 +336,8 @@ impl StateStore {
 
     /// The daemon's save: what changed since the last one (placements whose schedule or
     /// rollout state changed, the fleet-wide rest if it changed) appended to the journal and
-    /// synced, or, for a store's first save and once the journal reaches a quarter of the whole
-    /// files, a
-    /// compaction.
+    /// synced; or a compaction, for a store's first save and once the journal reaches a
+    /// quarter of the whole files.
     fn save_journaled(
         &self,
         schedule: Option<(&str, &[PlacementSchedule])>,

@@ -258,16 +258,16 @@ fn torn_or_bad(bytes: &[u8], after: usize, why: &str) -> Frame<'static> {
 pub fn replay_schedule(
     mut commit: Option<String>,
     mut previous: Previous,
-    records: &[Record],
+    records: Vec<Record>,
 ) -> Result<(Option<String>, Previous), String> {
     for r in records {
-        if let Some(c) = &r.schedule_commit {
-            commit = Some(c.clone());
+        if let Some(c) = r.schedule_commit {
+            commit = Some(c);
         }
-        for (id, s) in &r.schedules {
+        for (id, s) in r.schedules {
             let key: PlacementKey = id.parse().map_err(|e| format!("{id:?}: {e}"))?;
             match s {
-                Some(s) => previous.insert(key, s.clone()),
+                Some(s) => previous.insert(key, s),
                 None => previous.remove(&key),
             };
         }
