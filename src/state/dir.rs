@@ -510,10 +510,6 @@ fn by_key(placements: &[PlacementSchedule]) -> Previous {
 }
 
 impl StateBackend for StateStore {
-    fn check(&self) -> Result<(), StateError> {
-        StateStore::check(self)
-    }
-
     fn has_rollout(&self) -> Result<bool, StateError> {
         Ok(StateStore::has_rollout(self))
     }

@@ -332,11 +332,6 @@ impl<O: Objects> KubeStore<O> {
 }
 
 impl<O: Objects> StateBackend for KubeStore<O> {
-    fn check(&self) -> Result<(), StateError> {
-        // Everything was read and checked by `open`.
-        Ok(())
-    }
-
     fn has_rollout(&self) -> Result<bool, StateError> {
         Ok(self
             .cache

@@ -28,10 +28,6 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Where the daemon keeps its state. Called from the blocking pool (saves are synchronous,
 /// fsync'd or sent to the API server, before the step's effects are acted on).
 pub trait StateBackend: Send + Sync + std::fmt::Debug {
-    /// Reads everything once, so that corrupt state is refused at start (naming the file or
-    /// object) rather than at the first reconcile.
-    fn check(&self) -> Result<(), StateError>;
-
     /// Whether a rollout state was ever saved (`false`: new or lost state, rebuilt from the
     /// members' records).
     fn has_rollout(&self) -> Result<bool, StateError>;
