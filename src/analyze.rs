@@ -10,10 +10,7 @@ use crate::catalog::{Catalog, Diagnostic, SourceFile};
 /// Everything one commit declares, validated: the catalog plus every problem found. A commit
 /// with any diagnostic must not be rolled out.
 pub fn analyze(files: &[SourceFile]) -> (Catalog, Vec<Diagnostic>) {
-    let (cat, mut diags) = Catalog::load(files);
-    diags.sort();
-    diags.dedup();
-    (cat, diags)
+    Catalog::load(files)
 }
 
 /// [`analyze`], with the documents of files parsed for an earlier commit taken from `cache`.
@@ -21,8 +18,5 @@ pub fn analyze_cached(
     files: &[SourceFile],
     cache: &mut crate::catalog::ParseCache,
 ) -> (Catalog, Vec<Diagnostic>) {
-    let (cat, mut diags) = Catalog::load_cached(files, cache);
-    diags.sort();
-    diags.dedup();
-    (cat, diags)
+    Catalog::load_cached(files, cache)
 }

@@ -37,6 +37,29 @@ pub(super) struct Analyzed {
     invalid: crate::snapshot::InvalidSelections,
 }
 
+/// Commit `requested` read and analyzed, parsing only the files `cache` has not seen as they are.
+fn read_analyzed(
+    repo: &std::path::Path,
+    requested: String,
+    path: &str,
+    cache: &mut crate::catalog::ParseCache,
+) -> Result<Analyzed> {
+    let files = crate::source::read_commit(repo, &requested, path)?;
+    for skipped in &files.skipped {
+        tracing::warn!(commit = %files.commit, "{skipped}");
+    }
+    let (cat, diags) = files.analyze_cached(cache);
+    let invalid = crate::snapshot::invalid_selections(&cat);
+    Ok(Analyzed {
+        requested,
+        commit: files.commit,
+        message: files.message,
+        cat,
+        diags,
+        invalid,
+    })
+}
+
 /// When to look again after a step, from what it decided and how its work ended: at once when
 /// a binding changed what it runs or became available (take the next step); every
 /// [`AVAILABILITY_POLL`] while a cluster's availability is not known yet (members are not
@@ -114,24 +137,11 @@ impl<D: Deliverer> Daemon<D> {
             self.opts.path.clone(),
             id.to_string(),
         );
+        // The parse cache is lent to the blocking pool and comes back whether or not the read
+        // succeeds.
         let mut cache = std::mem::take(&mut self.parse_cache);
         let (a, cache) = blocking(move || {
-            let analyzed = (|| -> Result<Analyzed> {
-                let files = crate::source::read_commit(&repo, &requested, &path)?;
-                for skipped in &files.skipped {
-                    tracing::warn!(commit = %files.commit, "{skipped}");
-                }
-                let (cat, diags) = files.analyze_cached(&mut cache);
-                let invalid = crate::snapshot::invalid_selections(&cat);
-                Ok(Analyzed {
-                    requested,
-                    commit: files.commit,
-                    message: files.message,
-                    cat,
-                    diags,
-                    invalid,
-                })
-            })();
+            let analyzed = read_analyzed(&repo, requested, &path, &mut cache);
             (analyzed, cache)
         })
         .await?;
