@@ -22,6 +22,7 @@
 //! same run, never asserted.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gitfleet::rollout::{
@@ -234,9 +235,13 @@ impl Steps {
 
 /// Saves `state` through a fresh `KubeStore` on `objects`, then the two steps; the same
 /// sequence on every backend.
-fn steps<O: Objects>(objects: O, schedule: &[PlacementSchedule], mut state: RolloutState) -> Steps {
+fn steps<O: Objects>(
+    objects: O,
+    schedule: &[Arc<PlacementSchedule>],
+    mut state: RolloutState,
+) -> Steps {
     let (store, _) = KubeStore::open(objects, "gitfleet", "bench").unwrap();
-    let save = |schedule: Option<(&str, &[PlacementSchedule])>, state: &RolloutState| {
+    let save = |schedule: Option<(&str, &[Arc<PlacementSchedule>])>, state: &RolloutState| {
         let (w0, b0) = store.writes();
         let started = Instant::now();
         store.save(schedule, state).unwrap();
@@ -374,7 +379,7 @@ fn takeover<O: Objects + Clone>(
 /// with embedded etcd), through `ConfigMaps`, the kube client code the daemon uses with
 /// `--state kubernetes`.
 fn real_api_server(
-    schedule: &[PlacementSchedule],
+    schedule: &[Arc<PlacementSchedule>],
     state: RolloutState,
     memory: &Steps,
     memory_takeover: &Takeover,

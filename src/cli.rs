@@ -15,6 +15,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -733,7 +734,7 @@ fn load_valid(args: &CommitArgs) -> Result<Result<(CommitFiles, Catalog), ExitCo
 }
 
 /// Runs the scheduler on a valid commit with the given inventory and previous state.
-fn run_schedule(cat: &Catalog, inputs: &ScheduleInputs) -> Result<Vec<PlacementSchedule>> {
+fn run_schedule(cat: &Catalog, inputs: &ScheduleInputs) -> Result<Vec<Arc<PlacementSchedule>>> {
     let inventory = load_inventory(&inputs.inventory, &[cat])?;
     let previous = read_previous(inputs.state.as_deref())?;
     let fleet = Fleet::build(cat, inventory.as_ref());
@@ -890,7 +891,7 @@ fn schedule(args: &ScheduleArgs) -> Result<ExitCode> {
 }
 
 /// The schedule as spec/README §6 prints it.
-fn schedule_view(commit: &str, placements: &[PlacementSchedule]) -> serde_json::Value {
+fn schedule_view(commit: &str, placements: &[Arc<PlacementSchedule>]) -> serde_json::Value {
     let items: Vec<serde_json::Value> = placements
         .iter()
         .map(|p| {
@@ -916,7 +917,7 @@ fn schedule_view(commit: &str, placements: &[PlacementSchedule]) -> serde_json::
 
 /// A table for people: placement, type, wanted, picked clusters, condition; `wide` lists
 /// every picked cluster and adds the policy snapshot index and every condition.
-fn schedule_table(cat: &Catalog, placements: &[PlacementSchedule], wide: bool) -> String {
+fn schedule_table(cat: &Catalog, placements: &[Arc<PlacementSchedule>], wide: bool) -> String {
     use crate::model::placement::PlacementType;
     let mut header = vec![
         "PLACEMENT".to_string(),

@@ -49,6 +49,7 @@ use gitfleet::rollout::{Input, Pacing, RolloutState, StagedInput};
 use gitfleet::schedule::{schedule_commit, Fleet, Inventory, PlacementSchedule, Previous};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 fn run_scenario(path: &std::path::Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).unwrap();
@@ -130,7 +131,7 @@ fn run_scenario(path: &std::path::Path) -> Result<(), String> {
 struct World<'a> {
     cat: &'a Catalog,
     fleet: &'a Fleet,
-    schedule: &'a [PlacementSchedule],
+    schedule: &'a [Arc<PlacementSchedule>],
     /// Per placement, its per-cluster conditions after the daemon's first step.
     status: BTreeMap<PlacementKey, Vec<ClusterConditions>>,
 }
@@ -141,7 +142,7 @@ struct World<'a> {
 fn status_of(
     cat: &Catalog,
     fleet: &Fleet,
-    schedule: &[PlacementSchedule],
+    schedule: &[Arc<PlacementSchedule>],
     now: i64,
 ) -> BTreeMap<PlacementKey, Vec<ClusterConditions>> {
     let unreachable = BTreeMap::new();
@@ -160,7 +161,7 @@ fn status_of(
         .steps
         .iter()
         .map(|s| {
-            let sched = schedule.iter().find(|p| p.key == s.placement);
+            let sched = schedule.iter().find(|p| p.key == s.placement).map(|p| &**p);
             let (_, per_cluster) = conditions::of_step(s, sched, None);
             (s.placement.clone(), per_cluster)
         })

@@ -162,7 +162,7 @@ pub struct Status {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inventory: Option<Inventory>,
     #[serde(skip)]
-    pub schedule: Vec<PlacementSchedule>,
+    pub schedule: Vec<Arc<PlacementSchedule>>,
     pub reconciles: u64,
     pub commits_rejected: u64,
     /// Staged update runs and their approval requests (`/api/v1/updateruns`,

@@ -101,7 +101,7 @@ pub fn next_action(steps: &[Arc<StepSummary>], results: &[(Work, Outcome)]) -> A
 /// One step of a commit, before its effects are saved.
 struct Stepped {
     inventory: Inventory,
-    schedule: Vec<PlacementSchedule>,
+    schedule: Vec<Arc<PlacementSchedule>>,
     decision: crate::rollout::Decision,
     now: u64,
     /// The previous results the step started from, when they are still what the store holds
@@ -160,8 +160,8 @@ impl<D: Deliverer> Daemon<D> {
     /// pool.
     async fn save(
         &mut self,
-        schedule: Option<(String, Vec<PlacementSchedule>)>,
-    ) -> Result<Vec<PlacementSchedule>> {
+        schedule: Option<(String, Vec<Arc<PlacementSchedule>>)>,
+    ) -> Result<Vec<Arc<PlacementSchedule>>> {
         let store = self.store.clone();
         let state = std::mem::take(&mut self.state);
         let (state, saved) = blocking(move || {
@@ -344,7 +344,7 @@ impl<D: Deliverer> Daemon<D> {
         let arrived = std::mem::take(&mut self.arrived);
         let previous_is_saved = arrived.is_empty();
         if !arrived.is_empty() {
-            let mut bindings: Vec<PlacementSchedule> =
+            let mut bindings: Vec<Arc<PlacementSchedule>> =
                 std::mem::take(&mut previous).into_values().collect();
             for d in arrived {
                 self.count_pushes(&d.results);
@@ -717,7 +717,7 @@ impl<D: Deliverer> Daemon<D> {
         // Most reconciles leave the schedule as it was saved (the status holds that one): it is
         // compared, not serialised and written again (hundreds of ms at 1,000 placements).
         let unchanged = self.schedule_saved_for.as_deref() == Some(commit.as_str())
-            && self.status.lock().unwrap().schedule == schedule;
+            && crate::schedule::same_schedules(&self.status.lock().unwrap().schedule, &schedule);
         let schedule = if unchanged {
             self.save(None).await?;
             schedule
@@ -823,13 +823,13 @@ impl<D: Deliverer> Daemon<D> {
         &mut self,
         inventory: Option<Inventory>,
         steps: Vec<Arc<StepSummary>>,
-        schedule: Option<Vec<PlacementSchedule>>,
+        schedule: Option<Vec<Arc<PlacementSchedule>>>,
     ) {
         let mut published = std::mem::take(&mut self.published);
         let placements: Option<Vec<Arc<PlacementStatus>>> = schedule.as_ref().map(|schedule| {
             // By key: looking each placement up in the list was quadratic in the placements.
             let by_key: HashMap<&crate::model::PlacementKey, &PlacementSchedule> =
-                schedule.iter().map(|p| (&p.key, p)).collect();
+                schedule.iter().map(|p| (&p.key, &**p)).collect();
             let mut settled = HashMap::new();
             let list = steps
                 .into_iter()

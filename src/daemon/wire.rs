@@ -87,7 +87,7 @@ pub struct Schedule {
     /// The commit the schedule is of.
     #[serde(default)]
     pub commit: Option<String>,
-    pub placements: Vec<PlacementSchedule>,
+    pub placements: Vec<std::sync::Arc<PlacementSchedule>>,
 }
 
 /// `GET /api/v1/updateruns`: every staged update run ([`super::runs`] builds them).

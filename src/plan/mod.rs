@@ -29,7 +29,7 @@ pub struct World<'a> {
     pub commit: &'a str,
     pub cat: &'a Catalog,
     pub fleet: &'a Fleet,
-    pub schedule: &'a [PlacementSchedule],
+    pub schedule: &'a [Arc<PlacementSchedule>],
 }
 
 #[derive(Debug, Clone, Default)]
@@ -230,8 +230,8 @@ pub struct Inputs<'a> {
 struct Scheduled {
     base_fleet: Fleet,
     head_fleet: Fleet,
-    base_schedule: Vec<PlacementSchedule>,
-    head_schedule: Vec<PlacementSchedule>,
+    base_schedule: Vec<Arc<PlacementSchedule>>,
+    head_schedule: Vec<Arc<PlacementSchedule>>,
 }
 
 fn schedule_both(base_cat: &Catalog, head_cat: &Catalog, inputs: &Inputs) -> Scheduled {
@@ -246,9 +246,11 @@ fn schedule_both(base_cat: &Catalog, head_cat: &Catalog, inputs: &Inputs) -> Sch
         inputs.previous,
         inputs.now_unix,
     );
-    // The base's results are the head's previous ones (lent, not copied: they are large).
-    let ids: Vec<PlacementKey> = base_schedule.iter().map(|p| p.key.clone()).collect();
-    let mut as_previous: Previous = ids.iter().cloned().zip(base_schedule).collect();
+    // The base's results are the head's previous ones (shared, not copied: they are large).
+    let as_previous: Previous = base_schedule
+        .iter()
+        .map(|p| (p.key.clone(), p.clone()))
+        .collect();
     let head_schedule = schedule_commit(
         head_cat,
         &head_invalid,
@@ -256,7 +258,6 @@ fn schedule_both(base_cat: &Catalog, head_cat: &Catalog, inputs: &Inputs) -> Sch
         &as_previous,
         inputs.now_unix,
     );
-    let base_schedule = ids.iter().filter_map(|id| as_previous.remove(id)).collect();
     Scheduled {
         base_fleet,
         head_fleet,
@@ -312,21 +313,22 @@ pub fn deletion_guard(
         head_schedule,
     } = schedule_both(base_cat, head_cat, inputs);
     let none = BTreeMap::new();
-    let decide = |commit: &str, cat: &Catalog, fleet: &Fleet, schedule: &[PlacementSchedule]| {
-        let input = Input {
-            cat,
-            commit,
-            schedule,
-            fleet,
-            unreachable: &none,
-            only: None,
-            now: inputs.now_unix.max(0) as u64,
-            staged: Default::default(),
+    let decide =
+        |commit: &str, cat: &Catalog, fleet: &Fleet, schedule: &[Arc<PlacementSchedule>]| {
+            let input = Input {
+                cat,
+                commit,
+                schedule,
+                fleet,
+                unreachable: &none,
+                only: None,
+                now: inputs.now_unix.max(0) as u64,
+                staged: Default::default(),
+            };
+            // Only what the guard reads is kept: the work carries a copy of every rendering.
+            let decision = step(&input, &RolloutState::default(), Pacing::Immediate);
+            (decision.steps, decision.ledger.abandon)
         };
-        // Only what the guard reads is kept: the work carries a copy of every rendering.
-        let decision = step(&input, &RolloutState::default(), Pacing::Immediate);
-        (decision.steps, decision.ledger.abandon)
-    };
     let (base_steps, base_abandon) = decide(base_commit, base_cat, &base_fleet, &base_schedule);
     let (head_steps, head_abandon) = decide(head_commit, head_cat, &head_fleet, &head_schedule);
     let members: BTreeSet<&str> = head_fleet
@@ -382,9 +384,9 @@ pub fn invalid(base: &str, head: &str, errors: Vec<String>) -> Plan {
 /// Compares two worlds.
 pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     let base_by: BTreeMap<&PlacementKey, &PlacementSchedule> =
-        base.schedule.iter().map(|p| (&p.key, p)).collect();
+        base.schedule.iter().map(|p| (&p.key, &**p)).collect();
     let head_by: BTreeMap<&PlacementKey, &PlacementSchedule> =
-        head.schedule.iter().map(|p| (&p.key, p)).collect();
+        head.schedule.iter().map(|p| (&p.key, &**p)).collect();
     let ids: BTreeSet<&PlacementKey> = base_by.keys().chain(head_by.keys()).copied().collect();
     // Every cluster counts for the placements, the summary and the exit code; `--cluster` only
     // narrows which diffs are shown.

@@ -110,7 +110,7 @@ pub fn ocm_workloads(cat: &Catalog, key: &PlacementKey) -> Vec<Manifest> {
 /// Every placement of `schedule` that selected `cluster`, rendered, in schedule order.
 pub fn render_cluster(
     cat: &Catalog,
-    schedule: &[PlacementSchedule],
+    schedule: &[Arc<PlacementSchedule>],
     cluster: &ClusterTarget,
 ) -> Vec<PlacementManifests> {
     let renderer = CommitRenderer::new(cat, schedule);
@@ -162,7 +162,7 @@ impl<'a> Selections<'a> {
     }
 
     /// A renderer of the world that shares these selections.
-    pub fn renderer(&self, schedule: &'a [PlacementSchedule]) -> CommitRenderer<'a> {
+    pub fn renderer(&self, schedule: &'a [Arc<PlacementSchedule>]) -> CommitRenderer<'a> {
         let (cat, memo) = (self.cat, self.memo.clone());
         let select = move |e: &Entry<Placement>| Self::memoised(cat, &memo, e);
         CommitRenderer::with_selector(self.cat, schedule, Box::new(select))
@@ -182,7 +182,7 @@ pub type SharedManifests = Rc<Result<Vec<Manifest>, RenderError>>;
 /// objects. A failed rendering is never shared, since its error names the cluster.
 pub struct CommitRenderer<'a> {
     cat: &'a Catalog,
-    schedule: &'a [PlacementSchedule],
+    schedule: &'a [Arc<PlacementSchedule>],
     overrides: OverrideSet<'a>,
     /// Indices in `schedule` of the placements that selected each cluster, in schedule order.
     by_cluster: HashMap<&'a str, Vec<usize>>,
@@ -217,7 +217,7 @@ enum Source<'a> {
 }
 
 impl<'a> CommitRenderer<'a> {
-    pub fn new(cat: &'a Catalog, schedule: &'a [PlacementSchedule]) -> Self {
+    pub fn new(cat: &'a Catalog, schedule: &'a [Arc<PlacementSchedule>]) -> Self {
         let select =
             move |e: &Entry<Placement>| crate::snapshot::select(cat, &e.spec).ok().map(Rc::new);
         Self::with_selector(cat, schedule, Box::new(select))
@@ -226,7 +226,7 @@ impl<'a> CommitRenderer<'a> {
     /// A renderer that takes the placements' selections from `select`.
     pub fn with_selector(
         cat: &'a Catalog,
-        schedule: &'a [PlacementSchedule],
+        schedule: &'a [Arc<PlacementSchedule>],
         select: Box<Selector<'a>>,
     ) -> Self {
         let mut by_cluster: HashMap<&str, Vec<usize>> = HashMap::new();

@@ -34,7 +34,7 @@ use crate::model::staged::StagedUpdateRun;
 use crate::model::PlacementKey;
 use crate::render::cluster::{ocm_workloads, overrides_of, render_placement, Selections};
 use crate::render::{ClusterTarget, Manifest};
-use crate::schedule::{BindingState, Fleet, PlacementSchedule};
+use crate::schedule::{same_schedule, BindingState, Fleet, PlacementSchedule};
 
 /// How fast a step moves the fleet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +121,7 @@ pub struct Input<'a> {
     /// The commit being rolled out (recorded in the snapshot history).
     pub commit: &'a str,
     /// The scheduler's result for the commit, bindings included.
-    pub schedule: &'a [PlacementSchedule],
+    pub schedule: &'a [Arc<PlacementSchedule>],
     /// The clusters, with the labels overrides read.
     pub fleet: &'a Fleet,
     /// Members that cannot be reached now, and why: nothing is pushed to them in this step.
@@ -322,7 +322,7 @@ impl MemoContext {
 struct Settled {
     placement: crate::model::placement::Placement,
     resource_snapshot: String,
-    schedule: PlacementSchedule,
+    schedule: Arc<PlacementSchedule>,
     /// Shared with the rollout state it was taken from (not a copy of every cluster's state).
     state: Arc<PlacementState>,
     summary: Arc<StepSummary>,
@@ -557,7 +557,9 @@ pub fn step_memoized(
         let settled_now = matches!(pace, Pace::Rolling { .. })
             .then(|| memo.settled.get(key))
             .flatten()
-            .filter(|m| same_commit && m.schedule == *ps && same_state(&m.state, prev));
+            .filter(|m| {
+                same_commit && same_schedule(&m.schedule, ps) && same_state(&m.state, prev)
+            });
         if let Some(m) = settled_now {
             reuse(&mut decision, key, prev, m);
             memo.reused += 1;
@@ -590,7 +592,7 @@ pub fn step_memoized(
             let same = memo.settled.get(key).filter(|m| {
                 m.resource_snapshot == resource_snapshot
                     && m.placement == entry.spec
-                    && m.schedule == *ps
+                    && same_schedule(&m.schedule, ps)
                     && same_state(&m.state, prev)
             });
             if let Some(m) = same {
@@ -814,7 +816,7 @@ pub fn step_memoized(
         let view = staged::View {
             key: &key,
             spec: entry.map(|e| &e.spec.spec),
-            schedule: schedule.iter().find(|p| p.key == key),
+            schedule: schedule.iter().find(|p| p.key == key).map(|p| &**p),
             fleet,
             clusters: prev.map_or(&no_clusters, |p| &p.clusters),
             resource_hash: None,
@@ -1084,7 +1086,7 @@ fn sweep(input: &Input, decision: &mut Decision) {
 /// record their revision and health and become Bound; removed ones leave both.
 pub fn absorb(
     state: &mut RolloutState,
-    schedule: &mut [PlacementSchedule],
+    schedule: &mut [Arc<PlacementSchedule>],
     ledger: Ledger,
     results: Vec<(Work, Outcome)>,
     commit: &str,
@@ -1148,10 +1150,15 @@ pub fn absorb(
                 if binds {
                     // Only a binding still Scheduled: the daemon absorbs results that may come
                     // after a later schedule unscheduled the cluster, which must stay so.
-                    if let Some(p) = schedule.iter_mut().find(|p| &p.key == key) {
-                        for b in p.bindings.iter_mut().filter(|b| {
-                            b.cluster == work.cluster && b.state == BindingState::Scheduled
-                        }) {
+                    let binding = |b: &crate::schedule::Binding| {
+                        b.cluster == work.cluster && b.state == BindingState::Scheduled
+                    };
+                    // Copied on write: the schedule may be shared with the scheduler's memo.
+                    if let Some(p) = schedule
+                        .iter_mut()
+                        .find(|p| &p.key == key && p.bindings.iter().any(binding))
+                    {
+                        for b in Arc::make_mut(p).bindings.iter_mut().filter(|b| binding(b)) {
                             b.state = BindingState::Bound;
                         }
                     }
@@ -1159,10 +1166,14 @@ pub fn absorb(
             }
             (Action::Remove { .. }, Outcome::Done(..)) => {
                 ps.clusters.remove(&work.cluster);
-                if let Some(p) = schedule.iter_mut().find(|p| &p.key == key) {
-                    p.bindings.retain(|b| {
-                        !(b.cluster == work.cluster && b.state == BindingState::Unscheduled)
-                    });
+                let binding = |b: &crate::schedule::Binding| {
+                    b.cluster == work.cluster && b.state == BindingState::Unscheduled
+                };
+                if let Some(p) = schedule
+                    .iter_mut()
+                    .find(|p| &p.key == key && p.bindings.iter().any(binding))
+                {
+                    Arc::make_mut(p).bindings.retain(|b| !binding(b));
                 }
             }
             (action, Outcome::Failed(message)) => {
@@ -1233,7 +1244,7 @@ mod tests {
     fn decide(
         cat: &Catalog,
         commit: &str,
-        schedule: &[PlacementSchedule],
+        schedule: &[Arc<PlacementSchedule>],
         fleet: &Fleet,
         state: &RolloutState,
         pacing: Pacing,
@@ -1333,9 +1344,9 @@ mod tests {
         assert_eq!(
             PlacementSchedule {
                 conditions: scheduled_before.conditions.clone(),
-                ..held.clone()
+                ..(**held).clone()
             },
-            scheduled_before
+            *scheduled_before
         );
         for pacing in [Pacing::Rolling, Pacing::Immediate] {
             let d = decide(&v2, "c2", &schedule, &fleet, &state, pacing);

@@ -234,11 +234,24 @@ impl PlacementSchedule {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Schedule {
     pub commit: String,
-    pub placements: Vec<PlacementSchedule>,
+    pub placements: Vec<Arc<PlacementSchedule>>,
 }
 
-/// The previous run's results, by placement.
-pub type Previous = BTreeMap<PlacementKey, PlacementSchedule>;
+/// The previous run's results, by placement. Schedules are shared (`Arc`) between the
+/// scheduler's memo, the daemon's state and its status: a placement the look did not change is
+/// neither copied nor compared field by field (issue 19.3).
+pub type Previous = BTreeMap<PlacementKey, Arc<PlacementSchedule>>;
+
+/// Whether two lists of schedules are equal, comparing shared schedules by address first.
+/// (`Arc`'s own `==` cannot: a schedule holds scores that are floats, so it is not `Eq`.)
+pub fn same_schedules(a: &[Arc<PlacementSchedule>], b: &[Arc<PlacementSchedule>]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_schedule(a, b))
+}
+
+/// [`same_schedules`] for one placement.
+pub fn same_schedule(a: &Arc<PlacementSchedule>, b: &Arc<PlacementSchedule>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
 
 /// Schedules every placement of a commit: KubeFleet placements in catalog order, then OCM
 /// placements, then plain ManifestWorks. `previous` holds the last run's results (bindings, decisions, policy index);
@@ -257,7 +270,7 @@ pub fn schedule_commit(
     fleet: &Fleet,
     previous: &Previous,
     now_unix: i64,
-) -> Vec<PlacementSchedule> {
+) -> Vec<Arc<PlacementSchedule>> {
     schedule_with(cat, invalid, fleet, previous, now_unix, None)
 }
 
@@ -270,7 +283,7 @@ pub fn schedule_commit_memoized(
     previous: &Previous,
     now_unix: i64,
     memo: &mut ScheduleMemo,
-) -> Vec<PlacementSchedule> {
+) -> Vec<Arc<PlacementSchedule>> {
     schedule_with(cat, invalid, fleet, previous, now_unix, Some(memo))
 }
 
@@ -302,7 +315,7 @@ struct Memoized {
     /// The bindings it was scheduled from; `None`: the very ones it produced (a settled
     /// placement's, most of the time), not kept twice.
     from: Option<Vec<Binding>>,
-    schedule: PlacementSchedule,
+    schedule: Arc<PlacementSchedule>,
 }
 
 fn schedule_with(
@@ -312,7 +325,7 @@ fn schedule_with(
     previous: &Previous,
     now_unix: i64,
     mut memo: Option<&mut ScheduleMemo>,
-) -> Vec<PlacementSchedule> {
+) -> Vec<Arc<PlacementSchedule>> {
     if let Some(m) = memo.as_deref_mut() {
         m.reused = 0;
         if m.fleet.as_ref() != Some(fleet) {
@@ -327,7 +340,7 @@ fn schedule_with(
         let key = cat.placement_key(entry);
         let prev = previous.get(&key);
         if let Some(invalid) = invalid.get(&key) {
-            out.push(held(key, prev, &invalid.message));
+            out.push(Arc::new(held(key, prev.map(|p| &**p), &invalid.message)));
             continue;
         }
         let policy = placement.spec.policy_or_default();
@@ -346,9 +359,12 @@ fn schedule_with(
                 None => 0,
             };
         let bindings = prev.map(|p| p.bindings.as_slice()).unwrap_or_default();
-        if let Some(m) = known.filter(|m| {
-            m.policy_index == index && m.from.as_deref().unwrap_or(&m.schedule.bindings) == bindings
-        }) {
+        // The previous schedule is often the memo's own (shared): its bindings need no compare.
+        let same_bindings = |m: &Memoized| match (&m.from, prev) {
+            (None, Some(p)) if Arc::ptr_eq(p, &m.schedule) => true,
+            (from, _) => from.as_deref().unwrap_or(&m.schedule.bindings) == bindings,
+        };
+        if let Some(m) = known.filter(|m| m.policy_index == index && same_bindings(m)) {
             out.push(m.schedule.clone());
             if let Some(memo) = memo.as_deref_mut() {
                 memo.reused += 1;
@@ -363,7 +379,7 @@ fn schedule_with(
             fleet,
             bindings,
         };
-        let scheduled = kubefleet::schedule(&input, &mut cache);
+        let scheduled = Arc::new(kubefleet::schedule(&input, &mut cache));
         if let Some(memo) = memo.as_deref_mut() {
             let from = (scheduled.bindings != bindings).then(|| bindings.to_vec());
             memo.placements.insert(
@@ -388,8 +404,12 @@ fn schedule_with(
             .collect();
         memo.placements.retain(|k, _| keys.contains(k));
     }
-    out.extend(ocm::schedule_all(cat, fleet, previous, now_unix));
-    out.extend(work::schedule_all(cat, fleet));
+    out.extend(
+        ocm::schedule_all(cat, fleet, previous, now_unix)
+            .into_iter()
+            .map(Arc::new),
+    );
+    out.extend(work::schedule_all(cat, fleet).into_iter().map(Arc::new));
     out
 }
 
@@ -460,7 +480,7 @@ mod tests {
     fn run(cat: &crate::catalog::Catalog, previous: &Previous) -> PlacementSchedule {
         let invalid = crate::snapshot::invalid_selections(cat);
         let fleet = Fleet::build(cat, None);
-        schedule_commit(cat, &invalid, &fleet, previous, 0).remove(0)
+        (*schedule_commit(cat, &invalid, &fleet, previous, 0).remove(0)).clone()
     }
 
     /// A fleet of four members and three placements, `n` the PickN placement's count and
@@ -531,7 +551,7 @@ mod tests {
                 .into_iter()
                 .map(|mut p| {
                     if round % 2 == 1 {
-                        for b in &mut p.bindings {
+                        for b in &mut Arc::make_mut(&mut p).bindings {
                             if b.state == BindingState::Scheduled {
                                 b.state = BindingState::Bound;
                             }
@@ -552,7 +572,7 @@ mod tests {
         let good = run(&commit("app"), &Previous::new());
         assert_eq!(good.selected.len(), 1);
         assert_eq!(good.held(), None);
-        let previous: Previous = [(good.key.clone(), good.clone())].into();
+        let previous: Previous = [(good.key.clone(), Arc::new(good.clone()))].into();
         let bad = commit("kube-system");
         let held = run(&bad, &previous);
         let want = Condition::new(

@@ -43,7 +43,7 @@ struct RolloutFile<'a> {
 #[derive(Debug, Deserialize)]
 struct ScheduleFile {
     commit: String,
-    placements: Vec<PlacementSchedule>,
+    placements: Vec<Arc<PlacementSchedule>>,
 }
 
 /// [`ScheduleFile`] as it is written: borrowed, since the daemon saves a schedule of thousands
@@ -52,7 +52,7 @@ struct ScheduleFile {
 struct ScheduleFileRef<'a> {
     version: u32,
     commit: &'a str,
-    placements: &'a [PlacementSchedule],
+    placements: &'a [Arc<PlacementSchedule>],
 }
 
 /// A state directory.
@@ -250,7 +250,7 @@ impl StateStore {
     pub fn save_schedule(
         &self,
         commit: &str,
-        placements: &[PlacementSchedule],
+        placements: &[Arc<PlacementSchedule>],
     ) -> Result<(), StateError> {
         let mut w = self.written.lock().unwrap_or_else(|e| e.into_inner());
         // A journal begun on the old file no longer applies to it: the next save compacts.
@@ -265,7 +265,7 @@ impl StateStore {
         &self,
         w: &mut Written,
         commit: &str,
-        placements: &[PlacementSchedule],
+        placements: &[Arc<PlacementSchedule>],
     ) -> Result<Vec<u8>, StateError> {
         let file = ScheduleFileRef {
             version: FORMAT_VERSION,
@@ -340,7 +340,7 @@ impl StateStore {
     /// quarter of the whole files.
     fn save_journaled(
         &self,
-        schedule: Option<(&str, &[PlacementSchedule])>,
+        schedule: Option<(&str, &[Arc<PlacementSchedule>])>,
         state: &RolloutState,
     ) -> Result<(), StateError> {
         let mut guard = self.written.lock().unwrap_or_else(|e| e.into_inner());
@@ -359,7 +359,11 @@ impl StateStore {
             let given: std::collections::HashSet<&PlacementKey> =
                 placements.iter().map(|p| &p.key).collect();
             for p in placements {
-                if known.1.get(&p.key) != Some(p) {
+                if !known
+                    .1
+                    .get(&p.key)
+                    .is_some_and(|k| crate::schedule::same_schedule(k, p))
+                {
                     let json = serde_json::to_vec(p).expect("a schedule serialises");
                     record.schedules.push((p.key.to_string(), Some(json)));
                     scheduled.push(p);
@@ -450,7 +454,7 @@ impl StateStore {
     fn compact_with(
         &self,
         w: &mut Written,
-        schedule: Option<(&str, &[PlacementSchedule])>,
+        schedule: Option<(&str, &[Arc<PlacementSchedule>])>,
         state: &RolloutState,
     ) -> Result<(), StateError> {
         w.journal = None;
@@ -468,7 +472,8 @@ impl StateStore {
                 }
                 match w.schedule.take() {
                     Some((commit, previous)) => {
-                        let placements: Vec<PlacementSchedule> = previous.into_values().collect();
+                        let placements: Vec<Arc<PlacementSchedule>> =
+                            previous.into_values().collect();
                         let bytes = self.write_schedule(w, &commit, &placements)?;
                         w.schedule = Some((commit, by_key(&placements)));
                         Some(bytes)
@@ -502,7 +507,7 @@ impl StateStore {
     }
 }
 
-fn by_key(placements: &[PlacementSchedule]) -> Previous {
+fn by_key(placements: &[Arc<PlacementSchedule>]) -> Previous {
     placements
         .iter()
         .map(|p| (p.key.clone(), p.clone()))
@@ -526,7 +531,7 @@ impl StateBackend for StateStore {
     /// keeps all of it or none of it), or a compaction that writes the schedule first.
     fn save(
         &self,
-        schedule: Option<(&str, &[PlacementSchedule])>,
+        schedule: Option<(&str, &[Arc<PlacementSchedule>])>,
         state: &RolloutState,
     ) -> Result<(), StateError> {
         self.save_journaled(schedule, state)
@@ -701,16 +706,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::lock(dir.path()).unwrap();
         let inode = |name: &str| fs::metadata(dir.path().join(name)).unwrap().ino();
-        store.save_schedule("c1", &[sample()]).unwrap();
+        store.save_schedule("c1", &[Arc::new(sample())]).unwrap();
         let first = inode(SCHEDULE_FILE);
-        store.save_schedule("c1", &[sample()]).unwrap();
+        store.save_schedule("c1", &[Arc::new(sample())]).unwrap();
         assert_eq!(inode(SCHEDULE_FILE), first, "unchanged: not written");
-        store.save_schedule("c2", &[sample()]).unwrap();
+        store.save_schedule("c2", &[Arc::new(sample())]).unwrap();
         let second = inode(SCHEDULE_FILE);
         assert_ne!(second, first, "changed: written");
         assert_eq!(store.load_schedule().unwrap().0.as_deref(), Some("c2"));
         // A clone is the same store: it knows what was written.
-        store.clone().save_schedule("c2", &[sample()]).unwrap();
+        store
+            .clone()
+            .save_schedule("c2", &[Arc::new(sample())])
+            .unwrap();
         assert_eq!(inode(SCHEDULE_FILE), second);
     }
 
@@ -719,10 +727,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::open(&dir.path().join("state")).unwrap();
         assert!(store.load_schedule().unwrap().1.is_empty());
-        store.save_schedule("abc", &[sample()]).unwrap();
+        store.save_schedule("abc", &[Arc::new(sample())]).unwrap();
         let (commit, prev) = store.load_schedule().unwrap();
         assert_eq!(commit.as_deref(), Some("abc"));
-        assert_eq!(prev[&"crp/app".parse().unwrap()], sample());
+        assert_eq!(*prev[&"crp/app".parse().unwrap()], sample());
         // No temporary files are left behind.
         let names: Vec<_> = fs::read_dir(dir.path().join("state"))
             .unwrap()
@@ -888,7 +896,7 @@ mod tests {
 
     /// A fleet of `n` placements for the daemon's saves: each with a schedule and a rollout
     /// state whose one cluster's last error is `error`.
-    fn fleet(n: usize, error: &str) -> (Vec<PlacementSchedule>, RolloutState) {
+    fn fleet(n: usize, error: &str) -> (Vec<Arc<PlacementSchedule>>, RolloutState) {
         use crate::rollout::{BindingHealth, ClusterState};
         let mut state = RolloutState {
             serving: Some("c1".into()),
@@ -897,10 +905,10 @@ mod tests {
         let mut schedule = Vec::new();
         for i in 0..n {
             let key: PlacementKey = format!("crp/app-{i:03}").parse().unwrap();
-            schedule.push(PlacementSchedule {
+            schedule.push(Arc::new(PlacementSchedule {
                 key: key.clone(),
                 ..sample()
-            });
+            }));
             let mut ps = PlacementState::default();
             ps.clusters.insert(
                 "a".into(),
@@ -931,7 +939,12 @@ mod tests {
             .last_error = Some(error.into());
     }
 
-    fn reads_back(dir: &Path, schedule: &[PlacementSchedule], state: &RolloutState, commit: &str) {
+    fn reads_back(
+        dir: &Path,
+        schedule: &[Arc<PlacementSchedule>],
+        state: &RolloutState,
+        commit: &str,
+    ) {
         let store = StateStore::open(dir).unwrap();
         store.check().unwrap();
         let (c, previous) = store.load_schedule().unwrap();
@@ -959,7 +972,7 @@ mod tests {
 
         // One placement's rollout state changes, another's schedule: one record of both.
         set_error(&mut state, 7, "timeout");
-        schedule[9].policy_snapshot_index = Some(3);
+        Arc::make_mut(&mut schedule[9]).policy_snapshot_index = Some(3);
         store.save(Some(("c1", &schedule)), &state).unwrap();
         let record = size(journal::JOURNAL_FILE) - begun;
         assert!(record > 0 && record * 50 < bases, "{record} of {bases}");
@@ -1037,7 +1050,7 @@ mod tests {
         // Mid-compaction: the whole schedule written again, then the rollout file, each
         // before the new journal replaces the old one.
         let mut schedule = schedule;
-        schedule[2].policy_snapshot_index = Some(9);
+        Arc::make_mut(&mut schedule[2]).policy_snapshot_index = Some(9);
         store.save(Some(("c1", &schedule)), &state).unwrap();
         let kept = fs::read(&journal).unwrap();
         let scratch = tempfile::tempdir().unwrap();
@@ -1144,7 +1157,7 @@ mod tests {
     fn a_truncated_schedule_is_refused_by_the_start_check_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::lock(dir.path()).unwrap();
-        store.save_schedule("abc", &[sample()]).unwrap();
+        store.save_schedule("abc", &[Arc::new(sample())]).unwrap();
         let file = dir.path().join(SCHEDULE_FILE);
         let text = fs::read(&file).unwrap();
         fs::write(&file, &text[..text.len() / 2]).unwrap();

@@ -81,7 +81,7 @@ pub struct Record {
     pub schedule_commit: Option<String>,
     /// Placements whose schedule changed, by id; `null`: no longer scheduled.
     #[serde(default)]
-    pub schedules: BTreeMap<String, Option<PlacementSchedule>>,
+    pub schedules: BTreeMap<String, Option<Arc<PlacementSchedule>>>,
     /// The fleet-wide rollout state (its placements empty), when it changed.
     #[serde(default)]
     pub rest: Option<RolloutState>,

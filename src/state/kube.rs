@@ -16,6 +16,7 @@
 //! and `daemon.json` does in a directory.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::Mutex;
 
 use super::layout::{self, Object};
@@ -365,7 +366,7 @@ impl<O: Objects> StateBackend for KubeStore<O> {
 
     fn save(
         &self,
-        schedule: Option<(&str, &[PlacementSchedule])>,
+        schedule: Option<(&str, &[Arc<PlacementSchedule>])>,
         state: &RolloutState,
     ) -> Result<(), StateError> {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -391,11 +392,12 @@ impl<O: Objects> StateBackend for KubeStore<O> {
         self.write_document(&mut cache, &head_name, "head", None, layout::encode(&head))?;
         cache.head = head;
         // Then each placement whose schedule or rollout state changed.
-        let schedules: Option<BTreeMap<String, &PlacementSchedule>> = schedule.map(|(_, s)| {
-            s.iter()
-                .map(|p| (layout::placement_name(&self.prefix, &p.key.to_string()), p))
-                .collect()
-        });
+        let schedules: Option<BTreeMap<String, &Arc<PlacementSchedule>>> =
+            schedule.map(|(_, s)| {
+                s.iter()
+                    .map(|p| (layout::placement_name(&self.prefix, &p.key.to_string()), p))
+                    .collect()
+            });
         let rollouts: BTreeMap<String, (String, &crate::rollout::PlacementState)> = state
             .placements
             .iter()
@@ -425,9 +427,11 @@ impl<O: Objects> StateBackend for KubeStore<O> {
                 None => old.and_then(|d| d.schedule.as_ref()),
             };
             let new_rollout = rollouts.get(name).map(|(_, p)| *p);
-            if old.is_some_and(|d| {
-                d.schedule.as_ref() == new_schedule && d.rollout.as_ref() == new_rollout
-            }) {
+            let same_schedule = |d: &layout::PlacementDoc| match (&d.schedule, new_schedule) {
+                (Some(a), Some(b)) => crate::schedule::same_schedule(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            };
+            if old.is_some_and(|d| same_schedule(d) && d.rollout.as_ref() == new_rollout) {
                 continue;
             }
             let doc = layout::PlacementDoc {

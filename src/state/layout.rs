@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -67,7 +68,7 @@ pub struct PlacementDoc {
     /// `crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`.
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<PlacementSchedule>,
+    pub schedule: Option<Arc<PlacementSchedule>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<PlacementState>,
 }
@@ -442,7 +443,7 @@ mod tests {
         };
         let schedule = (
             Some("abc".to_string()),
-            Previous::from([(sched.key.clone(), sched)]),
+            Previous::from([(sched.key.clone(), Arc::new(sched))]),
         );
         let docs = split("gf", "me", 3, &schedule, &state);
         assert_eq!(docs.placements.len(), 2);

@@ -16,6 +16,7 @@ pub mod kube;
 pub mod layout;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::rollout::RolloutState;
 use crate::schedule::{PlacementSchedule, Previous};
@@ -43,7 +44,7 @@ pub trait StateBackend: Send + Sync + std::fmt::Debug {
     /// another replica owns the state now: the caller must stop acting.
     fn save(
         &self,
-        schedule: Option<(&str, &[PlacementSchedule])>,
+        schedule: Option<(&str, &[Arc<PlacementSchedule>])>,
         state: &RolloutState,
     ) -> Result<(), StateError>;
 

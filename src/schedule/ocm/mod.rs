@@ -109,7 +109,8 @@ pub fn schedule_all(
             counts.add(fleet, &p.selected, -1);
         }
         let balance = counts.view();
-        let (result, selected) = world.schedule(&e.spec, ns, prev, &balance, now_unix);
+        let (result, selected) =
+            world.schedule(&e.spec, ns, prev.map(|p| &**p), &balance, now_unix);
         match selected {
             Some(indices) => counts.add_indices(&indices),
             None => counts.add(fleet, &result.selected, 1),

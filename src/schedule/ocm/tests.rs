@@ -726,7 +726,7 @@ fn balance_counts_the_other_placements_in_order() {
     let mut previous = Previous::new();
     previous.insert(
         "ocm/app/b".parse().unwrap(),
-        previous_of("b", &["c3"]).unwrap(),
+        previous_of("b", &["c3"]).unwrap().into(),
     );
     let out = schedule_all(&cat, &f, &previous, NOW);
     assert_eq!(
