@@ -286,7 +286,7 @@ impl StepMemo {
 }
 
 /// What every placement's step reads besides its own inputs.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 struct MemoContext {
     cluster_overrides: Vec<crate::model::overrides::ClusterResourceOverride>,
     resource_overrides: Vec<crate::model::overrides::ResourceOverride>,
@@ -314,6 +314,21 @@ impl MemoContext {
                 .collect(),
             scopes: cat.scopes.clone(),
         }
+    }
+
+    /// Whether this is [`MemoContext::of`] `cat` and `fleet`, without copying them (every look
+    /// asks; the answer is nearly always yes).
+    fn matches(&self, cat: &Catalog, fleet: &Fleet) -> bool {
+        fn same<A, B>(a: &[A], b: &[B], eq: impl Fn(&A, &B) -> bool) -> bool {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| eq(a, b))
+        }
+        same(&self.cluster_overrides, &cat.cluster_overrides, |a, e| {
+            *a == e.spec
+        }) && same(&self.resource_overrides, &cat.resource_overrides, |a, e| {
+            *a == e.spec
+        }) && same(&self.clusters, &fleet.clusters, |(name, labels), c| {
+            *name == c.name && *labels == c.labels
+        }) && self.scopes == cat.scopes
     }
 }
 
@@ -390,10 +405,9 @@ pub fn step_memoized(
     let members: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
     let mut decision = Decision::default();
     let mut work = Vec::new();
-    let context = MemoContext::of(cat, fleet);
-    if memo.context.as_ref() != Some(&context) {
+    if !memo.context.as_ref().is_some_and(|c| c.matches(cat, fleet)) {
         memo.settled.clear();
-        memo.context = Some(context);
+        memo.context = Some(MemoContext::of(cat, fleet));
     }
     let same_commit = memo.commit.as_deref() == Some(commit);
     memo.commit = Some(commit.to_string());
