@@ -379,6 +379,9 @@ pub struct Daemon<D: Deliverer> {
     /// The status last published for each settled placement, by its settled step's number
     /// ([`crate::rollout::StepSummary::settled`]).
     published: HashMap<crate::model::PlacementKey, (u64, Arc<PlacementStatus>)>,
+    /// Each placement's step whose gauges (`rollout_clusters`, `invalid_resource_selectors`)
+    /// are set: a settled placement's step, shared with the last look's, sets nothing again.
+    metered: HashMap<crate::model::PlacementKey, Arc<crate::rollout::StepSummary>>,
     /// The commit of the schedule last saved by this process: a reconcile whose schedule is
     /// the saved one, for the same commit, does not write it again.
     schedule_saved_for: Option<String>,
@@ -477,6 +480,7 @@ impl<D: Deliverer> Daemon<D> {
             previous: Some(previous),
             schedule_saved_for: None,
             published: HashMap::new(),
+            metered: HashMap::new(),
             step_memo: Default::default(),
             schedule_memo: Default::default(),
             parse_cache: Default::default(),

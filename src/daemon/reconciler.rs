@@ -740,31 +740,7 @@ impl<D: Deliverer> Daemon<D> {
         });
         let saved = saving.elapsed();
 
-        self.metrics.rollout_clusters.clear();
-        self.metrics.invalid_resource_selectors.clear();
-        for s in &decision.steps {
-            let placement = s.placement.to_string();
-            if s.held {
-                self.metrics
-                    .invalid_resource_selectors
-                    .get_or_create(&metrics::labels(&[("placement", &placement)]))
-                    .set(1);
-            }
-            for (state, n) in [
-                ("upToDate", s.up_to_date.len()),
-                ("waiting", s.waiting.len()),
-                ("applying", s.applying.len()),
-                ("removing", s.removing.len()),
-            ] {
-                self.metrics
-                    .rollout_clusters
-                    .get_or_create(&metrics::labels(&[
-                        ("placement", &placement),
-                        ("state", state),
-                    ]))
-                    .set(n as i64);
-            }
-        }
+        self.meter_steps(&decision.steps);
         // Every state is set (0 included), never cleared: a scrape never sees a gap.
         for phase in super::runs::PHASES {
             let n = self
@@ -794,6 +770,48 @@ impl<D: Deliverer> Daemon<D> {
             st.runs.waiting = waiting;
         }
         Ok(action)
+    }
+
+    /// Sets the rollout gauges of the steps that changed since the last look, and removes those
+    /// of placements no longer stepped. Series are replaced in place, never cleared first: a
+    /// scrape never sees a placement missing.
+    fn meter_steps(&mut self, steps: &[Arc<StepSummary>]) {
+        const STATES: [&str; 4] = ["upToDate", "waiting", "applying", "removing"];
+        let m = &self.metrics;
+        let mut metered = HashMap::with_capacity(steps.len());
+        for s in steps {
+            let last = self.metered.remove(&s.placement);
+            if !last.is_some_and(|l| Arc::ptr_eq(&l, s)) {
+                let placement = s.placement.to_string();
+                let held = metrics::labels(&[("placement", &placement)]);
+                if s.held {
+                    m.invalid_resource_selectors.get_or_create(&held).set(1);
+                } else {
+                    m.invalid_resource_selectors.remove(&held);
+                }
+                let counts = [&s.up_to_date, &s.waiting, &s.applying, &s.removing];
+                for (state, clusters) in STATES.into_iter().zip(counts) {
+                    m.rollout_clusters
+                        .get_or_create(&metrics::labels(&[
+                            ("placement", &placement),
+                            ("state", state),
+                        ]))
+                        .set(clusters.len() as i64);
+                }
+            }
+            metered.insert(s.placement.clone(), s.clone());
+        }
+        for gone in std::mem::replace(&mut self.metered, metered).into_keys() {
+            let placement = gone.to_string();
+            m.invalid_resource_selectors
+                .remove(&metrics::labels(&[("placement", &placement)]));
+            for state in STATES {
+                m.rollout_clusters.remove(&metrics::labels(&[
+                    ("placement", &placement),
+                    ("state", state),
+                ]));
+            }
+        }
     }
 
     /// Logs failed pushes and counts every push by member and outcome.

@@ -245,6 +245,55 @@ async fn a_new_commit_is_bound_at_once_then_settles_and_waits_for_a_change() {
     assert_eq!(updates, [["m1"], ["m2"], ["m3"]]);
 }
 
+/// The rollout gauges of each placement, from the metrics text: `state=count` pairs.
+fn rollout_gauges(metrics: &metrics::Metrics, placement: &str) -> Vec<String> {
+    let prefix = format!("gitfleet_rollout_clusters{{placement=\"{placement}\",state=\"");
+    let mut out: Vec<String> = metrics
+        .render()
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|l| l.replace("\"} ", "="))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The gauges follow the steps: set as a placement rolls, kept while it stays settled (its
+/// step is reused, not metered again), gone with the placement.
+#[tokio::test]
+async fn the_rollout_gauges_follow_each_placements_step_and_leave_with_it() {
+    let other = "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n---\n\
+                 apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+                 metadata: {name: other}\nspec:\n  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: other}]\n";
+    let w = World::new(&format!("{}{other}", fleet("1")));
+    let mut d = w.waiting_daemon();
+    let head = w.head();
+    while d.reconcile(&head).await.unwrap() == AT_ONCE {}
+    let settled = ["applying=0", "removing=0", "upToDate=3", "waiting=0"];
+    assert_eq!(rollout_gauges(&d.metrics, "crp/app"), settled);
+    assert_eq!(rollout_gauges(&d.metrics, "crp/other"), settled);
+
+    // One member at a time for app; other's settled step is reused and its gauges stay.
+    let head = w.commit(&format!("{}{other}", fleet("2")));
+    assert_eq!(d.reconcile(&head).await.unwrap(), AT_ONCE);
+    assert_eq!(
+        rollout_gauges(&d.metrics, "crp/app"),
+        ["applying=1", "removing=0", "upToDate=0", "waiting=2"]
+    );
+    assert_eq!(rollout_gauges(&d.metrics, "crp/other"), settled);
+    while d.reconcile(&head).await.unwrap() == AT_ONCE {}
+    assert_eq!(rollout_gauges(&d.metrics, "crp/app"), settled);
+
+    // other leaves the repository: its series go.
+    let head = w.commit(&fleet("2"));
+    while d.reconcile(&head).await.unwrap() == AT_ONCE {}
+    assert_eq!(rollout_gauges(&d.metrics, "crp/app"), settled);
+    assert_eq!(
+        rollout_gauges(&d.metrics, "crp/other"),
+        Vec::<String>::new()
+    );
+}
+
 #[tokio::test]
 async fn a_pending_cluster_is_looked_at_every_availability_poll_until_available() {
     let w = World::new(&fleet("1"));
