@@ -184,8 +184,10 @@ pub struct CommitRenderer<'a> {
     cat: &'a Catalog,
     schedule: &'a [Arc<PlacementSchedule>],
     overrides: OverrideSet<'a>,
-    /// Indices in `schedule` of the placements that selected each cluster, in schedule order.
-    by_cluster: HashMap<&'a str, Vec<usize>>,
+    /// Indices in `schedule` of the placements that selected each cluster, in schedule order;
+    /// built on first use (the daemon's step renders by placement, never by cluster, and
+    /// indexing every binding of a large fleet at every look was a seventh of its time).
+    by_cluster: OnceCell<HashMap<&'a str, Vec<usize>>>,
     /// Per schedule entry, worked out on first use; `None` when the commit cannot render it.
     sources: Vec<OnceCell<Option<Source<'a>>>>,
     select: Box<Selector<'a>>,
@@ -229,20 +231,11 @@ impl<'a> CommitRenderer<'a> {
         schedule: &'a [Arc<PlacementSchedule>],
         select: Box<Selector<'a>>,
     ) -> Self {
-        let mut by_cluster: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (i, p) in schedule.iter().enumerate() {
-            for c in &p.selected {
-                let list = by_cluster.entry(c.as_str()).or_default();
-                if list.last() != Some(&i) {
-                    list.push(i);
-                }
-            }
-        }
         Self {
             cat,
             schedule,
             overrides: overrides_of(cat),
-            by_cluster,
+            by_cluster: OnceCell::new(),
             sources: schedule.iter().map(|_| OnceCell::new()).collect(),
             select,
             cache: RefCell::new(HashMap::new()),
@@ -303,7 +296,19 @@ impl<'a> CommitRenderer<'a> {
 
     /// Indices in the schedule of the placements that selected `cluster`, in schedule order.
     pub fn indices_of(&self, cluster: &str) -> &[usize] {
-        self.by_cluster.get(cluster).map_or(&[], Vec::as_slice)
+        let by_cluster = self.by_cluster.get_or_init(|| {
+            let mut by_cluster: HashMap<&str, Vec<usize>> = HashMap::new();
+            for (i, p) in self.schedule.iter().enumerate() {
+                for c in &p.selected {
+                    let list = by_cluster.entry(c.as_str()).or_default();
+                    if list.last() != Some(&i) {
+                        list.push(i);
+                    }
+                }
+            }
+            by_cluster
+        });
+        by_cluster.get(cluster).map_or(&[], Vec::as_slice)
     }
 
     fn source(&self, i: usize) -> Option<&Source<'a>> {
@@ -345,10 +350,7 @@ impl<'a> CommitRenderer<'a> {
         cluster: &ClusterTarget,
         same_cluster: bool,
     ) -> Vec<(usize, SharedManifests)> {
-        let Some(indices) = self.by_cluster.get(cluster.name) else {
-            return vec![];
-        };
-        indices
+        self.indices_of(cluster.name)
             .iter()
             .filter_map(|&i| Some((i, self.render_one(i, cluster, same_cluster)?)))
             .collect()
