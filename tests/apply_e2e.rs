@@ -31,6 +31,7 @@ on_both_backends!(
     take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest,
     a_placement_another_live_writer_is_writing_is_left_to_it,
     two_applies_of_different_commits_at_once_never_mix_a_placement_silently,
+    a_push_of_one_placement_reads_only_its_own_record,
 );
 
 const FLEET: &str = r#"
@@ -1382,4 +1383,57 @@ spec:
             run.stderr
         );
     }
+}
+
+/// A push of one placement reads only the records it may touch (one list, narrowed by the
+/// placement label): a member's unreadable record of another placement does not stop it,
+/// while a push that may prune anything reads every record and says which one is unreadable.
+fn a_push_of_one_placement_reads_only_its_own_record(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = fleet_repo();
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
+    repo.write(
+        "other/all.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n---\n\
+         apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\n\
+         metadata: {name: other}\nspec:\n  resourceSelectors:\n  - {group: '', version: v1, kind: Namespace, name: other}\n",
+    );
+    repo.commit("two placements");
+    let (code, report, err) = apply_json(&repo, &members, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+
+    // Another writer spoils other's record on alpha.
+    kubectl_ok(
+        &members,
+        "alpha",
+        &[
+            "patch",
+            "configmap",
+            "applied.crp.other",
+            "-n",
+            "gitfleet-system",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"objects":"not a list"}}"#,
+        ],
+    );
+    repo.write("app/settings.yaml", &configmap("settings", "{mode: green}"));
+    repo.commit("app green");
+    let (code, report, err) = apply_json(&repo, &members, &["--placement", "app"]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    for ctx in ["alpha", "beta"] {
+        assert_eq!(settings_mode(&members, ctx), "green", "{ctx}");
+    }
+
+    // A push of every placement reads every record, and fails alpha alone, naming it.
+    let (code, report, _) = apply_json(&repo, &members, &[]);
+    assert_ne!(code, 0, "{report:#}");
+    let alpha = report["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["member"] == "alpha")
+        .unwrap();
+    let error = alpha["error"].as_str().unwrap_or_default();
+    assert!(error.contains("applied.crp.other"), "{report:#}");
 }

@@ -21,7 +21,7 @@ use super::error::Error;
 use super::record::{self, Entry, Record};
 use super::{
     MemberPush, MemberResult, ObjectRef, ObjectResult, Outcome, PlacementPush, PlacementResult,
-    PushOptions,
+    PruneUnlisted, PushOptions,
 };
 use crate::members::retry::{delay, with_retry, Budget};
 use crate::members::{Connection, Kinds};
@@ -337,13 +337,35 @@ impl Member {
 
     /// Every record on the member, by placement key.
     async fn records(&self) -> Result<BTreeMap<String, Record>, Error> {
+        self.records_of(None).await
+    }
+
+    /// The records of the placements `keys` (every record: `None`), in one list request.
+    /// Reading and parsing every record of a member to push one placement was a tenth of the
+    /// daemon's work for a one-placement commit at 1,000 placements (issue 19.3).
+    async fn records_of(
+        &self,
+        keys: Option<&BTreeSet<String>>,
+    ) -> Result<BTreeMap<String, Record>, Error> {
+        let mut selector = format!("{}=true", record::RECORD_LABEL);
+        // A long selector would make a long URL: past that many, every record is read.
+        let keys = keys.filter(|k| k.len() <= 64);
+        if let Some(keys) = keys {
+            let values: BTreeSet<String> = keys.iter().map(|k| label_value(k)).collect();
+            let values: Vec<String> = values.into_iter().collect();
+            selector.push_str(&format!(",{PLACEMENT_LABEL} in ({})", values.join(",")));
+        }
         let api = self.records_api();
-        let lp = ListParams::default().labels(&format!("{}=true", record::RECORD_LABEL));
-        let list = self.list_values(&api, &lp).await?;
+        let list = self
+            .list_values(&api, &ListParams::default().labels(&selector))
+            .await?;
         let mut out = BTreeMap::new();
         for cm in list.items {
             let r = record::parse(&cm)?;
-            out.insert(r.key.clone(), r);
+            // A long key's label value is shortened with a hash: the key itself decides.
+            if keys.is_none_or(|k| k.contains(&r.key)) {
+                out.insert(r.key.clone(), r);
+            }
         }
         Ok(out)
     }
@@ -516,8 +538,19 @@ pub async fn push_member(
 ) -> MemberResult {
     let m = Arc::new(Member::new(connection, opts));
     let fail_all = |error: String| failed_member(&target, error);
+    let listed: BTreeSet<String> = target
+        .placements
+        .iter()
+        .map(|p| placement_key(&p.placement))
+        .collect();
+    // Only the records this push may touch: of the placements it pushes, and of those it may
+    // prune when it prunes only some.
+    let wanted: Option<BTreeSet<String>> = match &target.prune_unlisted {
+        PruneUnlisted::Only(prune) => Some(listed.union(prune).cloned().collect()),
+        PruneUnlisted::AllExcept(_) => None,
+    };
     // Listing the records is the first request: it also tells whether the member answers.
-    let records = match m.records().await {
+    let records = match m.records_of(wanted.as_ref()).await {
         Ok(r) => r,
         Err(e) => {
             return fail_all(format!(
@@ -538,11 +571,6 @@ pub async fn push_member(
             push_placement(&m, &target.member, p, &key, old, &opts.commit, &mut placed).await,
         );
     }
-    let listed: BTreeSet<String> = target
-        .placements
-        .iter()
-        .map(|p| placement_key(&p.placement))
-        .collect();
     for r in records
         .values()
         .filter(|r| !listed.contains(&r.key) && target.prune_unlisted.covers(&r.key))
