@@ -124,6 +124,12 @@ pub fn fate_in<'a>(step: Option<&'a StepSummary>, cluster: &str) -> Fate<'a> {
         // Invalid resource selectors: what it placed stays as it is.
         return Fate::Untouched;
     }
+    if s.settled.is_some() {
+        // Settled: every cluster holds what this commit renders for it (no new resource
+        // snapshot, nothing to apply or remove), so it deletes nothing; not comparing each of
+        // its clusters' objects again is most of judging a commit at 1,000 placements.
+        return Fate::Untouched;
+    }
     if let Some(objects) = s.objects.get(cluster) {
         return Fate::Keeps(objects);
     }
