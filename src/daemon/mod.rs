@@ -389,6 +389,9 @@ pub struct Daemon<D: Deliverer> {
     step_memo: crate::rollout::StepMemo,
     /// The placements' last KubeFleet schedules and their inputs, reused while they hold.
     schedule_memo: crate::schedule::ScheduleMemo,
+    /// The last look's fleet, with the commit and the members' answers it was built from:
+    /// the next look with the same ones takes it as it is.
+    fleet_memo: Option<(String, Inventory, Arc<crate::schedule::Fleet>)>,
     /// The files of the last commit read, parsed: the next commit parses only what it changed.
     parse_cache: crate::catalog::ParseCache,
     /// Catalogs of older commits that staged update runs render from, by commit id.
@@ -481,6 +484,7 @@ impl<D: Deliverer> Daemon<D> {
             schedule_saved_for: None,
             published: HashMap::new(),
             metered: HashMap::new(),
+            fleet_memo: None,
             step_memo: Default::default(),
             schedule_memo: Default::default(),
             parse_cache: Default::default(),

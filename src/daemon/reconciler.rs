@@ -375,6 +375,15 @@ impl<D: Deliverer> Daemon<D> {
             approvals: self.accepted_approvals(asked, now).await,
             catalogs: self.run_catalogs(&commit).await?,
         };
+        // The fleet is a function of the commit and the members' answers: most looks reuse it.
+        let (fleet, fleet_reused) = match self.fleet_memo.take() {
+            Some((c, answers, fleet)) if c == commit && answers == eligible => (fleet, true),
+            _ => (
+                Arc::new(Fleet::build(&analyzed.cat, Some(&eligible))),
+                false,
+            ),
+        };
+        self.fleet_memo = Some((commit.clone(), eligible, fleet.clone()));
         // Scheduling and the step take seconds on a large fleet: off the async threads, with
         // the state lent to them.
         let state = std::mem::take(&mut self.state);
@@ -384,7 +393,6 @@ impl<D: Deliverer> Daemon<D> {
         let (state, schedule, decision, (memo, schedule_memo), previous) = blocking(move || {
             let cat = &step_analyzed.cat;
             let started = std::time::Instant::now();
-            let fleet = Fleet::build(cat, Some(&eligible));
             let invalid = &step_analyzed.invalid;
             let schedule = schedule_commit_memoized(
                 cat,
@@ -414,6 +422,7 @@ impl<D: Deliverer> Daemon<D> {
                 work = decision.work.len(),
                 reused = memo.reused(),
                 schedules_reused = schedule_memo.reused(),
+                fleet_reused,
                 "scheduled and stepped"
             );
             (state, schedule, decision, (memo, schedule_memo), previous)
