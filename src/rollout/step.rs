@@ -218,10 +218,11 @@ impl StepSummary {
 /// What a step records whatever the work's outcomes.
 #[derive(Debug, Default)]
 pub struct Ledger {
-    /// Resource snapshot histories after this commit, by placement.
+    /// Resource snapshot histories after this commit, by placement: those that differ from
+    /// the state's.
     pub histories: BTreeMap<PlacementKey, crate::snapshot::History>,
     /// Whether each placement abandons its objects on removal, remembered for when the
-    /// placement itself is deleted from the repository.
+    /// placement itself is deleted from the repository: where it differs from the state's.
     pub abandon: BTreeMap<PlacementKey, bool>,
     /// Staged update runs after this step, by run key; `None`: the run left the repository.
     pub runs: BTreeMap<String, Option<RunStatus>>,
@@ -348,16 +349,28 @@ fn same_state(a: &Arc<PlacementState>, b: &Arc<PlacementState>) -> bool {
     Arc::ptr_eq(a, b) || a == b
 }
 
-/// A settled placement's step taken again: the same summary, and the history and abandon
-/// flag its snapshot keeps (unchanged, so what `advance` would keep).
-fn reuse(decision: &mut Decision, key: &PlacementKey, prev: &PlacementState, m: &Settled) {
-    decision
-        .ledger
-        .histories
-        .insert(key.clone(), prev.resources.clone());
-    let abandon = ApplyStrategy::from_rollout(Some(&m.placement.spec.strategy)).abandon;
-    decision.ledger.abandon.insert(key.clone(), abandon);
+/// A settled placement's step taken again: the same summary. Its history and abandon flag are
+/// the state's (a settled step takes no new snapshot), so the ledger records nothing for it.
+fn reuse(decision: &mut Decision, m: &Settled) {
     decision.steps.push(m.summary.clone());
+}
+
+/// Records in the ledger the placement's history and abandon flag after this step, where they
+/// differ from the state's: the ledger carries changes only (copying every placement's
+/// history at every look was a quarter of a look's step at 1,000 placements).
+fn record(
+    ledger: &mut Ledger,
+    key: &PlacementKey,
+    prev: &PlacementState,
+    history: crate::snapshot::History,
+    abandon: bool,
+) {
+    if history != prev.resources {
+        ledger.histories.insert(key.clone(), history);
+    }
+    if abandon != prev.abandon {
+        ledger.abandon.insert(key.clone(), abandon);
+    }
 }
 
 /// One step for the commit of `input` from `state`, at `pacing`.
@@ -575,7 +588,7 @@ pub fn step_memoized(
                 same_commit && same_schedule(&m.schedule, ps) && same_state(&m.state, prev)
             });
         if let Some(m) = settled_now {
-            reuse(&mut decision, key, prev, m);
+            reuse(&mut decision, m);
             memo.reused += 1;
             continue;
         }
@@ -610,7 +623,7 @@ pub fn step_memoized(
                     && same_state(&m.state, prev)
             });
             if let Some(m) = same {
-                reuse(&mut decision, key, prev, m);
+                reuse(&mut decision, m);
                 memo.reused += 1;
                 continue;
             }
@@ -641,11 +654,7 @@ pub fn step_memoized(
                 }
             };
             let outcome = step_runs(&view, &runs, state, &mut history, input, &mut render_run);
-            decision.ledger.histories.insert(key.clone(), history);
-            decision
-                .ledger
-                .abandon
-                .insert(key.clone(), strategy.abandon);
+            record(&mut decision.ledger, key, prev, history, strategy.abandon);
             step.strategy = pace.name().into();
             step.report_diff = strategy.reports_diff();
             step.target = ps
@@ -672,14 +681,13 @@ pub fn step_memoized(
         );
         let resource_index = advance.index;
         let new_snapshot = advance.created;
-        decision
-            .ledger
-            .histories
-            .insert(key.clone(), advance.history);
-        decision
-            .ledger
-            .abandon
-            .insert(key.clone(), strategy.abandon);
+        record(
+            &mut decision.ledger,
+            key,
+            prev,
+            advance.history,
+            strategy.abandon,
+        );
         step.report_diff = strategy.reports_diff();
 
         step.strategy = pace.name().into();
