@@ -151,14 +151,19 @@ fn apply_json(repo: &Repo, members: &Members, extra: &[&str]) -> (i32, Value, St
     (run.code, v, run.stderr)
 }
 
-/// The result of one object on one member: (outcome, whole result).
-fn outcome(report: &Value, member: &str, kind: &str, name: &str) -> (String, Value) {
-    let m = report["members"]
+/// One member's part of an `apply -o json` report.
+fn member_report<'a>(report: &'a Value, member: &str) -> &'a Value {
+    report["members"]
         .as_array()
         .unwrap()
         .iter()
         .find(|m| m["member"] == member)
-        .unwrap_or_else(|| panic!("no member {member} in {report:#}"));
+        .unwrap_or_else(|| panic!("no member {member} in {report:#}"))
+}
+
+/// The result of one object on one member: (outcome, whole result).
+fn outcome(report: &Value, member: &str, kind: &str, name: &str) -> (String, Value) {
+    let m = member_report(report, member);
     for p in m["placements"].as_array().unwrap() {
         for o in p["objects"].as_array().unwrap() {
             if o["kind"] == kind && o["name"] == name {
@@ -263,12 +268,7 @@ fn a_down_member_fails_alone_and_catches_up_later(backend: Backend) {
         outcome(&report, "alpha", "ConfigMap", "settings").0,
         "applied"
     );
-    let beta = report["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["member"] == "beta")
-        .unwrap();
+    let beta = member_report(&report, "beta");
     assert!(
         beta["error"].as_str().unwrap().contains("unreachable"),
         "{beta:#}"
@@ -1428,12 +1428,8 @@ fn a_push_of_one_placement_reads_only_its_own_record(backend: Backend) {
     // A push of every placement reads every record, and fails alpha alone, naming it.
     let (code, report, _) = apply_json(&repo, &members, &[]);
     assert_ne!(code, 0, "{report:#}");
-    let alpha = report["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["member"] == "alpha")
-        .unwrap();
-    let error = alpha["error"].as_str().unwrap_or_default();
+    let error = member_report(&report, "alpha")["error"]
+        .as_str()
+        .unwrap_or_default();
     assert!(error.contains("applied.crp.other"), "{report:#}");
 }
