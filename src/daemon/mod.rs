@@ -367,7 +367,7 @@ pub struct Daemon<D: Deliverer> {
     arrived: Vec<workers::Delivered>,
     /// What each placement's last logged step applied and removed: steps taken while its work
     /// is still with the workers decide the same again, and are not logged again.
-    logged_steps: BTreeMap<String, String>,
+    logged_steps: HashMap<crate::model::PlacementKey, String>,
     pub status: Arc<Mutex<Status>>,
     pub metrics: Arc<metrics::Metrics>,
     /// The last head reconciled, to count new commits once.
@@ -467,7 +467,7 @@ impl<D: Deliverer> Daemon<D> {
             probes: probes::Probes::new(deliverer.clone()),
             workers: workers::Workers::new(deliverer.clone()),
             arrived: Vec::new(),
-            logged_steps: BTreeMap::new(),
+            logged_steps: HashMap::new(),
             isolated: !opts.once,
             approvals: gate,
             signature_checked: None,

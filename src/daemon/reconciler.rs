@@ -6,7 +6,7 @@
 //! crash-safely (bindings first), publish the status — and decide, from what happened, when to
 //! look again ([`next_action`]; a finished delivery is an event of its own).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +35,10 @@ pub(super) struct Analyzed {
     diags: Vec<crate::catalog::Diagnostic>,
     /// Its placements held for invalid resource selectors, worked out once per commit.
     invalid: crate::snapshot::InvalidSelections,
+    /// Its members, and each one's kubeconfig context by name: a function of the commit, asked
+    /// for at every look (building them was a tenth of a look at 1,000 placements).
+    members: Vec<crate::members::inventory::Member>,
+    contexts: BTreeMap<String, String>,
 }
 
 /// Commit `requested` read and analyzed, parsing only the files `cache` has not seen as they are.
@@ -50,6 +54,11 @@ fn read_analyzed(
     }
     let (cat, diags) = files.analyze_cached(cache);
     let invalid = crate::snapshot::invalid_selections(&cat);
+    let members = members_of(&[&cat]);
+    let contexts = members
+        .iter()
+        .map(|m| (m.target.name.clone(), m.target.context.clone()))
+        .collect();
     Ok(Analyzed {
         requested,
         commit: files.commit,
@@ -57,6 +66,8 @@ fn read_analyzed(
         cat,
         diags,
         invalid,
+        members,
+        contexts,
     })
 }
 
@@ -302,15 +313,15 @@ impl<D: Deliverer> Daemon<D> {
     /// changes but the metrics and the members' last probes.
     async fn step_commit(&mut self, analyzed: &Arc<Analyzed>) -> Result<Stepped> {
         let commit = analyzed.commit.clone();
-        let members = members_of(&[&analyzed.cat]);
+        let members = &analyzed.members;
         // `--once` waits for every member; the daemon for none longer than a short wait.
         let inventory = if !self.isolated {
             self.deliverer
-                .probe(&members)
+                .probe(members)
                 .await
                 .context("cannot probe the members")?
         } else {
-            self.probes.inventory(&members).await
+            self.probes.inventory(members).await
         };
         self.metrics.members_health(
             inventory
@@ -448,8 +459,7 @@ impl<D: Deliverer> Daemon<D> {
     /// Members whose records cannot be read are logged and not adopted: their orphans stay
     /// (gitfleet never deletes what it cannot see recorded).
     async fn adopt_records(&mut self, analyzed: &Analyzed) {
-        let members = members_of(&[&analyzed.cat]);
-        let records = self.deliverer.records(&members).await;
+        let records = self.deliverer.records(&analyzed.members).await;
         let had_state = !self.state.placements.is_empty();
         let now = super::now_unix();
         let (mut placements, mut clusters) = (std::collections::BTreeSet::new(), 0);
@@ -520,33 +530,37 @@ impl<D: Deliverer> Daemon<D> {
         decision: &crate::rollout::Decision,
     ) -> Option<crate::rollout::guard::Held> {
         use crate::rollout::guard;
-        let members: std::collections::BTreeSet<String> = members_of(&[&analyzed.cat])
-            .into_iter()
-            .map(|m| m.target.name)
-            .collect();
-        let placements: Vec<(String, &crate::rollout::PlacementState)> = self
-            .state
-            .placements
+        let members: std::collections::HashSet<&str> = analyzed
+            .members
             .iter()
-            .filter(|(key, ps)| {
-                !decision
-                    .ledger
-                    .abandon
-                    .get(*key)
-                    .copied()
-                    .unwrap_or(ps.abandon)
-            })
-            .map(|(key, ps)| (key.to_string(), &**ps))
+            .map(|m| m.target.name.as_str())
             .collect();
-        let managed = placements.iter().flat_map(|(id, ps)| {
+        let steps: HashMap<&crate::model::PlacementKey, &crate::rollout::StepSummary> = decision
+            .steps
+            .iter()
+            .map(|s| (&s.placement, &**s))
+            .collect();
+        // Looked up once per placement, not per cluster: the guard reads every managed cluster
+        // of every placement at every look (27,000 at 1,000 placements).
+        let mut ids = Vec::new();
+        for (key, ps) in &self.state.placements {
+            let abandons = decision
+                .ledger
+                .abandon
+                .get(key)
+                .copied()
+                .unwrap_or(ps.abandon);
+            if !abandons {
+                ids.push((key.to_string(), steps.get(key).copied(), &**ps));
+            }
+        }
+        let managed = ids.iter().flat_map(|(id, step, ps)| {
             ps.clusters
                 .iter()
-                .filter(|(cluster, c)| members.contains(*cluster) && !c.objects.is_empty())
-                .map(move |(cluster, c)| (id.as_str(), cluster.as_str(), &c.objects))
+                .filter(|(cluster, c)| members.contains(cluster.as_str()) && !c.objects.is_empty())
+                .map(move |(cluster, c)| (id.as_str(), &c.objects, guard::fate_in(*step, cluster)))
         });
-        let steps = guard::by_id(&decision.steps);
-        let assessment =
-            guard::assess_each(managed, |p, c| guard::fate_in(steps.get(p).copied(), c));
+        let assessment = guard::assess_each(managed);
         match guard::judge(
             &self.opts.deletion_guard,
             assessment,
@@ -661,31 +675,27 @@ impl<D: Deliverer> Daemon<D> {
         }
         self.state.serving = Some(commit.clone());
         for s in &decision.steps {
-            let placement = s.placement.to_string();
             if s.held {
                 let note = s.note.clone().unwrap_or_default();
-                if self.logged_steps.get(&placement) != Some(&note) {
+                if self.logged_steps.get(&s.placement) != Some(&note) {
                     tracing::warn!(placement = %s.placement, "{note}");
-                    self.logged_steps.insert(placement, note);
+                    self.logged_steps.insert(s.placement.clone(), note);
                 }
                 continue;
             }
             if s.applying.is_empty() && s.removing.is_empty() {
-                self.logged_steps.remove(&placement);
+                self.logged_steps.remove(&s.placement);
                 continue;
             }
             let moves = format!("{:?} {:?}", s.applying, s.removing);
-            if self.logged_steps.get(&placement) != Some(&moves) {
+            if self.logged_steps.get(&s.placement) != Some(&moves) {
                 tracing::info!(placement = %s.placement, applying = ?s.applying, removing = ?s.removing, waiting = ?s.waiting, "rollout step");
-                self.logged_steps.insert(placement, moves);
+                self.logged_steps.insert(s.placement.clone(), moves);
             }
         }
-        let contexts = crate::members::member_targets(&analyzed.cat)
-            .into_iter()
-            .map(|t| (t.name, t.context))
-            .collect();
+        let contexts = &analyzed.contexts;
         if !self.opts.once {
-            self.watch_delivered(&decision.work, &contexts);
+            self.watch_delivered(&decision.work, contexts);
         }
         // Only the leader acts: a replica whose lease was not renewed in time (a pause, a lost
         // API server) stops here, before the step reaches any member.
@@ -696,10 +706,10 @@ impl<D: Deliverer> Daemon<D> {
         // and absorbs the results as they come (the next step follows each one).
         let mut results = if !self.isolated {
             self.deliverer
-                .deliver(decision.work, &commit, &contexts)
+                .deliver(decision.work, &commit, contexts)
                 .await
         } else {
-            self.workers.dispatch(decision.work, &commit, &contexts);
+            self.workers.dispatch(decision.work, &commit, contexts);
             Vec::new()
         };
         results.extend(
@@ -787,30 +797,49 @@ impl<D: Deliverer> Daemon<D> {
     fn meter_steps(&mut self, steps: &[Arc<StepSummary>]) {
         const STATES: [&str; 4] = ["upToDate", "waiting", "applying", "removing"];
         let m = &self.metrics;
-        let mut metered = HashMap::with_capacity(steps.len());
         for s in steps {
-            let last = self.metered.remove(&s.placement);
-            if !last.is_some_and(|l| Arc::ptr_eq(&l, s)) {
-                let placement = s.placement.to_string();
-                let held = metrics::labels(&[("placement", &placement)]);
-                if s.held {
-                    m.invalid_resource_selectors.get_or_create(&held).set(1);
-                } else {
-                    m.invalid_resource_selectors.remove(&held);
-                }
-                let counts = [&s.up_to_date, &s.waiting, &s.applying, &s.removing];
-                for (state, clusters) in STATES.into_iter().zip(counts) {
-                    m.rollout_clusters
-                        .get_or_create(&metrics::labels(&[
-                            ("placement", &placement),
-                            ("state", state),
-                        ]))
-                        .set(clusters.len() as i64);
+            let last = self.metered.get_mut(&s.placement);
+            if last.as_ref().is_some_and(|l| Arc::ptr_eq(l, s)) {
+                continue;
+            }
+            let placement = s.placement.to_string();
+            let held = metrics::labels(&[("placement", &placement)]);
+            if s.held {
+                m.invalid_resource_selectors.get_or_create(&held).set(1);
+            } else {
+                m.invalid_resource_selectors.remove(&held);
+            }
+            let counts = [&s.up_to_date, &s.waiting, &s.applying, &s.removing];
+            for (state, clusters) in STATES.into_iter().zip(counts) {
+                m.rollout_clusters
+                    .get_or_create(&metrics::labels(&[
+                        ("placement", &placement),
+                        ("state", state),
+                    ]))
+                    .set(clusters.len() as i64);
+            }
+            match last {
+                Some(l) => *l = s.clone(),
+                None => {
+                    self.metered.insert(s.placement.clone(), s.clone());
                 }
             }
-            metered.insert(s.placement.clone(), s.clone());
         }
-        for gone in std::mem::replace(&mut self.metered, metered).into_keys() {
+        // Kept in place (most looks step the same placements): the gone ones are looked for
+        // only when there are more metered than stepped.
+        if self.metered.len() == steps.len() {
+            return;
+        }
+        let stepped: HashSet<&crate::model::PlacementKey> =
+            steps.iter().map(|s| &s.placement).collect();
+        let gone: Vec<crate::model::PlacementKey> = self
+            .metered
+            .keys()
+            .filter(|k| !stepped.contains(k))
+            .cloned()
+            .collect();
+        for gone in gone {
+            self.metered.remove(&gone);
             let placement = gone.to_string();
             m.invalid_resource_selectors
                 .remove(&metrics::labels(&[("placement", &placement)]));
@@ -854,27 +883,31 @@ impl<D: Deliverer> Daemon<D> {
     ) {
         let mut published = std::mem::take(&mut self.published);
         let placements: Option<Vec<Arc<PlacementStatus>>> = schedule.as_ref().map(|schedule| {
-            // By key: looking each placement up in the list was quadratic in the placements.
-            let by_key: HashMap<&crate::model::PlacementKey, &PlacementSchedule> =
-                schedule.iter().map(|p| (&p.key, &**p)).collect();
-            let mut settled = HashMap::new();
-            let list = steps
-                .into_iter()
+            // By key, built when a status is worked out (looking each placement up in the list
+            // was quadratic in the placements).
+            let mut by_key: Option<HashMap<&crate::model::PlacementKey, &PlacementSchedule>> =
+                None;
+            // Statuses kept in place: most looks publish the same settled placements again.
+            let mut kept = 0;
+            let list: Vec<Arc<PlacementStatus>> = steps
+                .iter()
                 .map(|s| {
                     // A settled step the last publish saw has the same status as then.
                     if let Some(n) = s.settled {
-                        if let Some((_, kept)) =
-                            published.remove(&s.placement).filter(|(m, _)| *m == n)
+                        if let Some((_, status)) =
+                            published.get(&s.placement).filter(|(m, _)| *m == n)
                         {
-                            settled.insert(s.placement.clone(), (n, kept.clone()));
-                            return kept;
+                            kept += 1;
+                            return status.clone();
                         }
                     }
-                    let s = Arc::unwrap_or_clone(s);
                     let (key, number) = (s.placement.clone(), s.settled);
                     let stored = self.state.placements.get(&s.placement).map(|p| &**p);
+                    let by_key = by_key.get_or_insert_with(|| {
+                        schedule.iter().map(|p| (&p.key, &**p)).collect()
+                    });
                     let sched = by_key.get(&s.placement).copied();
-                    let (conditions, per_cluster) = conditions::of_step(&s, sched, stored);
+                    let (conditions, per_cluster) = conditions::of_step(s, sched, stored);
                     let failed = stored
                         .map(|p| {
                             p.clusters
@@ -893,22 +926,33 @@ impl<D: Deliverer> Daemon<D> {
                         observed_resource_index: stored
                             .and_then(|p| p.resources.latest().map(|r| r.index)),
                         id: s.placement.to_string(),
-                        strategy: s.strategy,
+                        strategy: s.strategy.clone(),
                         target: s.target,
-                        applying: s.applying,
-                        removing: s.removing,
-                        waiting: s.waiting,
-                        up_to_date: s.up_to_date,
-                        note: s.note,
+                        applying: s.applying.clone(),
+                        removing: s.removing.clone(),
+                        waiting: s.waiting.clone(),
+                        up_to_date: s.up_to_date.clone(),
+                        note: s.note.clone(),
                     };
                     let status = Arc::new(status);
-                    if let Some(n) = number {
-                        settled.insert(key, (n, status.clone()));
+                    match number {
+                        Some(n) => {
+                            kept += 1;
+                            published.insert(key, (n, status.clone()));
+                        }
+                        None => {
+                            published.remove(&key);
+                        }
                     }
                     status
                 })
                 .collect();
-            published = settled;
+            // Placements no longer settled or no longer stepped are forgotten.
+            if published.len() != kept {
+                let stepped: HashSet<&crate::model::PlacementKey> =
+                    steps.iter().map(|s| &s.placement).collect();
+                published.retain(|k, _| stepped.contains(k));
+            }
             list
         });
         self.published = published;

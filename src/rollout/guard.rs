@@ -162,22 +162,21 @@ pub fn assess<'a>(managed: &Managed, fate: impl Fn(&str, &str) -> Fate<'a>) -> A
     assess_each(
         managed
             .iter()
-            .map(|((p, c), objects)| (p.as_str(), c.as_str(), objects)),
-        fate,
+            .map(|((p, c), objects)| (p.as_str(), objects, fate(p, c))),
     )
 }
 
-/// [`assess`] over `(placement, cluster, objects)` borrowed where they are kept (the daemon's
+/// [`assess`] over `(placement, objects, fate)` borrowed where they are kept (the daemon's
 /// state: copying every cluster's object ids into a [`Managed`] was most of judging a commit
-/// at 1,000 placements). Each placement and cluster once.
+/// at 1,000 placements), with each fate worked out by the caller (the daemon looks each
+/// placement's step up once, not once per cluster). Each placement and cluster once.
 pub fn assess_each<'a, 'm>(
-    managed: impl IntoIterator<Item = (&'m str, &'m str, &'m BTreeSet<String>)>,
-    fate: impl Fn(&str, &str) -> Fate<'a>,
+    managed: impl IntoIterator<Item = (&'m str, &'m BTreeSet<String>, Fate<'a>)>,
 ) -> Assessment {
     let mut a = Assessment::default();
-    for (placement, cluster, objects) in managed {
+    for (placement, objects, fate) in managed {
         a.managed += objects.len();
-        let gone = match fate(placement, cluster) {
+        let gone = match fate {
             Fate::Keeps(kept) => objects.difference(kept).count(),
             Fate::Removed => objects.len(),
             Fate::Untouched => 0,

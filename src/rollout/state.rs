@@ -111,11 +111,16 @@ impl RolloutState {
         for c in &mut out.clusters {
             if c.healthy {
                 let at = answered_at.get(&c.name).copied().unwrap_or(now);
-                let last = LastProbe {
-                    at,
-                    cluster: c.clone(),
-                };
-                if self.members.get(&c.name) != Some(&last) {
+                // Compared before it is copied: most looks' answers are the last ones.
+                let same = self
+                    .members
+                    .get(&c.name)
+                    .is_some_and(|l| l.at == at && l.cluster == *c);
+                if !same {
+                    let last = LastProbe {
+                        at,
+                        cluster: c.clone(),
+                    };
                     self.members.insert(c.name.clone(), last);
                 }
             } else if let Some(last) = self

@@ -336,6 +336,9 @@ impl MemoContext {
 /// A settled placement's step and its inputs.
 #[derive(Debug)]
 struct Settled {
+    /// The pacing it was stepped at (only rolling steps are kept: the others read inputs the
+    /// memo does not hold); with the same commit, the same pacing is the same pace.
+    pacing: Pacing,
     placement: crate::model::placement::Placement,
     resource_snapshot: String,
     schedule: Arc<PlacementSchedule>,
@@ -564,6 +567,19 @@ pub fn step_memoized(
             continue;
         }
 
+        // The same commit: only the schedule and the state can have changed since. Asked
+        // before anything else: it is most placements at most looks.
+        let settled_now = memo.settled.get(key).filter(|m| {
+            same_commit
+                && m.pacing == pacing
+                && same_schedule(&m.schedule, ps)
+                && same_state(&m.state, prev)
+        });
+        if let Some(m) = settled_now {
+            reuse(&mut decision, m);
+            memo.reused += 1;
+            continue;
+        }
         let Some(entry) = cat.placement(&key.name, key.namespace.as_deref()) else {
             continue;
         };
@@ -578,18 +594,6 @@ pub fn step_memoized(
             decision
                 .steps
                 .push(Arc::new(held_step(key, pace.name(), ps, prev, message)));
-            continue;
-        }
-        // The same commit: only the schedule and the state can have changed since.
-        let settled_now = matches!(pace, Pace::Rolling { .. })
-            .then(|| memo.settled.get(key))
-            .flatten()
-            .filter(|m| {
-                same_commit && same_schedule(&m.schedule, ps) && same_state(&m.state, prev)
-            });
-        if let Some(m) = settled_now {
-            reuse(&mut decision, m);
-            memo.reused += 1;
             continue;
         }
         let resources = selections.of(entry).unwrap_or_default();
@@ -617,7 +621,8 @@ pub fn step_memoized(
         let strategy = ApplyStrategy::from_rollout(Some(&spec.strategy));
         if matches!(pace, Pace::Rolling { .. }) {
             let same = memo.settled.get(key).filter(|m| {
-                m.resource_snapshot == resource_snapshot
+                m.pacing == pacing
+                    && m.resource_snapshot == resource_snapshot
                     && m.placement == entry.spec
                     && same_schedule(&m.schedule, ps)
                     && same_state(&m.state, prev)
@@ -817,6 +822,7 @@ pub fn step_memoized(
             memo.settled.insert(
                 key.clone(),
                 Settled {
+                    pacing,
                     placement: entry.spec.clone(),
                     resource_snapshot: resource_snapshot.clone(),
                     schedule: ps.clone(),
@@ -866,9 +872,8 @@ pub fn step_memoized(
 
     // Placements gone from the commit: remove what they placed, no pacing (KubeFleet deletes
     // every binding at once), except on members that left the repository.
-    let live: BTreeSet<&PlacementKey> = schedule.iter().map(|p| &p.key).collect();
     for (key, ps) in &state.placements {
-        if live.contains(key) || !in_scope(key) {
+        if scheduled.contains(key) || !in_scope(key) {
             continue;
         }
         let strategy = ApplyStrategy {

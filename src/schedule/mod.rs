@@ -276,14 +276,24 @@ pub fn schedule_commit(
 
 /// [`schedule_commit`], reusing the KubeFleet schedules `memo` kept for placements whose inputs
 /// did not change since (and keeping this run's for the next). The result is the same.
+/// The fleet is shared: a look that reuses the last one's is known to have the same fleet
+/// without comparing every cluster.
 pub fn schedule_commit_memoized(
     cat: &crate::catalog::Catalog,
     invalid: &crate::snapshot::InvalidSelections,
-    fleet: &Fleet,
+    fleet: &Arc<Fleet>,
     previous: &Previous,
     now_unix: i64,
     memo: &mut ScheduleMemo,
 ) -> Vec<Arc<PlacementSchedule>> {
+    let same_fleet = memo
+        .fleet
+        .as_ref()
+        .is_some_and(|f| Arc::ptr_eq(f, fleet) || **f == **fleet);
+    if !same_fleet {
+        memo.placements.clear();
+        memo.fleet = Some(fleet.clone());
+    }
     schedule_with(cat, invalid, fleet, previous, now_unix, Some(memo))
 }
 
@@ -293,7 +303,7 @@ pub fn schedule_commit_memoized(
 /// inputs give the same schedule without running it again.
 #[derive(Debug, Default)]
 pub struct ScheduleMemo {
-    fleet: Option<Fleet>,
+    fleet: Option<Arc<Fleet>>,
     placements: HashMap<PlacementKey, Memoized>,
     reused: usize,
 }
@@ -307,6 +317,9 @@ impl ScheduleMemo {
 
 #[derive(Debug)]
 struct Memoized {
+    /// The placement object it was worked out for: the same object (a look at the same
+    /// commit) has the same policy, with nothing to compare.
+    source: Arc<serde_json::Value>,
     /// The defaulted policy and its hash (hashing is a serialisation: not done again for the
     /// same policy).
     policy: crate::model::placement::PlacementPolicy,
@@ -328,11 +341,8 @@ fn schedule_with(
 ) -> Vec<Arc<PlacementSchedule>> {
     if let Some(m) = memo.as_deref_mut() {
         m.reused = 0;
-        if m.fleet.as_ref() != Some(fleet) {
-            m.placements.clear();
-            m.fleet = Some(fleet.clone());
-        }
     }
+    let mut memoized = 0;
     let mut cache = kubefleet::Cache::default();
     let mut out = Vec::new();
     for entry in &cat.placements {
@@ -343,14 +353,20 @@ fn schedule_with(
             out.push(Arc::new(held(key, prev.map(|p| &**p), &invalid.message)));
             continue;
         }
-        let policy = placement.spec.policy_or_default();
-        let known = memo
-            .as_deref()
-            .and_then(|m| m.placements.get(&key))
-            .filter(|m| m.policy == policy);
+        let source = &cat.objects[entry.index].value;
+        let memoized_here = memo.as_deref().and_then(|m| m.placements.get(&key));
+        memoized += usize::from(memoized_here.is_some());
+        // The same object: its policy is the memo's, not built again to compare.
+        let (known, policy) = match memoized_here {
+            Some(m) if Arc::ptr_eq(&m.source, source) => (Some(m), None),
+            m => {
+                let policy = placement.spec.policy_or_default();
+                (m.filter(|m| m.policy == policy), Some(policy))
+            }
+        };
         let hash = match known {
             Some(m) => m.policy_hash.clone(),
-            None => crate::snapshot::policy_hash(&policy),
+            None => crate::snapshot::policy_hash(policy.as_ref().expect("built when unknown")),
         };
         let index =
             match prev.and_then(|p| Some((p.policy_snapshot_index?, p.policy_hash.as_deref()?))) {
@@ -371,6 +387,7 @@ fn schedule_with(
             }
             continue;
         }
+        let policy = policy.unwrap_or_else(|| placement.spec.policy_or_default());
         let input = kubefleet::Input {
             key: key.clone(),
             policy: &policy,
@@ -385,6 +402,7 @@ fn schedule_with(
             memo.placements.insert(
                 key,
                 Memoized {
+                    source: source.clone(),
                     policy,
                     policy_hash: hash,
                     policy_index: index,
@@ -395,8 +413,8 @@ fn schedule_with(
         }
         out.push(scheduled);
     }
-    if let Some(memo) = memo {
-        // Placements gone from the commit are forgotten.
+    // Placements gone from the commit are forgotten (every one memoized was found: none).
+    if let Some(memo) = memo.filter(|m| m.placements.len() != memoized) {
         let keys: std::collections::HashSet<PlacementKey> = cat
             .placements
             .iter()
@@ -537,10 +555,19 @@ mod tests {
             (2, "c"),
             (3, "a"),
         ];
+        // A look like the last one is a look at the same commit, as the daemon's are: the same
+        // catalog and the same (shared) fleet.
+        let mut last: Option<((u32, &str), crate::catalog::Catalog, Arc<Fleet>)> = None;
         for (round, (n, zone)) in looks.into_iter().enumerate() {
-            let cat = fleet_commit(n, zone);
+            let (cat, fleet) = match last.take() {
+                Some((look, cat, fleet)) if look == (n, zone) => (cat, fleet),
+                _ => {
+                    let cat = fleet_commit(n, zone);
+                    let fleet = Arc::new(Fleet::build(&cat, None));
+                    (cat, fleet)
+                }
+            };
             let invalid = crate::snapshot::invalid_selections(&cat);
-            let fleet = Fleet::build(&cat, None);
             let plain = schedule_commit(&cat, &invalid, &fleet, &previous, 0);
             let memoized =
                 schedule_commit_memoized(&cat, &invalid, &fleet, &previous, 0, &mut memo);
@@ -560,6 +587,7 @@ mod tests {
                     (p.key.clone(), p)
                 })
                 .collect();
+            last = Some(((n, zone), cat, fleet));
         }
         assert!(reused >= 6, "reused {reused}");
     }

@@ -80,8 +80,9 @@ struct Written {
     journal: Option<Appending>,
     /// The schedule the directory holds (whole file and journal), as this store saved it.
     schedule: Option<(String, Previous)>,
-    /// The fleet-wide rest of the rollout state as last written or journaled (compact JSON).
-    rest: Option<Vec<u8>>,
+    /// The fleet-wide rest of the rollout state as last written or journaled, and its compact
+    /// JSON: a save whose rest is the same (most of them) does not serialise it to compare.
+    rest: Option<(RolloutState, Vec<u8>)>,
 }
 
 #[derive(Debug)]
@@ -310,7 +311,7 @@ impl StateStore {
         w.rest = None;
         let bytes = rollout_file_bytes(state, &mut w.fragments);
         self.write_changed(w, ROLLOUT_FILE, &bytes)?;
-        w.rest = Some(rest_bytes(state));
+        w.rest = Some(rest_written(state));
         Ok(bytes)
     }
 
@@ -375,9 +376,14 @@ impl StateStore {
             }
         }
         // The rollout state's.
-        let rest = rest_bytes(state);
-        if w.rest.as_deref() != Some(rest.as_slice()) {
-            record.rest = Some(&rest);
+        let rest = match &w.rest {
+            Some((last, _)) if same_rest(last, state) => None,
+            _ => Some(rest_written(state)),
+        };
+        if let Some((_, bytes)) = &rest {
+            if w.rest.as_ref().map(|(_, b)| b.as_slice()) != Some(bytes.as_slice()) {
+                record.rest = Some(bytes);
+            }
         }
         let fresh: Vec<&PlacementKey> = state
             .placements
@@ -394,12 +400,16 @@ impl StateStore {
             w.fragments
                 .insert((*key).clone(), (ps.clone(), fragment(ps)));
         }
-        let gone: Vec<PlacementKey> = w
-            .fragments
-            .keys()
-            .filter(|k| !state.placements.contains_key(*k))
-            .cloned()
-            .collect();
+        // Every placement has its fragment now: more fragments than placements means some left.
+        let gone: Vec<PlacementKey> = if w.fragments.len() == state.placements.len() {
+            Vec::new()
+        } else {
+            w.fragments
+                .keys()
+                .filter(|k| !state.placements.contains_key(*k))
+                .cloned()
+                .collect()
+        };
         for key in &gone {
             w.fragments.remove(key);
         }
@@ -424,7 +434,9 @@ impl StateStore {
                 known.1.insert(p.key.clone(), p.clone());
             }
         }
-        w.rest = Some(rest);
+        if let Some(rest) = rest {
+            w.rest = Some(rest);
+        }
         let appending = w.journal.as_mut().expect("checked above");
         if appending.len + frame.len() as u64 > (appending.bases / 4).max(JOURNAL_MIN_COMPACT) {
             return self.compact_with(w, schedule, state);
@@ -565,8 +577,28 @@ fn rest_of(state: &RolloutState) -> RolloutState {
     }
 }
 
-fn rest_bytes(state: &RolloutState) -> Vec<u8> {
-    serde_json::to_vec(&rest_of(state)).expect("rollout state serialises")
+/// [`rest_of`] and its compact JSON.
+fn rest_written(state: &RolloutState) -> (RolloutState, Vec<u8>) {
+    let rest = rest_of(state);
+    let bytes = serde_json::to_vec(&rest).expect("rollout state serialises");
+    (rest, bytes)
+}
+
+/// Whether `state`'s rest is `rest` (destructured, so that a new field is not forgotten).
+fn same_rest(rest: &RolloutState, state: &RolloutState) -> bool {
+    let RolloutState {
+        serving,
+        rejected,
+        held,
+        placements: _,
+        members,
+        runs,
+    } = rest;
+    *serving == state.serving
+        && *rejected == state.rejected
+        && *held == state.held
+        && *members == state.members
+        && *runs == state.runs
 }
 
 /// A placement's part of `daemon.json`: pretty, its lines moved in by the pretty printer's
