@@ -5,13 +5,16 @@
 use crate::model::Origin;
 use crate::yaml::{self, Positions};
 use serde_json::Value;
+use std::sync::Arc;
 
-/// One document of a file, read, with the lines of its fields.
+/// One document of a file, read, with the lines of its fields. Value and lines are shared: the
+/// daemon's parse cache hands the same documents to every commit that has the file unchanged,
+/// and the catalog's objects keep them as they are.
 #[derive(Debug, Clone)]
 pub struct Document {
     pub origin: Origin,
-    pub value: Value,
-    pub positions: Positions,
+    pub value: Arc<Value>,
+    pub positions: Arc<Positions>,
 }
 
 impl Document {
@@ -92,8 +95,8 @@ fn parse_json(text: &str, origin: Origin) -> (Vec<Document>, Vec<ParseError>) {
             });
             let doc = Document {
                 origin: Origin { line, ..origin },
-                value,
-                positions,
+                value: Arc::new(value),
+                positions: Arc::new(positions),
             };
             (vec![doc], Vec::new())
         }
@@ -120,8 +123,8 @@ fn parse_yaml(
         .filter(|d| !d.value.is_null())
         .map(|d| Document {
             origin: origin(d.index, d.line),
-            value: d.value,
-            positions: d.positions,
+            value: Arc::new(d.value),
+            positions: Arc::new(d.positions),
         })
         .collect();
     let errors = errors
@@ -180,7 +183,7 @@ mod tests {
             errs[0].message,
             "the file is not valid UTF-8 (byte 0xff at column 4)"
         );
-        let values: Vec<&Value> = docs.iter().map(|d| &d.value).collect();
+        let values: Vec<&Value> = docs.iter().map(|d| &*d.value).collect();
         assert_eq!(
             values,
             [&serde_json::json!({"a": 1}), &serde_json::json!({"d": 3})]

@@ -65,6 +65,7 @@ fn check_scopes(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
         .filter(|o| o.gvk.group.is_empty() && o.gvk.kind == "Namespace")
         .map(|o| o.name.clone())
         .collect();
+    let declared: std::collections::HashSet<&str> = declared.iter().map(String::as_str).collect();
     // On an OCM hub every cluster has its namespace (the registration controller makes it), and
     // that is where its ManifestWorks live: a declared cluster's name is a namespace for them.
     let clusters: BTreeSet<String> = cat
@@ -74,35 +75,35 @@ fn check_scopes(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
         .map(|o| o.name.clone())
         .collect();
     for i in 0..cat.objects.len() {
-        let gvk = cat.objects[i].gvk.clone();
+        let o = &cat.objects[i];
+        let (group, kind) = (o.gvk.group.as_str(), o.gvk.kind.as_str());
         let cluster_namespace = |ns: &str| {
-            gvk.kind == "ManifestWork"
-                && gvk.group == crate::model::ocm::WORK_GROUP
+            kind == "ManifestWork"
+                && group == crate::model::ocm::WORK_GROUP
                 && clusters.contains(ns)
         };
-        match cat.scopes.scope(&gvk.group, &gvk.kind) {
+        match cat.scopes.scope(group, kind) {
             None => diags.push(cat.diagnostic(
                 i,
                 "",
                 format!(
-                    "unknown scope: kind {} of group {:?} is neither a built-in kind nor defined by a CustomResourceDefinition in the repository",
-                    gvk.kind, gvk.group
+                    "unknown scope: kind {kind} of group {group:?} is neither a built-in kind nor defined by a CustomResourceDefinition in the repository"
                 ),
             )),
             Some(Scope::Cluster) => {
                 // As kubectl does, a namespace on a cluster-scoped object is ignored.
                 cat.objects[i].namespace = None;
             }
-            Some(Scope::Namespaced) => match cat.objects[i].namespace.clone() {
+            Some(Scope::Namespaced) => match o.namespace.as_deref() {
                 None => diags.push(cat.diagnostic(
                     i,
                     "metadata.namespace",
-                    format!("Required value: {} is namespaced and must name its namespace", gvk.kind),
+                    format!("Required value: {kind} is namespaced and must name its namespace"),
                 )),
                 Some(ns)
-                    if !declared.contains(&ns)
-                        && !BUILTIN_NAMESPACES.contains(&ns.as_str())
-                        && !cluster_namespace(&ns) =>
+                    if !declared.contains(ns)
+                        && !BUILTIN_NAMESPACES.contains(&ns)
+                        && !cluster_namespace(ns) =>
                 {
                     diags.push(cat.diagnostic(
                         i,
@@ -117,22 +118,31 @@ fn check_scopes(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
 }
 
 fn check_duplicates(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
-    let mut first: BTreeMap<_, usize> = BTreeMap::new();
-    for i in 0..cat.objects.len() {
-        let key = cat.objects[i].key();
-        match first.get(&key) {
-            Some(&j) => {
-                let message = format!(
-                    "duplicate object: {key} is already defined at {}",
-                    cat.objects[j].origin
-                );
-                diags.push(cat.diagnostic(i, "metadata.name", message));
-                cat.duplicates.insert(i);
-            }
-            None => {
-                first.insert(key, i);
-            }
+    // Borrowed, hashed keys: the daemon checks every object of every commit it reads.
+    let mut first: std::collections::HashMap<(&str, &str, Option<&str>, &str), usize> =
+        std::collections::HashMap::with_capacity(cat.objects.len());
+    let mut repeated = Vec::new();
+    for (i, o) in cat.objects.iter().enumerate() {
+        let key = (
+            o.gvk.group.as_str(),
+            o.gvk.kind.as_str(),
+            o.namespace.as_deref(),
+            o.name.as_str(),
+        );
+        if let Some(&j) = first.get(&key) {
+            repeated.push((i, j));
+        } else {
+            first.insert(key, i);
         }
+    }
+    for (i, j) in repeated {
+        let message = format!(
+            "duplicate object: {} is already defined at {}",
+            cat.objects[i].key(),
+            cat.objects[j].origin
+        );
+        diags.push(cat.diagnostic(i, "metadata.name", message));
+        cat.duplicates.insert(i);
     }
 }
 

@@ -885,8 +885,7 @@ impl<D: Deliverer> Daemon<D> {
         let placements: Option<Vec<Arc<PlacementStatus>>> = schedule.as_ref().map(|schedule| {
             // By key, built when a status is worked out (looking each placement up in the list
             // was quadratic in the placements).
-            let mut by_key: Option<HashMap<&crate::model::PlacementKey, &PlacementSchedule>> =
-                None;
+            let mut by_key: Option<HashMap<&crate::model::PlacementKey, &PlacementSchedule>> = None;
             // Statuses kept in place: most looks publish the same settled placements again.
             let mut kept = 0;
             let list: Vec<Arc<PlacementStatus>> = steps
@@ -903,9 +902,8 @@ impl<D: Deliverer> Daemon<D> {
                     }
                     let (key, number) = (s.placement.clone(), s.settled);
                     let stored = self.state.placements.get(&s.placement).map(|p| &**p);
-                    let by_key = by_key.get_or_insert_with(|| {
-                        schedule.iter().map(|p| (&p.key, &**p)).collect()
-                    });
+                    let by_key = by_key
+                        .get_or_insert_with(|| schedule.iter().map(|p| (&p.key, &**p)).collect());
                     let sched = by_key.get(&s.placement).copied();
                     let (conditions, per_cluster) = conditions::of_step(s, sched, stored);
                     let failed = stored

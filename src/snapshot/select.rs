@@ -205,8 +205,12 @@ pub fn select(cat: &Catalog, placement: &Placement) -> Result<Vec<SelectedResour
                 }
             }
         }
-        let mut matches: Vec<&Object> = cat
-            .hub_objects_of_kind(&sel.group, &sel.kind)
+        let candidates: Vec<&Object> = match &sel.name {
+            Some(name) => cat.hub_objects_named(&sel.group, &sel.kind, name).collect(),
+            None => cat.hub_objects_of_kind(&sel.group, &sel.kind).collect(),
+        };
+        let mut matches: Vec<&Object> = candidates
+            .into_iter()
             .filter(|o| namespace_filter.is_none() || o.namespace == namespace_filter)
             .filter(|o| term_matches(sel, o))
             .filter(|o| !is_skipped(o, cat))
