@@ -98,6 +98,65 @@ pub struct Catalog {
 pub struct ParseCache {
     files: HashMap<String, ParsedFile>,
     reused: usize,
+    decoded: DecodeCache,
+}
+
+/// Typed decodes of fleet objects that decoded and validated cleanly, by the address of the
+/// value they were decoded from (kept, so that the address stays its own): an unchanged
+/// file's objects are the very values of the last commit (see [`ParseCache`]), and decoding
+/// a thousand placements again was most of validating a commit that changed one file.
+#[derive(Default)]
+pub(crate) struct DecodeCache {
+    entries: HashMap<(std::any::TypeId, usize), Decoded>,
+}
+
+struct Decoded {
+    value: Arc<serde_json::Value>,
+    typed: Box<dyn std::any::Any + Send + Sync>,
+    used: bool,
+}
+
+impl std::fmt::Debug for DecodeCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecodeCache")
+            .field("entries", &self.entries.len())
+            .finish()
+    }
+}
+
+impl DecodeCache {
+    /// The clean decode of `value` as a `T` that was kept, if any.
+    pub(crate) fn get<T: Clone + 'static>(&mut self, value: &Arc<serde_json::Value>) -> Option<T> {
+        let key = (std::any::TypeId::of::<T>(), Arc::as_ptr(value) as usize);
+        let d = self.entries.get_mut(&key)?;
+        if !Arc::ptr_eq(&d.value, value) {
+            return None;
+        }
+        d.used = true;
+        d.typed.downcast_ref::<T>().cloned()
+    }
+
+    /// Keeps `typed`, the clean decode of `value`.
+    pub(crate) fn put<T: Send + Sync + 'static>(
+        &mut self,
+        value: &Arc<serde_json::Value>,
+        typed: T,
+    ) {
+        let key = (std::any::TypeId::of::<T>(), Arc::as_ptr(value) as usize);
+        self.entries.insert(
+            key,
+            Decoded {
+                value: value.clone(),
+                typed: Box::new(typed),
+                used: true,
+            },
+        );
+    }
+
+    /// Forgets what the last load did not use, and starts counting again.
+    fn sweep(&mut self) {
+        self.entries.retain(|_, d| std::mem::take(&mut d.used));
+    }
 }
 
 #[derive(Debug)]
@@ -323,7 +382,14 @@ impl Catalog {
                 cat.add_document(doc, &mut diags);
             }
         }
-        validate::run(&mut cat, &mut diags);
+        validate::run(
+            &mut cat,
+            &mut diags,
+            cache.as_deref_mut().map(|c| &mut c.decoded),
+        );
+        if let Some(c) = cache {
+            c.decoded.sweep();
+        }
         cat.index_hub_objects();
         diags.sort();
         diags.dedup();
@@ -689,6 +755,20 @@ mod tests {
                     format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: b, namespace: a}}\ndata: {{v: '{version}'}}\n"),
                 ),
                 ("c.yaml", "kind: [broken\n".to_string()),
+                // Fleet objects: one sound (its decode is kept), one that does not decode.
+                (
+                    "e.yaml",
+                    "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+                     metadata: {name: e}\nspec:\n  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: a}]\n"
+                        .to_string(),
+                ),
+                (
+                    "f.yaml",
+                    "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+                     metadata: {name: f}\nspec:\n  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: a}]\n\
+                     \x20 policy: {placementType: Sometimes}\n"
+                        .to_string(),
+                ),
             ];
             if let Some(e) = extra {
                 f.push(("d.yaml", e.to_string()));
@@ -703,15 +783,15 @@ mod tests {
         let mut cache = ParseCache::default();
         let commits = [
             (files("1", None), 0),
-            (files("2", None), 2),
+            (files("2", None), 4),
             (
                 files(
                     "2",
                     Some("apiVersion: v1\nkind: Namespace\nmetadata: {name: d}\n"),
                 ),
-                3,
+                5,
             ),
-            (files("2", None), 3),
+            (files("2", None), 5),
         ];
         for (i, (commit, reused)) in commits.iter().enumerate() {
             let plain = Catalog::load(commit);
@@ -726,7 +806,22 @@ mod tests {
             assert_eq!(shape(&plain.0), shape(&cached.0), "commit {i}");
             assert_eq!(plain.1, cached.1, "commit {i}");
             assert!(!plain.1.is_empty(), "c.yaml is reported");
+            assert!(
+                plain.1.iter().any(|d| d.origin.file == "f.yaml"),
+                "f.yaml is reported: {:?}",
+                plain.1
+            );
             assert_eq!(cache.reused(), *reused, "commit {i}");
+            // The sound placement's decode is kept, and found by the next commit.
+            assert_eq!(cache.decoded.entries.len(), 1, "commit {i}");
+            let e = &cached.0.placements[0];
+            assert_eq!(
+                cache
+                    .decoded
+                    .get::<Placement>(&cached.0.objects[e.index].value)
+                    .map(|p| p.metadata.name),
+                Some("e".to_string())
+            );
         }
     }
 

@@ -6,11 +6,16 @@ use crate::model::scope::Scope;
 use crate::model::{decode, ApiObject, Problem};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub(super) fn run(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
+pub(super) fn run(
+    cat: &mut Catalog,
+    diags: &mut Vec<Diagnostic>,
+    decoded: Option<&mut super::DecodeCache>,
+) {
     register_crds(cat, diags);
     check_scopes(cat, diags);
     check_duplicates(cat, diags);
-    decode_fleet_objects(cat, diags);
+    let mut none = super::DecodeCache::default();
+    decode_fleet_objects(cat, diags, decoded.unwrap_or(&mut none));
     super::strings::check(cat, diags);
     super::limits::check(cat, diags);
     check_envelopes(cat, diags);
@@ -146,7 +151,11 @@ fn check_duplicates(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-fn decode_fleet_objects(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
+fn decode_fleet_objects(
+    cat: &mut Catalog,
+    diags: &mut Vec<Diagnostic>,
+    decoded: &mut super::DecodeCache,
+) {
     for i in 0..cat.objects.len() {
         let gvk = cat.objects[i].gvk.clone();
         let Some(versions) = fleet_versions(&gvk) else {
@@ -171,11 +180,13 @@ fn decode_fleet_objects(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
         }
         match gvk.kind.as_str() {
             "ClusterResourcePlacement" | "ResourcePlacement" if gvk.group == super::PLACEMENT => {
-                push_typed(cat, i, diags, |c| &mut c.placements)
+                push_typed(cat, i, diags, decoded, |c| &mut c.placements)
             }
-            "Placement" => push_typed(cat, i, diags, |c| &mut c.ocm_placements),
+            "Placement" => push_typed(cat, i, diags, decoded, |c| &mut c.ocm_placements),
             "ManifestWorkReplicaSet" => {
-                push_typed(cat, i, diags, |c| &mut c.manifest_work_replica_sets);
+                push_typed(cat, i, diags, decoded, |c| {
+                    &mut c.manifest_work_replica_sets
+                });
                 // What of OCM's work API gitfleet does not carry out is refused (17.5).
                 if let Some(e) = cat
                     .manifest_work_replica_sets
@@ -187,31 +198,37 @@ fn decode_fleet_objects(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
                     }
                 }
             }
-            "ClusterResourceOverride" => push_typed(cat, i, diags, |c| &mut c.cluster_overrides),
-            "ResourceOverride" => push_typed(cat, i, diags, |c| &mut c.resource_overrides),
-            "ClusterResourceEnvelope" => push_typed(cat, i, diags, |c| &mut c.cluster_envelopes),
-            "ResourceEnvelope" => push_typed(cat, i, diags, |c| &mut c.resource_envelopes),
-            "MemberCluster" => push_typed(cat, i, diags, |c| &mut c.member_clusters),
-            "ManagedCluster" => push_typed(cat, i, diags, |c| &mut c.managed_clusters),
-            "ManagedClusterSet" => push_typed(cat, i, diags, |c| &mut c.cluster_sets),
+            "ClusterResourceOverride" => {
+                push_typed(cat, i, diags, decoded, |c| &mut c.cluster_overrides)
+            }
+            "ResourceOverride" => push_typed(cat, i, diags, decoded, |c| &mut c.resource_overrides),
+            "ClusterResourceEnvelope" => {
+                push_typed(cat, i, diags, decoded, |c| &mut c.cluster_envelopes)
+            }
+            "ResourceEnvelope" => push_typed(cat, i, diags, decoded, |c| &mut c.resource_envelopes),
+            "MemberCluster" => push_typed(cat, i, diags, decoded, |c| &mut c.member_clusters),
+            "ManagedCluster" => push_typed(cat, i, diags, decoded, |c| &mut c.managed_clusters),
+            "ManagedClusterSet" => push_typed(cat, i, diags, decoded, |c| &mut c.cluster_sets),
             "ManagedClusterSetBinding" => {
-                push_typed(cat, i, diags, |c| &mut c.cluster_set_bindings)
+                push_typed(cat, i, diags, decoded, |c| &mut c.cluster_set_bindings)
             }
             "ClusterStagedUpdateStrategy" | "StagedUpdateStrategy" => {
-                push_typed(cat, i, diags, |c| &mut c.update_strategies)
+                push_typed(cat, i, diags, decoded, |c| &mut c.update_strategies)
             }
             "ClusterStagedUpdateRun" | "StagedUpdateRun" => {
-                push_typed(cat, i, diags, |c| &mut c.update_runs)
+                push_typed(cat, i, diags, decoded, |c| &mut c.update_runs)
             }
             "ClusterApprovalRequest" | "ApprovalRequest" => {
-                push_typed(cat, i, diags, |c| &mut c.approval_requests)
+                push_typed(cat, i, diags, decoded, |c| &mut c.approval_requests)
             }
-            "ClusterResourcePlacementEviction" => push_typed(cat, i, diags, |c| &mut c.evictions),
+            "ClusterResourcePlacementEviction" => {
+                push_typed(cat, i, diags, decoded, |c| &mut c.evictions)
+            }
             "ClusterResourcePlacementDisruptionBudget" => {
-                push_typed(cat, i, diags, |c| &mut c.disruption_budgets)
+                push_typed(cat, i, diags, decoded, |c| &mut c.disruption_budgets)
             }
             "ManifestWork" => {
-                push_typed(cat, i, diags, |c| &mut c.manifest_works);
+                push_typed(cat, i, diags, decoded, |c| &mut c.manifest_works);
                 // What of OCM's work API gitfleet does not carry out is refused (17.5).
                 if let Some(e) = cat.manifest_works.last().filter(|e| e.index == i) {
                     for p in crate::model::work::not_built("spec", &e.spec.spec) {
@@ -225,12 +242,21 @@ fn decode_fleet_objects(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
 }
 
 /// Decodes object `i` strictly, validates it, and files it under `list` when it is sound.
-fn push_typed<T: ApiObject>(
+fn push_typed<T: ApiObject + Clone + Send + Sync + 'static>(
     cat: &mut Catalog,
     i: usize,
     diags: &mut Vec<Diagnostic>,
+    decoded: &mut super::DecodeCache,
     list: impl Fn(&mut Catalog) -> &mut Vec<Entry<T>>,
 ) {
+    // Decoded and found sound before, from this very value.
+    if let Some(typed) = decoded.get::<T>(&cat.objects[i].value) {
+        list(cat).push(Entry {
+            index: i,
+            spec: typed,
+        });
+        return;
+    }
     let typed: T = match decode(&cat.objects[i].value) {
         Ok(t) => t,
         Err(p) => {
@@ -247,6 +273,7 @@ fn push_typed<T: ApiObject>(
     };
     let problems: Vec<Problem> = typed.validate();
     if problems.is_empty() {
+        decoded.put(&cat.objects[i].value, typed.clone());
         list(cat).push(Entry {
             index: i,
             spec: typed,

@@ -339,6 +339,10 @@ struct Settled {
     /// The pacing it was stepped at (only rolling steps are kept: the others read inputs the
     /// memo does not hold); with the same commit, the same pacing is the same pace.
     pacing: Pacing,
+    /// The placement object and the values it selected, kept (so their addresses stay
+    /// theirs): the same ones are the same placement and the same resource snapshot.
+    source: Arc<serde_json::Value>,
+    selected: Vec<Arc<serde_json::Value>>,
     placement: crate::model::placement::Placement,
     resource_snapshot: String,
     schedule: Arc<PlacementSchedule>,
@@ -597,6 +601,27 @@ pub fn step_memoized(
             continue;
         }
         let resources = selections.of(entry).unwrap_or_default();
+        // The same placement object selecting the very same objects (an unchanged file's,
+        // shared from the last commit): the same snapshot, known without hashing it again.
+        let source = &cat.objects[entry.index].value;
+        if matches!(pace, Pace::Rolling { .. }) {
+            let same = memo.settled.get(key).filter(|m| {
+                m.pacing == pacing
+                    && Arc::ptr_eq(&m.source, source)
+                    && m.selected.len() == resources.len()
+                    && m.selected
+                        .iter()
+                        .zip(resources.iter())
+                        .all(|(a, r)| Arc::ptr_eq(a, &r.value))
+                    && same_schedule(&m.schedule, ps)
+                    && same_state(&m.state, prev)
+            });
+            if let Some(m) = same {
+                reuse(&mut decision, m);
+                memo.reused += 1;
+                continue;
+            }
+        }
         step.selected_resources = resources
             .iter()
             .map(|r| match &r.namespace {
@@ -823,6 +848,8 @@ pub fn step_memoized(
                 key.clone(),
                 Settled {
                     pacing,
+                    source: source.clone(),
+                    selected: resources.iter().map(|r| r.value.clone()).collect(),
                     placement: entry.spec.clone(),
                     resource_snapshot: resource_snapshot.clone(),
                     schedule: ps.clone(),
@@ -1243,6 +1270,15 @@ mod tests {
     const MEMBERS: &[&str] = &["m1", "m2", "m3", "m4"];
 
     fn commit(image_tag: &str, extra: &str) -> Catalog {
+        let (cat, diags) = crate::analyze(&[SourceFile {
+            path: "fleet.yaml".into(),
+            content: commit_yaml(image_tag, extra).into_bytes(),
+        }]);
+        assert!(diags.is_empty(), "{diags:#?}");
+        cat
+    }
+
+    fn commit_yaml(image_tag: &str, extra: &str) -> String {
         let mut yaml = String::from(
             "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n---\n\
              apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: app}\n",
@@ -1260,12 +1296,7 @@ mod tests {
              \x20 strategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1, maxSurge: 1}}\n",
         );
         yaml.push_str(extra);
-        let (cat, diags) = crate::analyze(&[SourceFile {
-            path: "fleet.yaml".into(),
-            content: yaml.into_bytes(),
-        }]);
-        assert!(diags.is_empty(), "{diags:#?}");
-        cat
+        yaml
     }
 
     fn decide(
@@ -1506,17 +1537,22 @@ mod tests {
     /// Issue 19.3: the memoized step decides exactly what a full step decides, over commits
     /// that change one placement's resources, then the other's, then add an override, with
     /// pushes that leave clusters pending before they become available and a member's change
-    /// marked for a re-check; and it does reuse the settled placement's step meanwhile.
+    /// marked for a re-check; and it does reuse the settled placement's step meanwhile. The
+    /// commits are read as the daemon reads them, through one parse cache, so a file a commit
+    /// leaves unchanged hands the next one its very objects (the memo's shortcut by address).
     #[test]
     fn a_memoized_step_decides_what_a_full_step_decides() {
-        let other = |v: &str| {
+        // The placement and the ConfigMap it selects are in files of their own: a commit that
+        // changes the ConfigMap only leaves the placement object as it was.
+        let other = "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n---\n\
+                     apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+                     metadata: {name: other}\nspec:\n\
+                     \x20 resourceSelectors: [{group: '', version: v1, kind: Namespace, name: other}]\n"
+            .to_string();
+        let other_data = |v: &str| {
             format!(
-                "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: other}}\n---\n\
-                 apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: o, namespace: other}}\n\
-                 data: {{v: '{v}'}}\n---\n\
-                 apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
-                 metadata: {{name: other}}\nspec:\n\
-                 \x20 resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: other}}]\n"
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: o, namespace: other}}\n\
+                 data: {{v: '{v}'}}\n"
             )
         };
         let cro = "---\napiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourceOverride\n\
@@ -1526,11 +1562,53 @@ mod tests {
                    \x20 policy:\n    overrideRules:\n\
                    \x20   - clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchExpressions: [{key: kubernetes-fleet.io/member-name, operator: In, values: [m2]}]}}]}\n\
                    \x20     jsonPatchOverrides: [{op: add, path: /metadata/labels, value: {marked: 'yes'}}]\n";
+        let mut cache = crate::catalog::ParseCache::default();
+        let mut load = |files: &[(&str, String)]| {
+            let files: Vec<SourceFile> = files
+                .iter()
+                .map(|(path, text)| SourceFile {
+                    path: path.to_string(),
+                    content: text.clone().into_bytes(),
+                })
+                .collect();
+            let (cat, diags) = crate::analyze::analyze_cached(&files, &mut cache);
+            assert!(diags.is_empty(), "{diags:#?}");
+            cat
+        };
         let commits = [
-            ("c1", commit("1", &other("a"))),
-            ("c2", commit("2", &other("a"))),
-            ("c3", commit("2", &other("b"))),
-            ("c4", commit("2", &format!("{}{cro}", other("b")))),
+            (
+                "c1",
+                load(&[
+                    ("fleet.yaml", commit_yaml("1", "")),
+                    ("other.yaml", other.clone()),
+                    ("other-data.yaml", other_data("a")),
+                ]),
+            ),
+            (
+                "c2",
+                load(&[
+                    ("fleet.yaml", commit_yaml("2", "")),
+                    ("other.yaml", other.clone()),
+                    ("other-data.yaml", other_data("a")),
+                ]),
+            ),
+            (
+                "c3",
+                load(&[
+                    ("fleet.yaml", commit_yaml("2", "")),
+                    ("other.yaml", other.clone()),
+                    ("other-data.yaml", other_data("b")),
+                ]),
+            ),
+            (
+                "c4",
+                load(&[
+                    ("fleet.yaml", commit_yaml("2", "")),
+                    ("other.yaml", other.clone()),
+                    ("other-data.yaml", other_data("b")),
+                    ("override.yaml", cro.to_string()),
+                ]),
+            ),
         ];
         let mut state = RolloutState::default();
         let mut previous = crate::schedule::Previous::new();
