@@ -1563,12 +1563,22 @@ mod tests {
                    \x20   - clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchExpressions: [{key: kubernetes-fleet.io/member-name, operator: In, values: [m2]}]}}]}\n\
                    \x20     jsonPatchOverrides: [{op: add, path: /metadata/labels, value: {marked: 'yes'}}]\n";
         let mut cache = crate::catalog::ParseCache::default();
-        let mut load = |files: &[(&str, String)]| {
+        // A commit of the app's files at `tag`, the other placement's with its ConfigMap at
+        // `data`, and the override when asked.
+        let mut load = |tag: &str, data: &str, with_override: bool| {
+            let mut files = vec![
+                ("fleet.yaml", commit_yaml(tag, "")),
+                ("other.yaml", other.clone()),
+                ("other-data.yaml", other_data(data)),
+            ];
+            if with_override {
+                files.push(("override.yaml", cro.to_string()));
+            }
             let files: Vec<SourceFile> = files
-                .iter()
+                .into_iter()
                 .map(|(path, text)| SourceFile {
                     path: path.to_string(),
-                    content: text.clone().into_bytes(),
+                    content: text.into_bytes(),
                 })
                 .collect();
             let (cat, diags) = crate::analyze::analyze_cached(&files, &mut cache);
@@ -1576,39 +1586,10 @@ mod tests {
             cat
         };
         let commits = [
-            (
-                "c1",
-                load(&[
-                    ("fleet.yaml", commit_yaml("1", "")),
-                    ("other.yaml", other.clone()),
-                    ("other-data.yaml", other_data("a")),
-                ]),
-            ),
-            (
-                "c2",
-                load(&[
-                    ("fleet.yaml", commit_yaml("2", "")),
-                    ("other.yaml", other.clone()),
-                    ("other-data.yaml", other_data("a")),
-                ]),
-            ),
-            (
-                "c3",
-                load(&[
-                    ("fleet.yaml", commit_yaml("2", "")),
-                    ("other.yaml", other.clone()),
-                    ("other-data.yaml", other_data("b")),
-                ]),
-            ),
-            (
-                "c4",
-                load(&[
-                    ("fleet.yaml", commit_yaml("2", "")),
-                    ("other.yaml", other.clone()),
-                    ("other-data.yaml", other_data("b")),
-                    ("override.yaml", cro.to_string()),
-                ]),
-            ),
+            ("c1", load("1", "a", false)),
+            ("c2", load("2", "a", false)),
+            ("c3", load("2", "b", false)),
+            ("c4", load("2", "b", true)),
         ];
         let mut state = RolloutState::default();
         let mut previous = crate::schedule::Previous::new();
