@@ -352,6 +352,19 @@ struct Settled {
 }
 
 /// The same placement state: the same shared value (unchanged since), or an equal one.
+impl Settled {
+    /// Whether it still holds at `pacing` for this schedule and state (the caller checks what
+    /// else it was worked out from).
+    fn holds(
+        &self,
+        pacing: Pacing,
+        ps: &Arc<PlacementSchedule>,
+        prev: &Arc<PlacementState>,
+    ) -> bool {
+        self.pacing == pacing && same_schedule(&self.schedule, ps) && same_state(&self.state, prev)
+    }
+}
+
 fn same_state(a: &Arc<PlacementState>, b: &Arc<PlacementState>) -> bool {
     Arc::ptr_eq(a, b) || a == b
 }
@@ -573,12 +586,10 @@ pub fn step_memoized(
 
         // The same commit: only the schedule and the state can have changed since. Asked
         // before anything else: it is most placements at most looks.
-        let settled_now = memo.settled.get(key).filter(|m| {
-            same_commit
-                && m.pacing == pacing
-                && same_schedule(&m.schedule, ps)
-                && same_state(&m.state, prev)
-        });
+        let settled_now = memo
+            .settled
+            .get(key)
+            .filter(|m| same_commit && m.holds(pacing, ps, prev));
         if let Some(m) = settled_now {
             reuse(&mut decision, m);
             memo.reused += 1;
@@ -606,15 +617,13 @@ pub fn step_memoized(
         let source = &cat.objects[entry.index].value;
         if matches!(pace, Pace::Rolling { .. }) {
             let same = memo.settled.get(key).filter(|m| {
-                m.pacing == pacing
-                    && Arc::ptr_eq(&m.source, source)
+                Arc::ptr_eq(&m.source, source)
                     && m.selected.len() == resources.len()
                     && m.selected
                         .iter()
                         .zip(resources.iter())
                         .all(|(a, r)| Arc::ptr_eq(a, &r.value))
-                    && same_schedule(&m.schedule, ps)
-                    && same_state(&m.state, prev)
+                    && m.holds(pacing, ps, prev)
             });
             if let Some(m) = same {
                 reuse(&mut decision, m);
@@ -646,11 +655,9 @@ pub fn step_memoized(
         let strategy = ApplyStrategy::from_rollout(Some(&spec.strategy));
         if matches!(pace, Pace::Rolling { .. }) {
             let same = memo.settled.get(key).filter(|m| {
-                m.pacing == pacing
-                    && m.resource_snapshot == resource_snapshot
+                m.resource_snapshot == resource_snapshot
                     && m.placement == entry.spec
-                    && same_schedule(&m.schedule, ps)
-                    && same_state(&m.state, prev)
+                    && m.holds(pacing, ps, prev)
             });
             if let Some(m) = same {
                 reuse(&mut decision, m);
