@@ -111,7 +111,8 @@ pub(crate) struct DecodeCache {
 }
 
 struct Decoded {
-    value: Arc<serde_json::Value>,
+    /// Never read: held so that no other value can take its address while it is a key.
+    _value: Arc<serde_json::Value>,
     typed: Box<dyn std::any::Any + Send + Sync>,
     used: bool,
 }
@@ -128,10 +129,8 @@ impl DecodeCache {
     /// The clean decode of `value` as a `T` that was kept, if any.
     pub(crate) fn get<T: Clone + 'static>(&mut self, value: &Arc<serde_json::Value>) -> Option<T> {
         let key = (std::any::TypeId::of::<T>(), Arc::as_ptr(value) as usize);
+        // The entry holds its value: no other live value can have that address.
         let d = self.entries.get_mut(&key)?;
-        if !Arc::ptr_eq(&d.value, value) {
-            return None;
-        }
         d.used = true;
         d.typed.downcast_ref::<T>().cloned()
     }
@@ -146,7 +145,7 @@ impl DecodeCache {
         self.entries.insert(
             key,
             Decoded {
-                value: value.clone(),
+                _value: value.clone(),
                 typed: Box::new(typed),
                 used: true,
             },

@@ -351,7 +351,6 @@ struct Settled {
     summary: Arc<StepSummary>,
 }
 
-/// The same placement state: the same shared value (unchanged since), or an equal one.
 impl Settled {
     /// Whether it still holds at `pacing` for this schedule and state (the caller checks what
     /// else it was worked out from).
@@ -365,6 +364,7 @@ impl Settled {
     }
 }
 
+/// The same placement state: the same shared value (unchanged since), or an equal one.
 fn same_state(a: &Arc<PlacementState>, b: &Arc<PlacementState>) -> bool {
     Arc::ptr_eq(a, b) || a == b
 }
