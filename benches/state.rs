@@ -111,7 +111,7 @@ fn measure(placements: usize, clusters: usize, repetitions: usize) {
             c.name.clone(),
             LastProbe {
                 at: NOW,
-                cluster: c.clone(),
+                cluster: c.clone().into(),
             },
         );
     }

@@ -160,7 +160,7 @@ pub struct Status {
     #[serde(serialize_with = "wire::shared_list")]
     pub placements: Vec<Arc<PlacementStatus>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub inventory: Option<Inventory>,
+    pub inventory: Option<Arc<Inventory>>,
     #[serde(skip)]
     pub schedule: Vec<Arc<PlacementSchedule>>,
     pub reconciles: u64,
@@ -391,9 +391,13 @@ pub struct Daemon<D: Deliverer> {
     schedule_memo: crate::schedule::ScheduleMemo,
     /// The last look's fleet, with the commit and the members' answers it was built from:
     /// the next look with the same ones takes it as it is.
-    fleet_memo: Option<(String, Inventory, Arc<crate::schedule::Fleet>)>,
-    /// The files of the last commit read, parsed: the next commit parses only what it changed.
-    parse_cache: crate::catalog::ParseCache,
+    fleet_memo: Option<(String, Arc<Inventory>, Arc<crate::schedule::Fleet>)>,
+    /// The members' answers last remembered in the rollout state: the same ones again are
+    /// remembered without comparing them.
+    remembered: Option<Arc<Inventory>>,
+    /// The files of the last commit read, and parsed: the next commit reads and parses only
+    /// what it changed.
+    read_cache: reconciler::ReadCache,
     /// Catalogs of older commits that staged update runs render from, by commit id.
     run_catalogs: BTreeMap<String, Arc<crate::catalog::Catalog>>,
     /// Reads and judges approval tags.
@@ -485,9 +489,10 @@ impl<D: Deliverer> Daemon<D> {
             published: HashMap::new(),
             metered: HashMap::new(),
             fleet_memo: None,
+            remembered: None,
             step_memo: Default::default(),
             schedule_memo: Default::default(),
-            parse_cache: Default::default(),
+            read_cache: Default::default(),
             run_catalogs: BTreeMap::new(),
             changes,
             changes_rx: Some(changes_rx),

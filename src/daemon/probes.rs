@@ -57,7 +57,10 @@ pub struct Probes<D: Deliverer + 'static> {
     last: BTreeMap<String, Last>,
     running: BTreeSet<String>,
     /// The members of the last reconcile: those probed when probes fall due between reconciles.
-    members: Vec<Member>,
+    members: Arc<[Member]>,
+    /// The inventory of `members` from their last answers, while no answer changed it: the
+    /// daemon looks many times between probes, and this is what it schedules with.
+    built: Option<Arc<Inventory>>,
     answers: UnboundedSender<Answer>,
     received: UnboundedReceiver<Answer>,
     /// The first round waits for every answer.
@@ -72,7 +75,8 @@ impl<D: Deliverer + 'static> Probes<D> {
             deliverer,
             last: BTreeMap::new(),
             running: BTreeSet::new(),
-            members: Vec::new(),
+            members: Arc::new([]),
+            built: None,
             answers,
             received,
             first: true,
@@ -142,8 +146,14 @@ impl<D: Deliverer + 'static> Probes<D> {
 
     /// The inventory of `members`: the probes that are due are started, and their answers
     /// awaited at most [`PROBE_WAIT`] (on the first round: until all are in).
-    pub async fn inventory(&mut self, members: &[Member]) -> Inventory {
-        self.members = members.to_vec();
+    /// The same answers give the same `Arc` back.
+    pub async fn inventory(&mut self, members: &Arc<[Member]>) -> Arc<Inventory> {
+        if !Arc::ptr_eq(&self.members, members) {
+            if *self.members != **members {
+                self.built = None;
+            }
+            self.members = members.clone();
+        }
         let mut awaited = self.start_due();
         let first = self.first;
         let wait = async move {
@@ -167,6 +177,9 @@ impl<D: Deliverer + 'static> Probes<D> {
             }
         }
         self.first = false;
+        if let Some(built) = &self.built {
+            return built.clone();
+        }
         let clusters = members
             .iter()
             .map(|m| {
@@ -179,15 +192,14 @@ impl<D: Deliverer + 'static> Probes<D> {
                     })
             })
             .collect();
-        Inventory { clusters }
+        let built = Arc::new(Inventory { clusters });
+        self.built = Some(built.clone());
+        built
     }
 
-    /// When each member's last answer came, in Unix seconds.
-    pub fn answered_at(&self) -> BTreeMap<String, u64> {
-        self.last
-            .iter()
-            .map(|(name, l)| (name.clone(), l.unix))
-            .collect()
+    /// When `member`'s last answer came, in Unix seconds.
+    pub fn answered_at(&self, member: &str) -> Option<u64> {
+        self.last.get(member).map(|l| l.unix)
     }
 
     /// Records an answer; whether it changes what is known of the member (then the rollout
@@ -195,6 +207,9 @@ impl<D: Deliverer + 'static> Probes<D> {
     pub fn answered(&mut self, answer: Answer) -> bool {
         self.running.remove(&answer.name);
         let changed = self.last.get(&answer.name).map(|l| &l.answer) != Some(&answer);
+        if changed {
+            self.built = None;
+        }
         let last = Last {
             answer,
             at: Instant::now(),
@@ -263,11 +278,11 @@ mod tests {
     }
 
     /// Members probed at every round (a heartbeat of zero).
-    fn members() -> Vec<Member> {
+    fn members() -> Arc<[Member]> {
         members_every(Duration::ZERO)
     }
 
-    fn members_every(heartbeat: Duration) -> Vec<Member> {
+    fn members_every(heartbeat: Duration) -> Arc<[Member]> {
         ["m1", "m2", "m3"]
             .map(|m| Member {
                 target: MemberTarget {
@@ -277,7 +292,7 @@ mod tests {
                 declared: BTreeMap::new(),
                 heartbeat,
             })
-            .to_vec()
+            .into()
     }
 
     fn health(inv: &Inventory) -> Vec<(String, bool)> {
@@ -397,7 +412,7 @@ mod tests {
         assert_eq!(inv.clusters[1].error.as_deref(), Some("connection refused"));
 
         // A new member that does not answer within the wait is unhealthy until it does.
-        let mut more = members();
+        let mut more = members().to_vec();
         more.push(Member {
             target: MemberTarget {
                 name: "m4".into(),
@@ -411,7 +426,7 @@ mod tests {
             .lock()
             .unwrap()
             .insert("m4".into(), Duration::from_secs(1));
-        let inv = probes.inventory(&more).await;
+        let inv = probes.inventory(&more.into()).await;
         let m4 = &inv.clusters[3];
         assert!(!m4.healthy);
         assert!(m4.error.as_deref().unwrap().starts_with("no answer yet"));

@@ -37,8 +37,16 @@ pub(super) struct Analyzed {
     invalid: crate::snapshot::InvalidSelections,
     /// Its members, and each one's kubeconfig context by name: a function of the commit, asked
     /// for at every look (building them was a tenth of a look at 1,000 placements).
-    members: Vec<crate::members::inventory::Member>,
+    members: Arc<[crate::members::inventory::Member]>,
     contexts: BTreeMap<String, String>,
+}
+
+/// What reading the last commit leaves for reading the next: most of a new commit's files
+/// are the last one's, so their blobs are not inflated and their documents not parsed again.
+#[derive(Debug, Default)]
+pub(super) struct ReadCache {
+    blobs: crate::source::BlobCache,
+    parsed: crate::catalog::ParseCache,
 }
 
 /// Commit `requested` read and analyzed, parsing only the files `cache` has not seen as they are.
@@ -46,15 +54,15 @@ fn read_analyzed(
     repo: &std::path::Path,
     requested: String,
     path: &str,
-    cache: &mut crate::catalog::ParseCache,
+    cache: &mut ReadCache,
 ) -> Result<Analyzed> {
-    let files = crate::source::read_commit(repo, &requested, path)?;
+    let files = crate::source::read_commit_cached(repo, &requested, path, &mut cache.blobs)?;
     for skipped in &files.skipped {
         tracing::warn!(commit = %files.commit, "{skipped}");
     }
-    let (cat, diags) = files.analyze_cached(cache);
+    let (cat, diags) = files.analyze_cached(&mut cache.parsed);
     let invalid = crate::snapshot::invalid_selections(&cat);
-    let members = members_of(&[&cat]);
+    let members: Arc<[_]> = members_of(&[&cat]).into();
     let contexts = members
         .iter()
         .map(|m| (m.target.name.clone(), m.target.context.clone()))
@@ -111,7 +119,7 @@ pub fn next_action(steps: &[Arc<StepSummary>], results: &[(Work, Outcome)]) -> A
 
 /// One step of a commit, before its effects are saved.
 struct Stepped {
-    inventory: Inventory,
+    inventory: Arc<Inventory>,
     schedule: Vec<Arc<PlacementSchedule>>,
     decision: crate::rollout::Decision,
     now: u64,
@@ -148,15 +156,15 @@ impl<D: Deliverer> Daemon<D> {
             self.opts.path.clone(),
             id.to_string(),
         );
-        // The parse cache is lent to the blocking pool and comes back whether or not the read
+        // The read cache is lent to the blocking pool and comes back whether or not the read
         // succeeds.
-        let mut cache = std::mem::take(&mut self.parse_cache);
+        let mut cache = std::mem::take(&mut self.read_cache);
         let (a, cache) = blocking(move || {
             let analyzed = read_analyzed(&repo, requested, &path, &mut cache);
             (analyzed, cache)
         })
         .await?;
-        self.parse_cache = cache;
+        self.read_cache = cache;
         let a = a?;
         let a = Arc::new(a);
         if self.analyzed.len() == 2 {
@@ -316,10 +324,8 @@ impl<D: Deliverer> Daemon<D> {
         let members = &analyzed.members;
         // `--once` waits for every member; the daemon for none longer than a short wait.
         let inventory = if !self.isolated {
-            self.deliverer
-                .probe(members)
-                .await
-                .context("cannot probe the members")?
+            let probed = self.deliverer.probe(members).await;
+            Arc::new(probed.context("cannot probe the members")?)
         } else {
             self.probes.inventory(members).await
         };
@@ -334,12 +340,17 @@ impl<D: Deliverer> Daemon<D> {
         }
         let now = super::now_unix();
         // `--once` probed every member just now; the daemon's answers each have their time.
-        let answered_at = if self.isolated {
-            self.probes.answered_at()
-        } else {
-            BTreeMap::new()
-        };
-        let eligible = self.state.remember_probe(&inventory, &answered_at, now);
+        let probes = &self.probes;
+        let isolated = self.isolated;
+        let answered_at = |m: &str| probes.answered_at(m).filter(|_| isolated);
+        let known = self
+            .remembered
+            .as_ref()
+            .is_some_and(|r| Arc::ptr_eq(r, &inventory));
+        let eligible = self
+            .state
+            .remember_probe(&inventory, known, &answered_at, now);
+        self.remembered = Some(inventory.clone());
         // The last reconcile's results, kept in memory; read from the store after a restart or
         // a failed reconcile.
         let mut previous = match self.previous.take() {
@@ -388,7 +399,11 @@ impl<D: Deliverer> Daemon<D> {
         };
         // The fleet is a function of the commit and the members' answers: most looks reuse it.
         let (fleet, fleet_reused) = match self.fleet_memo.take() {
-            Some((c, answers, fleet)) if c == commit && answers == eligible => (fleet, true),
+            Some((c, answers, fleet))
+                if c == commit && (Arc::ptr_eq(&answers, &eligible) || answers == eligible) =>
+            {
+                (fleet, true)
+            }
             _ => (
                 Arc::new(Fleet::build(&analyzed.cat, Some(&eligible))),
                 false,
@@ -877,7 +892,7 @@ impl<D: Deliverer> Daemon<D> {
     /// the server never waits for it to be built).
     fn publish(
         &mut self,
-        inventory: Option<Inventory>,
+        inventory: Option<Arc<Inventory>>,
         steps: Vec<Arc<StepSummary>>,
         schedule: Option<Vec<Arc<PlacementSchedule>>>,
     ) {

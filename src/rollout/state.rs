@@ -45,7 +45,8 @@ pub struct RolloutState {
 #[serde(rename_all = "camelCase")]
 pub struct LastProbe {
     pub at: u64,
-    pub cluster: InventoryCluster,
+    /// Shared: the state is copied and compared at every save.
+    pub cluster: Arc<InventoryCluster>,
 }
 
 /// How long a member stays eligible for new placements after its last successful probe
@@ -99,39 +100,50 @@ impl RolloutState {
     /// Records this probe's healthy members, and returns the inventory to schedule with: a
     /// member whose probe failed keeps its last good answer while that is at most
     /// [`ELIGIBLE_FOR`] seconds old; after that it is unhealthy. `answered_at`: when each
-    /// member's answer came (Unix seconds; `now` for those not listed), so that an answer
+    /// member's answer came (Unix seconds; `now` for those not known), so that an answer
     /// reused until the member's next probe is remembered once, not again at every step.
+    ///
+    /// `known`: the last call was given this very inventory, so that its healthy answers are
+    /// remembered as they are and only their times can be new (the daemon's looks between
+    /// probes: comparing every member's answer at every look was a tenth of a look, issue 19.3).
+    /// The probe itself is returned, not a copy, when no member needs its last good answer.
     pub fn remember_probe(
         &mut self,
-        probe: &Inventory,
-        answered_at: &BTreeMap<String, u64>,
+        probe: &Arc<Inventory>,
+        known: bool,
+        answered_at: &dyn Fn(&str) -> Option<u64>,
         now: u64,
-    ) -> Inventory {
-        let mut out = probe.clone();
-        for c in &mut out.clusters {
+    ) -> Arc<Inventory> {
+        let mut substituted: Vec<(usize, Arc<InventoryCluster>)> = Vec::new();
+        for (i, c) in probe.clusters.iter().enumerate() {
             if c.healthy {
-                let at = answered_at.get(&c.name).copied().unwrap_or(now);
-                // Compared before it is copied: most looks' answers are the last ones.
-                let same = self
-                    .members
-                    .get(&c.name)
-                    .is_some_and(|l| l.at == at && l.cluster == *c);
-                if !same {
-                    let last = LastProbe {
-                        at,
-                        cluster: c.clone(),
-                    };
-                    self.members.insert(c.name.clone(), last);
+                let at = answered_at(&c.name).unwrap_or(now);
+                match self.members.get_mut(&c.name) {
+                    Some(l) if known || *l.cluster == *c => l.at = at,
+                    _ => {
+                        let last = LastProbe {
+                            at,
+                            cluster: Arc::new(c.clone()),
+                        };
+                        self.members.insert(c.name.clone(), last);
+                    }
                 }
             } else if let Some(last) = self
                 .members
                 .get(&c.name)
                 .filter(|l| now.saturating_sub(l.at) <= ELIGIBLE_FOR)
             {
-                *c = last.cluster.clone();
+                substituted.push((i, last.cluster.clone()));
             }
         }
-        out
+        if substituted.is_empty() {
+            return probe.clone();
+        }
+        let mut out = Inventory::clone(probe);
+        for (i, c) in substituted {
+            out.clusters[i] = InventoryCluster::clone(&c);
+        }
+        Arc::new(out)
     }
 }
 
@@ -237,32 +249,64 @@ mod tests {
             ..good.clone()
         };
         let mut s = RolloutState::default();
-        let inv = |c: &InventoryCluster| Inventory {
-            clusters: vec![c.clone()],
+        let inv = |c: &InventoryCluster| {
+            Arc::new(Inventory {
+                clusters: vec![c.clone()],
+            })
         };
+        let never = |_: &str| None;
         assert_eq!(
-            s.remember_probe(&inv(&good), &BTreeMap::new(), 1000)
-                .clusters[0],
+            s.remember_probe(&inv(&good), false, &never, 1000).clusters[0],
             good
         );
         assert_eq!(
-            s.remember_probe(&inv(&bad), &BTreeMap::new(), 1300)
-                .clusters[0],
+            s.remember_probe(&inv(&bad), false, &never, 1300).clusters[0],
             good
         );
         assert_eq!(
-            s.remember_probe(&inv(&bad), &BTreeMap::new(), 1301)
-                .clusters[0],
+            s.remember_probe(&inv(&bad), false, &never, 1301).clusters[0],
             bad
         );
         // Never probed successfully: unhealthy at once.
         let mut fresh = RolloutState::default();
         assert_eq!(
-            fresh
-                .remember_probe(&inv(&bad), &BTreeMap::new(), 5)
-                .clusters[0],
+            fresh.remember_probe(&inv(&bad), false, &never, 5).clusters[0],
             bad
         );
+    }
+
+    /// Looks between probes give the daemon's very inventory again: it comes back as it is,
+    /// and only the answer's time is remembered anew. A changed answer is remembered whole.
+    #[test]
+    fn a_known_probe_is_returned_as_it_is_and_only_its_time_is_remembered() {
+        let mut good = InventoryCluster {
+            name: "m".into(),
+            healthy: true,
+            error: None,
+            properties: Default::default(),
+            add_on_scores: Default::default(),
+            namespaces: Some(vec!["a".into()]),
+            namespace_collection_degraded: false,
+        };
+        let probe = Arc::new(Inventory {
+            clusters: vec![good.clone()],
+        });
+        let mut s = RolloutState::default();
+        let first = s.remember_probe(&probe, false, &|_| Some(100), 120);
+        assert!(Arc::ptr_eq(&first, &probe), "nothing substituted: no copy");
+        assert_eq!(s.members["m"].at, 100);
+        let again = s.remember_probe(&probe, true, &|_| Some(160), 170);
+        assert!(Arc::ptr_eq(&again, &probe));
+        assert_eq!(s.members["m"].at, 160);
+        assert_eq!(*s.members["m"].cluster, good);
+
+        good.namespaces = Some(vec!["a".into(), "b".into()]);
+        let changed = Arc::new(Inventory {
+            clusters: vec![good.clone()],
+        });
+        s.remember_probe(&changed, false, &|_| Some(200), 200);
+        assert_eq!(*s.members["m"].cluster, good, "a new answer is remembered");
+        assert_eq!(s.members["m"].at, 200);
     }
 
     fn cluster(health: BindingHealth) -> ClusterState {

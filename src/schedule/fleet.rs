@@ -17,7 +17,8 @@ pub struct Inventory {
     pub clusters: Vec<InventoryCluster>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+// `Eq`: an `Arc` of one compares by address first (probe answers are shared, issue 19.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InventoryCluster {
     pub name: String,

@@ -158,6 +158,25 @@ fn commit_of<'r>(
 
 /// Reads every manifest file of commit `rev` below folder `sub` ("" for the whole tree).
 pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles, SourceError> {
+    read_commit_cached(repo_path, rev, sub, &mut BlobCache::default())
+}
+
+/// The contents of the manifest files last read, by blob id: the daemon reads every new
+/// commit whole, and inflating each of a thousand unchanged files again was a tenth of a
+/// one-file commit's work (issue 19.3). It holds the files of the last commit read only.
+#[derive(Debug, Default)]
+pub struct BlobCache {
+    blobs: std::collections::HashMap<gix::ObjectId, Vec<u8>>,
+}
+
+/// [`read_commit`], taking the files `blobs` holds from it, and leaving it holding this
+/// commit's.
+pub fn read_commit_cached(
+    repo_path: &Path,
+    rev: &str,
+    sub: &str,
+    blobs: &mut BlobCache,
+) -> Result<CommitFiles, SourceError> {
     let repo = open(repo_path)?;
     // An unborn HEAD (a fresh `git init`) has nothing to resolve; say so rather than a rev-spec
     // error.
@@ -218,6 +237,7 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
     let mut skipped = Vec::new();
     // Kustomize also takes a `Kustomization` file without an extension as its marker.
     let mut others = Vec::new();
+    let mut kept = std::collections::HashMap::new();
     for entry in &recorder.records {
         if entry.mode.is_tree() {
             continue;
@@ -248,14 +268,19 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
             skipped.push(Skipped { path, kind });
             continue;
         }
-        let object = repo
-            .find_object(entry.oid)
-            .map_err(|e| read_err(&format!("file {path}"), &e))?;
-        files.push(SourceFile {
-            path,
-            content: object.data.clone(),
-        });
+        let content = match blobs.blobs.get(&entry.oid) {
+            Some(content) => content.clone(),
+            None => {
+                let object = repo
+                    .find_object(entry.oid)
+                    .map_err(|e| read_err(&format!("file {path}"), &e))?;
+                object.detach().data
+            }
+        };
+        kept.insert(entry.oid, content.clone());
+        files.push(SourceFile { path, content });
     }
+    blobs.blobs = kept;
     let (mut files, unrendered) = set_aside_unrendered(files, &others, &prefix);
     files.sort_by(|a, b| a.path.cmp(&b.path));
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
@@ -315,6 +340,67 @@ mod tests {
         ] {
             assert_eq!(is_manifest_path(p), want, "{p}");
         }
+    }
+
+    /// Reading commits through one blob cache gives what reading each alone gives: a changed
+    /// file, a removed one, a new one with an unchanged file's bytes, and one brought back.
+    #[test]
+    fn a_cached_read_reads_what_a_fresh_read_reads() {
+        use crate::follow::tests::git;
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        git(repo, &["init", "-q", "-b", "main"]);
+        let write = |path: &str, text: &str| {
+            let file = repo.join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, text).unwrap();
+        };
+        let commit = |msg: &str| {
+            git(repo, &["add", "-A"]);
+            git(repo, &["commit", "-q", "--allow-empty", "-m", msg]);
+            git(repo, &["rev-parse", "HEAD"])
+        };
+        write("a.yaml", "kind: A\n");
+        write("b/b.yaml", "kind: B\n");
+        let first = commit("one");
+        write("a.yaml", "kind: A2\n");
+        std::fs::remove_file(repo.join("b/b.yaml")).unwrap();
+        write("c.yaml", "kind: B\n");
+        let second = commit("two");
+        write("b/b.yaml", "kind: B\n");
+        let third = commit("three");
+        let contents = |files: &CommitFiles| -> Vec<(String, String)> {
+            files
+                .files
+                .iter()
+                .map(|f| {
+                    (
+                        f.path.clone(),
+                        String::from_utf8(f.content.clone()).unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let mut cache = BlobCache::default();
+        for rev in [&first, &second, &third, &first] {
+            let cached = read_commit_cached(repo, rev, "", &mut cache).unwrap();
+            let fresh = read_commit(repo, rev, "").unwrap();
+            assert_eq!(contents(&cached), contents(&fresh), "{rev}");
+            let distinct: std::collections::BTreeSet<&Vec<u8>> =
+                fresh.files.iter().map(|f| &f.content).collect();
+            assert_eq!(
+                cache.blobs.len(),
+                distinct.len(),
+                "only this commit's blobs kept"
+            );
+        }
+        assert_eq!(
+            contents(&read_commit_cached(repo, &second, "", &mut cache).unwrap()),
+            [
+                ("a.yaml".to_string(), "kind: A2\n".to_string()),
+                ("c.yaml".to_string(), "kind: B\n".to_string()),
+            ]
+        );
     }
 
     #[test]
