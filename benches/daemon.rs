@@ -1128,13 +1128,15 @@ impl DaemonProcess {
         let start = Instant::now();
         loop {
             // `?unready` leaves out every placement with nothing applying, removing or waiting
-            // and every cluster available with no re-check due: the answer is small once the
-            // fleet settles, so polling costs the measured daemon little. Before its first
-            // reconcile (`/readyz` fails until then) a daemon lists no placement at all.
+            // and every cluster available with no re-check due; `limit=0` lists none of the
+            // others and counts them, so polling costs the measured daemon little even while
+            // every placement is unready. Before its first reconcile (`/readyz` fails until
+            // then) a daemon lists no placement at all.
+            const UNREADY: &str = "/api/v1/placements?unready&limit=0";
             let done = self.get("/readyz").is_ok() && {
-                let doc: Value = serde_json::from_str(&self.get("/api/v1/placements?unready")?)
-                    .map_err(|e| format!("/api/v1/placements?unready: {e}"))?;
-                doc["serving"] == commit && doc["placements"].as_array().is_some_and(Vec::is_empty)
+                let doc: Value = serde_json::from_str(&self.get(UNREADY)?)
+                    .map_err(|e| format!("{UNREADY}: {e}"))?;
+                doc["serving"] == commit && doc["matched"] == 0
             };
             if done {
                 return Ok(start.elapsed());
@@ -1164,9 +1166,8 @@ impl DaemonProcess {
 
 /// A bound on each phase of the scale benchmark.
 const SCALE_LIMIT: Duration = Duration::from_secs(1800);
-/// How often the scale benchmark reads the status API. Reading it costs the daemon CPU that
-/// the phase's figure includes: `?unready` lists only what is not settled, but that is every
-/// placement early in the first commit and the restart.
+/// How often the scale benchmark reads the status API (a count of the unready placements:
+/// reading it costs the daemon CPU that the phase's figure includes).
 const SCALE_STATUS_POLL: Duration = Duration::from_millis(500);
 
 fn load_average() -> String {
@@ -1323,7 +1324,7 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
         full_read.2.as_secs_f64() * 1000.0,
     );
     println!(
-        "wall = until the status API shows the commit served, every placement settled and every binding available with no re-check pending (GET /api/v1/placements?unready is empty, polled every {} ms; the first commit and the restart from the process's start); CPU = the daemon's utime+stime; peak RSS = VmHWM over the phase (reset at its start); RSS = VmRSS at its end (idle: mean of 1 s samples over {} s); reads/writes = requests the members received (GET/HEAD vs POST/PUT/PATCH/DELETE), the benchmark's own none.",
+        "wall = until the status API shows the commit served, every placement settled and every binding available with no re-check pending (GET /api/v1/placements?unready&limit=0 counts none, polled every {} ms; the first commit and the restart from the process's start); CPU = the daemon's utime+stime; peak RSS = VmHWM over the phase (reset at its start); RSS = VmRSS at its end (idle: mean of 1 s samples over {} s); reads/writes = requests the members received (GET/HEAD vs POST/PUT/PATCH/DELETE), the benchmark's own none.",
         SCALE_STATUS_POLL.as_millis(),
         window.as_secs()
     );

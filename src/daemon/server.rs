@@ -9,7 +9,7 @@
 //! - `GET /api/v1/placements`, `GET /api/v1/placements/<id>` (`crp/NAME`, `rp/NS/NAME`, …);
 //!   `GET /api/v1/placements?unready`: only the placements not ready (something applied,
 //!   removed or waiting, a cluster not available or due for a re-check), a small answer to poll
-//!   on a large fleet
+//!   on a large fleet; `?limit=N`: at most N placements, with how many matched (`matched`)
 //! - `GET /api/v1/inventory` (the inventory file format), `GET /api/v1/schedule`
 //! - `POST /hooks/git` with `X-Hub-Signature-256` or `X-Gitlab-Token` (401 otherwise)
 //!
@@ -167,10 +167,17 @@ async fn metrics(State(api): State<Api>) -> Response {
         .into_response()
 }
 
-/// Whether `GET /api/v1/placements`'s query asks for the unready placements only (`?unready`,
-/// `?unready=true`); anything else is refused, naming it.
-fn only_unready(query: Option<&str>) -> Result<bool, String> {
-    let mut unready = false;
+/// What `GET /api/v1/placements`'s query asks for: the unready placements only (`?unready`,
+/// `?unready=true`), and at most `limit` of them (`?limit=N`); anything else is refused,
+/// naming it.
+#[derive(Debug, Default, PartialEq)]
+struct PlacementsQuery {
+    unready: bool,
+    limit: Option<usize>,
+}
+
+fn placements_query(query: Option<&str>) -> Result<PlacementsQuery, String> {
+    let mut q = PlacementsQuery::default();
     for pair in query
         .unwrap_or_default()
         .split('&')
@@ -178,24 +185,28 @@ fn only_unready(query: Option<&str>) -> Result<bool, String> {
     {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match (key, value) {
-            ("unready", "" | "true") => unready = true,
-            ("unready", "false") => unready = false,
+            ("unready", "" | "true") => q.unready = true,
+            ("unready", "false") => q.unready = false,
             ("unready", other) => {
                 return Err(format!("unready={other}: the value is true or false"))
             }
+            ("limit", n) => match n.parse() {
+                Ok(n) => q.limit = Some(n),
+                Err(_) => return Err(format!("limit={n}: the value is a count (0, 1, 2, ...)")),
+            },
             (other, _) => {
                 return Err(format!(
-                    "unknown query parameter {other:?} (the one known is unready)"
+                    "unknown query parameter {other:?} (the ones known are unready and limit)"
                 ))
             }
         }
     }
-    Ok(unready)
+    Ok(q)
 }
 
 async fn placements(State(api): State<Api>, uri: Uri) -> Response {
-    let unready = match only_unready(uri.query()) {
-        Ok(u) => u,
+    let query = match placements_query(uri.query()) {
+        Ok(q) => q,
         Err(e) => return problem(StatusCode::BAD_REQUEST, &e),
     };
     // Copied under the lock (the statuses are shared, not cloned), written without it: the
@@ -210,16 +221,23 @@ async fn placements(State(api): State<Api>, uri: Uri) -> Response {
             held: st.held.clone(),
             source: Some(st.source.clone()),
             placements: vec![],
+            matched: None,
             leader: st.leader.clone(),
         };
         (doc, st.placements.clone())
     };
+    let matching: Vec<&super::PlacementStatus> = shared
+        .iter()
+        .map(|p| &**p)
+        .filter(|p| !query.unready || !p.is_ready())
+        .collect();
+    let matched = query.limit.map(|_| matching.len());
     json_ok(&super::wire::Placements {
-        placements: shared
-            .iter()
-            .map(|p| &**p)
-            .filter(|p| !unready || !p.is_ready())
+        placements: matching
+            .into_iter()
+            .take(query.limit.unwrap_or(usize::MAX))
             .collect(),
+        matched,
         branch: doc.branch,
         head: doc.head,
         serving: doc.serving,
@@ -751,12 +769,39 @@ mod tests {
         }
         let (code, doc) = call(&api, "GET", "/api/v1/placements?unready=false", &[], vec![]).await;
         assert_eq!((code, ids(&doc).len()), (200, 6));
+        // A poller that only asks whether anything is unready reads one placement and a count.
+        let (code, doc) = call(
+            &api,
+            "GET",
+            "/api/v1/placements?unready&limit=1",
+            &[],
+            vec![],
+        )
+        .await;
+        assert_eq!(
+            (code, ids(&doc), &doc["matched"]),
+            (200, vec!["crp/moving".into()], &json!(4))
+        );
+        let (code, doc) = call(&api, "GET", "/api/v1/placements?limit=0", &[], vec![]).await;
+        assert_eq!(
+            (code, ids(&doc).len(), &doc["matched"]),
+            (200, 0, &json!(6))
+        );
+        assert!(all.get("matched").is_none(), "only a limited answer counts");
+        let (code, doc) = call(&api, "GET", "/api/v1/placements?limit=-1", &[], vec![]).await;
+        assert_eq!(
+            (code, doc),
+            (
+                400,
+                json!({"error": "limit=-1: the value is a count (0, 1, 2, ...)"})
+            )
+        );
         let (code, doc) = call(&api, "GET", "/api/v1/placements?ready", &[], vec![]).await;
         assert_eq!(
             (code, doc),
             (
                 400,
-                json!({"error": "unknown query parameter \"ready\" (the one known is unready)"})
+                json!({"error": "unknown query parameter \"ready\" (the ones known are unready and limit)"})
             )
         );
         let (code, doc) = call(&api, "GET", "/api/v1/placements?unready=maybe", &[], vec![]).await;

@@ -32,6 +32,10 @@ pub struct Placements<P = PlacementStatus> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<Source>,
     pub placements: Vec<P>,
+    /// How many placements the query matched, when it limited how many are listed
+    /// (`?limit=N`): a poller asking whether anything is unready reads a count, not the fleet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<usize>,
     /// `--state kubernetes`: which replica leads, as the one answering knows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader: Option<super::LeaderStatus>,
