@@ -214,6 +214,12 @@ pub async fn connection(
     // Retries are ours (members::retry), bounded by a per-member budget; kube's own layer would
     // retry 429/503/504 up to 15 times on top of them.
     config.default_retry = false;
+    // A plain-HTTP member is never reached over TLS, yet kube builds a TLS connector for every
+    // client, and one with no CA of its own loads and parses every CA file of the system:
+    // a tenth of the CPU of a restart at 1,000 members (perf). An empty trust store spares it.
+    if config.cluster_url.scheme_str() == Some("http") && config.root_cert.is_none() {
+        config.root_cert = Some(Vec::new());
+    }
     let client = kube::Client::try_from(config).map_err(|e| config_error(format!("{e:#}")))?;
     let connection = Connection {
         client,
