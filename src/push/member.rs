@@ -223,9 +223,10 @@ impl Member {
         Ok(self.call(|| api.get_opt(name)).await?.map(to_value))
     }
 
-    /// `api.list(params)` with each item as the member sent it. Parsing items as
-    /// `DynamicObject` (typed metadata, managed fields included) and serialising them back into
-    /// values cost a fleet-wide confirmation (a restart's, a resync's) most of its CPU.
+    /// `api.list(params)` with each item as the member sent it, but for its managed fields
+    /// ([`super::listed`]). Parsing items as `DynamicObject` (typed metadata, managed fields
+    /// included) and serialising them back into values cost a fleet-wide confirmation (a
+    /// restart's, a resync's) most of its CPU.
     async fn list_values(
         &self,
         api: &Api<DynamicObject>,
@@ -236,7 +237,15 @@ impl Member {
                 .list(params)
                 .map_err(kube::Error::BuildRequest)?;
             req.extensions_mut().insert("list");
-            self.client.request::<ObjectList<Value>>(req).await
+            let list = self
+                .client
+                .request::<ObjectList<super::listed::Listed>>(req)
+                .await?;
+            Ok(ObjectList {
+                types: list.types,
+                metadata: list.metadata,
+                items: list.items.into_iter().map(|l| l.0).collect(),
+            })
         })
         .await
     }

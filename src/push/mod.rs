@@ -15,6 +15,7 @@ pub mod compare;
 pub mod decorate;
 pub mod error;
 pub mod fleet;
+pub mod listed;
 pub mod member;
 pub mod record;
 pub mod work;
