@@ -40,6 +40,7 @@ pub mod catalog;
 pub mod cli;
 pub mod daemon;
 pub mod daemon_client;
+pub mod fast_hash;
 pub mod flags;
 pub mod follow;
 pub mod fuzzing;

@@ -12,6 +12,7 @@ mod validate;
 
 pub use diagnostic::Diagnostic;
 
+use crate::fast_hash::HashMap;
 use crate::model::envelope::{ClusterResourceEnvelope, ResourceEnvelope};
 use crate::model::member::{
     ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, MemberCluster,
@@ -28,7 +29,7 @@ use crate::model::work::ManifestWork;
 use crate::model::{Gvk, Object, ObjectKey, Origin};
 use parse::Document;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A file of the commit: its path relative to the repository root, and its bytes.
@@ -361,7 +362,7 @@ impl Catalog {
         };
         let mut diags = Vec::new();
         if let Some(c) = cache.as_deref_mut() {
-            let paths: std::collections::HashSet<&str> =
+            let paths: crate::fast_hash::HashSet<&str> =
                 files.iter().map(|f| f.path.as_str()).collect();
             c.files.retain(|p, _| paths.contains(p.as_str()));
             c.reused = 0;

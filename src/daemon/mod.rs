@@ -37,7 +37,8 @@ pub mod workers;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
+use crate::fast_hash::HashMap;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -471,7 +472,7 @@ impl<D: Deliverer> Daemon<D> {
             probes: probes::Probes::new(deliverer.clone()),
             workers: workers::Workers::new(deliverer.clone()),
             arrived: Vec::new(),
-            logged_steps: HashMap::new(),
+            logged_steps: HashMap::default(),
             isolated: !opts.once,
             approvals: gate,
             signature_checked: None,
@@ -486,8 +487,8 @@ impl<D: Deliverer> Daemon<D> {
             analyzed: Vec::new(),
             previous: Some(previous),
             schedule_saved_for: None,
-            published: HashMap::new(),
-            metered: HashMap::new(),
+            published: HashMap::default(),
+            metered: HashMap::default(),
             fleet_memo: None,
             remembered: None,
             step_memo: Default::default(),

@@ -6,7 +6,8 @@
 //! crash-safely (bindings first), publish the status — and decide, from what happened, when to
 //! look again ([`next_action`]; a finished delivery is an event of its own).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use crate::fast_hash::{HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -545,7 +546,7 @@ impl<D: Deliverer> Daemon<D> {
         decision: &crate::rollout::Decision,
     ) -> Option<crate::rollout::guard::Held> {
         use crate::rollout::guard;
-        let members: std::collections::HashSet<&str> = analyzed
+        let members: HashSet<&str> = analyzed
             .members
             .iter()
             .map(|m| m.target.name.as_str())

@@ -14,7 +14,8 @@
 //! advanced. Unlike KubeFleet, whose rollout would still roll the old resource snapshot to
 //! clusters newly bound meanwhile, its clusters stay exactly as they were.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use crate::fast_hash::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -422,11 +423,11 @@ pub fn step_memoized(
     let plain = selections.renderer(schedule).without_overrides();
     let track_overrides = pacing == Pacing::Rolling;
     // Fingerprints of shared renderings, by address (renderings live as long as the renderer).
-    let mut fingerprints: HashMap<usize, String> = HashMap::new();
+    let mut fingerprints: HashMap<usize, String> = HashMap::default();
     // Shared renderings as the work items carry them (`Arc`: work crosses threads), by address.
-    let mut shared_manifests: HashMap<usize, Manifests> = HashMap::new();
+    let mut shared_manifests: HashMap<usize, Manifests> = HashMap::default();
     // Object ids of shared renderings, by address, likewise.
-    let mut object_ids: HashMap<usize, Arc<BTreeSet<String>>> = HashMap::new();
+    let mut object_ids: HashMap<usize, Arc<BTreeSet<String>>> = HashMap::default();
     let ids_of = |manifests: &[Manifest]| -> Arc<BTreeSet<String>> {
         Arc::new(
             manifests

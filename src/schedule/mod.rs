@@ -10,10 +10,11 @@ pub mod work;
 
 pub use fleet::{Cluster, Fleet, Inventory, InventoryCluster};
 
+use crate::fast_hash::HashMap;
 use crate::model::{PlacementKey, PlacementKind};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// KubeFleet binding states (kubefleet.md §1.12).
@@ -415,7 +416,7 @@ fn schedule_with(
     }
     // Placements gone from the commit are forgotten (every one memoized was found: none).
     if let Some(memo) = memo.filter(|m| m.placements.len() != memoized) {
-        let keys: std::collections::HashSet<PlacementKey> = cat
+        let keys: crate::fast_hash::HashSet<PlacementKey> = cat
             .placements
             .iter()
             .map(|e| cat.placement_key(e))
