@@ -34,7 +34,12 @@ fn main() {
         git(&["rev-parse", "--git-common-dir"]),
     ) {
         println!("cargo:rerun-if-changed={dir}/HEAD");
-        println!("cargo:rerun-if-changed={common}/packed-refs");
+        // Only when it exists: cargo takes a missing file for a changed one, and re-ran this
+        // (and rebuilt the crate, the date having moved) at every build of a repository whose
+        // refs were never packed. Packing removes the loose ref below, which re-runs it.
+        if std::path::Path::new(&format!("{common}/packed-refs")).exists() {
+            println!("cargo:rerun-if-changed={common}/packed-refs");
+        }
         if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
             println!("cargo:rerun-if-changed={common}/{r}");
         }
