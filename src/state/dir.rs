@@ -95,7 +95,7 @@ struct Appending {
     bases: u64,
 }
 
-type Fragments = std::collections::HashMap<PlacementKey, (Arc<PlacementState>, Vec<u8>)>;
+type Fragments = crate::fast_hash::HashMap<PlacementKey, (Arc<PlacementState>, Vec<u8>)>;
 
 /// A journal is compacted once it is larger than a quarter of the whole files it applies to
 /// (a restart after a crash reads it, twice), and than this.
@@ -357,7 +357,7 @@ impl StateStore {
             if known.0 != commit {
                 record.schedule_commit = Some(commit);
             }
-            let given: std::collections::HashSet<&PlacementKey> =
+            let given: crate::fast_hash::HashSet<&PlacementKey> =
                 placements.iter().map(|p| &p.key).collect();
             for p in placements {
                 if !known
@@ -898,7 +898,7 @@ mod tests {
             serving: Some("abc".into()),
             ..RolloutState::default()
         };
-        let mut fragments = Fragments::new();
+        let mut fragments = Fragments::default();
         assert_eq!(rollout_file_bytes(&state, &mut fragments), whole(&state));
         for id in ["crp/a", "rp/ns/b\"q", "ocm/ns/c"] {
             let mut ps = PlacementState::default();

@@ -86,6 +86,11 @@ pub fn schedule_all(
     previous: &Previous,
     now_unix: i64,
 ) -> Vec<PlacementSchedule> {
+    // The world (every cluster's resources, parsed) is built only for placements to schedule:
+    // a fleet of KubeFleet placements built it at every look for nothing.
+    if cat.ocm_placements.is_empty() {
+        return Vec::new();
+    }
     let world = World::new(cat, fleet);
     let mut entries: Vec<(&str, &Entry<OcmPlacement>)> = cat
         .ocm_placements
