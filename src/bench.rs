@@ -781,6 +781,7 @@ fn measure(spec: FleetSpec) -> Row {
             only: None,
             now: 0,
             staged: Default::default(),
+            selected: None,
         };
         let (decision, time) =
             timed(|| crate::rollout::step(&input, &state, crate::rollout::Pacing::Rolling));

@@ -1290,6 +1290,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         only: only.as_ref(),
         now: now.max(0) as u64,
         staged: Default::default(),
+        selected: None,
     };
     let decision = crate::rollout::step(&input, &RolloutState::default(), Pacing::Immediate);
     let mut skipped = Vec::new();

@@ -155,6 +155,7 @@ fn status_of(
         only: None,
         now: now as u64,
         staged: StagedInput::default(),
+        selected: None,
     };
     let decision = gitfleet::rollout::step(&input, &RolloutState::default(), Pacing::Rolling);
     decision

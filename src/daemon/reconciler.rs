@@ -34,6 +34,8 @@ pub(super) struct Analyzed {
     message: String,
     cat: crate::catalog::Catalog,
     diags: Vec<crate::catalog::Diagnostic>,
+    /// Its placements' selections, made once per commit: the step takes them from here.
+    selected: crate::snapshot::Selected,
     /// Its placements held for invalid resource selectors, worked out once per commit.
     invalid: crate::snapshot::InvalidSelections,
     /// Its members, and each one's kubeconfig context by name: a function of the commit, asked
@@ -62,7 +64,8 @@ fn read_analyzed(
         tracing::warn!(commit = %files.commit, "{skipped}");
     }
     let (cat, diags) = files.analyze_cached(&mut cache.parsed);
-    let invalid = crate::snapshot::invalid_selections(&cat);
+    let selected = crate::snapshot::select_all(&cat);
+    let invalid = crate::snapshot::invalid_of(&cat, &selected);
     let members: Arc<[_]> = members_of(&[&cat]).into();
     let contexts = members
         .iter()
@@ -74,6 +77,7 @@ fn read_analyzed(
         message: files.message,
         cat,
         diags,
+        selected,
         invalid,
         members,
         contexts,
@@ -439,6 +443,7 @@ impl<D: Deliverer> Daemon<D> {
                 only: None,
                 now,
                 staged,
+                selected: Some(&step_analyzed.selected),
             };
             let decision =
                 crate::rollout::step_memoized(&input, &state, Pacing::Rolling, &mut memo);

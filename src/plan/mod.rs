@@ -324,6 +324,7 @@ pub fn deletion_guard(
                 only: None,
                 now: inputs.now_unix.max(0) as u64,
                 staged: Default::default(),
+                selected: None,
             };
             // Only what the guard reads is kept: the work carries a copy of every rendering.
             let decision = step(&input, &RolloutState::default(), Pacing::Immediate);

@@ -129,46 +129,62 @@ pub fn render_cluster(
 /// snapshot bookkeeping.
 pub struct Selections<'a> {
     cat: &'a Catalog,
+    /// Selections made already for the commit (the daemon's, when it read it).
+    made: Option<&'a crate::snapshot::Selected>,
     /// By the placement's index in the catalog's objects; `None` for a selection error.
     memo: Rc<SelectionMemo>,
 }
 
-type SelectionMemo = RefCell<HashMap<usize, Option<Rc<Vec<SelectedResource>>>>>;
+type SelectionMemo = RefCell<HashMap<usize, Option<Arc<Vec<SelectedResource>>>>>;
 
 impl<'a> Selections<'a> {
     pub fn new(cat: &'a Catalog) -> Self {
         Self {
             cat,
+            made: None,
             memo: Rc::default(),
         }
     }
 
+    /// Selections that take each placement's from `made`, the selections of `cat`
+    /// ([`crate::snapshot::select_all`]), and select only those it lacks.
+    pub fn with(cat: &'a Catalog, made: &'a crate::snapshot::Selected) -> Self {
+        Self {
+            made: Some(made),
+            ..Self::new(cat)
+        }
+    }
+
     /// The placement's selection; `None` for a selection error.
-    pub fn of(&self, entry: &Entry<Placement>) -> Option<Rc<Vec<SelectedResource>>> {
-        Self::memoised(self.cat, &self.memo, entry)
+    pub fn of(&self, entry: &Entry<Placement>) -> Option<Arc<Vec<SelectedResource>>> {
+        Self::memoised(self.cat, self.made, &self.memo, entry)
     }
 
     fn memoised(
         cat: &Catalog,
+        made: Option<&crate::snapshot::Selected>,
         memo: &SelectionMemo,
         entry: &Entry<Placement>,
-    ) -> Option<Rc<Vec<SelectedResource>>> {
+    ) -> Option<Arc<Vec<SelectedResource>>> {
+        if let Some(s) = made.and_then(|m| m.get(&entry.index)) {
+            return s.as_ref().ok().cloned();
+        }
         if let Some(s) = memo.borrow().get(&entry.index) {
             return s.clone();
         }
-        let s = crate::snapshot::select(cat, &entry.spec).ok().map(Rc::new);
+        let s = crate::snapshot::select(cat, &entry.spec).ok().map(Arc::new);
         memo.borrow_mut().insert(entry.index, s.clone());
         s
     }
 
     /// A renderer of the world that shares these selections.
     pub fn renderer(&self, schedule: &'a [Arc<PlacementSchedule>]) -> CommitRenderer<'a> {
-        let (cat, memo) = (self.cat, self.memo.clone());
-        let select = move |e: &Entry<Placement>| Self::memoised(cat, &memo, e);
+        let (cat, made, memo) = (self.cat, self.made, self.memo.clone());
+        let select = move |e: &Entry<Placement>| Self::memoised(cat, made, &memo, e);
         CommitRenderer::with_selector(self.cat, schedule, Box::new(select))
     }
 
-    pub fn of_key(&self, key: &PlacementKey) -> Option<Rc<Vec<SelectedResource>>> {
+    pub fn of_key(&self, key: &PlacementKey) -> Option<Arc<Vec<SelectedResource>>> {
         self.of(self.cat.placement(&key.name, key.namespace.as_deref())?)
     }
 }
@@ -207,21 +223,21 @@ struct Twin<'a> {
 
 /// A placement's selected resources (`None` for a selection error), as
 /// [`crate::snapshot::select`] gives them; a caller that needs them elsewhere too can share them.
-pub type Selector<'a> = dyn Fn(&Entry<Placement>) -> Option<Rc<Vec<SelectedResource>>> + 'a;
+pub type Selector<'a> = dyn Fn(&Entry<Placement>) -> Option<Arc<Vec<SelectedResource>>> + 'a;
 
 enum Source<'a> {
     /// The same for every cluster (OCM workloads).
     Fixed(SharedManifests),
     KubeFleet {
         applicable: Applicable<'a>,
-        resources: Rc<Vec<SelectedResource>>,
+        resources: Arc<Vec<SelectedResource>>,
     },
 }
 
 impl<'a> CommitRenderer<'a> {
     pub fn new(cat: &'a Catalog, schedule: &'a [Arc<PlacementSchedule>]) -> Self {
         let select =
-            move |e: &Entry<Placement>| crate::snapshot::select(cat, &e.spec).ok().map(Rc::new);
+            move |e: &Entry<Placement>| crate::snapshot::select(cat, &e.spec).ok().map(Arc::new);
         Self::with_selector(cat, schedule, Box::new(select))
     }
 
@@ -287,7 +303,7 @@ impl<'a> CommitRenderer<'a> {
                         applicable: b,
                         resources: s,
                     },
-                ) if a.same_as(b) && (Rc::ptr_eq(r, s) || r == s) => Some(j),
+                ) if a.same_as(b) && (Arc::ptr_eq(r, s) || r == s) => Some(j),
                 _ => None,
             }
         });

@@ -133,6 +133,9 @@ pub struct Input<'a> {
     pub now: u64,
     /// What staged update runs need besides the commit.
     pub staged: StagedInput,
+    /// The commit's selections, when they were made already ([`crate::snapshot::select_all`]);
+    /// else each placement's is made here.
+    pub selected: Option<&'a crate::snapshot::Selected>,
 }
 
 /// The inputs of staged update runs that come from outside the commit.
@@ -418,7 +421,10 @@ pub fn step_memoized(
     let in_scope = |key: &PlacementKey| input.only.is_none_or(|only| only.contains(key));
     // Each placement's selection is made once and shared; each placement is rendered once per
     // distinct cluster input (and, for status, once without overrides).
-    let selections = Selections::new(cat);
+    let selections = match input.selected {
+        Some(made) => Selections::with(cat, made),
+        None => Selections::new(cat),
+    };
     let renderer = selections.renderer(schedule);
     let plain = selections.renderer(schedule).without_overrides();
     let track_overrides = pacing == Pacing::Rolling;
@@ -1330,6 +1336,7 @@ mod tests {
             only: None,
             now: 0,
             staged: Default::default(),
+            selected: None,
         };
         step(&input, state, pacing)
     }
@@ -1637,6 +1644,7 @@ mod tests {
                     only: None,
                     now: 0,
                     staged: Default::default(),
+                    selected: None,
                 };
                 let mut full = step(&input, &state, Pacing::Rolling);
                 let mut memoized = step_memoized(&input, &state, Pacing::Rolling, &mut memo);
@@ -1980,6 +1988,7 @@ mod tests {
                 only,
                 now: 0,
                 staged: Default::default(),
+                selected: None,
             };
             step(&input, &RolloutState::default(), Pacing::Immediate)
         };
@@ -2018,6 +2027,7 @@ mod tests {
             only: None,
             now: 0,
             staged: Default::default(),
+            selected: None,
         };
         assert!(step(&input, &RolloutState::default(), Pacing::Rolling)
             .sweeps

@@ -19,6 +19,7 @@ use crate::model::PlacementKey;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What one commit says about one placement, before indices are assigned.
 #[derive(Debug, Clone, Serialize)]
@@ -96,9 +97,30 @@ pub type InvalidSelections = BTreeMap<PlacementKey, InvalidSelection>;
 /// definition of which placements are held, for the daemon, `apply`, `plan`, `schedule`,
 /// `render`, `validate` and status.
 pub fn invalid_selections(cat: &Catalog) -> InvalidSelections {
+    invalid_of(cat, &select_all(cat))
+}
+
+/// Every placement's selection of a commit, by the placement's index in the catalog's objects.
+/// Made once per commit and shared: the daemon validates every placement's selectors when it
+/// reads a commit and steps every placement after, each of which selected them (issue 19.3).
+pub type Selected = crate::fast_hash::HashMap<
+    usize,
+    Result<Arc<Vec<SelectedResource>>, Vec<crate::model::Problem>>,
+>;
+
+/// [`select`] for every placement of the commit.
+pub fn select_all(cat: &Catalog) -> Selected {
+    cat.placements
+        .iter()
+        .map(|p| (p.index, select(cat, &p.spec).map(Arc::new)))
+        .collect()
+}
+
+/// [`invalid_selections`] of the selections `selected` made for `cat`.
+pub fn invalid_of(cat: &Catalog, selected: &Selected) -> InvalidSelections {
     let mut out = InvalidSelections::new();
     for p in &cat.placements {
-        let Err(problems) = select(cat, &p.spec) else {
+        let Some(Err(problems)) = selected.get(&p.index) else {
             continue;
         };
         let key = cat.placement_key(p);
@@ -115,8 +137,8 @@ pub fn invalid_selections(cat: &Catalog) -> InvalidSelections {
             details.join("; ")
         );
         let diagnostics = problems
-            .into_iter()
-            .map(|e| cat.diagnostic(p.index, &e.field, e.message))
+            .iter()
+            .map(|e| cat.diagnostic(p.index, &e.field, e.message.clone()))
             .collect();
         out.insert(
             key,

@@ -175,6 +175,43 @@ fn label_selected_reserved_namespaces_with_their_resources_hold_the_placement() 
     );
 }
 
+/// The selections made once for a whole commit are each placement's own, and the placements
+/// they hold are the ones `invalid_selections` holds; a renderer's selections given them share
+/// them instead of selecting again.
+#[test]
+fn selections_made_once_are_each_placements_own_and_shared() {
+    let good = crp(
+        "good",
+        "  - {group: '', version: v1, kind: Namespace, name: app}\n",
+    );
+    let bad = crp(
+        "bad",
+        "  - group: ''\n    version: v1\n    kind: Namespace\n    labelSelector: {matchLabels: {team: a}}\n",
+    );
+    let cat = commit(&[("app.yaml", APP), ("good.yaml", &good), ("bad.yaml", &bad)]);
+    let made = select_all(&cat);
+    assert_eq!(made.len(), 2);
+    for p in &cat.placements {
+        let own = select(&cat, &p.spec);
+        let shared = &made[&p.index];
+        assert_eq!(own.is_ok(), shared.is_ok(), "{}", p.spec.metadata.name);
+        if let (Ok(own), Ok(shared)) = (own, shared) {
+            assert_eq!(&own, &**shared);
+            assert!(!own.is_empty());
+        }
+    }
+    assert_eq!(invalid_of(&cat, &made), invalid_selections(&cat));
+    assert_eq!(invalid_of(&cat, &made).len(), 1);
+    let selections = crate::render::cluster::Selections::with(&cat, &made);
+    let entry = cat.placement("good", None).unwrap();
+    let Ok(shared) = &made[&entry.index] else {
+        panic!("good selects cleanly");
+    };
+    assert!(Arc::ptr_eq(&selections.of(entry).unwrap(), shared));
+    let entry = cat.placement("bad", None).unwrap();
+    assert!(selections.of(entry).is_none());
+}
+
 /// A commit whose placements all select cleanly holds none.
 #[test]
 fn valid_selections_hold_nothing() {

@@ -149,6 +149,7 @@ impl World {
                 approvals: self.approvals.clone(),
                 catalogs: self.catalogs.clone(),
             },
+            selected: None,
         };
         let d = step(&input, &self.state, Pacing::Rolling);
         let pick = |remove: bool| -> Vec<String> {
