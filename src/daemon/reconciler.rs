@@ -334,24 +334,27 @@ impl<D: Deliverer> Daemon<D> {
         } else {
             self.probes.inventory(members).await
         };
-        self.metrics.members_health(
-            inventory
-                .clusters
-                .iter()
-                .map(|c| (c.name.as_str(), c.healthy)),
-        );
-        for c in inventory.clusters.iter().filter(|c| !c.healthy) {
-            tracing::warn!(member = %c.name, error = c.error.as_deref().unwrap_or(""), "member unhealthy");
+        let known = self
+            .remembered
+            .as_ref()
+            .is_some_and(|r| Arc::ptr_eq(r, &inventory));
+        // The same answers as the last look: metered and logged then.
+        if !known {
+            self.metrics.members_health(
+                inventory
+                    .clusters
+                    .iter()
+                    .map(|c| (c.name.as_str(), c.healthy)),
+            );
+            for c in inventory.clusters.iter().filter(|c| !c.healthy) {
+                tracing::warn!(member = %c.name, error = c.error.as_deref().unwrap_or(""), "member unhealthy");
+            }
         }
         let now = super::now_unix();
         // `--once` probed every member just now; the daemon's answers each have their time.
         let probes = &self.probes;
         let isolated = self.isolated;
         let answered_at = |m: &str| probes.answered_at(m).filter(|_| isolated);
-        let known = self
-            .remembered
-            .as_ref()
-            .is_some_and(|r| Arc::ptr_eq(r, &inventory));
         let eligible = self
             .state
             .remember_probe(&inventory, known, &answered_at, now);
@@ -371,15 +374,16 @@ impl<D: Deliverer> Daemon<D> {
         let arrived = std::mem::take(&mut self.arrived);
         let previous_is_saved = arrived.is_empty();
         if !arrived.is_empty() {
-            let mut bindings: Vec<Arc<PlacementSchedule>> =
-                std::mem::take(&mut previous).into_values().collect();
+            // Taken apart and put back together in key order, the keys moved, not copied.
+            let (keys, mut bindings): (Vec<_>, Vec<Arc<PlacementSchedule>>) =
+                std::mem::take(&mut previous).into_iter().unzip();
             for d in arrived {
                 self.count_pushes(&d.results);
                 let ledger = crate::rollout::Ledger::default();
                 let state = &mut self.state;
                 crate::rollout::absorb(state, &mut bindings, ledger, d.results, &d.commit, now);
             }
-            previous = bindings.into_iter().map(|p| (p.key.clone(), p)).collect();
+            previous = keys.into_iter().zip(bindings).collect();
         }
         // A member that did not answer its probe is not pushed to now: its work fails at once
         // with the probe's error (and is retried next time), so it cannot hold up the step.
