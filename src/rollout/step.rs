@@ -1560,7 +1560,8 @@ mod tests {
     /// pushes that leave clusters pending before they become available and a member's change
     /// marked for a re-check; and it does reuse the settled placement's step meanwhile. The
     /// commits are read as the daemon reads them, through one parse cache, so a file a commit
-    /// leaves unchanged hands the next one its very objects (the memo's shortcut by address).
+    /// leaves unchanged hands the next one its very objects (the memo's shortcut by address),
+    /// and the memoized step is given the commit's selections made once, as the daemon's is.
     #[test]
     fn a_memoized_step_decides_what_a_full_step_decides() {
         // The placement and the ConfigMap it selects are in files of their own: a commit that
@@ -1617,6 +1618,8 @@ mod tests {
         let mut memo = StepMemo::default();
         let mut reused = 0;
         for (sha, cat) in &commits {
+            // The daemon's way: the commit's selections made once, when it was read.
+            let made = crate::snapshot::select_all(cat);
             for round in 0..7 {
                 if round == 3 {
                     state.recheck(
@@ -1646,8 +1649,13 @@ mod tests {
                     staged: Default::default(),
                     selected: None,
                 };
+                let daemon_input = Input {
+                    selected: Some(&made),
+                    staged: Default::default(),
+                    ..input
+                };
                 let mut full = step(&input, &state, Pacing::Rolling);
-                let mut memoized = step_memoized(&input, &state, Pacing::Rolling, &mut memo);
+                let mut memoized = step_memoized(&daemon_input, &state, Pacing::Rolling, &mut memo);
                 // A settled step's number names a memo entry: not part of what is decided.
                 for s in full.steps.iter_mut().chain(memoized.steps.iter_mut()) {
                     Arc::make_mut(s).settled = None;
