@@ -928,6 +928,20 @@ mod tests {
 
     /// A fleet of `n` placements for the daemon's saves: each with a schedule and a rollout
     /// state whose one cluster's last error is `error`.
+    /// Locks `dir` again after this test dropped the store that held it. A child another test
+    /// forks at that moment holds the lock's open file until its exec closes it (close-on-exec):
+    /// the lock frees when that child execs, so this waits for it (at most 10 s).
+    fn relock(dir: &Path) -> StateStore {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match StateStore::lock(dir) {
+                Ok(store) => return store,
+                Err(e) if std::time::Instant::now() > deadline => panic!("{e}"),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        }
+    }
+
     fn fleet(n: usize, error: &str) -> (Vec<Arc<PlacementSchedule>>, RolloutState) {
         use crate::rollout::{BindingHealth, ClusterState};
         let mut state = RolloutState {
@@ -1038,7 +1052,7 @@ mod tests {
 
         // The next store (a restart) compacts at its first save, and goes on journaling.
         drop(store);
-        let again = StateStore::lock(dir.path()).unwrap();
+        let again = relock(dir.path());
         set_error(&mut state, 8, "refused");
         again.save(None, &state).unwrap();
         assert_ne!(inode(ROLLOUT_FILE), rollout_inode);
@@ -1072,7 +1086,7 @@ mod tests {
         reads_back(dir.path(), &schedule, &state, "c1");
         // A restarted writer compacts it away and goes on from there.
         drop(store);
-        let store = StateStore::lock(dir.path()).unwrap();
+        let store = relock(dir.path());
         set_error(&mut state, 12, "second");
         store.save(None, &state).unwrap();
         set_error(&mut state, 13, "second");
@@ -1173,16 +1187,7 @@ mod tests {
         // Readers are not locked out.
         StateStore::open(dir.path()).unwrap().check().unwrap();
         drop(held);
-        // A child another test forks at this moment holds the lock's open file until its exec
-        // closes it (close-on-exec): the lock frees when that child execs, so this waits for it.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            match StateStore::lock(dir.path()) {
-                Ok(_) => break,
-                Err(e) if std::time::Instant::now() > deadline => panic!("{e}"),
-                Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
-            }
-        }
+        relock(dir.path());
     }
 
     #[test]
