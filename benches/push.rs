@@ -101,7 +101,7 @@ async fn round(
             .insert(r.member.clone(), start.elapsed());
     });
     let results = gitfleet::push::push_fleet(
-        kubeconfig,
+        &Arc::new(kubeconfig.clone()),
         std::path::Path::new("(in-process sim)"),
         members.to_vec(),
         opts,

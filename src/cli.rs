@@ -1304,6 +1304,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         .collect();
     let members = crate::push::member_pushes(&decision.work, &decision.sweeps, &contexts);
     let kubeconfig = args.kubeconfig.load()?;
+    let shared_kubeconfig = std::sync::Arc::new(kubeconfig.kubeconfig);
     let opts = args.push.options(&commit.commit);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -1317,7 +1318,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         })
         .collect();
     let records = runtime.block_on(crate::push::fleet::records_of(
-        &kubeconfig.kubeconfig,
+        &shared_kubeconfig,
         &kubeconfig.name,
         targets,
         &opts,
@@ -1357,7 +1358,7 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
             eprintln!("{}: {state}", r.member);
         });
     let mut results = runtime.block_on(crate::push::push_fleet(
-        &kubeconfig.kubeconfig,
+        &shared_kubeconfig,
         &kubeconfig.name,
         members,
         &opts,

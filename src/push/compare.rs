@@ -106,6 +106,20 @@ pub fn diff(desired: &Value, observed: Option<&Value>, how: Comparison) -> Vec<D
     out
 }
 
+/// Whether [`diff`] (partial) would find no difference, without building one: a re-check of
+/// an unchanged fleet asks this of every object it confirms.
+pub fn holds_partial(desired: &Value, observed: &Value) -> bool {
+    match (desired, observed) {
+        (Value::Object(d), Value::Object(o)) => d
+            .iter()
+            .all(|(k, dv)| o.get(k).is_some_and(|ov| holds_partial(dv, ov))),
+        (Value::Array(d), Value::Array(o)) if d.len() == o.len() => {
+            d.iter().zip(o).all(|(dv, ov)| holds_partial(dv, ov))
+        }
+        _ => desired == observed,
+    }
+}
+
 fn walk(desired: &Value, observed: &Value, path: String, how: Comparison, out: &mut Vec<Diff>) {
     match (desired, observed) {
         (Value::Object(d), Value::Object(o)) => {
@@ -204,6 +218,38 @@ pub fn three_way_patch(original: Option<&Value>, modified: &Value, current: &Val
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `holds_partial` answers what an empty partial diff answers, on every pair of a set of
+    /// values that differ in each way `walk` tells apart.
+    #[test]
+    fn holds_partial_is_an_empty_partial_diff() {
+        let values = [
+            json!(null),
+            json!(1),
+            json!("a"),
+            json!([]),
+            json!([1]),
+            json!([1, 2]),
+            json!([{"a": 1}]),
+            json!([{"a": 1, "b": 2}]),
+            json!({}),
+            json!({"a": 1}),
+            json!({"a": 2}),
+            json!({"a": 1, "b": {"c": [1, {"d": "e"}]}}),
+            json!({"a": 1, "b": {"c": [1, {"d": "f"}]}}),
+            json!({"a": 1, "b": {"c": [1, {"d": "e", "x": 0}], "y": 0}, "z": 0}),
+            json!({"b": {"c": [1]}}),
+        ];
+        for d in &values {
+            for o in &values {
+                assert_eq!(
+                    holds_partial(d, o),
+                    diff(d, Some(o), Comparison::Partial).is_empty(),
+                    "desired {d}, observed {o}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn partial_diff_sees_only_what_git_sets() {

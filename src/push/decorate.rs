@@ -95,14 +95,16 @@ fn child<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, 
 
 /// The placement label value on a live object, if any.
 pub fn placement_label_of(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/labels")
+    obj.get("metadata")
+        .and_then(|m| m.get("labels"))
         .and_then(|l| l.get(PLACEMENT_LABEL))
         .and_then(Value::as_str)
 }
 
 /// An annotation of a live object.
 pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer("/metadata/annotations")
+    obj.get("metadata")
+        .and_then(|m| m.get("annotations"))
         .and_then(|a| a.get(key))
         .and_then(Value::as_str)
 }

@@ -14,7 +14,7 @@ use tokio::sync::Semaphore;
 /// Runs `work` for every member, at most `parallel` at a time, each with its own client (or the
 /// reason it could not be made); results in the order the members finish.
 async fn each_member<I, T, F, Fut>(
-    kubeconfig: &Kubeconfig,
+    kubeconfig: &Arc<Kubeconfig>,
     kubeconfig_path: &Path,
     parallel: usize,
     members: Vec<(MemberTarget, I)>,
@@ -27,13 +27,10 @@ where
     Fut: std::future::Future<Output = T> + Send,
 {
     let slots = Arc::new(Semaphore::new(parallel.max(1)));
-    // One copy shared by the members' tasks, not one each (a fleet's kubeconfig holds every
-    // member's entries).
-    let shared = Arc::new(kubeconfig.clone());
     let mut tasks = tokio::task::JoinSet::new();
     for (target, item) in members {
         let slots = Arc::clone(&slots);
-        let kubeconfig = Arc::clone(&shared);
+        let kubeconfig = Arc::clone(kubeconfig);
         let path = kubeconfig_path.to_path_buf();
         let work = work.clone();
         tasks.spawn(async move {
@@ -53,8 +50,11 @@ where
 
 /// Pushes to every member; results sorted by member name. `progress` sees each member's result
 /// as soon as it is done.
+///
+/// `kubeconfig` is shared, not copied: it holds every member's entries, and the daemon pushes
+/// one member at a time, so a copy per push was a cost quadratic in the fleet's size.
 pub async fn push_fleet(
-    kubeconfig: &Kubeconfig,
+    kubeconfig: &Arc<Kubeconfig>,
     kubeconfig_path: &Path,
     members: Vec<MemberPush>,
     opts: &PushOptions,
@@ -99,7 +99,7 @@ pub type MemberRecords = (String, Result<BTreeMap<String, Record>, String>);
 /// Every member's records (what gitfleet applied there, by placement key), read at once; a
 /// member that cannot be read gives its error.
 pub async fn records_of(
-    kubeconfig: &Kubeconfig,
+    kubeconfig: &Arc<Kubeconfig>,
     kubeconfig_path: &Path,
     members: Vec<MemberTarget>,
     opts: &PushOptions,

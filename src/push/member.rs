@@ -11,7 +11,9 @@
 //! Namespace's DELETE at once and removes it later, and finalizers hold any object.
 
 use super::availability::{availability, Availability};
-use super::compare::{comparable, diff, obscure_secret, three_way_patch, Comparison};
+use super::compare::{
+    comparable, diff, holds_partial, obscure_secret, three_way_patch, Comparison,
+};
 use super::decorate::{
     annotation, decorate, label_value, placement_key, placement_label_of, spec_hash, Stamp,
     COMMIT_ANNOTATION, FIELD_MANAGER, LAST_APPLIED_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL,
@@ -33,6 +35,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::core::{ApiResource, GroupVersionKind, ObjectList};
 use kube::discovery::Scope;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -1034,25 +1037,49 @@ fn comparison(c: ComparisonOption) -> Comparison {
 /// one (a rollout does not re-apply the placements a commit leaves unchanged either). Not the
 /// type: `live` was read at the manifest's own resource, and objects read by a LIST carry no
 /// `apiVersion` and `kind`.
+///
+/// Asked of every object a re-check confirms, so it walks `decorated` as it is instead of
+/// copying it without those fields ([`holds_partial`] is [`diff`] without the diffs).
 fn holds(live: &Value, decorated: &Value) -> bool {
-    let mut want = decorated.clone();
-    if let Some(map) = want.as_object_mut() {
-        map.remove("apiVersion");
-        map.remove("kind");
-    }
-    if let Some(a) = want
-        .pointer_mut("/metadata/annotations")
-        .and_then(Value::as_object_mut)
-    {
-        a.remove(COMMIT_ANNOTATION);
-    }
-    diff(&want, Some(live), Comparison::Partial).is_empty()
+    let (Some(want), Some(have)) = (decorated.as_object(), live.as_object()) else {
+        return holds_partial(decorated, live);
+    };
+    let fields = want
+        .iter()
+        .filter(|(k, _)| *k != "apiVersion" && *k != "kind");
+    fields.into_iter().all(|(k, want)| {
+        have.get(k).is_some_and(|have| match k.as_str() {
+            "metadata" => metadata_holds(want, have),
+            _ => holds_partial(want, have),
+        })
+    })
+}
+
+/// [`holds`] for `metadata`: the commit annotation aside.
+fn metadata_holds(want: &Value, have: &Value) -> bool {
+    let (Some(want), Some(have)) = (want.as_object(), have.as_object()) else {
+        return holds_partial(want, have);
+    };
+    want.iter().all(|(k, want)| {
+        have.get(k).is_some_and(
+            |have| match (k.as_str(), want.as_object(), have.as_object()) {
+                ("annotations", Some(want), Some(have)) => want
+                    .iter()
+                    .filter(|(a, _)| *a != COMMIT_ANNOTATION)
+                    .all(|(a, want)| have.get(a).is_some_and(|have| holds_partial(want, have))),
+                _ => holds_partial(want, have),
+            },
+        )
+    })
 }
 
 /// Whether an apply left the object as it was. Not by resourceVersion alone: the member's own
 /// controllers may update the status between our read and our write.
 fn same_content(before: &Value, after: &Value) -> bool {
-    if before.pointer("/metadata/resourceVersion") == after.pointer("/metadata/resourceVersion") {
+    fn version(v: &Value) -> Option<&Value> {
+        v.get("metadata")?.get("resourceVersion")
+    }
+    if std::ptr::eq(before, after) || version(before) == version(after) {
         return true;
     }
     let strip = |v: &Value| {
@@ -1200,11 +1227,11 @@ async fn apply_object(
             m.call(|| api.create(&pp, &obj)).await.map(to_value)
         }
     };
-    let applied = match (&options.update, s.type_) {
-        (UpdateMode::CreateOnly, _) => create(decorated.clone()).await?,
+    let applied: Cow<Value> = match (&options.update, s.type_) {
+        (UpdateMode::CreateOnly, _) => Cow::Owned(create(decorated.clone()).await?),
         (UpdateMode::Update, _) => match &live {
-            None => create(decorated.clone()).await?,
-            Some(live) if same_for_update(&decorated, live) => live.clone(),
+            None => Cow::Owned(create(decorated.clone()).await?),
+            Some(live) if same_for_update(&decorated, live) => Cow::Borrowed(live),
             Some(live) => {
                 write().await?;
                 let obj: DynamicObject = serde_json::from_value(update_body(&decorated, live))
@@ -1213,9 +1240,11 @@ async fn apply_object(
                     field_manager: Some(FIELD_MANAGER.into()),
                     ..PostParams::default()
                 };
-                m.call(|| api.replace(name, &pp, &obj))
-                    .await
-                    .map(to_value)?
+                Cow::Owned(
+                    m.call(|| api.replace(name, &pp, &obj))
+                        .await
+                        .map(to_value)?,
+                )
             }
         },
         (
@@ -1224,24 +1253,24 @@ async fn apply_object(
                 field_manager: Some(manager),
             },
             _,
-        ) => {
-            if live.as_ref().is_some_and(|live| holds(live, &decorated)) {
-                live.clone().expect("checked")
-            } else {
+        ) => match &live {
+            Some(live) if holds(live, &decorated) => Cow::Borrowed(live),
+            _ => {
                 write().await?;
-                m.apply_as(manager, &api, name, &decorated, *force, false)
-                    .await?
+                Cow::Owned(
+                    m.apply_as(manager, &api, name, &decorated, *force, false)
+                        .await?,
+                )
             }
-        }
+        },
         (UpdateMode::ReadOnly, _) => unreachable!("returned above"),
-        (UpdateMode::ServerSideApply { force, .. }, _) if *force && !s.force => {
-            if live.as_ref().is_some_and(|live| holds(live, &decorated)) {
-                live.clone().expect("checked")
-            } else {
+        (UpdateMode::ServerSideApply { force, .. }, _) if *force && !s.force => match &live {
+            Some(live) if holds(live, &decorated) => Cow::Borrowed(live),
+            _ => {
                 write().await?;
-                m.apply(&api, name, &decorated, true, false).await?
+                Cow::Owned(m.apply(&api, name, &decorated, true, false).await?)
             }
-        }
+        },
         (UpdateMode::ServerSideApply { .. }, t) => match t {
             ApplyStrategyType::ClientSideApply => {
                 let mut with_last = decorated.clone();
@@ -1257,17 +1286,17 @@ async fn apply_object(
                             ..PostParams::default()
                         };
                         write().await?;
-                        m.call(|| api.create(&pp, &obj)).await.map(to_value)?
+                        Cow::Owned(m.call(|| api.create(&pp, &obj)).await.map(to_value)?)
                     }
                     Some(live) => {
                         let original: Option<Value> = annotation(live, LAST_APPLIED_ANNOTATION)
                             .and_then(|t| serde_json::from_str(t).ok());
                         let patch = three_way_patch(original.as_ref(), &with_last, live);
                         if patch.as_object().is_some_and(|p| p.is_empty()) {
-                            live.clone()
+                            Cow::Borrowed(live)
                         } else {
                             write().await?;
-                            m.merge_patch(&api, name, &patch).await?
+                            Cow::Owned(m.merge_patch(&api, name, &patch).await?)
                         }
                     }
                 }
@@ -1279,18 +1308,20 @@ async fn apply_object(
             // manifest: they are another manager's (a field gitfleet no longer sends changes the
             // spec hash, so that is written).
             _ if live.as_ref().is_some_and(|live| holds(live, &decorated)) => {
-                live.clone().expect("checked")
+                Cow::Borrowed(live.as_ref().expect("checked"))
             }
             _ => {
                 write().await?;
-                match m.apply(&api, name, &decorated, s.force, false).await {
-                    // Conflicts only with gitfleet's own earlier writes (ClientSideApply's updates,
-                    // or kubectl's `before-first-apply`): take the fields over (KubeFleet's #59 fix).
-                    Err(e) if !s.force && conflicts_only_with_self(&e) => {
-                        m.apply(&api, name, &decorated, true, false).await?
-                    }
-                    r => r?,
-                }
+                Cow::Owned(
+                    match m.apply(&api, name, &decorated, s.force, false).await {
+                        // Conflicts only with gitfleet's own earlier writes (ClientSideApply's updates,
+                        // or kubectl's `before-first-apply`): take the fields over (KubeFleet's #59 fix).
+                        Err(e) if !s.force && conflicts_only_with_self(&e) => {
+                            m.apply(&api, name, &decorated, true, false).await?
+                        }
+                        r => r?,
+                    },
+                )
             }
         },
     };

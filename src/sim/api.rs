@@ -135,7 +135,95 @@ impl Filter {
     }
 }
 
+/// A LIST's answer with its items still the store's: serialised straight from the store
+/// ([`Listing::to_json`]) instead of copied into a list value first, which was most of the
+/// simulator's CPU when a thousand members are listed at once (a restart's re-check).
+pub struct Listing<'a> {
+    rt: &'a ResourceType,
+    metadata: Value,
+    items: Vec<&'a Value>,
+}
+
+impl Listing<'_> {
+    /// The list as a value (for the shapes built from it: tables, partial metadata).
+    pub fn to_value(&self) -> Value {
+        let items: Vec<Value> = self.items.iter().map(|o| list_item(self.rt, o)).collect();
+        json!({
+            "kind": self.rt.list_kind(),
+            "apiVersion": self.rt.api_version(),
+            "metadata": self.metadata,
+            "items": items,
+        })
+    }
+
+    /// The bytes of [`Listing::to_value`], without making it.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("JSON values serialise")
+    }
+}
+
+impl serde::Serialize for Listing<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let items: Vec<ListItem> = self
+            .items
+            .iter()
+            .map(|obj| ListItem { rt: self.rt, obj })
+            .collect();
+        let mut map = s.serialize_map(Some(4))?;
+        map.serialize_entry("kind", &self.rt.list_kind())?;
+        map.serialize_entry("apiVersion", &self.rt.api_version())?;
+        map.serialize_entry("metadata", &self.metadata)?;
+        map.serialize_entry("items", &items)?;
+        map.end()
+    }
+}
+
+/// [`list_item`] of a stored object, serialised without copying it.
+struct ListItem<'a> {
+    rt: &'a ResourceType,
+    obj: &'a Value,
+}
+
+impl serde::Serialize for ListItem<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Some(fields) = self.obj.as_object() else {
+            return list_item(self.rt, self.obj).serialize(s);
+        };
+        let custom = self.rt.is_custom();
+        let (api_version, kind) = (self.rt.api_version(), self.rt.kind.as_str());
+        let mut map = s.serialize_map(None)?;
+        // As `present` then `list_item` leave it: a custom item's type in place (or last when
+        // missing), a built-in item's left out.
+        for (k, v) in fields {
+            match k.as_str() {
+                "apiVersion" if custom => map.serialize_entry(k, &api_version)?,
+                "kind" if custom => map.serialize_entry(k, kind)?,
+                "apiVersion" | "kind" => {}
+                _ => map.serialize_entry(k, v)?,
+            }
+        }
+        if custom && !fields.contains_key("apiVersion") {
+            map.serialize_entry("apiVersion", &api_version)?;
+        }
+        if custom && !fields.contains_key("kind") {
+            map.serialize_entry("kind", kind)?;
+        }
+        map.end()
+    }
+}
+
 pub fn list(store: &Store, t: &Target, opts: &ListOptions) -> ApiResult<Value> {
+    Ok(list_refs(store, t, opts)?.to_value())
+}
+
+/// [`list`], its items borrowed from the store.
+pub fn list_refs<'a>(
+    store: &'a Store,
+    t: &'a Target,
+    opts: &ListOptions,
+) -> ApiResult<Listing<'a>> {
     let filter = Filter::new(
         t,
         opts.label_selector.as_deref(),
@@ -166,7 +254,7 @@ pub fn list(store: &Store, t: &Target, opts: &ListOptions) -> ApiResult<Value> {
                 next = Some(pos.clone());
             }
         }
-        items.push(list_item(&t.rt, obj));
+        items.push(obj);
     }
     let mut metadata = json!({"resourceVersion": snapshot_rv.to_string()});
     if remaining > 0 {
@@ -175,12 +263,11 @@ pub fn list(store: &Store, t: &Target, opts: &ListOptions) -> ApiResult<Value> {
             metadata["remainingItemCount"] = json!(remaining);
         }
     }
-    Ok(json!({
-        "kind": t.rt.list_kind(),
-        "apiVersion": t.rt.api_version(),
-        "metadata": metadata,
-        "items": items,
-    }))
+    Ok(Listing {
+        rt: &t.rt,
+        metadata,
+        items,
+    })
 }
 
 /// Items of built-in lists carry no apiVersion/kind, as on a real server; custom ones do.

@@ -166,7 +166,8 @@ pub struct Response {
 
 impl Response {
     pub fn json(status: u16, value: &serde_json::Value) -> Response {
-        Response::bytes(status, "application/json", value.to_string().into_bytes())
+        let body = serde_json::to_vec(value).expect("JSON values serialise");
+        Response::bytes(status, "application/json", body)
     }
 
     pub fn bytes(status: u16, content_type: &str, body: Vec<u8>) -> Response {

@@ -421,8 +421,12 @@ fn resource(
             Ok(shaped_one(&target, obj, shape, req))
         }
         ("GET", false) => {
-            let list = api::list(&member.store(), &target, &list_opts)?;
-            Ok(shaped_list(&target, list, shape, req))
+            let store = member.store();
+            let list = api::list_refs(&store, &target, &list_opts)?;
+            Ok(match shape {
+                Shape::Object => Response::bytes(200, "application/json", list.to_json()),
+                _ => shaped_list(&target, list.to_value(), shape, req),
+            })
         }
         ("POST", false) => {
             let body = object.take().unwrap_or_default();

@@ -104,12 +104,12 @@ impl Store {
     }
 
     /// Objects of one resource, in one namespace or (None) all, ordered by namespace and name.
-    pub fn list<'a>(
+    pub fn list<'a: 'q, 'q>(
         &'a self,
-        group: &'a str,
-        resource: &'a str,
-        namespace: Option<&'a str>,
-    ) -> impl Iterator<Item = (&'a ObjKey, &'a Value)> + 'a {
+        group: &'q str,
+        resource: &'q str,
+        namespace: Option<&'q str>,
+    ) -> impl Iterator<Item = (&'a ObjKey, &'a Value)> + 'q {
         let start = ObjKey::new(group, resource, namespace.unwrap_or(""), "");
         self.objects.range(start..).take_while(move |(k, _)| {
             k.group == group

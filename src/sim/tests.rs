@@ -468,3 +468,85 @@ async fn a_new_generation_with_the_same_spec_is_observed_without_the_pods_delay(
         "a new template waits for pods: {new_template:?}"
     );
 }
+
+/// A list is answered straight from the store: the bytes are those of the list as a value
+/// (`api::list`), for a built-in kind (items without their type) and a custom one (with it),
+/// paged or not.
+#[tokio::test]
+async fn a_list_answered_from_the_store_is_the_list_value_serialised() {
+    let m = member(false);
+    for name in ["a", "b", "c"] {
+        let (code, _) = apply(
+            &m,
+            &format!("{CMS}/{name}?fieldManager=t"),
+            &cm(name, json!({"k": name})),
+        )
+        .await;
+        assert_eq!(code, 201);
+    }
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (code, _) = apply(
+        &m,
+        &format!("{crds}/widgets.example.com?fieldManager=t"),
+        &crd,
+    )
+    .await;
+    assert_eq!(code, 201);
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "default"}, "spec": {"size": 1}});
+    let (code, _) = apply(&m, &format!("{widgets}/w?fieldManager=t"), &widget).await;
+    assert_eq!(code, 201);
+    let cases = [
+        ("", "v1", "configmaps", None),
+        ("", "v1", "configmaps", Some(2)),
+        ("example.com", "v1", "widgets", None),
+    ];
+    for (group, version, plural, limit) in cases {
+        let target = super::api::Target {
+            rt: m.store().registry.lookup(group, version, plural).unwrap(),
+            namespace: Some("default".into()),
+            name: None,
+            subresource: None,
+        };
+        let opts = super::api::ListOptions {
+            limit,
+            ..Default::default()
+        };
+        let want =
+            serde_json::to_vec(&super::api::list(&m.store(), &target, &opts).unwrap()).unwrap();
+        let prefix = if group.is_empty() {
+            "/api/v1".to_string()
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let query = limit.map_or(String::new(), |l| format!("?limit={l}"));
+        let mut r = call(
+            &m,
+            "GET",
+            &format!("{prefix}/namespaces/default/{plural}{query}"),
+            &[],
+            "",
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        let got = r.body_bytes();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want),
+            "{plural}"
+        );
+        let items: Value = serde_json::from_slice(&got).unwrap();
+        let first = &items["items"][0];
+        assert_eq!(first.get("kind").is_some(), !group.is_empty(), "{first}");
+    }
+}
