@@ -28,6 +28,7 @@ pub mod probes;
 pub mod reconciler;
 pub mod runs;
 pub mod server;
+pub mod shared_status;
 pub mod view;
 pub mod wait;
 pub mod watch;
@@ -51,8 +52,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::members::inventory::Member;
-use crate::rollout::conditions::ClusterConditions;
-use crate::rollout::{ClusterState, Outcome, Rejected, RolloutState, Work};
+use crate::rollout::{Outcome, Rejected, RolloutState, Work};
 use crate::schedule::{Inventory, PlacementSchedule};
 use crate::state::{StateBackend, StateStore};
 use reconciler::Analyzed;
@@ -205,8 +205,9 @@ pub struct PlacementStatus {
     pub up_to_date: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// Per cluster: revision, health and last error, as stored.
-    pub clusters: std::collections::BTreeMap<String, ClusterState>,
+    /// Per cluster: revision, health and last error, as stored (shared with the rollout
+    /// state: [`shared_status`]).
+    pub clusters: shared_status::Clusters,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_resource_index: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -214,9 +215,10 @@ pub struct PlacementStatus {
     /// Placement-level conditions (KubeFleet's `ClusterResourcePlacement…` /
     /// `ResourcePlacement…` types; OCM's for OCM placements).
     pub conditions: Vec<crate::schedule::Condition>,
-    /// Per selected cluster, KubeFleet's per-cluster conditions.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub per_cluster: Vec<ClusterConditions>,
+    /// Per selected cluster, KubeFleet's per-cluster conditions (worked out when serialised:
+    /// [`shared_status`]).
+    #[serde(default, skip_serializing_if = "shared_status::PerCluster::is_empty")]
+    pub per_cluster: shared_status::PerCluster,
     /// Clusters whose last push failed, with the error (KubeFleet's failedPlacements).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub failed: std::collections::BTreeMap<String, String>,

@@ -910,7 +910,8 @@ impl<D: Deliverer> Daemon<D> {
         let placements: Option<Vec<Arc<PlacementStatus>>> = schedule.as_ref().map(|schedule| {
             // By key, built when a status is worked out (looking each placement up in the list
             // was quadratic in the placements).
-            let mut by_key: Option<HashMap<&crate::model::PlacementKey, &PlacementSchedule>> = None;
+            let mut by_key: Option<HashMap<&crate::model::PlacementKey, &Arc<PlacementSchedule>>> =
+                None;
             // Statuses kept in place: most looks publish the same settled placements again.
             let mut kept = 0;
             let list: Vec<Arc<PlacementStatus>> = steps
@@ -928,9 +929,17 @@ impl<D: Deliverer> Daemon<D> {
                     let (key, number) = (s.placement.clone(), s.settled);
                     let stored = self.state.placements.get(&s.placement).map(|p| &**p);
                     let by_key = by_key
-                        .get_or_insert_with(|| schedule.iter().map(|p| (&p.key, &**p)).collect());
-                    let sched = by_key.get(&s.placement).copied();
+                        .get_or_insert_with(|| schedule.iter().map(|p| (&p.key, p)).collect());
+                    let shared_sched = by_key.get(&s.placement).copied();
+                    let sched = shared_sched.map(|p| &**p);
                     let (conditions, per_cluster) = conditions::of_step(s, sched, stored);
+                    let stored_arc = self.state.placements.get(&s.placement).cloned();
+                    let per_cluster = super::shared_status::PerCluster::of(
+                        s.clone(),
+                        shared_sched.cloned(),
+                        stored_arc.clone(),
+                        &per_cluster,
+                    );
                     let failed = stored
                         .map(|p| {
                             p.clusters
@@ -945,7 +954,7 @@ impl<D: Deliverer> Daemon<D> {
                         per_cluster,
                         failed,
                         selected_resources: s.selected_resources.clone(),
-                        clusters: stored.map(|p| p.clusters.clone()).unwrap_or_default(),
+                        clusters: super::shared_status::Clusters::of(stored_arc),
                         observed_resource_index: stored
                             .and_then(|p| p.resources.latest().map(|r| r.index)),
                         id: s.placement.to_string(),

@@ -700,7 +700,7 @@ mod tests {
                 observed_resource_index: None,
                 selected_resources: vec![],
                 conditions: vec![],
-                per_cluster: vec![],
+                per_cluster: Default::default(),
                 failed: Default::default(),
             })
         };
