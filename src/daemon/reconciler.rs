@@ -927,13 +927,13 @@ impl<D: Deliverer> Daemon<D> {
                         }
                     }
                     let (key, number) = (s.placement.clone(), s.settled);
-                    let stored = self.state.placements.get(&s.placement).map(|p| &**p);
+                    let stored_arc = self.state.placements.get(&s.placement).cloned();
+                    let stored = stored_arc.as_deref();
                     let by_key = by_key
                         .get_or_insert_with(|| schedule.iter().map(|p| (&p.key, p)).collect());
                     let shared_sched = by_key.get(&s.placement).copied();
                     let sched = shared_sched.map(|p| &**p);
                     let (conditions, per_cluster) = conditions::of_step(s, sched, stored);
-                    let stored_arc = self.state.placements.get(&s.placement).cloned();
                     let per_cluster = super::shared_status::PerCluster::of(
                         s.clone(),
                         shared_sched.cloned(),
@@ -954,7 +954,7 @@ impl<D: Deliverer> Daemon<D> {
                         per_cluster,
                         failed,
                         selected_resources: s.selected_resources.clone(),
-                        clusters: super::shared_status::Clusters::of(stored_arc),
+                        clusters: super::shared_status::Clusters::of(stored_arc.clone()),
                         observed_resource_index: stored
                             .and_then(|p| p.resources.latest().map(|r| r.index)),
                         id: s.placement.to_string(),
