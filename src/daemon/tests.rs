@@ -634,9 +634,15 @@ async fn a_restart_absorbs_the_members_confirmations_together() {
             slow.insert(m.to_string(), Duration::from_millis(ms));
         }
     };
-    let rechecks = || {
-        w.stored().load_rollout().unwrap().placements[&app]
-            .clusters
+    // As the status shows them (marks are not saved).
+    let rechecks = |status: &Arc<Mutex<Status>>| {
+        let status = status.lock().unwrap();
+        let app = status
+            .placements
+            .iter()
+            .find(|p| p.id == "crp/app")
+            .unwrap();
+        app.clusters
             .values()
             .filter(|c| c.recheck.is_some())
             .count()
@@ -647,17 +653,17 @@ async fn a_restart_absorbs_the_members_confirmations_together() {
     // Reopened as `gitfleet run` opens it: work goes to the members' workers.
     let mut d = w.reopened_waiting_daemon().await;
     d.isolated = true;
-    let metrics = d.metrics.clone();
+    let (metrics, status) = (d.metrics.clone(), d.status.clone());
     let running = start(d);
     elapse(Duration::from_millis(550)).await;
     assert_eq!(
-        (looks(&metrics), rechecks()),
+        (looks(&metrics), rechecks(&status)),
         (1, 3),
         "two confirmations wait"
     );
     elapse(Duration::from_millis(100)).await;
     assert_eq!(
-        (looks(&metrics), rechecks()),
+        (looks(&metrics), rechecks(&status)),
         (2, 0),
         "the last one brings the look"
     );
@@ -668,18 +674,18 @@ async fn a_restart_absorbs_the_members_confirmations_together() {
     confirmed_after([100, 1500, 3000]);
     let mut d = w.reopened_waiting_daemon().await;
     d.isolated = true;
-    let metrics = d.metrics.clone();
+    let (metrics, status) = (d.metrics.clone(), d.status.clone());
     let running = start(d);
     elapse(CONFIRMATIONS_WAIT + Duration::from_millis(150)).await;
     assert_eq!(
-        (looks(&metrics), rechecks()),
+        (looks(&metrics), rechecks(&status)),
         (2, 2),
         "m1's, a second after it came"
     );
     elapse(Duration::from_millis(500)).await;
-    assert_eq!((looks(&metrics), rechecks()), (2, 2), "m2's waits");
+    assert_eq!((looks(&metrics), rechecks(&status)), (2, 2), "m2's waits");
     elapse(Duration::from_secs(2)).await;
-    assert_eq!((looks(&metrics), rechecks()), (4, 0));
+    assert_eq!((looks(&metrics), rechecks(&status)), (4, 0));
     running.shutdown.cancel();
     running.handle.await.unwrap().unwrap();
 }

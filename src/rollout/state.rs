@@ -203,6 +203,50 @@ pub struct ClusterState {
     pub objects: std::collections::BTreeSet<String>,
 }
 
+impl PlacementState {
+    /// The state as the state stores save it: without re-check marks. Every start marks every
+    /// cluster again, and the push a mark asks for clears it; saved, the marks only made a
+    /// restart (and a periodic resync) write every placement's state twice over, once marked
+    /// and once cleared, for nothing a later start reads. Borrowed when nothing is marked.
+    pub fn persisted(&self) -> std::borrow::Cow<'_, PlacementState> {
+        if self.clusters.values().all(|c| c.recheck.is_none()) {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut saved = self.clone();
+        for c in saved.clusters.values_mut() {
+            c.recheck = None;
+        }
+        std::borrow::Cow::Owned(saved)
+    }
+}
+
+impl ClusterState {
+    /// Whether `other` says the same of the cluster, but for when it was last changed and
+    /// whether it waits for a re-check (destructured, so that a new field is not forgotten).
+    pub fn same_but_for_time_and_recheck(&self, other: &ClusterState) -> bool {
+        let ClusterState {
+            revision,
+            attempted,
+            commit,
+            health,
+            diffs,
+            not_available,
+            last_error,
+            recheck: _,
+            updated_at: _,
+            objects,
+        } = self;
+        *revision == other.revision
+            && *attempted == other.attempted
+            && *commit == other.commit
+            && *health == other.health
+            && *diffs == other.diffs
+            && *not_available == other.not_available
+            && *last_error == other.last_error
+            && *objects == other.objects
+    }
+}
+
 #[cfg(test)]
 impl ClusterState {
     /// A cluster of which only `health` is known (nothing recorded as pushed): what tests build

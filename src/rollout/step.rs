@@ -1199,24 +1199,29 @@ pub fn absorb(
                 },
                 Outcome::Done(health, observed),
             ) => {
-                ps.clusters.insert(
-                    work.cluster.clone(),
-                    ClusterState {
-                        objects: manifests
-                            .iter()
-                            .map(|m| super::guard::object_id(&m.value))
-                            .collect(),
-                        revision: Some(revision),
-                        attempted: None,
-                        commit: Some(commit.to_string()),
-                        health,
-                        diffs: observed.diffs,
-                        not_available: observed.not_available,
-                        last_error: None,
-                        recheck: None,
-                        updated_at: now,
-                    },
-                );
+                let mut pushed = ClusterState {
+                    objects: manifests
+                        .iter()
+                        .map(|m| super::guard::object_id(&m.value))
+                        .collect(),
+                    revision: Some(revision),
+                    attempted: None,
+                    commit: Some(commit.to_string()),
+                    health,
+                    diffs: observed.diffs,
+                    not_available: observed.not_available,
+                    last_error: None,
+                    recheck: None,
+                    updated_at: now,
+                };
+                // A push that confirmed what the cluster had (a re-check's, a restart's) is no
+                // change of the entry: it keeps its time, and the state stays as saved.
+                if let Some(before) = ps.clusters.get(&work.cluster) {
+                    if before.same_but_for_time_and_recheck(&pushed) {
+                        pushed.updated_at = before.updated_at;
+                    }
+                }
+                ps.clusters.insert(work.cluster.clone(), pushed);
                 if binds {
                     // Only a binding still Scheduled: the daemon absorbs results that may come
                     // after a later schedule unscheduled the cluster, which must stay so.
@@ -1350,6 +1355,18 @@ mod tests {
         previous: &mut crate::schedule::Previous,
         health: BindingHealth,
     ) -> (Vec<String>, Vec<String>) {
+        roll_at(cat, sha, state, previous, health, 0)
+    }
+
+    /// [`roll`] with the results absorbed at `now`.
+    fn roll_at(
+        cat: &Catalog,
+        sha: &str,
+        state: &mut RolloutState,
+        previous: &mut crate::schedule::Previous,
+        health: BindingHealth,
+        now: u64,
+    ) -> (Vec<String>, Vec<String>) {
         let fleet = Fleet::build(cat, None);
         let mut schedule = crate::schedule::schedule_commit(
             cat,
@@ -1376,7 +1393,7 @@ mod tests {
             .into_iter()
             .map(|w| (w, Outcome::Done(health, Default::default())))
             .collect();
-        absorb(state, &mut schedule, d.ledger, results, sha, 0);
+        absorb(state, &mut schedule, d.ledger, results, sha, now);
         *previous = schedule.into_iter().map(|p| (p.key.clone(), p)).collect();
         (applied, removed)
     }
@@ -1799,16 +1816,32 @@ mod tests {
             BindingHealth::Available,
         );
         assert!(again.is_empty());
-        // Everything marked (start-up, resync): every cluster once.
+        // Everything marked (start-up, resync): every cluster once. Pushes that find what
+        // was there change no entry, not even its time: the state is as it was.
+        let before = state.clone();
         state.recheck_all("periodic resync");
-        let (all, _) = roll(
+        let (all, _) = roll_at(
             &v1,
             "c1",
             &mut state,
             &mut previous,
             BindingHealth::Available,
+            99,
         );
         assert_eq!(all, MEMBERS);
+        assert_eq!(state, before);
+        // One that finds the cluster otherwise is a change, at that time.
+        state.recheck_all("periodic resync");
+        roll_at(
+            &v1,
+            "c1",
+            &mut state,
+            &mut previous,
+            BindingHealth::Pending,
+            100,
+        );
+        let m1 = &state.placements[&app()].clusters["m1"];
+        assert_eq!((m1.health, m1.updated_at), (BindingHealth::Pending, 100));
     }
 
     #[test]

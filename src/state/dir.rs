@@ -395,7 +395,7 @@ impl StateStore {
                 record.rest = Some(bytes);
             }
         }
-        let fresh: Vec<&PlacementKey> = state
+        let mut fresh: Vec<&PlacementKey> = state
             .placements
             .iter()
             .filter(|(key, ps)| {
@@ -405,11 +405,15 @@ impl StateStore {
             })
             .map(|(key, _)| key)
             .collect();
-        for key in &fresh {
+        // A placement whose state was copied but is saved as it was (a confirmation's, a
+        // re-check mark's) is not journaled again.
+        fresh.retain(|key| {
             let ps = &state.placements[*key];
-            w.fragments
-                .insert((*key).clone(), (ps.clone(), fragment(ps)));
-        }
+            let part = fragment(ps);
+            let same = w.fragments.get(*key).is_some_and(|(_, had)| *had == part);
+            w.fragments.insert((*key).clone(), (ps.clone(), part));
+            !same
+        });
         // Every placement has its fragment now: more fragments than placements means some left.
         let gone: Vec<PlacementKey> = if w.fragments.len() == state.placements.len() {
             Vec::new()
@@ -645,7 +649,7 @@ fn same_rest(rest: &RolloutState, state: &RolloutState) -> bool {
 /// Kept pretty, the parts of every placement's state were a tenth of the daemon's live memory
 /// at 1,000 placements (a heap profile), twice what they take compact.
 fn fragment(ps: &PlacementState) -> Vec<u8> {
-    serde_json::to_vec(ps).expect("placement state serialises")
+    serde_json::to_vec(&ps.persisted()).expect("placement state serialises")
 }
 
 /// `compact` (JSON as `serde_json::to_vec` writes it: no whitespace outside strings) as
@@ -1045,8 +1049,6 @@ mod tests {
         assert_eq!(fragments.len(), 2, "a removed placement's part is dropped");
     }
 
-    /// A fleet of `n` placements for the daemon's saves: each with a schedule and a rollout
-    /// state whose one cluster's last error is `error`.
     /// Locks `dir` again after this test dropped the store that held it. A child another test
     /// forks at that moment holds the lock's open file until its exec closes it (close-on-exec):
     /// the lock frees when that child execs, so this waits for it (at most 10 s).
@@ -1061,6 +1063,8 @@ mod tests {
         }
     }
 
+    /// A fleet of `n` placements for the daemon's saves: each with a schedule and a rollout
+    /// state whose one cluster's last error is `error`.
     fn fleet(n: usize, error: &str) -> (Vec<Arc<PlacementSchedule>>, RolloutState) {
         use crate::rollout::{BindingHealth, ClusterState};
         let mut state = RolloutState {
@@ -1177,6 +1181,41 @@ mod tests {
         assert_ne!(inode(ROLLOUT_FILE), rollout_inode);
         assert_eq!(size(journal::JOURNAL_FILE), begun, "a new, empty journal");
         reads_back(dir.path(), &schedule, &state, "c2");
+    }
+
+    /// Re-check marks are not saved: a restart's marks, and the confirmations that clear them
+    /// (copies of every placement's state, equal to what was saved), write nothing; a change
+    /// made while marked is saved without its mark.
+    #[test]
+    fn re_check_marks_and_their_confirmations_write_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::lock(dir.path()).unwrap();
+        let (schedule, mut state) = fleet(50, "none");
+        store.save(Some(("c1", &schedule)), &state).unwrap();
+        let journal = || fs::read(dir.path().join(journal::JOURNAL_FILE)).unwrap();
+        let begun = journal();
+
+        state.recheck_all("the daemon started");
+        store.save(None, &state).unwrap();
+        assert_eq!(journal(), begun, "marks alone are not saved");
+        for ps in state.placements.values_mut() {
+            for c in Arc::make_mut(ps).clusters.values_mut() {
+                c.recheck = None;
+            }
+        }
+        store.save(None, &state).unwrap();
+        assert_eq!(journal(), begun, "confirmed as saved: nothing written");
+
+        state.recheck_all("periodic resync");
+        set_error(&mut state, 4, "refused");
+        store.save(None, &state).unwrap();
+        assert!(journal().len() > begun.len(), "the change is journaled");
+        let mut unmarked = state.clone();
+        for ps in unmarked.placements.values_mut() {
+            *ps = Arc::new(ps.persisted().into_owned());
+        }
+        assert_ne!(unmarked, state);
+        reads_back(dir.path(), &schedule, &unmarked, "c1");
     }
 
     /// A crash mid-append (a torn last record) loses only the save that did not return; a

@@ -426,19 +426,20 @@ impl<O: Objects> StateBackend for KubeStore<O> {
                 Some(s) => s.get(name).copied(),
                 None => old.and_then(|d| d.schedule.as_ref()),
             };
-            let new_rollout = rollouts.get(name).map(|(_, p)| *p);
+            let new_rollout = rollouts.get(name).map(|(_, p)| p.persisted());
             let same_schedule = |d: &layout::PlacementDoc| match (&d.schedule, new_schedule) {
                 (Some(a), Some(b)) => crate::schedule::same_schedule(a, b),
                 (a, b) => a.is_none() && b.is_none(),
             };
-            if old.is_some_and(|d| same_schedule(d) && d.rollout.as_ref() == new_rollout) {
+            if old.is_some_and(|d| same_schedule(d) && d.rollout.as_ref() == new_rollout.as_deref())
+            {
                 continue;
             }
             let doc = layout::PlacementDoc {
                 version: super::FORMAT_VERSION,
                 id: id.clone(),
                 schedule: new_schedule.cloned(),
-                rollout: new_rollout.cloned(),
+                rollout: new_rollout.map(std::borrow::Cow::into_owned),
             };
             let bytes = layout::encode(&doc);
             self.write_document(&mut cache, name, "placement", Some(id), bytes)?;
@@ -716,7 +717,13 @@ mod tests {
             ..RolloutState::default()
         };
         for p in placements {
-            s.placements.insert(p.parse().unwrap(), Default::default());
+            let mut ps = crate::rollout::PlacementState::default();
+            ps.clusters.insert(
+                "m1".into(),
+                crate::rollout::ClusterState::with_health(crate::rollout::BindingHealth::Available),
+            );
+            s.placements
+                .insert(p.parse().unwrap(), std::sync::Arc::new(ps));
         }
         s
     }
@@ -733,6 +740,11 @@ mod tests {
         // The head (always: it is the fence) and nothing else.
         store.save(None, &s1).unwrap();
         assert_eq!(store.writes().0 - w0, 1);
+        // Re-check marks are not saved: marking every cluster writes only the head again.
+        let mut marked = s1.clone();
+        marked.recheck_all("the daemon started");
+        store.save(None, &marked).unwrap();
+        assert_eq!(store.writes().0 - w0, 2);
         let mut s2 = s1.clone();
         s2.placements.remove(&"crp/two".parse().unwrap());
         std::sync::Arc::make_mut(s2.placements.get_mut(&"crp/one".parse().unwrap()).unwrap())
