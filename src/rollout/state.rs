@@ -176,7 +176,8 @@ pub struct ClusterState {
     /// A revision whose push failed (the cluster still runs `revision`); retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempted: Option<Revision>,
-    /// The commit of that push.
+    /// The commit whose push delivered `revision` (a later push of the same revision, a
+    /// re-check's, keeps it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
     pub health: BindingHealth,
@@ -217,6 +218,27 @@ impl PlacementState {
             c.recheck = None;
         }
         std::borrow::Cow::Owned(saved)
+    }
+
+    /// Whether `self` and `other` are saved alike ([`Self::persisted`]), without serialising
+    /// either: a store tells a copied but unchanged placement (a confirmation's, a mark's) from
+    /// a changed one at the cost of a comparison (destructured, so that a new field is not
+    /// forgotten).
+    pub fn saved_alike(&self, other: &PlacementState) -> bool {
+        let PlacementState {
+            resources,
+            abandon,
+            clusters,
+        } = self;
+        *resources == other.resources
+            && *abandon == other.abandon
+            && clusters.len() == other.clusters.len()
+            && clusters
+                .iter()
+                .zip(&other.clusters)
+                .all(|((a, x), (b, y))| {
+                    a == b && x.updated_at == y.updated_at && x.same_but_for_time_and_recheck(y)
+                })
     }
 }
 
@@ -270,6 +292,73 @@ impl ClusterState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `saved_alike` is equality of what is saved: the serialised persisted forms.
+    #[test]
+    fn placements_are_saved_alike_when_their_saved_forms_are_equal() {
+        let base = {
+            let mut ps = PlacementState::default();
+            for m in ["m1", "m2"] {
+                ps.clusters.insert(
+                    m.into(),
+                    ClusterState {
+                        updated_at: 3,
+                        ..ClusterState::with_health(BindingHealth::Available)
+                    },
+                );
+            }
+            ps
+        };
+        let variants: Vec<PlacementState> = vec![
+            base.clone(),
+            {
+                let mut p = base.clone();
+                p.clusters.get_mut("m1").unwrap().recheck = Some("the daemon started".into());
+                p
+            },
+            {
+                let mut p = base.clone();
+                p.clusters.get_mut("m2").unwrap().updated_at = 4;
+                p
+            },
+            {
+                let mut p = base.clone();
+                p.clusters.get_mut("m2").unwrap().health = BindingHealth::Pending;
+                p
+            },
+            {
+                let mut p = base.clone();
+                p.clusters
+                    .get_mut("m2")
+                    .unwrap()
+                    .objects
+                    .insert("ConfigMap/a/b".into());
+                p
+            },
+            {
+                let mut p = base.clone();
+                p.clusters.remove("m2");
+                p
+            },
+            {
+                let mut p = base.clone();
+                let c = p.clusters.remove("m2").unwrap();
+                p.clusters.insert("m3".into(), c);
+                p
+            },
+            PlacementState {
+                abandon: true,
+                ..base.clone()
+            },
+        ];
+        let saved = |p: &PlacementState| serde_json::to_vec(&p.persisted()).unwrap();
+        for a in &variants {
+            for b in &variants {
+                assert_eq!(a.saved_alike(b), saved(a) == saved(b), "{a:?}\n{b:?}");
+            }
+        }
+        assert!(variants[0].saved_alike(&variants[1]), "a mark is not saved");
+    }
 
     #[test]
     fn a_member_stays_eligible_for_five_minutes_after_its_last_good_probe() {

@@ -1215,8 +1215,12 @@ pub fn absorb(
                     updated_at: now,
                 };
                 // A push that confirmed what the cluster had (a re-check's, a restart's) is no
-                // change of the entry: it keeps its time, and the state stays as saved.
+                // change of the entry: it keeps the commit that delivered the revision and its
+                // time, and the state stays as saved.
                 if let Some(before) = ps.clusters.get(&work.cluster) {
+                    if before.revision == pushed.revision && before.commit.is_some() {
+                        pushed.commit.clone_from(&before.commit);
+                    }
                     if before.same_but_for_time_and_recheck(&pushed) {
                         pushed.updated_at = before.updated_at;
                     }
@@ -1817,12 +1821,13 @@ mod tests {
         );
         assert!(again.is_empty());
         // Everything marked (start-up, resync): every cluster once. Pushes that find what
-        // was there change no entry, not even its time: the state is as it was.
+        // was there change no entry, not even its time or its commit (a later commit that
+        // left this placement as it was): the state is as it was.
         let before = state.clone();
         state.recheck_all("periodic resync");
         let (all, _) = roll_at(
             &v1,
-            "c1",
+            "c2",
             &mut state,
             &mut previous,
             BindingHealth::Available,

@@ -409,10 +409,15 @@ impl StateStore {
         // re-check mark's) is not journaled again.
         fresh.retain(|key| {
             let ps = &state.placements[*key];
-            let part = fragment(ps);
-            let same = w.fragments.get(*key).is_some_and(|(_, had)| *had == part);
-            w.fragments.insert((*key).clone(), (ps.clone(), part));
-            !same
+            if let Some((from, _)) = w.fragments.get_mut(*key) {
+                if from.saved_alike(ps) {
+                    *from = ps.clone();
+                    return false;
+                }
+            }
+            w.fragments
+                .insert((*key).clone(), (ps.clone(), fragment(ps)));
+            true
         });
         // Every placement has its fragment now: more fragments than placements means some left.
         let gone: Vec<PlacementKey> = if w.fragments.len() == state.placements.len() {
@@ -449,6 +454,7 @@ impl StateStore {
             w.schedule_file = None;
         }
         let frame = record.frame();
+        let schedules = record.schedules.len();
         drop(record);
         // What the directory will hold, whether it is journaled or compacted.
         if let Some((commit, _)) = schedule {
@@ -465,7 +471,18 @@ impl StateStore {
             w.rest = Some(rest);
         }
         let appending = w.journal.as_mut().expect("checked above");
-        if appending.len + frame.len() as u64 > (appending.bases / 4).max(JOURNAL_MIN_COMPACT) {
+        let compacting =
+            appending.len + frame.len() as u64 > (appending.bases / 4).max(JOURNAL_MIN_COMPACT);
+        tracing::debug!(
+            target: "gitfleet::daemon::timing",
+            placements = fresh.len(),
+            gone = gone.len(),
+            schedules,
+            bytes = frame.len(),
+            compacting,
+            "state journaled"
+        );
+        if compacting {
             return self.compact_with(w, schedule, state);
         }
         let appended = appending

@@ -426,20 +426,23 @@ impl<O: Objects> StateBackend for KubeStore<O> {
                 Some(s) => s.get(name).copied(),
                 None => old.and_then(|d| d.schedule.as_ref()),
             };
-            let new_rollout = rollouts.get(name).map(|(_, p)| p.persisted());
+            let new_rollout = rollouts.get(name).map(|(_, p)| *p);
             let same_schedule = |d: &layout::PlacementDoc| match (&d.schedule, new_schedule) {
                 (Some(a), Some(b)) => crate::schedule::same_schedule(a, b),
                 (a, b) => a.is_none() && b.is_none(),
             };
-            if old.is_some_and(|d| same_schedule(d) && d.rollout.as_ref() == new_rollout.as_deref())
-            {
+            let same_rollout = |d: &layout::PlacementDoc| match (&d.rollout, new_rollout) {
+                (Some(a), Some(b)) => a.saved_alike(b),
+                (a, b) => a.is_none() && b.is_none(),
+            };
+            if old.is_some_and(|d| same_schedule(d) && same_rollout(d)) {
                 continue;
             }
             let doc = layout::PlacementDoc {
                 version: super::FORMAT_VERSION,
                 id: id.clone(),
                 schedule: new_schedule.cloned(),
-                rollout: new_rollout.map(std::borrow::Cow::into_owned),
+                rollout: new_rollout.map(|p| p.persisted().into_owned()),
             };
             let bytes = layout::encode(&doc);
             self.write_document(&mut cache, name, "placement", Some(id), bytes)?;
