@@ -198,13 +198,12 @@ impl Member {
                 None => return Ok(()),
                 Some(live) => live,
             };
-            if uid.is_some() && still.pointer("/metadata/uid").and_then(Value::as_str) != uid {
+            if uid.is_some() && super::metadata_str(&still, "uid") != uid {
                 return Ok(());
             }
             let wait = delay(attempt, None);
             if !self.budget.allows(tokio::time::Instant::now(), wait) {
-                let finalizers = still
-                    .pointer("/metadata/finalizers")
+                let finalizers = super::metadata_field(&still, "finalizers")
                     .or_else(|| still.pointer("/spec/finalizers"))
                     .map(Value::to_string)
                     .unwrap_or_else(|| "[]".into());
@@ -906,12 +905,12 @@ async fn prefetch_placed(m: &Member, target: &MemberPush) -> BTreeMap<LiveKey, V
             continue;
         };
         for v in items {
-            let at = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
+            let at = |f: &str| super::metadata_str(&v, f).unwrap_or_default().to_string();
             let key = (
                 api_version.clone(),
                 kind.clone(),
-                at("/metadata/namespace").unwrap_or_default(),
-                at("/metadata/name").unwrap_or_default(),
+                at("namespace"),
+                at("name"),
             );
             if wanted.contains(&key) {
                 out.insert(key, v);
@@ -955,7 +954,7 @@ async fn prefetch(m: &Member, manifests: &[&Value]) -> BTreeMap<LiveKey, Option<
         let mut live: BTreeMap<String, Value> = list
             .items
             .into_iter()
-            .filter_map(|v| Some((v.pointer("/metadata/name")?.as_str()?.to_string(), v)))
+            .filter_map(|v| Some((super::metadata_str(&v, "name")?.to_string(), v)))
             .collect();
         for o in objects {
             let found = live.remove(&o.name);
@@ -1494,7 +1493,7 @@ async fn prune_entry(
     let dp = DeleteParams::background();
     match m.call(|| api.delete(&object.name, &dp)).await {
         Ok(_) => {
-            let uid = live.pointer("/metadata/uid").and_then(Value::as_str);
+            let uid = super::metadata_str(&live, "uid");
             match m.await_gone(&api, &object.name, uid).await {
                 Ok(()) => ObjectResult::new(object, Outcome::Pruned),
                 Err(e) => ObjectResult::failed(object, e.to_string()),

@@ -135,6 +135,17 @@ pub struct ObjectRef {
     pub name: String,
 }
 
+/// `metadata.<field>` of an object. Field by field, not `Value::pointer`: that allocates each
+/// step of its path, and this runs for every object a fleet-wide re-check reads.
+pub fn metadata_field<'a>(v: &'a serde_json::Value, field: &str) -> Option<&'a serde_json::Value> {
+    v.get("metadata")?.get(field)
+}
+
+/// [`metadata_field`] as a string.
+pub fn metadata_str<'a>(v: &'a serde_json::Value, field: &str) -> Option<&'a str> {
+    metadata_field(v, field)?.as_str()
+}
+
 impl ObjectRef {
     pub fn of(v: &serde_json::Value) -> ObjectRef {
         // Field by field, not `Value::pointer`: that allocates each step of its path, and

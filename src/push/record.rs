@@ -106,8 +106,7 @@ pub struct RecordError {
 
 /// Reads a record ConfigMap back.
 pub fn parse(cm: &Value) -> Result<Record, RecordError> {
-    let cm_name = cm
-        .pointer("/metadata/name")
+    let cm_name = super::metadata_field(cm, "name")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
@@ -115,21 +114,20 @@ pub fn parse(cm: &Value) -> Result<Record, RecordError> {
         name: cm_name.clone(),
         message,
     };
-    let key = cm
-        .pointer("/metadata/annotations")
+    let key = super::metadata_field(cm, "annotations")
         .and_then(|a| a.get(KEY_ANNOTATION))
         .and_then(Value::as_str)
         .map(str::to_string)
         .or_else(|| cm_name.strip_prefix("applied.").map(str::to_string))
         .ok_or_else(|| err("no placement key".into()))?;
     let text = cm
-        .pointer("/data/objects")
+        .get("data")
+        .and_then(|d| d.get("objects"))
         .and_then(Value::as_str)
         .unwrap_or("[]");
     let entries: Vec<Entry> =
         serde_json::from_str(text).map_err(|e| err(format!("data.objects: {e}")))?;
-    let abandon = cm
-        .pointer("/metadata/annotations")
+    let abandon = super::metadata_field(cm, "annotations")
         .and_then(|a| a.get(PROPAGATION_ANNOTATION))
         .and_then(Value::as_str)
         == Some("Abandon");
@@ -137,9 +135,8 @@ pub fn parse(cm: &Value) -> Result<Record, RecordError> {
         key,
         entries: entries.into_iter().collect(),
         abandon,
-        mark: cm.pointer("/metadata/annotations").and_then(Mark::read),
-        resource_version: cm
-            .pointer("/metadata/resourceVersion")
+        mark: super::metadata_field(cm, "annotations").and_then(Mark::read),
+        resource_version: super::metadata_field(cm, "resourceVersion")
             .and_then(Value::as_str)
             .map(str::to_string),
     })

@@ -76,10 +76,8 @@ pub fn object_id(manifest: &Value) -> String {
     let api_version = manifest["apiVersion"].as_str().unwrap_or_default();
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     let kind = manifest["kind"].as_str().unwrap_or_default();
-    let name = manifest.pointer("/metadata/name").and_then(Value::as_str);
-    let ns = manifest
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str);
+    let name = crate::push::metadata_str(manifest, "name");
+    let ns = crate::push::metadata_str(manifest, "namespace");
     let kind = if group.is_empty() {
         kind.to_string()
     } else {
