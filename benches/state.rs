@@ -462,13 +462,15 @@ fn settled(placement: &str, n: usize) -> ClusterState {
         last_error: None,
         recheck: None,
         updated_at: NOW,
-        objects: [
-            format!("Namespace/{ns}"),
-            format!("ConfigMap/{ns}/settings"),
-            format!("Deployment.apps/{ns}/{ns}"),
-            format!("Service/{ns}/{ns}"),
-        ]
-        .into_iter()
-        .collect::<std::collections::BTreeSet<_>>(),
+        objects: std::sync::Arc::new(
+            [
+                format!("Namespace/{ns}"),
+                format!("ConfigMap/{ns}/settings"),
+                format!("Deployment.apps/{ns}/{ns}"),
+                format!("Service/{ns}/{ns}"),
+            ]
+            .into_iter()
+            .collect(),
+        ),
     }
 }

@@ -515,17 +515,18 @@ impl<D: Deliverer> Daemon<D> {
                         last_error: None,
                         recheck: Some("adopted from the member's record".into()),
                         updated_at: now,
-                        objects: r
-                            .entries
-                            .iter()
-                            .map(|e| {
-                                crate::rollout::guard::object_id(&serde_json::json!({
-                                    "apiVersion": e.object.api_version,
-                                    "kind": e.object.kind,
-                                    "metadata": {"name": e.object.name, "namespace": e.object.namespace},
-                                }))
-                            })
-                            .collect(),
+                        objects: Arc::new(
+                            r.entries
+                                .iter()
+                                .map(|e| {
+                                    crate::rollout::guard::object_id(&serde_json::json!({
+                                        "apiVersion": e.object.api_version,
+                                        "kind": e.object.kind,
+                                        "metadata": {"name": e.object.name, "namespace": e.object.namespace},
+                                    }))
+                                })
+                                .collect(),
+                        ),
                     }
                 });
                 placements.insert(placement);
@@ -583,7 +584,7 @@ impl<D: Deliverer> Daemon<D> {
             ps.clusters
                 .iter()
                 .filter(|(cluster, c)| members.contains(cluster.as_str()) && !c.objects.is_empty())
-                .map(move |(cluster, c)| (id.as_str(), &c.objects, guard::fate_in(*step, cluster)))
+                .map(move |(cluster, c)| (id.as_str(), &*c.objects, guard::fate_in(*step, cluster)))
         });
         let assessment = guard::assess_each(managed);
         match guard::judge(

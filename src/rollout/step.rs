@@ -1185,6 +1185,7 @@ pub fn absorb(
             }
         }
     }
+    let mut object_sets: HashMap<usize, Arc<BTreeSet<String>>> = HashMap::default();
     for (work, outcome) in results {
         let key = &work.placement;
         let ps: &mut PlacementState =
@@ -1199,11 +1200,20 @@ pub fn absorb(
                 },
                 Outcome::Done(health, observed),
             ) => {
+                // One set per rendering: clusters given the same manifests share it.
+                let objects = object_sets
+                    .entry(Arc::as_ptr(&manifests) as usize)
+                    .or_insert_with(|| {
+                        Arc::new(
+                            manifests
+                                .iter()
+                                .map(|m| super::guard::object_id(&m.value))
+                                .collect(),
+                        )
+                    })
+                    .clone();
                 let mut pushed = ClusterState {
-                    objects: manifests
-                        .iter()
-                        .map(|m| super::guard::object_id(&m.value))
-                        .collect(),
+                    objects,
                     revision: Some(revision),
                     attempted: None,
                     commit: Some(commit.to_string()),
@@ -1220,6 +1230,9 @@ pub fn absorb(
                 if let Some(before) = ps.clusters.get(&work.cluster) {
                     if before.revision == pushed.revision && before.commit.is_some() {
                         pushed.commit.clone_from(&before.commit);
+                    }
+                    if before.objects == pushed.objects {
+                        pushed.objects = before.objects.clone();
                     }
                     if before.same_but_for_time_and_recheck(&pushed) {
                         pushed.updated_at = before.updated_at;
@@ -1260,7 +1273,7 @@ pub fn absorb(
                     ps.clusters
                         .entry(work.cluster.clone())
                         .or_insert_with(|| ClusterState {
-                            objects: BTreeSet::new(),
+                            objects: Default::default(),
                             revision: None,
                             attempted: None,
                             commit: None,
@@ -1835,6 +1848,12 @@ mod tests {
         );
         assert_eq!(all, MEMBERS);
         assert_eq!(state, before);
+        // Clusters given the same rendering share one object set.
+        let clusters = &state.placements[&app()].clusters;
+        assert!(Arc::ptr_eq(
+            &clusters["m1"].objects,
+            &clusters["m4"].objects
+        ));
         // One that finds the cluster otherwise is a change, at that time.
         state.recheck_all("periodic resync");
         roll_at(

@@ -201,12 +201,20 @@ impl StateStore {
             file: file.clone(),
             message: e.to_string(),
         };
-        let value: serde_json::Value = serde_json::from_slice(bytes).map_err(corrupt)?;
-        let found = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+        // The version first, skimming the rest; then the typed value straight from the bytes
+        // (through a `Value` it took twice the time and memory: tens of MB at 1,000
+        // placements, on every start).
+        #[derive(serde::Deserialize)]
+        struct Version {
+            #[serde(default)]
+            version: serde_json::Value,
+        }
+        let skimmed: Version = serde_json::from_slice(bytes).map_err(corrupt)?;
+        let found = skimmed.version.as_u64().unwrap_or(0) as u32;
         if found != FORMAT_VERSION {
             return Err(StateError::Version { file, found });
         }
-        serde_json::from_value(value).map_err(corrupt)
+        serde_json::from_slice(bytes).map_err(corrupt)
     }
 
     /// The journal, read before the whole files (a compaction writes them before it replaces
@@ -1032,7 +1040,7 @@ mod tests {
             last_error: Some(error.into()),
             recheck: None,
             updated_at: 7,
-            objects: ["v1/ConfigMap/ns/x".to_string()].into(),
+            objects: Arc::new(["v1/ConfigMap/ns/x".to_string()].into()),
         };
         let mut state = RolloutState {
             serving: Some("abc".into()),
