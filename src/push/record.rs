@@ -106,8 +106,7 @@ pub struct RecordError {
 
 /// Reads a record ConfigMap back.
 pub fn parse(cm: &Value) -> Result<Record, RecordError> {
-    let cm_name = super::metadata_field(cm, "name")
-        .and_then(Value::as_str)
+    let cm_name = super::metadata_str(cm, "name")
         .unwrap_or_default()
         .to_string();
     let err = |message: String| RecordError {
@@ -136,9 +135,7 @@ pub fn parse(cm: &Value) -> Result<Record, RecordError> {
         entries: entries.into_iter().collect(),
         abandon,
         mark: super::metadata_field(cm, "annotations").and_then(Mark::read),
-        resource_version: super::metadata_field(cm, "resourceVersion")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        resource_version: super::metadata_str(cm, "resourceVersion").map(str::to_string),
     })
 }
 

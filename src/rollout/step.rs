@@ -434,14 +434,6 @@ pub fn step_memoized(
     let mut shared_manifests: HashMap<usize, Manifests> = HashMap::default();
     // Object ids of shared renderings, by address, likewise.
     let mut object_ids: HashMap<usize, Arc<BTreeSet<String>>> = HashMap::default();
-    let ids_of = |manifests: &[Manifest]| -> Arc<BTreeSet<String>> {
-        Arc::new(
-            manifests
-                .iter()
-                .map(|m| super::guard::object_id(&m.value))
-                .collect(),
-        )
-    };
     // A member of the fleet (its clusters are sorted by name: no set built at every look).
     let is_member = |cluster: &str| fleet.position(cluster).is_some();
     let mut decision = Decision::default();
@@ -1152,6 +1144,16 @@ fn sweep(input: &Input, decision: &mut Decision) {
     decision.sweeps = sweeps;
 }
 
+/// The deletion guard's ids of the objects of one rendering.
+fn ids_of(manifests: &[Manifest]) -> Arc<BTreeSet<String>> {
+    Arc::new(
+        manifests
+            .iter()
+            .map(|m| super::guard::object_id(&m.value))
+            .collect(),
+    )
+}
+
 /// Folds the outcomes of the work into the state and the schedule's bindings: applied clusters
 /// record their revision and health and become Bound; removed ones leave both.
 pub fn absorb(
@@ -1203,14 +1205,7 @@ pub fn absorb(
                 // One set per rendering: clusters given the same manifests share it.
                 let objects = object_sets
                     .entry(Arc::as_ptr(&manifests) as usize)
-                    .or_insert_with(|| {
-                        Arc::new(
-                            manifests
-                                .iter()
-                                .map(|m| super::guard::object_id(&m.value))
-                                .collect(),
-                        )
-                    })
+                    .or_insert_with(|| ids_of(&manifests))
                     .clone();
                 let mut pushed = ClusterState {
                     objects,
