@@ -89,11 +89,20 @@ impl RolloutState {
     }
 
     /// Shares each placement's equal object sets between its clusters, as the pushes that
-    /// made them did (a state read back has one set per cluster).
+    /// made them did (a state read back has one set per cluster). A placement whose sets are
+    /// shared already is not touched (nor copied, when a store shares it too).
     pub fn share_object_sets(&mut self) {
+        type Sets = crate::fast_hash::HashSet<Arc<std::collections::BTreeSet<String>>>;
         for ps in self.placements.values_mut() {
-            let mut sets: crate::fast_hash::HashSet<Arc<std::collections::BTreeSet<String>>> =
-                Default::default();
+            let mut sets = Sets::default();
+            let shared = ps.clusters.values().all(|c| match sets.get(&c.objects) {
+                Some(set) => Arc::ptr_eq(set, &c.objects),
+                None => sets.insert(c.objects.clone()),
+            });
+            if shared {
+                continue;
+            }
+            sets.clear();
             for c in Arc::make_mut(ps).clusters.values_mut() {
                 match sets.get(&c.objects) {
                     Some(shared) => c.objects = shared.clone(),
@@ -344,6 +353,14 @@ mod tests {
         let c = &state.placements[&"crp/a".parse().unwrap()].clusters;
         assert!(Arc::ptr_eq(&c["m1"].objects, &c["m2"].objects));
         assert!(!Arc::ptr_eq(&c["m1"].objects, &c["m3"].objects));
+
+        // Shared already: left as it is, not copied from under another holder.
+        let held = state.placements[&"crp/a".parse().unwrap()].clone();
+        state.share_object_sets();
+        assert!(Arc::ptr_eq(
+            &held,
+            &state.placements[&"crp/a".parse().unwrap()]
+        ));
     }
 
     /// `saved_alike` is equality of what is saved: the serialised persisted forms.

@@ -88,6 +88,16 @@ struct Written {
     /// The fleet-wide rest of the rollout state as last written or journaled, and its compact
     /// JSON: a save whose rest is the same (most of them) does not serialise it to compare.
     rest: Option<(RolloutState, Vec<u8>)>,
+    /// A writer's start ([`StateStore::adopt`]): what its schedule read found, kept until its
+    /// rollout read takes both for written.
+    adopted: Option<Adopted>,
+}
+
+/// The schedule half of an adoption.
+#[derive(Debug)]
+struct Adopted {
+    schedule: Option<(String, Previous)>,
+    schedule_file: Option<([u8; 32], u64)>,
 }
 
 #[derive(Debug)]
@@ -219,12 +229,26 @@ impl StateStore {
 
     /// The journal, read before the whole files (a compaction writes them before it replaces
     /// the journal, so a journal read first never names whole files newer than the ones read
-    /// after it: either they match, or they are newer and hold all it recorded).
-    fn read_journal(&self) -> Result<Option<journal::Parsed>, StateError> {
+    /// after it: either they match, or they are newer and hold all it recorded), with its
+    /// length.
+    fn read_journal_bytes(&self) -> Result<Option<(journal::Parsed, u64)>, StateError> {
         let Some(bytes) = self.read_bytes(journal::JOURNAL_FILE)? else {
             return Ok(None);
         };
-        journal::parse(&bytes).map_err(|message| self.corrupt_journal(message))
+        let parsed = journal::parse(&bytes).map_err(|message| self.corrupt_journal(message))?;
+        Ok(parsed.map(|p| (p, bytes.len() as u64)))
+    }
+
+    /// Whether this store may take what it reads for what it wrote ([`StateStore::adopt`]):
+    /// it is the directory's writer, it wrote nothing yet, and the journal it read holds no
+    /// record (a clean stop's, or a compaction's just begun): the whole files are the state.
+    fn may_adopt(&self, w: &Written, journal: &Option<(journal::Parsed, u64)>) -> bool {
+        self._lock.is_some()
+            && w.journal.is_none()
+            && w.fragments.is_empty()
+            && journal.as_ref().is_some_and(|(j, len)| {
+                j.records.is_empty() && j.header.encode().len() as u64 == *len
+            })
     }
 
     fn corrupt_journal(&self, message: String) -> StateError {
@@ -236,8 +260,24 @@ impl StateStore {
 
     /// The last saved schedule, by placement; empty when nothing was saved yet.
     pub fn load_schedule(&self) -> Result<(Option<String>, Previous), StateError> {
-        let journal = self.read_journal()?;
+        let mut w = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        self.read_schedule(Some(&mut w))
+    }
+
+    /// The schedule the directory holds. `start`: what this store wrote, when the read may
+    /// begin an adoption ([`StateStore::adopt`]); `None` for a compaction's read, which holds
+    /// the lock already and has begun writing.
+    fn read_schedule(
+        &self,
+        start: Option<&mut Written>,
+    ) -> Result<(Option<String>, Previous), StateError> {
+        let journal = self.read_journal_bytes()?;
         let bytes = self.read_bytes(SCHEDULE_FILE)?;
+        let digest = journal::digest(bytes.as_deref());
+        let may_adopt = start
+            .as_deref()
+            .is_some_and(|w| self.may_adopt(w, &journal));
+        let journal = journal.map(|(j, _)| j);
         let (commit, previous) = match &bytes {
             Some(b) => {
                 let parsed: ScheduleFile = self.versioned(SCHEDULE_FILE, b)?;
@@ -250,8 +290,23 @@ impl StateStore {
             }
             None => (None, Previous::new()),
         };
+        if let Some(w) = start {
+            w.adopted = None;
+            if may_adopt
+                && journal
+                    .as_ref()
+                    .is_some_and(|j| j.header.schedule == digest)
+            {
+                // The first half of an adoption: the schedule the directory holds, as if
+                // written.
+                w.adopted = Some(Adopted {
+                    schedule: commit.clone().map(|c| (c, previous.clone())),
+                    schedule_file: digest.zip(bytes.as_ref().map(|b| b.len() as u64)),
+                });
+            }
+        }
         match journal {
-            Some(j) if j.header.schedule == journal::digest(bytes.as_deref()) => {
+            Some(j) if j.header.schedule == digest => {
                 journal::replay_schedule(commit, previous, j.records)
                     .map_err(|m| self.corrupt_journal(m))
             }
@@ -303,18 +358,77 @@ impl StateStore {
 
     /// The rollout's state; empty when nothing was saved yet.
     pub fn load_rollout(&self) -> Result<RolloutState, StateError> {
-        let journal = self.read_journal()?;
+        let journal = self.read_journal_bytes()?;
         let bytes = self.read_bytes(ROLLOUT_FILE)?;
-        let state = match &bytes {
+        let mut state: RolloutState = match &bytes {
             Some(b) => self.versioned(ROLLOUT_FILE, b)?,
             None => RolloutState::default(),
         };
+        // Before an adoption shares the placements: sharing after it would copy each one.
+        state.share_object_sets();
+        let digest = journal::digest(bytes.as_deref());
+        let mut w = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if self.may_adopt(&w, &journal) {
+            if let (Some(adopted), Some((j, len)), Some(b)) = (w.adopted.take(), &journal, &bytes) {
+                let schedule_digest = adopted.schedule_file.map(|(d, _)| d);
+                if j.header.rollout == digest && j.header.schedule == schedule_digest {
+                    let rollout_file = digest.map(|d| (d, b.len() as u64));
+                    self.adopt(&mut w, adopted, &state, *len, rollout_file)?;
+                }
+            }
+        }
+        w.adopted = None;
+        drop(w);
         match journal {
-            Some(j) if j.header.rollout == journal::digest(bytes.as_deref()) => {
+            Some((j, _)) if j.header.rollout == digest => {
                 journal::replay_rollout(state, j.records).map_err(|m| self.corrupt_journal(m))
             }
             _ => Ok(state),
         }
+    }
+
+    /// Takes the whole files read at start for what this store wrote, and goes on appending to
+    /// their (empty) journal: the daemon's first save then journals only what changed instead
+    /// of compacting, which wrote every file whole again at every start (0.6–0.8 s at 1,000 ×
+    /// 1,000, for the same bytes). The placements' parts are serialised at the next compaction.
+    fn adopt(
+        &self,
+        w: &mut Written,
+        adopted: Adopted,
+        state: &RolloutState,
+        journal_len: u64,
+        rollout_file: Option<([u8; 32], u64)>,
+    ) -> Result<(), StateError> {
+        let path = self.dir.join(journal::JOURNAL_FILE);
+        let file = fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|source| StateError::Write { file: path, source })?;
+        let schedule_len = adopted.schedule_file.map_or(0, |(_, len)| len);
+        let rollout_len = rollout_file.map_or(0, |(_, len)| len);
+        for (name, file) in [
+            (SCHEDULE_FILE, adopted.schedule_file),
+            (ROLLOUT_FILE, rollout_file),
+        ] {
+            if let Some((digest, _)) = file {
+                w.digests.insert(name, digest);
+            }
+        }
+        w.schedule = adopted.schedule;
+        w.schedule_file = adopted.schedule_file;
+        w.rest = Some(rest_written(state));
+        w.fragments = state
+            .placements
+            .iter()
+            .map(|(key, ps)| (key.clone(), (ps.clone(), Vec::new())))
+            .collect();
+        w.journal = Some(Appending {
+            file,
+            begun: journal_len,
+            len: journal_len,
+            bases: schedule_len + rollout_len,
+        });
+        Ok(())
     }
 
     /// Writes the whole rollout file; the daemon saves through [`StateBackend::save`].
@@ -531,7 +645,7 @@ impl StateStore {
             }
             None => {
                 if w.schedule.is_none() && self.dir.join(SCHEDULE_FILE).exists() {
-                    let (commit, previous) = self.load_schedule()?;
+                    let (commit, previous) = self.read_schedule(None)?;
                     w.schedule = commit.map(|c| (c, previous));
                 }
                 match (w.schedule.take(), w.schedule_file) {
@@ -752,8 +866,9 @@ fn rollout_file_bytes(state: &RolloutState, fragments: &mut Fragments) -> Vec<u8
     fragments.retain(|key, _| state.placements.contains_key(key));
     let mut map = Vec::new();
     for (i, (key, ps)) in state.placements.iter().enumerate() {
+        // An adopted part (empty: no placement serialises to nothing) is serialised now.
         let fresh = match fragments.get(key) {
-            Some((from, _)) => !Arc::ptr_eq(from, ps),
+            Some((from, part)) => !Arc::ptr_eq(from, ps) || part.is_empty(),
             None => true,
         };
         if fresh {
@@ -1235,12 +1350,78 @@ mod tests {
         set_error(&mut state, 4, "refused");
         store.save(None, &state).unwrap();
         assert!(journal().len() > begun.len(), "the change is journaled");
+        let unmarked = unmarked(&state);
+        assert_ne!(unmarked, state);
+        reads_back(dir.path(), &schedule, &unmarked, "c1");
+    }
+
+    /// `state` as it is saved: without re-check marks.
+    fn unmarked(state: &RolloutState) -> RolloutState {
         let mut unmarked = state.clone();
         for ps in unmarked.placements.values_mut() {
             *ps = Arc::new(ps.persisted().into_owned());
         }
-        assert_ne!(unmarked, state);
-        reads_back(dir.path(), &schedule, &unmarked, "c1");
+        unmarked
+    }
+
+    /// A writer that starts on a cleanly stopped directory takes the whole files it read for
+    /// written: its first save journals what changed (nothing, for a state confirmed as it
+    /// was) instead of writing them whole again, and a later compaction writes every
+    /// placement's part. A journal holding records is compacted at the first save, as before.
+    #[test]
+    fn a_start_on_a_cleanly_stopped_directory_journals_instead_of_compacting() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::lock(dir.path()).unwrap();
+        let (schedule, mut state) = fleet(50, "none");
+        store.save(Some(("c1", &schedule)), &state).unwrap();
+        set_error(&mut state, 3, "timeout");
+        store.save(Some(("c1", &schedule)), &state).unwrap();
+        StateBackend::compact(&store, &state).unwrap();
+        drop(store);
+        let inodes = || {
+            let inode = |name: &str| fs::metadata(dir.path().join(name)).unwrap().ino();
+            (inode(SCHEDULE_FILE), inode(ROLLOUT_FILE))
+        };
+        let journal = || fs::read(dir.path().join(journal::JOURNAL_FILE)).unwrap();
+        let (whole, begun) = (inodes(), journal());
+
+        let again = relock(dir.path());
+        let (commit, _) = again.load_schedule().unwrap();
+        let mut loaded = again.load_rollout().unwrap();
+        assert_eq!((commit.as_deref(), &loaded), (Some("c1"), &state));
+        loaded.recheck_all("the daemon started");
+        again.save(Some(("c1", &schedule)), &loaded).unwrap();
+        assert_eq!(inodes(), whole, "not compacted");
+        assert_eq!(journal(), begun, "nothing changed: nothing written");
+        set_error(&mut loaded, 7, "refused");
+        again.save(None, &loaded).unwrap();
+        assert!(journal().len() > begun.len(), "the change is journaled");
+        assert_eq!(inodes(), whole);
+        reads_back(dir.path(), &schedule, &unmarked(&loaded), "c1");
+
+        // A clean stop compacts: the whole files hold everything, adopted parts included.
+        StateBackend::compact(&again, &loaded).unwrap();
+        assert_ne!(inodes(), whole);
+        fs::remove_file(dir.path().join(journal::JOURNAL_FILE)).unwrap();
+        reads_back(dir.path(), &schedule, &unmarked(&loaded), "c1");
+        drop(again);
+
+        // A journal with a record (a crash, not a clean stop): the first save compacts.
+        let store = relock(dir.path());
+        store.load_schedule().unwrap();
+        let mut state = store.load_rollout().unwrap();
+        store.save(None, &state).unwrap();
+        set_error(&mut state, 9, "gone");
+        store.save(None, &state).unwrap();
+        drop(store);
+        let compacted = inodes();
+        let store = relock(dir.path());
+        store.load_schedule().unwrap();
+        let state = store.load_rollout().unwrap();
+        store.save(None, &state).unwrap();
+        assert_ne!(inodes(), compacted, "compacted at the first save");
+        reads_back(dir.path(), &schedule, &state, "c1");
     }
 
     /// A crash mid-append (a torn last record) loses only the save that did not return; a
