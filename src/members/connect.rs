@@ -220,7 +220,7 @@ pub async fn connection(
     if config.cluster_url.scheme_str() == Some("http") && config.root_cert.is_none() {
         config.root_cert = Some(Vec::new());
     }
-    let client = kube::Client::try_from(config).map_err(|e| config_error(format!("{e:#}")))?;
+    let client = super::client::client(config).map_err(config_error)?;
     let connection = Connection {
         client,
         kinds: Arc::default(),

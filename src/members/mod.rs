@@ -3,6 +3,7 @@
 //! through the kubeconfig context of the same name, or the one its annotation
 //! `gitfleet.io/kubeconfig-context` names.
 
+pub mod client;
 pub mod connect;
 pub mod inventory;
 pub mod kubeconfig;
