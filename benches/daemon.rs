@@ -31,7 +31,9 @@
 //! - **fleet scale** (issue 19.1): 1,000 placements over 300 simulated members, five phases
 //!   (first commit, idle, a one-placement change, a ConfigMap a tenth of the placements select,
 //!   a restart), each with the daemon's wall and CPU time, peak and steady RSS and the requests
-//!   the members received, see [`scale`]. `GITFLEET_DAEMON_SCALE="placements,members,idle_s"`.
+//!   the members received, see [`scale`]. `GITFLEET_DAEMON_SCALE="placements,members,idle_s"`;
+//!   `GITFLEET_DAEMON_STATE=kubernetes` keeps the state in a simulated hosting cluster behind a
+//!   Lease (issue 16.5), so that the restart is a new leader's re-sync.
 //!
 //! The simulator shares the machine (and its cores) with the daemon, as it would in the quick
 //! start. `GITFLEET_DAEMON_BENCH="commits,idle_seconds"` changes the sizes (default 20,30);
@@ -45,6 +47,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use serde_json::{json, Value};
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -177,14 +180,19 @@ struct DaemonProcess {
 
 impl DaemonProcess {
     fn start(repo: &Path, kubeconfig: &Path, state: &Path) -> Result<DaemonProcess> {
+        let state = [OsString::from("--state-dir"), state.into()];
+        DaemonProcess::start_with(repo, kubeconfig, &state)
+    }
+
+    /// With `state`: the flags that say where the daemon keeps its state.
+    fn start_with(repo: &Path, kubeconfig: &Path, state: &[OsString]) -> Result<DaemonProcess> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
             .arg("run")
             .arg("--repo")
             .arg(repo)
             .arg("--kubeconfig")
             .arg(kubeconfig)
-            .arg("--state-dir")
-            .arg(state)
+            .args(state)
             .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
             // `GITFLEET_DAEMON_BENCH_FILTER="info,gitfleet::daemon::timing=debug"` adds the
             // reconciles' timings; `GITFLEET_DAEMON_BENCH_LOGFILE` keeps the whole log.
@@ -1084,6 +1092,18 @@ struct PhaseStart {
     reconciles: u64,
 }
 
+/// The simulated cluster that hosts the daemon's state with `GITFLEET_DAEMON_STATE=kubernetes`
+/// (not a member: the fleet does not declare it).
+const HOSTING: &str = "hosting";
+
+/// Requests the members received, `(reads, writes)`: the hosting cluster's (state objects,
+/// Lease) are not the members'.
+fn member_requests(sim: &gitfleet::sim::RunningFleet) -> (u64, u64) {
+    let (reads, writes) = sim.request_counts();
+    let (hr, hw) = sim.member_request_counts(HOSTING).unwrap_or((0, 0));
+    (reads - hr, writes - hw)
+}
+
 impl PhaseStart {
     /// Resets the daemon's peak RSS (`/proc/<pid>/clear_refs`, 5) so that VmHWM at the end is
     /// the phase's peak.
@@ -1097,7 +1117,7 @@ impl PhaseStart {
         Ok(PhaseStart {
             at: Instant::now(),
             ticks: cpu_ticks(pid)?,
-            requests: sim.request_counts(),
+            requests: member_requests(sim),
             reconciles,
         })
     }
@@ -1112,7 +1132,7 @@ impl PhaseStart {
         let wall = self.at.elapsed();
         let pid = daemon.pid();
         let ticks = cpu_ticks(pid)? - self.ticks;
-        let (reads, writes) = sim.request_counts();
+        let (reads, writes) = member_requests(sim);
         Ok(Phase {
             name,
             wall,
@@ -1191,19 +1211,36 @@ fn load_average() -> String {
 fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
     let (placements, clusters, window) = scale_sizes();
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let (names, texts, shared) = scale_files(placements, clusters);
+    let (mut names, texts, shared) = scale_files(placements, clusters);
+    // `GITFLEET_DAEMON_STATE=kubernetes`: the state in ConfigMaps of one more simulated
+    // cluster, behind a Lease (issue 16.5), the restart then a new leader's re-sync.
+    let in_kubernetes = std::env::var("GITFLEET_DAEMON_STATE").is_ok_and(|s| s == "kubernetes");
+    if in_kubernetes {
+        names.push(HOSTING.to_string());
+    }
     let (sim, kubeconfig) = start_members(rt, &names, dir.path())?;
     let repos = Repos::create(dir.path(), &texts)?;
     let head = git(&repos.work, &["rev-parse", "HEAD"])?;
     let tck = clock_ticks_per_second();
-    let state = dir.path().join("state");
+    let state: Vec<OsString> = if in_kubernetes {
+        let mut flags: Vec<OsString> = ["--state", "kubernetes", "--hosting-kubeconfig"]
+            .map(OsString::from)
+            .into();
+        flags.push(kubeconfig.clone().into());
+        flags.extend(
+            ["--hosting-context", HOSTING, "--state-namespace", "default"].map(OsString::from),
+        );
+        flags
+    } else {
+        vec!["--state-dir".into(), dir.path().join("state").into()]
+    };
     let mut phases = Vec::new();
     let mut loads = Vec::new();
 
     // 1. The first commit, from the daemon's start.
-    let requests = sim.request_counts();
+    let requests = member_requests(&sim);
     let at = Instant::now();
-    let daemon = DaemonProcess::start(&repos.watched, &kubeconfig, &state)?;
+    let daemon = DaemonProcess::start_with(&repos.watched, &kubeconfig, &state)?;
     let start = PhaseStart {
         at,
         ticks: 0,
@@ -1265,9 +1302,10 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
 
     // 5. A restart on the same state, nothing changed meanwhile.
     daemon.stop()?;
-    let requests = sim.request_counts();
+    let requests = member_requests(&sim);
+    let hosting_before = sim.member_request_counts(HOSTING).unwrap_or((0, 0));
     let at = Instant::now();
-    let daemon = DaemonProcess::start(&repos.watched, &kubeconfig, &state)?;
+    let daemon = DaemonProcess::start_with(&repos.watched, &kubeconfig, &state)?;
     let start = PhaseStart {
         at,
         ticks: 0,
@@ -1277,6 +1315,7 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
     daemon.await_confirmed(&head, SCALE_STATUS_POLL)?;
     phases.push(start.end("restart", &daemon, &sim, tck)?);
     loads.push(load_average());
+    let hosting_after = sim.member_request_counts(HOSTING).unwrap_or((0, 0));
     // What one read of the whole placements document (as `gitfleet status` reads it) costs
     // the daemon: the phases poll `?unready` instead, which leaves the settled ones out. Read
     // after the phases: the allocator returns the memory of 5 reads of tens of MiB to the
@@ -1324,6 +1363,15 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
             p.writes,
             p.reconciles,
         );
+    }
+    if in_kubernetes {
+        println!(
+            "state: --state kubernetes, ConfigMaps in namespace default of one more simulated cluster ({HOSTING:?}, not a member), behind a Lease; the restart (a new leader's re-sync) sent it {} reads and {} writes",
+            hosting_after.0 - hosting_before.0,
+            hosting_after.1 - hosting_before.1,
+        );
+    } else {
+        println!("state: --state-dir (the default directory backend)");
     }
     println!(
         "the whole placements document (GET /api/v1/placements, settled, after the restart): {:.1} MiB, {:.0} ms of the daemon's CPU and {:.0} ms wall per read (mean of {reads})",
