@@ -88,6 +88,8 @@ struct Written {
     /// The fleet-wide rest of the rollout state as last written or journaled, and its compact
     /// JSON: a save whose rest is the same (most of them) does not serialise it to compare.
     rest: Option<(RolloutState, Vec<u8>)>,
+    /// What `daemon.json` holds as this store last wrote it, when `fragments` has parts in it.
+    parts_file: Option<PartsFile>,
     /// A writer's start ([`StateStore::adopt`]): what its schedule read found, kept until its
     /// rollout read takes both for written.
     adopted: Option<Adopted>,
@@ -110,7 +112,32 @@ struct Appending {
     bases: u64,
 }
 
-type Fragments = crate::fast_hash::HashMap<PlacementKey, (Arc<PlacementState>, Vec<u8>)>;
+type Fragments = crate::fast_hash::HashMap<PlacementKey, (Arc<PlacementState>, Part)>;
+
+/// Where a placement's part of `daemon.json`, as last serialised, is.
+#[derive(Debug, Clone, PartialEq)]
+enum Part {
+    /// Compact JSON ([`fragment`]), journaled since the file was last written.
+    Compact(Vec<u8>),
+    /// Written out, pretty, at this range of the file this store last wrote
+    /// ([`Written::parts_file`]): on disk, not in memory (held in memory, every placement's
+    /// part was 38 MiB of the daemon's heap at rest at 1,000 × 1,000).
+    InFile(std::ops::Range<usize>),
+    /// In the file this store adopted ([`StateStore::adopt`]), where not known.
+    Adopted,
+}
+
+/// The length and a fast hash of the file a store's [`Part::InFile`] ranges are of: a
+/// compaction copies them from the file only when it is still that file (a failed write may
+/// have left the one before, or the new one under an error).
+type PartsFile = (usize, u64);
+
+fn parts_file_of(bytes: &[u8]) -> PartsFile {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = foldhash::fast::FixedState::with_seed(0).build_hasher();
+    h.write(bytes);
+    (bytes.len(), h.finish())
+}
 
 /// A journal is compacted once it is larger than a quarter of the whole files it applies to
 /// (a restart after a crash reads it, twice), and than this.
@@ -420,7 +447,7 @@ impl StateStore {
         w.fragments = state
             .placements
             .iter()
-            .map(|(key, ps)| (key.clone(), (ps.clone(), Vec::new())))
+            .map(|(key, ps)| (key.clone(), (ps.clone(), Part::Adopted)))
             .collect();
         w.journal = Some(Appending {
             file,
@@ -441,10 +468,25 @@ impl StateStore {
 
     fn write_rollout(&self, w: &mut Written, state: &RolloutState) -> Result<Vec<u8>, StateError> {
         w.rest = None;
-        let bytes = rollout_file_bytes(state, &mut w.fragments);
+        let previous = self.parts_file_bytes(w)?;
+        let (bytes, parts) = rollout_file_bytes(state, &w.fragments, previous.as_deref());
+        drop(previous);
         self.write_changed(w, ROLLOUT_FILE, &bytes)?;
+        w.fragments = parts;
+        w.parts_file = Some(parts_file_of(&bytes));
         w.rest = Some(rest_written(state));
         Ok(bytes)
+    }
+
+    /// The file `fragments`' [`Part::InFile`] ranges are of, when some are and it is still
+    /// that file; else `None`, and those parts are serialised again.
+    fn parts_file_bytes(&self, w: &Written) -> Result<Option<Vec<u8>>, StateError> {
+        let in_file = |(_, part): &(Arc<PlacementState>, Part)| matches!(part, Part::InFile(_));
+        let Some(expected) = w.parts_file.filter(|_| w.fragments.values().any(in_file)) else {
+            return Ok(None);
+        };
+        let bytes = self.read_bytes(ROLLOUT_FILE)?;
+        Ok(bytes.filter(|b| parts_file_of(b) == expected))
     }
 
     /// Writes `bytes` to `name` ([`write_atomic`]) unless this store last wrote exactly them
@@ -528,7 +570,8 @@ impl StateStore {
             .map(|(key, _)| key)
             .collect();
         // A placement whose state was copied but is saved as it was (a confirmation's, a
-        // re-check mark's) is not journaled again.
+        // re-check mark's) is not journaled again. The others' parts, pretty, for the record.
+        let mut parts: Vec<Vec<u8>> = Vec::new();
         fresh.retain(|key| {
             let ps = &state.placements[*key];
             if let Some((from, _)) = w.fragments.get_mut(*key) {
@@ -537,8 +580,12 @@ impl StateStore {
                     return false;
                 }
             }
+            let compact = fragment(ps);
+            let mut part = Vec::new();
+            pretty_part(&compact, &mut part);
+            parts.push(part);
             w.fragments
-                .insert((*key).clone(), (ps.clone(), fragment(ps)));
+                .insert((*key).clone(), (ps.clone(), Part::Compact(compact)));
             true
         });
         // Every placement has its fragment now: more fragments than placements means some left.
@@ -554,14 +601,6 @@ impl StateStore {
         for key in &gone {
             w.fragments.remove(key);
         }
-        let parts: Vec<Vec<u8>> = fresh
-            .iter()
-            .map(|k| {
-                let mut part = Vec::new();
-                pretty_part(&w.fragments[*k].1, &mut part);
-                part
-            })
-            .collect();
         record.placements = fresh
             .iter()
             .zip(&parts)
@@ -850,51 +889,70 @@ fn pretty_part(compact: &[u8], out: &mut Vec<u8>) {
 
 /// `daemon.json`'s bytes: exactly `serde_json::to_vec_pretty` of the [`RolloutFile`], built
 /// from each placement's part, which is serialised again only when its state is no longer
-/// the shared value it was last serialised from. At 1,000 placements serialising the whole
-/// state took most of every reconcile's save, though a reconcile changes few placements.
-fn rollout_file_bytes(state: &RolloutState, fragments: &mut Fragments) -> Vec<u8> {
+/// the shared value it was last serialised from (at 1,000 placements serialising the whole
+/// state took most of every reconcile's save, though a reconcile changes few placements).
+/// A part in `previous` (the file the parts' ranges are of) is copied from it. Returns the
+/// bytes and every placement's part, now a range of them.
+fn rollout_file_bytes(
+    state: &RolloutState,
+    fragments: &Fragments,
+    previous: Option<&[u8]>,
+) -> (Vec<u8>, Fragments) {
     let rest = rest_of(state);
     let file = RolloutFile {
         version: FORMAT_VERSION,
         state: &rest,
     };
     let outline = serde_json::to_vec_pretty(&file).expect("rollout state serialises");
+    let mut parts = Fragments::default();
+    if state.placements.is_empty() {
+        return (outline, parts);
+    }
     // The pretty printer's indent at the placements' values (inside the file's object and the
     // map): each value's own lines move in by it.
     const EMPTY: &[u8] = b"\n  \"placements\": {}";
     const INDENT: &[u8] = b"    ";
-    fragments.retain(|key, _| state.placements.contains_key(key));
-    let mut map = Vec::new();
-    for (i, (key, ps)) in state.placements.iter().enumerate() {
-        // An adopted part (empty: no placement serialises to nothing) is serialised now.
-        let fresh = match fragments.get(key) {
-            Some((from, part)) => !Arc::ptr_eq(from, ps) || part.is_empty(),
-            None => true,
-        };
-        if fresh {
-            fragments.insert(key.clone(), (ps.clone(), fragment(ps)));
-        }
-        map.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        map.extend_from_slice(INDENT);
-        serde_json::to_writer(&mut map, &key.to_string()).expect("an id serialises");
-        map.extend_from_slice(b": ");
-        pretty_part(&fragments[key].1, &mut map);
-    }
-    if state.placements.is_empty() {
-        return outline;
-    }
-    map.extend_from_slice(b"\n  }");
     // Raw newlines only ever separate tokens (inside strings they are escaped), so the empty
     // map at the top level is found exactly once.
     let at = outline
         .windows(EMPTY.len())
         .position(|w| w == EMPTY)
         .expect("the file has a placements map");
-    let mut out = Vec::with_capacity(outline.len() + map.len());
-    out.extend_from_slice(&outline[..at + EMPTY.len() - 1]);
-    out.extend_from_slice(&map);
-    out.extend_from_slice(&outline[at + EMPTY.len()..]);
-    out
+    let head = at + EMPTY.len() - 1;
+    let mut out = Vec::with_capacity(previous.map_or(outline.len(), <[u8]>::len));
+    out.extend_from_slice(&outline[..head]);
+    for (i, (key, ps)) in state.placements.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+        out.extend_from_slice(INDENT);
+        serde_json::to_writer(&mut out, &key.to_string()).expect("an id serialises");
+        out.extend_from_slice(b": ");
+        let begun = out.len();
+        let kept = fragments
+            .get(key)
+            .filter(|(from, _)| Arc::ptr_eq(from, ps))
+            .map(|(_, part)| part);
+        let reused = match kept {
+            Some(Part::Compact(compact)) => {
+                pretty_part(compact, &mut out);
+                true
+            }
+            Some(Part::InFile(range)) => match previous.and_then(|p| p.get(range.clone())) {
+                Some(bytes) => {
+                    out.extend_from_slice(bytes);
+                    true
+                }
+                None => false,
+            },
+            Some(Part::Adopted) | None => false,
+        };
+        if !reused {
+            pretty_part(&fragment(ps), &mut out);
+        }
+        parts.insert(key.clone(), (ps.clone(), Part::InFile(begun..out.len())));
+    }
+    out.extend_from_slice(b"\n  }");
+    out.extend_from_slice(&outline[head + 1..]);
+    (out, parts)
 }
 
 /// The rollout state a daemon saved in `dir`, read without creating, locking or writing
@@ -1161,8 +1219,8 @@ mod tests {
             serving: Some("abc".into()),
             ..RolloutState::default()
         };
-        let mut fragments = Fragments::default();
-        assert_eq!(rollout_file_bytes(&state, &mut fragments), whole(&state));
+        let (bytes, _) = rollout_file_bytes(&state, &Fragments::default(), None);
+        assert_eq!(bytes, whole(&state));
         for id in ["crp/a", "rp/ns/b\"q", "ocm/ns/c"] {
             let mut ps = PlacementState::default();
             ps.clusters
@@ -1170,23 +1228,95 @@ mod tests {
             ps.clusters.insert("m2".into(), cluster("y"));
             state.placements.insert(id.parse().unwrap(), Arc::new(ps));
         }
-        assert_eq!(rollout_file_bytes(&state, &mut fragments), whole(&state));
-        let kept = fragments.clone();
-        let b: PlacementKey = "rp/ns/b\"q".parse().unwrap();
+        let (previous, kept) = rollout_file_bytes(&state, &Fragments::default(), None);
+        assert_eq!(previous, whole(&state));
+        let range = |parts: &Fragments, key: &PlacementKey| match &parts[key].1 {
+            Part::InFile(r) => r.clone(),
+            other => panic!("{other:?}"),
+        };
+        let (a, b): (PlacementKey, PlacementKey) =
+            ("crp/a".parse().unwrap(), "rp/ns/b\"q".parse().unwrap());
         Arc::make_mut(state.placements.get_mut(&b).unwrap())
             .clusters
             .get_mut("m2")
             .unwrap()
             .updated_at = 8;
         state.placements.remove(&"ocm/ns/c".parse().unwrap());
-        assert_eq!(rollout_file_bytes(&state, &mut fragments), whole(&state));
-        let a: PlacementKey = "crp/a".parse().unwrap();
-        assert!(
-            Arc::ptr_eq(&fragments[&a].0, &kept[&a].0),
-            "unchanged: reused"
+        let (bytes, parts) = rollout_file_bytes(&state, &kept, Some(&previous));
+        assert_eq!(bytes, whole(&state));
+        assert!(Arc::ptr_eq(&parts[&a].0, &kept[&a].0), "unchanged: reused");
+        assert_eq!(
+            bytes[range(&parts, &a)],
+            previous[range(&kept, &a)],
+            "copied from the file"
         );
-        assert_ne!(fragments[&b].1, kept[&b].1, "changed: serialised again");
-        assert_eq!(fragments.len(), 2, "a removed placement's part is dropped");
+        assert!(
+            !Arc::ptr_eq(&parts[&b].0, &kept[&b].0),
+            "changed: serialised again"
+        );
+        assert_eq!(parts.len(), 2, "a removed placement's part is dropped");
+
+        // A journaled part is written out pretty; without the file, every part is serialised
+        // again, to the same bytes.
+        let mut journaled = parts.clone();
+        Arc::make_mut(state.placements.get_mut(&a).unwrap())
+            .clusters
+            .remove("m1");
+        let ps = state.placements[&a].clone();
+        journaled.insert(a.clone(), (ps.clone(), Part::Compact(fragment(&ps))));
+        assert_eq!(
+            rollout_file_bytes(&state, &journaled, Some(&bytes)).0,
+            whole(&state)
+        );
+        assert_eq!(
+            rollout_file_bytes(&state, &journaled, None).0,
+            whole(&state)
+        );
+        assert_eq!(
+            rollout_file_bytes(&state, &journaled, Some(b"{}")).0,
+            whole(&state)
+        );
+    }
+
+    /// A compaction copies unchanged parts from the file only while it is the one the store
+    /// wrote: a file changed under it (as a failed write may leave one) has every part
+    /// serialised again.
+    #[test]
+    fn a_compaction_copies_parts_only_from_the_file_it_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::lock(dir.path()).unwrap();
+        let (schedule, mut state) = fleet(20, "none");
+        store.save(Some(("c1", &schedule)), &state).unwrap();
+        let w = store.written.lock().unwrap();
+        assert!(w
+            .fragments
+            .values()
+            .all(|(_, p)| matches!(p, Part::InFile(_))));
+        drop(w);
+        set_error(&mut state, 3, "timeout");
+        store.save(None, &state).unwrap();
+        StateBackend::compact(&store, &state).unwrap();
+        let file = dir.path().join(ROLLOUT_FILE);
+        let whole = |state: &RolloutState| {
+            serde_json::to_vec_pretty(&RolloutFile {
+                version: FORMAT_VERSION,
+                state: &unmarked(state),
+            })
+            .unwrap()
+        };
+        assert_eq!(fs::read(&file).unwrap(), whole(&state));
+
+        let mut other = fs::read(&file).unwrap();
+        other.iter_mut().for_each(|b| {
+            if *b == b'c' {
+                *b = b'x';
+            }
+        });
+        fs::write(&file, other).unwrap();
+        set_error(&mut state, 4, "refused");
+        store.save(None, &state).unwrap();
+        StateBackend::compact(&store, &state).unwrap();
+        assert_eq!(fs::read(&file).unwrap(), whole(&state));
     }
 
     /// Locks `dir` again after this test dropped the store that held it. A child another test
