@@ -392,9 +392,14 @@ pub struct Daemon<D: Deliverer> {
     step_memo: crate::rollout::StepMemo,
     /// The placements' last KubeFleet schedules and their inputs, reused while they hold.
     schedule_memo: crate::schedule::ScheduleMemo,
-    /// The last look's fleet, with the commit and the members' answers it was built from:
-    /// the next look with the same ones takes it as it is.
-    fleet_memo: Option<(String, Arc<Inventory>, Arc<crate::schedule::Fleet>)>,
+    /// The last look's fleet, with the member declarations and the members' answers it was
+    /// built from: the next look with the same ones (at the same commit, or at one that left
+    /// the members' files as they were) takes it as it is.
+    fleet_memo: Option<(
+        reconciler::MemberDeclarations,
+        Arc<Inventory>,
+        Arc<crate::schedule::Fleet>,
+    )>,
     /// The members' answers last remembered in the rollout state: the same ones again are
     /// remembered without comparing them.
     remembered: Option<Arc<Inventory>>,
