@@ -135,28 +135,23 @@ pub struct ObjectRef {
     pub name: String,
 }
 
-/// `metadata.<field>` of an object. Field by field, not `Value::pointer`: that allocates each
-/// step of its path, and this runs for every object a fleet-wide re-check reads.
-pub fn metadata_field<'a>(v: &'a serde_json::Value, field: &str) -> Option<&'a serde_json::Value> {
-    v.get("metadata")?.get(field)
-}
-
-/// [`metadata_field`] as a string.
-pub fn metadata_str<'a>(v: &'a serde_json::Value, field: &str) -> Option<&'a str> {
-    metadata_field(v, field)?.as_str()
-}
+pub use crate::model::object::{metadata_field, metadata_str};
 
 impl ObjectRef {
     pub fn of(v: &serde_json::Value) -> ObjectRef {
-        // Field by field, not `Value::pointer`: that allocates each step of its path, and
-        // this runs for every object of every push (a fleet-wide re-check: 160,000 times).
-        let s = |x: Option<&serde_json::Value>| x.and_then(|x| x.as_str()).map(str::to_string);
-        let meta = v.get("metadata");
+        let top = |f: &str| {
+            v.get(f)
+                .and_then(|x| x.as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
         ObjectRef {
-            api_version: s(v.get("apiVersion")).unwrap_or_default(),
-            kind: s(v.get("kind")).unwrap_or_default(),
-            namespace: s(meta.and_then(|m| m.get("namespace"))).filter(|n| !n.is_empty()),
-            name: s(meta.and_then(|m| m.get("name"))).unwrap_or_default(),
+            api_version: top("apiVersion"),
+            kind: top("kind"),
+            namespace: metadata_str(v, "namespace")
+                .filter(|n| !n.is_empty())
+                .map(str::to_string),
+            name: metadata_str(v, "name").unwrap_or_default().to_string(),
         }
     }
 

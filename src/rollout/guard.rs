@@ -76,8 +76,8 @@ pub fn object_id(manifest: &Value) -> String {
     let api_version = manifest["apiVersion"].as_str().unwrap_or_default();
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     let kind = manifest["kind"].as_str().unwrap_or_default();
-    let name = crate::push::metadata_str(manifest, "name");
-    let ns = crate::push::metadata_str(manifest, "namespace");
+    let name = crate::model::object::metadata_str(manifest, "name");
+    let ns = crate::model::object::metadata_str(manifest, "namespace");
     let kind = if group.is_empty() {
         kind.to_string()
     } else {
