@@ -1158,13 +1158,19 @@ fn ids_of(manifests: &[Manifest]) -> Arc<BTreeSet<String>> {
     )
 }
 
-/// Shares `objects` with an equal set of another cluster of the placement, looking at a few
-/// (each delivery is absorbed on its own, one member at a time: the clusters of a placement
+/// Shares `objects` with an equal set the placement holds: the cluster's own (`before`: a
+/// push that found it as it was), else one of a few distinct sets of its other clusters (each
+/// delivery is absorbed on its own, one member at a time: the clusters of a placement
 /// rendered alike would otherwise each keep their own copy, 22 MiB at 1,000 × 1,000).
-fn share_with_siblings(objects: &mut Arc<BTreeSet<String>>, ps: &PlacementState) {
-    const LOOKS: usize = 3;
+fn share_equal_set(
+    objects: &mut Arc<BTreeSet<String>>,
+    before: Option<&ClusterState>,
+    ps: &PlacementState,
+) {
+    const LOOKS: usize = 4;
+    let held = before.into_iter().chain(ps.clusters.values());
     let mut seen: Vec<&Arc<BTreeSet<String>>> = Vec::with_capacity(LOOKS);
-    for other in ps.clusters.values().map(|c| &c.objects) {
+    for other in held.map(|c| &c.objects) {
         if seen.iter().any(|s| Arc::ptr_eq(s, other)) {
             continue;
         }
@@ -1248,18 +1254,11 @@ pub fn absorb(
                 // change of the entry: it keeps the commit that delivered the revision and its
                 // time, and the state stays as saved.
                 let before = ps.clusters.get(&work.cluster);
+                share_equal_set(&mut pushed.objects, before, ps);
                 if let Some(before) = before {
                     if before.revision == pushed.revision && before.commit.is_some() {
                         pushed.commit.clone_from(&before.commit);
                     }
-                    if before.objects == pushed.objects {
-                        pushed.objects = before.objects.clone();
-                    }
-                }
-                if !before.is_some_and(|b| Arc::ptr_eq(&b.objects, &pushed.objects)) {
-                    share_with_siblings(&mut pushed.objects, ps);
-                }
-                if let Some(before) = before {
                     if before.same_but_for_time_and_recheck(&pushed) {
                         pushed.updated_at = before.updated_at;
                     }
