@@ -444,7 +444,6 @@ impl<D: Deliverer> Daemon<D> {
         let (_, previous) = store.load_schedule()?;
         let rebuild = !store.has_rollout()?;
         let mut state = store.load_rollout()?;
-        state.share_object_sets();
         // What members hold may have changed while the daemon was not watching: the first
         // step re-applies everything delivered (a no-op where nothing changed). Not for
         // `--once`, which continues a rollout and does not watch. A re-apply stamps the commit

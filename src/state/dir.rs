@@ -408,7 +408,10 @@ impl StateStore {
         drop(w);
         match journal {
             Some((j, _)) if j.header.rollout == digest => {
-                journal::replay_rollout(state, j.records).map_err(|m| self.corrupt_journal(m))
+                let mut state = journal::replay_rollout(state, j.records)
+                    .map_err(|m| self.corrupt_journal(m))?;
+                state.share_object_sets();
+                Ok(state)
             }
             _ => Ok(state),
         }
@@ -1276,6 +1279,35 @@ mod tests {
             rollout_file_bytes(&state, &journaled, Some(b"{}")).0,
             whole(&state)
         );
+    }
+
+    /// A state read back shares each placement's equal object sets, from the whole file and
+    /// from the journal alike.
+    #[test]
+    fn a_loaded_state_shares_equal_object_sets() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::lock(dir.path()).unwrap();
+        let (schedule, mut state) = fleet(2, "none");
+        let with_twins = |state: &mut RolloutState, i: usize| {
+            let key: PlacementKey = format!("crp/app-{i:03}").parse().unwrap();
+            let ps = Arc::make_mut(state.placements.get_mut(&key).unwrap());
+            let mut twin = ps.clusters["a"].clone();
+            ps.clusters.get_mut("a").unwrap().objects = Arc::new(["Namespace/x".into()].into());
+            twin.objects = Arc::new(["Namespace/x".into()].into());
+            ps.clusters.insert("b".into(), twin);
+            key
+        };
+        let whole = with_twins(&mut state, 0);
+        store.save(Some(("c1", &schedule)), &state).unwrap();
+        let journaled = with_twins(&mut state, 1);
+        store.save(None, &state).unwrap();
+        drop(store);
+        let loaded = relock(dir.path()).load_rollout().unwrap();
+        assert_eq!(loaded, state);
+        for key in [whole, journaled] {
+            let c = &loaded.placements[&key].clusters;
+            assert!(Arc::ptr_eq(&c["a"].objects, &c["b"].objects), "{key}");
+        }
     }
 
     /// A compaction copies unchanged parts from the file only while it is the one the store

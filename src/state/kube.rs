@@ -361,6 +361,7 @@ impl<O: Objects> StateBackend for KubeStore<O> {
                 state.placements.insert(key, std::sync::Arc::new(p.clone()));
             }
         }
+        state.share_object_sets();
         Ok(state)
     }
 
