@@ -207,9 +207,10 @@ impl Queue {
 /// The workers of the members, and what the daemon handed them and has not heard back about.
 pub struct Workers<D: Deliverer + 'static> {
     deliverer: Arc<D>,
-    /// Boxed: a channel allocates its slots 32 at a time, and a member's queue keeps them
-    /// (16 MiB of unboxed jobs at 1,000 members, at rest).
-    queues: BTreeMap<String, UnboundedSender<Box<Job>>>,
+    /// A member's new jobs of one dispatch, together (a `Vec`, small: a channel allocates its
+    /// slots 32 at a time, and a member's queue keeps them; 16 MiB of unboxed jobs at 1,000
+    /// members, at rest).
+    queues: BTreeMap<String, UnboundedSender<Vec<Job>>>,
     outstanding: BTreeMap<(String, PlacementKey), Fingerprint>,
     results: UnboundedSender<Delivered>,
     reported: UnboundedReceiver<Delivered>,
@@ -251,21 +252,34 @@ impl<D: Deliverer + 'static> Workers<D> {
         commit: &str,
         contexts: &BTreeMap<String, String>,
     ) -> usize {
-        let mut sent = 0;
+        // One message per member with all of its new jobs: a worker already running on the
+        // other thread would otherwise start a delivery with the first job it sees and push
+        // the member again for the rest (work comes placement by placement, so each member's
+        // jobs are spread over the whole list; at a restart that was two confirmations of
+        // every member).
+        let mut batches: BTreeMap<String, Vec<Job>> = BTreeMap::new();
         for w in work {
             let key = (w.cluster.clone(), w.placement.clone());
             let fingerprint = Fingerprint::of(&w);
             if self.outstanding.get(&key) == Some(&fingerprint) {
                 continue;
             }
-            let queue = self.queues.entry(w.cluster.clone()).or_insert_with(|| {
+            self.outstanding.insert(key, fingerprint);
+            batches.entry(w.cluster.clone()).or_default().push(Job {
+                commit: commit.to_string(),
+                work: w,
+            });
+        }
+        let mut sent = 0;
+        for (member, jobs) in batches {
+            let queue = self.queues.entry(member.clone()).or_insert_with(|| {
                 let (tx, rx) = unbounded_channel();
                 let context = contexts
-                    .get(&w.cluster)
-                    .map(|c| BTreeMap::from([(w.cluster.clone(), c.clone())]))
+                    .get(&member)
+                    .map(|c| BTreeMap::from([(member.clone(), c.clone())]))
                     .unwrap_or_default();
                 tokio::spawn(run(
-                    w.cluster.clone(),
+                    member.clone(),
                     context,
                     self.deliverer.clone(),
                     rx,
@@ -273,13 +287,15 @@ impl<D: Deliverer + 'static> Workers<D> {
                 ));
                 tx
             });
-            let job = Box::new(Job {
-                commit: commit.to_string(),
-                work: w,
-            });
-            if queue.send(job).is_ok() {
-                self.outstanding.insert(key, fingerprint);
-                sent += 1;
+            let n = jobs.len();
+            if let Err(unsent) = queue.send(jobs) {
+                // The worker is gone (the daemon is shutting down): nothing of it is outstanding.
+                for j in unsent.0 {
+                    self.outstanding
+                        .remove(&(j.work.cluster.clone(), j.work.placement.clone()));
+                }
+            } else {
+                sent += n;
             }
         }
         sent
@@ -308,13 +324,13 @@ async fn run<D: Deliverer>(
     member: String,
     contexts: BTreeMap<String, String>,
     deliverer: Arc<D>,
-    mut jobs: UnboundedReceiver<Box<Job>>,
+    mut jobs: UnboundedReceiver<Vec<Job>>,
     reports: UnboundedSender<Delivered>,
 ) {
     let mut queue = Queue::default();
     loop {
-        while let Ok(job) = jobs.try_recv() {
-            queue.put(*job);
+        while let Ok(batch) = jobs.try_recv() {
+            batch.into_iter().for_each(|j| queue.put(j));
         }
         if let Some((commit, work)) = queue.take_ready(Instant::now()) {
             let results = deliverer.deliver(work, &commit, &contexts).await;
@@ -331,8 +347,8 @@ async fn run<D: Deliverer>(
         }
         let wake = queue.next_ready_at();
         tokio::select! {
-            job = jobs.recv() => match job {
-                Some(job) => queue.put(*job),
+            batch = jobs.recv() => match batch {
+                Some(batch) => batch.into_iter().for_each(|j| queue.put(j)),
                 None => return,
             },
             () = async {
@@ -615,5 +631,37 @@ mod tests {
         let commits = [first.commit, second.commit];
         assert_eq!(commits, ["c1", "c3"], "c2 was superseded before it went");
         assert_eq!(workers.outstanding(), 0);
+    }
+
+    /// A member's work of one dispatch goes in one delivery, even to a worker that is idle on
+    /// the other thread when the dispatch starts (it used to start pushing the member's first
+    /// job at once and push the member again for the rest).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_members_work_of_one_dispatch_is_one_delivery() {
+        let members = Arc::new(Slow::default());
+        let mut workers = Workers::new(members.clone());
+        let warm = ["m1", "m2"].map(|m| apply("warm", m, 1, false)).to_vec();
+        workers.dispatch(warm, "c1", &contexts());
+        for _ in 0..2 {
+            let d = workers.delivered().await;
+            workers.settled(&d);
+        }
+        let names: Vec<String> = (0..500).map(|i| format!("p{i:03}")).collect();
+        let work: Vec<Work> = names
+            .iter()
+            .flat_map(|p| ["m1", "m2"].map(|m| apply(p, m, 1, true)))
+            .collect();
+        assert_eq!(workers.dispatch(work, "c2", &contexts()), 1000);
+        let mut deliveries = Vec::new();
+        while workers.outstanding() > 0 {
+            let d = workers.delivered().await;
+            workers.settled(&d);
+            deliveries.push((d.member, d.results.len()));
+        }
+        deliveries.sort();
+        assert_eq!(
+            deliveries,
+            [("m1".to_string(), 500), ("m2".to_string(), 500)]
+        );
     }
 }
