@@ -958,6 +958,7 @@ impl<D: Deliverer> Daemon<D> {
                         conditions,
                         per_cluster,
                         failed,
+                        ready: Default::default(),
                         selected_resources: s.selected_resources.clone(),
                         clusters: super::shared_status::Clusters::of(stored_arc.clone()),
                         observed_resource_index: stored

@@ -702,6 +702,7 @@ mod tests {
                 conditions: vec![],
                 per_cluster: Default::default(),
                 failed: Default::default(),
+                ready: Default::default(),
             })
         };
         let (api, _rx) = api(None);
