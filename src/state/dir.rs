@@ -88,8 +88,6 @@ struct Written {
     /// The fleet-wide rest of the rollout state as last written or journaled, and its compact
     /// JSON: a save whose rest is the same (most of them) does not serialise it to compare.
     rest: Option<(RolloutState, Vec<u8>)>,
-    /// What `daemon.json` holds as this store last wrote it, when `fragments` has parts in it.
-    parts_file: Option<PartsFile>,
     /// A writer's start ([`StateStore::adopt`]): what its schedule read found, kept until its
     /// rollout read takes both for written.
     adopted: Option<Adopted>,
@@ -119,24 +117,78 @@ type Fragments = crate::fast_hash::HashMap<PlacementKey, (Arc<PlacementState>, P
 enum Part {
     /// Compact JSON ([`fragment`]), journaled since the file was last written.
     Compact(Vec<u8>),
-    /// Written out, pretty, at this range of the file this store last wrote
-    /// ([`Written::parts_file`]): on disk, not in memory (held in memory, every placement's
-    /// part was 38 MiB of the daemon's heap at rest at 1,000 × 1,000).
-    InFile(std::ops::Range<usize>),
+    /// Written out, pretty, at this range of the file this store last wrote, with the
+    /// [`part_hash`] of those bytes: on disk, not in memory (held in memory, every placement's
+    /// part was 38 MiB of the daemon's heap at rest at 1,000 × 1,000). A compaction copies the
+    /// range only when it still hashes alike (a failed write may have left another file).
+    InFile(std::ops::Range<usize>, u64),
     /// In the file this store adopted ([`StateStore::adopt`]), where not known.
     Adopted,
 }
 
-/// The length and a fast hash of the file a store's [`Part::InFile`] ranges are of: a
-/// compaction copies them from the file only when it is still that file (a failed write may
-/// have left the one before, or the new one under an error).
-type PartsFile = (usize, u64);
-
-fn parts_file_of(bytes: &[u8]) -> PartsFile {
+/// A fast hash of a placement's part as written ([`Part::InFile`]).
+fn part_hash(bytes: &[u8]) -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = foldhash::fast::FixedState::with_seed(0).build_hasher();
     h.write(bytes);
-    (bytes.len(), h.finish())
+    h.finish()
+}
+
+/// Where a compaction finds the parts of the file it wrote last.
+trait PartSource {
+    /// The bytes at `range`, if they are still the part that hashed to `hash`.
+    fn part(&mut self, range: &std::ops::Range<usize>, hash: u64) -> Option<&[u8]>;
+}
+
+/// Parts in memory.
+#[cfg(test)]
+struct InMemory<'a>(Option<&'a [u8]>);
+
+#[cfg(test)]
+impl PartSource for InMemory<'_> {
+    fn part(&mut self, range: &std::ops::Range<usize>, hash: u64) -> Option<&[u8]> {
+        let bytes = self.0?.get(range.clone())?;
+        (part_hash(bytes) == hash).then_some(bytes)
+    }
+}
+
+/// Parts read from the file, one at a time: a compaction no longer holds the old file whole
+/// next to the new one (at 1,000 × 1,000 the two made the daemon's peak: 300–400 MiB over its
+/// resting size at each compaction of a first rollout).
+struct OnDisk {
+    file: Option<fs::File>,
+    buf: Vec<u8>,
+}
+
+impl PartSource for OnDisk {
+    fn part(&mut self, range: &std::ops::Range<usize>, hash: u64) -> Option<&[u8]> {
+        use std::os::unix::fs::FileExt;
+        let file = self.file.as_ref()?;
+        self.buf.resize(range.len(), 0);
+        file.read_exact_at(&mut self.buf, range.start as u64).ok()?;
+        (part_hash(&self.buf) == hash).then_some(&self.buf)
+    }
+}
+
+/// A writer that counts and hashes (SHA-256) what goes through it.
+struct Hashing<W> {
+    inner: W,
+    sha: sha2::Sha256,
+    len: usize,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        use sha2::Digest;
+        let n = self.inner.write(buf)?;
+        self.sha.update(&buf[..n]);
+        self.len += n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// A journal is compacted once it is larger than a quarter of the whole files it applies to
@@ -469,27 +521,53 @@ impl StateStore {
         Ok(())
     }
 
-    fn write_rollout(&self, w: &mut Written, state: &RolloutState) -> Result<Vec<u8>, StateError> {
+    /// Writes `daemon.json` whole, streamed to a temporary file (unchanged parts copied from
+    /// the file as it is, one at a time), unless this store last wrote exactly those bytes
+    /// there. Returns the file's SHA-256 and length.
+    fn write_rollout(
+        &self,
+        w: &mut Written,
+        state: &RolloutState,
+    ) -> Result<([u8; 32], usize), StateError> {
+        use sha2::Digest;
         w.rest = None;
-        let previous = self.parts_file_bytes(w)?;
-        let (bytes, parts) = rollout_file_bytes(state, &w.fragments, previous.as_deref());
-        drop(previous);
-        self.write_changed(w, ROLLOUT_FILE, &bytes)?;
-        w.fragments = parts;
-        w.parts_file = Some(parts_file_of(&bytes));
-        w.rest = Some(rest_written(state));
-        Ok(bytes)
-    }
-
-    /// The file `fragments`' [`Part::InFile`] ranges are of, when some are and it is still
-    /// that file; else `None`, and those parts are serialised again.
-    fn parts_file_bytes(&self, w: &Written) -> Result<Option<Vec<u8>>, StateError> {
-        let in_file = |(_, part): &(Arc<PlacementState>, Part)| matches!(part, Part::InFile(_));
-        let Some(expected) = w.parts_file.filter(|_| w.fragments.values().any(in_file)) else {
-            return Ok(None);
+        let path = self.dir.join(ROLLOUT_FILE);
+        let err = |source| StateError::Write {
+            file: path.clone(),
+            source,
         };
-        let bytes = self.read_bytes(ROLLOUT_FILE)?;
-        Ok(bytes.filter(|b| parts_file_of(b) == expected))
+        let in_file = |(_, part): &(Arc<PlacementState>, Part)| matches!(part, Part::InFile(..));
+        let mut previous = OnDisk {
+            // Not there, or unreadable: every part is serialised again.
+            file: w
+                .fragments
+                .values()
+                .any(in_file)
+                .then(|| fs::File::open(&path).ok())
+                .flatten(),
+            buf: Vec::new(),
+        };
+        let tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(err)?;
+        let mut out = Hashing {
+            inner: std::io::BufWriter::with_capacity(1 << 20, tmp),
+            sha: sha2::Sha256::new(),
+            len: 0,
+        };
+        let parts =
+            write_rollout_file(state, &w.fragments, &mut previous, &mut out).map_err(err)?;
+        drop(previous);
+        let digest: [u8; 32] = out.sha.finalize().into();
+        let len = out.len;
+        let tmp = out.inner.into_inner().map_err(|e| err(e.into_error()))?;
+        if w.digests.get(ROLLOUT_FILE) != Some(&digest) {
+            // Forgotten first: a failed write must not be taken for the last one written.
+            w.digests.remove(ROLLOUT_FILE);
+            persist_synced(tmp, &path)?;
+            w.digests.insert(ROLLOUT_FILE, digest);
+        }
+        w.fragments = parts;
+        w.rest = Some(rest_written(state));
+        Ok((digest, len))
     }
 
     /// Writes `bytes` to `name` ([`write_atomic`]) unless this store last wrote exactly them
@@ -706,7 +784,7 @@ impl StateStore {
                 }
             }
         };
-        let rollout_bytes = self.write_rollout(w, state)?;
+        let (rollout_digest, rollout_len) = self.write_rollout(w, state)?;
         let (schedule_digest, schedule_len) = match &schedule_bytes {
             Some(ScheduleBase::Written(bytes)) => (journal::digest(Some(bytes)), bytes.len()),
             Some(ScheduleBase::Kept { digest, len }) => (Some(*digest), *len as usize),
@@ -714,7 +792,7 @@ impl StateStore {
         };
         let header = journal::Header {
             schedule: schedule_digest,
-            rollout: journal::digest(Some(&rollout_bytes)),
+            rollout: Some(rollout_digest),
         }
         .encode();
         let path = self.dir.join(journal::JOURNAL_FILE);
@@ -730,7 +808,7 @@ impl StateStore {
             file,
             begun: header.len() as u64,
             len: header.len() as u64,
-            bases: (schedule_len + rollout_bytes.len()) as u64,
+            bases: (schedule_len + rollout_len) as u64,
         });
         Ok(())
     }
@@ -894,13 +972,14 @@ fn pretty_part(compact: &[u8], out: &mut Vec<u8>) {
 /// from each placement's part, which is serialised again only when its state is no longer
 /// the shared value it was last serialised from (at 1,000 placements serialising the whole
 /// state took most of every reconcile's save, though a reconcile changes few placements).
-/// A part in `previous` (the file the parts' ranges are of) is copied from it. Returns the
-/// bytes and every placement's part, now a range of them.
-fn rollout_file_bytes(
+/// A part `previous` still has is copied from it. Written to `out` as it is made; returns
+/// every placement's part, now a range of what was written.
+fn write_rollout_file(
     state: &RolloutState,
     fragments: &Fragments,
-    previous: Option<&[u8]>,
-) -> (Vec<u8>, Fragments) {
+    previous: &mut dyn PartSource,
+    out: &mut impl Write,
+) -> std::io::Result<Fragments> {
     let rest = rest_of(state);
     let file = RolloutFile {
         version: FORMAT_VERSION,
@@ -909,7 +988,8 @@ fn rollout_file_bytes(
     let outline = serde_json::to_vec_pretty(&file).expect("rollout state serialises");
     let mut parts = Fragments::default();
     if state.placements.is_empty() {
-        return (outline, parts);
+        out.write_all(&outline)?;
+        return Ok(parts);
     }
     // The pretty printer's indent at the placements' values (inside the file's object and the
     // map): each value's own lines move in by it.
@@ -922,39 +1002,65 @@ fn rollout_file_bytes(
         .position(|w| w == EMPTY)
         .expect("the file has a placements map");
     let head = at + EMPTY.len() - 1;
-    let mut out = Vec::with_capacity(previous.map_or(outline.len(), <[u8]>::len));
-    out.extend_from_slice(&outline[..head]);
+    let mut written = head;
+    out.write_all(&outline[..head])?;
+    let mut scratch = Vec::new();
     for (i, (key, ps)) in state.placements.iter().enumerate() {
-        out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        out.extend_from_slice(INDENT);
-        serde_json::to_writer(&mut out, &key.to_string()).expect("an id serialises");
-        out.extend_from_slice(b": ");
-        let begun = out.len();
+        scratch.clear();
+        scratch.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+        scratch.extend_from_slice(INDENT);
+        serde_json::to_writer(&mut scratch, &key.to_string()).expect("an id serialises");
+        scratch.extend_from_slice(b": ");
+        out.write_all(&scratch)?;
+        let begun = written + scratch.len();
         let kept = fragments
             .get(key)
             .filter(|(from, _)| Arc::ptr_eq(from, ps))
             .map(|(_, part)| part);
-        let reused = match kept {
-            Some(Part::Compact(compact)) => {
-                pretty_part(compact, &mut out);
-                true
-            }
-            Some(Part::InFile(range)) => match previous.and_then(|p| p.get(range.clone())) {
+        let copied = match kept {
+            Some(Part::InFile(range, hash)) => match previous.part(range, *hash) {
                 Some(bytes) => {
-                    out.extend_from_slice(bytes);
-                    true
+                    out.write_all(bytes)?;
+                    Some((bytes.len(), *hash))
                 }
-                None => false,
+                None => None,
             },
-            Some(Part::Adopted) | None => false,
+            _ => None,
         };
-        if !reused {
-            pretty_part(&fragment(ps), &mut out);
-        }
-        parts.insert(key.clone(), (ps.clone(), Part::InFile(begun..out.len())));
+        let (len, hash) = match copied {
+            Some(copied) => copied,
+            None => {
+                scratch.clear();
+                match kept {
+                    Some(Part::Compact(compact)) => pretty_part(compact, &mut scratch),
+                    _ => pretty_part(&fragment(ps), &mut scratch),
+                }
+                out.write_all(&scratch)?;
+                (scratch.len(), part_hash(&scratch))
+            }
+        };
+        written = begun + len;
+        parts.insert(
+            key.clone(),
+            (ps.clone(), Part::InFile(begun..written, hash)),
+        );
     }
-    out.extend_from_slice(b"\n  }");
-    out.extend_from_slice(&outline[head + 1..]);
+    out.write_all(b"\n  }")?;
+    out.write_all(&outline[head + 1..])?;
+    Ok(parts)
+}
+
+/// [`write_rollout_file`] into memory, the parts of `previous` (the bytes the parts' ranges
+/// are of) copied from it.
+#[cfg(test)]
+fn rollout_file_bytes(
+    state: &RolloutState,
+    fragments: &Fragments,
+    previous: Option<&[u8]>,
+) -> (Vec<u8>, Fragments) {
+    let mut out = Vec::new();
+    let parts = write_rollout_file(state, fragments, &mut InMemory(previous), &mut out)
+        .expect("a Vec takes every write");
     (out, parts)
 }
 
@@ -990,6 +1096,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(err)?;
     tmp.write_all(bytes).map_err(err)?;
+    persist_synced(tmp, path)
+}
+
+/// Syncs `tmp` (written in `path`'s folder) and renames it to `path`, durably.
+fn persist_synced(tmp: tempfile::NamedTempFile, path: &Path) -> Result<(), StateError> {
+    let err = |source| StateError::Write {
+        file: path.to_path_buf(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
     tmp.as_file().sync_all().map_err(err)?;
     tmp.persist(path).map_err(|e| err(e.error))?;
     // The rename is durable only once the folder itself is synced.
@@ -1234,7 +1350,7 @@ mod tests {
         let (previous, kept) = rollout_file_bytes(&state, &Fragments::default(), None);
         assert_eq!(previous, whole(&state));
         let range = |parts: &Fragments, key: &PlacementKey| match &parts[key].1 {
-            Part::InFile(r) => r.clone(),
+            Part::InFile(r, _) => r.clone(),
             other => panic!("{other:?}"),
         };
         let (a, b): (PlacementKey, PlacementKey) =
@@ -1310,9 +1426,9 @@ mod tests {
         }
     }
 
-    /// A compaction copies unchanged parts from the file only while it is the one the store
-    /// wrote: a file changed under it (as a failed write may leave one) has every part
-    /// serialised again.
+    /// A compaction copies an unchanged part from the file only while its bytes are still the
+    /// ones the store wrote there: a file changed under it (as a failed write may leave one)
+    /// has its changed parts serialised again.
     #[test]
     fn a_compaction_copies_parts_only_from_the_file_it_wrote() {
         let dir = tempfile::tempdir().unwrap();
@@ -1323,7 +1439,7 @@ mod tests {
         assert!(w
             .fragments
             .values()
-            .all(|(_, p)| matches!(p, Part::InFile(_))));
+            .all(|(_, p)| matches!(p, Part::InFile(..))));
         drop(w);
         set_error(&mut state, 3, "timeout");
         store.save(None, &state).unwrap();
