@@ -559,12 +559,8 @@ impl StateStore {
         let digest: [u8; 32] = out.sha.finalize().into();
         let len = out.len;
         let tmp = out.inner.into_inner().map_err(|e| err(e.into_error()))?;
-        if w.digests.get(ROLLOUT_FILE) != Some(&digest) {
-            // Forgotten first: a failed write must not be taken for the last one written.
-            w.digests.remove(ROLLOUT_FILE);
-            persist_synced(tmp, &path)?;
-            w.digests.insert(ROLLOUT_FILE, digest);
-        }
+        // The same bytes as last time: `tmp` is dropped (deleted) instead.
+        write_unless_same(w, ROLLOUT_FILE, digest, || persist_synced(tmp, &path))?;
         w.fragments = parts;
         w.rest = Some(rest_written(state));
         Ok((digest, len))
@@ -580,14 +576,9 @@ impl StateStore {
     ) -> Result<(), StateError> {
         use sha2::Digest;
         let digest: [u8; 32] = sha2::Sha256::digest(bytes).into();
-        if w.digests.get(name) == Some(&digest) {
-            return Ok(());
-        }
-        // Forgotten first: a failed write must not be taken for the last one written.
-        w.digests.remove(name);
-        write_atomic(&self.dir.join(name), bytes)?;
-        w.digests.insert(name, digest);
-        Ok(())
+        write_unless_same(w, name, digest, || {
+            write_atomic(&self.dir.join(name), bytes)
+        })
     }
 
     /// The daemon's save: what changed since the last one (placements whose schedule or
@@ -1085,6 +1076,24 @@ pub fn read_rollout(dir: &Path) -> Result<RolloutState, StateError> {
         written: Default::default(),
     }
     .load_rollout()
+}
+
+/// Runs `write` (a whole file's crash-safe write) unless this store last wrote the bytes of
+/// `digest` to `name`, and remembers them as written.
+fn write_unless_same(
+    w: &mut Written,
+    name: &'static str,
+    digest: [u8; 32],
+    write: impl FnOnce() -> Result<(), StateError>,
+) -> Result<(), StateError> {
+    if w.digests.get(name) == Some(&digest) {
+        return Ok(());
+    }
+    // Forgotten first: a failed write must not be taken for the last one written.
+    w.digests.remove(name);
+    write()?;
+    w.digests.insert(name, digest);
+    Ok(())
 }
 
 /// Writes `bytes` to `path` so that a crash leaves either the old or the new content.
