@@ -1312,8 +1312,8 @@ mod tests {
         cat
     }
 
-    /// Issue 15.6: a large commit's diffs are held once, however many clusters get them (three
-    /// copies of a 50 MB commit's diffs, one per member, were most of what plan held).
+    /// A large commit's diffs are held once, however many clusters get them (a copy per member
+    /// would be most of what plan holds).
     #[test]
     fn clusters_with_the_same_change_share_one_diff_text() {
         let base = commit(None);

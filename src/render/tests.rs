@@ -174,7 +174,7 @@ fn no_overrides_leave_objects_unchanged() {
 
 #[test]
 fn a_rendering_shares_each_value_no_override_patched_for_its_cluster() {
-    // Memory (issue 15.6): an object rendered for 300 clusters is one value, not 300 copies.
+    // Memory: an object rendered for 300 clusters is one value, not 300 copies.
     let selected = [
         Arc::new(namespace("app")),
         Arc::new(deployment("app", "web")),
