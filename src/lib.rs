@@ -38,6 +38,8 @@ pub mod bench;
 pub mod build_info;
 pub mod catalog;
 pub mod cli;
+#[cfg(test)]
+mod compat_corpus;
 pub mod daemon;
 pub mod daemon_client;
 pub mod fast_hash;

@@ -260,10 +260,13 @@ impl PartialEq for ReadyOnce {
 /// The environment variable naming a file whose number (seconds) is added to the daemon's
 /// clock: how end-to-end tests pass a TimedWait of hours, or a key's expiry, without waiting
 /// (as gpg's `--faked-system-time`). Read at every call, so a test moves time forward by
-/// rewriting the file. Not for production: a run's waits are measured on this clock.
+/// rewriting the file. Only in a build with the test-only `test-hooks` feature: a product
+/// build never reads it, so no environment can move the clock that judges waits and expiries.
+#[cfg(feature = "test-hooks")]
 pub const CLOCK_SKEW_FILE_ENV: &str = "GITFLEET_TEST_CLOCK_SKEW_FILE";
 
-/// The daemon's clock, Unix seconds (moved by [`CLOCK_SKEW_FILE_ENV`] when it is set).
+/// The daemon's clock, Unix seconds (moved by `GITFLEET_TEST_CLOCK_SKEW_FILE` in a
+/// `test-hooks` build).
 pub fn now_unix() -> u64 {
     let real = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -273,6 +276,7 @@ pub fn now_unix() -> u64 {
 
 /// Seconds the test clock is moved forward; 0 when the variable is not set. A file that
 /// cannot be read or parsed is a broken test set-up: it panics rather than run on real time.
+#[cfg(feature = "test-hooks")]
 fn clock_skew() -> u64 {
     static FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     let Some(file) = FILE.get_or_init(|| std::env::var_os(CLOCK_SKEW_FILE_ENV).map(PathBuf::from))
@@ -287,6 +291,12 @@ fn clock_skew() -> u64 {
             file.display()
         )
     })
+}
+
+/// A product build's clock is the real one.
+#[cfg(not(feature = "test-hooks"))]
+fn clock_skew() -> u64 {
+    0
 }
 
 /// Everything that makes the daemon look at the branch again.
