@@ -47,10 +47,11 @@ pub fn corpus() -> Option<PathBuf> {
         .filter(|n| *n != "main")
         .map(|n| format!(" {n}"))
         .unwrap_or_default();
-    let _ = writeln!(
-        std::io::stderr(),
-        "note: test{test}: compatibility corpus SKIPPED (not at {}): {HOW_TO_GET}",
+    // One write, so that the harness's own lines on the terminal do not cut it.
+    let note = format!(
+        "note: test{test}: compatibility corpus SKIPPED (not at {}): {HOW_TO_GET}\n",
         dir.display()
     );
+    let _ = std::io::stderr().write_all(note.as_bytes());
     None
 }
