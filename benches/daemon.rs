@@ -1,4 +1,4 @@
-//! The daemon benchmark: `cargo bench --bench daemon` (issue 5, item 8).
+//! The daemon benchmark: `cargo bench --bench daemon`.
 //!
 //! Runs the real binary, `gitfleet run`, as a child process against simulated members served
 //! in this process (`gitfleet_sim`), and measures two things:
@@ -18,7 +18,7 @@
 //!   `/proc/<pid>` for one default poll period, so the window holds exactly one periodic look at
 //!   the branch and the members.
 //!
-//! - **faulty members** (issue 15.2): 6 healthy members and 4 faulty ones (down, 500 on every
+//! - **faulty members**: 6 healthy members and 4 faulty ones (down, 500 on every
 //!   request, garbage on every request, 3 s per request) under one daemon; push-to-applied on
 //!   the healthy members, first with no fault, then with the faults, as the ratio of the
 //!   medians (goal: under 2), see [`faults`].
@@ -28,12 +28,12 @@
 //!   until the daemon reports the commit settled (every Deployment available again through the
 //!   real deployment controller and kwok), see [`latency_real`].
 //!
-//! - **fleet scale** (issue 19.1): 1,000 placements over 300 simulated members, five phases
+//! - **fleet scale**: 1,000 placements over 300 simulated members, five phases
 //!   (first commit, idle, a one-placement change, a ConfigMap a tenth of the placements select,
 //!   a restart), each with the daemon's wall and CPU time, peak and steady RSS and the requests
 //!   the members received, see [`scale`]. `GITFLEET_DAEMON_SCALE="placements,members,idle_s"`;
 //!   `GITFLEET_DAEMON_STATE=kubernetes` keeps the state in a simulated hosting cluster behind a
-//!   Lease (issue 16.5), so that the restart is a new leader's re-sync.
+//!   Lease, so that the restart is a new leader's re-sync.
 //!
 //! The simulator shares the machine (and its cores) with the daemon, as it would in the quick
 //! start. `GITFLEET_DAEMON_BENCH="commits,idle_seconds"` changes the sizes (default 20,30);
@@ -41,8 +41,8 @@
 //! `GITFLEET_DAEMON_REAL_COMMITS` the commits on real members (default 10).
 
 /// The simulator serves the members from this process on the allocator `gitfleet sim` runs on
-/// (src/main.rs), not glibc's: on glibc's, malloc and free were a third of its CPU serving a
-/// restart's lists at 1,000 members (perf), CPU the daemon under test then had less of.
+/// (src/main.rs), not glibc's: glibc's malloc and free would cost it much CPU serving a
+/// restart's lists, CPU the daemon under test would then have less of.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -690,7 +690,7 @@ fn latency(rt: &tokio::runtime::Runtime, commits: usize, size: usize) -> Result<
 
 /// The objects of the `web` placement at `revision`, with the Deployment's pod template
 /// changed too, so every commit rolls its pods out again.
-/// Issue 19.5's goal for the median: under 100 ms on 10 members (and fewer), under 1 s on more
+/// The goal for the median: under 100 ms on 10 members (and fewer), under 1 s on more
 /// (it names 100).
 fn latency_goal(members: usize) -> Duration {
     if members <= 10 {
@@ -917,7 +917,7 @@ fn idle(rt: &tokio::runtime::Runtime, window: Duration) -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Faulty members (issue 15.2)
+// Faulty members
 // ---------------------------------------------------------------------------------------------
 
 const FAULT_HEALTHY: usize = 6;
@@ -1017,7 +1017,7 @@ fn faults(rt: &tokio::runtime::Runtime, commits: usize) -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fleet scale (issue 19.1)
+// Fleet scale
 // ---------------------------------------------------------------------------------------------
 
 /// `GITFLEET_DAEMON_SCALE="placements,members,idle_seconds"` (default 1000,300,30).
@@ -1202,7 +1202,7 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// The daemon at fleet scale (issue 19.1): `placements` placements over `members` simulated
+/// The daemon at fleet scale: `placements` placements over `members` simulated
 /// members (one simulator in this process), five phases, each measured on the daemon process:
 /// the first commit until everything is applied and available; idle for one default poll; a
 /// commit that changes one placement's ConfigMap; a commit that changes the ConfigMap a tenth
@@ -1213,7 +1213,7 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let (mut names, texts, shared) = scale_files(placements, clusters);
     // `GITFLEET_DAEMON_STATE=kubernetes`: the state in ConfigMaps of one more simulated
-    // cluster, behind a Lease (issue 16.5), the restart then a new leader's re-sync.
+    // cluster, behind a Lease, the restart then a new leader's re-sync.
     let in_kubernetes = std::env::var("GITFLEET_DAEMON_STATE").is_ok_and(|s| s == "kubernetes");
     if in_kubernetes {
         names.push(HOSTING.to_string());

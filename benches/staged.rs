@@ -1,4 +1,4 @@
-//! The staged update run benchmark: `cargo bench --bench staged` (issue 14, item 7).
+//! The staged update run benchmark: `cargo bench --bench staged`.
 //!
 //! KubeFleet's published figure (kubefleet.md §6, "Performance and Scalability Report – Q1
 //! 2026"): a staged rollout over 100 clusters in 3 stages of 20/30/50 clusters, 50 %

@@ -1,4 +1,4 @@
-//! The state objects of `--state kubernetes` at fleet scale (issue 16.5): `cargo bench --bench
+//! The state objects of `--state kubernetes` at fleet scale: `cargo bench --bench
 //! state`.
 //!
 //! Generates the synthetic fleet of `gitfleet_testkit::bench` (default 1,000 placements × 1,000

@@ -39,6 +39,8 @@ pub mod approvals;
 pub mod build_info;
 pub mod catalog;
 pub mod cli;
+#[cfg(test)]
+mod compat_corpus;
 pub mod daemon;
 pub mod daemon_client;
 pub mod fast_hash;

@@ -60,8 +60,8 @@ fn verify_gitlab(secret: &[u8], token: &str) -> Result<(), WebhookError> {
 }
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    // Hex digits only: `from_str_radix` also takes a sign, so "+e" read as 0x0e and a
-    // signature with `+` for a `0` was accepted (found by the `webhook` fuzz target).
+    // Hex digits only: `from_str_radix` also takes a sign, so "+e" would read as 0x0e and a
+    // signature with `+` for a `0` would be accepted.
     if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }

@@ -496,9 +496,9 @@ var reservedPorts struct {
 
 // freePort returns a port that can be listened on now, taken at random below Linux's default
 // ephemeral range (32768-60999): a port the kernel hands out for port 0 is also one it hands
-// out to outgoing connections, and one of those once took etcd's port between this check and
+// out to outgoing connections, and one of those could take etcd's port between this check and
 // etcd's bind. Nor may another test bed of this machine hold it (reservedPorts): two test beds
-// once chose the same port for their API servers ("address already in use").
+// could otherwise choose the same port for their API servers ("address already in use").
 func freePort() (int, error) {
 	dir := filepath.Join(os.TempDir(), "gitfleet-testbed-ports")
 	if err := os.MkdirAll(dir, 0o777); err != nil {

@@ -894,7 +894,7 @@ fn many_objects_of_a_kind_are_read_in_one_list_with_the_same_rules(backend: Back
     assert_eq!(outcome(&again, "beta", "ConfigMap", "cm-3").0, "unchanged");
 }
 
-/// Issue 19.4: a push that finds everything in place (a restart's re-check) reads what gitfleet
+/// A push that finds everything in place (a restart's re-check) reads what gitfleet
 /// placed with one labelled LIST per kind across namespaces, not one GET per object; the same
 /// rules hold for what it does not find that way (an unlabelled object is still looked at and
 /// not taken over). Twelve placements, each its own namespace and ConfigMap, pushed twice. Before
@@ -1182,7 +1182,7 @@ fn take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest(backe
     assert_eq!(outcome(&report, "beta", "ConfigMap", "clash").0, "applied");
 }
 
-/// Marks alpha's record of `crp.app` as being written by someone else (issue 15.5).
+/// Marks alpha's record of `crp.app` as being written by someone else.
 fn mark_record(members: &Members, holder: &str, process: &str, until: &str) {
     kubectl_ok(
         members,

@@ -1,7 +1,7 @@
 //! Approval tags end to end: real keys made by `ssh-keygen` and `gpg` in a temporary home, tags
 //! made and signed by the real `git tag -s` (SSH through `gpg.format=ssh`, OpenPGP through gpg),
 //! judged by the real `gitfleet verify-approval`, which verifies in-process (no git, no gpg).
-//! Every rejection reason of issue 14 has its case.
+//! Every rejection reason of an approval has its case.
 
 mod common;
 use common::kubectl::Kubectl as _;

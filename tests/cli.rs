@@ -825,7 +825,7 @@ fn version_completion_and_plan_output_follow_cli_conventions() {
     assert_eq!(p.code, 1, "{}", p.stderr);
 }
 
-/// Issue 18.6: the main commands' `--help` shows examples before the exit codes.
+/// The main commands' `--help` shows examples before the exit codes.
 #[test]
 fn the_main_commands_help_has_examples() {
     for cmd in [
@@ -858,7 +858,7 @@ fn the_main_commands_help_has_examples() {
     }
 }
 
-/// Issue 18.6: `schedule -o wide` lists every picked cluster, the policy snapshot index and
+/// `schedule -o wide` lists every picked cluster, the policy snapshot index and
 /// every condition.
 #[test]
 fn schedule_wide_shows_every_cluster_and_condition() {
@@ -926,7 +926,7 @@ const CHART: &str = "apiVersion: v2\nname: web\nversion: 0.1.0\n";
 const TEMPLATE: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: {{ .Values.replicas }}\n";
 const KUSTOMIZATION: &str = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../base]\npatches: [{path: replicas.yaml}]\n";
 
-/// Issue 18.7: a Helm chart and a Kustomize overlay get one diagnostic each (not a cascade of
+/// A Helm chart and a Kustomize overlay get one diagnostic each (not a cascade of
 /// parse and schema errors), saying what they are and the `.gitfleetignore` line that leaves
 /// them out; `.gitfleetignore` is read from the commit, with gitignore's rules.
 #[test]

@@ -123,9 +123,9 @@ spec:
     spec: {containers: [{name: shop, image: 'shop:1', resources: {requests: {cpu: 100m}}}]}
 ";
 
-/// Regression (issue 12): `apply` stamped `gitfleet.io/resource-snapshot` with the hash cut to
-/// 16 characters and the daemon with the whole hash, so a `run` after an `apply` of the same
-/// commit re-patched every object on every member.
+/// `apply` and the daemon stamp `gitfleet.io/resource-snapshot` with the same whole hash: a
+/// stamp that differed (one cut short) would make a `run` after an `apply` of the same commit
+/// re-patch every object on every member.
 #[test]
 fn apply_then_run_on_the_same_commit_writes_nothing() {
     let sim = SimFleet::start(FLEET);
@@ -303,8 +303,8 @@ fn requests(sim: &SimFleet, which: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Issue 19.4: a daemon restarted on its state directory with nothing changed while it was
-/// down re-checks every binding on its member (the start-up re-check, which used to re-apply
+/// A daemon restarted on its state directory with nothing changed while it was
+/// down re-checks every binding on its member (the start-up re-check, which must not re-apply
 /// every object with a server-side apply) and writes nothing.
 #[test]
 fn a_restart_with_nothing_changed_confirms_every_binding_without_writing() {

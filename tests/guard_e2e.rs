@@ -1,4 +1,4 @@
-//! Guards against losing a fleet by accident (issue 15.3, 16.4), end to end with the real
+//! Guards against losing a fleet by accident, end to end with the real
 //! binary: a commit that would delete most of what gitfleet manages is held — nothing of it
 //! applied — until a commit's `Gitfleet-Allow-Deletions` trailer releases it (on `gitfleet sim`
 //! and on real API servers); `gitfleet plan` says the head would be held; a second daemon on
@@ -379,7 +379,7 @@ fn apply_refuses_a_mass_deletion_unless_allowed(backend: Backend) {
     }
 }
 
-/// Issue 15.4: the state directory is lost and, in the same commit, a placement is deleted. The
+/// The state directory is lost and, in the same commit, a placement is deleted. The
 /// daemon starting without state reads the members' records, adopts what they list, and
 /// removes what no placement delivers any more.
 fn a_lost_state_directory_is_rebuilt_from_the_members_records(backend: Backend) {

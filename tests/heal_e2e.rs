@@ -1,4 +1,4 @@
-//! `gitfleet run` heals what members lose (issue 15.1): the daemon watches what it put on
+//! `gitfleet run` heals what members lose: the daemon watches what it put on
 //! members (by its labels) and re-applies through the rollout core when an object is deleted
 //! or changed — or, under `whenToApply: IfNotDrifted`, reports the drift and leaves it. Checked
 //! on `gitfleet sim` and on real API servers (the test bed). The poll is an hour away in these
@@ -159,7 +159,7 @@ fn status_text(daemon: &Daemon, placement: Option<&str>) -> String {
     out.stdout
 }
 
-/// Issue 15.7: a Deployment that can never be scheduled (64 CPUs) keeps its clusters pending;
+/// A Deployment that can never be scheduled (64 CPUs) keeps its clusters pending;
 /// status says the rollout waits for availability, not "settled", and describe says which
 /// object and why.
 fn status_says_which_objects_are_not_available_and_why(backend: Backend) {
@@ -209,7 +209,7 @@ spec:
     );
 }
 
-/// Issue 15.7: after a commit that empties the repository, the members are gone from it too
+/// After a commit that empties the repository, the members are gone from it too
 /// and keep what they have (as in KubeFleet); status says so instead of "Deleted ... settled".
 fn an_emptied_repository_says_its_objects_stay_on_members(backend: Backend) {
     let members = Members::start(backend, FLEET);

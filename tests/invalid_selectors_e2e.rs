@@ -1,4 +1,4 @@
-//! A placement whose resource selectors become invalid is held, not the commit (issue 17.2),
+//! A placement whose resource selectors become invalid is held, not the commit,
 //! end to end with the real binary, a real git repository and both member backends.
 //! KubeFleet's hub admits such a placement; its placement controller meets the error while
 //! selecting, sets `Scheduled=False` (reason `InvalidResourceSelectors`) and returns before it

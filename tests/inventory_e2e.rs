@@ -372,7 +372,7 @@ fn shop_on_two_members(backend: Backend) -> (Members, Repo) {
     (members, repo)
 }
 
-/// Issue 17.4: with `--enable-namespace-collection` (KubeFleet's member agent flag
+/// With `--enable-namespace-collection` (KubeFleet's member agent flag
 /// `--enable-namespace-collection-in-property-provider`) the live probe lists each member's
 /// namespaces and KubeFleet's NamespaceAffinity filter
 /// (pkg/scheduler/framework/plugins/namespaceaffinity/filtering.go) sends a ResourcePlacement
@@ -380,8 +380,8 @@ fn shop_on_two_members(backend: Backend) -> (Members, Repo) {
 /// the namespace is created on a member, the next probe schedules it there. Without the flag
 /// every member passes, as KubeFleet without namespace collection.
 ///
-/// Fails on the code before this change: the flag did not exist (exit 64), and the live
-/// inventory never had namespaces, so both members were always selected.
+/// Fails if the live inventory does not collect namespaces: both members would then be
+/// selected.
 fn namespace_collection_sends_a_resource_placement_where_its_namespace_exists(backend: Backend) {
     let (members, repo) = shop_on_two_members(backend);
 
@@ -447,12 +447,11 @@ fn has_cfg(members: &Members, member: &str) -> bool {
     code == 0 && out.trim() == "configmap/cfg"
 }
 
-/// Issue 17.4 on the daemon: `gitfleet run --enable-namespace-collection` probes namespaces at
-/// each heartbeat (here every second), delivers the ResourcePlacement only where its namespace exists,
-/// reports KubeFleet's reason for the other member in its schedule, and once the namespace is
-/// created there, the next probe schedules and delivers it. Fails on the code before this
-/// change: `run` had no such flag, and without collection beta was picked at once (its apply
-/// then failing on the missing namespace).
+/// Namespace collection on the daemon: `gitfleet run --enable-namespace-collection` probes
+/// namespaces at each heartbeat (here every second), delivers the ResourcePlacement only where
+/// its namespace exists, reports KubeFleet's reason for the other member in its schedule, and
+/// once the namespace is created there, the next probe schedules and delivers it. Without
+/// collection beta would be picked at once (its apply then failing on the missing namespace).
 fn the_daemon_with_namespace_collection_follows_a_namespace_created_on_a_member(backend: Backend) {
     let (members, repo) = shop_on_two_members(backend);
 

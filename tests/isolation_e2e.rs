@@ -1,4 +1,4 @@
-//! Issue 15.2: one faulty member never delays the rest of the fleet. `gitfleet run` against
+//! One faulty member never delays the rest of the fleet. `gitfleet run` against
 //! members of which some are down, answer 500, answer garbage or are very slow: commits keep
 //! reaching the healthy members while the faulty ones are still being retried. Everything is
 //! awaited on conditions (with the usual generous bound for a hang); nothing is timed.

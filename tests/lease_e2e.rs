@@ -1,4 +1,4 @@
-//! `gitfleet run --state kubernetes` on the real-member test bed (issue 16.4, 15.4 on takeover):
+//! `gitfleet run --state kubernetes` on the real-member test bed:
 //! one member's API server serves as the hosting cluster (its Lease and the state ConfigMaps);
 //! the others are members. Two replicas elect a leader; the leader is SIGKILLed in the middle of
 //! a rolling rollout; the other takes over and finishes it, and the members' objects show that
@@ -256,7 +256,7 @@ fn the_follower_takes_over_a_killed_leaders_rollout_without_repeating_a_step() {
         (acquired - last_renew) as f64 / 1e6
     );
     follower.await_log(&["leading: read and claimed the state", &leader_name]);
-    // It completes its view from the members' records before it steps (issue 15.4).
+    // It completes its view from the members' records before it steps.
     follower.await_log(&["leader takeover: read the members' records"]);
     await_until("the new leader finishes the rollout", || {
         settings_on(&members).values().all(|(m, _)| m == "v2") && up_to_date(&follower)

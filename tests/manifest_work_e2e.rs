@@ -1,10 +1,9 @@
-//! Plain OCM `ManifestWork`s and their `manifestConfigs`/`deleteOption` end to end (issue 17.5):
+//! Plain OCM `ManifestWork`s and their `manifestConfigs`/`deleteOption` end to end:
 //! `gitfleet apply` of a real git repository to members served by `gitfleet sim` and by real API
 //! servers (the test bed), checked with kubectl.
 //!
-//! Every test here fails on the code before issue 17.5 was built: a ManifestWork was refused
-//! ("ManifestWork is not delivered by gitfleet (not built)"), so `apply` exited 1 and wrote
-//! nothing. The OCM behaviour each mirrors is cited on the test.
+//! Every test here fails if plain ManifestWorks are refused: `apply` would then exit 1 and
+//! write nothing. The OCM behaviour each mirrors is cited on the test.
 
 mod common;
 use common::kubectl::Kubectl as _;

@@ -571,7 +571,7 @@ fn a_member_label_used_by_an_override_variable_changes_only_that_members_objects
     assert!(web.contains("+          value: eastus2\n"), "{web}");
 }
 
-/// A plain ManifestWork (issue 17.5) is planned as a placement of its own, `mw/CLUSTER/NAME`,
+/// A plain ManifestWork is planned as a placement of its own, `mw/CLUSTER/NAME`,
 /// that gains the one cluster its namespace names and delivers its manifests there only; its
 /// manifestConfigs travel with the manifests. Refused (exit 1) before 17.5 was built.
 #[test]

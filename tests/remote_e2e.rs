@@ -435,7 +435,7 @@ fn source_of(daemon: &Daemon) -> serde_json::Value {
     doc["source"].clone()
 }
 
-/// Issue 18.8: a remote that fails shows in the status API (`source`), `gitfleet status`,
+/// A remote that fails shows in the status API (`source`), `gitfleet status`,
 /// `/readyz` (after `--ready-fetch-failures` failures in a row) and the metrics; the daemon
 /// recovers when the remote is back; a member removed from the repository loses its
 /// `gitfleet_member_healthy` series.

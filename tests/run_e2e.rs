@@ -817,7 +817,7 @@ fn report_diff_placements_show_their_differences_in_status() {
     );
 }
 
-/// Issue 18.6: `gitfleet wait` returns 0 once a commit is served and settled, 1 when it is
+/// `gitfleet wait` returns 0 once a commit is served and settled, 1 when it is
 /// rejected, 2 on its timeout; `gitfleet status --watch` prints the status again on every
 /// change and ends cleanly on Ctrl-C.
 #[test]
@@ -975,7 +975,7 @@ fn wait_follows_a_commit_to_settled_or_rejected_and_status_watch_redraws_on_chan
     assert!(status.success(), "{status:?}");
 }
 
-/// Issue 18.6: a quick start whose port is taken stops before it writes anything, so running
+/// A quick start whose port is taken stops before it writes anything, so running
 /// it again (on a free port) just works.
 #[test]
 fn a_quickstart_whose_port_is_taken_leaves_no_folder_behind() {
@@ -1020,7 +1020,7 @@ fn a_quickstart_whose_port_is_taken_leaves_no_folder_behind() {
     assert!(dir.join("fleet").join(".git").exists());
 }
 
-/// Issue 18.6: `gitfleet wait` rides out a daemon restart (an upgrade, a new leader): once the
+/// `gitfleet wait` rides out a daemon restart (an upgrade, a new leader): once the
 /// daemon has answered, a refused connection is waited through until the timeout, and the
 /// restarted daemon's serving of the commit ends the wait with 0.
 #[test]

@@ -6,7 +6,8 @@
 //! Approvals are signed tags made by the real `git tag -s` with keys from `ssh-keygen` and `gpg`
 //! in a temporary home ([`common::signing`]), verified by the daemon in-process. Long waits
 //! (a TimedWait of an hour) pass on the daemon's test clock (`GITFLEET_TEST_CLOCK_SKEW_FILE`),
-//! never in real time.
+//! never in real time. That clock is in a binary built with the test-only `test-hooks` feature
+//! alone (`cargo test --features test-hooks`); without it the tests that move it are ignored.
 
 mod common;
 use common::kubectl::Kubectl as _;
@@ -724,7 +725,13 @@ fn signed_tags_approve_each_stage_across_restarts(backend: common::members::Back
     }
 }
 
-on_both_backends!(signed_tags_approve_each_stage_across_restarts);
+on_both_backends!(
+    #[cfg_attr(
+        not(feature = "test-hooks"),
+        ignore = "needs the daemon's test clock: cargo test --features test-hooks"
+    )]
+    signed_tags_approve_each_stage_across_restarts
+);
 
 /// Waits until the daemon refuses the tag of `request` for `reason`.
 fn await_until_rejected(daemon: &Daemon, request: &str, reason: &str) {
@@ -1021,6 +1028,10 @@ fn approval_tags_follow_the_remote_and_accepted_ones_stand() {
 /// `telemetry-rollout-1-after-canary` with its demo key, runs it, and the daemon (which trusts
 /// that key alone) accepts it. The user's git configuration is left as it was.
 #[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs the daemon's test clock: cargo test --features test-hooks"
+)]
 fn the_quick_start_approves_the_canary_stage_with_its_demo_key() {
     use std::io::BufRead as _;
     let work = tempfile::tempdir().unwrap();

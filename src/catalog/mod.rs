@@ -93,7 +93,7 @@ pub struct Catalog {
 
 /// Files parsed for an earlier commit, by path, with the digest of the bytes they were parsed
 /// from: a commit that changes one file of a thousand parses one (the daemon reads every new
-/// commit whole; issue 19.3). Documents are shared out of it: the objects of an unchanged file
+/// commit whole). Documents are shared out of it: the objects of an unchanged file
 /// are the very values of the last commit's.
 #[derive(Debug, Default)]
 pub struct ParseCache {
@@ -105,7 +105,7 @@ pub struct ParseCache {
 /// Typed decodes of fleet objects that decoded and validated cleanly, by the address of the
 /// value they were decoded from (kept, so that the address stays its own): an unchanged
 /// file's objects are the very values of the last commit (see [`ParseCache`]), and decoding
-/// a thousand placements again was most of validating a commit that changed one file.
+/// every placement again would dominate validating a commit that changed one file.
 #[derive(Default)]
 pub(crate) struct DecodeCache {
     entries: HashMap<(std::any::TypeId, usize), Decoded>,
@@ -204,8 +204,8 @@ struct HubIndex {
 }
 
 /// The hub objects of one kind, and by name: a selector that names its object (most do) finds
-/// it without reading every object of the kind (at 1,000 placements each naming one of 1,000
-/// namespaces, the scan was most of selecting a commit's resources).
+/// it without reading every object of the kind (a scan per selector is quadratic in a fleet
+/// whose placements each name their own namespace).
 #[derive(Debug, Clone, Default)]
 struct KindIndex {
     all: Vec<usize>,
@@ -321,7 +321,7 @@ const FLEET_KINDS: &[(&str, &str, &[&str], Class)] = &[
         &["v1alpha1"],
         Class::Placement,
     ),
-    // Delivered to the cluster its namespace names (issue 17.5); classed so no placement selects it.
+    // Delivered to the cluster its namespace names; classed so no placement selects it.
     (
         "work.open-cluster-management.io",
         "ManifestWork",

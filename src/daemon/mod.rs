@@ -11,7 +11,7 @@
 //! The members are reached one by one, each on its own ([`probes`], [`workers`]): a reconcile
 //! waits at most a short while for probes, hands each member's work to that member's worker and
 //! returns; each finished delivery comes back as an event ([`Event::Delivered`]) and is absorbed
-//! by the next reconcile, so a slow or failing member holds up only itself (issue 15.2).
+//! by the next reconcile, so a slow or failing member holds up only itself.
 //! `--once` waits for every member instead.
 //!
 //! The HTTP server ([`server`]) shares only two things with the loop: the status snapshot it
@@ -242,8 +242,8 @@ impl PlacementStatus {
 }
 
 /// Whether a published status is ready, kept once known: a status does not change once
-/// published, and a client polling `?unready` had every cluster of every placement looked at
-/// each time (7 % of a one-placement commit's CPU at 1,000 × 1,000, polled every 500 ms).
+/// published, and a client polling `?unready` would otherwise have every cluster of every
+/// placement looked at each time it polls.
 /// Not part of the status's value: every two are equal.
 #[derive(Debug, Clone, Default)]
 pub struct ReadyOnce(std::sync::OnceLock<bool>);
@@ -257,10 +257,13 @@ impl PartialEq for ReadyOnce {
 /// The environment variable naming a file whose number (seconds) is added to the daemon's
 /// clock: how end-to-end tests pass a TimedWait of hours, or a key's expiry, without waiting
 /// (as gpg's `--faked-system-time`). Read at every call, so a test moves time forward by
-/// rewriting the file. Not for production: a run's waits are measured on this clock.
+/// rewriting the file. Only in a build with the test-only `test-hooks` feature: a product
+/// build never reads it, so no environment can move the clock that judges waits and expiries.
+#[cfg(feature = "test-hooks")]
 pub const CLOCK_SKEW_FILE_ENV: &str = "GITFLEET_TEST_CLOCK_SKEW_FILE";
 
-/// The daemon's clock, Unix seconds (moved by [`CLOCK_SKEW_FILE_ENV`] when it is set).
+/// The daemon's clock, Unix seconds (moved by `GITFLEET_TEST_CLOCK_SKEW_FILE` in a
+/// `test-hooks` build).
 pub fn now_unix() -> u64 {
     let real = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -270,6 +273,7 @@ pub fn now_unix() -> u64 {
 
 /// Seconds the test clock is moved forward; 0 when the variable is not set. A file that
 /// cannot be read or parsed is a broken test set-up: it panics rather than run on real time.
+#[cfg(feature = "test-hooks")]
 fn clock_skew() -> u64 {
     static FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     let Some(file) = FILE.get_or_init(|| std::env::var_os(CLOCK_SKEW_FILE_ENV).map(PathBuf::from))
@@ -284,6 +288,12 @@ fn clock_skew() -> u64 {
             file.display()
         )
     })
+}
+
+/// A product build's clock is the real one.
+#[cfg(not(feature = "test-hooks"))]
+fn clock_skew() -> u64 {
+    0
 }
 
 /// Everything that makes the daemon look at the branch again.
@@ -440,7 +450,7 @@ pub struct Daemon<D: Deliverer> {
     leadership: Option<leader::Leadership>,
     /// How long the last look took: confirmations wait at least twice that long to be
     /// absorbed together, so that a flood of them (a restart at fleet scale, where one look
-    /// takes most of a second) leaves the members' workers most of the CPU.
+    /// is long) leaves the members' workers most of the CPU.
     last_look: Duration,
 }
 
@@ -455,7 +465,7 @@ impl<D: Deliverer> Daemon<D> {
     pub fn open_with(opts: RunOptions, deliverer: D, store: Arc<dyn StateBackend>) -> Result<Self> {
         // Every state file is read now, so that a corrupt one stops the start naming it; the
         // schedule read is the first step's previous results (read once, not checked and then
-        // read again: tens of MB at 1,000 placements).
+        // read again: it is large in a large fleet).
         let (_, previous) = store.load_schedule()?;
         let rebuild = !store.has_rollout()?;
         let mut state = store.load_rollout()?;
@@ -543,7 +553,7 @@ impl<D: Deliverer> Daemon<D> {
         self.status = status;
         self.metrics = metrics;
         self.leadership = Some(leadership);
-        // A new leader reads the members' records before it steps (issue 15.4): what the
+        // A new leader reads the members' records before it steps: what the
         // previous leader applied after its last save is adopted, so that a placement deleted
         // meanwhile is still pruned. Pairs the state knows are left as they are.
         self.rebuild = true;

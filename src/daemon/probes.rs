@@ -1,5 +1,5 @@
 //! Probing members one by one (`gitfleet run`), so that a slow member's probe does not hold up
-//! the reconcile (issue 15.2), and each no more often than it reports (issue 19).
+//! the reconcile, and each no more often than it reports.
 //!
 //! A member is probed again once its last answer is as old as its heartbeat period
 //! ([`Member::heartbeat`]: `MemberCluster.spec.heartbeatPeriodSeconds`, or a `ManagedCluster`'s
@@ -349,7 +349,7 @@ mod tests {
         assert!(!probes.answered(late));
     }
 
-    /// Issue 19: a healthy member is probed once per heartbeat period however often the daemon
+    /// A healthy member is probed once per heartbeat period however often the daemon
     /// looks, an unhealthy one again after [`RETRY_UNHEALTHY`]; probes fall due between looks.
     #[tokio::test(start_paused = true)]
     async fn members_are_probed_once_per_heartbeat_and_unhealthy_ones_sooner() {

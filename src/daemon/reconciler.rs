@@ -39,7 +39,7 @@ pub(super) struct Analyzed {
     /// Its placements held for invalid resource selectors, worked out once per commit.
     invalid: crate::snapshot::InvalidSelections,
     /// Its members, and each one's kubeconfig context by name: a function of the commit, asked
-    /// for at every look (building them was a tenth of a look at 1,000 placements).
+    /// for at every look (building them each time is a large share of a look).
     members: Arc<[crate::members::inventory::Member]>,
     contexts: BTreeMap<String, String>,
 }
@@ -407,8 +407,8 @@ impl<D: Deliverer> Daemon<D> {
             catalogs: self.run_catalogs(&commit).await?,
         };
         // The fleet is a function of the member declarations and the members' answers: most
-        // looks reuse it, and so do most commits (building and comparing it again was a tenth
-        // of a one-placement commit at 1,000 members).
+        // looks reuse it, and so do most commits (building and comparing it again is a large
+        // share of a one-placement commit in a large fleet).
         let declarations = MemberDeclarations::of(&analyzed.cat);
         let (fleet, fleet_reused) = match self.fleet_memo.take() {
             Some((d, answers, fleet))
@@ -571,7 +571,7 @@ impl<D: Deliverer> Daemon<D> {
             .map(|s| (&s.placement, &**s))
             .collect();
         // Looked up once per placement, not per cluster: the guard reads every managed cluster
-        // of every placement at every look (27,000 at 1,000 placements).
+        // of every placement at every look.
         let mut ids = Vec::new();
         for (key, ps) in &self.state.placements {
             let abandons = decision
@@ -764,7 +764,7 @@ impl<D: Deliverer> Daemon<D> {
         );
         let saving = std::time::Instant::now();
         // Most reconciles leave the schedule as it was saved (the status holds that one): it is
-        // compared, not serialised and written again (hundreds of ms at 1,000 placements).
+        // compared, not serialised and written again (costly in a large fleet).
         let unchanged = self.schedule_saved_for.as_deref() == Some(commit.as_str())
             && crate::schedule::same_schedules(&self.status.lock().unwrap().schedule, &schedule);
         let schedule = if unchanged {

@@ -1,8 +1,7 @@
 //! The two large parts of a placement's status, shared with what they come from instead of
-//! copied into it. At 1,000 placements × 300 members a heap profile of the idle daemon had a
-//! third of its live memory in the published statuses: every binding's [`ClusterState`] copied
-//! from the rollout state (23 MB) and its per-cluster conditions (37 MB), all of it only read
-//! when a client asks for the whole document.
+//! copied into it. Copies would make the published statuses a large part of an idle daemon's
+//! memory: every binding's [`ClusterState`] copied from the rollout state and its per-cluster
+//! conditions, all of it only read when a client asks for the whole document.
 //!
 //! - [`Clusters`] is the rollout state's own [`PlacementState`] (an `Arc`, copied on write by
 //!   the daemon), read through.

@@ -464,7 +464,7 @@ async fn every_reconcile_saves_the_bindings_and_the_rollout_state() {
         .all(|b| b.state == crate::schedule::BindingState::Bound));
     // A restarted daemon carries on from the store: nothing to bind again. What members hold
     // may have changed while it was not watching, so its first step re-applies what it
-    // delivered once (a no-op on members where nothing changed, issue 15.1), then it settles.
+    // delivered once (a no-op on members where nothing changed), then it settles.
     // The first one is gone first: it holds the state directory's lock. Another test's child
     // process forked in this very moment holds the lock's file description until it execs
     // (flock is per description), so the lock is awaited, briefly.

@@ -86,8 +86,8 @@ impl Watches {
 
 /// Whether a created or changed object's last write was gitfleet's own apply or a status
 /// update (by its field managers: the newest entries, to the second, are all gitfleet's or
-/// all through the status subresource): nothing a re-check would restore. Every push used to
-/// come back through the watch as a change and was pushed again, and so was every status
+/// all through the status subresource): nothing a re-check would restore. Otherwise every push
+/// would come back through the watch as a change and be pushed again, and so would every status
 /// update of a controller. Anyone else's write (kubectl, another controller's spec change)
 /// is newer than gitfleet's entry, or as new, and is checked.
 fn nothing_to_check(

@@ -1,5 +1,5 @@
 //! One worker per member (`gitfleet run`): the task that owns the member's push queue, so that
-//! a member that is slow, down or failing delays only its own work (issue 15.2).
+//! a member that is slow, down or failing delays only its own work.
 //!
 //! The reconcile hands each member's work to its worker ([`Workers::dispatch`]) and returns at
 //! once; the worker pushes through the [`Deliverer`] (with push's own retries and backoff, see
@@ -208,8 +208,8 @@ impl Queue {
 pub struct Workers<D: Deliverer + 'static> {
     deliverer: Arc<D>,
     /// A member's new jobs of one dispatch, together (a `Vec`, small: a channel allocates its
-    /// slots 32 at a time, and a member's queue keeps them; 16 MiB of unboxed jobs at 1,000
-    /// members, at rest).
+    /// slots 32 at a time, and a member's queue keeps them, which adds up across a large
+    /// fleet at rest).
     queues: BTreeMap<String, UnboundedSender<Vec<Job>>>,
     outstanding: BTreeMap<(String, PlacementKey), Fingerprint>,
     results: UnboundedSender<Delivered>,
@@ -634,8 +634,8 @@ mod tests {
     }
 
     /// A member's work of one dispatch goes in one delivery, even to a worker that is idle on
-    /// the other thread when the dispatch starts (it used to start pushing the member's first
-    /// job at once and push the member again for the rest).
+    /// the other thread when the dispatch starts (not the first job at once and the rest in a
+    /// second push to the same member).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_members_work_of_one_dispatch_is_one_delivery() {
         let members = Arc::new(Slow::default());

@@ -210,7 +210,7 @@ pub struct Follower {
     fetch_due: bool,
     last: Option<String>,
     /// The repository, opened at the first look and kept: opening it (its config, its object
-    /// database's indices) was a tenth of the daemon's CPU in a rollout, done at every step.
+    /// database's indices) at every step would be a real cost of the daemon in a rollout.
     /// References are read from disk at each look, and objects a push adds are found (gix
     /// looks again for packs it does not know when an object is missing).
     opened: Option<gix::ThreadSafeRepository>,

@@ -1,7 +1,7 @@
 //! A member's kube client: the stack kube builds from a kubeconfig (base URI, auth, extra
 //! headers, TLS, timeouts), with connections sized for a fleet. One daemon holds a client for
 //! each of a thousand members and a connection for each of their watches; kube's defaults,
-//! made for one client per process, were a fifth of its memory at rest (issue 19.2).
+//! made for one client per process, would make those a large part of its memory at rest.
 
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -9,8 +9,8 @@ use kube::client::ConfigExt;
 use tower::ServiceBuilder;
 
 /// Each connection's read buffer. hyper's adaptive buffer grows to fit the largest response
-/// the connection read (up to 400 KB) and keeps that size while the connection is pooled: at
-/// 1,000 members, 65 MiB at rest. A larger response is read in more reads, not refused.
+/// the connection read (up to 400 KB) and keeps that size while the connection is pooled, one
+/// per member, at rest. A larger response is read in more reads, not refused.
 const READ_BUFFER: usize = 16 * 1024;
 
 /// The TLS sessions a client keeps for resumption: it talks to one API server. rustls's

@@ -110,10 +110,10 @@ fn without_secrets(message: &str) -> String {
 ///
 /// Clients are kept and shared: a client holds its member's connection pool, so the probes,
 /// pushes and watches of a member reuse open connections instead of each building a TLS
-/// configuration (the CA parsed again) and shaking hands anew — at fleet scale that was most of
-/// the daemon's idle CPU. A client is reused only for the very same context, cluster and user
-/// entries (a kubeconfig that changes them, new credentials included, gets a new client) and
-/// only on the runtime that made it (its background task lives there).
+/// configuration (the CA parsed again) and shaking hands anew, which at fleet scale would be
+/// most of the daemon's idle CPU. A client is reused only for the very same context, cluster
+/// and user entries (a kubeconfig that changes them, new credentials included, gets a new
+/// client) and only on the runtime that made it (its background task lives there).
 pub async fn connect(
     kubeconfig: &Kubeconfig,
     path: &Path,
@@ -216,7 +216,7 @@ pub async fn connection(
     config.default_retry = false;
     // A plain-HTTP member is never reached over TLS, yet kube builds a TLS connector for every
     // client, and one with no CA of its own loads and parses every CA file of the system:
-    // a tenth of the CPU of a restart at 1,000 members (perf). An empty trust store spares it.
+    // a real cost of a restart at fleet scale. An empty trust store spares it.
     if config.cluster_url.scheme_str() == Some("http") && config.root_cert.is_none() {
         config.root_cert = Some(Vec::new());
     }

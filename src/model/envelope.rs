@@ -498,15 +498,15 @@ mod tests {
 
     #[test]
     fn kubefleet_examples_unwrap() {
-        let dir = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/compat/kubefleet-examples/envelopes"
-        );
+        let Some(corpus) = crate::compat_corpus::corpus() else {
+            return;
+        };
+        let dir = corpus.join("kubefleet-examples/envelopes");
         let scopes = ScopeTable::builtin();
         for (file, want) in [("clusterscoped.yaml", 2), ("namespacescoped.yaml", 2)] {
-            let Ok(text) = std::fs::read_to_string(format!("{dir}/{file}")) else {
-                continue; // the shared examples are not part of the crate
-            };
+            let path = dir.join(file);
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             let got = envelope_contents(&object(yaml(&text)), &scopes)
                 .unwrap()
                 .unwrap();

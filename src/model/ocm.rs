@@ -798,7 +798,7 @@ impl ApiObject for ManifestWorkReplicaSet {
     }
 }
 
-/// What of OCM's work API gitfleet does not carry out (issue 17.5): refused, never accepted and
+/// What of OCM's work API gitfleet does not carry out: refused, never accepted and
 /// ignored. Workloads go to every selected cluster at once; the work options gitfleet does not
 /// honour are [`super::work::not_built`]'s.
 pub fn not_built(m: &ManifestWorkReplicaSet) -> Vec<Problem> {
@@ -1394,8 +1394,8 @@ spec:
 
     #[test]
     fn manifest_work_replica_set_decodes_with_defaults() {
-        // Valid by OCM's rules; what gitfleet does not carry out is refused (issue 17.5).
-        // manifestConfigs' update strategies and deleteOption's orphaning are honoured now.
+        // Valid by OCM's rules; what gitfleet does not carry out is refused.
+        // manifestConfigs' update strategies and deleteOption's orphaning are honoured.
         assert_eq!(problems::<ManifestWorkReplicaSet>(MWRS), vec![]);
         let fields: Vec<String> = not_built(&typed(MWRS))
             .into_iter()

@@ -589,19 +589,19 @@ mod tests {
 
     #[test]
     fn kubefleet_examples_decode_and_validate() {
-        let dir = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/compat/kubefleet-examples"
-        );
+        let Some(corpus) = crate::compat_corpus::corpus() else {
+            return;
+        };
+        let dir = corpus.join("kubefleet-examples");
         for file in [
             "test-cro1.yaml",
             "test-ro1.yaml",
             "nginx/config-ro.yaml",
             "migration/resourceoverride.yaml",
         ] {
-            let Ok(text) = std::fs::read_to_string(format!("{dir}/{file}")) else {
-                continue; // the shared examples are not part of the crate
-            };
+            let path = dir.join(file);
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             let v: Value = crate::yaml::from_str(&text).unwrap();
             let problems = if v["kind"] == "ClusterResourceOverride" {
                 decode::<ClusterResourceOverride>(&v).unwrap().validate()

@@ -1044,8 +1044,8 @@ mod tests {
         assert!(text(&plan, true).contains("\x1b[32m+line 0 of object 0\x1b[0m"));
     }
 
-    /// Issue 15.6: a plan is written piece by piece, so printing it never holds a second copy of
-    /// its diffs (the text of a 50 MB commit's plan on three members is 190 MB).
+    /// A plan is written piece by piece, so printing it never holds a second copy of its diffs
+    /// (the text of a large commit's plan is several times the commit).
     #[test]
     fn text_and_markdown_are_written_in_pieces_never_whole() {
         /// The largest single piece written, and all of them together.

@@ -52,7 +52,7 @@ where
 /// as soon as it is done.
 ///
 /// `kubeconfig` is shared, not copied: it holds every member's entries, and the daemon pushes
-/// one member at a time, so a copy per push was a cost quadratic in the fleet's size.
+/// one member at a time, so a copy per push would be a cost quadratic in the fleet's size.
 pub async fn push_fleet(
     kubeconfig: &Arc<Kubeconfig>,
     kubeconfig_path: &Path,

@@ -3,7 +3,7 @@
 //! Nothing of gitfleet reads the managed fields of a listed object (comparisons strip them,
 //! [`super::compare::comparable`]), and they are a large part of each item: every manager's
 //! set of fields, the whole object over again for what gitfleet applied. Parsing them into
-//! values was a large part of a fleet-wide confirmation's CPU (a restart's, a resync's), so
+//! values would be a large part of a fleet-wide confirmation's CPU (a restart's, a resync's), so
 //! they are skipped while the list is parsed.
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};

@@ -228,7 +228,7 @@ impl Member {
 
     /// `api.list(params)` with each item as the member sent it, but for its managed fields
     /// ([`super::listed`]). Parsing items as `DynamicObject` (typed metadata, managed fields
-    /// included) and serialising them back into values cost a fleet-wide confirmation (a
+    /// included) and serialising them back into values would cost a fleet-wide confirmation (a
     /// restart's, a resync's) most of its CPU.
     async fn list_values(
         &self,
@@ -355,8 +355,8 @@ impl Member {
     }
 
     /// The records of the placements `keys` (every record: `None`), in one list request.
-    /// Reading and parsing every record of a member to push one placement was a tenth of the
-    /// daemon's work for a one-placement commit at 1,000 placements (issue 19.3).
+    /// Reading and parsing every record of a member to push one placement would be a large
+    /// share of the daemon's work for a one-placement commit.
     async fn records_of(
         &self,
         keys: Option<&BTreeSet<String>>,
@@ -868,14 +868,14 @@ const PLACED_LIST_THRESHOLD: usize = 8;
 
 /// The live copies of the objects of `target` that carry gitfleet's placement label, for the
 /// kinds with many objects in this push: a start-up or resync re-check of an unchanged fleet
-/// reads each kind once per member, not each object (issue 19.4). Left out, and read with a GET
-/// as before: objects that more than one placement of the push delivers (an earlier one's
+/// reads each kind once per member, not each object. Left out, and read with a GET
+/// one by one: objects that more than one placement of the push delivers (an earlier one's
 /// write would make the copy stale), objects not found (absent, or without the label: takeover
 /// looks at those), and every object of a kind whose LIST fails. The copies are as old as the
 /// push; a change made meanwhile is the watch's to report, as after any apply.
 async fn prefetch_placed(m: &Member, target: &MemberPush) -> HashMap<LiveKey, Value> {
     // Hashed, not ordered: a member's objects are looked up a few times each, and ordered maps
-    // of four-string keys were a tenth of a restart's confirmation CPU at 1,000 members.
+    // of four-string keys are a cost a restart's confirmation of every object would pay.
     let mut seen: HashMap<LiveKey, usize> = HashMap::default();
     for p in &target.placements {
         for manifest in p.manifests.iter() {
@@ -1675,7 +1675,7 @@ mod tests {
         assert!(!conflicts_only_with_self(&conflict(&[])));
     }
 
-    /// Issue 19.4: what the member holds as it would be applied is not written again.
+    /// What the member holds as it would be applied is not written again.
     #[test]
     fn an_object_the_member_holds_as_applied_is_recognised() {
         let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap",

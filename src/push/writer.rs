@@ -1,4 +1,4 @@
-//! Who may write a placement to a member (issue 15.5). Two gitfleet processes pushing the same
+//! Who may write a placement to a member. Two gitfleet processes pushing the same
 //! placement to the same member at once (two `gitfleet apply` of different revisions, or an
 //! `apply` beside the daemon) would interleave their writes and leave the member matching
 //! neither. The placement's record ConfigMap on the member is the lock: a writer marks it with

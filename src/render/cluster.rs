@@ -202,7 +202,7 @@ pub struct CommitRenderer<'a> {
     overrides: OverrideSet<'a>,
     /// Indices in `schedule` of the placements that selected each cluster, in schedule order;
     /// built on first use (the daemon's step renders by placement, never by cluster, and
-    /// indexing every binding of a large fleet at every look was a seventh of its time).
+    /// indexing every binding of a large fleet at every look would be a real share of it).
     by_cluster: OnceCell<HashMap<&'a str, Vec<usize>>>,
     /// Per schedule entry, worked out on first use; `None` when the commit cannot render it.
     sources: Vec<OnceCell<Option<Source<'a>>>>,

@@ -174,7 +174,7 @@ fn no_overrides_leave_objects_unchanged() {
 
 #[test]
 fn a_rendering_shares_each_value_no_override_patched_for_its_cluster() {
-    // Memory (issue 15.6): an object rendered for 300 clusters is one value, not 300 copies.
+    // Memory: an object rendered for 300 clusters is one value, not 300 copies.
     let selected = [
         Arc::new(namespace("app")),
         Arc::new(deployment("app", "web")),
@@ -917,13 +917,11 @@ fn a_configmap_without_the_annotation_is_placed_as_is() {
 
 #[test]
 fn kubefleet_override_inside_envelope_example() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/compat/kubefleet-examples/envelopes/override-inside-envelope.yaml"
-    );
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return; // the shared examples are not part of the crate
+    let Some(corpus) = crate::compat_corpus::corpus() else {
+        return;
     };
+    let path = corpus.join("kubefleet-examples/envelopes/override-inside-envelope.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let docs: Vec<Value> = crate::yaml::documents(&text).unwrap();
     let find = |kind: &str| docs.iter().find(|d| d["kind"] == kind).unwrap();
     let ro: ResourceOverride = decode(find("ResourceOverride")).unwrap();

@@ -1,4 +1,4 @@
-//! The mass-deletion guard (issue 15.3): a new commit that would delete more than a share of
+//! The mass-deletion guard: a new commit that would delete more than a share of
 //! what gitfleet manages on members is held — nothing of it is applied, the commit served
 //! before goes on being served — until a commit says, in Git, how many deletions it allows.
 //!
@@ -125,7 +125,7 @@ pub fn fate_in<'a>(step: Option<&'a StepSummary>, cluster: &str) -> Fate<'a> {
     if s.settled.is_some() {
         // Settled: every cluster holds what this commit renders for it (no new resource
         // snapshot, nothing to apply or remove), so it deletes nothing; not comparing each of
-        // its clusters' objects again is most of judging a commit at 1,000 placements.
+        // its clusters' objects again keeps judging a commit cheap in a large fleet.
         return Fate::Untouched;
     }
     if let Some(objects) = s.objects.get(cluster) {
@@ -165,8 +165,8 @@ pub fn assess<'a>(managed: &Managed, fate: impl Fn(&str, &str) -> Fate<'a>) -> A
 }
 
 /// [`assess`] over `(placement, objects, fate)` borrowed where they are kept (the daemon's
-/// state: copying every cluster's object ids into a [`Managed`] was most of judging a commit
-/// at 1,000 placements), with each fate worked out by the caller (the daemon looks each
+/// state: copying every cluster's object ids into a [`Managed`] would dominate judging a
+/// commit), with each fate worked out by the caller (the daemon looks each
 /// placement's step up once, not once per cluster). Each placement and cluster once.
 pub fn assess_each<'a, 'm>(
     managed: impl IntoIterator<Item = (&'m str, &'m BTreeSet<String>, Fate<'a>)>,

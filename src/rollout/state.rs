@@ -131,7 +131,7 @@ impl RolloutState {
     ///
     /// `known`: the last call was given this very inventory, so that its healthy answers are
     /// remembered as they are and only their times can be new (the daemon's looks between
-    /// probes: comparing every member's answer at every look was a tenth of a look, issue 19.3).
+    /// probes: comparing every member's answer at every look is a cost those looks avoid).
     /// The probe itself is returned, not a copy, when no member needs its last good answer.
     pub fn remember_probe(
         &mut self,
@@ -227,7 +227,7 @@ pub struct ClusterState {
     /// the deletion guard counts as managed. Empty in state written before the guard existed
     /// (such a cluster counts once it is next applied).
     /// Shared (`Arc`) between the clusters of a placement that were given the same rendering:
-    /// one set per rendering, not one per binding (80,000 of them at 1,000 × 1,000).
+    /// one set per rendering, not one per binding.
     #[serde(default, skip_serializing_if = "no_objects")]
     pub objects: Arc<std::collections::BTreeSet<String>>,
 }

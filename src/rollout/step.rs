@@ -265,7 +265,7 @@ fn rendered_fingerprint(manifests: &[Manifest]) -> String {
 }
 
 /// The steps of settled placements, kept from one step to the next with what each was worked
-/// out from (issue 19.3): a later step whose inputs for the placement are the same (the
+/// out from: a later step whose inputs for the placement are the same (the
 /// placement, its selected resources' hash, its schedule and its state, and the commit's
 /// overrides, clusters and scopes) takes the same decision, so it is reused instead of
 /// rendering and planning the placement again. Only placements that are settled are kept
@@ -381,7 +381,7 @@ fn reuse(decision: &mut Decision, m: &Settled) {
 
 /// Records in the ledger the placement's history and abandon flag after this step, where they
 /// differ from the state's: the ledger carries changes only (copying every placement's
-/// history at every look was a quarter of a look's step at 1,000 placements).
+/// history at every look would be a large share of a look's step).
 fn record(
     ledger: &mut Ledger,
     key: &PlacementKey,
@@ -457,7 +457,7 @@ pub fn step_memoized(
     }
 
     // Borrowed, not cloned: most placements are settled and reused, and a copy of every
-    // placement's state (every cluster's objects) at every step was the bulk of a step's time.
+    // placement's state (every cluster's objects) at every step would be the bulk of its time.
     let no_state = Arc::new(PlacementState::default());
     for (i, ps) in schedule.iter().enumerate() {
         let key = &ps.key;
@@ -557,7 +557,7 @@ pub fn step_memoized(
                     && current.is_some_and(|c| c.health != BindingHealth::Failed);
                 if settled && pacing == Pacing::Rolling {
                     up_to_date.push(cluster.clone());
-                    // What the member changed is re-applied (issue 15.1), as a refresh.
+                    // What the member changed is re-applied, as a refresh.
                     if current.is_some_and(|c| c.recheck.is_some()) {
                         let stamp = revision.rendered.clone();
                         work.push(Work::apply(
@@ -853,7 +853,7 @@ pub fn step_memoized(
             memo.generations += 1;
             step.settled = Some(memo.generations);
         }
-        // One summary for the decision and the memo (24 MiB a copy at 1,000 × 1,000).
+        // One summary for the decision and the memo (a copy is large in a large fleet).
         let step = Arc::new(step);
         if settled {
             memo.settled.insert(
@@ -930,7 +930,7 @@ pub fn step_memoized(
             }
         }
         if !kept.is_empty() {
-            // Not "settled": its objects are still there (issue 15.7).
+            // Not "settled": its objects are still there.
             step.note =
                 Some(format!(
                 "deleted from the repository; its objects stay on {} ({}): members removed from \
@@ -1161,7 +1161,7 @@ fn ids_of(manifests: &[Manifest]) -> Arc<BTreeSet<String>> {
 /// Shares `objects` with an equal set the placement holds: the cluster's own (`before`: a
 /// push that found it as it was), else one of a few distinct sets of its other clusters (each
 /// delivery is absorbed on its own, one member at a time: the clusters of a placement
-/// rendered alike would otherwise each keep their own copy, 22 MiB at 1,000 × 1,000).
+/// rendered alike would otherwise each keep their own copy).
 fn share_equal_set(
     objects: &mut Arc<BTreeSet<String>>,
     before: Option<&ClusterState>,
@@ -1320,7 +1320,7 @@ pub fn absorb(
     }
     // A placement with nothing left on any cluster and gone from the commit is forgotten. The
     // set of live keys is built only when one could be (most looks have none, and building it
-    // and looking every placement up in it was a tenth of a settled look at 1,000 placements).
+    // and looking every placement up in it is a real share of a settled look).
     if state.placements.values().any(|ps| ps.clusters.is_empty()) {
         let live: BTreeSet<&PlacementKey> = schedule.iter().map(|p| &p.key).collect();
         state
@@ -1614,7 +1614,7 @@ mod tests {
         }
     }
 
-    /// Issue 19.3: the memoized step decides exactly what a full step decides, over commits
+    /// The memoized step decides exactly what a full step decides, over commits
     /// that change one placement's resources, then the other's, then add an override, with
     /// pushes that leave clusters pending before they become available and a member's change
     /// marked for a re-check; and it does reuse the settled placement's step meanwhile. The
@@ -1818,7 +1818,7 @@ mod tests {
         assert_eq!(again, ["m1"]);
     }
 
-    /// Issue 15.1: what a member lost is re-applied through the step, with the cluster's own
+    /// What a member lost is re-applied through the step, with the cluster's own
     /// revision (no budget for an update is spent), and the re-apply clears the mark.
     #[test]
     fn a_cluster_marked_for_recheck_is_reapplied_once_with_what_it_runs() {
@@ -2020,8 +2020,7 @@ mod tests {
 
     /// `apply` and `run` are one step at two paces: immediately every cluster gets what the
     /// rolling step gives it in its turn — same manifests, revision and the whole snapshot hash
-    /// as stamp (issue 12: apply cut it to 16 characters, so a run after it re-patched
-    /// everything).
+    /// as stamp (a stamp cut short by `apply` would make a run after it re-patch everything).
     #[test]
     fn immediate_pacing_gives_every_cluster_now_what_rolling_gives_it_in_turn() {
         let (state, mut previous) = settled_on_v1();

@@ -17,7 +17,7 @@ pub struct Inventory {
     pub clusters: Vec<InventoryCluster>,
 }
 
-// `Eq`: an `Arc` of one compares by address first (probe answers are shared, issue 19.3).
+// `Eq`: an `Arc` of one compares by address first (probe answers are shared).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InventoryCluster {

@@ -61,7 +61,7 @@ pub struct ClusterDecision {
 pub enum Reason {
     /// KubeFleet's "picked by scheduling policy", worded from the decision's cluster and scores
     /// when it is shown: a fleet-wide placement has thousands of them, and writing each out
-    /// was a large share of scheduling time.
+    /// would be a large share of scheduling time.
     Picked,
     /// Any other reason. Shared: one filter reason often stands for many clusters.
     Text(Arc<str>),
@@ -240,7 +240,7 @@ pub struct Schedule {
 
 /// The previous run's results, by placement. Schedules are shared (`Arc`) between the
 /// scheduler's memo, the daemon's state and its status: a placement the look did not change is
-/// neither copied nor compared field by field (issue 19.3).
+/// neither copied nor compared field by field.
 pub type Previous = BTreeMap<PlacementKey, Arc<PlacementSchedule>>;
 
 /// Whether two lists of schedules are equal, comparing shared schedules by address first.
@@ -298,10 +298,10 @@ pub fn schedule_commit_memoized(
     schedule_with(cat, invalid, fleet, previous, now_unix, Some(memo))
 }
 
-/// Each KubeFleet placement's last schedule with what it was worked out from (issue 19.3: the
-/// daemon's every look rescheduled all placements). The scheduler is a function of the policy
-/// (its snapshot index and hash), the fleet and the previous bindings alone, so the same
-/// inputs give the same schedule without running it again.
+/// Each KubeFleet placement's last schedule with what it was worked out from (the daemon
+/// looks often, and most looks change no placement's inputs). The scheduler is a function of
+/// the policy (its snapshot index and hash), the fleet and the previous bindings alone, so
+/// the same inputs give the same schedule without running it again.
 #[derive(Debug, Default)]
 pub struct ScheduleMemo {
     fleet: Option<Arc<Fleet>>,

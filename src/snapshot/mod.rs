@@ -102,7 +102,7 @@ pub fn invalid_selections(cat: &Catalog) -> InvalidSelections {
 
 /// Every placement's selection of a commit, by the placement's index in the catalog's objects.
 /// Made once per commit and shared: the daemon validates every placement's selectors when it
-/// reads a commit and steps every placement after, each of which selected them (issue 19.3).
+/// reads a commit and steps every placement after, each of which would select them again.
 pub type Selected = crate::fast_hash::HashMap<
     usize,
     Result<Arc<Vec<SelectedResource>>, Vec<crate::model::Problem>>,

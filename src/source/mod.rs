@@ -162,8 +162,8 @@ pub fn read_commit(repo_path: &Path, rev: &str, sub: &str) -> Result<CommitFiles
 }
 
 /// The contents of the manifest files last read, by blob id: the daemon reads every new
-/// commit whole, and inflating each of a thousand unchanged files again was a tenth of a
-/// one-file commit's work (issue 19.3). It holds the files of the last commit read only.
+/// commit whole, and inflating every unchanged file again would dominate a one-file
+/// commit's work. It holds the files of the last commit read only.
 #[derive(Debug, Default)]
 pub struct BlobCache {
     blobs: std::collections::HashMap<gix::ObjectId, Vec<u8>>,

@@ -83,7 +83,7 @@ struct Written {
     /// The digest and length of the schedule file this store last wrote, while no change of
     /// the schedule has been journaled since: a compaction then keeps the file as it is
     /// instead of serialising every placement's schedule again to find the same bytes (a
-    /// restart at 1,000 × 1,000 compacts two or three times with the schedule unchanged).
+    /// restart compacts more than once with the schedule unchanged).
     schedule_file: Option<([u8; 32], u64)>,
     /// The fleet-wide rest of the rollout state as last written or journaled, and its compact
     /// JSON: a save whose rest is the same (most of them) does not serialise it to compare.
@@ -119,7 +119,7 @@ enum Part {
     Compact(Vec<u8>),
     /// Written out, pretty, at this range of the file this store last wrote, with the
     /// [`part_hash`] of those bytes: on disk, not in memory (held in memory, every placement's
-    /// part was 38 MiB of the daemon's heap at rest at 1,000 × 1,000). A compaction copies the
+    /// part would be a large share of the daemon's heap at rest). A compaction copies the
     /// range only when it still hashes alike (a failed write may have left another file).
     InFile(std::ops::Range<usize>, u64),
     /// In the file this store adopted ([`StateStore::adopt`]), where not known.
@@ -153,8 +153,8 @@ impl PartSource for InMemory<'_> {
 }
 
 /// Parts read from the file, one at a time: a compaction no longer holds the old file whole
-/// next to the new one (at 1,000 × 1,000 the two made the daemon's peak: 300–400 MiB over its
-/// resting size at each compaction of a first rollout).
+/// next to the new one (the two together would set the daemon's peak memory at each
+/// compaction of a first rollout).
 struct OnDisk {
     file: Option<fs::File>,
     buf: Vec<u8>,
@@ -291,8 +291,7 @@ impl StateStore {
             message: e.to_string(),
         };
         // The version first, skimming the rest; then the typed value straight from the bytes
-        // (through a `Value` it took twice the time and memory: tens of MB at 1,000
-        // placements, on every start).
+        // (through a `Value` would take twice the time and memory, on every start).
         #[derive(serde::Deserialize)]
         struct Version {
             #[serde(default)]
@@ -471,8 +470,8 @@ impl StateStore {
 
     /// Takes the whole files read at start for what this store wrote, and goes on appending to
     /// their (empty) journal: the daemon's first save then journals only what changed instead
-    /// of compacting, which wrote every file whole again at every start (0.6–0.8 s at 1,000 ×
-    /// 1,000, for the same bytes). The placements' parts are serialised at the next compaction.
+    /// of compacting, which would write every file whole again at every start, for the same
+    /// bytes. The placements' parts are serialised at the next compaction.
     fn adopt(
         &self,
         w: &mut Written,
@@ -896,8 +895,8 @@ fn same_rest(rest: &RolloutState, state: &RolloutState) -> bool {
 }
 
 /// A placement's part of `daemon.json`, kept compact: written out pretty ([`pretty_part`]).
-/// Kept pretty, the parts of every placement's state were a tenth of the daemon's live memory
-/// at 1,000 placements (a heap profile), twice what they take compact.
+/// Kept pretty, the parts of every placement's state would take twice the memory they take
+/// compact, and they are a real share of the daemon's live memory.
 fn fragment(ps: &PlacementState) -> Vec<u8> {
     serde_json::to_vec(&ps.persisted()).expect("placement state serialises")
 }
@@ -961,8 +960,8 @@ fn pretty_part(compact: &[u8], out: &mut Vec<u8>) {
 
 /// `daemon.json`'s bytes: exactly `serde_json::to_vec_pretty` of the [`RolloutFile`], built
 /// from each placement's part, which is serialised again only when its state is no longer
-/// the shared value it was last serialised from (at 1,000 placements serialising the whole
-/// state took most of every reconcile's save, though a reconcile changes few placements).
+/// the shared value it was last serialised from (serialising the whole state would be most
+/// of every reconcile's save, though a reconcile changes few placements).
 /// A part `previous` still has is copied from it. Written to `out` as it is made; returns
 /// every placement's part, now a range of what was written.
 fn write_rollout_file(

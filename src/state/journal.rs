@@ -1,7 +1,7 @@
 //! The state directory's journal (`journal`), without I/O: what each daemon save changed,
 //! appended to the directory's last whole files (`schedule.json`, `daemon.json`, the *bases*)
-//! instead of writing them again. At 1,000 placements a save rewrote tens of MB to record a
-//! step of one placement (issue 19.3); a journal record holds only the placements whose
+//! instead of writing them again: a save that rewrote them whole would write the whole fleet's
+//! state to record a step of one placement; a journal record holds only the placements whose
 //! schedule or rollout state changed, and the fleet-wide rest when it changed.
 //!
 //! The file is a header line naming the bases it applies to (the SHA-256 of each as it was

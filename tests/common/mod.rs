@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "../../src/compat_corpus.rs"]
+pub mod compat_corpus;
 pub mod daemon;
 pub mod git_http;
 pub mod kubectl;

@@ -136,8 +136,8 @@ impl Filter {
 }
 
 /// A LIST's answer with its items still the store's: serialised straight from the store
-/// ([`Listing::to_json`]) instead of copied into a list value first, which was most of the
-/// simulator's CPU when a thousand members are listed at once (a restart's re-check).
+/// ([`Listing::to_json`]) instead of copied into a list value first, which would be most of
+/// the simulator's CPU when a thousand members are listed at once (a restart's re-check).
 pub struct Listing<'a> {
     rt: &'a ResourceType,
     metadata: Value,

@@ -110,8 +110,8 @@ impl Due {
 
 /// A workload whose generation moved while its spec stayed (a Deployment's annotations changed):
 /// the controller only has to observe the new generation, no pod changes, which a real
-/// deployment controller does within milliseconds (10-18 ms measured on the test bed, polling
-/// included), so the member's delay, which stands for pods starting, does not apply.
+/// deployment controller does within milliseconds, so the member's delay, which stands for
+/// pods starting, does not apply.
 fn only_generation_to_observe(e: &Event) -> bool {
     let Some(old) = &e.old else {
         return false;

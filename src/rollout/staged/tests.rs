@@ -560,9 +560,9 @@ fn a_cluster_changed_by_another_run_aborts_this_one() {
 }
 
 /// A second run over clusters that run the first run's revision: while its pushes are in
-/// flight, a cluster still runs what it ran, and that is not another run's doing. (The bug:
-/// the daemon's per-member workers push while later steps are decided, and every second run
-/// failed as "preempted" within seconds.)
+/// flight, a cluster still runs what it ran, and that is not another run's doing. (The
+/// daemon's per-member workers push while later steps are decided: taking that for another
+/// run's doing would fail every second run as "preempted".)
 #[test]
 fn a_cluster_still_running_its_previous_revision_is_not_preempted_while_its_push_is_in_flight() {
     const ONE_STAGE: &str = "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\n\
