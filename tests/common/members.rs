@@ -5,7 +5,7 @@
 //!
 //! Each test starts its own members: gitfleet treats a member as its own (it prunes placements
 //! whose records it finds there and that the commit no longer has), so two tests cannot share
-//! one. Start costs are measured in README's "Tests" section.
+//! one. Start costs are measured in docs/benchmarks.md.
 //!
 //! A real-member test is skipped, with a note on the terminal, when the test bed is not built
 //! (see [`super::testbed`]); `GITFLEET_TESTBED_REQUIRED=1` turns that into a failure.
