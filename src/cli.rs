@@ -79,10 +79,12 @@ const STATUS_EXAMPLES: &str = "  # Every placement, with the clusters by name
   # One placement described, from a remote daemon
   gitfleet status crp/web --server http://gitfleet:7070";
 
+#[cfg(feature = "sim")]
 const QUICKSTART_EXAMPLES: &str = "  gitfleet quickstart
   # Another folder and port; approve the staged run yourself
   gitfleet quickstart --dir /tmp/gf --listen 127.0.0.1:7171 --no-approve";
 
+#[cfg(feature = "sim")]
 const SIM_EXAMPLES: &str =
     "  # The sample fleet's members, with a kubeconfig for kubectl and gitfleet
   gitfleet sim --fleet examples/sim-fleet.yaml --kubeconfig-out /tmp/sim.kubeconfig
@@ -186,10 +188,12 @@ pub enum Command {
     Wait(crate::daemon::wait::WaitArgs),
     /// Try gitfleet on one machine: writes the sample fleet repository, serves its eight
     /// members with the simulator, runs the daemon on it and prints the rollout as it happens.
+    #[cfg(feature = "sim")]
     #[command(after_help = help(QUICKSTART_EXAMPLES, OTHER_EXIT_CODES))]
     Quickstart(crate::quickstart::QuickstartArgs),
     /// Serve simulated member clusters that speak the Kubernetes API over HTTP on loopback, one
     /// port each, for trying gitfleet and kubectl on one machine. Runs until Ctrl-C.
+    #[cfg(feature = "sim")]
     #[command(after_help = help(SIM_EXAMPLES, OTHER_EXIT_CODES))]
     Sim(SimArgs),
     /// Approve a staged update run's approval request: a signed tag `gitfleet/approve/<request>`
@@ -299,6 +303,7 @@ pub struct ApplyArgs {
 }
 
 #[derive(Debug, Args)]
+#[cfg(feature = "sim")]
 pub struct SimArgs {
     /// The fleet file: members, their nodes, tokens and faults (see examples/sim-fleet.yaml).
     #[arg(long)]
@@ -589,7 +594,9 @@ pub fn main() -> ExitCode {
         Command::Run(args) => crate::daemon::command::run(&args),
         Command::Status(args) => crate::daemon::command::status(&args),
         Command::Wait(args) => crate::daemon::wait::wait(&args),
+        #[cfg(feature = "sim")]
         Command::Quickstart(args) => crate::quickstart::run(&args),
+        #[cfg(feature = "sim")]
         Command::Sim(args) => sim(args),
         Command::Approve(args) => crate::approvals::command::approve(&args),
         Command::VerifyApproval(args) => crate::approvals::command::verify_approval(&args),
@@ -652,8 +659,9 @@ fn completion(args: &CompletionArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+#[cfg(feature = "sim")]
 fn sim(args: SimArgs) -> Result<ExitCode> {
-    crate::sim::run_blocking(crate::sim::SimOptions {
+    gitfleet_sim::run_blocking(gitfleet_sim::SimOptions {
         fleet: args.fleet,
         kubeconfig_out: args.kubeconfig_out,
         admin: args.admin,

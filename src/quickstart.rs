@@ -264,22 +264,22 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
     let demo = Demo::create(&dir, &repo)?;
     let verifier = crate::approvals::Verifier::load(Some(&demo.allowed_signers), None, None)?;
     let kubeconfig = dir.join("kubeconfig");
-    let fleet = crate::sim::fleet_file::FleetFile::parse(SIM_FLEET, "examples/sim-fleet.yaml")?;
+    let fleet = gitfleet_sim::fleet_file::FleetFile::parse(SIM_FLEET, "examples/sim-fleet.yaml")?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let sim = crate::sim::start(
+        let sim = gitfleet_sim::start(
             fleet,
-            crate::sim::StartOptions {
+            gitfleet_sim::StartOptions {
                 admin: Some("127.0.0.1:0".parse().expect("an address")),
                 admin_token: None,
             },
         )
         .await?;
         sim.write_kubeconfig(&kubeconfig)?;
-        let admin_token = crate::sim::admin_token_path(&kubeconfig);
+        let admin_token = gitfleet_sim::admin_token_path(&kubeconfig);
         sim.write_admin_token(&admin_token)?;
         let admin = sim
             .admin_addr()
@@ -459,7 +459,7 @@ mod tests {
         let (cat, diags) = crate::analyze(&files);
         assert!(diags.is_empty(), "{diags:#?}");
         // Every member of the sample fleet is simulated.
-        let sim = crate::sim::fleet_file::FleetFile::parse(SIM_FLEET, "sim").unwrap();
+        let sim = gitfleet_sim::fleet_file::FleetFile::parse(SIM_FLEET, "sim").unwrap();
         let simulated: std::collections::BTreeSet<_> =
             sim.members.iter().map(|m| m.name.clone()).collect();
         for t in crate::members::member_targets(&cat) {

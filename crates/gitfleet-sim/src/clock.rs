@@ -18,12 +18,12 @@ pub fn now_rfc3339() -> String {
 
 /// `secs` since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
 pub fn rfc3339(secs: i64) -> String {
-    crate::timestamp::format_unix_seconds(secs)
+    gitfleet_kube_text::timestamp::format_unix_seconds(secs)
 }
 
 /// Parses an RFC 3339 time back to seconds since the epoch.
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
-    crate::timestamp::parse_unix_seconds(s)
+    gitfleet_kube_text::timestamp::parse_unix_seconds(s)
 }
 
 /// A short age as kubectl prints it: `45s`, `3m`, `2h`, `5d`.

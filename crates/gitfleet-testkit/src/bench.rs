@@ -1,14 +1,14 @@
 //! Synthetic fleets and the scheduler benchmark. A tool, like `sim`: [`generate`] writes the files
 //! of one commit and a live inventory for a fleet of any size, deterministically from a seed;
-//! [`run`] schedules such fleets with [`crate::schedule::schedule_commit`] and compares the time
+//! [`run`] schedules such fleets with [`gitfleet::schedule::schedule_commit`] and compares the time
 //! with a baseline that only evaluates the placements' label selectors once per cluster.
 //! It reads the clock and `/proc/self/status`, so no core module may call it; it knows the
 //! scheduler only through `schedule_commit` and the catalog's typed placements.
 
-use crate::catalog::{Catalog, SourceFile};
-use crate::model::placement::PlacementType;
-use crate::model::selector::LabelSelector;
-use crate::schedule::{schedule_commit, Fleet, Inventory, InventoryCluster, Previous};
+use gitfleet::catalog::{Catalog, SourceFile};
+use gitfleet::model::placement::PlacementType;
+use gitfleet::model::selector::LabelSelector;
+use gitfleet::schedule::{schedule_commit, Fleet, Inventory, InventoryCluster, Previous};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -130,7 +130,7 @@ const AVAILABLE_MEMORY: &str = "resources.kubernetes-fleet.io/available-memory";
 const CPU_COST: &str = "kubernetes.azure.com/per-cpu-core-cost";
 const COST_TIER: &str = "example.com/cost-tier";
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
-const CLUSTER_SET_LABEL: &str = crate::model::member::CLUSTER_SET_LABEL;
+const CLUSTER_SET_LABEL: &str = gitfleet::model::member::CLUSTER_SET_LABEL;
 
 fn weighted<'a, T>(rng: &mut Rng, items: &'a [T], share: impl Fn(&T) -> usize) -> &'a T {
     let total: usize = items.iter().map(&share).sum();
@@ -148,7 +148,7 @@ fn weighted<'a, T>(rng: &mut Rng, items: &'a [T], share: impl Fn(&T) -> usize) -
 fn yaml_file(path: String, docs: &[Value]) -> SourceFile {
     let text = docs
         .iter()
-        .map(|d| crate::yaml::to_string(d).expect("JSON values serialise as YAML"))
+        .map(|d| gitfleet::yaml::to_string(d).expect("JSON values serialise as YAML"))
         .collect::<Vec<_>>()
         .join("---\n");
     SourceFile {
@@ -726,7 +726,7 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
 
 fn measure(spec: FleetSpec) -> Row {
     let ((files, inventory), generate) = timed(|| generate(spec));
-    let ((cat, diags), analyze) = timed(|| crate::analyze(&files));
+    let ((cat, diags), analyze) = timed(|| gitfleet::analyze(&files));
     drop(files);
     let (fleet, fleet_time) = timed(|| Fleet::build(&cat, Some(&inventory)));
     drop(inventory);
@@ -770,9 +770,9 @@ fn measure(spec: FleetSpec) -> Row {
     // Its work items hold every cluster's manifests, so it is measured on the smaller sizes only.
     let reconcile = (spec.placements.saturating_mul(spec.clusters) <= REPEAT_LIMIT).then(|| {
         let out = schedule_commit(&cat, &Default::default(), &fleet, &previous, NOW_UNIX);
-        let state = crate::rollout::RolloutState::default();
+        let state = gitfleet::rollout::RolloutState::default();
         let unreachable = BTreeMap::new();
-        let input = crate::rollout::Input {
+        let input = gitfleet::rollout::Input {
             cat: &cat,
             commit: "bench",
             schedule: &out,
@@ -784,7 +784,7 @@ fn measure(spec: FleetSpec) -> Row {
             selected: None,
         };
         let (decision, time) =
-            timed(|| crate::rollout::step(&input, &state, crate::rollout::Pacing::Rolling));
+            timed(|| gitfleet::rollout::step(&input, &state, gitfleet::rollout::Pacing::Rolling));
         (time, decision.work.len())
     });
     Row {
@@ -810,7 +810,7 @@ fn measure(spec: FleetSpec) -> Row {
 }
 
 /// The policy kind a KubeFleet placement is counted under in [`Row::by_policy`].
-fn policy_kind(p: &crate::model::placement::Placement) -> &'static str {
+fn policy_kind(p: &gitfleet::model::placement::Placement) -> &'static str {
     let policy = p.spec.policy_or_default();
     let required = policy
         .affinity
@@ -1077,7 +1077,7 @@ mod tests {
     #[test]
     fn generated_commit_validates_with_no_diagnostic() {
         let (files, inventory) = generate(FleetSpec::new(50, 50));
-        let (cat, diags) = crate::analyze(&files);
+        let (cat, diags) = gitfleet::analyze(&files);
         assert!(diags.is_empty(), "{diags:#?}");
         assert_eq!(cat.member_clusters.len(), 50);
         assert_eq!(cat.managed_clusters.len(), 50);
@@ -1086,7 +1086,7 @@ mod tests {
         assert!(cat
             .placements
             .iter()
-            .any(|p| p.spec.kind == crate::model::PlacementKind::ResourcePlacement));
+            .any(|p| p.spec.kind == gitfleet::model::PlacementKind::ResourcePlacement));
         for t in [
             PlacementType::PickAll,
             PlacementType::PickN,

@@ -1,5 +1,5 @@
 //! The plan benchmark (`cargo bench --bench plan`): a base and a head commit of a synthetic fleet,
-//! planned with [`crate::plan::plan_catalogs`], the function `gitfleet plan` runs, then printed
+//! planned with [`gitfleet::plan::plan_catalogs`], the function `gitfleet plan` runs, then printed
 //! as text, markdown and JSON. The base is [`super::generate`]'s commit plus overrides (some with
 //! cluster variables, so renderings differ per cluster) and ManifestWorkReplicaSets; the head
 //! changes a realistic fraction of it: policies, `numberOfClusters`, selected resources, an
@@ -8,9 +8,9 @@
 use super::{
     generate, peak_rss_kib, secs, thread_cpu_time, timed, yaml_file, FleetSpec, Rng, NOW_UNIX,
 };
-use crate::catalog::SourceFile;
-use crate::plan::{format, plan_catalogs, Inputs, Options, Plan};
-use crate::schedule::{schedule_commit, Fleet, Inventory, Previous};
+use gitfleet::catalog::SourceFile;
+use gitfleet::plan::{format, plan_catalogs, Inputs, Options, Plan};
+use gitfleet::schedule::{schedule_commit, Fleet, Inventory, Previous};
 use serde_json::{json, Value};
 use std::fmt;
 use std::hint::black_box;
@@ -34,7 +34,7 @@ fn docs_of(file: &SourceFile) -> Vec<Value> {
     let text = String::from_utf8_lossy(&file.content);
     text.split("---\n")
         .filter(|d| !d.trim().is_empty())
-        .map(|d| crate::yaml::from_str(d).expect("generated YAML parses"))
+        .map(|d| gitfleet::yaml::from_str(d).expect("generated YAML parses"))
         .collect()
 }
 
@@ -320,8 +320,8 @@ impl PlanRow {
 
 /// The plan of a generated fleet, as `gitfleet plan` computes it.
 pub fn plan_of(fleet: &PlanFleet, opts: &Options) -> Plan {
-    let (base_cat, _) = crate::analyze(&fleet.base);
-    let (head_cat, _) = crate::analyze(&fleet.head);
+    let (base_cat, _) = gitfleet::analyze(&fleet.base);
+    let (head_cat, _) = gitfleet::analyze(&fleet.head);
     let previous = Previous::new();
     plan_catalogs(
         ("base", &base_cat),
@@ -338,8 +338,8 @@ pub fn plan_of(fleet: &PlanFleet, opts: &Options) -> Plan {
 pub fn measure_plan(spec: FleetSpec, runs: usize) -> PlanRow {
     let fleet = generate_plan(spec);
     let ((base_cat, head_cat, diagnostics), analyze) = timed(|| {
-        let (b, _) = crate::analyze(&fleet.base);
-        let (h, diags) = crate::analyze(&fleet.head);
+        let (b, _) = gitfleet::analyze(&fleet.base);
+        let (h, diags) = gitfleet::analyze(&fleet.head);
         (b, h, diags.len())
     });
     let previous = Previous::new();
@@ -506,8 +506,8 @@ mod tests {
     #[test]
     fn generated_commits_validate_and_the_head_changes_the_fleet() {
         let fleet = generate_plan(FleetSpec::new(60, 40));
-        let (_, base_diags) = crate::analyze(&fleet.base);
-        let (_, head_diags) = crate::analyze(&fleet.head);
+        let (_, base_diags) = gitfleet::analyze(&fleet.base);
+        let (_, head_diags) = gitfleet::analyze(&fleet.head);
         assert!(base_diags.is_empty(), "{base_diags:#?}");
         assert!(head_diags.is_empty(), "{head_diags:#?}");
         let plan = plan_of(
@@ -559,8 +559,8 @@ mod dump {
                 seed,
             };
             let fleet = generate_plan(spec);
-            let (base_cat, _) = crate::analyze(&fleet.base);
-            let (head_cat, _) = crate::analyze(&fleet.head);
+            let (base_cat, _) = gitfleet::analyze(&fleet.base);
+            let (head_cat, _) = gitfleet::analyze(&fleet.head);
             let bf = Fleet::build(&base_cat, Some(&fleet.inventory));
             let hf = Fleet::build(&head_cat, Some(&fleet.inventory));
             let bs = schedule_commit(

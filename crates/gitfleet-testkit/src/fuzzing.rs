@@ -6,7 +6,7 @@
 //! Inputs that carry several values (a secret, a header and a body) split them at NUL bytes,
 //! so that the fuzzer can grow each part independently.
 
-use crate::catalog::SourceFile;
+use gitfleet::catalog::SourceFile;
 
 /// `data` split at NUL bytes into at most `n` parts (the last keeps any further NULs).
 fn parts(data: &[u8], n: usize) -> Vec<&[u8]> {
@@ -17,19 +17,19 @@ fn parts(data: &[u8], n: usize) -> Vec<&[u8]> {
 /// names gitfleet skips, so that path handling is exercised too.
 const PATHS: &[&str] = &["a.yaml", "fleet/b.yml", "c.json", "d/e/f.yaml", "README.md"];
 
-/// A commit's files (parts of `data`, named from [`PATHS`]) through [`crate::analyze::analyze`]:
+/// A commit's files (parts of `data`, named from [`PATHS`]) through [`gitfleet::analyze::analyze`]:
 /// YAML and JSON of any shape in, diagnostics out. Every diagnostic names one of the files.
 pub fn analyze(data: &[u8]) {
     let files: Vec<SourceFile> = parts(data, PATHS.len())
         .into_iter()
         .zip(PATHS)
-        .filter(|(_, path)| crate::source::is_manifest_path(path))
+        .filter(|(_, path)| gitfleet::source::is_manifest_path(path))
         .map(|(content, path)| SourceFile {
             path: path.to_string(),
             content: content.to_vec(),
         })
         .collect();
-    let (_, diags) = crate::analyze::analyze(&files);
+    let (_, diags) = gitfleet::analyze::analyze(&files);
     for d in &diags {
         let shown = d.to_string();
         assert!(
@@ -40,7 +40,7 @@ pub fn analyze(data: &[u8]) {
 }
 
 /// A webhook request (`secret \0 X-Hub-Signature-256 \0 X-Gitlab-Token \0 body`; an empty
-/// header part is an absent header) through [`crate::webhook::verify`]. Accepted only when
+/// header part is an absent header) through [`gitfleet::webhook::verify`]. Accepted only when
 /// the header really is the body's HMAC, or the token is the secret.
 pub fn webhook(data: &[u8]) {
     let p = parts(data, 4);
@@ -50,7 +50,7 @@ pub fn webhook(data: &[u8]) {
         (!text.is_empty()).then_some(text)
     };
     let (secret, github, gitlab, body) = (part(0), header(1), header(2), part(3));
-    let verdict = crate::webhook::verify(secret, github.as_deref(), gitlab.as_deref(), body);
+    let verdict = gitfleet::webhook::verify(secret, github.as_deref(), gitlab.as_deref(), body);
     if verdict.is_ok() {
         match &github {
             Some(sig) => {
@@ -83,8 +83,8 @@ pub fn webhook(data: &[u8]) {
 /// signature verification. Nothing verifies without a trusted key's signature, which the
 /// fuzzer cannot forge; with the trust files' keys absent, nothing may verify at all.
 pub fn approval(data: &[u8]) {
-    use crate::approvals::verify::Trust;
-    use crate::approvals::{gpg::GpgKeys, object, policy::Policy, signers::AllowedSigners};
+    use gitfleet::approvals::verify::Trust;
+    use gitfleet::approvals::{gpg::GpgKeys, object, policy::Policy, signers::AllowedSigners};
     use std::path::Path;
     let p = parts(data, 4);
     let part = |i: usize| p.get(i).copied().unwrap_or_default();
@@ -116,10 +116,10 @@ pub fn approval(data: &[u8]) {
 }
 
 /// Bytes off a connection through the simulator's HTTP/1.1 request reader
-/// ([`crate::sim::http::read_request`]) with its default limits, request after request until
+/// ([`gitfleet_sim::http::read_request`]) with its default limits, request after request until
 /// the input ends or is refused: no request may exceed the limits.
 pub fn sim_http(data: &[u8]) {
-    use crate::sim::http::{read_request, Limits};
+    use gitfleet_sim::http::{read_request, Limits};
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()

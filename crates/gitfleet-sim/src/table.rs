@@ -456,7 +456,7 @@ pub fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::resources::Registry;
+    use crate::resources::Registry;
 
     #[test]
     fn kubectl_get_asks_for_a_table() {
@@ -482,7 +482,7 @@ mod tests {
             &rt,
             &[node],
             "5",
-            crate::sim::clock::parse_rfc3339("2024-05-01T12:10:00Z").unwrap(),
+            crate::clock::parse_rfc3339("2024-05-01T12:10:00Z").unwrap(),
             "Metadata",
         );
         assert_eq!(

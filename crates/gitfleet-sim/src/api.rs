@@ -941,7 +941,7 @@ fn server_side_apply(
             )],
         ));
     }
-    let mut config: Value = crate::yaml::from_slice(body)
+    let mut config: Value = gitfleet_kube_text::yaml::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     check_identity(t, &mut config, true)?;
     if config["metadata"]["managedFields"]

@@ -39,7 +39,7 @@ pub fn kubeconfig_yaml(entries: &[KubeconfigEntry]) -> String {
     });
     let mut out =
         String::from("# Written by `gitfleet sim`: simulated members on loopback (plain HTTP).\n");
-    out.push_str(&crate::yaml::to_string(&doc).expect("a kubeconfig serialises"));
+    out.push_str(&gitfleet_kube_text::yaml::to_string(&doc).expect("a kubeconfig serialises"));
     out
 }
 
@@ -84,7 +84,8 @@ mod tests {
                 token: "t2".into(),
             },
         ];
-        let doc: serde_json::Value = crate::yaml::from_str(&kubeconfig_yaml(&entries)).unwrap();
+        let doc: serde_json::Value =
+            gitfleet_kube_text::yaml::from_str(&kubeconfig_yaml(&entries)).unwrap();
         assert_eq!(doc["current-context"], "a");
         assert_eq!(doc["contexts"][1]["name"], "b");
         assert_eq!(doc["contexts"][1]["context"]["cluster"], "b");

@@ -15,7 +15,8 @@
 //! finalizers and owner-reference GC.
 //!
 //! What it must not know: anything of gitfleet. It is a Kubernetes API server, not a gitfleet
-//! fixture; it imports only `model::quantity` from the rest of the crate.
+//! fixture; its one dependency in the workspace is `gitfleet-kube-text`, for Kubernetes' YAML,
+//! quantities and timestamps.
 //!
 //! Known divergences from a real API server (each is a simplification, not a goal):
 //! - plain HTTP only; kubectl (client-go) never sends credentials over plain HTTP, so members

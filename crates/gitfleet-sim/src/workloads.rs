@@ -23,7 +23,7 @@ use super::clock;
 use super::defaults::{apply_defaults, selector_matches};
 use super::member::Member;
 use super::store::{Event, EventType, ObjKey, Store};
-use crate::model::quantity::Quantity;
+use gitfleet_kube_text::quantity::Quantity;
 
 fn model_quantity(s: &str) -> Option<f64> {
     Quantity::parse(s).ok().map(|q| q.0)

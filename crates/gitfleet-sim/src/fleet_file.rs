@@ -44,7 +44,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::quantity::Quantity;
+use gitfleet_kube_text::quantity::Quantity;
 
 /// The Kubernetes version members report by default.
 pub const DEFAULT_KUBERNETES_VERSION: &str = "v1.33.1";
@@ -281,7 +281,7 @@ pub enum FleetFileError {
     #[error("fleet file {path} is not valid YAML for a fleet: {source}")]
     Parse {
         path: String,
-        source: crate::yaml::Error,
+        source: gitfleet_kube_text::yaml::Error,
     },
     #[error("fleet file {path} has {} problem(s):\n  {}", problems.len(), problems.join("\n  "))]
     Invalid { path: String, problems: Vec<String> },
@@ -301,7 +301,7 @@ impl FleetFile {
     /// Parses and validates fleet-file text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<FleetFile, FleetFileError> {
         let fleet: FleetFile =
-            crate::yaml::from_str(text).map_err(|source| FleetFileError::Parse {
+            gitfleet_kube_text::yaml::from_str(text).map_err(|source| FleetFileError::Parse {
                 path: origin.to_string(),
                 source,
             })?;

@@ -105,16 +105,16 @@ pub fn fleet() -> Vec<(&'static str, String)> {
 }
 
 /// The files of a commit of [`fleet`], with `bulk` (made by [`configmaps`]) as `bulk.yaml`.
-pub fn commit_files(bulk: Option<String>) -> Vec<crate::catalog::SourceFile> {
-    let mut files: Vec<crate::catalog::SourceFile> = fleet()
+pub fn commit_files(bulk: Option<String>) -> Vec<gitfleet::catalog::SourceFile> {
+    let mut files: Vec<gitfleet::catalog::SourceFile> = fleet()
         .into_iter()
-        .map(|(path, text)| crate::catalog::SourceFile {
+        .map(|(path, text)| gitfleet::catalog::SourceFile {
             path: path.into(),
             content: text.into_bytes(),
         })
         .collect();
     if let Some(text) = bulk {
-        files.push(crate::catalog::SourceFile {
+        files.push(gitfleet::catalog::SourceFile {
             path: "bulk.yaml".into(),
             content: text.into_bytes(),
         });
@@ -131,10 +131,10 @@ mod tests {
         for shape in [Shape::Documents, Shape::List] {
             let (text, n) = configmaps(200_000, shape, 0);
             assert!(text.len() >= 200_000 && n > 100, "{shape:?}: {n} objects");
-            let (cat, diags) = crate::analyze(&commit_files(Some(text)));
+            let (cat, diags) = gitfleet::analyze(&commit_files(Some(text)));
             assert!(diags.is_empty(), "{shape:?}: {diags:#?}");
             let placement = &cat.placements[0].spec;
-            let selected = crate::snapshot::select(&cat, placement).unwrap();
+            let selected = gitfleet::snapshot::select(&cat, placement).unwrap();
             // The namespace and every ConfigMap in it.
             assert_eq!(selected.len(), n + 1, "{shape:?}");
         }

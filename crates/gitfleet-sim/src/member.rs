@@ -634,7 +634,7 @@ fn decode_body(req: &Request) -> Result<Value, ApiError> {
 
 fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(body)
-        .or_else(|_| crate::yaml::from_slice(body))
+        .or_else(|_| gitfleet_kube_text::yaml::from_slice(body))
         .map_err(|e| {
             ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))
         })

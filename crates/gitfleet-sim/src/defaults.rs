@@ -486,7 +486,7 @@ pub fn base64(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::resources::Registry;
+    use crate::resources::Registry;
 
     fn rt(group: &str, kind: &str) -> std::sync::Arc<ResourceType> {
         Registry::default().by_kind(group, None, kind).unwrap()
