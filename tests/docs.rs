@@ -134,12 +134,17 @@ fn every_relative_link_in_the_documentation_resolves() {
             if let Some(anchor) = anchor {
                 let headings = std::fs::read_to_string(&file).map(|t| anchors(&t));
                 if !headings.is_ok_and(|h| h.contains(anchor)) {
-                    broken.push(format!("{name}: ({target}): no heading #{anchor} in {path}"));
+                    broken.push(format!(
+                        "{name}: ({target}): no heading #{anchor} in {path}"
+                    ));
                 }
             }
         }
     }
-    assert!(checked > 50, "only {checked} links found: is the parser broken?");
+    assert!(
+        checked > 50,
+        "only {checked} links found: is the parser broken?"
+    );
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
@@ -238,7 +243,10 @@ fn the_command_line_reference_carries_every_commands_help() {
         missing.is_empty(),
         "docs/reference/cli.md has no `{BEGIN}CMD -->` block for {missing:?}"
     );
-    assert!(covered.iter().any(|c| c == "gitfleet"), "no block for gitfleet --help itself");
+    assert!(
+        covered.iter().any(|c| c == "gitfleet"),
+        "no block for gitfleet --help itself"
+    );
     if current != reference && !bless {
         let first = current
             .lines()

@@ -151,8 +151,8 @@ mod tests {
 
     /// `GITFLEET_BIG_REPO=/tmp/big cargo test --release --lib big_manifest_repo -- --ignored`
     /// (`GITFLEET_BIG_MB`, default 50): a repository whose branches the memory figures of
-    /// docs/benchmarks.md are measured on. `base`: the fleet alone; `add`: base plus `bulk.yaml`, ConfigMaps as `---`
-    /// documents; `change`: `add` with one value of every ConfigMap changed; `list`: base plus
+    /// docs/benchmarks.md are measured on. `base`: the fleet alone; `add`: base plus
+    /// `bulk.yaml`, ConfigMaps as `---` documents; `change`: `add` with one value of every ConfigMap changed; `list`: base plus
     /// the same ConfigMaps as one `kind: List`.
     #[test]
     #[ignore = "a tool: writes a large repository for memory measurements"]
