@@ -27,7 +27,7 @@
 //! - [`state`]: the daemon's state directory;
 //! - [`daemon`]: `gitfleet run` (event loop, reconciler, status API, metrics) and
 //!   [`daemon_client`], which reads a running daemon;
-//! - [`cli`] and [`flags`]: the command line; [`quickstart`]: `gitfleet quickstart`;
+//! - [`cli`]: the command line, one file per command (`gitfleet quickstart` included);
 //!   [`trimmed_output`]: long output printed as it is made (`gitfleet plan`);
 //!
 //! Beside it in the workspace (crates/): `gitfleet-kube-text` (Kubernetes' YAML, quantities and
@@ -42,14 +42,11 @@ pub mod cli;
 pub mod daemon;
 pub mod daemon_client;
 pub mod fast_hash;
-pub mod flags;
 pub mod follow;
 pub mod members;
 pub mod model;
 pub mod plan;
 pub mod push;
-#[cfg(feature = "sim")]
-pub mod quickstart;
 pub mod render;
 pub mod rollout;
 pub mod schedule;

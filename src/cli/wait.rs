@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use clap::Args;
 
-use super::wire::{Placements, UpdateRun};
+use crate::daemon::wire::{Placements, UpdateRun};
 use crate::rollout::BindingHealth;
 
 pub const WAIT_AFTER_HELP: &str = "\
@@ -51,10 +51,10 @@ pub struct WaitArgs {
     #[arg(long, value_name = "PATH")]
     pub repo: Option<PathBuf>,
     /// Give up after this long (exit 2).
-    #[arg(long, default_value = "5m", value_parser = crate::flags::parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = crate::cli::flags::parse_duration)]
     pub timeout: Duration,
     /// How often to ask the daemon.
-    #[arg(long, default_value = "1s", value_parser = crate::flags::parse_timeout)]
+    #[arg(long, default_value = "1s", value_parser = crate::cli::flags::parse_timeout)]
     pub interval: Duration,
     /// Only these placements (`crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`, or a bare CRP name);
     /// default: all.
@@ -227,7 +227,7 @@ fn resolve(args: &WaitArgs) -> Result<Option<String>> {
         (None, Some(c)) => {
             let c = c.to_ascii_lowercase();
             if c.len() < 4 || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(crate::flags::UsageError(format!(
+                return Err(crate::cli::flags::UsageError(format!(
                     "--commit {c}: without --repo, give a commit id (or a prefix of at least 4 \
                      hex digits); with --repo, any revision"
                 ))

@@ -20,7 +20,7 @@ use crate::daemon::deliver::PushDeliverer;
 use crate::daemon::{Daemon, RunOptions, Status};
 
 static FLEET_REPO: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/examples/fleet-repo");
-static SIM_FLEET: &str = include_str!("../examples/sim-fleet.yaml");
+static SIM_FLEET: &str = include_str!("../../examples/sim-fleet.yaml");
 
 #[derive(Debug, Args)]
 pub struct QuickstartArgs {

@@ -1,6 +1,6 @@
 //! Command-line flags that several commands share: durations, and how members are pushed
-//! (`apply` and `run` flatten [`PushArgs`]). Both the CLI (`cli`) and the daemon's commands
-//! (`daemon::command`) use this module; it uses neither.
+//! (`apply` and `run` flatten [`PushArgs`]). Every command of [`crate::cli`] may use it; it
+//! uses none of them.
 
 use clap::{Args, ValueEnum};
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! The command-line edge of the daemon: `gitfleet run` and `gitfleet status`.
+//! `gitfleet run`: the daemon's flags, checked, and the daemon assembled from them (the state
+//! backend, the members, the status API, leader election under `--state kubernetes`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,8 +11,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
-use super::deliver::PushDeliverer;
-use super::{Daemon, RunOptions};
+use crate::daemon::deliver::PushDeliverer;
+use crate::daemon::{Daemon, RunOptions};
 use crate::members::inventory::Options as ProbeOptions;
 
 #[derive(Debug, Args)]
@@ -28,7 +29,7 @@ pub struct RunArgs {
     #[arg(long, env = "GITFLEET_PATH", default_value = "")]
     pub path: String,
     #[command(flatten)]
-    pub kubeconfig: crate::flags::KubeconfigArgs,
+    pub kubeconfig: crate::cli::flags::KubeconfigArgs,
     /// Where the daemon keeps what must survive a restart: `directory` (--state-dir, one
     /// daemon per directory) or `kubernetes` (ConfigMaps in --state-namespace of the hosting
     /// cluster; replicas elect a leader through a Lease and only the leader acts).
@@ -49,11 +50,11 @@ pub struct RunArgs {
     #[arg(long, env = "GITFLEET_LISTEN", default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
     /// How often to look at the branch and the members without being told (e.g. 30s, 2m).
-    #[arg(long, env = "GITFLEET_POLL", default_value = "30s", value_parser = crate::flags::parse_duration)]
+    #[arg(long, env = "GITFLEET_POLL", default_value = "30s", value_parser = crate::cli::flags::parse_duration)]
     pub poll: Duration,
     /// How often everything delivered is re-applied (a no-op where nothing changed), the
     /// backstop for changes on members that the watches missed (e.g. 10m, 1h).
-    #[arg(long, env = "GITFLEET_RESYNC", default_value = "10m", value_parser = crate::flags::parse_duration)]
+    #[arg(long, env = "GITFLEET_RESYNC", default_value = "10m", value_parser = crate::cli::flags::parse_duration)]
     pub resync: Duration,
     /// File holding the webhook secret; enables `POST /hooks/git`.
     #[arg(long, env = "GITFLEET_WEBHOOK_SECRET_FILE")]
@@ -63,12 +64,12 @@ pub struct RunArgs {
     #[arg(long, env = "GITFLEET_ONCE")]
     pub once: bool,
     #[command(flatten)]
-    pub push: crate::flags::PushArgs,
+    pub push: crate::cli::flags::PushArgs,
     #[command(flatten)]
     pub git: GitCredentialArgs,
     /// How long one member may take to answer its inventory probe (e.g. 10s; a bare number is
     /// seconds).
-    #[arg(long, env = "GITFLEET_MEMBER_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = crate::flags::parse_timeout)]
+    #[arg(long, env = "GITFLEET_MEMBER_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = crate::cli::flags::parse_timeout)]
     pub member_timeout: Duration,
     /// Collect each member's namespaces in its inventory probe (names only, at most 200), so
     /// that a ResourcePlacement is scheduled only where its namespace exists, as KubeFleet's
@@ -78,13 +79,13 @@ pub struct RunArgs {
     pub enable_namespace_collection: bool,
     /// Who may approve update runs with signed tags (and sign heads, with --verify-commits).
     #[command(flatten)]
-    pub trust: crate::approvals::command::TrustArgs,
+    pub trust: crate::cli::approve::TrustArgs,
     /// Serve only heads whose commit signature (`git commit -S`, SSH or OpenPGP) verifies
     /// against the trusted signers; any other head is rejected like an invalid commit.
     #[arg(long, env = "GITFLEET_VERIFY_COMMITS")]
     pub verify_commits: bool,
     #[command(flatten)]
-    pub deletion_guard: crate::flags::DeletionGuardArgs,
+    pub deletion_guard: crate::cli::flags::DeletionGuardArgs,
     /// `/readyz` fails after this many failed fetches of the git source in a row (a local
     /// repository: reads of the branch), so an orchestrator sees a daemon cut off from its
     /// repository; 0 never fails it for that.
@@ -125,14 +126,14 @@ pub struct HostingArgs {
     #[arg(long, env = "GITFLEET_LEASE_NAME", default_value = "gitfleet")]
     pub lease_name: String,
     /// How long a leader's Lease holds without renewal before another replica may take it.
-    #[arg(long, env = "GITFLEET_LEASE_DURATION", default_value = "15s", value_parser = crate::flags::parse_timeout)]
+    #[arg(long, env = "GITFLEET_LEASE_DURATION", default_value = "15s", value_parser = crate::cli::flags::parse_timeout)]
     pub lease_duration: Duration,
     /// A leader that has not renewed its Lease for this long stops acting (and exits, to
     /// restart as a follower); shorter than --lease-duration.
-    #[arg(long, env = "GITFLEET_RENEW_DEADLINE", default_value = "10s", value_parser = crate::flags::parse_timeout)]
+    #[arg(long, env = "GITFLEET_RENEW_DEADLINE", default_value = "10s", value_parser = crate::cli::flags::parse_timeout)]
     pub renew_deadline: Duration,
     /// How often the Lease is read and renewed (or tried for).
-    #[arg(long, env = "GITFLEET_RETRY_PERIOD", default_value = "2s", value_parser = crate::flags::parse_timeout)]
+    #[arg(long, env = "GITFLEET_RETRY_PERIOD", default_value = "2s", value_parser = crate::cli::flags::parse_timeout)]
     pub retry_period: Duration,
     /// This replica's name in the Lease (default: HOSTNAME, the pod's name in a cluster).
     #[arg(long, env = "GITFLEET_IDENTITY")]
@@ -140,21 +141,21 @@ pub struct HostingArgs {
 }
 
 impl HostingArgs {
-    pub fn election(&self) -> Result<super::leader::Election> {
+    pub fn election(&self) -> Result<crate::daemon::leader::Election> {
         let identity = self.identity.clone().unwrap_or_else(|| {
             std::env::var("HOSTNAME")
                 .ok()
                 .filter(|h| !h.is_empty())
                 .unwrap_or_else(|| format!("gitfleet-{}", std::process::id()))
         });
-        let election = super::leader::Election {
+        let election = crate::daemon::leader::Election {
             lease_name: self.lease_name.clone(),
             identity,
             lease_duration: self.lease_duration,
             renew_deadline: self.renew_deadline,
             retry_period: self.retry_period,
         };
-        election.check().map_err(crate::flags::UsageError)?;
+        election.check().map_err(crate::cli::flags::UsageError)?;
         Ok(election)
     }
 
@@ -172,7 +173,7 @@ impl HostingArgs {
                     .with_context(|| format!("hosting kubeconfig {}", path.display()))?
             }
             None => kube::Config::incluster().map_err(|e| {
-                crate::flags::UsageError(format!(
+                crate::cli::flags::UsageError(format!(
                     "--state kubernetes outside a cluster needs --hosting-kubeconfig (no \
                      in-cluster service account: {e})"
                 ))
@@ -283,7 +284,7 @@ fn state_identity(dir: &std::path::Path) -> String {
 }
 
 fn now_unix() -> u64 {
-    super::now_unix()
+    crate::daemon::now_unix()
 }
 
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
@@ -306,7 +307,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         None => None,
     };
     if args.verify_commits && !args.trust.given() {
-        return Err(crate::flags::UsageError(
+        return Err(crate::cli::flags::UsageError(
             "--verify-commits needs --trusted-signers and/or --trusted-gpg-keys".into(),
         )
         .into());
@@ -317,13 +318,13 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         None
     };
     if args.state == StateKind::Directory && args.state_dir.is_none() {
-        return Err(crate::flags::UsageError(
+        return Err(crate::cli::flags::UsageError(
             "--state directory needs --state-dir (or --state kubernetes)".into(),
         )
         .into());
     }
     if args.state == StateKind::Kubernetes && args.once {
-        return Err(crate::flags::UsageError(
+        return Err(crate::cli::flags::UsageError(
             "--once is one process acting alone: use it with --state directory".into(),
         )
         .into());
@@ -343,7 +344,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let (repo, remote) = match crate::follow::remote::Location::parse(&args.repo)? {
         crate::follow::remote::Location::Local(path) => {
             if args.git.given() {
-                return Err(crate::flags::UsageError(format!(
+                return Err(crate::cli::flags::UsageError(format!(
                     "--repo {} is a local repository: the --git-* credentials are for a remote URL",
                     path.display()
                 ))
@@ -356,7 +357,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         // Created here, fetched by the loop (where a failure is retried, not fatal).
         crate::follow::remote::Location::Remote(url) => {
             let Some(dir) = &cache_dir else {
-                return Err(crate::flags::UsageError(format!(
+                return Err(crate::cli::flags::UsageError(format!(
                     "--repo {} is a remote: give --cache-dir (or --state-dir) to mirror it in",
                     crate::follow::remote::redacted(&args.repo)
                 ))
@@ -422,15 +423,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         let daemon = Daemon::open(opts, deliverer)?;
         let status = daemon.status.clone();
         let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
-        let listener = super::server::bind(args.listen).await?;
-        let api = super::server::Api {
+        let listener = crate::daemon::server::bind(args.listen).await?;
+        let api = crate::daemon::server::Api {
             status: status.clone(),
             metrics: daemon.metrics.clone(),
             webhook_secret: webhook_secret.map(Arc::from),
             wake: wake_tx,
             ready_fetch_failures: args.ready_fetch_failures,
         };
-        let mut server = super::server::spawn(listener, api, super::server::Limits::default())?;
+        let mut server = crate::daemon::server::spawn(listener, api, crate::daemon::server::Limits::default())?;
         tracing::info!(listen = %server.local_addr(), repo = %crate::follow::remote::redacted(&args.repo), branch = %args.branch, "gitfleet run: following the branch");
         let shutdown = CancellationToken::new();
         tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -464,31 +465,32 @@ async fn run_elected(
     opts: RunOptions,
     deliverer: PushDeliverer,
     webhook_secret: Option<Vec<u8>>,
-    election: super::leader::Election,
+    election: crate::daemon::leader::Election,
 ) -> Result<ExitCode> {
-    use super::leader::{self, Leadership, Role, Seen};
+    use crate::daemon::leader::{self, Leadership, Role, Seen};
     let (client, namespace) = args.hosting.connect().await?;
     let identity = election.identity.clone();
-    let status = Arc::new(std::sync::Mutex::new(super::Status {
+    let status = Arc::new(std::sync::Mutex::new(crate::daemon::Status {
         branch: opts.branch.clone(),
-        leader: Some(super::LeaderStatus {
+        leader: Some(crate::daemon::LeaderStatus {
             identity: identity.clone(),
             leader: None,
             leading: false,
         }),
-        ..super::Status::default()
+        ..crate::daemon::Status::default()
     }));
-    let metrics = Arc::new(super::metrics::Metrics::default());
+    let metrics = Arc::new(crate::daemon::metrics::Metrics::default());
     let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
-    let listener = super::server::bind(args.listen).await?;
-    let api = super::server::Api {
+    let listener = crate::daemon::server::bind(args.listen).await?;
+    let api = crate::daemon::server::Api {
         status: status.clone(),
         metrics: metrics.clone(),
         webhook_secret: webhook_secret.map(Arc::from),
         wake: wake_tx,
         ready_fetch_failures: args.ready_fetch_failures,
     };
-    let mut server = super::server::spawn(listener, api, super::server::Limits::default())?;
+    let mut server =
+        crate::daemon::server::spawn(listener, api, crate::daemon::server::Limits::default())?;
     tracing::info!(listen = %server.local_addr(), repo = %crate::follow::remote::redacted(&args.repo), branch = %args.branch, identity = %identity, namespace = %namespace, lease = %election.lease_name, "gitfleet run: state in the hosting cluster; electing a leader");
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -589,12 +591,12 @@ async fn run_elected(
 
 /// Mirrors the election into the status (`gitfleet status`) and `/metrics`.
 async fn publish_role(
-    mut seen: tokio::sync::watch::Receiver<super::leader::Seen>,
-    status: Arc<std::sync::Mutex<super::Status>>,
-    metrics: Arc<super::metrics::Metrics>,
+    mut seen: tokio::sync::watch::Receiver<crate::daemon::leader::Seen>,
+    status: Arc<std::sync::Mutex<crate::daemon::Status>>,
+    metrics: Arc<crate::daemon::metrics::Metrics>,
     identity: String,
 ) {
-    use super::leader::Role;
+    use crate::daemon::leader::Role;
     loop {
         let role = seen.borrow_and_update().role.clone();
         let (leader, leading) = match role {
@@ -607,14 +609,15 @@ async fn publish_role(
         if let Some(l) = &leader {
             metrics
                 .leader
-                .get_or_create(&super::metrics::labels(&[("identity", l)]))
+                .get_or_create(&crate::daemon::metrics::labels(&[("identity", l)]))
                 .set(1);
         }
-        status.lock().unwrap_or_else(|e| e.into_inner()).leader = Some(super::LeaderStatus {
-            identity: identity.clone(),
-            leader,
-            leading,
-        });
+        status.lock().unwrap_or_else(|e| e.into_inner()).leader =
+            Some(crate::daemon::LeaderStatus {
+                identity: identity.clone(),
+                leader,
+                leading,
+            });
         if seen.changed().await.is_err() {
             return;
         }
@@ -648,164 +651,4 @@ async fn wait_for_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
-}
-
-/// `gitfleet status`'s first line under `--state kubernetes`: who leads, and who answered.
-fn leader_line(l: &super::LeaderStatus) -> String {
-    match (&l.leader, l.leading) {
-        (_, true) => format!("Leader: {} (this replica)", l.identity),
-        (Some(leader), false) => format!(
-            "Leader: {leader} (answered by follower {}; the leader's status has the rollout)",
-            l.identity
-        ),
-        (None, false) => format!("Leader: none yet (answered by {})", l.identity),
-    }
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum StatusFormat {
-    Table,
-    /// The table with the clusters of each placement by name (selected, updating, waiting,
-    /// failed).
-    Wide,
-    Json,
-    Yaml,
-}
-
-#[derive(Debug, Args)]
-pub struct StatusArgs {
-    /// The daemon's address (its --listen).
-    #[arg(long, env = "GITFLEET_SERVER", default_value = "http://127.0.0.1:7070")]
-    pub server: String,
-    /// One placement (`crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`, or a bare CRP name), described.
-    pub placement: Option<String>,
-    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
-    pub output: StatusFormat,
-    /// Keep asking the daemon (every --interval) and print the status again whenever it
-    /// changes, until Ctrl-C (on a terminal the screen is redrawn).
-    #[arg(short = 'w', long)]
-    pub watch: bool,
-    /// How often --watch asks the daemon.
-    #[arg(long, default_value = "2s", value_parser = crate::flags::parse_timeout, requires = "watch")]
-    pub interval: Duration,
-}
-
-/// What one look at the daemon shows: the document (to tell a change) and its text.
-fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
-    let doc = crate::daemon_client::placements(&args.server)?;
-    let Some(want) = &args.placement else {
-        let (runs, requests) = crate::daemon_client::update_runs(&args.server)?;
-        let all = super::wire::StatusDocument {
-            placements: doc,
-            update_runs: runs.update_runs,
-            approval_requests: requests.approval_requests,
-        };
-        let text = match args.output {
-            StatusFormat::Table | StatusFormat::Wide => {
-                let now = super::now_unix();
-                let wide = matches!(args.output, StatusFormat::Wide);
-                let leader = all
-                    .placements
-                    .leader
-                    .as_ref()
-                    .map_or(String::new(), |l| format!("{}\n", leader_line(l)));
-                format!(
-                    "{leader}{}{}",
-                    super::view::table(&all.placements, now, wide),
-                    super::runs::tables(&all.update_runs, &all.approval_requests, now)
-                )
-            }
-            StatusFormat::Json => format!("{}\n", serde_json::to_string_pretty(&all)?),
-            StatusFormat::Yaml => crate::yaml::to_string(&all)?,
-        };
-        return Ok((serde_json::to_value(&all)?, text));
-    };
-    let id = if want.contains('/') {
-        want.clone()
-    } else {
-        format!("crp/{want}")
-    };
-    let Some(p) = doc.placement(&id) else {
-        bail!("the daemon at {} has no placement {id}", args.server);
-    };
-    let text = match args.output {
-        StatusFormat::Json => format!("{}\n", serde_json::to_string_pretty(p)?),
-        StatusFormat::Yaml => crate::yaml::to_string(p)?,
-        StatusFormat::Table | StatusFormat::Wide => super::view::describe(p),
-    };
-    Ok((serde_json::to_value(p)?, text))
-}
-
-pub fn status(args: &StatusArgs) -> Result<ExitCode> {
-    if !args.watch {
-        print!("{}", status_once(args)?.1);
-        return Ok(ExitCode::SUCCESS);
-    }
-    watch_status(args)
-}
-
-/// `status --watch`: polls the daemon and prints the status whenever its document changes (a
-/// terminal gets the screen cleared first, like `watch`; a pipe gets one block per change,
-/// separated by a blank line). Ctrl-C or SIGTERM ends it with 0; a daemon that cannot be
-/// reached is reported once and asked again.
-fn watch_status(args: &StatusArgs) -> Result<ExitCode> {
-    use std::io::{IsTerminal, Write};
-    let terminal = std::io::stdout().is_terminal();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async {
-        // Registered before the first look, so a Ctrl-C at any moment ends the loop cleanly.
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
-        let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-        let mut last: Option<serde_json::Value> = None;
-        let mut last_error: Option<String> = None;
-        let mut first = true;
-        loop {
-            let look = {
-                let args = StatusArgs {
-                    server: args.server.clone(),
-                    placement: args.placement.clone(),
-                    output: args.output,
-                    watch: false,
-                    interval: args.interval,
-                };
-                tokio::task::spawn_blocking(move || status_once(&args)).await?
-            };
-            match look {
-                Ok((doc, text)) => {
-                    last_error = None;
-                    if last.as_ref() != Some(&doc) {
-                        let mut out = std::io::stdout().lock();
-                        if terminal {
-                            write!(out, "\x1b[H\x1b[2J")?;
-                        } else if !first {
-                            writeln!(out)?;
-                        }
-                        write!(out, "{text}")?;
-                        out.flush()?;
-                        last = Some(doc);
-                        first = false;
-                    }
-                }
-                Err(e) => {
-                    let message = format!("{e:#}");
-                    if last_error.as_ref() != Some(&message) {
-                        eprintln!(
-                            "{message}; asking again every {}",
-                            humantime::format_duration(args.interval)
-                        );
-                        last_error = Some(message);
-                    }
-                }
-            }
-            tokio::select! {
-                _ = interrupt.recv() => return Ok(ExitCode::SUCCESS),
-                _ = terminate.recv() => return Ok(ExitCode::SUCCESS),
-                () = tokio::time::sleep(args.interval) => {}
-            }
-        }
-    })
 }

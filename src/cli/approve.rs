@@ -6,9 +6,8 @@ use std::process::{Command as Process, ExitCode};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use serde::Deserialize;
 
-use super::{judge, object, Verifier};
+use crate::approvals::{judge, object, Verifier};
 use crate::model::staged::TaskPhase;
 use crate::rollout::approval::{Approval, Rejection, Request, TAG_PREFIX};
 
@@ -70,20 +69,8 @@ pub fn request_named(key: &str, commit: &str) -> Option<Request> {
     })
 }
 
-/// What the daemon serves at `/api/v1/approvals`.
-#[derive(Debug, Clone, Default, serde::Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalsView {
-    /// The requests runs wait on or will reach, with the commit a tag must point at.
-    pub requests: Vec<Request>,
-    /// Approvals accepted by the last evaluation.
-    pub approvals: Vec<Approval>,
-    /// Tags refused by the last evaluation, with the reason.
-    pub rejections: Vec<Rejection>,
-}
-
 fn daemon_requests(server: &str) -> Result<Vec<Request>> {
-    let view: ApprovalsView = crate::daemon_client::approvals(server)?;
+    let view = crate::daemon_client::approvals(server)?;
     Ok(view.requests)
 }
 
@@ -133,7 +120,7 @@ fn tag_name(given: &str) -> String {
 
 pub fn verify_approval(args: &VerifyApprovalArgs) -> Result<ExitCode> {
     if !args.trust.given() {
-        return Err(crate::flags::UsageError(
+        return Err(crate::cli::flags::UsageError(
             "give --trusted-signers and/or --trusted-gpg-keys: nothing is trusted otherwise".into(),
         )
         .into());
@@ -238,7 +225,7 @@ struct Known {
 
 fn known_requests(args: &ApproveArgs) -> Result<Known> {
     let Some(dir) = &args.state else {
-        let view: ApprovalsView = crate::daemon_client::approvals(&args.server)?;
+        let view = crate::daemon_client::approvals(&args.server)?;
         return Ok(Known {
             from: format!("the daemon at {}", args.server),
             open: view.requests,
@@ -283,7 +270,7 @@ pub fn approve(args: &ApproveArgs) -> Result<ExitCode> {
             bail!(
                 "{key} is approved already, by {} at {} (tag object {}); an accepted approval stands",
                 a.signer,
-                super::utc(a.accepted_at),
+                crate::approvals::utc(a.accepted_at),
                 a.tag_object
             );
         }

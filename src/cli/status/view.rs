@@ -1,11 +1,11 @@
 //! `gitfleet status`: the daemon's placements for people — a compact table of all placements,
 //! or a `kubectl describe`-like view of one. Pure: the status API's document
-//! ([`super::wire::Placements`]) in, text out.
+//! ([`crate::daemon::wire::Placements`]) in, text out.
 
 use std::fmt::Write as _;
 
-use super::wire::Placements;
-use super::PlacementStatus;
+use crate::daemon::wire::Placements;
+use crate::daemon::PlacementStatus;
 use crate::rollout::{BindingHealth, ClusterState};
 
 fn short(commit: Option<&str>) -> String {
@@ -71,9 +71,9 @@ fn names(list: &[String]) -> String {
 }
 
 /// The git source: where from, when last fetched, and loudly when fetches fail.
-fn source_lines(out: &mut String, source: &super::wire::Source, now: u64) {
+fn source_lines(out: &mut String, source: &crate::daemon::wire::Source, now: u64) {
     let fetched = source.last_success.map_or("never".to_string(), |t| {
-        format!("{} ago", super::runs::age(t, now))
+        format!("{} ago", crate::daemon::runs::age(t, now))
     });
     let verb = if source.kind == "local" {
         "read"
@@ -88,7 +88,7 @@ fn source_lines(out: &mut String, source: &super::wire::Source, now: u64) {
             source.consecutive_failures,
             source.last_error_at.map_or("-".to_string(), |t| format!(
                 "{} ago",
-                super::runs::age(t, now)
+                crate::daemon::runs::age(t, now)
             )),
             source.last_error.as_deref().unwrap_or("")
         );
