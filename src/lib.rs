@@ -1,7 +1,7 @@
 //! gitfleet: a Git repository as the hub of a Kubernetes fleet (KubeFleet and OCM placements).
 //!
 //! The core is pure and synchronous, values in and values out; the edges read repositories,
-//! talk to members and people, and keep state. See ARCHITECTURE.md.
+//! talk to members and people, and keep state. See docs/architecture.md.
 //!
 //! Core:
 //! - [`model`]: the API objects as types, their defaults and per-object rules;

@@ -9,9 +9,10 @@
 //! that controllers write asynchronously).
 //!
 //! Each difference is fixed in the simulator or listed in [`KNOWN_DIVERGENCES`] (also in
-//! src/sim's documentation and README): the test fails when a request diverges that is not
-//! listed, and when a listed one no longer diverges, so the table stays exact. It prints the
-//! number of compared requests and of listed divergences. Without the test bed it is skipped
+//! src/sim's documentation and docs/reference/simulator.md): the test fails when a request
+//! diverges that is not listed, and when a listed one no longer diverges, so the table stays
+//! exact. It prints the number of compared requests and of listed divergences. Without the test
+//! bed it is skipped
 //! (with a note), as the rest of the real-member tier.
 
 mod common;

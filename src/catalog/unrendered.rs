@@ -1,9 +1,9 @@
 //! Folders that a tool must render before they are manifests: Kustomize folders
 //! (`kustomization.yaml`) and Helm charts (`Chart.yaml`, `templates/`, `values*.yaml`). gitfleet
-//! renders neither (README "What gitfleet does not render"). Read as plain YAML they give a
-//! cascade of errors (templates do not parse, patches are partial objects, values files have no
-//! kind); instead each such folder gets one diagnostic that names what it is and how to leave it
-//! out or render it, and its files are not read.
+//! renders neither (docs/guides/repository-layout.md, "What gitfleet does not render"). Read as
+//! plain YAML they give a cascade of errors (templates do not parse, patches are partial
+//! objects, values files have no kind); instead each such folder gets one diagnostic that names
+//! what it is and how to leave it out or render it, and its files are not read.
 //!
 //! Pure: paths (relative to the fleet's `--path`) and contents in, findings out.
 

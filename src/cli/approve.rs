@@ -23,7 +23,8 @@ pub struct TrustArgs {
     /// Trusted OpenPGP keys: armored public keys (`gpg --export --armor`), several allowed.
     #[arg(long, env = "GITFLEET_TRUSTED_GPG_KEYS", value_name = "FILE")]
     pub trusted_gpg_keys: Option<PathBuf>,
-    /// Which principals or key fingerprints may approve which stages (YAML; see README).
+    /// Which principals or key fingerprints may approve which stages (YAML; see
+    /// docs/guides/staged-runs-and-approvals.md).
     #[arg(long, env = "GITFLEET_APPROVAL_POLICY", value_name = "FILE")]
     pub approval_policy: Option<PathBuf>,
 }

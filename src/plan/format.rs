@@ -17,7 +17,7 @@ const TABLE_NAMES: usize = 5;
 /// Clusters named in the note on what the size cap left out.
 const NOTE_NAMES: usize = 10;
 
-/// The plan as JSON; its schema is documented in README.md ("`gitfleet plan` JSON").
+/// The plan as JSON; its schema is documented in docs/reference/plan-json.md.
 pub fn json(plan: &Plan) -> String {
     serde_json::to_string_pretty(plan).expect("plan serialises")
 }

@@ -40,7 +40,7 @@ pub struct Options {
     pub context: usize,
 }
 
-/// The whole plan. Its JSON form is documented in README.md ("`gitfleet plan` JSON").
+/// The whole plan. Its JSON form is documented in docs/reference/plan-json.md.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {

@@ -5,7 +5,7 @@
 //!
 //! Each test starts its own members: gitfleet treats a member as its own (it prunes placements
 //! whose records it finds there and that the commit no longer has), so two tests cannot share
-//! one.
+//! one. Start costs are measured in docs/benchmarks.md.
 //!
 //! A real-member test is skipped, with a note on the terminal, when the test bed is not built
 //! (see [`super::testbed`]); `GITFLEET_TESTBED_REQUIRED=1` turns that into a failure.
@@ -136,21 +136,18 @@ impl Kubectl for Members {
 
 /// Runs each named test function (`fn name(backend: Backend)`) on both backends, as the tests
 /// `name::sim` and `name::real` (so `cargo test real` runs the real-member tier alone). The real
-/// one is skipped, with a note, when the test bed is not built. Attributes before a name (an
-/// `ignore`) go on both tests.
+/// one is skipped, with a note, when the test bed is not built.
 #[macro_export]
 macro_rules! on_both_backends {
-    ($($(#[$attr:meta])* $name:ident),* $(,)?) => {
+    ($($name:ident),* $(,)?) => {
         $(
             mod $name {
                 use $crate::common::members::{available, Backend};
                 #[test]
-                $(#[$attr])*
                 fn sim() {
                     super::$name(Backend::Sim)
                 }
                 #[test]
-                $(#[$attr])*
                 fn real() {
                     if available(Backend::Real) {
                         super::$name(Backend::Real)
