@@ -136,18 +136,21 @@ impl Kubectl for Members {
 
 /// Runs each named test function (`fn name(backend: Backend)`) on both backends, as the tests
 /// `name::sim` and `name::real` (so `cargo test real` runs the real-member tier alone). The real
-/// one is skipped, with a note, when the test bed is not built.
+/// one is skipped, with a note, when the test bed is not built. Attributes before a name (an
+/// `ignore`) go on both tests.
 #[macro_export]
 macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
+    ($($(#[$attr:meta])* $name:ident),* $(,)?) => {
         $(
             mod $name {
                 use $crate::common::members::{available, Backend};
                 #[test]
+                $(#[$attr])*
                 fn sim() {
                     super::$name(Backend::Sim)
                 }
                 #[test]
+                $(#[$attr])*
                 fn real() {
                     if available(Backend::Real) {
                         super::$name(Backend::Real)

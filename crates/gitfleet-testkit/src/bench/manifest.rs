@@ -1,5 +1,5 @@
 //! One very large manifest, to measure how much memory `gitfleet validate` and `gitfleet plan`
-//! take per byte of input (issue 15.6: under 10× the input). [`configmaps`] writes ConfigMaps of
+//! take per byte of input (the bound: under 10× the input). [`configmaps`] writes ConfigMaps of
 //! about 1.3 KB each (ten data keys of pseudo-random text) as `---` documents or as one
 //! `kind: List`, deterministically; [`fleet`] the small commit around them: three members, the
 //! namespace and a placement that selects it with everything in it. The ignored test
@@ -151,9 +151,9 @@ mod tests {
 
     /// `GITFLEET_BIG_REPO=/tmp/big cargo test --release --lib big_manifest_repo -- --ignored`
     /// (`GITFLEET_BIG_MB`, default 50): a repository whose branches the memory figures of
-    /// docs/benchmarks.md are measured on. `base`: the fleet alone; `add`: base plus
-    /// `bulk.yaml`, ConfigMaps as `---` documents; `change`: `add` with one value of every ConfigMap changed; `list`: base plus
-    /// the same ConfigMaps as one `kind: List`.
+    /// docs/benchmarks.md are measured on. `base`: the fleet alone; `add`: base plus `bulk.yaml`,
+    /// ConfigMaps as `---` documents; `change`: `add` with one value of every ConfigMap
+    /// changed; `list`: base plus the same ConfigMaps as one `kind: List`.
     #[test]
     #[ignore = "a tool: writes a large repository for memory measurements"]
     fn big_manifest_repo() {
