@@ -260,9 +260,19 @@ spec:
       - {name: web, image: nginx}
 ";
 
+/// Two members with a node each, for [`WEB`]'s pods.
+const WEB_FLEET: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+  - name: beta
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+"#;
+
 /// The `app` fleet with [`WEB`], the daemon on it, and both clusters available.
 fn web_fleet(backend: Backend, apply_strategy: &str) -> (Members, Repo, tempfile::TempDir, Daemon) {
-    let members = Members::start(backend, FLEET);
+    let members = Members::start(backend, WEB_FLEET);
     let repo = fleet_repo(apply_strategy);
     repo.write("app/web.yaml", WEB);
     repo.commit("web");

@@ -936,6 +936,43 @@ fn sequence() -> Seq {
         "",
     );
 
+    // A hand scale of an applied Deployment: kubectl writes .spec.replicas through the scale
+    // subresource; the applier's next apply conflicts with it unless forced.
+    let scaled = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "scaled", "namespace": "diff"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "scaled"}},
+            "template": {"metadata": {"labels": {"app": "scaled"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}});
+    let scaled_item = "/apis/apps/v1/namespaces/diff/deployments/scaled";
+    s.send(
+        "scaled-apply",
+        "PATCH",
+        format!("{scaled_item}?fieldManager=gitfleet"),
+        APPLY,
+        scaled.to_string(),
+    );
+    s.kubectl(
+        "scaled-kubectl-scale",
+        &["scale", "deployment", "scaled", "-n", "diff", "--replicas=3"],
+        "",
+    );
+    s.raw("scaled-get", "GET", scaled_item);
+    s.send(
+        "scaled-apply-conflict",
+        "PATCH",
+        format!("{scaled_item}?fieldManager=gitfleet"),
+        APPLY,
+        scaled.to_string(),
+    );
+    s.send(
+        "scaled-apply-force",
+        "PATCH",
+        format!("{scaled_item}?fieldManager=gitfleet&force=true"),
+        APPLY,
+        scaled.to_string(),
+    );
+    s.raw("scaled-delete", "DELETE", scaled_item);
+
     // A held object keeps its namespace Terminating; nothing new can be made in it.
     s.send(
         "held-create",

@@ -60,7 +60,7 @@ impl ManagedEntry {
 pub struct Writer<'a> {
     pub manager: &'a str,
     pub api_version: &'a str,
-    /// `Some("status")` for writes through the status subresource.
+    /// `Some("status")` or `Some("scale")` for writes through those subresources.
     pub subresource: Option<&'a str>,
     /// Built-in kind: well-known lists merge by key.
     pub associative: bool,
@@ -207,6 +207,13 @@ pub fn ownable(obj: &Value, subresource: Option<&str>, drop_status: bool) -> Val
                 out.insert(k.clone(), v.clone());
             }
             (_, Some("status")) => {}
+            // The scale subresource writes `.spec.replicas` of its parent, and owns only that.
+            ("spec", Some("scale")) => {
+                if let Some(r) = v.get("replicas") {
+                    out.insert(k.clone(), serde_json::json!({"replicas": r}));
+                }
+            }
+            (_, Some("scale")) => {}
             ("apiVersion" | "kind", _) => {}
             ("status", None) if drop_status => {}
             ("metadata", None) => {
@@ -606,6 +613,12 @@ mod tests {
         assert_eq!(
             ownable(&obj, Some("status"), true),
             json!({"status": {"phase": "Running"}})
+        );
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d"}, "spec": {"replicas": 3, "paused": false}});
+        assert_eq!(
+            ownable(&deployment, Some("scale"), true),
+            json!({"spec": {"replicas": 3}})
         );
     }
 }
