@@ -331,9 +331,7 @@ fn a_hand_scaled_deployment_is_put_back_under_the_default_client_side_apply(back
 
 /// ServerSideApply without force: a field another manager took is a conflict, the cluster
 /// fails naming the manager and the field and saying how to take it; with force it is taken.
-fn server_side_apply_without_force_fails_on_a_hand_scale_and_force_takes_it_back(
-    backend: Backend,
-) {
+fn server_side_apply_without_force_fails_on_a_hand_scale_and_force_takes_it_back(backend: Backend) {
     let (members, repo, _state, daemon) =
         web_fleet(backend, "    applyStrategy: {type: ServerSideApply}\n");
     scale_by_hand(&members, "alpha", 5);
@@ -355,7 +353,9 @@ fn server_side_apply_without_force_fails_on_a_hand_scale_and_force_takes_it_back
 
     repo.write(
         "app/placement.yaml",
-        &fleet_placement("    applyStrategy: {type: ServerSideApply, serverSideApplyConfig: {force: true}}\n"),
+        &fleet_placement(
+            "    applyStrategy: {type: ServerSideApply, serverSideApplyConfig: {force: true}}\n",
+        ),
     );
     repo.commit("force");
     await_until("alpha's replicas taken back", || {
@@ -372,9 +372,9 @@ fn if_not_drifted_reports_a_hand_scale_and_leaves_it(backend: Backend) {
     await_until("the drift reported for alpha in status", || {
         let alpha = cluster(&daemon, "alpha");
         alpha["health"]["state"] == "failed"
-            && alpha["lastError"].as_str().is_some_and(|e| {
-                e.contains("FoundDrifts") && e.contains("/spec/replicas: 5 → 2")
-            })
+            && alpha["lastError"]
+                .as_str()
+                .is_some_and(|e| e.contains("FoundDrifts") && e.contains("/spec/replicas: 5 → 2"))
     });
     assert_eq!(replicas(&members, "alpha"), 5);
     assert_eq!(replicas(&members, "beta"), 2);

@@ -283,8 +283,10 @@ fn normalise(v: &mut Value) {
             // entries are compared in (operation, manager, subresource) order.
             if let Some(Value::Array(entries)) = map.get_mut("managedFields") {
                 // The controllers' own writes (status, the revision annotation) come when
-                // they come.
-                entries.retain(|e| e["manager"] != "kube-controller-manager");
+                // they come (the test bed runs its controllers as "testbed").
+                entries.retain(|e| {
+                    e["manager"] != "kube-controller-manager" && e["manager"] != "testbed"
+                });
                 entries.sort_by_key(|e| {
                     (
                         e["operation"].as_str().unwrap_or("").to_string(),
@@ -953,7 +955,14 @@ fn sequence() -> Seq {
     );
     s.kubectl(
         "scaled-kubectl-scale",
-        &["scale", "deployment", "scaled", "-n", "diff", "--replicas=3"],
+        &[
+            "scale",
+            "deployment",
+            "scaled",
+            "-n",
+            "diff",
+            "--replicas=3",
+        ],
         "",
     );
     s.raw("scaled-get", "GET", scaled_item);

@@ -844,7 +844,9 @@ impl<D: Deliverer> Daemon<D> {
             let failed = self.state.placements.get(&s.placement).map_or(0, |p| {
                 p.clusters
                     .values()
-                    .filter(|c| c.health == crate::rollout::BindingHealth::Failed || c.last_error.is_some())
+                    .filter(|c| {
+                        c.health == crate::rollout::BindingHealth::Failed || c.last_error.is_some()
+                    })
                     .count()
             });
             let counts = [

@@ -1387,8 +1387,8 @@ fn optimistic_lock<'a>(
 /// object carries no such annotation.
 fn legacy_removals(live: &Value, decorated: &Value) -> Option<Value> {
     let original: Value = serde_json::from_str(annotation(live, LAST_APPLIED_ANNOTATION)?).ok()?;
-    let mut patch = removals(&three_way_patch(Some(&original), decorated, live))
-        .unwrap_or_else(|| json!({}));
+    let mut patch =
+        removals(&three_way_patch(Some(&original), decorated, live)).unwrap_or_else(|| json!({}));
     super::decorate::object_at(&mut patch, "metadata", "annotations")
         .insert(LAST_APPLIED_ANNOTATION.into(), Value::Null);
     Some(patch)

@@ -30,9 +30,7 @@ impl ApplyStrategy {
     pub fn from_rollout(strategy: Option<&RolloutStrategy>) -> ApplyStrategy {
         let apply = strategy.and_then(|s| s.apply_strategy.as_ref());
         ApplyStrategy {
-            type_: apply
-                .and_then(|a| a.type_)
-                .unwrap_or_default(),
+            type_: apply.and_then(|a| a.type_).unwrap_or_default(),
             comparison: apply.and_then(|a| a.comparison_option).unwrap_or_default(),
             when_to_apply: apply.and_then(|a| a.when_to_apply).unwrap_or_default(),
             when_to_take_over: apply.and_then(|a| a.when_to_take_over).unwrap_or_default(),
