@@ -29,6 +29,7 @@ on_both_backends!(
     a_pruned_object_held_by_a_finalizer_is_in_progress_until_it_goes,
     a_pruned_namespace_is_in_progress_while_it_terminates,
     take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest,
+    take_over_under_the_default_client_side_apply_puts_the_manifests_fields_in_place,
     a_placement_another_live_writer_is_writing_is_left_to_it,
     two_applies_of_different_commits_at_once_never_mix_a_placement_silently,
     a_push_of_one_placement_reads_only_its_own_record,
@@ -362,6 +363,10 @@ fn kubectl_ok(members: &Members, ctx: &str, args: &[&str]) {
 fn a_field_owned_by_another_manager_conflicts_without_force(backend: Backend) {
     let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {type: ServerSideApply}\n"),
+    );
     repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
     repo.commit("first");
     let (code, _, err) = apply_json(&repo, &members, &[]);
@@ -385,11 +390,13 @@ fn a_field_owned_by_another_manager_conflicts_without_force(backend: Backend) {
     assert_eq!(code, 1);
     let (o, r) = outcome(&report, "alpha", "ConfigMap", "settings");
     assert_eq!(o, "failed");
-    // The API server's own words: the other manager and the field it owns.
+    // The API server's own words: the other manager and the field it owns; and the way out.
     let error = r["error"].as_str().unwrap();
     assert!(error.starts_with("409 Conflict: "), "{r:#}");
     assert!(
-        error.contains(r#"conflict with "other""#) && error.contains(".data.mode"),
+        error.contains(r#"conflict with "other""#)
+            && error.contains(".data.mode")
+            && error.contains("set serverSideApplyConfig.force: true"),
         "{r:#}"
     );
     // beta has no other manager: it takes the update.
@@ -548,8 +555,11 @@ fn client_side_apply_removes_what_git_dropped_and_keeps_what_others_added(backen
     let cm = members.get_json("alpha", &["configmap", "settings", "-n", "app"]);
     assert_eq!(cm["data"], json!({"a": "1", "other": "x"}));
 
-    // Switching to ServerSideApply takes over what gitfleet's own client-side writes own.
-    repo.write("app/placement.yaml", CRP);
+    // Switching to ServerSideApply takes over what gitfleet's own earlier writes own.
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {type: ServerSideApply}\n"),
+    );
     repo.write("app/settings.yaml", &configmap("settings", "{a: '2'}"));
     repo.commit("third");
     let (code, report, err) = apply_json(&repo, &members, &[]);
@@ -1127,11 +1137,15 @@ data: {a: '1'}
 
 /// whenToTakeOver Always (the default): an object someone else made is taken over (labelled,
 /// gitfleet's fields applied, their other fields left to them) when no field of theirs is set
-/// to another value; a field they own with another value is a 409 conflict, as KubeFleet's
-/// server-side apply without force (kubefleet.md § apply, step 8).
+/// to another value; under ServerSideApply without force, a field they own with another value
+/// is a 409 conflict, as KubeFleet's (kubefleet.md § apply, step 8).
 fn take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest(backend: Backend) {
     let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
+    repo.write(
+        "app/placement.yaml",
+        &crp_with("    applyStrategy: {type: ServerSideApply}\n"),
+    );
     repo.write("app/settings.yaml", &configmap("settings", "{mode: blue}"));
     repo.write("app/clash.yaml", &configmap("clash", "{mode: blue}"));
     repo.commit("first");
@@ -1182,7 +1196,39 @@ fn take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest(backe
     assert_eq!(outcome(&report, "beta", "ConfigMap", "clash").0, "applied");
 }
 
+<<<<<<< HEAD
 /// Marks alpha's record of `crp.app` as being written by someone else.
+=======
+/// whenToTakeOver Always under the default ClientSideApply: an object someone else made is
+/// taken over with the manifest's values (KubeFleet's three-way patch sets every field the
+/// manifest has); their other fields stay.
+fn take_over_under_the_default_client_side_apply_puts_the_manifests_fields_in_place(
+    backend: Backend,
+) {
+    let members = Members::start(backend, FLEET);
+    let repo = fleet_repo();
+    repo.write("app/clash.yaml", &configmap("clash", "{mode: blue}"));
+    repo.commit("first");
+    create_by_someone_else(
+        &members,
+        &format!(
+            "{NAMESPACE}---\n{}",
+            configmap("clash", "{mode: red, extra: theirs}")
+        ),
+    );
+    let (code, report, err) = apply_json(&repo, &members, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
+    assert_eq!(outcome(&report, "alpha", "ConfigMap", "clash").0, "applied");
+    let clash = members.get_json("alpha", &["configmap", "clash", "-n", "app"]);
+    assert_eq!(clash["data"], json!({"mode": "blue", "extra": "theirs"}));
+    assert_eq!(
+        clash["metadata"]["labels"]["gitfleet.io/placement"],
+        "crp.app"
+    );
+}
+
+/// Marks alpha's record of `crp.app` as being written by someone else (issue 15.5).
+>>>>>>> edges-apply
 fn mark_record(members: &Members, holder: &str, process: &str, until: &str) {
     kubectl_ok(
         members,

@@ -16,9 +16,26 @@ on_both_backends!(
     drift_under_if_not_drifted_is_reported_not_overwritten,
     status_says_which_objects_are_not_available_and_why,
     an_emptied_repository_says_its_objects_stay_on_members,
+    a_hand_scaled_deployment_is_put_back_under_the_default_client_side_apply,
+    server_side_apply_without_force_fails_on_a_hand_scale_and_force_takes_it_back,
+    if_not_drifted_reports_a_hand_scale_and_leaves_it,
 );
 
 use common::TWO_MEMBERS as FLEET;
+
+fn fleet_placement(apply_strategy: &str) -> String {
+    format!(
+        "apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourcePlacement
+metadata:
+  name: app
+spec:
+  resourceSelectors:
+  - {{group: '', version: v1, kind: Namespace, name: app}}
+  strategy:
+{apply_strategy}"
+    )
+}
 
 fn fleet_repo(apply_strategy: &str) -> Repo {
     let repo = Repo::new();
@@ -28,20 +45,7 @@ fn fleet_repo(apply_strategy: &str) -> Repo {
         "app/namespace.yaml",
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n",
     );
-    repo.write(
-        "app/placement.yaml",
-        &format!(
-            "apiVersion: placement.kubernetes-fleet.io/v1beta1
-kind: ClusterResourcePlacement
-metadata:
-  name: app
-spec:
-  resourceSelectors:
-  - {{group: '', version: v1, kind: Namespace, name: app}}
-  strategy:
-{apply_strategy}"
-        ),
-    );
+    repo.write("app/placement.yaml", &fleet_placement(apply_strategy));
     repo.write(
         "app/settings.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: app\ndata: {mode: blue}\n",
@@ -240,4 +244,139 @@ fn an_emptied_repository_says_its_objects_stay_on_members(backend: Backend) {
     assert!(!table.contains("settled"), "{table}");
     // And they do stay.
     assert_eq!(mode(&members, "alpha").as_deref(), Some("blue"));
+}
+
+/// A Deployment with two replicas, added to the placement's namespace.
+const WEB: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: app}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: web, image: nginx}
+";
+
+/// Two members with a node each, for [`WEB`]'s pods.
+const WEB_FLEET: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+  - name: beta
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+"#;
+
+/// The `app` fleet with [`WEB`], the daemon on it, and both clusters available.
+fn web_fleet(backend: Backend, apply_strategy: &str) -> (Members, Repo, tempfile::TempDir, Daemon) {
+    let members = Members::start(backend, WEB_FLEET);
+    let repo = fleet_repo(apply_strategy);
+    repo.write("app/web.yaml", WEB);
+    repo.commit("web");
+    let state = tempfile::tempdir().unwrap();
+    let daemon = start_daemon(&repo, &members, &state);
+    await_until("the commit on both members, available", || {
+        up_to_date(&daemon, 2)
+    });
+    (members, repo, state, daemon)
+}
+
+fn replicas(members: &Members, member: &str) -> serde_json::Value {
+    members.get_json(member, &["deployment", "web", "-n", "app"])["spec"]["replicas"].clone()
+}
+
+/// `kubectl scale`: the scale subresource, written by kubectl's own field manager.
+fn scale_by_hand(members: &Members, member: &str, n: u32) {
+    let (code, _, err) = members.kubectl(
+        member,
+        &[
+            "scale",
+            "deployment",
+            "web",
+            "-n",
+            "app",
+            &format!("--replicas={n}"),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+}
+
+fn cluster(daemon: &Daemon, name: &str) -> serde_json::Value {
+    placements(daemon)["placements"][0]["clusters"][name].clone()
+}
+
+/// KubeFleet's default, ClientSideApply: a field the manifest sets and someone changed on the
+/// member is put back (a forced server-side apply of the manifest's fields); fields the
+/// manifest does not set stay as the member has them.
+fn a_hand_scaled_deployment_is_put_back_under_the_default_client_side_apply(backend: Backend) {
+    let (members, _repo, _state, daemon) = web_fleet(backend, "    type: RollingUpdate\n");
+    let (code, _, err) = members.kubectl(
+        "alpha",
+        &["annotate", "deployment", "web", "-n", "app", "team=theirs"],
+    );
+    assert_eq!(code, 0, "{err}");
+    scale_by_hand(&members, "alpha", 5);
+    await_until("alpha's replicas put back to 2", || {
+        replicas(&members, "alpha") == 2
+    });
+    await_until("status available again on both", || up_to_date(&daemon, 2));
+    let web = members.get_json("alpha", &["deployment", "web", "-n", "app"]);
+    assert_eq!(web["metadata"]["annotations"]["team"], "theirs", "{web:#}");
+    assert_eq!(replicas(&members, "beta"), 2);
+    assert!(status_text(&daemon, None).contains("settled"));
+}
+
+/// ServerSideApply without force: a field another manager took is a conflict, the cluster
+/// fails naming the manager and the field and saying how to take it; with force it is taken.
+fn server_side_apply_without_force_fails_on_a_hand_scale_and_force_takes_it_back(backend: Backend) {
+    let (members, repo, _state, daemon) =
+        web_fleet(backend, "    applyStrategy: {type: ServerSideApply}\n");
+    scale_by_hand(&members, "alpha", 5);
+    await_until("alpha failed with the conflict in status", || {
+        let alpha = cluster(&daemon, "alpha");
+        alpha["health"]["state"] == "failed"
+            && alpha["lastError"].as_str().is_some_and(|e| {
+                e.contains("conflict with \"kubectl")
+                    && e.contains(".spec.replicas")
+                    && e.contains("serverSideApplyConfig.force: true")
+            })
+    });
+    assert_eq!(replicas(&members, "alpha"), 5);
+    let table = status_text(&daemon, None);
+    assert!(
+        !table.contains("settled") && table.contains("1 failed"),
+        "{table}"
+    );
+
+    repo.write(
+        "app/placement.yaml",
+        &fleet_placement(
+            "    applyStrategy: {type: ServerSideApply, serverSideApplyConfig: {force: true}}\n",
+        ),
+    );
+    repo.commit("force");
+    await_until("alpha's replicas taken back", || {
+        replicas(&members, "alpha") == 2
+    });
+    await_until("status available again on both", || up_to_date(&daemon, 2));
+}
+
+/// whenToApply IfNotDrifted: the hand scale is reported as drift of `/spec/replicas` and left.
+fn if_not_drifted_reports_a_hand_scale_and_leaves_it(backend: Backend) {
+    let (members, _repo, _state, daemon) =
+        web_fleet(backend, "    applyStrategy: {whenToApply: IfNotDrifted}\n");
+    scale_by_hand(&members, "alpha", 5);
+    await_until("the drift reported for alpha in status", || {
+        let alpha = cluster(&daemon, "alpha");
+        alpha["health"]["state"] == "failed"
+            && alpha["lastError"]
+                .as_str()
+                .is_some_and(|e| e.contains("FoundDrifts") && e.contains("/spec/replicas: 5 → 2"))
+    });
+    assert_eq!(replicas(&members, "alpha"), 5);
+    assert_eq!(replicas(&members, "beta"), 2);
+    assert!(!status_text(&daemon, None).contains("settled"));
 }

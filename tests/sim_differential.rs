@@ -284,8 +284,10 @@ fn normalise(v: &mut Value) {
             // entries are compared in (operation, manager, subresource) order.
             if let Some(Value::Array(entries)) = map.get_mut("managedFields") {
                 // The controllers' own writes (status, the revision annotation) come when
-                // they come.
-                entries.retain(|e| e["manager"] != "kube-controller-manager");
+                // they come (the test bed runs its controllers as "testbed").
+                entries.retain(|e| {
+                    e["manager"] != "kube-controller-manager" && e["manager"] != "testbed"
+                });
                 entries.sort_by_key(|e| {
                     (
                         e["operation"].as_str().unwrap_or("").to_string(),
@@ -936,6 +938,50 @@ fn sequence() -> Seq {
         &["delete", "configmap", "kc", "-n", "diff"],
         "",
     );
+
+    // A hand scale of an applied Deployment: kubectl writes .spec.replicas through the scale
+    // subresource; the applier's next apply conflicts with it unless forced.
+    let scaled = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "scaled", "namespace": "diff"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "scaled"}},
+            "template": {"metadata": {"labels": {"app": "scaled"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}});
+    let scaled_item = "/apis/apps/v1/namespaces/diff/deployments/scaled";
+    s.send(
+        "scaled-apply",
+        "PATCH",
+        format!("{scaled_item}?fieldManager=gitfleet"),
+        APPLY,
+        scaled.to_string(),
+    );
+    s.kubectl(
+        "scaled-kubectl-scale",
+        &[
+            "scale",
+            "deployment",
+            "scaled",
+            "-n",
+            "diff",
+            "--replicas=3",
+        ],
+        "",
+    );
+    s.raw("scaled-get", "GET", scaled_item);
+    s.send(
+        "scaled-apply-conflict",
+        "PATCH",
+        format!("{scaled_item}?fieldManager=gitfleet"),
+        APPLY,
+        scaled.to_string(),
+    );
+    s.send(
+        "scaled-apply-force",
+        "PATCH",
+        format!("{scaled_item}?fieldManager=gitfleet&force=true"),
+        APPLY,
+        scaled.to_string(),
+    );
+    s.raw("scaled-delete", "DELETE", scaled_item);
 
     // A held object keeps its namespace Terminating; nothing new can be made in it.
     s.send(

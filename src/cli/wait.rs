@@ -149,7 +149,14 @@ pub fn verdict(
         let pending: Vec<&str> = p
             .clusters
             .iter()
-            .filter(|(_, c)| c.health == BindingHealth::Pending || c.recheck.is_some())
+            // A failed cluster fails the wait below even while it is looked at again: a
+            // conflict or drift that stays would keep it "re-checking" forever.
+            .filter(|(_, c)| {
+                c.health == BindingHealth::Pending
+                    || (c.recheck.is_some()
+                        && c.health != BindingHealth::Failed
+                        && c.last_error.is_none())
+            })
             .map(|(n, _)| n.as_str())
             .collect();
         if !pending.is_empty() {
@@ -413,6 +420,14 @@ mod tests {
         );
         let mut d = doc(json!({}));
         d.placements[0].clusters.get_mut("a").unwrap().last_error = Some("409 conflict".into());
+        assert_eq!(
+            verdict(&d, &[], HEAD, true, &[]),
+            Verdict::Failed("crp/app on a: 409 conflict".into())
+        );
+        // Also while the failed cluster is being looked at again.
+        let a = d.placements[0].clusters.get_mut("a").unwrap();
+        a.health = BindingHealth::Failed;
+        a.recheck = Some("changed on the member".into());
         assert_eq!(
             verdict(&d, &[], HEAD, true, &[]),
             Verdict::Failed("crp/app on a: 409 conflict".into())

@@ -130,7 +130,7 @@ impl Default for Metrics {
         );
         registry.register(
             "rollout_clusters",
-            "Clusters of a placement by rollout state",
+            "Clusters of a placement by rollout state (upToDate, waiting, applying, removing); failed: those whose last push failed or that became unavailable, also counted in their rollout state",
             rollout_clusters.clone(),
         );
         registry.register(

@@ -825,7 +825,7 @@ impl<D: Deliverer> Daemon<D> {
     /// of placements no longer stepped. Series are replaced in place, never cleared first: a
     /// scrape never sees a placement missing.
     fn meter_steps(&mut self, steps: &[Arc<StepSummary>]) {
-        const STATES: [&str; 4] = ["upToDate", "waiting", "applying", "removing"];
+        const STATES: [&str; 5] = ["upToDate", "waiting", "applying", "removing", "failed"];
         let m = &self.metrics;
         for s in steps {
             let last = self.metered.get_mut(&s.placement);
@@ -839,14 +839,30 @@ impl<D: Deliverer> Daemon<D> {
             } else {
                 m.invalid_resource_selectors.remove(&held);
             }
-            let counts = [&s.up_to_date, &s.waiting, &s.applying, &s.removing];
+            // Failed: as the status says it (never settled), from the state this step's
+            // results were absorbed into.
+            let failed = self.state.placements.get(&s.placement).map_or(0, |p| {
+                p.clusters
+                    .values()
+                    .filter(|c| {
+                        c.health == crate::rollout::BindingHealth::Failed || c.last_error.is_some()
+                    })
+                    .count()
+            });
+            let counts = [
+                s.up_to_date.len(),
+                s.waiting.len(),
+                s.applying.len(),
+                s.removing.len(),
+                failed,
+            ];
             for (state, clusters) in STATES.into_iter().zip(counts) {
                 m.rollout_clusters
                     .get_or_create(&metrics::labels(&[
                         ("placement", &placement),
                         ("state", state),
                     ]))
-                    .set(clusters.len() as i64);
+                    .set(clusters as i64);
             }
             match last {
                 Some(l) => *l = s.clone(),

@@ -269,7 +269,13 @@ async fn the_rollout_gauges_follow_each_placements_step_and_leave_with_it() {
     let mut d = w.waiting_daemon();
     let head = w.head();
     while d.reconcile(&head).await.unwrap() == AT_ONCE {}
-    let settled = ["applying=0", "removing=0", "upToDate=3", "waiting=0"];
+    let settled = [
+        "applying=0",
+        "failed=0",
+        "removing=0",
+        "upToDate=3",
+        "waiting=0",
+    ];
     assert_eq!(rollout_gauges(&d.metrics, "crp/app"), settled);
     assert_eq!(rollout_gauges(&d.metrics, "crp/other"), settled);
 
@@ -278,7 +284,13 @@ async fn the_rollout_gauges_follow_each_placements_step_and_leave_with_it() {
     assert_eq!(d.reconcile(&head).await.unwrap(), AT_ONCE);
     assert_eq!(
         rollout_gauges(&d.metrics, "crp/app"),
-        ["applying=1", "removing=0", "upToDate=0", "waiting=2"]
+        [
+            "applying=1",
+            "failed=0",
+            "removing=0",
+            "upToDate=0",
+            "waiting=2"
+        ]
     );
     assert_eq!(rollout_gauges(&d.metrics, "crp/other"), settled);
     while d.reconcile(&head).await.unwrap() == AT_ONCE {}
@@ -291,6 +303,44 @@ async fn the_rollout_gauges_follow_each_placements_step_and_leave_with_it() {
     assert_eq!(
         rollout_gauges(&d.metrics, "crp/other"),
         Vec::<String>::new()
+    );
+}
+
+/// Clusters whose pushes fail are counted as failed (the status never calls such a placement
+/// settled), and no longer once their pushes go through.
+#[tokio::test]
+async fn the_rollout_gauges_count_failed_clusters() {
+    let w = World::new(&fleet("1"));
+    w.members.set_health(None);
+    let mut d = w.waiting_daemon();
+    let head = w.head();
+    d.reconcile(&head).await.unwrap();
+    assert_eq!(
+        rollout_gauges(&d.metrics, "crp/app"),
+        [
+            "applying=3",
+            "failed=3",
+            "removing=0",
+            "upToDate=0",
+            "waiting=0"
+        ]
+    );
+    w.members.set_health(Some(BindingHealth::Available));
+    for _ in 0..20 {
+        if rollout_gauges(&d.metrics, "crp/app").contains(&"upToDate=3".to_string()) {
+            break;
+        }
+        d.reconcile(&head).await.unwrap();
+    }
+    assert_eq!(
+        rollout_gauges(&d.metrics, "crp/app"),
+        [
+            "applying=0",
+            "failed=0",
+            "removing=0",
+            "upToDate=3",
+            "waiting=0"
+        ]
     );
 }
 

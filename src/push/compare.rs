@@ -214,6 +214,25 @@ pub fn three_way_patch(original: Option<&Value>, modified: &Value, current: &Val
     Value::Object(patch)
 }
 
+/// Only the removals (`null`s) of a merge patch, with the objects that lead to them; `None`
+/// when it removes nothing.
+pub fn removals(patch: &Value) -> Option<Value> {
+    match patch {
+        Value::Null => Some(Value::Null),
+        Value::Object(map) => {
+            let kept: Map<String, Value> = map
+                .iter()
+                .filter_map(|(k, v)| match v {
+                    Value::Null | Value::Object(_) => removals(v).map(|r| (k.clone(), r)),
+                    _ => None,
+                })
+                .collect();
+            (!kept.is_empty()).then_some(Value::Object(kept))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,6 +326,16 @@ mod tests {
             three_way_patch(Some(&modified), &modified, &same),
             json!({})
         );
+    }
+
+    #[test]
+    fn removals_keep_only_the_nulls_of_a_patch() {
+        let patch = json!({"data": {"c": "3", "b": null}, "spec": {"x": 1}, "gone": null});
+        assert_eq!(
+            removals(&patch),
+            Some(json!({"data": {"b": null}, "gone": null}))
+        );
+        assert_eq!(removals(&json!({"data": {"c": "3"}})), None);
     }
 
     #[test]

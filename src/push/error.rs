@@ -31,6 +31,10 @@ pub enum Error {
         source: Box<Error>,
         attempts: u32,
     },
+    /// A server-side apply without `force` met fields another manager owns: the API server's
+    /// 409 (which names the manager and the fields), and what to do about it.
+    #[error("{0}; set serverSideApplyConfig.force: true in the placement's applyStrategy to take these fields over")]
+    NotForced(Box<Error>),
     #[error("the member does not serve {api_version} {kind}")]
     NotServed { api_version: String, kind: String },
     #[error("deletion in progress: the member accepted the DELETE but still has the object (finalizers {finalizers}); the next run checks again")]
@@ -96,7 +100,7 @@ impl Error {
     pub fn status(&self) -> Option<&Status> {
         match self {
             Error::Api(status) => Some(status),
-            Error::Retried { source, .. } => source.status(),
+            Error::Retried { source, .. } | Error::NotForced(source) => source.status(),
             _ => None,
         }
     }
@@ -156,7 +160,7 @@ impl Classify for Error {
                     .filter(|s| *s > 0),
             ),
             Error::Transport(_) => Retry::Retryable { retry_after: None },
-            Error::Retried { source, .. } => source.classify(),
+            Error::Retried { source, .. } | Error::NotForced(source) => source.classify(),
             _ => Retry::Permanent,
         }
     }
@@ -266,6 +270,27 @@ mod tests {
         };
         assert!(retried.to_string().ends_with("(after 3 attempts)"));
         assert!(retried.status().is_some_and(|s| s.code == 503));
+    }
+
+    #[test]
+    fn a_conflict_not_forced_names_the_manager_the_field_and_the_way_out() {
+        let conflict = api(
+            409,
+            &[(
+                FIELD_MANAGER_CONFLICT,
+                r#"conflict with "kubectl" with subresource "scale" using apps/v1"#,
+                ".spec.replicas",
+            )],
+        );
+        let e = Error::NotForced(Box::new(conflict));
+        assert_eq!(
+            e.to_string(),
+            "409 Conflict: Apply failed with 1 conflict; set serverSideApplyConfig.force: true \
+             in the placement's applyStrategy to take these fields over"
+        );
+        assert_eq!(e.field_conflicts()[0].manager, "kubectl");
+        assert_eq!(e.field_conflicts()[0].field, ".spec.replicas");
+        assert_eq!(e.classify(), Retry::Permanent);
     }
 
     #[test]

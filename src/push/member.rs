@@ -9,10 +9,35 @@
 //! on the retry schedule, within the budget) before their custom resources are called unserved.
 //! Likewise a pruned object counts as pruned only once it is gone: a real server accepts a
 //! Namespace's DELETE at once and removes it later, and finalizers hold any object.
+//!
+//! Apply strategies as KubeFleet's work applier has them (kubefleet.md §4.2):
+//! - `ClientSideApply` (the default) is a server-side apply of the manifest by field manager
+//!   `gitfleet` **with force**. KubeFleet sends a three-way merge patch (last-applied
+//!   configuration, manifest, live object); for the user the two agree: a field the manifest
+//!   sets is put back whoever changed it (`kubectl scale` writes `.spec.replicas` through the
+//!   scale subresource as manager `kubectl`; force takes it back, where a patch would overwrite
+//!   it); a field the manifest does not set is left alone (the patch does not name it, the
+//!   apply does not own it); a field the manifest stopped setting is removed (the patch nulls
+//!   what the last-applied annotation has, the apply drops what gitfleet's own managed-fields
+//!   entry held and no other manager also holds). Lists merge by their keys (containers by
+//!   name), as the strategic merge patch KubeFleet uses for built-in kinds does; lists of custom
+//!   resources are replaced whole, as its JSON merge patch does. An object an older gitfleet
+//!   applied client-side as a merge patch loses, at its next write, what that patch's
+//!   annotation lists and the manifest no longer sets ([`legacy_removals`]).
+//! - `ServerSideApply` applies without force unless `serverSideApplyConfig.force`; a field
+//!   another manager holds is a conflict, the object failed with the API server's words (the
+//!   manager, the field) and the way out ([`Error::NotForced`]). Conflicts with gitfleet's own
+//!   earlier writes only are taken over, as KubeFleet does.
+//! - `whenToApply: IfNotDrifted` compares before writing while the manifest is unchanged: drift
+//!   is reported (`FoundDrifts`, the fields with the member's and git's values) and left; the
+//!   write carries the resourceVersion it compared, so a change made in between is not
+//!   overwritten.
+//! - `ReportDiff` writes nothing ([`report_diff`]); `whenToTakeOver` and `comparisonOption` are
+//!   applied before any write.
 
 use super::availability::{availability, Availability};
 use super::compare::{
-    comparable, diff, holds_partial, obscure_secret, three_way_patch, Comparison,
+    comparable, diff, holds_partial, obscure_secret, removals, three_way_patch, Comparison,
 };
 use super::decorate::{
     annotation, decorate, label_value, placement_key, placement_label_of, spec_hash, Stamp,
@@ -1168,7 +1193,9 @@ async fn apply_object(
                         obscure_secret(&object.kind, &mut drifts);
                         let mut r = ObjectResult::new(object, Outcome::Drifted);
                         r.error = Some(format!(
-                            "the object drifted from what gitfleet applied ({} difference(s)); whenToApply is IfNotDrifted",
+                            "FoundDrifts: {} field(s) differ from what gitfleet applied; \
+                             whenToApply is IfNotDrifted, so the member's values are left \
+                             (a new commit of the object applies over them)",
                             drifts.len()
                         ));
                         r.diffs = drifts;
@@ -1275,59 +1302,50 @@ async fn apply_object(
                 Cow::Owned(m.apply(&api, name, &decorated, true, false).await?)
             }
         },
-        (UpdateMode::ServerSideApply { .. }, t) => match t {
-            ApplyStrategyType::ClientSideApply => {
-                let mut with_last = decorated.clone();
-                let last = crate::snapshot::canonical_json(&decorated);
-                super::decorate::object_at(&mut with_last, "metadata", "annotations")
-                    .insert(LAST_APPLIED_ANNOTATION.into(), last.into());
-                match &live {
-                    None => {
-                        let obj: DynamicObject =
-                            serde_json::from_value(with_last).map_err(Error::NotAnObject)?;
-                        let pp = PostParams {
-                            field_manager: Some(FIELD_MANAGER.into()),
-                            ..PostParams::default()
-                        };
-                        write().await?;
-                        Cow::Owned(m.call(|| api.create(&pp, &obj)).await.map(to_value)?)
-                    }
-                    Some(live) => {
-                        let original: Option<Value> = annotation(live, LAST_APPLIED_ANNOTATION)
-                            .and_then(|t| serde_json::from_str(t).ok());
-                        let patch = three_way_patch(original.as_ref(), &with_last, live);
-                        if patch.as_object().is_some_and(|p| p.is_empty()) {
-                            Cow::Borrowed(live)
-                        } else {
-                            write().await?;
-                            Cow::Owned(m.merge_patch(&api, name, &patch).await?)
-                        }
-                    }
+        // What the member already holds exactly as it would be applied (every field the
+        // manifest and gitfleet's stamps set, the spec hash and commit included) is confirmed,
+        // not written again: a start-up or resync re-check of an unchanged fleet writes nothing.
+        // Fields only the member has do not count, as for a server-side apply of the same
+        // manifest: they are another manager's (a field gitfleet no longer sends changes the
+        // spec hash, so that is written).
+        (UpdateMode::ServerSideApply { .. }, _)
+            if live.as_ref().is_some_and(|live| holds(live, &decorated)) =>
+        {
+            Cow::Borrowed(live.as_ref().expect("checked"))
+        }
+        (UpdateMode::ServerSideApply { .. }, t) => {
+            write().await?;
+            // An older gitfleet applied ClientSideApply as a merge patch with its own
+            // last-applied annotation: what that lists and the manifest no longer sets is
+            // removed (once), and the annotation with it.
+            let migrated = match live.as_ref().and_then(|l| legacy_removals(l, &decorated)) {
+                Some(patch) => Some(m.merge_patch(&api, name, &patch).await?),
+                None => None,
+            };
+            let body = optimistic_lock(
+                &decorated,
+                migrated.as_ref().or(live.as_ref()),
+                s.when_to_apply,
+            );
+            Cow::Owned(match t {
+                // ClientSideApply: the manifest's fields are taken, whoever changed them.
+                ApplyStrategyType::ClientSideApply => {
+                    m.apply(&api, name, &body, true, false).await?
                 }
-            }
-            // What the member already holds exactly as it would be applied (every field the
-            // manifest and gitfleet's stamps set, the spec hash and commit included) is confirmed,
-            // not written again: a start-up or resync re-check of an unchanged fleet writes nothing.
-            // Fields only the member has do not count, as for a server-side apply of the same
-            // manifest: they are another manager's (a field gitfleet no longer sends changes the
-            // spec hash, so that is written).
-            _ if live.as_ref().is_some_and(|live| holds(live, &decorated)) => {
-                Cow::Borrowed(live.as_ref().expect("checked"))
-            }
-            _ => {
-                write().await?;
-                Cow::Owned(
-                    match m.apply(&api, name, &decorated, s.force, false).await {
-                        // Conflicts only with gitfleet's own earlier writes (ClientSideApply's updates,
-                        // or kubectl's `before-first-apply`): take the fields over (KubeFleet's #59 fix).
-                        Err(e) if !s.force && conflicts_only_with_self(&e) => {
-                            m.apply(&api, name, &decorated, true, false).await?
-                        }
-                        r => r?,
-                    },
-                )
-            }
-        },
+                _ => match m.apply(&api, name, &body, s.force, false).await {
+                    // Conflicts only with gitfleet's own earlier writes (an older gitfleet's
+                    // client-side updates, or kubectl's `before-first-apply`): take the fields
+                    // over (KubeFleet's #59 fix).
+                    Err(e) if !s.force && conflicts_only_with_self(&e) => {
+                        m.apply(&api, name, &body, true, false).await?
+                    }
+                    Err(e) if !s.force && !e.field_conflicts().is_empty() => {
+                        return Err(Error::NotForced(Box::new(e)))
+                    }
+                    r => r?,
+                },
+            })
+        }
     };
     let outcome = match &live {
         Some(live) if same_content(live, &applied) => Outcome::Unchanged,
@@ -1342,6 +1360,38 @@ async fn apply_object(
     }
     r.availability = Some(availability(r.object.group(), &r.object.kind, &applied));
     done(r, live.is_none())
+}
+
+/// IfNotDrifted: the write carries the resourceVersion the drift check read, so that a change
+/// made on the member in between fails the write (a 409) instead of being overwritten, as
+/// KubeFleet's optimistic lock does.
+fn optimistic_lock<'a>(
+    decorated: &'a Value,
+    live: Option<&Value>,
+    when: WhenToApply,
+) -> Cow<'a, Value> {
+    let version = live.and_then(|l| l.pointer("/metadata/resourceVersion"));
+    match version {
+        Some(v) if when == WhenToApply::IfNotDrifted => {
+            let mut body = decorated.clone();
+            body["metadata"]["resourceVersion"] = v.clone();
+            Cow::Owned(body)
+        }
+        _ => Cow::Borrowed(decorated),
+    }
+}
+
+/// The merge patch that moves an object an older gitfleet applied client-side (a merge patch
+/// with the [`LAST_APPLIED_ANNOTATION`]) to server-side apply: the fields that annotation
+/// lists and `decorated` no longer sets are removed, and the annotation too. `None` when the
+/// object carries no such annotation.
+fn legacy_removals(live: &Value, decorated: &Value) -> Option<Value> {
+    let original: Value = serde_json::from_str(annotation(live, LAST_APPLIED_ANNOTATION)?).ok()?;
+    let mut patch =
+        removals(&three_way_patch(Some(&original), decorated, live)).unwrap_or_else(|| json!({}));
+    super::decorate::object_at(&mut patch, "metadata", "annotations")
+        .insert(LAST_APPLIED_ANNOTATION.into(), Value::Null);
+    Some(patch)
 }
 
 /// Whether an OCM `Update` would change nothing: every label and annotation it sets is already

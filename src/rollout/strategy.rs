@@ -24,14 +24,13 @@ impl Default for ApplyStrategy {
 }
 
 impl ApplyStrategy {
-    /// The placement's strategy with gitfleet's defaults: ServerSideApply when no type is given
-    /// (spec/README §5; KubeFleet's own default is ClientSideApply).
+    /// The placement's strategy with KubeFleet's defaults: ClientSideApply when no type is
+    /// given, so that a field the manifest sets and someone changed on a member is put back
+    /// (how push does it: [`crate::push::member`]).
     pub fn from_rollout(strategy: Option<&RolloutStrategy>) -> ApplyStrategy {
         let apply = strategy.and_then(|s| s.apply_strategy.as_ref());
         ApplyStrategy {
-            type_: apply
-                .and_then(|a| a.type_)
-                .unwrap_or(ApplyStrategyType::ServerSideApply),
+            type_: apply.and_then(|a| a.type_).unwrap_or_default(),
             comparison: apply.and_then(|a| a.comparison_option).unwrap_or_default(),
             when_to_apply: apply.and_then(|a| a.when_to_apply).unwrap_or_default(),
             when_to_take_over: apply.and_then(|a| a.when_to_take_over).unwrap_or_default(),
@@ -56,9 +55,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_strategy_is_server_side_apply() {
+    fn default_strategy_is_kubefleets_client_side_apply() {
         let s = ApplyStrategy::from_rollout(None);
-        assert_eq!(s.type_, ApplyStrategyType::ServerSideApply);
+        assert_eq!(s.type_, ApplyStrategyType::ClientSideApply);
         assert_eq!(s.when_to_take_over, WhenToTakeOver::Always);
         assert!(!s.force && !s.abandon && !s.reports_diff());
     }

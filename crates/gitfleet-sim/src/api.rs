@@ -435,6 +435,7 @@ fn writer<'a>(t: &Target, opts: &'a WriteOptions, api_version: &'a str) -> Write
         api_version,
         subresource: match t.subresource.as_deref() {
             Some("status") => Some("status"),
+            Some("scale") => Some("scale"),
             _ => None,
         },
         associative: !t.rt.is_custom(),

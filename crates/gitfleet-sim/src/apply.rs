@@ -60,7 +60,7 @@ impl ManagedEntry {
 pub struct Writer<'a> {
     pub manager: &'a str,
     pub api_version: &'a str,
-    /// `Some("status")` for writes through the status subresource.
+    /// `Some("status")` or `Some("scale")` for writes through those subresources.
     pub subresource: Option<&'a str>,
     /// Built-in kind: well-known lists merge by key.
     pub associative: bool,
@@ -119,6 +119,9 @@ pub fn write_entries(obj: &mut Value, entries: &[ManagedEntry]) {
             });
             if let Some(s) = &e.subresource {
                 v["subresource"] = json!(s);
+            }
+            if e.time.is_empty() {
+                v.as_object_mut().expect("an object").shift_remove("time");
             }
             v
         })
@@ -207,6 +210,13 @@ pub fn ownable(obj: &Value, subresource: Option<&str>, drop_status: bool) -> Val
                 out.insert(k.clone(), v.clone());
             }
             (_, Some("status")) => {}
+            // The scale subresource writes `.spec.replicas` of its parent, and owns only that.
+            ("spec", Some("scale")) => {
+                if let Some(r) = v.get("replicas") {
+                    out.insert(k.clone(), serde_json::json!({"replicas": r}));
+                }
+            }
+            (_, Some("scale")) => {}
             ("apiVersion" | "kind", _) => {}
             ("status", None) if drop_status => {}
             ("metadata", None) => {
@@ -383,6 +393,12 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer, drop
             .0
             .retain(|p| !removed.iter().any(|r| p.starts_with(r)));
     }
+    // The API server's scale handler writes its parent's entries back without a time.
+    let time = if writer.subresource == Some("scale") {
+        ""
+    } else {
+        writer.now
+    };
     match entries
         .iter_mut()
         .find(|e| e.same_identity(writer.manager, "Update", writer.subresource))
@@ -390,13 +406,13 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer, drop
         Some(e) => {
             e.fields.0.extend(changed);
             e.api_version = writer.api_version.into();
-            e.time = writer.now.into();
+            e.time = time.into();
         }
         None => entries.push(ManagedEntry {
             manager: writer.manager.into(),
             operation: "Update".into(),
             api_version: writer.api_version.into(),
-            time: writer.now.into(),
+            time: time.into(),
             subresource: writer.subresource.map(String::from),
             fields: FieldSet(changed.into_iter().collect()),
         }),
@@ -560,6 +576,46 @@ mod tests {
         assert_eq!(err[0].field, ".data.z");
     }
 
+    /// `kubectl scale`: an Update through the scale subresource owns `.spec.replicas` alone,
+    /// takes it from the applier, and is named with its subresource in conflicts.
+    #[test]
+    fn a_scale_write_takes_the_replicas_and_conflicts_with_the_applier() {
+        let dep = |replicas: i64| {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                   "spec": {"replicas": replicas, "paused": false}})
+        };
+        let live = do_apply(&dep(1), &dep(1), "applier", false).unwrap();
+        let mut scaled = live.clone();
+        scaled["spec"]["replicas"] = json!(5);
+        let scale = Writer {
+            api_version: "apps/v1",
+            subresource: Some("scale"),
+            ..writer("kubectl")
+        };
+        record_update(Some(&live), &mut scaled, &scale, true);
+        let entries = &scaled["metadata"]["managedFields"];
+        let kubectl = entries
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["manager"] == "kubectl")
+            .unwrap();
+        assert_eq!(
+            kubectl,
+            &json!({"manager": "kubectl", "operation": "Update", "apiVersion": "apps/v1",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}},
+                "subresource": "scale"})
+        );
+        let err = do_apply(&scaled, &dep(1), "applier", false).unwrap_err();
+        assert_eq!(
+            err[0].manager,
+            "\"kubectl\" with subresource \"scale\" using apps/v1"
+        );
+        assert_eq!(err[0].field, ".spec.replicas");
+        let taken = do_apply(&scaled, &dep(1), "applier", true).unwrap();
+        assert_eq!(taken["spec"]["replicas"], 1);
+    }
+
     #[test]
     fn containers_merge_by_name() {
         let dep = |containers: Value| {
@@ -606,6 +662,12 @@ mod tests {
         assert_eq!(
             ownable(&obj, Some("status"), true),
             json!({"status": {"phase": "Running"}})
+        );
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d"}, "spec": {"replicas": 3, "paused": false}});
+        assert_eq!(
+            ownable(&deployment, Some("scale"), true),
+            json!({"spec": {"replicas": 3}})
         );
     }
 }

@@ -44,6 +44,13 @@ fn rollout_summary(p: &PlacementStatus) -> String {
             p.removing.len(),
             p.waiting.len()
         )
+    } else if let Some(failed) = failed_summary(p) {
+        // Never settled while a cluster failed: KubeFleet's Applied (or Available) condition
+        // is False there, and the placement's with it.
+        match &p.note {
+            Some(note) => format!("{failed}; {note}"),
+            None => failed,
+        }
     } else if let Some(note) = &p.note {
         note.clone()
     } else {
@@ -59,6 +66,23 @@ fn rollout_summary(p: &PlacementStatus) -> String {
             "settled".to_string()
         }
     }
+}
+
+/// `failed on 1 cluster(s): b` when a cluster's last push failed or it became unavailable.
+fn failed_summary(p: &PlacementStatus) -> Option<String> {
+    let failed: Vec<&str> = p
+        .clusters
+        .iter()
+        .filter(|(_, c)| c.health == BindingHealth::Failed || c.last_error.is_some())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    (!failed.is_empty()).then(|| {
+        format!(
+            "failed on {} cluster(s): {}",
+            failed.len(),
+            failed.join(",")
+        )
+    })
 }
 
 /// Names, comma-separated, or `-` for none.
@@ -276,6 +300,31 @@ mod tests {
             d.contains("error: 409 conflict with manager kubectl"),
             "{d}"
         );
+    }
+
+    /// A failed cluster is never "settled", whatever else the placement says.
+    #[test]
+    fn a_placement_with_a_failed_cluster_is_not_settled() {
+        let mut d = doc();
+        let p = &mut d.placements[0];
+        (p.applying, p.waiting) = (vec![], vec![]);
+        let t = table(&d, 0, false);
+        assert!(t.contains("failed on 1 cluster(s): b"), "{t}");
+        assert!(!t.contains("settled"), "{t}");
+        // Failed health alone (an object became unavailable) counts too, and a note stays.
+        let p = &mut d.placements[0];
+        p.clusters.get_mut("b").unwrap().last_error = None;
+        p.note = Some("External: waits for an update run".into());
+        let t = table(&d, 0, false);
+        assert!(
+            t.contains("failed on 1 cluster(s): b; External: waits for an update run"),
+            "{t}"
+        );
+        // Once it is available again, the placement is settled.
+        let p = &mut d.placements[0];
+        p.note = None;
+        p.clusters.get_mut("b").unwrap().health = BindingHealth::Available;
+        assert!(table(&d, 0, false).contains("settled"));
     }
 
     #[test]
