@@ -1196,9 +1196,6 @@ fn take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest(backe
     assert_eq!(outcome(&report, "beta", "ConfigMap", "clash").0, "applied");
 }
 
-<<<<<<< HEAD
-/// Marks alpha's record of `crp.app` as being written by someone else.
-=======
 /// whenToTakeOver Always under the default ClientSideApply: an object someone else made is
 /// taken over with the manifest's values (KubeFleet's three-way patch sets every field the
 /// manifest has); their other fields stay.
@@ -1227,8 +1224,7 @@ fn take_over_under_the_default_client_side_apply_puts_the_manifests_fields_in_pl
     );
 }
 
-/// Marks alpha's record of `crp.app` as being written by someone else (issue 15.5).
->>>>>>> edges-apply
+/// Marks alpha's record of `crp.app` as being written by someone else.
 fn mark_record(members: &Members, holder: &str, process: &str, until: &str) {
     kubectl_ok(
         members,
