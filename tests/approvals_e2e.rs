@@ -6,6 +6,8 @@
 mod common;
 use common::kubectl::Kubectl as _;
 
+use common::daemon::{await_until, Daemon};
+use common::members::{Backend, Members};
 use common::signing::{run, Keys, Signer};
 use common::{gitfleet, Repo};
 use std::path::PathBuf;
@@ -489,4 +491,140 @@ fn verify_commits_serves_only_heads_signed_by_trusted_keys() {
         "{}",
         r.stdout
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A malformed approval ref: skipped with one diagnostic; every other tag is still judged.
+// ---------------------------------------------------------------------------------------------
+
+/// Writes into `.git/packed-refs` two refs git itself would never write (a name with `//`, one
+/// with `..`), where git would have sorted them: before every other approval tag.
+fn add_malformed_packed_refs(repo: &Repo) {
+    repo.git(&["pack-refs", "--all"]);
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    let packed = repo.path().join(".git/packed-refs");
+    let text = std::fs::read_to_string(&packed).unwrap();
+    let first = text
+        .find(" refs/tags/gitfleet/approve/")
+        .expect("an approval tag is packed");
+    let first = text[..first].rfind('\n').map_or(0, |nl| nl + 1);
+    let bad = format!(
+        "{head} refs/tags/gitfleet/approve//double-slash\n{head} refs/tags/gitfleet/approve/dot..dot\n"
+    );
+    std::fs::write(
+        &packed,
+        format!("{}{bad}{}", &text[..first], &text[first..]),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_malformed_approval_ref_is_skipped_and_the_other_tags_are_still_judged() {
+    let (f, alice, ..) = ssh_fixture();
+    f.sign_tag("run1-before-canary", &f.init, Signer::Ssh(&alice));
+    f.repo
+        .git(&["tag", "gitfleet/approve/run1-before-prod", &f.init]);
+    add_malformed_packed_refs(&f.repo);
+    // git itself reads on past them.
+    let listed = f.repo.git(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/tags/gitfleet/approve/",
+    ]);
+    assert!(listed.contains("run1-before-canary"), "{listed}");
+
+    let a = accepted(&f.verify("run1-before-canary", &f.init)).clone();
+    assert_eq!(a["signer"], "alice@example.com");
+    rejected(&f.verify("run1-before-prod", &f.init), "LightweightTag");
+    let d = rejected(&f.verify("/double-slash", &f.init), "Malformed");
+    assert!(d.contains("packed-refs line"), "{d}");
+    rejected(&f.verify("dot..dot", &f.init), "Malformed");
+}
+
+const ONE_MEMBER: &str = "anonymousAuth: true\nmembers:\n  - name: alpha\n";
+
+fn api_get(addr: &str, path: &str) -> (u16, String) {
+    match ureq::get(&format!("{addr}{path}"))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .call()
+    {
+        Ok(mut r) => (
+            r.status().as_u16(),
+            r.body_mut().read_to_string().unwrap_or_default(),
+        ),
+        Err(e) => (0, e.to_string()),
+    }
+}
+
+fn api_json(addr: &str, path: &str) -> serde_json::Value {
+    serde_json::from_str(&api_get(addr, path).1).unwrap_or_default()
+}
+
+/// The daemon lists a malformed ref among the refused tags, logs it once, and judges the
+/// tags beside it.
+#[test]
+fn the_daemon_skips_a_malformed_approval_ref_with_one_diagnostic() {
+    let (f, alice, ..) = ssh_fixture();
+    f.repo.write("shop.yaml", &shop("1"));
+    let head = f.repo.commit("shop 1");
+    f.sign_tag("run1-before-canary", &head, Signer::Ssh(&alice));
+    add_malformed_packed_refs(&f.repo);
+    let members = Members::start(Backend::Sim, ONE_MEMBER);
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let signers = f.path("allowed_signers");
+    let daemon = Daemon::start_with(
+        f.repo.path(),
+        &members.kubeconfig,
+        &state.path().join("state"),
+        &secret,
+        "1h",
+        &["--trusted-signers".as_ref(), signers.as_os_str()],
+        &[],
+    );
+    let refused = || api_json(&daemon.addr, "/api/v1/approvals")["rejections"].clone();
+    await_until("the three tags judged", || {
+        refused().as_array().map(Vec::len) == Some(3)
+    });
+    let r = refused();
+    let by_tag = |t: &str| {
+        r.as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["tag"] == t)
+            .unwrap_or_else(|| panic!("{t} not in {r:#}"))
+            .clone()
+    };
+    for bad in [
+        "gitfleet/approve//double-slash",
+        "gitfleet/approve/dot..dot",
+    ] {
+        let x = by_tag(bad);
+        assert_eq!(x["reason"], "Malformed", "{x:#}");
+        assert!(x["request"].is_null(), "{x:#}");
+    }
+    // The good tag is judged: its signature verifies; no run asks for it here.
+    assert_eq!(
+        by_tag("gitfleet/approve/run1-before-canary")["reason"],
+        "NoSuchRequest"
+    );
+    // One warning per malformed ref, not one per look: a second look (a new commit) logs none.
+    daemon.await_log(&["approval tag rejected", "double-slash"]);
+    f.repo.write("shop.yaml", &shop("2"));
+    let next = f.repo.commit("shop 2");
+    await_until("the next commit served", || {
+        api_json(&daemon.addr, "/api/v1/placements")["serving"] == next.as_str()
+    });
+    drop(members);
+    let mut daemon = daemon;
+    let _ = daemon.child.kill();
+    let rest: Vec<String> = daemon.lines.try_iter().collect();
+    let again = rest
+        .iter()
+        .filter(|l| l.contains("approval tag rejected") && l.contains("double-slash"))
+        .count();
+    assert_eq!(again, 0, "{rest:#?}");
 }
