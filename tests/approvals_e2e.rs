@@ -628,3 +628,151 @@ fn the_daemon_skips_a_malformed_approval_ref_with_one_diagnostic() {
         .count();
     assert_eq!(again, 0, "{rest:#?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// --verify-commits under an unsigned head: the last verified commit is served and healed, or
+// nothing; status and /readyz say which.
+// ---------------------------------------------------------------------------------------------
+
+on_both_backends!(verify_commits_serves_the_last_verified_commit_and_heals_it);
+
+fn shop_version(members: &Members) -> Option<String> {
+    members
+        .exists("alpha", &["configmap", "shop-config", "-n", "shop"])
+        .then(|| {
+            members.get_json("alpha", &["configmap", "shop-config", "-n", "shop"])["data"]
+                ["version"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+}
+
+/// Served unsigned, then `--verify-commits` switched on: nothing is served (status and
+/// `/readyz` say why). A signed commit on top is served and recorded as verified; an unsigned
+/// head after it is refused while the last verified commit goes on being served and healed,
+/// also after a restart.
+fn verify_commits_serves_the_last_verified_commit_and_heals_it(backend: Backend) {
+    let (f, alice, ..) = ssh_fixture();
+    let members = Members::start(backend, ONE_MEMBER);
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let signers = f.path("allowed_signers");
+    let start = |verify: bool| {
+        let flags: Vec<&std::ffi::OsStr> = if verify {
+            vec![
+                "--verify-commits".as_ref(),
+                "--trusted-signers".as_ref(),
+                signers.as_os_str(),
+            ]
+        } else {
+            vec![]
+        };
+        Daemon::start_with(
+            f.repo.path(),
+            &members.kubeconfig,
+            &state.path().join("state"),
+            &secret,
+            "1h",
+            &flags,
+            &[],
+        )
+    };
+    let placements = |d: &Daemon| api_json(&d.addr, "/api/v1/placements");
+
+    // Served while --verify-commits is off.
+    f.repo.write("shop.yaml", &shop("1"));
+    let unsigned = f.repo.commit("shop 1, unsigned");
+    {
+        let daemon = start(false);
+        await_until("the unsigned commit served", || {
+            placements(&daemon)["serving"] == unsigned.as_str()
+                && shop_version(&members).as_deref() == Some("1")
+        });
+    }
+
+    // Switched on: the commit served was never verified, so nothing is served.
+    let daemon = start(true);
+    await_until("status says no commit is served", || {
+        let v = placements(&daemon);
+        v["serving"].is_null() && v["notServing"].is_string()
+    });
+    let v = placements(&daemon);
+    assert_eq!(v["rejected"]["commit"], unsigned.as_str(), "{v:#}");
+    assert!(
+        v["notServing"]
+            .as_str()
+            .unwrap()
+            .contains("was not verified"),
+        "{v:#}"
+    );
+    let (code, body) = api_get(&daemon.addr, "/readyz");
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("serving no commit") && body.contains("Unsigned"),
+        "{body}"
+    );
+    let status = common::gitfleet(&["status", "--server", &daemon.addr]);
+    assert!(status.stdout.contains("NOT SERVING"), "{}", status.stdout);
+
+    // A signed commit on top (no change) is served, and recorded as verified.
+    let mut sign = f.keys.git_as(f.repo.path(), Signer::Ssh(&alice));
+    run(sign.args(["commit", "-q", "--allow-empty", "-S", "-m", "sign the head"]));
+    let signed = f.repo.git(&["rev-parse", "HEAD"]);
+    await_until("the signed head served", || {
+        let v = placements(&daemon);
+        v["serving"] == signed.as_str() && v["notServing"].is_null()
+    });
+    let v = placements(&daemon);
+    assert_eq!(v["verified"]["signer"], "alice@example.com", "{v:#}");
+    assert!(v["rejected"].is_null(), "{v:#}");
+    assert_eq!(api_get(&daemon.addr, "/readyz"), (200, "ok".to_string()));
+
+    // An unsigned head: refused; the last verified commit goes on, and is healed.
+    f.repo.write("shop.yaml", &shop("2"));
+    let unsigned2 = f.repo.commit("shop 2, unsigned");
+    await_until("the unsigned head refused", || {
+        placements(&daemon)["rejected"]["commit"] == unsigned2.as_str()
+    });
+    let ready = |d: &Daemon| {
+        let (code, body) = api_get(&d.addr, "/readyz");
+        assert_eq!(code, 200, "{body}");
+        assert!(
+            body.contains(&format!("serving {signed}, the last verified commit"))
+                && body.contains(&unsigned2),
+            "{body}"
+        );
+    };
+    let v = placements(&daemon);
+    assert_eq!(v["serving"], signed.as_str(), "{v:#}");
+    ready(&daemon);
+    assert_eq!(shop_version(&members).as_deref(), Some("1"));
+    let (code, _, err) = members.kubectl(
+        "alpha",
+        &["delete", "configmap", "shop-config", "-n", "shop"],
+    );
+    assert_eq!(code, 0, "{err}");
+    await_until(
+        "the deleted ConfigMap restored from the verified commit",
+        || shop_version(&members).as_deref() == Some("1"),
+    );
+
+    // After a restart the recorded verified commit is still the one served.
+    drop(daemon);
+    let daemon = start(true);
+    await_until("the last verified commit served after a restart", || {
+        let v = placements(&daemon);
+        v["serving"] == signed.as_str() && v["rejected"]["commit"] == unsigned2.as_str()
+    });
+    ready(&daemon);
+    let status = common::gitfleet(&["status", "--server", &daemon.addr]);
+    assert!(
+        status
+            .stdout
+            .contains("the last verified commit (signed by alice@example.com)"),
+        "{}",
+        status.stdout
+    );
+    assert_eq!(shop_version(&members).as_deref(), Some("1"));
+}
