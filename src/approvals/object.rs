@@ -202,7 +202,8 @@ pub fn read_approval_tags(repo: &Path) -> Result<Vec<ApprovalTag>, ReadError> {
     for reference in iter {
         let reference = match reference {
             Ok(r) => r,
-            // One bad line must not hide every other tag (gix reads on past it, as git does).
+            // One bad line must not hide every other tag: gix reads on past it (git skips a
+            // name with `..` with a warning, and stops at one with `//`).
             Err(e) => {
                 tags.push(malformed(&e));
                 continue;

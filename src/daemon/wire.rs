@@ -23,7 +23,11 @@ pub struct Placements<P = PlacementStatus> {
     #[serde(default)]
     pub serving: Option<String>,
     /// Why no commit is served, while none may be (`serving` is then `null`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "notServing",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub not_serving: Option<String>,
     /// Under `--verify-commits`, the commit served and who signed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
