@@ -728,6 +728,8 @@ fn verify_commits_serves_the_last_verified_commit_and_heals_it(backend: Backend)
         placements(&daemon)["rejected"]["commit"] == unsigned2.as_str()
     });
     let ready = |d: &Daemon| {
+        // Ready once a step of the served commit finished (a restart's first one takes a while).
+        await_until("ready", || api_get(&d.addr, "/readyz").0 == 200);
         let (code, body) = api_get(&d.addr, "/readyz");
         assert_eq!(code, 200, "{body}");
         assert!(
