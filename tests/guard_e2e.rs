@@ -189,8 +189,10 @@ fn a_mass_deletion_is_held_until_a_commit_trailer_releases_it(backend: Backend) 
     // A message that is only the trailer is a subject, and git reads no trailer there: held.
     let subject_only = repo.commit("Gitfleet-Allow-Deletions: 14");
     daemon.await_log(&["would delete 14", &subject_only[..12]]);
+    await_until("status holds the subject-only commit", || {
+        placements(&daemon)["held"]["commit"] == subject_only.as_str()
+    });
     let v = placements(&daemon);
-    assert_eq!(v["held"]["commit"], subject_only.as_str(), "{v:#}");
     assert_eq!(v["serving"], first.as_str(), "{v:#}");
 
     // A trailer allowing fewer does not release it; one allowing all of them does.
