@@ -149,7 +149,7 @@ pub fn verdict(
         let pending: Vec<&str> = p
             .clusters
             .iter()
-            .filter(|(_, c)| c.health == BindingHealth::Pending || c.recheck.is_some())
+            .filter(|(_, c)| c.health == BindingHealth::Pending)
             .map(|(n, _)| n.as_str())
             .collect();
         if !pending.is_empty() {
@@ -157,6 +157,19 @@ pub fn verdict(
                 "{}: waiting for {} to become available",
                 p.id,
                 pending.join(", ")
+            ));
+        }
+        // Said as status says it: available, and re-applying.
+        let rechecked: Vec<String> = p
+            .clusters
+            .iter()
+            .filter_map(|(n, c)| Some(format!("{n} ({})", c.recheck.as_ref()?)))
+            .collect();
+        if !rechecked.is_empty() {
+            return Verdict::Waiting(format!(
+                "{}: waiting for {} to be re-applied",
+                p.id,
+                rechecked.join(", ")
             ));
         }
         if let Some(r) = runs

@@ -1217,6 +1217,7 @@ mod tests {
                     not_available: vec![],
                     last_error: None,
                     recheck: None,
+                    delivered_by: None,
                     updated_at: 9,
                 },
             );
@@ -1340,6 +1341,7 @@ mod tests {
             not_available: vec![],
             last_error: Some(error.into()),
             recheck: None,
+            delivered_by: None,
             updated_at: 7,
             objects: Arc::new(["v1/ConfigMap/ns/x".to_string()].into()),
         };
@@ -1517,6 +1519,7 @@ mod tests {
                     not_available: vec![],
                     last_error: Some(error.into()),
                     recheck: None,
+                    delivered_by: None,
                     updated_at: 1,
                     objects: Default::default(),
                 },
