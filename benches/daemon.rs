@@ -1,7 +1,7 @@
 //! The daemon benchmark: `cargo bench --bench daemon` (issue 5, item 8).
 //!
 //! Runs the real binary, `gitfleet run`, as a child process against simulated members served
-//! in this process (`gitfleet::sim`), and measures two things:
+//! in this process (`gitfleet_sim`), and measures two things:
 //!
 //! - **push-to-applied latency**: a bare repository the daemon follows, a working clone, 10
 //!   members (`GITFLEET_DAEMON_LATENCY_MEMBERS="10,100"` measures each size in turn) and a few
@@ -338,7 +338,7 @@ struct MemberClient {
 }
 
 impl MemberClient {
-    fn of(sim: &gitfleet::sim::RunningFleet) -> Vec<MemberClient> {
+    fn of(sim: &gitfleet_sim::RunningFleet) -> Vec<MemberClient> {
         sim.members()
             .iter()
             .map(|m| MemberClient {
@@ -569,7 +569,7 @@ fn latency_files(members: &[String]) -> Vec<(String, String)> {
     files
 }
 
-fn sim_fleet(names: &[String], nodes: &str) -> gitfleet::sim::FleetFile {
+fn sim_fleet(names: &[String], nodes: &str) -> gitfleet_sim::FleetFile {
     let mut text = String::from("members:\n");
     for n in names {
         text.push_str(&format!("  - name: {n}\n    nodes: [{nodes}]\n"));
@@ -582,11 +582,11 @@ fn start_members(
     rt: &tokio::runtime::Runtime,
     names: &[String],
     dir: &Path,
-) -> Result<(gitfleet::sim::RunningFleet, PathBuf)> {
+) -> Result<(gitfleet_sim::RunningFleet, PathBuf)> {
     let sim = rt
-        .block_on(gitfleet::sim::start(
+        .block_on(gitfleet_sim::start(
             sim_fleet(names, "{count: 2, cpu: '8', memory: 32Gi}"),
-            gitfleet::sim::StartOptions::default(),
+            gitfleet_sim::StartOptions::default(),
         ))
         .map_err(|e| e.to_string())?;
     let kubeconfig = dir.join("kubeconfig");
@@ -802,7 +802,7 @@ fn clock_ticks_per_second() -> u64 {
 /// A deployable fleet of `clusters` members (labelled by region and environment) and
 /// `placements` ClusterResourcePlacements, each placing its own namespace and ConfigMap: a third
 /// PickAll with label affinity, a third PickN (5 to 20 clusters), a third PickFixed (3 clusters).
-/// (`gitfleet::bench::generate` is made for the scheduler: its ResourcePlacements need namespaces
+/// (`gitfleet_testkit::bench::generate` is made for the scheduler: its ResourcePlacements need namespaces
 /// no placement creates, so its fleet never settles when actually rolled out.)
 fn idle_files(placements: usize, clusters: usize) -> (Vec<String>, Vec<(String, String)>) {
     const REGIONS: [&str; 4] = ["eastus", "westus2", "westeurope", "japaneast"];
@@ -989,7 +989,7 @@ fn faults(rt: &tokio::runtime::Runtime, commits: usize) -> Result<()> {
 
     let clean = healthy_latencies(&repos, &members, 1, commits)?;
     for (member, faults) in FAULTY {
-        let update: gitfleet::sim::fleet_file::FaultsUpdate =
+        let update: gitfleet_sim::fleet_file::FaultsUpdate =
             serde_json::from_str(faults).expect("valid faults");
         sim.set_faults(member, &update).map_err(|e| e.to_string())?;
     }
@@ -1098,7 +1098,7 @@ const HOSTING: &str = "hosting";
 
 /// Requests the members received, `(reads, writes)`: the hosting cluster's (state objects,
 /// Lease) are not the members'.
-fn member_requests(sim: &gitfleet::sim::RunningFleet) -> (u64, u64) {
+fn member_requests(sim: &gitfleet_sim::RunningFleet) -> (u64, u64) {
     let (reads, writes) = sim.request_counts();
     let (hr, hw) = sim.member_request_counts(HOSTING).unwrap_or((0, 0));
     (reads - hr, writes - hw)
@@ -1107,7 +1107,7 @@ fn member_requests(sim: &gitfleet::sim::RunningFleet) -> (u64, u64) {
 impl PhaseStart {
     /// Resets the daemon's peak RSS (`/proc/<pid>/clear_refs`, 5) so that VmHWM at the end is
     /// the phase's peak.
-    fn now(daemon: &DaemonProcess, sim: &gitfleet::sim::RunningFleet) -> Result<PhaseStart> {
+    fn now(daemon: &DaemonProcess, sim: &gitfleet_sim::RunningFleet) -> Result<PhaseStart> {
         let pid = daemon.pid();
         std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
             .map_err(|e| format!("/proc/{pid}/clear_refs: {e}"))?;
@@ -1126,7 +1126,7 @@ impl PhaseStart {
         self,
         name: &'static str,
         daemon: &DaemonProcess,
-        sim: &gitfleet::sim::RunningFleet,
+        sim: &gitfleet_sim::RunningFleet,
         tck: u64,
     ) -> Result<Phase> {
         let wall = self.at.elapsed();

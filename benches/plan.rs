@@ -1,15 +1,15 @@
 //! The plan benchmark: `cargo bench --bench plan`.
 //!
-//! Plans a synthetic base and head commit (see `gitfleet::bench::plan`) of 1,000 placements over
+//! Plans a synthetic base and head commit (see `gitfleet_testkit::bench::plan`) of 1,000 placements over
 //! 1,000 clusters with the function `gitfleet plan` runs, prints it in the three formats, and
 //! reports the times, a baseline (the two schedules alone) and the peak memory. Then it commits
 //! the same two commits into a real git repository and times the real `gitfleet plan` binary on
 //! them, reading git included. Set `GITFLEET_BENCH_SIZES="100x100,1000x1000"` (placements ×
 //! clusters) to measure other sizes.
 
-use gitfleet::bench::plan::{generate_plan, PlanFleet};
-use gitfleet::bench::FleetSpec;
 use gitfleet::catalog::SourceFile;
+use gitfleet_testkit::bench::plan::{generate_plan, PlanFleet};
+use gitfleet_testkit::bench::FleetSpec;
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -19,14 +19,14 @@ const DEFAULT_SIZES: &[(usize, usize)] = &[(1000, 1000)];
 const RUNS: usize = 3;
 
 fn main() -> ExitCode {
-    let sizes = match gitfleet::bench::sizes_from_env(DEFAULT_SIZES) {
+    let sizes = match gitfleet_testkit::bench::sizes_from_env(DEFAULT_SIZES) {
         Ok(sizes) => sizes,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(2);
         }
     };
-    let report = gitfleet::bench::plan::run_plan(&sizes, RUNS);
+    let report = gitfleet_testkit::bench::plan::run_plan(&sizes, RUNS);
     println!("{report}");
     println!("The real command, `gitfleet plan --repo R --base base --head head --inventory F`:");
     for &(placements, clusters) in &sizes {

@@ -1,6 +1,6 @@
 //! The push benchmark: `cargo bench --bench push`.
 //!
-//! Starts simulated members in-process (`gitfleet::sim`), pushes one placement of a namespace
+//! Starts simulated members in-process (`gitfleet_sim`), pushes one placement of a namespace
 //! and N ConfigMaps to each with `gitfleet::push::push_fleet`, then pushes the same again
 //! (everything unchanged). One member answers every request 200 ms late and one is down, to
 //! show that neither delays the others: the report gives when the last healthy member finished.
@@ -49,9 +49,9 @@ fn sizes() -> (usize, usize) {
 }
 
 /// Simulated members in this process, and a kubeconfig reaching them.
-async fn start_sim(fleet_yaml: &str) -> (gitfleet::sim::RunningFleet, kube::config::Kubeconfig) {
+async fn start_sim(fleet_yaml: &str) -> (gitfleet_sim::RunningFleet, kube::config::Kubeconfig) {
     let fleet = gitfleet::yaml::from_str(fleet_yaml).expect("fleet file");
-    let sim = gitfleet::sim::start(fleet, gitfleet::sim::StartOptions::default())
+    let sim = gitfleet_sim::start(fleet, gitfleet_sim::StartOptions::default())
         .await
         .expect("simulator starts");
     let kubeconfig =

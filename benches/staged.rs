@@ -3,7 +3,7 @@
 //! KubeFleet's published figure (kubefleet.md §6, "Performance and Scalability Report – Q1
 //! 2026"): a staged rollout over 100 clusters in 3 stages of 20/30/50 clusters, 50 %
 //! concurrency, no gates, p90 1m36s. The same here: 100 simulated members (served in this
-//! process by `gitfleet::sim`), a PickAll placement with `strategy.type: External` (a namespace
+//! process by `gitfleet_sim`), a PickAll placement with `strategy.type: External` (a namespace
 //! and a 1 KB ConfigMap, as KubeFleet's test places), a three-stage strategy with
 //! `maxConcurrency: 50%` and no tasks, and the real `gitfleet run` as a child process following
 //! a bare repository. Each sample commits a new `ClusterStagedUpdateRun` (and a new ConfigMap
@@ -272,9 +272,9 @@ fn bench(rt: &tokio::runtime::Runtime, runs: usize) -> Result<()> {
         ));
     }
     let sim = rt
-        .block_on(gitfleet::sim::start(
+        .block_on(gitfleet_sim::start(
             gitfleet::yaml::from_str(&fleet).map_err(|e| e.to_string())?,
-            gitfleet::sim::StartOptions::default(),
+            gitfleet_sim::StartOptions::default(),
         ))
         .map_err(|e| e.to_string())?;
     let kubeconfig = dir.path().join("kubeconfig");

@@ -1,7 +1,7 @@
 //! The state objects of `--state kubernetes` at fleet scale (issue 16.5): `cargo bench --bench
 //! state`.
 //!
-//! Generates the synthetic fleet of `gitfleet::bench` (default 1,000 placements × 1,000
+//! Generates the synthetic fleet of `gitfleet_testkit::bench` (default 1,000 placements × 1,000
 //! clusters; `GITFLEET_BENCH_SIZES="100x100,1000x1000"` for others), schedules it, and builds
 //! the rollout state a settled fleet has: every bound cluster holding its revision, commit,
 //! health and the objects it was given, every placement a snapshot history, every member a
@@ -41,7 +41,7 @@ const COMMIT: &str = "8f3b2c1d9e0a7b6c5d4e3f2a1b0c9d8e7f6a5b4c";
 const NOW: u64 = 1_769_904_000;
 
 fn main() -> ExitCode {
-    let sizes = match gitfleet::bench::sizes_from_env(DEFAULT_SIZES) {
+    let sizes = match gitfleet_testkit::bench::sizes_from_env(DEFAULT_SIZES) {
         Ok(sizes) => sizes,
         Err(e) => {
             eprintln!("{e}");
@@ -90,8 +90,9 @@ fn mib(bytes: u64) -> f64 {
 }
 
 fn measure(placements: usize, clusters: usize, repetitions: usize) {
-    let (files, inventory) =
-        gitfleet::bench::generate(gitfleet::bench::FleetSpec::new(placements, clusters));
+    let (files, inventory) = gitfleet_testkit::bench::generate(
+        gitfleet_testkit::bench::FleetSpec::new(placements, clusters),
+    );
     let (cat, _) = gitfleet::analyze(&files);
     drop(files);
     let fleet = Fleet::build(&cat, Some(&inventory));

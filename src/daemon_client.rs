@@ -94,7 +94,7 @@ pub fn update_runs(
 
 /// The approval requests the daemon's runs wait on, and the last evaluation of the approval
 /// tags, as `GET /api/v1/approvals` answers (for `gitfleet approve` and `verify-approval`).
-pub fn approvals(server: &str) -> Result<crate::approvals::command::ApprovalsView, ClientError> {
+pub fn approvals(server: &str) -> Result<crate::daemon::wire::ApprovalsView, ClientError> {
     get(
         &endpoint(server, "/api/v1/approvals"),
         "the approval requests",

@@ -5,7 +5,8 @@
 //!
 //! Core:
 //! - [`model`]: the API objects as types, their defaults and per-object rules;
-//! - [`yaml`]: YAML read as Kubernetes reads it, and written so it reads back the same;
+//! - [`yaml`]: YAML read as Kubernetes reads it, and written so it reads back the same
+//!   (with [`timestamp`] and [`model::quantity`], from the `gitfleet-kube-text` crate);
 //! - [`catalog`]: a commit's objects, parsed with their origin, classified and cross-validated;
 //! - [`analyze`](mod@analyze): a commit's catalog and all its diagnostics, in one call;
 //! - [`snapshot`]: resource selection, sanitisation, canonical hashes, snapshot indices;
@@ -14,7 +15,6 @@
 //! - [`rollout`]: one step for one commit — what each member gets now, paced — taken by
 //!   `gitfleet run` (the [`daemon`]), `gitfleet apply` ([`cli`]) and `gitfleet plan`;
 //! - [`plan`]: what a change does to the fleet, for review;
-//! - [`timestamp`]: RFC 3339 times as Kubernetes writes them;
 //! - [`text_table`]: aligned text tables for every command's table output.
 //!
 //! Edges:
@@ -27,40 +27,38 @@
 //! - [`state`]: the daemon's state directory;
 //! - [`daemon`]: `gitfleet run` (event loop, reconciler, status API, metrics) and
 //!   [`daemon_client`], which reads a running daemon;
-//! - [`cli`] and [`flags`]: the command line; [`quickstart`]: `gitfleet quickstart`;
+//! - [`cli`]: the command line, one file per command (`gitfleet quickstart` included);
 //!   [`trimmed_output`]: long output printed as it is made (`gitfleet plan`);
-//! - [`sim`]: simulated members speaking the Kubernetes API; [`bench`]: the benchmarks' fleets;
-//!   [`fuzzing`]: the fuzz targets' entry points (fuzz/, replayed by tests/fuzz_corpus.rs).
+//!
+//! Beside it in the workspace (crates/): `gitfleet-kube-text` (Kubernetes' YAML, quantities and
+//! timestamps), `gitfleet-sim` (simulated members: `gitfleet sim`, the quick start, the tests)
+//! and `gitfleet-testkit` (the benchmarks' fleets and the fuzz targets' entry points).
 
 pub mod analyze;
 pub mod approvals;
-pub mod bench;
 pub mod build_info;
 pub mod catalog;
 pub mod cli;
 pub mod daemon;
 pub mod daemon_client;
 pub mod fast_hash;
-pub mod flags;
 pub mod follow;
-pub mod fuzzing;
 pub mod members;
 pub mod model;
 pub mod plan;
 pub mod push;
-pub mod quickstart;
 pub mod render;
 pub mod rollout;
 pub mod schedule;
-pub mod sim;
 pub mod snapshot;
 pub mod source;
 pub mod state;
 pub mod text_table;
-pub mod timestamp;
 pub mod trimmed_output;
 pub mod webhook;
-pub mod yaml;
+
+// Kubernetes' text formats live in their own crate, which the simulator shares.
+pub use gitfleet_kube_text::{timestamp, yaml};
 
 // `gitfleet::analyze(files)`, as before the function had its own module.
 pub use analyze::analyze;

@@ -90,6 +90,29 @@ fn deployment(objs: &BTreeMap<String, Value>) -> &Value {
     &objs["Deployment/gitfleet"]
 }
 
+/// The image's dependency stage reads the workspace's manifests before the sources: each crate's
+/// Cargo.toml must be copied there, or `cargo fetch` fails inside the image build.
+#[test]
+fn the_dockerfile_copies_every_crate_manifest_of_the_workspace() {
+    let dockerfile = std::fs::read_to_string(root().join("deploy/Dockerfile")).unwrap();
+    let crates = std::fs::read_dir(root().join("crates")).unwrap();
+    let mut seen = 0;
+    for entry in crates {
+        let dir = entry.unwrap().path();
+        if !dir.join("Cargo.toml").is_file() {
+            continue;
+        }
+        let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+        let copy = format!("COPY crates/{name}/Cargo.toml crates/{name}/");
+        assert!(
+            dockerfile.lines().any(|l| l.trim() == copy),
+            "deploy/Dockerfile does not copy crates/{name}/Cargo.toml: add `{copy}`"
+        );
+        seen += 1;
+    }
+    assert!(seen > 0, "no crate found under crates/");
+}
+
 #[test]
 fn kustomize_base_runs_two_restricted_replicas_with_namespaced_rbac() {
     let objs = kustomize("deploy/kustomize/base");

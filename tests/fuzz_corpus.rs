@@ -1,5 +1,5 @@
 //! Replays the fuzz targets' committed corpora (fuzz/corpus/<target>/) through the same entry
-//! points the fuzzers call (`gitfleet::fuzzing`), on stable: every input the fuzzers kept, and
+//! points the fuzzers call (`gitfleet_testkit::fuzzing`), on stable: every input the fuzzers kept, and
 //! every crash they once found (kept there after the fix), must pass.
 
 use std::path::Path;
@@ -8,7 +8,7 @@ use std::path::Path;
 fn every_corpus_input_passes_its_target() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
     let mut total = 0;
-    for (name, target) in gitfleet::fuzzing::TARGETS {
+    for (name, target) in gitfleet_testkit::fuzzing::TARGETS {
         let dir = root.join(name);
         let mut inputs: Vec<_> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))

@@ -615,3 +615,56 @@ spec:
         run.stdout
     );
 }
+
+/// A large commit's diffs are held once, however many clusters get them: plan's memory grows
+/// with the change, not with the change times the clusters.
+mod shared_diffs {
+    use gitfleet::catalog::Catalog;
+    use gitfleet::plan::{plan_catalogs, Inputs, Options};
+    use gitfleet::schedule::Previous;
+    use gitfleet_testkit::bench::manifest::{commit_files, configmaps, Shape};
+    use std::sync::Arc;
+
+    fn commit(bulk: Option<String>) -> Catalog {
+        let (cat, diags) = gitfleet::analyze(&commit_files(bulk));
+        assert!(diags.is_empty(), "{diags:#?}");
+        cat
+    }
+
+    #[test]
+    fn clusters_with_the_same_change_share_one_diff_text() {
+        let base = commit(None);
+        let (bulk, n) = configmaps(20_000, Shape::Documents, 0);
+        let head = commit(Some(bulk));
+        let previous = Previous::new();
+        let inputs = Inputs {
+            inventory: None,
+            previous: &previous,
+            rollout: None,
+            now_unix: 0,
+        };
+        let opts = Options {
+            clusters: vec![],
+            context: 3,
+        };
+        let plan = plan_catalogs(("base", &base), ("head", &head), &inputs, &opts);
+        assert_eq!(plan.clusters.len(), 3, "{:#?}", plan.summary);
+        let first = &plan.clusters[0].objects;
+        // The ConfigMaps (the namespace is in both commits).
+        assert_eq!(first.len(), n);
+        for c in &plan.clusters[1..] {
+            assert_eq!(c.objects.len(), first.len());
+            for (a, b) in first.iter().zip(&c.objects) {
+                assert_eq!(a.object, b.object);
+                assert!(
+                    Arc::ptr_eq(&a.diff, &b.diff),
+                    "{} on {}: a copy of the diff",
+                    b.object,
+                    c.cluster
+                );
+            }
+        }
+        // One reference per cluster and none left behind by the comparison.
+        assert!(first.iter().all(|o| Arc::strong_count(&o.diff) == 3));
+    }
+}

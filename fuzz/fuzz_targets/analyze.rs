@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| gitfleet::fuzzing::analyze(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| gitfleet_testkit::fuzzing::analyze(data));

@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| gitfleet::fuzzing::sim_http(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| gitfleet_testkit::fuzzing::sim_http(data));

@@ -9,7 +9,6 @@
 //! given, nor what was accepted before: the caller keeps the first approval of a request (an
 //! accepted approval is never revoked by a tag that later moves or disappears).
 
-pub mod command;
 pub mod gpg;
 pub mod object;
 pub mod pattern;

@@ -20,7 +20,6 @@
 //! its state is saved.
 
 pub mod approvals;
-pub mod command;
 pub mod deliver;
 pub mod leader;
 pub mod metrics;
@@ -29,8 +28,6 @@ pub mod reconciler;
 pub mod runs;
 pub mod server;
 pub mod shared_status;
-pub mod view;
-pub mod wait;
 pub mod watch;
 pub mod wire;
 pub mod workers;
@@ -172,7 +169,7 @@ pub struct Status {
     pub runs: runs::Runs,
     /// Approval requests, accepted approvals and refused tags (`/api/v1/approvals`).
     #[serde(skip)]
-    pub approvals: crate::approvals::command::ApprovalsView,
+    pub approvals: crate::daemon::wire::ApprovalsView,
     /// `--state kubernetes`: who leads (`None` with a state directory: this process acts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader: Option<LeaderStatus>,

@@ -221,7 +221,7 @@ fn waiting_for(st: &RunStatus) -> String {
 }
 
 /// `42s`, `5m`, `3h`, `2d` since `created` (kubectl's AGE column).
-pub(super) fn age(created: u64, now: u64) -> String {
+pub(crate) fn age(created: u64, now: u64) -> String {
     let s = now.saturating_sub(created);
     match s {
         0..=119 => format!("{s}s"),

@@ -2,11 +2,12 @@
 //! ([`super::server`]) and read by `gitfleet status` and `plan --server`
 //! ([`crate::daemon_client`]). The inventory (`GET /api/v1/inventory`) is
 //! [`crate::schedule::Inventory`] itself, `GET /api/v1/approvals` is
-//! [`crate::approvals::command::ApprovalsView`].
+//! [`ApprovalsView`].
 
 use serde::{Deserialize, Serialize};
 
 use super::PlacementStatus;
+use crate::rollout::approval::{Approval, Rejection, Request};
 use crate::rollout::staged::status::RunStatus;
 use crate::rollout::Rejected;
 use crate::schedule::PlacementSchedule;
@@ -166,4 +167,16 @@ pub struct ApprovalRequest {
     pub approved_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_at: Option<i64>,
+}
+
+/// What the daemon serves at `/api/v1/approvals`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalsView {
+    /// The requests runs wait on or will reach, with the commit a tag must point at.
+    pub requests: Vec<Request>,
+    /// Approvals accepted by the last evaluation.
+    pub approvals: Vec<Approval>,
+    /// Tags refused by the last evaluation, with the reason.
+    pub rejections: Vec<Rejection>,
 }

@@ -8,7 +8,7 @@ pub mod ocm;
 pub mod overrides;
 pub mod placement;
 pub mod placement_key;
-pub mod quantity;
+pub use gitfleet_kube_text::quantity;
 pub mod scope;
 pub mod selector;
 pub mod staged;

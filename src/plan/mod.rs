@@ -1429,52 +1429,6 @@ fn unified(base: &str, head: &str, id: &str, context: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::manifest::{commit_files, configmaps, Shape};
-
-    fn commit(bulk: Option<String>) -> Catalog {
-        let (cat, diags) = crate::analyze(&commit_files(bulk));
-        assert!(diags.is_empty(), "{diags:#?}");
-        cat
-    }
-
-    /// Issue 15.6: a large commit's diffs are held once, however many clusters get them (three
-    /// copies of a 50 MB commit's diffs, one per member, were most of what plan held).
-    #[test]
-    fn clusters_with_the_same_change_share_one_diff_text() {
-        let base = commit(None);
-        let (bulk, n) = configmaps(20_000, Shape::Documents, 0);
-        let head = commit(Some(bulk));
-        let previous = Previous::new();
-        let inputs = Inputs {
-            inventory: None,
-            previous: &previous,
-            rollout: None,
-            now_unix: 0,
-        };
-        let opts = Options {
-            clusters: vec![],
-            context: 3,
-        };
-        let plan = plan_catalogs(("base", &base), ("head", &head), &inputs, &opts);
-        assert_eq!(plan.clusters.len(), 3, "{:#?}", plan.summary);
-        let first = &plan.clusters[0].objects;
-        // The ConfigMaps (the namespace is in both commits).
-        assert_eq!(first.len(), n);
-        for c in &plan.clusters[1..] {
-            assert_eq!(c.objects.len(), first.len());
-            for (a, b) in first.iter().zip(&c.objects) {
-                assert_eq!(a.object, b.object);
-                assert!(
-                    Arc::ptr_eq(&a.diff, &b.diff),
-                    "{} on {}: a copy of the diff",
-                    b.object,
-                    c.cluster
-                );
-            }
-        }
-        // One reference per cluster and none left behind by the comparison.
-        assert!(first.iter().all(|o| Arc::strong_count(&o.diff) == 3));
-    }
 
     /// Three members with `labels` (YAML flow maps), an External placement, a strategy with
     /// `stages` (YAML, indented as list items of `spec.stages`) and, with `run`, run r1.

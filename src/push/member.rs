@@ -1532,16 +1532,16 @@ mod tests {
     /// Deployment) than the same push through a connection that does not.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_members_kinds_are_discovered_once_for_its_pushes() {
-        let fleet = crate::sim::fleet_file::FleetFile::parse(
+        let fleet = gitfleet_sim::fleet_file::FleetFile::parse(
             "members:\n  - name: m\n    nodes: [{count: 1}]\n",
             "fleet.yaml",
         )
         .unwrap();
-        let options = crate::sim::StartOptions {
+        let options = gitfleet_sim::StartOptions {
             admin: None,
             admin_token: None,
         };
-        let sim = crate::sim::start(fleet, options).await.unwrap();
+        let sim = gitfleet_sim::start(fleet, options).await.unwrap();
         let kubeconfig = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml()).unwrap();
         let target = crate::members::MemberTarget {
             name: "m".into(),

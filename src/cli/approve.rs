@@ -1,0 +1,360 @@
+//! The command-line edge of approvals: the trust flags shared by `run`, `plan` and
+//! `verify-approval`, and the `approve` and `verify-approval` commands.
+
+use std::path::PathBuf;
+use std::process::{Command as Process, ExitCode};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+
+use crate::approvals::{judge, object, Verifier};
+use crate::model::staged::TaskPhase;
+use crate::rollout::approval::{Approval, Rejection, Request, TAG_PREFIX};
+
+/// The signers trusted to approve (and, with `--verify-commits`, to sign heads). Files outside
+/// the repository, so that a pull request cannot add its own key.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TrustArgs {
+    /// Trusted SSH signers, in OpenSSH allowed_signers format (git's
+    /// gpg.ssh.allowedSignersFile): `principals [namespaces="git",valid-after=…,valid-before=…]
+    /// keytype key`.
+    #[arg(long, env = "GITFLEET_TRUSTED_SIGNERS", value_name = "FILE")]
+    pub trusted_signers: Option<PathBuf>,
+    /// Trusted OpenPGP keys: armored public keys (`gpg --export --armor`), several allowed.
+    #[arg(long, env = "GITFLEET_TRUSTED_GPG_KEYS", value_name = "FILE")]
+    pub trusted_gpg_keys: Option<PathBuf>,
+    /// Which principals or key fingerprints may approve which stages (YAML; see README).
+    #[arg(long, env = "GITFLEET_APPROVAL_POLICY", value_name = "FILE")]
+    pub approval_policy: Option<PathBuf>,
+}
+
+impl TrustArgs {
+    /// Whether any trust file was given.
+    pub fn given(&self) -> bool {
+        self.trusted_signers.is_some() || self.trusted_gpg_keys.is_some()
+    }
+
+    pub fn load(&self) -> Result<Verifier> {
+        Ok(Verifier::load(
+            self.trusted_signers.as_deref(),
+            self.trusted_gpg_keys.as_deref(),
+            self.approval_policy.as_deref(),
+        )?)
+    }
+}
+
+/// The request a tag names, read from its name: `[<namespace>/]<run>-before-<stage>` or
+/// `…-after-<stage>` (stage names are `[a-z0-9]+`, so the last `-` splits them off).
+pub fn request_named(key: &str, commit: &str) -> Option<Request> {
+    let (namespace, name) = match key.split_once('/') {
+        Some((ns, name)) => (Some(ns.to_string()), name),
+        None => (None, key),
+    };
+    let (head, stage) = name.rsplit_once('-')?;
+    let (run, phase) = if let Some(run) = head.strip_suffix("-before") {
+        (run, TaskPhase::BeforeStage)
+    } else if let Some(run) = head.strip_suffix("-after") {
+        (run, TaskPhase::AfterStage)
+    } else {
+        return None;
+    };
+    let valid = |s: &str| !s.is_empty() && !s.contains('/');
+    (valid(run) && valid(stage)).then(|| Request {
+        namespace,
+        run: run.to_string(),
+        stage: stage.to_string(),
+        phase,
+        commit: commit.to_string(),
+    })
+}
+
+fn daemon_requests(server: &str) -> Result<Vec<Request>> {
+    let view = crate::daemon_client::approvals(server)?;
+    Ok(view.requests)
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum VerifyFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("against").required(true).args(["commit", "server"])))]
+pub struct VerifyApprovalArgs {
+    /// The tag: `gitfleet/approve/<request>` (or `refs/tags/…`, or just `<request>`).
+    pub tag: String,
+    /// The repository holding the tag.
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    /// The commit at which the run was initialised (the request is read from the tag's name).
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// Or ask a running daemon which requests exist and at which commits.
+    #[arg(long, env = "GITFLEET_SERVER")]
+    pub server: Option<String>,
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub output: VerifyFormat,
+}
+
+const VERIFY_EXIT_CODES: &str = "\
+Exit codes:
+  0  the tag approves its request
+  1  the tag is rejected (the reason is printed)
+  3  the repository, tag or trust files cannot be read
+  64 bad command line (unknown flag, missing or invalid value, no trust file)";
+
+pub const VERIFY_AFTER_HELP: &str = VERIFY_EXIT_CODES;
+
+fn tag_name(given: &str) -> String {
+    let short = given.strip_prefix("refs/tags/").unwrap_or(given);
+    if short.starts_with(TAG_PREFIX) {
+        short.to_string()
+    } else {
+        format!("{TAG_PREFIX}{short}")
+    }
+}
+
+pub fn verify_approval(args: &VerifyApprovalArgs) -> Result<ExitCode> {
+    if !args.trust.given() {
+        return Err(crate::cli::flags::UsageError(
+            "give --trusted-signers and/or --trusted-gpg-keys: nothing is trusted otherwise".into(),
+        )
+        .into());
+    }
+    match judge_tag(args) {
+        Ok(verdict) => print_verdict(args.output, &verdict),
+        Err(e) => {
+            // Exit 1 means "rejected": what cannot be read is told apart.
+            eprintln!("error: {e:#}");
+            Ok(ExitCode::from(3))
+        }
+    }
+}
+
+fn judge_tag(args: &VerifyApprovalArgs) -> Result<Result<Approval, Rejection>> {
+    let verifier = args.trust.load()?;
+    let name = tag_name(&args.tag);
+    let key = name.strip_prefix(TAG_PREFIX).unwrap_or(&name).to_string();
+    let requests = match (&args.commit, &args.server) {
+        (Some(commit), _) => {
+            let (commit, _) = object::read_commit_signature(&args.repo, commit)?;
+            request_named(&key, &commit).into_iter().collect()
+        }
+        (None, Some(server)) => daemon_requests(server)?,
+        (None, None) => unreachable!("clap requires --commit or --server"),
+    };
+    let tag = object::read_tag(&args.repo, &name)?;
+    Ok(judge(
+        &tag,
+        &requests,
+        &verifier,
+        crate::daemon::now_unix() as i64,
+    ))
+}
+
+fn print_verdict(output: VerifyFormat, verdict: &Result<Approval, Rejection>) -> Result<ExitCode> {
+    match output {
+        VerifyFormat::Json => {
+            let doc = match verdict {
+                Ok(a) => serde_json::json!({"accepted": true, "approval": a}),
+                Err(r) => serde_json::json!({"accepted": false, "rejection": r}),
+            };
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+        VerifyFormat::Text => match verdict {
+            Ok(a) => println!(
+                "accepted: {} approves request {}\n  signer: {}\n  key: {}\n  tag object: {}\n  commit: {}",
+                a.tag, a.request, a.signer, a.key_fingerprint, a.tag_object, a.commit
+            ),
+            Err(r) => println!("rejected: {} ({})\n  {}", r.tag, r.reason, r.detail),
+        },
+    }
+    Ok(if verdict.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The approval request: `<run>-before-<stage>` or `<run>-after-<stage>`.
+    pub request: String,
+    /// The namespace of a namespaced (`StagedUpdateRun`) run.
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+    /// The repository to tag (your clone; the tag is signed with your git signing setup).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Push the tag to this remote afterwards.
+    #[arg(long, value_name = "REMOTE", num_args = 0..=1, default_missing_value = "origin")]
+    pub push: Option<String>,
+    /// The running daemon that knows the request and the commit its run was initialised at.
+    #[arg(long, env = "GITFLEET_SERVER", default_value = "http://127.0.0.1:7070")]
+    pub server: String,
+    /// Or the daemon's state directory (`run --state-dir`), read without locking or writing
+    /// anything: the daemon may be running or stopped. Wins over --server.
+    #[arg(long = "state", visible_alias = "state-dir", value_name = "DIR")]
+    pub state: Option<PathBuf>,
+    /// Replace an existing tag of that name (one made for an earlier run of the same name,
+    /// or on the wrong commit); pushes it with force too.
+    #[arg(long, short = 'f')]
+    pub force: bool,
+    /// The tag message.
+    #[arg(long, short = 'm')]
+    pub message: Option<String>,
+}
+
+pub const APPROVE_AFTER_HELP: &str = "\
+Exit codes:
+  0  the signed tag was made (and pushed)
+  1  the daemon has no such request (or it is approved already), or git could not sign or push
+  64 bad command line (unknown flag, missing or invalid value)";
+
+/// The approval requests that exist, where they were read from, and those approved already
+/// (by request key: who, when).
+struct Known {
+    from: String,
+    open: Vec<Request>,
+    approved: Vec<Approval>,
+}
+
+fn known_requests(args: &ApproveArgs) -> Result<Known> {
+    let Some(dir) = &args.state else {
+        let view = crate::daemon_client::approvals(&args.server)?;
+        return Ok(Known {
+            from: format!("the daemon at {}", args.server),
+            open: view.requests,
+            approved: view.approvals,
+        });
+    };
+    let state = crate::state::read_rollout(dir)?;
+    let runs = state.runs.values();
+    Ok(Known {
+        from: format!("the state directory {}", dir.display()),
+        open: runs
+            .clone()
+            .flat_map(crate::rollout::staged::status::open_requests)
+            .collect(),
+        approved: runs
+            .flat_map(crate::rollout::staged::status::recorded_approvals)
+            .collect(),
+    })
+}
+
+fn git(repo: &std::path::Path, args: &[&str]) -> Result<()> {
+    let status = Process::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .status()
+        .context("cannot run git")?;
+    if !status.success() {
+        bail!("git {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+pub fn approve(args: &ApproveArgs) -> Result<ExitCode> {
+    let key = match &args.namespace {
+        Some(ns) => format!("{ns}/{}", args.request),
+        None => args.request.clone(),
+    };
+    let known = known_requests(args)?;
+    let Some(request) = known.open.iter().find(|r| r.key() == key) else {
+        if let Some(a) = known.approved.iter().find(|a| a.request == key) {
+            bail!(
+                "{key} is approved already, by {} at {} (tag object {}); an accepted approval stands",
+                a.signer,
+                crate::approvals::utc(a.accepted_at),
+                a.tag_object
+            );
+        }
+        let open: Vec<String> = known.open.iter().map(Request::key).collect();
+        bail!(
+            "{} has no approval request {key:?} (waiting: {})",
+            known.from,
+            if open.is_empty() {
+                "none".to_string()
+            } else {
+                open.join(", ")
+            }
+        );
+    };
+    let tag = request.tag_name();
+    let gate = match request.phase {
+        TaskPhase::BeforeStage => "before",
+        TaskPhase::AfterStage => "after",
+    };
+    println!(
+        "{key}: run {} waits {gate} stage {} ({}); tagging commit {}, where the run was initialised",
+        request.run, request.stage, known.from, request.commit
+    );
+    let message = args.message.clone().unwrap_or_else(|| {
+        format!(
+            "Approve {key}: stage {} of run {} at {}",
+            request.stage, request.run, request.commit
+        )
+    });
+    // The user's own signing setup (gpg.format, user.signingkey) makes the signature.
+    let mut tag_args = vec!["tag", "-s"];
+    if args.force {
+        tag_args.push("-f");
+    }
+    tag_args.extend(["-m", &message, &tag, &request.commit]);
+    git(&args.repo, &tag_args).map_err(|e| {
+        if args.force {
+            e
+        } else {
+            e.context(format!(
+                "if {tag} exists from an earlier run of the same name, replace it with --force"
+            ))
+        }
+    })?;
+    println!("signed tag {tag} on {}", request.commit);
+    if let Some(remote) = &args.push {
+        let force = if args.force { "+" } else { "" };
+        git(
+            &args.repo,
+            &["push", remote, &format!("{force}refs/tags/{tag}")],
+        )?;
+        println!("pushed {tag} to {remote}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_read_from_tag_names() {
+        let r = request_named("team-a/run-1-before-prod", "c").unwrap();
+        assert_eq!(r.namespace.as_deref(), Some("team-a"));
+        assert_eq!((r.run.as_str(), r.stage.as_str()), ("run-1", "prod"));
+        assert_eq!(r.phase, TaskPhase::BeforeStage);
+        assert_eq!(r.key(), "team-a/run-1-before-prod");
+        let r = request_named("a-before-b-after-canary", "c").unwrap();
+        assert_eq!(
+            (r.run.as_str(), r.phase),
+            ("a-before-b", TaskPhase::AfterStage)
+        );
+        for bad in [
+            "run",
+            "run-canary",
+            "-before-x",
+            "run-before-",
+            "a/b/c-before-d",
+        ] {
+            assert_eq!(request_named(bad, "c"), None, "{bad}");
+        }
+        assert_eq!(tag_name("r-before-s"), "gitfleet/approve/r-before-s");
+        assert_eq!(
+            tag_name("refs/tags/gitfleet/approve/r-before-s"),
+            "gitfleet/approve/r-before-s"
+        );
+    }
+}

@@ -1,0 +1,261 @@
+//! What several commands read: a commit of a repository, the inventory (a file or the live
+//! members), the previous state; and how its problems are printed.
+
+use crate::catalog::{Catalog, Diagnostic};
+use crate::cli::flags::{parse_timeout, KubeconfigArgs};
+use crate::schedule::{Fleet, Inventory, PlacementSchedule, Previous};
+use crate::source::{read_commit, CommitFiles};
+use crate::state::StateStore;
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Where the scheduler's inputs beyond the commit come from.
+#[derive(Debug, Args)]
+pub struct ScheduleInputs {
+    #[command(flatten)]
+    pub inventory: InventoryArgs,
+    /// State directory: the previous bindings are read from it (the daemon's store).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+}
+
+/// Where the inventory comes from (see [`load_inventory`]).
+#[derive(Debug, Args)]
+pub struct InventoryArgs {
+    /// Inventory file (spec/README §2 format: per cluster health, properties, add-on scores,
+    /// as `gitfleet inventory` prints it), or `live` to ask the members now through
+    /// --kubeconfig. Without it every declared member counts as healthy with only its declared
+    /// properties.
+    #[arg(long, value_name = "FILE|live")]
+    pub inventory: Option<InventorySource>,
+    /// How `--inventory live` reaches the members.
+    #[command(flatten)]
+    pub kubeconfig: KubeconfigArgs,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+}
+
+/// `--inventory FILE` or `--inventory live`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InventorySource {
+    File(PathBuf),
+    Live,
+}
+
+impl std::str::FromStr for InventorySource {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // A file really named `live` is still reachable as `./live`.
+        Ok(if s == "live" {
+            InventorySource::Live
+        } else {
+            InventorySource::File(PathBuf::from(s))
+        })
+    }
+}
+
+/// How members are probed for a live inventory.
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Price table: hourly cost of a node by instance type (`instanceTypes: {Standard_D4s_v5:
+    /// 0.192}`); adds the per-cpu-core and per-gb-memory cost properties.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+    /// How long one member may take to answer (e.g. 10s, 1m30s; a bare number is seconds); a
+    /// slower member is reported unhealthy.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
+    pub member_timeout: std::time::Duration,
+    /// Members asked at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
+    /// Collect each member's namespaces (names only, at most 200), so that a ResourcePlacement
+    /// is scheduled only where its namespace exists, as KubeFleet's member agent does with
+    /// `--enable-namespace-collection-in-property-provider`. Off: every member passes.
+    #[arg(long)]
+    pub enable_namespace_collection: bool,
+}
+
+/// Which commit of which repository, and which folder of it.
+#[derive(Debug, Args)]
+pub struct CommitArgs {
+    /// Path of the git repository.
+    #[arg(long, env = "GITFLEET_REPO")]
+    pub repo: PathBuf,
+    /// Branch, tag or commit to read.
+    #[arg(long, default_value = "HEAD")]
+    pub rev: String,
+    /// Folder of the repository holding the fleet (default: the whole tree).
+    #[arg(long, default_value = "")]
+    pub path: String,
+}
+
+/// Failures that map to an exit code other than 1.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub(super) struct SourceFailure(#[from] crate::source::SourceError);
+
+pub(super) fn read(args: &CommitArgs) -> Result<CommitFiles> {
+    let files =
+        read_commit(&args.repo, &args.rev, &args.path).map_err(|e| anyhow!(SourceFailure(e)))?;
+    for skipped in &files.skipped {
+        eprintln!("note: {skipped}");
+    }
+    Ok(files)
+}
+
+pub(super) fn print_diagnostics(diags: &[Diagnostic]) {
+    let mut err = std::io::stderr().lock();
+    for d in diags {
+        let _ = writeln!(err, "{d}");
+    }
+    let _ = writeln!(
+        err,
+        "{} problem{} found",
+        diags.len(),
+        if diags.len() == 1 { "" } else { "s" }
+    );
+}
+
+/// Warns of each placement held for invalid resource selectors: KubeFleet's hub admits it and
+/// reports the error on it, so the commit is not rejected for it.
+pub(super) fn warn_invalid_selections(invalid: &crate::snapshot::InvalidSelections) {
+    let mut err = std::io::stderr().lock();
+    for d in invalid.values().flat_map(|i| &i.diagnostics) {
+        let _ = writeln!(
+            err,
+            "warning: {d} (reported on the placement as Scheduled=False InvalidResourceSelectors and not rejected: KubeFleet's hub admits it; the placement is held, keeping what it placed)"
+        );
+    }
+}
+
+/// `ok abc1234: 12 files, 40 objects (3 ClusterResourcePlacement, 6 MemberCluster, …)`
+pub(super) fn summary(commit: &CommitFiles, cat: &Catalog) -> String {
+    let counts = cat.counts_by_kind();
+    let kinds: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    format!(
+        "ok {}: {} files, {} objects ({})",
+        &commit.commit[..12.min(commit.commit.len())],
+        commit.files.len(),
+        cat.objects.len(),
+        kinds.join(", ")
+    )
+}
+
+/// Reads and validates a commit; `Err(code)` when it is invalid (diagnostics printed).
+pub(super) fn load_valid(args: &CommitArgs) -> Result<Result<(CommitFiles, Catalog), ExitCode>> {
+    let commit = read(args)?;
+    let (cat, diags) = commit.analyze();
+    if !diags.is_empty() {
+        print_diagnostics(&diags);
+        eprintln!("the commit is invalid; nothing is scheduled or rendered from it");
+        return Ok(Err(ExitCode::from(1)));
+    }
+    Ok(Ok((commit, cat)))
+}
+
+/// Runs the scheduler on a valid commit with the given inventory and previous state.
+pub(super) fn run_schedule(
+    cat: &Catalog,
+    inputs: &ScheduleInputs,
+) -> Result<Vec<Arc<PlacementSchedule>>> {
+    let inventory = load_inventory(&inputs.inventory, &[cat])?;
+    let previous = read_previous(inputs.state.as_deref())?;
+    let fleet = Fleet::build(cat, inventory.as_ref());
+    Ok(crate::schedule::schedule_commit(
+        cat,
+        &crate::snapshot::invalid_selections(cat),
+        &fleet,
+        &previous,
+        now_unix(),
+    ))
+}
+
+/// The inventory the scheduler sees, wherever it comes from: the file `--inventory FILE`, the
+/// members of `cats` asked now (`--inventory live`, every member of every catalog probed once),
+/// or none. Members that do not answer a live probe are listed unhealthy and named on stderr.
+/// Must not be called from inside a tokio runtime (it runs its own for the probe).
+pub fn load_inventory(args: &InventoryArgs, cats: &[&Catalog]) -> Result<Option<Inventory>> {
+    load_inventory_from(args.inventory.as_ref(), &args.kubeconfig, &args.probe, cats)
+}
+
+/// [`load_inventory`] from its parts (`apply` always has a kubeconfig).
+pub fn load_inventory_from(
+    source: Option<&InventorySource>,
+    kubeconfig: &KubeconfigArgs,
+    probe: &ProbeArgs,
+    cats: &[&Catalog],
+) -> Result<Option<Inventory>> {
+    match source {
+        None => Ok(None),
+        Some(InventorySource::File(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read inventory {}", path.display()))?;
+            Ok(Some(Inventory::parse(&path.display().to_string(), &text)?))
+        }
+        Some(InventorySource::Live) => {
+            let inventory = live_inventory(cats, kubeconfig, probe)?;
+            for c in inventory.clusters.iter().filter(|c| !c.healthy) {
+                eprintln!(
+                    "warning: member {} is unhealthy: {}",
+                    c.name,
+                    c.error.as_deref().unwrap_or("no reason given")
+                );
+            }
+            Ok(Some(inventory))
+        }
+    }
+}
+
+/// Probes the members of `cats` through `kubeconfig`; errors only when nothing could be asked.
+pub(super) fn live_inventory(
+    cats: &[&Catalog],
+    kubeconfig: &KubeconfigArgs,
+    probe: &ProbeArgs,
+) -> Result<Inventory> {
+    use crate::members::inventory::{collect_with, members_of, Options, PriceTable};
+    let located = kubeconfig.load()?;
+    let prices = match &probe.prices {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read price table {}", path.display()))?;
+            Some(PriceTable::parse(&path.display().to_string(), &text)?)
+        }
+        None => None,
+    };
+    let options = Options {
+        concurrency: usize::from(probe.concurrency),
+        timeout: probe.member_timeout,
+        prices,
+        namespaces: probe.enable_namespace_collection,
+    };
+    let members = members_of(cats);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime that probes members")?;
+    Ok(runtime.block_on(collect_with(
+        &members,
+        std::sync::Arc::new(located.kubeconfig),
+        &located.name,
+        &options,
+    )))
+}
+
+pub(super) fn read_previous(state: Option<&Path>) -> Result<Previous> {
+    Ok(match state {
+        Some(dir) => StateStore::open(dir)?.load_schedule()?.1,
+        None => Previous::new(),
+    })
+}
+
+/// The clock, read only here at the edge.
+pub(super) fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}

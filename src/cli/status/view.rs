@@ -1,0 +1,362 @@
+//! `gitfleet status`: the daemon's placements for people — a compact table of all placements,
+//! or a `kubectl describe`-like view of one. Pure: the status API's document
+//! ([`crate::daemon::wire::Placements`]) in, text out.
+
+use std::fmt::Write as _;
+
+use crate::daemon::wire::Placements;
+use crate::daemon::PlacementStatus;
+use crate::rollout::{BindingHealth, ClusterState};
+
+fn short(commit: Option<&str>) -> String {
+    commit.map_or("-".to_string(), |c| c.chars().take(12).collect())
+}
+
+/// The health state as the API writes it (`available`, `failed`, ...).
+fn health_state(h: &BindingHealth) -> String {
+    serde_json::to_value(h)
+        .ok()
+        .and_then(|v| v["state"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Counts clusters per health state, e.g. `3 available, 1 pending`.
+fn health_summary(clusters: &std::collections::BTreeMap<String, ClusterState>) -> String {
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for c in clusters.values() {
+        *counts.entry(health_state(&c.health)).or_default() += 1;
+    }
+    if counts.is_empty() {
+        return "-".into();
+    }
+    counts
+        .into_iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn rollout_summary(p: &PlacementStatus) -> String {
+    if !p.applying.is_empty() || !p.removing.is_empty() || !p.waiting.is_empty() {
+        format!(
+            "rolling: {} applying, {} removing, {} waiting",
+            p.applying.len(),
+            p.removing.len(),
+            p.waiting.len()
+        )
+    } else if let Some(note) = &p.note {
+        note.clone()
+    } else {
+        let pending = p
+            .clusters
+            .values()
+            .filter(|c| c.health == BindingHealth::Pending)
+            .count();
+        if pending > 0 {
+            // Not settled: KubeFleet's Available condition is not true on these clusters yet.
+            format!("waiting for availability on {pending} cluster(s)")
+        } else {
+            "settled".to_string()
+        }
+    }
+}
+
+/// Names, comma-separated, or `-` for none.
+fn names(list: &[String]) -> String {
+    if list.is_empty() {
+        "-".into()
+    } else {
+        list.join(",")
+    }
+}
+
+/// The git source: where from, when last fetched, and loudly when fetches fail.
+fn source_lines(out: &mut String, source: &crate::daemon::wire::Source, now: u64) {
+    let fetched = source.last_success.map_or("never".to_string(), |t| {
+        format!("{} ago", crate::daemon::runs::age(t, now))
+    });
+    let verb = if source.kind == "local" {
+        "read"
+    } else {
+        "fetched"
+    };
+    let _ = writeln!(out, "source {}  {verb} {fetched}", source.url);
+    if source.consecutive_failures > 0 {
+        let _ = writeln!(
+            out,
+            "SOURCE FAILING: {} failure(s) in a row, the last {}: {}",
+            source.consecutive_failures,
+            source.last_error_at.map_or("-".to_string(), |t| format!(
+                "{} ago",
+                crate::daemon::runs::age(t, now)
+            )),
+            source.last_error.as_deref().unwrap_or("")
+        );
+    }
+}
+
+/// The header lines and one row per placement; `wide` (`-o wide`) adds the clusters by name:
+/// selected, being changed, waiting, failed.
+pub fn table(doc: &Placements, now: u64, wide: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "branch {}  head {}  serving {}",
+        doc.branch,
+        short(doc.head.as_deref()),
+        short(doc.serving.as_deref())
+    );
+    if let Some(source) = &doc.source {
+        source_lines(&mut out, source, now);
+    }
+    if let Some(r) = &doc.rejected {
+        let _ = writeln!(
+            out,
+            "REJECTED {} ({} error(s)); first: {}",
+            short(Some(&r.commit)),
+            r.errors.len(),
+            r.errors.first().map_or("", String::as_str)
+        );
+    }
+    if let Some(h) = &doc.held {
+        let _ = writeln!(out, "HELD {}: {}", short(Some(&h.commit)), h.message);
+    }
+    let mut header: Vec<String> = [
+        "PLACEMENT",
+        "STRATEGY",
+        "SELECTED",
+        "RESOURCES",
+        "CLUSTERS",
+        "ROLLOUT",
+    ]
+    .map(String::from)
+    .into();
+    if wide {
+        header.extend(["SELECTED-CLUSTERS", "UPDATING", "WAITING", "FAILED"].map(String::from));
+    }
+    let mut all = vec![header];
+    all.extend(doc.placements.iter().map(|p| {
+        let mut row = vec![
+            p.id.clone(),
+            p.strategy.clone(),
+            format!("{}/{}", p.selected.len(), p.target),
+            p.observed_resource_index
+                .map_or("-".into(), |i| i.to_string()),
+            health_summary(&p.clusters),
+            rollout_summary(p),
+        ];
+        if wide {
+            let updating: Vec<String> = p.applying.iter().chain(&p.removing).cloned().collect();
+            let failed: Vec<String> = p
+                .clusters
+                .iter()
+                .filter(|(_, c)| c.last_error.is_some())
+                .map(|(name, _)| name.clone())
+                .collect();
+            row.extend([
+                names(&p.selected),
+                names(&updating),
+                names(&p.waiting),
+                names(&failed),
+            ]);
+        }
+        row
+    }));
+    out.push_str(&crate::text_table::render(&all));
+    out
+}
+
+/// One placement, `kubectl describe` style.
+pub fn describe(p: &PlacementStatus) -> String {
+    let mut out = String::new();
+    let field = |out: &mut String, k: &str, v: String| {
+        let _ = writeln!(out, "{:<22}{v}", format!("{k}:"));
+    };
+    field(&mut out, "Placement", p.id.clone());
+    field(&mut out, "Strategy", p.strategy.clone());
+    field(&mut out, "Target", p.target.to_string());
+    field(&mut out, "Selected", p.selected.join(", "));
+    if let Some(i) = p.observed_resource_index {
+        field(&mut out, "Resource index", i.to_string());
+    }
+    for (l, name) in [
+        (&p.applying, "Applying"),
+        (&p.removing, "Removing"),
+        (&p.waiting, "Waiting (budget)"),
+        (&p.up_to_date, "Up to date"),
+    ] {
+        if !l.is_empty() {
+            field(&mut out, name, l.join(", "));
+        }
+    }
+    if let Some(n) = &p.note {
+        field(&mut out, "Note", n.clone());
+    }
+    if !p.conditions.is_empty() {
+        let _ = writeln!(out, "Conditions:");
+        for c in &p.conditions {
+            let _ = writeln!(out, "  {:<44} {:<7} {}", c.type_, c.status, c.reason);
+        }
+    }
+    if !p.selected_resources.is_empty() {
+        field(
+            &mut out,
+            "Selected resources",
+            p.selected_resources.join(", "),
+        );
+    }
+    let _ = writeln!(out, "Clusters:");
+    for (name, c) in &p.clusters {
+        let _ = writeln!(
+            out,
+            "  {name}: {} (resource index {}, commit {}){}",
+            health_state(&c.health),
+            c.revision
+                .as_ref()
+                .map_or("-".into(), |r| r.resource_index.to_string()),
+            short(c.commit.as_deref()),
+            c.last_error
+                .as_ref()
+                .map_or(String::new(), |e| format!("\n    error: {e}"))
+        );
+        for d in &c.diffs {
+            let _ = writeln!(out, "    diff: {d}");
+        }
+        for n in &c.not_available {
+            let _ = writeln!(out, "    not available: {n}");
+        }
+        if let Some(why) = &c.recheck {
+            let _ = writeln!(out, "    re-applying: {why}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// As the server sends it (through the same types).
+    fn doc() -> Placements {
+        serde_json::from_value(json!({
+            "branch": "main", "head": "0123456789abcdef", "serving": "0123456789abcdef",
+            "placements": [{
+                "id": "crp/app", "strategy": "RollingUpdate", "target": 3,
+                "selected": ["a", "b", "c"], "applying": ["b"], "removing": [], "waiting": ["c"],
+                "upToDate": ["a"], "observedResourceIndex": 2, "conditions": [],
+                "clusters": {
+                    "a": {"health": {"state": "available"}, "revision": {"resourceIndex": 2, "rendered": "r2"}, "commit": "0123456789abcdef", "updatedAt": 1},
+                    "b": {"health": {"state": "failed"}, "lastError": "409 conflict with manager kubectl", "revision": {"resourceIndex": 1, "rendered": "r1"}, "updatedAt": 1}
+                }
+            }]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn table_shows_rollout_and_health() {
+        let t = table(&doc(), 0, false);
+        assert!(t.contains("serving 0123456789ab"), "{t}");
+        assert!(t.contains("crp/app"), "{t}");
+        assert!(t.contains("3/3"), "{t}");
+        assert!(t.contains("1 available, 1 failed"), "{t}");
+        assert!(
+            t.contains("rolling: 1 applying, 0 removing, 1 waiting"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn describe_lists_clusters_with_errors() {
+        let d = describe(&doc().placements[0]);
+        assert!(d.contains("Waiting (budget):     c"), "{d}");
+        assert!(d.contains("b: failed (resource index 1"), "{d}");
+        assert!(
+            d.contains("error: 409 conflict with manager kubectl"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn a_cluster_waiting_for_availability_is_not_settled_and_says_why() {
+        let mut d = doc();
+        let p = &mut d.placements[0];
+        (p.applying, p.waiting) = (vec![], vec![]);
+        let b = p.clusters.get_mut("b").unwrap();
+        b.health = BindingHealth::Pending;
+        b.last_error = None;
+        b.not_available = vec!["Deployment app/web: 0/1 replicas available, 1/1 updated".into()];
+        let t = table(&d, 0, false);
+        assert!(
+            t.contains("waiting for availability on 1 cluster(s)"),
+            "{t}"
+        );
+        assert!(!t.contains("settled"), "{t}");
+        let text = describe(&d.placements[0]);
+        assert!(
+            text.contains("b: pending (resource index 1")
+                && text.contains(
+                    "    not available: Deployment app/web: 0/1 replicas available, 1/1 updated"
+                ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn wide_names_the_clusters_and_the_source_shows_its_failures() {
+        let mut d = doc();
+        d.source = Some(crate::daemon::wire::Source {
+            url: "https://git.example.com/fleet.git".into(),
+            branch: "main".into(),
+            kind: "remote".into(),
+            last_success: Some(1000),
+            last_error: Some("cannot fetch branch \"main\": connection refused".into()),
+            last_error_at: Some(1090),
+            consecutive_failures: 2,
+            ..Default::default()
+        });
+        let t = table(&d, 1100, true);
+        assert!(
+            t.contains("source https://git.example.com/fleet.git  fetched 100s ago"),
+            "{t}"
+        );
+        assert!(
+            t.contains("SOURCE FAILING: 2 failure(s) in a row, the last 10s ago: cannot fetch"),
+            "{t}"
+        );
+        let header = t.lines().find(|l| l.starts_with("PLACEMENT")).unwrap();
+        assert!(
+            header.ends_with("SELECTED-CLUSTERS  UPDATING  WAITING  FAILED"),
+            "{t}"
+        );
+        let row = t.lines().find(|l| l.starts_with("crp/app")).unwrap();
+        assert!(
+            row.ends_with("a,b,c              b         c        b"),
+            "{t}"
+        );
+        let narrow = table(&d, 1100, false);
+        assert!(!narrow.contains("SELECTED-CLUSTERS"), "{narrow}");
+        d.source.as_mut().unwrap().consecutive_failures = 0;
+        assert!(!table(&d, 1100, false).contains("FAILING"));
+    }
+
+    #[test]
+    fn rejected_commit_is_loud() {
+        let mut d = doc();
+        d.rejected = Some(crate::rollout::Rejected {
+            commit: "fedcba9876543210".into(),
+            errors: vec!["a.yaml:1: x".into()],
+        });
+        assert!(
+            table(&d, 0, false).contains("REJECTED fedcba987654 (1 error(s)); first: a.yaml:1: x")
+        );
+    }
+
+    #[test]
+    fn the_document_reads_back_as_written() {
+        let d = doc();
+        let again: Placements = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+        assert_eq!(again, d);
+    }
+}
