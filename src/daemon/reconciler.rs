@@ -222,20 +222,13 @@ impl<D: Deliverer> Daemon<D> {
     }
 
     /// The catalogs of the commits that staged update runs render from, other than `commit`
-    /// (read once each, and dropped when no run needs them any more).
+    /// (read once each, and dropped when no run, going or delivered, needs them any more).
     async fn run_catalogs(
         &mut self,
         commit: &str,
     ) -> Result<BTreeMap<String, Arc<crate::catalog::Catalog>>> {
-        let wanted: std::collections::BTreeSet<String> = self
-            .state
-            .runs
-            .values()
-            .filter(|r| {
-                !r.is_terminal() && !r.render_commit.is_empty() && r.render_commit != commit
-            })
-            .map(|r| r.render_commit.clone())
-            .collect();
+        let mut wanted = crate::rollout::staged::render_commits(&self.state);
+        wanted.remove(commit);
         self.run_catalogs.retain(|c, _| wanted.contains(c));
         for c in wanted {
             if self.run_catalogs.contains_key(&c) {
@@ -518,6 +511,8 @@ impl<D: Deliverer> Daemon<D> {
                         not_available: vec![],
                         last_error: None,
                         recheck: Some("adopted from the member's record".into()),
+                        // What a staged run delivered there: a finished run is known by it.
+                        delivered_by: r.run.clone(),
                         updated_at: now,
                         objects: Arc::new(
                             r.entries

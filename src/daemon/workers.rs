@@ -385,6 +385,7 @@ mod tests {
                 refresh,
                 strategy: ApplyStrategy::default(),
                 resource_snapshot: String::new(),
+                delivered_by: None,
             },
         }
     }

@@ -221,6 +221,10 @@ pub struct ClusterState {
     /// its health, and cleared by that push. Why, for status and logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recheck: Option<String>,
+    /// The staged update run that delivered `revision`, as the member's record names it too:
+    /// what a finished run is known by when the state is rebuilt from the members.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_by: Option<super::staged::RunDelivery>,
     /// Unix seconds of the last change of this entry.
     pub updated_at: u64,
     /// The objects the last successful push put there (`Kind[.group]/[namespace/]name`): what
@@ -287,6 +291,7 @@ impl ClusterState {
             not_available,
             last_error,
             recheck: _,
+            delivered_by,
             updated_at: _,
             objects,
         } = self;
@@ -298,6 +303,7 @@ impl ClusterState {
             && *not_available == other.not_available
             && *last_error == other.last_error
             && *objects == other.objects
+            && *delivered_by == other.delivered_by
     }
 }
 
@@ -315,6 +321,7 @@ impl ClusterState {
             not_available: vec![],
             last_error: None,
             recheck: None,
+            delivered_by: None,
             updated_at: 0,
             objects: Default::default(),
         }
@@ -372,6 +379,7 @@ mod tests {
                 ps.clusters.insert(
                     m.into(),
                     ClusterState {
+                        delivered_by: None,
                         updated_at: 3,
                         ..ClusterState::with_health(BindingHealth::Available)
                     },
@@ -511,6 +519,7 @@ mod tests {
 
     fn cluster(health: BindingHealth) -> ClusterState {
         ClusterState {
+            delivered_by: None,
             updated_at: 1,
             ..ClusterState::with_health(health)
         }

@@ -1216,6 +1216,7 @@ mod tests {
                     not_available: vec![],
                     last_error: None,
                     recheck: None,
+                    delivered_by: None,
                     updated_at: 9,
                 },
             );
@@ -1339,6 +1340,7 @@ mod tests {
             not_available: vec![],
             last_error: Some(error.into()),
             recheck: None,
+            delivered_by: None,
             updated_at: 7,
             objects: Arc::new(["v1/ConfigMap/ns/x".to_string()].into()),
         };
@@ -1516,6 +1518,7 @@ mod tests {
                     not_available: vec![],
                     last_error: Some(error.into()),
                     recheck: None,
+                    delivered_by: None,
                     updated_at: 1,
                     objects: Default::default(),
                 },
