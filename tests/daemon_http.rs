@@ -172,19 +172,15 @@ fn an_endless_header_line_and_500_idle_connections_do_not_take_the_daemon_down()
 /// How many file descriptors this process may open: raised to `needed` (within the hard limit)
 /// when the soft limit is lower. The daemon started afterwards inherits it.
 fn raise_open_files(needed: u64) -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write the struct given.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
-        if limit.rlim_cur < needed && limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = needed.min(limit.rlim_max);
-            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
-        }
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    let current = limit.current.unwrap_or(u64::MAX);
+    let maximum = limit.maximum.unwrap_or(u64::MAX);
+    if current < needed && current < maximum {
+        limit.current = Some(needed.min(maximum));
+        setrlimit(Resource::Nofile, limit).expect("setrlimit(RLIMIT_NOFILE)");
     }
-    limit.rlim_cur
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
 /// A kubelet's probe gives up after 1 s by default: `/healthz` and `/readyz` answer within

@@ -1545,7 +1545,9 @@ mod tests {
         let by_order = "  - name: all\n    labelSelector: {}\n    sortingLabelKey: order\n";
         let two_stages = "  - name: first\n    labelSelector: {matchLabels: {env: a}}\n\
                           \x20 - name: second\n    labelSelector: {matchLabels: {tier: x}}\n";
-        let cases: [([&str; 3], &str, Result<Vec<Vec<&str>>, &str>); 4] = [
+        // (the members' labels, the strategy's stages, the stages' clusters or the failure)
+        type Case<'a> = ([&'a str; 3], &'a str, Result<Vec<Vec<&'a str>>, &'a str>);
+        let cases: [Case; 4] = [
             (
                 ["{order: '10'}", "{order: '9'}", "{order: '-1'}"],
                 by_order,
