@@ -6,6 +6,8 @@
 mod common;
 use common::kubectl::Kubectl as _;
 
+use common::daemon::{await_until, Daemon};
+use common::members::{Backend, Members};
 use common::signing::{run, Keys, Signer};
 use common::{gitfleet, Repo};
 use std::path::PathBuf;
@@ -489,4 +491,282 @@ fn verify_commits_serves_only_heads_signed_by_trusted_keys() {
         "{}",
         r.stdout
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A malformed approval ref: skipped with one diagnostic; every other tag is still judged.
+// ---------------------------------------------------------------------------------------------
+
+/// Writes into `.git/packed-refs` refs git itself would never write (a name with `..`, and with
+/// `double_slash` one with `//`, after which git refuses to commit), where git would have
+/// sorted them: before every other approval tag.
+fn add_malformed_packed_refs(repo: &Repo, double_slash: bool) {
+    repo.git(&["pack-refs", "--all"]);
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    let packed = repo.path().join(".git/packed-refs");
+    let text = std::fs::read_to_string(&packed).unwrap();
+    let first = text
+        .find(" refs/tags/gitfleet/approve/")
+        .expect("an approval tag is packed");
+    let first = text[..first].rfind('\n').map_or(0, |nl| nl + 1);
+    let mut bad = String::new();
+    if double_slash {
+        bad.push_str(&format!(
+            "{head} refs/tags/gitfleet/approve//double-slash\n"
+        ));
+    }
+    bad.push_str(&format!("{head} refs/tags/gitfleet/approve/dot..dot\n"));
+    std::fs::write(
+        &packed,
+        format!("{}{bad}{}", &text[..first], &text[first..]),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_malformed_approval_ref_is_skipped_and_the_other_tags_are_still_judged() {
+    let (f, alice, ..) = ssh_fixture();
+    f.sign_tag("run1-before-canary", &f.init, Signer::Ssh(&alice));
+    f.repo
+        .git(&["tag", "gitfleet/approve/run1-before-prod", &f.init]);
+    add_malformed_packed_refs(&f.repo, true);
+    let a = accepted(&f.verify("run1-before-canary", &f.init)).clone();
+    assert_eq!(a["signer"], "alice@example.com");
+    rejected(&f.verify("run1-before-prod", &f.init), "LightweightTag");
+    let d = rejected(&f.verify("/double-slash", &f.init), "Malformed");
+    assert!(d.contains("packed-refs line"), "{d}");
+    rejected(&f.verify("dot..dot", &f.init), "Malformed");
+}
+
+const ONE_MEMBER: &str = "anonymousAuth: true\nmembers:\n  - name: alpha\n";
+
+fn api_get(addr: &str, path: &str) -> (u16, String) {
+    match ureq::get(&format!("{addr}{path}"))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .call()
+    {
+        Ok(mut r) => (
+            r.status().as_u16(),
+            r.body_mut().read_to_string().unwrap_or_default(),
+        ),
+        Err(e) => (0, e.to_string()),
+    }
+}
+
+fn api_json(addr: &str, path: &str) -> serde_json::Value {
+    serde_json::from_str(&api_get(addr, path).1).unwrap_or_default()
+}
+
+/// The daemon lists a malformed ref among the refused tags, logs it once, and judges the
+/// tags beside it.
+#[test]
+fn the_daemon_skips_a_malformed_approval_ref_with_one_diagnostic() {
+    let (f, alice, ..) = ssh_fixture();
+    f.repo.write("shop.yaml", &shop("1"));
+    let head = f.repo.commit("shop 1");
+    f.sign_tag("run1-before-canary", &head, Signer::Ssh(&alice));
+    add_malformed_packed_refs(&f.repo, false);
+    let members = Members::start(Backend::Sim, ONE_MEMBER);
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let signers = f.path("allowed_signers");
+    let daemon = Daemon::start_with(
+        f.repo.path(),
+        &members.kubeconfig,
+        &state.path().join("state"),
+        &secret,
+        "1h",
+        &["--trusted-signers".as_ref(), signers.as_os_str()],
+        &[],
+    );
+    let refused = || api_json(&daemon.addr, "/api/v1/approvals")["rejections"].clone();
+    await_until("both tags judged", || {
+        refused().as_array().map(Vec::len) == Some(2)
+    });
+    let r = refused();
+    let by_tag = |t: &str| {
+        r.as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["tag"] == t)
+            .unwrap_or_else(|| panic!("{t} not in {r:#}"))
+            .clone()
+    };
+    let x = by_tag("gitfleet/approve/dot..dot");
+    assert_eq!(x["reason"], "Malformed", "{x:#}");
+    assert!(x["request"].is_null(), "{x:#}");
+    // The good tag is judged: its signature verifies; no run asks for it here.
+    assert_eq!(
+        by_tag("gitfleet/approve/run1-before-canary")["reason"],
+        "NoSuchRequest"
+    );
+    // One warning per malformed ref, not one per look: a second look (a new commit) logs none.
+    daemon.await_log(&["approval tag rejected", "dot..dot"]);
+    f.repo.write("shop.yaml", &shop("2"));
+    let next = f.repo.commit("shop 2");
+    await_until("the next commit served", || {
+        api_json(&daemon.addr, "/api/v1/placements")["serving"] == next.as_str()
+    });
+    drop(members);
+    let mut daemon = daemon;
+    let _ = daemon.child.kill();
+    let rest: Vec<String> = daemon.lines.try_iter().collect();
+    let again = rest
+        .iter()
+        .filter(|l| l.contains("approval tag rejected") && l.contains("dot..dot"))
+        .count();
+    assert_eq!(again, 0, "{rest:#?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// --verify-commits under an unsigned head: the last verified commit is served and healed, or
+// nothing; status and /readyz say which.
+// ---------------------------------------------------------------------------------------------
+
+on_both_backends!(verify_commits_serves_the_last_verified_commit_and_heals_it);
+
+fn shop_version(members: &Members) -> Option<String> {
+    members
+        .exists("alpha", &["configmap", "shop-config", "-n", "shop"])
+        .then(|| {
+            members.get_json("alpha", &["configmap", "shop-config", "-n", "shop"])["data"]
+                ["version"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+}
+
+/// Served unsigned, then `--verify-commits` switched on: nothing is served (status and
+/// `/readyz` say why). A signed commit on top is served and recorded as verified; an unsigned
+/// head after it is refused while the last verified commit goes on being served and healed,
+/// also after a restart.
+fn verify_commits_serves_the_last_verified_commit_and_heals_it(backend: Backend) {
+    let (f, alice, ..) = ssh_fixture();
+    let members = Members::start(backend, ONE_MEMBER);
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let signers = f.path("allowed_signers");
+    let start = |verify: bool| {
+        let flags: Vec<&std::ffi::OsStr> = if verify {
+            vec![
+                "--verify-commits".as_ref(),
+                "--trusted-signers".as_ref(),
+                signers.as_os_str(),
+            ]
+        } else {
+            vec![]
+        };
+        Daemon::start_with(
+            f.repo.path(),
+            &members.kubeconfig,
+            &state.path().join("state"),
+            &secret,
+            "1h",
+            &flags,
+            &[],
+        )
+    };
+    let placements = |d: &Daemon| api_json(&d.addr, "/api/v1/placements");
+
+    // Served while --verify-commits is off.
+    f.repo.write("shop.yaml", &shop("1"));
+    let unsigned = f.repo.commit("shop 1, unsigned");
+    {
+        let daemon = start(false);
+        await_until("the unsigned commit served", || {
+            placements(&daemon)["serving"] == unsigned.as_str()
+                && shop_version(&members).as_deref() == Some("1")
+        });
+    }
+
+    // Switched on: the commit served was never verified, so nothing is served.
+    let daemon = start(true);
+    await_until("status says no commit is served", || {
+        let v = placements(&daemon);
+        v["serving"].is_null() && v["notServing"].is_string()
+    });
+    let v = placements(&daemon);
+    assert_eq!(v["rejected"]["commit"], unsigned.as_str(), "{v:#}");
+    assert!(
+        v["notServing"]
+            .as_str()
+            .unwrap()
+            .contains("was not verified"),
+        "{v:#}"
+    );
+    let (code, body) = api_get(&daemon.addr, "/readyz");
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("serving no commit") && body.contains("Unsigned"),
+        "{body}"
+    );
+    let status = common::gitfleet(&["status", "--server", &daemon.addr]);
+    assert!(status.stdout.contains("NOT SERVING"), "{}", status.stdout);
+
+    // A signed commit on top (no change) is served, and recorded as verified.
+    let mut sign = f.keys.git_as(f.repo.path(), Signer::Ssh(&alice));
+    run(sign.args(["commit", "-q", "--allow-empty", "-S", "-m", "sign the head"]));
+    let signed = f.repo.git(&["rev-parse", "HEAD"]);
+    await_until("the signed head served", || {
+        let v = placements(&daemon);
+        v["serving"] == signed.as_str() && v["notServing"].is_null()
+    });
+    let v = placements(&daemon);
+    assert_eq!(v["verified"]["signer"], "alice@example.com", "{v:#}");
+    assert!(v["rejected"].is_null(), "{v:#}");
+    assert_eq!(api_get(&daemon.addr, "/readyz"), (200, "ok".to_string()));
+
+    // An unsigned head: refused; the last verified commit goes on, and is healed.
+    f.repo.write("shop.yaml", &shop("2"));
+    let unsigned2 = f.repo.commit("shop 2, unsigned");
+    await_until("the unsigned head refused", || {
+        placements(&daemon)["rejected"]["commit"] == unsigned2.as_str()
+    });
+    let ready = |d: &Daemon| {
+        // Ready once a step of the served commit finished (a restart's first one takes a while).
+        await_until("ready", || api_get(&d.addr, "/readyz").0 == 200);
+        let (code, body) = api_get(&d.addr, "/readyz");
+        assert_eq!(code, 200, "{body}");
+        assert!(
+            body.contains(&format!("serving {signed}, the last verified commit"))
+                && body.contains(&unsigned2),
+            "{body}"
+        );
+    };
+    let v = placements(&daemon);
+    assert_eq!(v["serving"], signed.as_str(), "{v:#}");
+    ready(&daemon);
+    assert_eq!(shop_version(&members).as_deref(), Some("1"));
+    let (code, _, err) = members.kubectl(
+        "alpha",
+        &["delete", "configmap", "shop-config", "-n", "shop"],
+    );
+    assert_eq!(code, 0, "{err}");
+    await_until(
+        "the deleted ConfigMap restored from the verified commit",
+        || shop_version(&members).as_deref() == Some("1"),
+    );
+
+    // After a restart the recorded verified commit is still the one served.
+    drop(daemon);
+    let daemon = start(true);
+    await_until("the last verified commit served after a restart", || {
+        let v = placements(&daemon);
+        v["serving"] == signed.as_str() && v["rejected"]["commit"] == unsigned2.as_str()
+    });
+    ready(&daemon);
+    let status = common::gitfleet(&["status", "--server", &daemon.addr]);
+    assert!(
+        status
+            .stdout
+            .contains("the last verified commit (signed by alice@example.com)"),
+        "{}",
+        status.stdout
+    );
+    assert_eq!(shop_version(&members).as_deref(), Some("1"));
 }

@@ -1,7 +1,8 @@
 //! Guards against losing a fleet by accident, end to end with the real
 //! binary: a commit that would delete most of what gitfleet manages is held — nothing of it
-//! applied — until a commit's `Gitfleet-Allow-Deletions` trailer releases it (on `gitfleet sim`
-//! and on real API servers); `gitfleet plan` says the head would be held; a second daemon on
+//! applied — until a commit's `Gitfleet-Allow-Deletions` trailer releases it (read as git reads
+//! trailers: a message that is only the trailer releases nothing), on `gitfleet sim` and on real
+//! API servers; `gitfleet plan` says the head would be held; a second daemon on
 //! the same state directory exits at once naming the first one's pid; a truncated state file
 //! is refused at start naming it.
 
@@ -185,6 +186,15 @@ fn a_mass_deletion_is_held_until_a_commit_trailer_releases_it(backend: Backend) 
         assert_eq!(mode(&members, m), "blue", "{m}");
     }
 
+    // A message that is only the trailer is a subject, and git reads no trailer there: held.
+    let subject_only = repo.commit("Gitfleet-Allow-Deletions: 14");
+    daemon.await_log(&["would delete 14", &subject_only[..12]]);
+    await_until("status holds the subject-only commit", || {
+        placements(&daemon)["held"]["commit"] == subject_only.as_str()
+    });
+    let v = placements(&daemon);
+    assert_eq!(v["serving"], first.as_str(), "{v:#}");
+
     // A trailer allowing fewer does not release it; one allowing all of them does.
     repo.git(&[
         "commit",
@@ -355,6 +365,15 @@ fn apply_refuses_a_mass_deletion_unless_allowed(backend: Backend) {
         assert_eq!(configs_on(&members, m), CONFIGS, "{m}");
         assert_eq!(mode(&members, m), "blue", "{m}");
     }
+    // The trailer as the subject is no trailer (git reads none there).
+    repo.commit("Gitfleet-Allow-Deletions: 14");
+    let subject_only = apply(&repo, &members, &[]);
+    assert_eq!(
+        subject_only.code, 1,
+        "{}{}",
+        subject_only.stdout, subject_only.stderr
+    );
+    assert_eq!(configs_on(&members, "alpha"), CONFIGS);
     // A trailer allowing fewer is not enough; the flag is.
     repo.git(&[
         "commit",

@@ -106,6 +106,12 @@ pub fn judge(
         TagKind::Unreadable(why) => {
             return Err(reject(RejectReason::Malformed, format!("cannot read the tag: {why}")))
         }
+        TagKind::Malformed(why) => {
+            return Err(Rejection {
+                request: None,
+                ..reject(RejectReason::Malformed, format!("skipped: {why}"))
+            })
+        }
         TagKind::Lightweight { target } => {
             return Err(reject(
                 RejectReason::Lightweight,

@@ -159,6 +159,9 @@ pub enum TagKind {
     },
     /// The ref could not be read.
     Unreadable(String),
+    /// A ref whose name git would not accept (`//`, `..`, ...): written into `packed-refs` by
+    /// hand or by another tool. It names no request; the other tags are read all the same.
+    Malformed(String),
 }
 
 /// Errors reading the repository.
@@ -197,7 +200,15 @@ pub fn read_approval_tags(repo: &Path) -> Result<Vec<ApprovalTag>, ReadError> {
         .map_err(|e| refs_err(e.to_string()))?;
     let mut tags = Vec::new();
     for reference in iter {
-        let reference = reference.map_err(|e| refs_err(e.to_string()))?;
+        let reference = match reference {
+            Ok(r) => r,
+            // One bad line must not hide every other tag: gix reads on past it (git skips a
+            // name with `..` with a warning, and stops at one with `//`).
+            Err(e) => {
+                tags.push(malformed(&e));
+                continue;
+            }
+        };
         let full = reference.name().as_bstr().to_string();
         let name = full.strip_prefix("refs/tags/").unwrap_or(&full).to_string();
         let kind = match reference.target().try_id() {
@@ -218,6 +229,41 @@ pub fn read_approval_tags(repo: &Path) -> Result<Vec<ApprovalTag>, ReadError> {
     }
     tags.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(tags)
+}
+
+/// The entry of a ref gix refused to read: named by the line it could not parse when it knows
+/// it (a packed-refs line: `<id> <name>`), else by the error.
+fn malformed(e: &gix::error::Error) -> ApprovalTag {
+    let metadata = e.metadata_merged();
+    let line = match metadata.get("input") {
+        Some(gix::error::MetadataValue::Bytes(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+        Some(gix::error::MetadataValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let full = line
+        .as_deref()
+        .and_then(|l| l.split_once(' '))
+        .map(|(_, name)| name.trim().to_string());
+    let name = match &full {
+        Some(full) => full.strip_prefix("refs/tags/").unwrap_or(full).to_string(),
+        None => format!("{}(unreadable ref)", crate::rollout::approval::TAG_PREFIX),
+    };
+    let why = match (&line, metadata.get("line")) {
+        (Some(line), Some(n)) => {
+            format!(
+                "packed-refs line {n} ({line:?}) names no valid ref; git would not write it: {e}"
+            )
+        }
+        (Some(line), None) => format!("{line:?} names no valid ref: {e}"),
+        _ => format!(
+            "a ref under refs/tags/{} cannot be read: {e}",
+            crate::rollout::approval::TAG_PREFIX
+        ),
+    };
+    ApprovalTag {
+        name,
+        kind: TagKind::Malformed(why),
+    }
 }
 
 /// One tag by name (`gitfleet/approve/…` or `refs/tags/…`), as [`read_approval_tags`] reads it.
@@ -285,6 +331,69 @@ mod tests {
         assert_eq!(h.kind, "commit");
         assert_eq!(h.object.len(), 40);
         assert_eq!(h.tagger.as_deref(), Some("A <a@x> 1700000000 +0000"));
+    }
+
+    /// A repository whose packed-refs holds lines git itself would never write (a name with
+    /// `//` or `..`), beside good approval tags, packed and loose.
+    fn repo_with_malformed_packed_refs() -> tempfile::TempDir {
+        use crate::follow::tests::git;
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        git(repo, &["init", "-q", "-b", "main"]);
+        git(repo, &["commit", "-q", "--allow-empty", "-m", "one"]);
+        git(
+            repo,
+            &["tag", "-a", "-m", "Approve", "gitfleet/approve/r-before-a"],
+        );
+        git(repo, &["tag", "gitfleet/approve/r-before-b"]);
+        git(repo, &["pack-refs", "--all"]);
+        git(
+            repo,
+            &["tag", "-a", "-m", "Approve", "gitfleet/approve/r-before-c"],
+        );
+        let head = git(repo, &["rev-parse", "HEAD"]);
+        let packed = repo.join(".git/packed-refs");
+        let text = std::fs::read_to_string(&packed).unwrap();
+        // Where git would have sorted them: packed-refs says it is sorted.
+        let first = text.find(" refs/tags/gitfleet/approve/r-before-a").unwrap();
+        let first = text[..first].rfind('\n').map_or(0, |nl| nl + 1);
+        let bad = format!(
+            "{head} refs/tags/gitfleet/approve//double-slash\n{head} refs/tags/gitfleet/approve/dot..dot\n"
+        );
+        std::fs::write(
+            &packed,
+            format!("{}{bad}{}", &text[..first], &text[first..]),
+        )
+        .unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_malformed_approval_ref_is_reported_and_the_others_are_still_read() {
+        let dir = repo_with_malformed_packed_refs();
+        let tags = read_approval_tags(dir.path()).unwrap();
+        let names: Vec<&str> = tags.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "gitfleet/approve//double-slash",
+                "gitfleet/approve/dot..dot",
+                "gitfleet/approve/r-before-a",
+                "gitfleet/approve/r-before-b",
+                "gitfleet/approve/r-before-c",
+            ]
+        );
+        for bad in &tags[..2] {
+            let TagKind::Malformed(why) = &bad.kind else {
+                panic!("{} is not reported as malformed: {:?}", bad.name, bad.kind);
+            };
+            assert!(why.contains("packed-refs"), "{why}");
+        }
+        assert!(matches!(tags[2].kind, TagKind::Annotated { .. }));
+        assert!(matches!(tags[3].kind, TagKind::Lightweight { .. }));
+        assert!(matches!(tags[4].kind, TagKind::Annotated { .. }));
+        let one = read_tag(dir.path(), "gitfleet/approve/r-before-a").unwrap();
+        assert!(matches!(one.kind, TagKind::Annotated { .. }));
     }
 
     #[test]

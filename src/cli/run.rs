@@ -81,7 +81,11 @@ pub struct RunArgs {
     #[command(flatten)]
     pub trust: crate::cli::approve::TrustArgs,
     /// Serve only heads whose commit signature (`git commit -S`, SSH or OpenPGP) verifies
-    /// against the trusted signers; any other head is rejected like an invalid commit.
+    /// against the trusted signers; any other head is rejected like an invalid commit. The
+    /// last verified commit served (recorded in the state when it began to be served) goes on
+    /// being served and healed; when there is none (a commit served while this was off is not
+    /// verified), nothing is served until a signed head comes: status and /readyz say so. The
+    /// history is never walked back to an older signed commit.
     #[arg(long, env = "GITFLEET_VERIFY_COMMITS")]
     pub verify_commits: bool,
     #[command(flatten)]

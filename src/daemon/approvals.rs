@@ -122,7 +122,7 @@ fn object_of(kind: &TagKind) -> String {
     match kind {
         TagKind::Lightweight { target } => target.clone(),
         TagKind::Annotated { id, .. } => id.clone(),
-        TagKind::Unreadable(why) => why.clone(),
+        TagKind::Unreadable(why) | TagKind::Malformed(why) => why.clone(),
     }
 }
 

@@ -164,6 +164,12 @@ pub struct Status {
     /// The commit being rolled out (the last valid one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub serving: Option<String>,
+    /// Why no commit is served, while none may be (`serving` is then absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_serving: Option<String>,
+    /// Under `--verify-commits`, the commit served and who signed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verified: Option<crate::rollout::serve::Verified>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rejected: Option<Rejected>,
     /// The newest head, when the deletion guard holds it, with why and how to release it.
@@ -461,8 +467,11 @@ pub struct Daemon<D: Deliverer> {
     run_catalogs: BTreeMap<String, Arc<crate::catalog::Catalog>>,
     /// Reads and judges approval tags.
     approvals: approvals::ApprovalGate,
-    /// The last head whose signature was judged (`--verify-commits`), and why it fails.
-    signature_checked: Option<(String, Option<String>)>,
+    /// The last head whose signature was judged (`--verify-commits`): its signer, or why it
+    /// does not count.
+    signature_checked: Option<(String, Result<String, String>)>,
+    /// Why no commit is served, while none may be ([`crate::rollout::serve`]).
+    not_serving: Option<String>,
     /// The state directory held no rollout state at start: the first reconcile rebuilds the
     /// view from the members' records before it steps.
     rebuild: bool,
@@ -537,6 +546,7 @@ impl<D: Deliverer> Daemon<D> {
             isolated: !opts.once,
             approvals: gate,
             signature_checked: None,
+            not_serving: None,
             rebuild,
             opts,
             store,

@@ -248,12 +248,12 @@ impl<D: Deliverer> Daemon<D> {
         Ok(self.run_catalogs.clone())
     }
 
-    /// Under `--verify-commits`, why `commit` may not be served (`None`: its signature
-    /// verifies against the trusted signers). Judged once per commit.
-    async fn signature_problem(&mut self, commit: &str) -> Result<Option<String>> {
-        if let Some((c, problem)) = &self.signature_checked {
+    /// Under `--verify-commits`, who signed `commit` (as the trust files name the signer), or
+    /// why its signature does not count. Judged once per commit.
+    async fn signature(&mut self, commit: &str) -> Result<Result<String, String>> {
+        if let Some((c, verdict)) = &self.signature_checked {
             if c == commit {
-                return Ok(problem.clone());
+                return Ok(verdict.clone());
             }
         }
         let (repo, id, verifier) = (
@@ -262,15 +262,15 @@ impl<D: Deliverer> Daemon<D> {
             self.opts.verifier.clone().unwrap_or_default(),
         );
         let now = super::now_unix() as i64;
-        let problem = blocking(move || -> Result<Option<String>> {
+        let verdict = blocking(move || -> Result<Result<String, String>> {
             let (_, signed) = crate::approvals::object::read_commit_signature(&repo, &id)?;
             Ok(
                 match crate::approvals::verify_commit(signed.as_ref(), &verifier.trust, now) {
                     Ok(signer) => {
                         tracing::debug!(commit = %id, signer = %signer.name, "head signature verified");
-                        None
+                        Ok(signer.name)
                     }
-                    Err(r) => Some(format!(
+                    Err(r) => Err(format!(
                         "commit signature ({}): {} (--verify-commits)",
                         r.reason, r.detail
                     )),
@@ -278,8 +278,8 @@ impl<D: Deliverer> Daemon<D> {
             )
         })
         .await??;
-        self.signature_checked = Some((commit.to_string(), problem.clone()));
-        Ok(problem)
+        self.signature_checked = Some((commit.to_string(), verdict.clone()));
+        Ok(verdict)
     }
 
     /// The approvals newly accepted for the requests the staged update runs wait on, judged
@@ -544,6 +544,30 @@ impl<D: Deliverer> Daemon<D> {
         }
     }
 
+    /// Records the head refused, logged and counted once per commit.
+    fn refuse(&mut self, refused: Rejected) {
+        if self.state.rejected.as_ref().map(|r| &r.commit) != Some(&refused.commit) {
+            tracing::error!(
+                commit = %refused.commit,
+                errors = refused.errors.len(),
+                "commit rejected: {}",
+                refused.errors.join("; ")
+            );
+            self.status.lock().unwrap().commits_rejected += 1;
+            self.metrics.commits_rejected.inc();
+        }
+        self.state.rejected = Some(refused);
+    }
+
+    /// No commit may be served: said in status and `/readyz`, logged when it starts or its
+    /// reason changes.
+    fn serve_nothing(&mut self, why: String) {
+        if self.not_serving.as_ref() != Some(&why) {
+            tracing::warn!("serving no commit: {why}");
+        }
+        self.not_serving = Some(why);
+    }
+
     /// The deletion guard's verdict on `analyzed` stepped into `decision`: `Some` when it is
     /// held. What is managed is what the state recorded as applied, on members still in the
     /// commit, of placements that do not abandon their objects.
@@ -600,40 +624,48 @@ impl<D: Deliverer> Daemon<D> {
     }
 
     async fn reconcile_inner(&mut self, head: &str) -> Result<Action> {
+        use crate::rollout::serve;
         let analyzed = self.analyzed(head).await?;
         let mut problems: Vec<String> = analyzed.diags.iter().map(|d| d.to_string()).collect();
         if problems.is_empty() {
             problems = self.update_problems(&analyzed).await?;
         }
-        if self.opts.verify_commits {
-            let full = analyzed.commit.clone();
-            problems.extend(self.signature_problem(&full).await?);
-        }
-        let commit = if problems.is_empty() {
-            self.state.rejected = None;
-            head.to_string()
+        let verify = self.opts.verify_commits;
+        let signature = if serve::signature_needed(&self.state, head, verify) {
+            Some(self.signature(head).await?)
         } else {
-            let errors = problems;
-            if self.state.rejected.as_ref().map(|r| r.commit.as_str()) != Some(head) {
-                tracing::error!(
-                    commit = head,
-                    errors = errors.len(),
-                    "commit rejected: {}",
-                    errors.join("; ")
-                );
-                self.status.lock().unwrap().commits_rejected += 1;
-                self.metrics.commits_rejected.inc();
+            None
+        };
+        let choice = serve::choose(
+            serve::Head {
+                commit: head,
+                problems,
+                signature,
+            },
+            &self.state,
+            verify,
+        );
+        let mut verified = None;
+        let commit = match choice {
+            serve::Serve::Head { verified: v } => {
+                self.state.rejected = None;
+                verified = v;
+                head.to_string()
             }
-            self.state.rejected = Some(Rejected {
-                commit: head.to_string(),
-                errors,
-            });
-            self.save(None).await?;
-            self.publish(None, vec![], None);
-            match self.state.serving.clone() {
-                // Keep rolling out the last good commit; nothing is deleted because of the bad one.
-                Some(good) if good != head => good,
-                _ => return Ok(Action::await_change()),
+            serve::Serve::Before { commit, refused } => {
+                self.refuse(refused);
+                self.save(None).await?;
+                self.publish(None, vec![], None);
+                // Keep rolling out the commit served before; nothing is deleted because of the
+                // refused one.
+                commit
+            }
+            serve::Serve::Nothing { refused, why } => {
+                self.refuse(refused);
+                self.serve_nothing(why);
+                self.save(None).await?;
+                self.publish(None, vec![], None);
+                return Ok(Action::await_change());
             }
         };
         // The commit served before this look: a new commit is judged by the deletion guard
@@ -667,14 +699,18 @@ impl<D: Deliverer> Daemon<D> {
                     .deletions_held
                     .set(held.assessment.deleting as i64);
                 self.state.held = Some(held);
-                // The commit served before goes on (heals, resyncs, the rest of its rollout);
-                // without one, nothing moves until a commit releases or undoes the deletions.
-                match served_before.clone() {
-                    Some(before) => {
+                // The commit served before goes on (heals, resyncs, the rest of its rollout)
+                // when it may; without one, nothing moves until a commit releases or undoes
+                // the deletions.
+                match serve::fallback(&self.state, verify).map(str::to_string) {
+                    Ok(before) => {
                         candidate = before;
                         continue;
                     }
-                    None => {
+                    Err(why) => {
+                        self.serve_nothing(format!(
+                            "the head is held by the deletion guard, and {why}"
+                        ));
                         self.save(None).await?;
                         self.publish(None, vec![], None);
                         return Ok(Action::await_change());
@@ -696,7 +732,15 @@ impl<D: Deliverer> Daemon<D> {
         if self.state.serving.as_deref() != Some(commit.as_str()) {
             tracing::info!(commit = %commit, "serving new commit");
         }
+        if self.not_serving.take().is_some() {
+            tracing::info!(commit = %commit, "serving a commit again");
+        }
         self.state.serving = Some(commit.clone());
+        if commit == head {
+            if let Some(v) = verified {
+                self.state.verified = Some(v);
+            }
+        }
         for s in &decision.steps {
             if s.held {
                 let note = s.note.clone().unwrap_or_default();
@@ -1051,7 +1095,18 @@ impl<D: Deliverer> Daemon<D> {
         });
         self.published = published;
         let mut st = self.status.lock().unwrap();
-        st.serving = self.state.serving.clone();
+        // While no commit may be served, the one last served is not shown as served.
+        let serving = match &self.not_serving {
+            Some(_) => None,
+            None => self.state.serving.clone(),
+        };
+        st.verified = self
+            .state
+            .verified
+            .clone()
+            .filter(|v| self.opts.verify_commits && serving.as_ref() == Some(&v.commit));
+        st.serving = serving;
+        st.not_serving = self.not_serving.clone();
         st.rejected = self.state.rejected.clone();
         st.held = self.state.held.clone();
         if let Some(inv) = inventory {

@@ -2,9 +2,9 @@
 //! that `gitfleet plan --server` reads, health probes, and the git webhook that makes the daemon
 //! look at the branch at once.
 //!
-//! - `GET /healthz`, `GET /readyz` (ready once the first reconcile finished, and not while the
-//!   git source has failed `--ready-fetch-failures` fetches in a row; a follower of
-//!   `--state kubernetes`, once it knows who leads)
+//! - `GET /healthz`, `GET /readyz` (ready once the first reconcile finished, and not while no
+//!   commit may be served, nor while the git source has failed `--ready-fetch-failures`
+//!   fetches in a row; a follower of `--state kubernetes`, once it knows who leads)
 //! - `GET /metrics` (Prometheus text)
 //! - `GET /api/v1/placements`, `GET /api/v1/placements/<id>` (`crp/NAME`, `rp/NS/NAME`, …);
 //!   `GET /api/v1/placements?unready`: only the placements not ready (something applied,
@@ -141,7 +141,12 @@ async fn readyz(State(api): State<Api>) -> Response {
         .leader
         .as_ref()
         .is_some_and(|l| !l.leading && l.leader.is_some());
-    if st.reconciles == 0 && !following {
+    if let Some(why) = st.not_serving.as_ref().filter(|_| !following) {
+        problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("serving no commit: {why}{}", refused_head(&st)),
+        )
+    } else if st.reconciles == 0 && !following {
         problem(
             StatusCode::SERVICE_UNAVAILABLE,
             "no reconcile has finished yet",
@@ -155,9 +160,32 @@ async fn readyz(State(api): State<Api>) -> Response {
                 st.source.last_error.as_deref().unwrap_or("")
             ),
         )
+    } else if st.rejected.is_some() && st.serving.is_some() {
+        // Ready: the commit served before goes on, healed; the body says why it is not the head.
+        let serving = st.serving.as_deref().unwrap_or_default();
+        let what = match &st.verified {
+            Some(v) => format!(
+                "{serving}, the last verified commit (signed by {})",
+                v.signer
+            ),
+            None => serving.to_string(),
+        };
+        let body = format!("ok: serving {what}{}", refused_head(&st));
+        ([(header::CONTENT_TYPE, "text/plain")], body).into_response()
     } else {
         text_ok("ok")
     }
+}
+
+/// `; the head <commit> is refused: <first error>`, when it is.
+fn refused_head(st: &Status) -> String {
+    st.rejected.as_ref().map_or(String::new(), |r| {
+        format!(
+            "; the head {} is refused: {}",
+            r.commit,
+            r.errors.first().map_or("", String::as_str)
+        )
+    })
 }
 
 async fn metrics(State(api): State<Api>) -> Response {
@@ -221,6 +249,8 @@ async fn placements(State(api): State<Api>, uri: Uri) -> Response {
             branch: st.branch.clone(),
             head: st.head.clone(),
             serving: st.serving.clone(),
+            not_serving: st.not_serving.clone(),
+            verified: st.verified.clone(),
             rejected: st.rejected.clone(),
             held: st.held.clone(),
             source: Some(st.source.clone()),
@@ -245,6 +275,8 @@ async fn placements(State(api): State<Api>, uri: Uri) -> Response {
         branch: doc.branch,
         head: doc.head,
         serving: doc.serving,
+        not_serving: doc.not_serving,
+        verified: doc.verified,
         rejected: doc.rejected,
         held: doc.held,
         source: doc.source,
@@ -804,6 +836,44 @@ mod tests {
         assert_eq!(
             call(&api, "GET", "/healthz", &[], vec![]).await,
             (200, json!("ok"))
+        );
+    }
+
+    /// Serving no commit is not ready, and the body says why; serving the commit before a
+    /// refused head is ready, and the body says that too.
+    #[tokio::test]
+    async fn readiness_says_which_commit_is_served_when_the_head_is_refused() {
+        let (api, _rx) = api(None);
+        {
+            let mut st = api.status.lock().unwrap();
+            st.rejected = Some(crate::rollout::Rejected {
+                commit: "c2".into(),
+                errors: vec!["commit signature (Unsigned): not signed".into()],
+            });
+            st.not_serving = Some("the commit served before, c1, was not verified".into());
+        }
+        let (code, doc) = call(&api, "GET", "/readyz", &[], vec![]).await;
+        assert_eq!(code, 503);
+        assert_eq!(
+            doc["error"],
+            "serving no commit: the commit served before, c1, was not verified; the head c2 is refused: commit signature (Unsigned): not signed"
+        );
+        {
+            let mut st = api.status.lock().unwrap();
+            st.not_serving = None;
+            st.reconciles = 1;
+            st.serving = Some("c1".into());
+            st.verified = Some(crate::rollout::serve::Verified {
+                commit: "c1".into(),
+                signer: "alice".into(),
+            });
+        }
+        assert_eq!(
+            call(&api, "GET", "/readyz", &[], vec![]).await,
+            (
+                200,
+                json!("ok: serving c1, the last verified commit (signed by alice); the head c2 is refused: commit signature (Unsigned): not signed")
+            )
         );
     }
 

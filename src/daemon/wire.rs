@@ -23,6 +23,16 @@ pub struct Placements<P = PlacementStatus> {
     /// The commit being rolled out (the last valid one).
     #[serde(default)]
     pub serving: Option<String>,
+    /// Why no commit is served, while none may be (`serving` is then `null`).
+    #[serde(
+        default,
+        rename = "notServing",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub not_serving: Option<String>,
+    /// Under `--verify-commits`, the commit served and who signed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<crate::rollout::serve::Verified>,
     /// The newest head, when it was refused, with why.
     #[serde(default)]
     pub rejected: Option<Rejected>,

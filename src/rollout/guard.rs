@@ -12,10 +12,11 @@
 //! - The rule ([`Policy`]): held when the deletions are at least `min` and more than `share`
 //!   percent of everything managed.
 //! - The release ([`allowance`]): a trailer `Gitfleet-Allow-Deletions: <count>` (or `all`) in
-//!   the message of the commit being judged — the commit that deletes, or a later one (an empty
-//!   commit on top releases the deletions of the commits before it, since the daemon serves
-//!   heads). It is in the history, with its author (and signature under `--verify-commits`),
-//!   and survives restarts; a count below the deletions does not release.
+//!   the message of the commit being judged, read as git reads a commit's trailers
+//!   ([`trailers`]: the last paragraph, never the subject) — the commit that deletes, or a
+//!   later one (an empty commit on top releases the deletions of the commits before it, since
+//!   the daemon serves heads). It is in the history, with its author (and signature under
+//!   `--verify-commits`), and survives restarts; a count below the deletions does not release.
 //!
 //! Holding the whole commit rather than applying all but its deletions follows Argo CD's
 //! automated sync, which refuses the sync (not only the prune) when it would delete every
@@ -30,6 +31,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::step::StepSummary;
+
+pub mod trailers;
 
 /// The trailer that releases held deletions.
 pub const TRAILER: &str = "Gitfleet-Allow-Deletions";
@@ -204,13 +207,12 @@ impl Allowance {
 }
 
 /// The `Gitfleet-Allow-Deletions` trailer of a commit message (the largest when given twice),
-/// read as `git interpret-trailers` does: from the message's last paragraph.
+/// read as git reads a commit's trailers ([`trailers`]): never from the subject.
 pub fn allowance(message: &str) -> Option<Allowance> {
-    let last = message.trim_end().rsplit("\n\n").next().unwrap_or("");
-    last.lines()
-        .filter_map(|l| l.split_once(':'))
-        .filter(|(k, _)| k.trim().eq_ignore_ascii_case(TRAILER))
-        .filter_map(|(_, v)| match v.trim() {
+    trailers::parse(message)
+        .into_iter()
+        .filter(|t| t.token.eq_ignore_ascii_case(TRAILER))
+        .filter_map(|t| match t.value.as_str() {
             v if v.eq_ignore_ascii_case("all") => Some(Allowance::All),
             v => v.parse().ok().map(Allowance::Count),
         })
@@ -378,6 +380,25 @@ mod tests {
         assert_eq!(
             judge(&p, Assessment { deleting: 3, ..a }, "c", ""),
             Verdict::Proceed
+        );
+    }
+
+    /// git reads no trailer in a commit's first paragraph: a message that is only the trailer,
+    /// or a subject with the trailer on the next line, releases nothing.
+    #[test]
+    fn a_subject_only_message_releases_nothing() {
+        for message in [
+            "Gitfleet-Allow-Deletions: all",
+            "Gitfleet-Allow-Deletions: all\n",
+            "Gitfleet-Allow-Deletions: 20\nSigned-off-by: A <a@x>\n",
+            "remove the apps\nGitfleet-Allow-Deletions: all\n",
+            "remove the apps\n\nsee the ticket\nGitfleet-Allow-Deletions: all\n",
+        ] {
+            assert_eq!(allowance(message), None, "{message:?}");
+        }
+        assert_eq!(
+            allowance("remove the apps\n\nGitfleet-Allow-Deletions: all\n"),
+            Some(Allowance::All)
         );
     }
 

@@ -15,6 +15,7 @@
 //! - [`conditions`]: the placements' status conditions;
 //! - [`preview`]: the rolling step played forward, for `gitfleet plan`;
 //! - [`guard`]: the mass-deletion guard: which new commits are held, and what releases them;
+//! - [`serve`]: which commit is served: the head, the one served before, or none;
 //! - [`staged`]: staged update runs (External strategy), stage by stage;
 //! - [`approval`]: the approval requests of staged runs and what an accepted approval records.
 //!
@@ -26,6 +27,7 @@ pub mod conditions;
 pub mod guard;
 pub mod preview;
 pub mod rolling;
+pub mod serve;
 pub mod staged;
 pub mod state;
 pub mod step;

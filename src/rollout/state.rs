@@ -23,6 +23,10 @@ pub struct RolloutState {
     /// The newest commit that failed validation, and why; cleared by the next good commit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<Rejected>,
+    /// Under `--verify-commits`, the commit served whose signature verified when it began to
+    /// be served ([`super::serve`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<super::serve::Verified>,
     /// The newest commit the deletion guard holds ([`super::guard`]); cleared when a head is
     /// served.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -863,6 +863,7 @@ fn rest_of(state: &RolloutState) -> RolloutState {
     RolloutState {
         serving: state.serving.clone(),
         rejected: state.rejected.clone(),
+        verified: state.verified.clone(),
         held: state.held.clone(),
         placements: Default::default(),
         members: state.members.clone(),
@@ -882,6 +883,7 @@ fn same_rest(rest: &RolloutState, state: &RolloutState) -> bool {
     let RolloutState {
         serving,
         rejected,
+        verified,
         held,
         placements: _,
         members,
@@ -889,6 +891,7 @@ fn same_rest(rest: &RolloutState, state: &RolloutState) -> bool {
     } = rest;
     *serving == state.serving
         && *rejected == state.rejected
+        && *verified == state.verified
         && *held == state.held
         && *members == state.members
         && *runs == state.runs

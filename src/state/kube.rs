@@ -383,6 +383,7 @@ impl<O: Objects> StateBackend for KubeStore<O> {
             rollout: RolloutState {
                 serving: state.serving.clone(),
                 rejected: state.rejected.clone(),
+                verified: state.verified.clone(),
                 held: state.held.clone(),
                 placements: BTreeMap::new(),
                 members: state.members.clone(),

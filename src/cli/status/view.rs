@@ -133,6 +133,17 @@ pub fn table(doc: &Placements, now: u64, wide: bool) -> String {
     if let Some(source) = &doc.source {
         source_lines(&mut out, source, now);
     }
+    if let Some(why) = &doc.not_serving {
+        let _ = writeln!(out, "NOT SERVING: {why}");
+    }
+    if let Some(v) = doc.verified.as_ref().filter(|_| doc.rejected.is_some()) {
+        let _ = writeln!(
+            out,
+            "SERVING {}, the last verified commit (signed by {})",
+            short(Some(&v.commit)),
+            v.signer
+        );
+    }
     if let Some(r) = &doc.rejected {
         let _ = writeln!(
             out,
