@@ -3,7 +3,7 @@
 //! health push reported), and each member's last good probe. Values only: the state store
 //! (`crate::state`) reads and writes them, crash-safely, in the format gitfleet 0.1.0 wrote.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -43,6 +43,11 @@ pub struct RolloutState {
     /// state files written before staged runs existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub runs: BTreeMap<String, RunStatus>,
+    /// Keys of runs that left the repository while clusters still name them as what delivered
+    /// their resources: a run of the same name added again is a new run, not the finished one
+    /// those deliveries (and the members' records) name. Kept while a cluster names the run.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub ended_runs: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

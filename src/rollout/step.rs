@@ -1038,6 +1038,7 @@ fn step_runs(
             run: r,
             strategy: staged::strategy_of(input.cat, r),
             previous: state.runs.get(&run_key_of(r)),
+            ended_before: state.ended_runs.contains(&run_key_of(r)),
         })
         .collect();
     let steps = staged::advance(
@@ -1249,10 +1250,12 @@ pub fn absorb(
     for (key, run) in ledger.runs {
         match run {
             Some(r) => {
+                state.ended_runs.remove(&key);
                 state.runs.insert(key, r);
             }
             None => {
                 state.runs.remove(&key);
+                state.ended_runs.insert(key);
             }
         }
     }
@@ -1358,6 +1361,21 @@ pub fn absorb(
                 entry.updated_at = now;
             }
         }
+    }
+    // An ended run is remembered only while a cluster still names it as its deliverer.
+    if !state.ended_runs.is_empty() {
+        let named: BTreeSet<&str> = state
+            .placements
+            .values()
+            .flat_map(|ps| ps.clusters.values())
+            .filter_map(|c| c.delivered_by.as_ref())
+            .map(|d| d.run.as_str())
+            .collect();
+        let ended = std::mem::take(&mut state.ended_runs);
+        state.ended_runs = ended
+            .into_iter()
+            .filter(|k| named.contains(k.as_str()))
+            .collect();
     }
     // A placement with nothing left on any cluster and gone from the commit is forgotten. The
     // set of live keys is built only when one could be (most looks have none, and building it

@@ -85,6 +85,10 @@ pub struct RunInput<'a> {
     pub strategy: Option<&'a StagedUpdateStrategy>,
     /// The run's record from the previous steps; `None` for a run this commit brings.
     pub previous: Option<&'a RunStatus>,
+    /// A run of this name left the repository earlier ([`super::RolloutState::ended_runs`]):
+    /// the deliveries that name it are the earlier run's, so this one is never rebuilt from
+    /// them.
+    pub ended_before: bool,
 }
 
 /// One step of a run: its record after the step (`None` when it cannot be initialised yet, a
@@ -121,9 +125,7 @@ pub fn advance(
     let mut steps = Vec::new();
     for r in runs {
         let mut moves = Moves::default();
-        let rebuilt = r
-            .previous
-            .is_none()
+        let rebuilt = (r.previous.is_none() && !r.ended_before)
             .then(|| init::rebuilt(view, r.run, r.strategy, now))
             .flatten();
         if let Some(st) = rebuilt {

@@ -868,6 +868,46 @@ fn a_finished_run_is_not_run_again_when_the_state_is_rebuilt_from_the_members_re
     assert_eq!(w.run("r2").resource_snapshot_index_used, Some(1));
 }
 
+/// A run removed from the repository and added again under the same name is a new run, as a
+/// deleted and re-created `ClusterStagedUpdateRun` is a new object in KubeFleet: the clusters'
+/// deliveries name the earlier run, and are not read as this one having finished.
+#[test]
+fn a_run_added_again_under_the_same_name_is_a_new_run() {
+    let mut w = World::default();
+    let v1 = standard("v1", "Run");
+    w.approve("r1-before-canary", "c1");
+    w.approve("r1-after-production", "c1");
+    let now = run_to_success(&mut w, &v1, "c1", 0, "r1");
+    let without = commit(
+        "v1",
+        &format!(
+            "{}{STRATEGY}",
+            placement("External", "{placementType: PickAll}")
+        ),
+    );
+    w.step(&without, "c2", now, BindingHealth::Available);
+    assert!(!w.state.runs.contains_key("r1"));
+    assert!(w.state.ended_runs.contains("r1"), "{:?}", w.state.ended_runs);
+
+    let again = standard("v2", "Run");
+    let s = w.step(&again, "c3", now + 1, BindingHealth::Available);
+    let st = w.run("r1");
+    assert_eq!(st.init_commit, "c3");
+    assert!(
+        !status::is_true(&st.conditions, status::SUCCEEDED),
+        "{:#?}",
+        st.conditions
+    );
+    // Its first stage moves to the head's snapshot, a new index.
+    assert_eq!(s.applied, ["m1", "m2"], "{s:?}");
+    assert_eq!(st.resource_snapshot_index_used, Some(1));
+    assert!(
+        w.state.ended_runs.is_empty(),
+        "the new run replaces the ended one: {:?}",
+        w.state.ended_runs
+    );
+}
+
 fn init_failure(extra: &str) -> String {
     let mut w = World::default();
     let cat = commit("v1", extra);
