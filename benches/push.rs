@@ -310,6 +310,7 @@ async fn capacity_on(
                 strategy: ApplyStrategy::default(),
                 resource_snapshot: "capacity".into(),
                 manifests: with_namespace("pushed"),
+                run: None,
             }],
             prune_unlisted: PruneUnlisted::Only(Default::default()),
         })
@@ -354,6 +355,7 @@ fn main() {
             strategy: ApplyStrategy::default(),
             resource_snapshot: "bench".into(),
             manifests: manifests(objects),
+            run: None,
         };
         let members: Vec<MemberPush> = sim
             .members()

@@ -640,6 +640,7 @@ mod shared_diffs {
         let inputs = Inputs {
             inventory: None,
             previous: &previous,
+            rollout: None,
             now_unix: 0,
         };
         let opts = Options {

@@ -1154,3 +1154,178 @@ fn the_quick_start_approves_the_canary_stage_with_its_demo_key() {
         .status();
     let _ = child.wait();
 }
+
+// ---------------------------------------------------------------------------------------------
+// After a run: healing, and a state rebuilt from the members' records.
+// ---------------------------------------------------------------------------------------------
+
+const THREE: [&str; 3] = ["m1", "m2", "m3"];
+
+/// One stage over every member, all at once; with `approval`, an approval before it.
+fn one_stage(approval: bool) -> String {
+    format!(
+        "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterStagedUpdateStrategy\n\
+         metadata: {{name: three-stage}}\nspec:\n  stages:\n  - name: all\n    labelSelector: {{}}\n\
+         \x20   maxConcurrency: 3\n{}",
+        if approval {
+            "    beforeStageTasks: [{type: Approval}]\n"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The collector's `data.version` on `m` (`None` when it is not there).
+fn collector_version(members: &Members, m: &str) -> Option<String> {
+    has_app(members, m).then(|| {
+        members.get_json(m, &["configmap", "collector", "-n", "telemetry"])["data"]["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    })
+}
+
+/// crp/telemetry in a status document, settled on `n` clusters: each up to date, available
+/// and not waiting for a re-apply.
+fn telemetry_settled(doc: &serde_json::Value, n: usize) -> bool {
+    let Some(p) = doc["placements"]
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["id"] == "crp/telemetry"))
+    else {
+        return false;
+    };
+    let clusters = p["clusters"].as_object();
+    p["upToDate"].as_array().map(Vec::len) == Some(n)
+        && clusters.is_some_and(|c| {
+            c.len() == n
+                && c.values()
+                    .all(|c| c["health"]["state"] == "available" && c["recheck"].is_null())
+        })
+}
+
+/// Once its run succeeded, an External placement's members are still kept as the run left
+/// them: an object deleted by hand is restored (with the run's snapshot, not the head's), and
+/// `status`, `wait` and the rollout gauges agree that every cluster is up to date.
+fn a_finished_runs_members_are_healed_and_status_wait_and_metrics_agree(
+    backend: common::members::Backend,
+) {
+    let members = Members::start(backend, &fleet_of(&THREE));
+    let repo = Repo::new();
+    repo.write("members.yaml", &members_yaml_of(&THREE));
+    repo.write("app.yaml", APP);
+    repo.write("rollout/strategy.yaml", &one_stage(false));
+    repo.write("rollout/run.yaml", &run_yaml("Run"));
+    repo.commit("telemetry, one stage");
+    let state = tempfile::tempdir().unwrap();
+    let daemon = start(&repo, &members, state.path());
+    await_status(&daemon.addr, "the run succeeded", succeeded);
+    await_status(&daemon.addr, "crp/telemetry settled", |d| {
+        telemetry_settled(d, 3)
+    });
+    // A newer commit without a new run: nothing moves.
+    repo.write("app.yaml", &APP.replace("version: '1'", "version: '2'"));
+    repo.commit("version 2, no run yet");
+    let (code, _, err) = members.kubectl(
+        "m2",
+        &["delete", "configmap", "collector", "-n", "telemetry"],
+    );
+    assert_eq!(code, 0, "{err}");
+    common::daemon::await_until("the collector restored on m2", || {
+        collector_version(&members, "m2").is_some()
+    });
+    for m in THREE {
+        assert_eq!(collector_version(&members, m).as_deref(), Some("1"), "{m}");
+    }
+    await_status(&daemon.addr, "crp/telemetry settled again", |d| {
+        telemetry_settled(d, 3)
+    });
+    let wait = gitfleet(&[
+        "wait",
+        "--server",
+        &daemon.addr,
+        "--timeout",
+        "30s",
+        "crp/telemetry",
+    ]);
+    assert_eq!(wait.code, 0, "{}\n{}", wait.stdout, wait.stderr);
+    let metrics = get_text(&daemon.addr, "/metrics");
+    assert!(
+        metrics.contains(
+            "gitfleet_rollout_clusters{placement=\"crp/telemetry\",state=\"upToDate\"} 3"
+        ),
+        "{metrics}"
+    );
+}
+
+/// A finished run is not run again when the state directory is lost: the members' records
+/// name the run that delivered what they hold, so the daemon, started without state at a
+/// newer head, rebuilds the run as succeeded (initialised at its own commit), waits for no
+/// approval, and leaves the members on the run's snapshot.
+fn a_finished_run_is_not_run_again_after_the_state_directory_is_lost(
+    backend: common::members::Backend,
+) {
+    let members = Members::start(backend, &fleet_of(&THREE));
+    let trust = Trust::new();
+    let repo = Repo::new();
+    repo.write("members.yaml", &members_yaml_of(&THREE));
+    repo.write("app.yaml", APP);
+    repo.write("rollout/strategy.yaml", &one_stage(true));
+    repo.write("rollout/run.yaml", &run_yaml("Run"));
+    let init = repo.commit("telemetry, one approved stage");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let daemon = trust.start(repo.path(), &members, &state, "1m");
+    await_status(&daemon.addr, "the run waits for its approval", |d| {
+        run_of(d)["waitingFor"] == "rollout-1-before-all"
+    });
+    let repo_dir = repo.path().to_str().unwrap();
+    let r = trust.approve(&[
+        "rollout-1-before-all",
+        "--server",
+        &daemon.addr,
+        "--repo",
+        repo_dir,
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    await_status(&daemon.addr, "the run succeeded", succeeded);
+    for m in THREE {
+        assert_eq!(collector_version(&members, m).as_deref(), Some("1"), "{m}");
+    }
+    drop(daemon);
+
+    // The state directory is lost; the head moves on (new content, the same run).
+    std::fs::remove_dir_all(&state).unwrap();
+    std::fs::create_dir(&state).unwrap();
+    repo.write("app.yaml", &APP.replace("version: '1'", "version: '2'"));
+    repo.commit("version 2, no new run");
+    let daemon = trust.start(repo.path(), &members, &state, "1m");
+    daemon.await_log(&["no rollout state: rebuilt the view from the members' records"]);
+    await_status(&daemon.addr, "the run rebuilt as succeeded", succeeded);
+    await_status(&daemon.addr, "crp/telemetry settled", |d| {
+        telemetry_settled(d, 3)
+    });
+    let doc = status(&daemon.addr);
+    let run = run_of(&doc);
+    assert_eq!(run["initCommit"], init.as_str(), "{run:#}");
+    assert_eq!(run["resourceSnapshotIndex"], 0, "{run:#}");
+    assert_eq!(run["waitingFor"], "-", "{run:#}");
+    assert!(
+        doc["approvalRequests"]
+            .as_array()
+            .is_none_or(|a| a.is_empty()),
+        "{doc:#}"
+    );
+    for m in THREE {
+        assert_eq!(
+            collector_version(&members, m).as_deref(),
+            Some("1"),
+            "{m} keeps what the run delivered"
+        );
+    }
+}
+
+on_both_backends!(
+    a_finished_runs_members_are_healed_and_status_wait_and_metrics_agree,
+    a_finished_run_is_not_run_again_after_the_state_directory_is_lost,
+);

@@ -40,7 +40,9 @@ pub struct PlanArgs {
     /// current bindings from.
     #[arg(long, conflicts_with = "inventory")]
     pub server: Option<String>,
-    /// State directory with the current bindings (as for `schedule`).
+    /// State directory with the current bindings (as for `schedule`), what each cluster runs
+    /// and the staged update runs' records: runs are shown as the daemon has them, and a run
+    /// that would move clusters back to an older snapshot is reported.
     #[arg(long, conflicts_with = "server")]
     pub state: Option<PathBuf>,
     /// Only diff these clusters' manifests (repeatable; all by default).
@@ -117,9 +119,15 @@ pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Re
                 read_previous(args.state.as_deref())?,
             ),
         };
+        // What clusters run and the runs' records: runs as the daemon has them.
+        let rollout = match (&args.server, args.state.as_deref()) {
+            (None, Some(dir)) => Some(crate::state::StateStore::open(dir)?.load_rollout()?),
+            _ => None,
+        };
         let inputs = crate::plan::Inputs {
             inventory: inventory.as_ref(),
             previous: &previous,
+            rollout: rollout.as_ref(),
             now_unix: now_unix(),
         };
         // The guard first: its renderings are gone before the plan's diffs are made.

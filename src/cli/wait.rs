@@ -149,14 +149,7 @@ pub fn verdict(
         let pending: Vec<&str> = p
             .clusters
             .iter()
-            // A failed cluster fails the wait below even while it is looked at again: a
-            // conflict or drift that stays would keep it "re-checking" forever.
-            .filter(|(_, c)| {
-                c.health == BindingHealth::Pending
-                    || (c.recheck.is_some()
-                        && c.health != BindingHealth::Failed
-                        && c.last_error.is_none())
-            })
+            .filter(|(_, c)| c.health == BindingHealth::Pending)
             .map(|(n, _)| n.as_str())
             .collect();
         if !pending.is_empty() {
@@ -164,6 +157,22 @@ pub fn verdict(
                 "{}: waiting for {} to become available",
                 p.id,
                 pending.join(", ")
+            ));
+        }
+        // Said as status says it: available, and re-applying. A failed cluster fails the wait
+        // below even while it is looked at again: a conflict or drift that stays would keep it
+        // "re-applying" forever.
+        let rechecked: Vec<String> = p
+            .clusters
+            .iter()
+            .filter(|(_, c)| c.health != BindingHealth::Failed && c.last_error.is_none())
+            .filter_map(|(n, c)| Some(format!("{n} ({})", c.recheck.as_ref()?)))
+            .collect();
+        if !rechecked.is_empty() {
+            return Verdict::Waiting(format!(
+                "{}: waiting for {} to be re-applied",
+                p.id,
+                rechecked.join(", ")
             ));
         }
         if let Some(r) = runs

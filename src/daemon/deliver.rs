@@ -169,7 +169,7 @@ impl Deliverer for PushDeliverer {
         work: Vec<Work>,
         commit: &str,
         contexts: &BTreeMap<String, String>,
-    ) -> Vec<(Work, Outcome)> {
+    ) -> super::Delivery {
         // A delivery under `--once` carries the whole fleet in one (bounded by push_fleet).
         let _slot = self
             .slots
@@ -194,6 +194,12 @@ impl Deliverer for PushDeliverer {
         )
         .await;
         let now = (self.clock)();
+        // The member's first request failed (after push's retries): the member, not one of
+        // its placements, is failing.
+        let unreachable = results
+            .iter()
+            .filter_map(|m| Some((m.member.clone(), m.error.clone()?)))
+            .collect();
         type Health = Result<(BindingHealth, Observed), String>;
         let mut by_key: BTreeMap<(String, String), Health> = BTreeMap::new();
         for m in &results {
@@ -208,7 +214,8 @@ impl Deliverer for PushDeliverer {
                 );
             }
         }
-        work.into_iter()
+        let results = work
+            .into_iter()
             .map(|w| {
                 let key = (w.cluster.clone(), placement_key(&w.placement));
                 let outcome = match by_key.remove(&key) {
@@ -220,6 +227,10 @@ impl Deliverer for PushDeliverer {
                 };
                 (w, outcome)
             })
-            .collect()
+            .collect();
+        super::Delivery {
+            results,
+            unreachable,
+        }
     }
 }

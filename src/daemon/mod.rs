@@ -87,7 +87,7 @@ pub trait Deliverer: Send + Sync + 'static {
         work: Vec<Work>,
         commit: &str,
         contexts: &BTreeMap<String, String>,
-    ) -> impl Future<Output = Vec<(Work, Outcome)>> + Send;
+    ) -> impl Future<Output = Delivery> + Send;
 
     /// Every member's records of what gitfleet applied there (`applied.<placement>`), or why
     /// they cannot be read: how a daemon without state rebuilds its view. Without members
@@ -106,6 +106,24 @@ pub trait Deliverer: Send + Sync + 'static {
         _members: &BTreeMap<String, (String, std::collections::BTreeSet<watch::Kind>)>,
         _changes: &UnboundedSender<watch::MemberChange>,
     ) {
+    }
+}
+
+/// What a delivery found: each work's outcome, and the members it could not reach or read at
+/// all (by name, with why), which the daemon marks unhealthy until a probe says otherwise.
+#[derive(Debug, Default)]
+pub struct Delivery {
+    pub results: Vec<(Work, Outcome)>,
+    pub unreachable: BTreeMap<String, String>,
+}
+
+impl From<Vec<(Work, Outcome)>> for Delivery {
+    /// Outcomes of members that were all reached.
+    fn from(results: Vec<(Work, Outcome)>) -> Delivery {
+        Delivery {
+            results,
+            unreachable: BTreeMap::new(),
+        }
     }
 }
 
@@ -324,6 +342,8 @@ pub enum Event {
     Delivered,
     /// A member's probe answered after its round's wait, with news ([`probes`]).
     Probed,
+    /// A member's delivery runs long ([`workers::SLOW_DELIVERY`]): probe it now.
+    SlowDelivery,
     /// SIGTERM or Ctrl-C: stop between looks (state is saved after every look).
     Shutdown,
 }
@@ -402,6 +422,12 @@ pub struct Daemon<D: Deliverer> {
     /// What each placement's last logged step applied and removed: steps taken while its work
     /// is still with the workers decide the same again, and are not logged again.
     logged_steps: HashMap<crate::model::PlacementKey, String>,
+    /// Lasting conditions are logged when they start and when they end, not at every look:
+    /// the members last seen unhealthy, the approval requests last seen waited on, and the
+    /// last failure logged for each placement and cluster.
+    logged_unhealthy: std::collections::BTreeSet<String>,
+    logged_waiting: std::collections::BTreeSet<String>,
+    logged_failures: HashMap<(crate::model::PlacementKey, String), String>,
     pub status: Arc<Mutex<Status>>,
     pub metrics: Arc<metrics::Metrics>,
     /// The last head reconciled, to count new commits once.
@@ -514,6 +540,9 @@ impl<D: Deliverer> Daemon<D> {
             workers: workers::Workers::new(deliverer.clone()),
             arrived: Vec::new(),
             logged_steps: HashMap::default(),
+            logged_unhealthy: Default::default(),
+            logged_waiting: Default::default(),
+            logged_failures: HashMap::default(),
             isolated: !opts.once,
             approvals: gate,
             signature_checked: None,
@@ -598,6 +627,7 @@ impl<D: Deliverer> Daemon<D> {
             .take()
             .expect("the daemon runs once: it owns the change receiver");
         let mut next_resync = started + self.opts.resync;
+        let mut slow_members = self.workers.take_slow();
         loop {
             let requeue = async {
                 match timers.requeue_at {
@@ -615,6 +645,7 @@ impl<D: Deliverer> Daemon<D> {
             let mut change = None;
             let mut delivered = None;
             let mut probed = None;
+            let mut slow = None;
             let event = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => Event::Shutdown,
@@ -626,6 +657,10 @@ impl<D: Deliverer> Daemon<D> {
                 a = self.probes.late_answer() => {
                     probed = Some(a);
                     Event::Probed
+                }
+                Some(m) = slow_members.recv() => {
+                    slow = Some(m);
+                    Event::SlowDelivery
                 }
                 Some(c) = changes.recv() => {
                     change = Some(c);
@@ -665,6 +700,9 @@ impl<D: Deliverer> Daemon<D> {
                     let mut news = false;
                     for d in first.chain(more).collect::<Vec<_>>() {
                         self.workers.settled(&d);
+                        if let Some(why) = &d.unreachable {
+                            self.probes.push_failed(&d.member, why);
+                        }
                         news |= !d.only_confirms(&self.state);
                         self.arrived.push(d);
                     }
@@ -678,6 +716,14 @@ impl<D: Deliverer> Daemon<D> {
                         timers.requeue_at = Some(timers.requeue_at.map_or(at, |r| r.min(at)));
                         continue;
                     }
+                }
+                Event::SlowDelivery => {
+                    // Its answer asks for a look if it brings news.
+                    if let Some(m) = slow {
+                        self.probes.ask(&m);
+                        self.probes.start_due();
+                    }
+                    continue;
                 }
                 Event::ProbesDue => {
                     // Their answers ask for a look when they change what is known.
@@ -724,11 +770,61 @@ impl<D: Deliverer> Daemon<D> {
         }
     }
 
+    /// Whether `change` is a deletion this daemon's own work made: work handed to the member
+    /// (or answered and not absorbed yet) for the object's placement that removes it, or
+    /// applies a set of objects without it (push prunes what is gone); or, the delivery
+    /// absorbed already, an object the state no longer records as applied there.
+    fn deleted_by_own_work(&self, change: &watch::MemberChange) -> bool {
+        let (Some(label), Some(object)) = (&change.placement_label, &change.object) else {
+            return false;
+        };
+        if !change.deleted {
+            return false;
+        }
+        let label_of = |key: &crate::model::PlacementKey| {
+            crate::push::decorate::label_value(&crate::push::decorate::placement_key(key))
+        };
+        let id = crate::rollout::guard::object_id(&serde_json::json!({
+            "apiVersion": object.api_version,
+            "kind": object.kind,
+            "metadata": {"name": object.name, "namespace": object.namespace},
+        }));
+        let no_longer_recorded = self.state.placements.iter().any(|(key, ps)| {
+            ps.clusters
+                .get(&change.member)
+                .is_some_and(|c| !c.objects.is_empty() && !c.objects.contains(&id))
+                && label_of(key) == *label
+        });
+        if no_longer_recorded {
+            return true;
+        }
+        let arrived = self
+            .arrived
+            .iter()
+            .filter(|d| d.member == change.member)
+            .flat_map(|d| d.results.iter().map(|(w, _)| w));
+        let mut works = self.workers.handed(&change.member).chain(arrived);
+        works.any(|w| {
+            label_of(&w.placement) == *label
+                && match &w.action {
+                    crate::rollout::Action::Remove { .. } => true,
+                    crate::rollout::Action::Apply { manifests, .. } => !manifests
+                        .iter()
+                        .any(|m| crate::push::ObjectRef::of(&m.value) == *object),
+                }
+        })
+    }
+
     /// Marks what the members changed for a re-apply at the next step (and, for deletions,
-    /// as not available until then).
+    /// as not available until then). The daemon's own deletions are left alone: the delivery
+    /// that made them says what the member holds.
     fn member_changed(&mut self, changes: Vec<watch::MemberChange>) {
         let now = now_unix();
         for c in changes {
+            if self.deleted_by_own_work(&c) {
+                tracing::debug!(member = %c.member, "{}: pruned by this daemon", c.what);
+                continue;
+            }
             let marked = self.state.recheck(
                 &c.member,
                 c.placement_label.as_deref(),

@@ -19,6 +19,11 @@
 //! An answer that comes after the wait is recorded when the loop receives it ([`Probes::answered`]);
 //! one that changes what is known of the member asks for a look.
 //!
+//! A push is a probe too: one that could not reach or read a member marks it unhealthy at once
+//! and makes its probe due now ([`Probes::push_failed`]), so that a member that went down, or
+//! answers errors or garbage, is not shown healthy until its next heartbeat; the probe's answer
+//! brings it back.
+//!
 //! It must not know how a member is probed (the [`Deliverer`] does) nor what the inventory
 //! is used for.
 
@@ -56,6 +61,8 @@ pub struct Probes<D: Deliverer + 'static> {
     deliverer: Arc<D>,
     last: BTreeMap<String, Last>,
     running: BTreeSet<String>,
+    /// Members to probe at once (a push failed on them), whatever their last answer.
+    asked: BTreeSet<String>,
     /// The members of the last reconcile: those probed when probes fall due between reconciles.
     members: Arc<[Member]>,
     /// The inventory of `members` from their last answers, while no answer changed it: the
@@ -75,6 +82,7 @@ impl<D: Deliverer + 'static> Probes<D> {
             deliverer,
             last: BTreeMap::new(),
             running: BTreeSet::new(),
+            asked: BTreeSet::new(),
             members: Arc::new([]),
             built: None,
             answers,
@@ -98,6 +106,9 @@ impl<D: Deliverer + 'static> Probes<D> {
     fn due_at(&self, m: &Member, now: Instant) -> Option<Instant> {
         if self.running.contains(&m.target.name) {
             return None;
+        }
+        if self.asked.contains(&m.target.name) {
+            return Some(now);
         }
         Some(match self.last.get(&m.target.name) {
             None => now,
@@ -128,6 +139,7 @@ impl<D: Deliverer + 'static> Probes<D> {
         let mut started = BTreeSet::new();
         for m in due {
             let name = m.target.name.clone();
+            self.asked.remove(&name);
             self.running.insert(name.clone());
             started.insert(name);
             let (deliverer, tx) = (self.deliverer.clone(), self.answers.clone());
@@ -220,6 +232,39 @@ impl<D: Deliverer + 'static> Probes<D> {
     }
 }
 
+impl<D: Deliverer + 'static> Probes<D> {
+    /// Makes `member`'s probe due now (a push to it runs long).
+    pub fn ask(&mut self, member: &str) {
+        self.asked.insert(member.to_string());
+    }
+
+    /// A push could not reach or read `member`: it is unhealthy from now on (what the push found
+    /// stands for its answer) and probed at once; whether that changes what is known.
+    pub fn push_failed(&mut self, member: &str, error: &str) -> bool {
+        self.asked.insert(member.to_string());
+        let mut answer = unhealthy(member, format!("push failed: {error}"));
+        // Its properties stay as last probed: only its health is news.
+        if let Some(last) = self.last.get(member) {
+            answer.properties = last.answer.properties.clone();
+            answer.add_on_scores = last.answer.add_on_scores.clone();
+            answer.namespaces = last.answer.namespaces.clone();
+        }
+        // An answer of a probe running now is newer than the push's failure only if it came
+        // later: it will, and is recorded then.
+        let changed = self.last.get(member).is_none_or(|l| l.answer.healthy);
+        if changed {
+            self.built = None;
+            let last = Last {
+                answer,
+                at: Instant::now(),
+                unix: super::now_unix(),
+            };
+            self.last.insert(member.to_string(), last);
+        }
+        changed
+    }
+}
+
 fn unhealthy(name: &str, error: String) -> Answer {
     InventoryCluster {
         name: name.to_string(),
@@ -236,7 +281,7 @@ fn unhealthy(name: &str, error: String) -> Answer {
 mod tests {
     use super::*;
     use crate::members::MemberTarget;
-    use crate::rollout::{Outcome, Work};
+    use crate::rollout::Work;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
 
@@ -272,7 +317,7 @@ mod tests {
             _: Vec<Work>,
             _: &str,
             _: &BTreeMap<String, String>,
-        ) -> Vec<(Work, Outcome)> {
+        ) -> crate::daemon::Delivery {
             unreachable!("probes do not push")
         }
     }

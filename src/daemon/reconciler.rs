@@ -222,20 +222,13 @@ impl<D: Deliverer> Daemon<D> {
     }
 
     /// The catalogs of the commits that staged update runs render from, other than `commit`
-    /// (read once each, and dropped when no run needs them any more).
+    /// (read once each, and dropped when no run, going or delivered, needs them any more).
     async fn run_catalogs(
         &mut self,
         commit: &str,
     ) -> Result<BTreeMap<String, Arc<crate::catalog::Catalog>>> {
-        let wanted: std::collections::BTreeSet<String> = self
-            .state
-            .runs
-            .values()
-            .filter(|r| {
-                !r.is_terminal() && !r.render_commit.is_empty() && r.render_commit != commit
-            })
-            .map(|r| r.render_commit.clone())
-            .collect();
+        let mut wanted = crate::rollout::staged::render_commits(&self.state);
+        wanted.remove(commit);
         self.run_catalogs.retain(|c, _| wanted.contains(c));
         for c in wanted {
             if self.run_catalogs.contains_key(&c) {
@@ -346,9 +339,7 @@ impl<D: Deliverer> Daemon<D> {
                     .iter()
                     .map(|c| (c.name.as_str(), c.healthy)),
             );
-            for c in inventory.clusters.iter().filter(|c| !c.healthy) {
-                tracing::warn!(member = %c.name, error = c.error.as_deref().unwrap_or(""), "member unhealthy");
-            }
+            self.log_member_health(&inventory);
         }
         let now = super::now_unix();
         // `--once` probed every member just now; the daemon's answers each have their time.
@@ -518,6 +509,8 @@ impl<D: Deliverer> Daemon<D> {
                         not_available: vec![],
                         last_error: None,
                         recheck: Some("adopted from the member's record".into()),
+                        // What a staged run delivered there: a finished run is known by it.
+                        delivered_by: r.run.clone(),
                         updated_at: now,
                         objects: Arc::new(
                             r.entries
@@ -782,6 +775,7 @@ impl<D: Deliverer> Daemon<D> {
             self.deliverer
                 .deliver(decision.work, &commit, contexts)
                 .await
+                .results
         } else {
             self.workers.dispatch(decision.work, &commit, contexts);
             Vec::new()
@@ -793,9 +787,7 @@ impl<D: Deliverer> Daemon<D> {
                 .map(|(w, why)| (w, Outcome::Failed(why))),
         );
         self.count_pushes(&results);
-        for r in &decision.requests {
-            tracing::info!(request = %r.key(), tag = %r.tag_name(), commit = %r.commit, "staged update run waits for approval");
-        }
+        self.log_waiting(&decision.requests);
         let waiting = decision.requests.clone();
         let action = next_action(&decision.steps, &results);
         crate::rollout::absorb(
@@ -942,16 +934,64 @@ impl<D: Deliverer> Daemon<D> {
         }
     }
 
-    /// Logs failed pushes and counts every push by member and outcome.
-    fn count_pushes(&self, results: &[(Work, Outcome)]) {
+    /// A member's health is logged when it changes: unhealthy when it stops answering (or a
+    /// push finds it failing), healthy again when it answers.
+    fn log_member_health(&mut self, inventory: &Inventory) {
+        let unhealthy: std::collections::BTreeSet<String> = inventory
+            .clusters
+            .iter()
+            .filter(|c| !c.healthy)
+            .map(|c| c.name.clone())
+            .collect();
+        for c in &inventory.clusters {
+            let was = self.logged_unhealthy.contains(&c.name);
+            if !c.healthy && !was {
+                tracing::warn!(member = %c.name, error = c.error.as_deref().unwrap_or(""), "member unhealthy");
+            } else if c.healthy && was {
+                tracing::info!(member = %c.name, "member healthy again");
+            }
+        }
+        self.logged_unhealthy = unhealthy;
+    }
+
+    /// A wait for an approval is logged when it starts and when it ends.
+    fn log_waiting(&mut self, requests: &[crate::rollout::approval::Request]) {
+        let waiting: std::collections::BTreeSet<String> =
+            requests.iter().map(|r| r.key()).collect();
+        for r in requests
+            .iter()
+            .filter(|r| !self.logged_waiting.contains(&r.key()))
+        {
+            tracing::info!(request = %r.key(), tag = %r.tag_name(), commit = %r.commit, "staged update run waits for approval");
+        }
+        for gone in self.logged_waiting.difference(&waiting) {
+            tracing::info!(request = %gone, "staged update run no longer waits for approval");
+        }
+        self.logged_waiting = waiting;
+    }
+
+    /// Logs failed pushes (a failure once, until the placement's push to that cluster succeeds
+    /// or fails otherwise) and counts every push by member and outcome.
+    fn count_pushes(&mut self, results: &[(Work, Outcome)]) {
         for (w, o) in results {
+            let pair = || (w.placement.clone(), w.cluster.clone());
             let outcome = match (o, &w.action) {
                 (Outcome::Failed(e), _) => {
-                    tracing::warn!(placement = %w.placement, cluster = %w.cluster, error = %e, "push failed");
+                    if self.logged_failures.get(&pair()) != Some(e) {
+                        tracing::warn!(placement = %w.placement, cluster = %w.cluster, error = %e, "push failed");
+                        self.logged_failures.insert(pair(), e.clone());
+                    }
                     "failed"
                 }
-                (Outcome::Done(..), crate::rollout::Action::Remove { .. }) => "removed",
-                (Outcome::Done(..), crate::rollout::Action::Apply { .. }) => "applied",
+                (Outcome::Done(..), action) => {
+                    if !self.logged_failures.is_empty() {
+                        self.logged_failures.remove(&pair());
+                    }
+                    match action {
+                        crate::rollout::Action::Remove { .. } => "removed",
+                        crate::rollout::Action::Apply { .. } => "applied",
+                    }
+                }
             };
             self.metrics
                 .pushes

@@ -18,7 +18,9 @@
 //! axum routes, hyper serves HTTP/1.1. The listener may face an untrusted network (a webhook
 //! from a Git host), so every resource a client can hold is bounded ([`Limits`]): the time to
 //! send a request head (also how long an idle keep-alive connection stays open), the head's
-//! size, the body's size, the time of a whole request, and the number of open connections.
+//! size, the body's size, the time of a whole request, and the number of open connections. At
+//! that number a new client closes the oldest idle connection rather than wait in the kernel's
+//! backlog, so that idle connections, however many, never delay a kubelet's probe.
 //!
 //! What it must not know: how the loop reconciles. It reads what the loop publishes (the
 //! [`Status`] behind a mutex, the [`Metrics`]) and can only nudge the loop through `wake`.
@@ -34,12 +36,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
 use super::Status;
@@ -56,8 +58,10 @@ pub struct Limits {
     pub body_bytes: usize,
     /// Time of a whole request, body included; more gets 408.
     pub request_timeout: Duration,
-    /// Open connections; further clients wait in the listen backlog until one closes. HTTP/1.1
-    /// serves one request at a time per connection, so this also caps requests in flight.
+    /// Open connections. Past it a new client closes the oldest idle connection (waiting for a
+    /// request head, or kept alive between requests), and waits only while every one serves a
+    /// request. HTTP/1.1 serves one request at a time per connection, so this also caps
+    /// requests in flight.
     pub connections: usize,
     /// How long a shutdown waits for requests in flight before it drops them.
     pub shutdown_grace: Duration,
@@ -514,15 +518,11 @@ async fn serve(
         .max_header_size(limits.header_bytes)
         // The read buffer, which also holds body chunks: bounded per connection.
         .max_buf_size((4 * limits.header_bytes).max(8192));
-    let graceful = GracefulShutdown::new();
-    let connections = Arc::new(Semaphore::new(limits.connections));
-    loop {
-        // Taking a permit before accepting leaves extra clients in the kernel's backlog rather
-        // than in our memory.
-        let permit = tokio::select! {
-            p = connections.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-            _ = &mut stopped => break,
-        };
+    let http = Arc::new(http);
+    let closing = CancellationToken::new();
+    let open = Arc::new(Connections::default());
+    let slots = Arc::new(Semaphore::new(limits.connections));
+    'accept: loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = &mut stopped => break,
@@ -531,33 +531,218 @@ async fn serve(
             Ok((stream, _)) => stream,
             Err(e) => {
                 // Out of file descriptors, a connection reset before it was accepted: the
-                // listener itself is fine. A short pause keeps an exhausted process from
-                // spinning.
+                // listener itself is fine. An idle connection gives its descriptor back; else a
+                // short pause keeps an exhausted process from spinning.
                 tracing::warn!(error = %e, "cannot accept a connection");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                if !open.close_oldest_idle() {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
                 continue;
             }
         };
+        // At the cap, the oldest idle connection (waiting for a request head, or kept alive
+        // between requests) makes room, as nginx drops its idle keep-alive connections when it
+        // runs out: a flood of idle connections cannot keep a probe waiting in the backlog.
+        // Only when every connection is serving a request does the new one wait.
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => loop {
+                let idle = open.idle.notified();
+                open.close_oldest_idle();
+                tokio::select! {
+                    p = slots.clone().acquire_owned() => break p.expect("the semaphore is never closed"),
+                    // A request ended: its connection may be the one to close now.
+                    () = idle => {}
+                    _ = &mut stopped => break 'accept,
+                }
+            },
+        };
         let _ = stream.set_nodelay(true);
-        let conn = http.serve_connection(
-            TokioIo::new(stream),
-            TowerToHyperService::new(router.clone()),
-        );
-        let conn = graceful.watch(conn);
+        let (id, conn_state) = open.add(closing.child_token());
+        let service = Tracked {
+            router: router.clone(),
+            conn: conn_state.clone(),
+        };
+        let (http, open) = (http.clone(), open.clone());
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            let conn =
+                http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+            tokio::pin!(conn);
+            let mut asked = false;
+            let ended = loop {
+                tokio::select! {
+                    r = conn.as_mut() => break r,
+                    () = conn_state.close.cancelled(), if !asked => {
+                        // Ends the connection once no request is in flight (at once if idle).
+                        conn.as_mut().graceful_shutdown();
+                        asked = true;
+                    }
+                }
+            };
+            if let Err(e) = ended {
                 // Timeouts, oversized heads, clients that go away: the connection's own business.
                 tracing::debug!(error = %e, "HTTP connection ended with an error");
             }
+            open.remove(id);
             drop(permit);
         });
     }
     drop(listener);
-    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
+    closing.cancel();
+    let all = u32::try_from(limits.connections).unwrap_or(u32::MAX);
+    if tokio::time::timeout(limits.shutdown_grace, slots.acquire_many(all))
         .await
         .is_err()
     {
         tracing::warn!("HTTP requests still in flight at shutdown were dropped");
+    }
+}
+
+/// The open connections, oldest first, each with whether it is serving a request.
+#[derive(Default)]
+struct Connections {
+    open: Mutex<(u64, std::collections::BTreeMap<u64, Arc<Connection>>)>,
+    /// Told whenever a connection's last request in flight ends.
+    idle: Arc<tokio::sync::Notify>,
+}
+
+/// One connection: how many requests it is serving (a response's body included), and the
+/// token that asks it to close.
+struct Connection {
+    busy: std::sync::atomic::AtomicUsize,
+    close: CancellationToken,
+    idle: Arc<tokio::sync::Notify>,
+}
+
+impl Connections {
+    fn add(&self, close: CancellationToken) -> (u64, Arc<Connection>) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let id = open.0;
+        open.0 += 1;
+        let c = Arc::new(Connection {
+            busy: Default::default(),
+            close,
+            idle: self.idle.clone(),
+        });
+        open.1.insert(id, c.clone());
+        (id, c)
+    }
+
+    fn remove(&self, id: u64) {
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .remove(&id);
+    }
+
+    /// Asks the oldest connection serving no request to close; whether there was one.
+    fn close_oldest_idle(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let idle = open
+            .1
+            .iter()
+            .find(|(_, c)| c.busy.load(Ordering::SeqCst) == 0 && !c.close.is_cancelled())
+            .map(|(id, _)| *id);
+        match idle.and_then(|id| open.1.remove(&id)) {
+            Some(c) => {
+                c.close.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The router, counting on its connection the requests in flight until their response's body
+/// is sent: what tells an idle connection from a busy one.
+#[derive(Clone)]
+struct Tracked {
+    router: Router,
+    conn: Arc<Connection>,
+}
+
+/// One request in flight on a connection, from its head to the end of its response's body.
+struct InFlight(Arc<Connection>);
+
+impl InFlight {
+    fn start(conn: Arc<Connection>) -> InFlight {
+        conn.busy.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlight(conn)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let before = self
+            .0
+            .busy
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        if before == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+impl<B> tower::Service<axum::http::Request<B>> for Tracked
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Response, std::convert::Infallible>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        // The router is always ready.
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: axum::http::Request<B>) -> Self::Future {
+        use tower::ServiceExt;
+        let in_flight = InFlight::start(self.conn.clone());
+        let router = self.router.clone();
+        Box::pin(async move {
+            let response = router.oneshot(request.map(Body::new)).await?;
+            Ok(response.map(|body| {
+                Body::new(Counted {
+                    body,
+                    _in_flight: in_flight,
+                })
+            }))
+        })
+    }
+}
+
+/// A response body that keeps its request counted as in flight until it is sent (or dropped).
+struct Counted {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl hyper::body::Body for Counted {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -1017,27 +1202,84 @@ mod tests {
         assert_eq!(reader.await.unwrap(), "");
     }
 
-    /// Past the connection cap a client waits in the backlog: answered only once a connection
-    /// closes. (The "not yet" half waits 300 ms: a broken cap could slip through it on a very
-    /// slow machine, a working one never fails it.)
+    fn ask_healthz(s: &mut std::net::TcpStream) {
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+    }
+
+    /// Past the connection cap, a new client closes the oldest idle connection instead of
+    /// waiting in the backlog: idle connections cannot keep a probe out.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn clients_past_the_connection_cap_wait_for_a_free_connection() {
+    async fn past_the_cap_a_new_client_closes_the_oldest_idle_connection() {
         let (server, addr) = start(Limits {
-            connections: 1,
+            connections: 2,
             ..Limits::default()
         });
         let got = tokio::task::spawn_blocking(move || {
-            let ask = |s: &mut std::net::TcpStream| {
-                s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-            };
-            let mut first = std::net::TcpStream::connect(addr).unwrap();
-            ask(&mut first);
+            let mut silent = std::net::TcpStream::connect(addr).unwrap();
+            // Kept alive after its answer.
+            let mut kept = std::net::TcpStream::connect(addr).unwrap();
+            ask_healthz(&mut kept);
             let mut buf = [0u8; 1024];
-            let n = first.read(&mut buf).unwrap();
+            let n = kept.read(&mut buf).unwrap();
             assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
-            // `first` is kept alive and holds the only connection.
+            let mut new = std::net::TcpStream::connect(addr).unwrap();
+            ask_healthz(&mut new);
+            new.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let n = new.read(&mut buf).unwrap();
+            let answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+            // The silent one was the oldest: closed; the kept-alive one still answers.
+            let silent_closed = read_to_close(&mut silent);
+            ask_healthz(&mut kept);
+            let n = kept.read(&mut buf).unwrap();
+            (
+                answer,
+                silent_closed,
+                String::from_utf8_lossy(&buf[..n]).into_owned(),
+            )
+        })
+        .await
+        .unwrap();
+        assert!(got.0.starts_with("HTTP/1.1 200"), "{:?}", got.0);
+        assert!(
+            got.1.is_empty() || got.1.starts_with("HTTP/1.1 408"),
+            "{:?}",
+            got.1
+        );
+        assert!(got.2.starts_with("HTTP/1.1 200"), "{:?}", got.2);
+        server.finish().await.unwrap();
+    }
+
+    /// A connection serving a request is never closed for a new client: past the cap, the new
+    /// one waits until that request ends, and then takes the connection's place. (The "not yet"
+    /// half waits 300 ms: a broken cap could slip through it on a very slow machine, a working
+    /// one never fails it.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn past_the_cap_a_new_client_waits_while_every_connection_serves_a_request() {
+        let (api, rx) = api(Some(b"s"));
+        std::mem::forget(rx);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let limits = Limits {
+            connections: 1,
+            ..Limits::default()
+        };
+        let server = spawn(TcpListener::from_std(listener).unwrap(), api, limits).unwrap();
+        let addr = server.local_addr();
+        let got = tokio::task::spawn_blocking(move || {
+            // A webhook whose body is still coming: a request in flight. The server's
+            // `100 Continue` says the handler runs (before it, the connection may look idle).
+            let mut busy = std::net::TcpStream::connect(addr).unwrap();
+            busy.write_all(
+                b"POST /hooks/git HTTP/1.1\r\nHost: x\r\nX-Gitlab-Token: s\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
+            )
+            .unwrap();
+            let mut buf = [0u8; 1024];
+            let n = busy.read(&mut buf).unwrap();
+            assert!(buf[..n].starts_with(b"HTTP/1.1 100"), "{:?}", String::from_utf8_lossy(&buf[..n]));
+            busy.write_all(b"{").unwrap();
             let mut second = std::net::TcpStream::connect(addr).unwrap();
-            ask(&mut second);
+            ask_healthz(&mut second);
             second
                 .set_read_timeout(Some(Duration::from_millis(300)))
                 .unwrap();
@@ -1046,16 +1288,23 @@ mod tests {
                 matches!(&early, Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)),
                 "answered past the cap: {early:?}"
             );
-            drop(first);
+            // The webhook ends (kept alive, then idle): the waiting client takes its place.
+            busy.write_all(b"}").unwrap();
+            let n = busy.read(&mut buf).unwrap();
+            assert!(buf[..n].starts_with(b"HTTP/1.1 202"), "{:?}", String::from_utf8_lossy(&buf[..n]));
             second
                 .set_read_timeout(Some(Duration::from_secs(30)))
                 .unwrap();
             let n = second.read(&mut buf).unwrap();
-            String::from_utf8_lossy(&buf[..n]).into_owned()
+            (String::from_utf8_lossy(&buf[..n]).into_owned(), read_to_close(&mut busy))
         })
         .await
         .unwrap();
-        assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+        assert!(got.0.starts_with("HTTP/1.1 200"), "{:?}", got.0);
+        assert_eq!(
+            got.1, "",
+            "the idle webhook connection was closed for the new client"
+        );
         server.finish().await.unwrap();
     }
 

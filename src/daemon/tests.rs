@@ -23,6 +23,8 @@ struct Members {
     deliveries: Mutex<Vec<Vec<String>>>,
     /// Members whose pushes take this long (on tokio's clock).
     slow: Mutex<BTreeMap<String, Duration>>,
+    /// Members whose pushes find them unreachable (their probes still answer unless `down`).
+    unreachable: Mutex<BTreeSet<String>>,
 }
 
 impl Members {
@@ -77,7 +79,7 @@ impl Deliverer for Fake {
         work: Vec<Work>,
         _commit: &str,
         _contexts: &BTreeMap<String, String>,
-    ) -> Vec<(Work, Outcome)> {
+    ) -> Delivery {
         let clusters: Vec<String> = work.iter().map(|w| w.cluster.clone()).collect();
         let slowest = {
             let slow = self.0.slow.lock().unwrap();
@@ -86,17 +88,31 @@ impl Deliverer for Fake {
         if let Some(d) = slowest {
             tokio::time::sleep(d).await;
         }
-        self.0.deliveries.lock().unwrap().push(clusters);
+        self.0.deliveries.lock().unwrap().push(clusters.clone());
         let health = *self.0.health.lock().unwrap();
-        work.into_iter()
+        let unreachable: BTreeMap<String, String> = {
+            let cut = self.0.unreachable.lock().unwrap();
+            clusters
+                .iter()
+                .filter(|c| cut.contains(*c))
+                .map(|c| (c.clone(), "connection refused".to_string()))
+                .collect()
+        };
+        let results = work
+            .into_iter()
             .map(|w| {
-                let outcome = match health {
-                    Some(h) => Outcome::Done(h, Default::default()),
-                    None => Outcome::Failed("409 conflict".into()),
+                let outcome = match (unreachable.get(&w.cluster), health) {
+                    (Some(why), _) => Outcome::Failed(why.clone()),
+                    (None, Some(h)) => Outcome::Done(h, Default::default()),
+                    (None, None) => Outcome::Failed("409 conflict".into()),
                 };
                 (w, outcome)
             })
-            .collect()
+            .collect();
+        Delivery {
+            results,
+            unreachable,
+        }
     }
 }
 
@@ -736,6 +752,160 @@ async fn a_restart_absorbs_the_members_confirmations_together() {
     assert_eq!((looks(&metrics), rechecks(&status)), (2, 2), "m2's waits");
     elapse(Duration::from_secs(2)).await;
     assert_eq!((looks(&metrics), rechecks(&status)), (4, 0));
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
+}
+
+/// [`fleet`]'s members under an External placement, and a staged update run whose only stage
+/// waits for an approval before it starts (no verifier here: no tag approves it).
+fn waiting_run_fleet() -> String {
+    let mut yaml = String::from(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n---\n\
+         apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+         metadata: {name: app}\nspec:\n  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}]\n\
+         \x20 policy: {placementType: PickAll}\n  strategy: {type: External}\n---\n\
+         apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterStagedUpdateStrategy\n\
+         metadata: {name: gated}\nspec:\n  stages:\n  - name: all\n    labelSelector: {matchLabels: {env: prod}}\n\
+         \x20   beforeStageTasks: [{type: Approval}]\n---\n\
+         apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterStagedUpdateRun\n\
+         metadata: {name: run-1}\nspec: {placementName: app, stagedRolloutStrategyName: gated, state: Run}\n",
+    );
+    for m in MEMBERS {
+        yaml.push_str(&format!(
+            "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+             metadata: {{name: {m}, labels: {{env: prod}}}}\nspec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n"
+        ));
+    }
+    yaml
+}
+
+/// How many looks a daemon on `content`, its members answering `health`, takes in ten minutes
+/// once it has settled (or reached its wait): its wake-ups when nothing can change. Also its
+/// pushes in the last five of them.
+async fn looks_in_ten_idle_minutes(
+    content: &str,
+    health: BindingHealth,
+) -> (usize, usize, Arc<Mutex<Status>>) {
+    let w = World::new(content);
+    w.members.set_health(Some(health));
+    let d = w.daemon(false);
+    let (metrics, status) = (d.metrics.clone(), d.status.clone());
+    let running = start(d);
+    elapse(Duration::from_secs(10)).await;
+    let before = looks(&metrics);
+    elapse(Duration::from_secs(300)).await;
+    let pushes = w.members.pushes().len();
+    elapse(Duration::from_secs(300)).await;
+    let looks = looks(&metrics) - before;
+    let pushes = w.members.pushes().len() - pushes;
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
+    (looks, pushes, status)
+}
+
+/// A daemon whose run waits for an approval, or whose workload never becomes available (the
+/// member's worker re-reads it, less and less often), wakes no more often than one with
+/// nothing to do: at the poll (a tag, a commit and a member's change are events of their own).
+#[tokio::test(start_paused = true)]
+async fn a_waiting_run_or_a_workload_never_available_wakes_the_daemon_no_more_than_idle() {
+    let (idle, _, _) = looks_in_ten_idle_minutes(&fleet("1"), BindingHealth::Available).await;
+    assert!(
+        idle <= 25,
+        "an idle daemon looks at its 30 s poll: {idle} looks"
+    );
+    let (waiting, _, status) =
+        looks_in_ten_idle_minutes(&waiting_run_fleet(), BindingHealth::Available).await;
+    let waits_for = status.lock().unwrap().runs.waiting.clone();
+    assert_eq!(waits_for.len(), 1, "the run waits for its approval");
+    assert!(
+        waiting <= idle,
+        "{waiting} looks while a run waits, {idle} idle"
+    );
+    let (pending, rereads, _) =
+        looks_in_ten_idle_minutes(&fleet("1"), BindingHealth::Pending).await;
+    assert!(
+        pending <= idle,
+        "{pending} looks while a workload is not available, {idle} idle"
+    );
+    // Every 15 s per member by then.
+    assert!(rereads <= 3 * 21, "{rereads} re-reads in five minutes");
+}
+
+/// Whether the status (inventory) and the metric show `member` healthy.
+fn shown_healthy(
+    status: &Arc<Mutex<Status>>,
+    metrics: &metrics::Metrics,
+    member: &str,
+) -> (bool, bool) {
+    let inventory = status.lock().unwrap().inventory.clone().unwrap();
+    let listed = inventory
+        .clusters
+        .iter()
+        .find(|c| c.name == member)
+        .unwrap()
+        .healthy;
+    let metric = metrics
+        .render()
+        .contains(&format!("gitfleet_member_healthy{{member=\"{member}\"}} 1"));
+    (listed, metric)
+}
+
+/// A push that cannot reach a member marks it unhealthy at once (status, metric) and has it
+/// probed at once, not at its next heartbeat (60 s here); a probe that reaches it brings it
+/// back, and its work goes on.
+#[tokio::test(start_paused = true)]
+async fn a_member_a_push_cannot_reach_is_unhealthy_at_once_until_a_probe_reaches_it() {
+    let w = World::new(&fleet_with("1", 3));
+    let d = w.daemon(false);
+    let (metrics, status) = (d.metrics.clone(), d.status.clone());
+    let running = start(d);
+    elapse(Duration::from_secs(1)).await;
+    assert_eq!(shown_healthy(&status, &metrics, "m3"), (true, true));
+    let probes = w.members.probes();
+    // m3 goes down: its pushes and its probes fail.
+    w.members.unreachable.lock().unwrap().insert("m3".into());
+    w.members.down.lock().unwrap().insert("m3".into());
+    w.commit(&fleet_with("2", 3));
+    running.webhook.send(()).unwrap();
+    elapse(Duration::from_secs(1)).await;
+    assert_eq!(shown_healthy(&status, &metrics, "m3"), (false, false));
+    assert_eq!(shown_healthy(&status, &metrics, "m1"), (true, true));
+    assert_eq!(w.members.probes(), probes + 1, "m3 was probed at once");
+    // Back: its next probe (after RETRY_UNHEALTHY) reaches it, and v2 reaches it.
+    w.members.unreachable.lock().unwrap().clear();
+    w.members.down.lock().unwrap().clear();
+    let pushes = w.members.pushes().len();
+    elapse(probes::RETRY_UNHEALTHY + Duration::from_secs(1)).await;
+    assert_eq!(shown_healthy(&status, &metrics, "m3"), (true, true));
+    let m3_pushed = w.members.pushes()[pushes..]
+        .iter()
+        .any(|p| p.contains(&"m3".to_string()));
+    assert!(m3_pushed, "m3 gets its work once healthy");
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
+}
+
+/// A delivery that runs past [`workers::SLOW_DELIVERY`] has its member probed at once: a
+/// member that answers nothing in time is unhealthy long before its next heartbeat.
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_push_runs_long_is_probed_at_once() {
+    let w = World::new(&fleet_with("1", 3));
+    let d = w.daemon(false);
+    let (metrics, status) = (d.metrics.clone(), d.status.clone());
+    let running = start(d);
+    elapse(Duration::from_secs(1)).await;
+    w.members
+        .slow
+        .lock()
+        .unwrap()
+        .insert("m3".into(), Duration::from_secs(600));
+    w.members.down.lock().unwrap().insert("m3".into());
+    w.commit(&fleet_with("2", 3));
+    running.webhook.send(()).unwrap();
+    elapse(workers::SLOW_DELIVERY - Duration::from_secs(1)).await;
+    assert_eq!(shown_healthy(&status, &metrics, "m3"), (true, true));
+    elapse(Duration::from_secs(2)).await;
+    assert_eq!(shown_healthy(&status, &metrics, "m3"), (false, false));
     running.shutdown.cancel();
     running.handle.await.unwrap().unwrap();
 }

@@ -35,6 +35,8 @@ pub struct MemberChange {
     /// For logs and status, e.g. `ConfigMap default/app-config deleted on the member`.
     pub what: String,
     pub deleted: bool,
+    /// The object that changed (`None` for a restarted watch).
+    pub object: Option<crate::push::ObjectRef>,
 }
 
 /// `(apiVersion, kind)` of objects gitfleet delivers.
@@ -161,6 +163,7 @@ async fn watch_kind(
                 placement_label: None,
                 what: format!("watch of {} restarted", kind.1),
                 deleted: false,
+                object: None,
             });
         }
         listed_before = true;
@@ -208,6 +211,12 @@ async fn watch_kind(
                     placement_label: labels.get(PLACEMENT_LABEL).cloned(),
                     what: format!("{} {name} {verb} on the member", kind.1),
                     deleted: verb == "deleted",
+                    object: Some(crate::push::ObjectRef {
+                        api_version: kind.0.clone(),
+                        kind: kind.1.clone(),
+                        namespace: obj.metadata.namespace.clone().filter(|n| !n.is_empty()),
+                        name: obj.metadata.name.clone().unwrap_or_default(),
+                    }),
                 };
                 if changes.send(change).is_err() {
                     return;

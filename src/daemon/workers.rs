@@ -37,6 +37,11 @@ use crate::rollout::{Action, BindingHealth, Outcome, RolloutState, Work};
 /// retried within its budget).
 pub const RETRY_FAILED: Duration = Duration::from_secs(5);
 
+/// A delivery still running after this long (`--member-timeout`'s default: as long as a probe
+/// may take) reports its member as slow, so that the daemon probes it at once rather than at
+/// its next heartbeat.
+pub const SLOW_DELIVERY: Duration = Duration::from_secs(10);
+
 /// What makes two pieces of work for the same placement and cluster the same: the revision
 /// applied (and whether only to read availability again), or a removal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +82,8 @@ pub struct Delivered {
     pub member: String,
     pub commit: String,
     pub results: Vec<(Work, Outcome)>,
+    /// Why the member could not be reached or read at all, if so.
+    pub unreachable: Option<String>,
 }
 
 impl Delivered {
@@ -118,17 +125,35 @@ pub struct Queue {
     paced: BTreeMap<PlacementKey, (Fingerprint, Instant)>,
     /// Answers "not available yet" in a row, by placement: what the next re-read waits.
     pending: BTreeMap<PlacementKey, u32>,
+    /// The last "not available yet" reported to the daemon, by placement: a re-read that finds
+    /// the same is not reported (see [`Queue::news`]).
+    reported: BTreeMap<PlacementKey, Outcome>,
 }
 
 /// How long a re-read of a cluster waits after its `n`th answer "not available yet" in a row
 /// (`n` from 1): [`AVAILABILITY_FIRST_POLL`], twice as long each time, at most
 /// [`AVAILABILITY_POLL`]. Most workloads become available within moments of an apply (a
 /// ConfigMap, a Deployment whose pods were ready before), and the next batch of a rollout
-/// waits for that answer; slow ones are read every half second, as before.
+/// waits for that answer; slow ones are read every half second. One still not available after
+/// [`SLOW_AVAILABILITY_AFTER`] re-reads (about half a minute) is read less and less often, up to
+/// every [`SLOW_AVAILABILITY_POLL`]: a workload broken for good costs its member a read now and
+/// then, not two a second.
 pub fn availability_pause(n: u32) -> Duration {
+    if n > SLOW_AVAILABILITY_AFTER {
+        let doubled =
+            Duration::from_secs(1).saturating_mul(1 << (n - SLOW_AVAILABILITY_AFTER - 1).min(16));
+        return doubled.min(SLOW_AVAILABILITY_POLL);
+    }
     let doubled = AVAILABILITY_FIRST_POLL.saturating_mul(1 << n.saturating_sub(1).min(16));
     doubled.min(AVAILABILITY_POLL)
 }
+
+/// Re-reads at [`AVAILABILITY_POLL`] pace before a cluster counts as slow to become available.
+pub const SLOW_AVAILABILITY_AFTER: u32 = 64;
+
+/// The longest pause between re-reads of a cluster slow to become available: KubeFleet's
+/// `clusterUpdatingWaitTime`, how often its staged runs look at clusters that are updating.
+pub const SLOW_AVAILABILITY_POLL: Duration = Duration::from_secs(15);
 
 impl Queue {
     /// Queues `job`, replacing any queued job of its placement.
@@ -176,6 +201,37 @@ impl Queue {
         self.waiting.is_empty()
     }
 
+    /// What of a finished delivery of `commit` is news for the daemon. A re-read that finds a
+    /// cluster not available yet, exactly as last reported, is not: the worker keeps the work
+    /// queued and reads again after its pace, and the daemon looks only when an answer
+    /// changes (available, failed, other objects or reasons). Call after [`Queue::finished`].
+    pub fn news(&mut self, commit: &str, results: Vec<(Work, Outcome)>) -> Vec<(Work, Outcome)> {
+        let mut news = Vec::with_capacity(results.len());
+        for (work, outcome) in results {
+            let rereads = matches!(work.action, Action::Apply { refresh: true, .. });
+            let pending = matches!(outcome, Outcome::Done(BindingHealth::Pending, _));
+            if !(rereads && pending) {
+                self.reported.remove(&work.placement);
+                news.push((work, outcome));
+                continue;
+            }
+            if self.reported.get(&work.placement) != Some(&outcome) {
+                self.reported
+                    .insert(work.placement.clone(), outcome.clone());
+                news.push((work, outcome));
+                continue;
+            }
+            // Newer work for the placement, queued meanwhile, goes instead.
+            if !self.waiting.contains_key(&work.placement) {
+                self.put(Job {
+                    commit: commit.to_string(),
+                    work,
+                });
+            }
+        }
+        news
+    }
+
     /// Paces the placements of a finished delivery (at `now`) by how each ended.
     pub fn finished(&mut self, results: &[(Work, Outcome)], now: Instant) {
         for (work, outcome) in results {
@@ -212,18 +268,28 @@ pub struct Workers<D: Deliverer + 'static> {
     /// fleet at rest).
     queues: BTreeMap<String, UnboundedSender<Vec<Job>>>,
     outstanding: BTreeMap<(String, PlacementKey), Fingerprint>,
+    /// The latest work handed out per member and placement and not answered yet: what tells
+    /// the daemon's own deletions (prunes, removals) from a deletion by someone else.
+    handed: BTreeMap<String, BTreeMap<PlacementKey, Work>>,
     results: UnboundedSender<Delivered>,
     reported: UnboundedReceiver<Delivered>,
+    /// Members whose delivery has run past [`SLOW_DELIVERY`]; the loop takes the receiver.
+    slow: UnboundedSender<String>,
+    slow_reported: Option<UnboundedReceiver<String>>,
 }
 
 impl<D: Deliverer + 'static> Workers<D> {
     /// Workers that push through `deliverer`.
     pub fn new(deliverer: Arc<D>) -> Workers<D> {
         let (results, reported) = unbounded_channel();
+        let (slow, slow_reported) = unbounded_channel();
         Workers {
+            slow,
+            slow_reported: Some(slow_reported),
             deliverer,
             queues: BTreeMap::new(),
             outstanding: BTreeMap::new(),
+            handed: BTreeMap::new(),
             results,
             reported,
         }
@@ -236,6 +302,14 @@ impl<D: Deliverer + 'static> Workers<D> {
             // Never: the sender lives in `self`.
             None => std::future::pending().await,
         }
+    }
+
+    /// Where the members whose delivery runs past [`SLOW_DELIVERY`] are named (for the loop,
+    /// which has them probed); taken once.
+    pub fn take_slow(&mut self) -> UnboundedReceiver<String> {
+        self.slow_reported
+            .take()
+            .expect("the loop runs once: it takes the slow members' receiver")
     }
 
     /// A finished delivery, if one is waiting.
@@ -265,6 +339,10 @@ impl<D: Deliverer + 'static> Workers<D> {
                 continue;
             }
             self.outstanding.insert(key, fingerprint);
+            self.handed
+                .entry(w.cluster.clone())
+                .or_default()
+                .insert(w.placement.clone(), w.clone());
             batches.entry(w.cluster.clone()).or_default().push(Job {
                 commit: commit.to_string(),
                 work: w,
@@ -283,7 +361,7 @@ impl<D: Deliverer + 'static> Workers<D> {
                     context,
                     self.deliverer.clone(),
                     rx,
-                    self.results.clone(),
+                    (self.results.clone(), self.slow.clone()),
                 ));
                 tx
             });
@@ -293,6 +371,7 @@ impl<D: Deliverer + 'static> Workers<D> {
                 for j in unsent.0 {
                     self.outstanding
                         .remove(&(j.work.cluster.clone(), j.work.placement.clone()));
+                    self.forget_handed(&j.work);
                 }
             } else {
                 sent += n;
@@ -308,8 +387,23 @@ impl<D: Deliverer + 'static> Workers<D> {
             let key = (w.cluster.clone(), w.placement.clone());
             if self.outstanding.get(&key) == Some(&Fingerprint::of(w)) {
                 self.outstanding.remove(&key);
+                self.forget_handed(w);
             }
         }
+    }
+
+    fn forget_handed(&mut self, w: &Work) {
+        if let Some(m) = self.handed.get_mut(&w.cluster) {
+            m.remove(&w.placement);
+            if m.is_empty() {
+                self.handed.remove(&w.cluster);
+            }
+        }
+    }
+
+    /// The work handed to `member` and not answered yet.
+    pub fn handed(&self, member: &str) -> impl Iterator<Item = &Work> {
+        self.handed.get(member).into_iter().flat_map(|m| m.values())
     }
 
     /// The pieces of work handed out and not answered yet.
@@ -325,7 +419,7 @@ async fn run<D: Deliverer>(
     contexts: BTreeMap<String, String>,
     deliverer: Arc<D>,
     mut jobs: UnboundedReceiver<Vec<Job>>,
-    reports: UnboundedSender<Delivered>,
+    (reports, slow): (UnboundedSender<Delivered>, UnboundedSender<String>),
 ) {
     let mut queue = Queue::default();
     loop {
@@ -333,9 +427,25 @@ async fn run<D: Deliverer>(
             batch.into_iter().for_each(|j| queue.put(j));
         }
         if let Some((commit, work)) = queue.take_ready(Instant::now()) {
-            let results = deliverer.deliver(work, &commit, &contexts).await;
-            queue.finished(&results, Instant::now());
+            let mut delivery = {
+                let delivering = deliverer.deliver(work, &commit, &contexts);
+                tokio::pin!(delivering);
+                tokio::select! {
+                    d = &mut delivering => d,
+                    () = tokio::time::sleep(SLOW_DELIVERY) => {
+                        let _ = slow.send(member.clone());
+                        delivering.await
+                    }
+                }
+            };
+            queue.finished(&delivery.results, Instant::now());
+            let results = queue.news(&commit, delivery.results);
+            let unreachable = delivery.unreachable.remove(&member);
+            if results.is_empty() && unreachable.is_none() {
+                continue;
+            }
             let delivered = Delivered {
+                unreachable,
                 member: member.clone(),
                 commit,
                 results,
@@ -385,6 +495,7 @@ mod tests {
                 refresh,
                 strategy: ApplyStrategy::default(),
                 resource_snapshot: String::new(),
+                delivered_by: None,
             },
         }
     }
@@ -406,7 +517,66 @@ mod tests {
             .map(|n| availability_pause(n).as_millis() as u64)
             .collect();
         assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 500, 500]);
-        assert_eq!(availability_pause(u32::MAX), AVAILABILITY_POLL);
+        assert_eq!(
+            availability_pause(SLOW_AVAILABILITY_AFTER),
+            AVAILABILITY_POLL
+        );
+        let slow: Vec<u64> = (1..=6)
+            .map(|n| availability_pause(SLOW_AVAILABILITY_AFTER + n).as_secs())
+            .collect();
+        assert_eq!(slow, [1, 2, 4, 8, 15, 15]);
+        assert_eq!(availability_pause(u32::MAX), SLOW_AVAILABILITY_POLL);
+    }
+
+    /// A re-read that finds a cluster not available yet, as last reported, is kept by the
+    /// worker and read again; the daemon hears of the first answer and of every change.
+    #[test]
+    fn a_re_read_finding_what_was_reported_is_not_news_and_is_read_again() {
+        let now = Instant::now();
+        let mut q = Queue::default();
+        let pending = |why: &str| {
+            Outcome::Done(
+                BindingHealth::Pending,
+                crate::rollout::Observed {
+                    diffs: vec![],
+                    not_available: vec![why.to_string()],
+                },
+            )
+        };
+        // One re-read of placement a on m1: (results news, whether a is queued again).
+        let deliver = |q: &mut Queue, outcome: Outcome| {
+            let results = vec![(apply("a", "m1", 1, true), outcome)];
+            q.finished(&results, now);
+            let news = q.news("c1", results);
+            (news.len(), q.waiting.contains_key(&key("a")))
+        };
+        assert_eq!(
+            deliver(&mut q, pending("0/1 ready")),
+            (1, false),
+            "the first answer"
+        );
+        assert_eq!(
+            deliver(&mut q, pending("0/1 ready")),
+            (0, true),
+            "the same: read again"
+        );
+        q.take_ready(now + SLOW_AVAILABILITY_POLL).unwrap();
+        assert_eq!(
+            deliver(&mut q, pending("0/1 ready, pulling")),
+            (1, false),
+            "a change"
+        );
+        let done = Outcome::Done(BindingHealth::Available, Default::default());
+        assert_eq!(deliver(&mut q, done), (1, false), "available");
+        // Newer work queued meanwhile is not replaced by the re-read.
+        assert_eq!(deliver(&mut q, pending("0/1 ready")), (1, false));
+        q.put(job("c2", apply("a", "m1", 2, false)));
+        assert_eq!(deliver(&mut q, pending("0/1 ready")), (0, true));
+        let (commit, work) = q.take_ready(now + SLOW_AVAILABILITY_POLL).unwrap();
+        assert_eq!(
+            (commit.as_str(), placements(&work)),
+            ("c2", vec!["crp/a".to_string()])
+        );
     }
 
     #[test]
@@ -431,6 +601,7 @@ mod tests {
             member: w.cluster.clone(),
             commit: "c1".into(),
             results: vec![(w, o)],
+            unreachable: None,
         };
         let done = |h: BindingHealth| Outcome::Done(h, Observed::default());
         let confirms = |w: Work, o: Outcome| delivered(w, o).only_confirms(&state);
@@ -542,7 +713,7 @@ mod tests {
             work: Vec<Work>,
             _commit: &str,
             contexts: &BTreeMap<String, String>,
-        ) -> Vec<(Work, Outcome)> {
+        ) -> crate::daemon::Delivery {
             let member = work[0].cluster.clone();
             assert_eq!(contexts.keys().collect::<Vec<_>>(), [&member]);
             let delay = self.delay.lock().unwrap().get(&member).copied();
@@ -558,7 +729,8 @@ mod tests {
                     let o = Outcome::Done(BindingHealth::Available, Default::default());
                     (w, o)
                 })
-                .collect()
+                .collect::<Vec<_>>()
+                .into()
         }
     }
 

@@ -6,7 +6,7 @@
 
 use super::{
     Change, ClusterMove, ClusterPlan, ClusterReason, ObjectDiff, PlacementPlan, Plan,
-    RolloutImpact, Score, StageImpact, Transition,
+    RolloutImpact, RunNote, RunNoteKind, Score, StageImpact, Transition,
 };
 use std::fmt::{self, Write as _};
 
@@ -122,6 +122,9 @@ fn text_placement(out: &mut impl fmt::Write, p: &Paint, pl: &PlacementPlan) -> f
         writeln!(out, "  rollout: {}", rollout_description(r))?;
         for s in &r.stages {
             writeln!(out, "    {}", stage_line(s, r))?;
+        }
+        for n in &r.run_notes {
+            writeln!(out, "{}", p.yellow(&format!("    ! {}", run_note_line(n))))?;
         }
     }
     Ok(())
@@ -396,6 +399,9 @@ fn markdown_placement(pl: &PlacementPlan) -> String {
     }
     if let Some(r) = &pl.rollout {
         let _ = writeln!(s, "- rollout: {}", escape(&rollout_description(r)));
+        for n in &r.run_notes {
+            let _ = writeln!(s, "- :warning: {}", escape(&run_note_line(n)));
+        }
         if !r.stages.is_empty() {
             s.push_str("\n| Run | Stage | Clusters | Updating | At a time | Before | After |\n");
             s.push_str("|---|---|---|---|---|---|---|\n");
@@ -697,6 +703,16 @@ fn rollout_brief(r: &RolloutImpact) -> String {
         },
         other => format!("{clusters} ({other})"),
     }
+}
+
+/// `run r1 cannot be initialised: …`, `run r1 rolls back: …`.
+fn run_note_line(n: &RunNote) -> String {
+    let what = match n.kind {
+        RunNoteKind::InitializationFailed => "cannot be initialised",
+        RunNoteKind::NotInitializedYet => "cannot be initialised yet",
+        RunNoteKind::RollsBack { .. } => "rolls back",
+    };
+    format!("run {} {what}: {}", n.run, n.message)
 }
 
 fn stage_updating(s: &StageImpact, r: &RolloutImpact) -> Vec<String> {

@@ -7,12 +7,15 @@
 pub mod format;
 
 use crate::catalog::Catalog;
+use crate::model::placement::RolloutStrategyType;
 use crate::model::placement_key::as_id;
 use crate::model::Labels;
 use crate::model::{PlacementKey, PlacementKind};
 use crate::render::cluster::{CommitRenderer, Selections, SharedManifests};
 use crate::render::ClusterTarget;
-use crate::rollout::preview;
+use crate::rollout::staged;
+use crate::rollout::strategy::ApplyStrategy;
+use crate::rollout::{preview, RolloutState};
 use crate::schedule::{
     schedule_commit, ClusterDecision, Condition, Fleet, Inventory, PlacementSchedule, Previous,
 };
@@ -30,6 +33,10 @@ pub struct World<'a> {
     pub cat: &'a Catalog,
     pub fleet: &'a Fleet,
     pub schedule: &'a [Arc<PlacementSchedule>],
+    /// The daemon's rollout state (what clusters run, the runs' records), when known: a run
+    /// the daemon initialised is shown as it recorded it, and clusters a run would move back
+    /// to an older snapshot are found.
+    pub rollout: Option<&'a RolloutState>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -178,6 +185,35 @@ pub struct RolloutImpact {
     pub description: String,
     /// External: the stages of the update runs that roll this placement out.
     pub stages: Vec<StageImpact>,
+    /// External: what a reviewer must know of a run beyond its stages.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub run_notes: Vec<RunNote>,
+}
+
+/// Something a staged update run will do, or fail to do, that its stages do not show.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunNote {
+    pub run: String,
+    #[serde(flatten)]
+    pub kind: RunNoteKind,
+    /// In words: the daemon's own message (`Initialized=False`, `RollingBack=True`).
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum RunNoteKind {
+    /// The run cannot be initialised: the daemon fails it with `message`.
+    InitializationFailed,
+    /// A transient state: the daemon tries again later.
+    NotInitializedYet,
+    /// It moves clusters to its resource snapshot `to`, older than the one they run.
+    #[serde(rename_all = "camelCase")]
+    RollsBack {
+        to: u64,
+        clusters: Vec<crate::rollout::staged::rollback::Rollback>,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -222,6 +258,8 @@ fn shared_text<S: serde::Serializer>(text: &Arc<str>, s: S) -> Result<S::Ok, S::
 pub struct Inputs<'a> {
     pub inventory: Option<&'a Inventory>,
     pub previous: &'a Previous,
+    /// The daemon's rollout state, when known (`--state`).
+    pub rollout: Option<&'a RolloutState>,
     pub now_unix: i64,
 }
 
@@ -282,12 +320,14 @@ pub fn plan_catalogs(
             cat: base_cat,
             fleet: &sides.base_fleet,
             schedule: &sides.base_schedule,
+            rollout: inputs.rollout,
         },
         &World {
             commit: head_commit,
             cat: head_cat,
             fleet: &sides.head_fleet,
             schedule: &sides.head_schedule,
+            rollout: inputs.rollout,
         },
         opts,
     )
@@ -762,7 +802,7 @@ fn compare_placement(
     };
     let rollout = h
         .filter(|_| !head_held)
-        .and_then(|h| rollout_impact(head, h, b, &kept, changed, change));
+        .and_then(|h| rollout_impact((base, head), &sel.1, h, b, &kept, changed, change));
     PlacementPlan {
         policy_snapshot_index: Transition {
             base: b.and_then(|p| p.policy_snapshot_index),
@@ -838,7 +878,8 @@ fn score_change(b: &Score, h: &Score) -> String {
 /// daemon's steps (same pace, target and budget), from the clusters whose manifests change.
 /// `None` for a placement that is unchanged and updates no cluster.
 fn rollout_impact(
-    head: &World,
+    (base, head): (&World, &World),
+    head_sel: &Selections,
     h: &PlacementSchedule,
     b: Option<&PlacementSchedule>,
     kept: &[String],
@@ -851,7 +892,22 @@ fn rollout_impact(
         .filter(|c| changed_clusters.is_some_and(|cs| cs.contains(c.as_str())))
         .cloned()
         .collect();
-    if change == Change::Unchanged && updating.is_empty() {
+    let kubefleet = !matches!(
+        h.key.kind,
+        PlacementKind::OcmPlacement | PlacementKind::ManifestWork
+    );
+    let entry = head
+        .cat
+        .placement(&h.key.name, h.key.namespace.as_deref())
+        .filter(|_| kubefleet);
+    let mut staged = entry
+        .filter(|e| e.spec.spec.strategy.type_ == Some(RolloutStrategyType::External))
+        .map(|e| staged_impact(head, head_sel, h, &e.spec.spec));
+    // A run the head brings moves clusters even when the placement is unchanged; one that
+    // fails (or rolls back) is news even when it is not new.
+    let runs_news = brings_runs(base, head, &h.key)
+        || staged.as_ref().is_some_and(|(_, notes)| !notes.is_empty());
+    if change == Change::Unchanged && updating.is_empty() && !runs_news {
         return None;
     }
     let impact = |strategy: &str, description: String| RolloutImpact {
@@ -861,6 +917,7 @@ fn rollout_impact(
         max_surge: None,
         description,
         stages: vec![],
+        run_notes: vec![],
     };
     if h.key.kind == PlacementKind::OcmPlacement {
         return Some(impact("OCM", "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into()));
@@ -872,7 +929,7 @@ fn rollout_impact(
                 .into(),
         ));
     }
-    let Some(entry) = head.cat.placement(&h.key.name, h.key.namespace.as_deref()) else {
+    let Some(entry) = entry else {
         return Some(impact("RollingUpdate", String::new()));
     };
     let updating_set: BTreeSet<&str> = updating.iter().map(String::as_str).collect();
@@ -883,14 +940,17 @@ fn rollout_impact(
     };
     let (budget, steps) = match preview::preview(&entry.spec.spec, change) {
         preview::Preview::Staged => {
-            let stages = staged_impact(head, &h.key, &h.selected);
-            let description = if stages.is_empty() {
+            let (stages, run_notes) = staged
+                .take()
+                .unwrap_or_else(|| staged_impact(head, head_sel, h, &entry.spec.spec));
+            let description = if stages.is_empty() && run_notes.is_empty() {
                 "strategy External: nothing rolls out until a staged update run names this placement"
             } else {
                 "strategy External: staged update runs roll out stage by stage"
             };
             return Some(RolloutImpact {
                 stages,
+                run_notes,
                 ..impact("External", description.into())
             });
         }
@@ -918,51 +978,116 @@ fn rollout_impact(
     })
 }
 
-/// The stages of the update runs (of the head) that roll the placement out, with their clusters.
-fn staged_impact(head: &World, key: &PlacementKey, selected: &[String]) -> Vec<StageImpact> {
-    let cat = head.cat;
-    let mut out = Vec::new();
-    for run in &cat.update_runs {
-        let run_ns = &cat.objects[run.index].namespace;
-        if run.spec.spec.placement_name != key.name || *run_ns != key.namespace {
+/// Whether the head has a staged update run for `key` that the base has not (or has otherwise).
+fn brings_runs(base: &World, head: &World, key: &PlacementKey) -> bool {
+    let runs = |w: &World| -> Vec<Value> {
+        w.cat
+            .update_runs
+            .iter()
+            .filter(|e| staged::placement_of(&e.spec) == *key)
+            .map(|e| (*w.cat.objects[e.index].value).clone())
+            .collect()
+    };
+    let base_runs = runs(base);
+    runs(head).iter().any(|r| !base_runs.contains(r))
+}
+
+/// The stages of the head's update runs that roll the placement out, as the rollout core cuts
+/// them: a run the daemon initialised (in `--state`) as it recorded it, any other as its
+/// initialisation would at the head. And per run what its stages do not show: it cannot be
+/// initialised (the daemon's message), or it moves clusters back to an older snapshot.
+fn staged_impact(
+    head: &World,
+    sel: &Selections,
+    h: &PlacementSchedule,
+    spec: &crate::model::placement::PlacementSpec,
+) -> (Vec<StageImpact>, Vec<RunNote>) {
+    let key = &h.key;
+    let no_clusters = BTreeMap::new();
+    let placement = head.rollout.and_then(|r| r.placements.get(key));
+    let clusters = placement.map_or(&no_clusters, |p| &p.clusters);
+    let resource_hash = sel.of_key(key).map(|r| crate::snapshot::resource_hash(&r));
+    let strategy = ApplyStrategy::from_rollout(Some(&spec.strategy));
+    let view = staged::View {
+        key,
+        spec: Some(spec),
+        schedule: Some(h),
+        fleet: head.fleet,
+        clusters,
+        resource_hash: resource_hash.as_deref(),
+        revision_history_limit: spec.revision_history_limit.unwrap_or(10).max(1) as u32,
+        indices_in_use: BTreeSet::new(),
+        apply_strategy: strategy,
+    };
+    let (mut stages, mut notes) = (Vec::new(), Vec::new());
+    for e in &head.cat.update_runs {
+        let run = &e.spec;
+        if staged::placement_of(run) != *key {
             continue;
         }
-        let Some(strategy) = cat.update_strategies.iter().find(|s| {
-            s.spec.metadata.name == run.spec.spec.staged_rollout_strategy_name
-                && cat.objects[s.index].namespace == *run_ns
-        }) else {
-            continue;
-        };
-        for stage in &strategy.spec.spec.stages {
-            let mut members: Vec<(String, &Labels)> = selected
-                .iter()
-                .filter_map(|c| head.fleet.get(c).map(|m| (c.clone(), &m.labels)))
-                .filter(|(_, labels)| stage.selects(labels))
-                .collect();
-            if let Some(key) = &stage.sorting_label_key {
-                members.sort_by_key(|(name, labels)| {
-                    (
-                        labels.get(key).and_then(|v| v.parse::<i64>().ok()),
-                        name.clone(),
-                    )
-                });
+        let name = crate::rollout::step::run_key_of(run);
+        let recorded = head.rollout.and_then(|r| r.runs.get(&name)).cloned();
+        let st = match recorded {
+            Some(st) => st,
+            None => {
+                let mut history = placement.map(|p| p.resources.clone()).unwrap_or_default();
+                let strategy = staged::strategy_of(head.cat, run);
+                let now = 0;
+                match staged::init::initialize(&view, run, strategy, &mut history, head.commit, now)
+                {
+                    Ok(st) => st,
+                    Err(failure) => {
+                        let (kind, message) = match failure {
+                            staged::init::Failure::Fatal(m) => {
+                                (RunNoteKind::InitializationFailed, m)
+                            }
+                            staged::init::Failure::Retry(m) => (RunNoteKind::NotInitializedYet, m),
+                        };
+                        notes.push(RunNote {
+                            run: name,
+                            kind,
+                            message,
+                        });
+                        continue;
+                    }
+                }
             }
-            let clusters: Vec<String> = members.into_iter().map(|(n, _)| n).collect();
+        };
+        if st.is_terminal() {
+            continue;
+        }
+        let rollbacks = staged::rollback::of(&st, clusters);
+        if let (Some(to), false) = (st.resource_snapshot_index_used, rollbacks.is_empty()) {
+            notes.push(RunNote {
+                run: name.clone(),
+                message: staged::rollback::message(&st.name, to, &rollbacks),
+                kind: RunNoteKind::RollsBack {
+                    to,
+                    clusters: rollbacks,
+                },
+            });
+        }
+        let frozen = st
+            .staged_update_strategy_snapshot
+            .clone()
+            .unwrap_or_default();
+        for (s, cfg) in st.stages_status.iter().zip(&frozen.stages) {
             let task = |t: &crate::model::staged::StageTask| match &t.wait_time {
                 Some(w) => format!("{:?} {w}", t.type_),
                 None => format!("{:?}", t.type_),
             };
-            out.push(StageImpact {
-                run: run.spec.metadata.name.clone(),
-                stage: stage.name.clone(),
-                max_concurrency: stage.max_concurrency_for(clusters.len()),
+            let clusters: Vec<String> = s.clusters.iter().map(|c| c.cluster_name.clone()).collect();
+            stages.push(StageImpact {
+                run: run.metadata.name.clone(),
+                stage: s.stage_name.clone(),
+                max_concurrency: cfg.max_concurrency_for(clusters.len()),
                 clusters,
-                before: stage.before_stage_tasks.iter().map(task).collect(),
-                after: stage.after_stage_tasks.iter().map(task).collect(),
+                before: cfg.before_stage_tasks.iter().map(task).collect(),
+                after: cfg.after_stage_tasks.iter().map(task).collect(),
             });
         }
     }
-    out
+    (stages, notes)
 }
 
 /// Fingerprint of everything that shapes one placement's manifests in a world, so clusters
@@ -1299,4 +1424,295 @@ fn unified(base: &str, head: &str, id: &str, context: usize) -> String {
         .context_radius(context)
         .header(&format!("base/{id}"), &format!("head/{id}"))
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three members with `labels` (YAML flow maps), an External placement, a strategy with
+    /// `stages` (YAML, indented as list items of `spec.stages`) and, with `run`, run r1.
+    fn staged_fleet(labels: [&str; 3], stages: &str, run: bool) -> Catalog {
+        staged_fleet_with(labels, stages, run, "")
+    }
+
+    /// [`staged_fleet`] and `extra` documents.
+    fn staged_fleet_with(labels: [&str; 3], stages: &str, run: bool, extra: &str) -> Catalog {
+        let mut y = String::from("apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n");
+        for (i, l) in labels.iter().enumerate() {
+            y.push_str(&format!(
+                "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+                 metadata: {{name: m{}, labels: {l}}}\n\
+                 spec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}}}\n",
+                i + 1
+            ));
+        }
+        y.push_str(
+            "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\n\
+             metadata: {name: app}\nspec:\n  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}]\n\
+             \x20 policy: {placementType: PickAll}\n  strategy: {type: External}\n\
+             ---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterStagedUpdateStrategy\n\
+             metadata: {name: s}\nspec:\n  stages:\n",
+        );
+        y.push_str(stages);
+        if run {
+            y.push_str(
+                "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterStagedUpdateRun\n\
+                 metadata: {name: r1}\nspec: {placementName: app, stagedRolloutStrategyName: s, state: Run}\n",
+            );
+        }
+        y.push_str(extra);
+        let (cat, diags) = crate::analyze(&[crate::catalog::SourceFile {
+            path: "fleet.yaml".into(),
+            content: y.into_bytes(),
+        }]);
+        assert!(diags.is_empty(), "{diags:#?}");
+        cat
+    }
+
+    /// What the daemon records when it first steps run r1 of `cat`: its stages, or the
+    /// `Initialized=False` message.
+    fn daemon_initialises(cat: &Catalog) -> Result<Vec<Vec<String>>, String> {
+        use crate::rollout::staged::status;
+        let fleet = Fleet::build(cat, None);
+        let schedule = schedule_commit(
+            cat,
+            &crate::snapshot::invalid_selections(cat),
+            &fleet,
+            &Previous::new(),
+            0,
+        );
+        let none = BTreeMap::new();
+        let input = crate::rollout::Input {
+            cat,
+            commit: "head",
+            schedule: &schedule,
+            fleet: &fleet,
+            unreachable: &none,
+            only: None,
+            now: 0,
+            staged: Default::default(),
+            selected: None,
+        };
+        let decision = crate::rollout::step(
+            &input,
+            &RolloutState::default(),
+            crate::rollout::Pacing::Rolling,
+        );
+        let st = decision.ledger.runs["r1"].clone().expect("a record");
+        match status::find(&st.conditions, status::INITIALIZED) {
+            Some(c) if c.status == "False" => Err(c.message.clone()),
+            _ => Ok(
+                crate::rollout::staged::init::stage_clusters(&st.stages_status)
+                    .into_iter()
+                    .map(|(_, c)| c)
+                    .collect(),
+            ),
+        }
+    }
+
+    /// What plan shows of run r1 when the head brings it: its stages' clusters, or the
+    /// initialisation failure it reports.
+    fn plan_shows(base: &Catalog, head: &Catalog) -> Result<Vec<Vec<String>>, String> {
+        let previous = Previous::new();
+        let inputs = Inputs {
+            inventory: None,
+            previous: &previous,
+            rollout: None,
+            now_unix: 0,
+        };
+        let plan = plan_catalogs(("base", base), ("head", head), &inputs, &Options::default());
+        let rollout = plan.placements[0]
+            .rollout
+            .clone()
+            .expect("a rollout impact");
+        match rollout.run_notes.as_slice() {
+            [] => Ok(rollout.stages.into_iter().map(|s| s.clusters).collect()),
+            [RunNote {
+                run,
+                kind: RunNoteKind::InitializationFailed,
+                message,
+            }] if run == "r1" => Err(message.clone()),
+            other => panic!("{other:#?}"),
+        }
+    }
+
+    /// `plan` shows the stages the daemon's initialisation cuts, and where plan's own rules
+    /// used to differ from it (a missing or non-integer sorting label, a cluster in two
+    /// stages, integer order), plan reports the daemon's own outcome, word for word.
+    #[test]
+    fn plan_shows_the_stages_or_the_initialisation_failure_the_daemon_records() {
+        let by_order = "  - name: all\n    labelSelector: {}\n    sortingLabelKey: order\n";
+        let two_stages = "  - name: first\n    labelSelector: {matchLabels: {env: a}}\n\
+                          \x20 - name: second\n    labelSelector: {matchLabels: {tier: x}}\n";
+        // (the members' labels, the strategy's stages, the stages' clusters or the failure)
+        type Case<'a> = ([&'a str; 3], &'a str, Result<Vec<Vec<&'a str>>, &'a str>);
+        let cases: [Case; 4] = [
+            (
+                ["{order: '10'}", "{order: '9'}", "{order: '-1'}"],
+                by_order,
+                Ok(vec![vec!["m3", "m2", "m1"]]),
+            ),
+            (
+                ["{order: '1'}", "{}", "{order: '2'}"],
+                by_order,
+                Err("the sorting label `order:` on cluster `m2` is not valid: strconv.Atoi: parsing \"\": invalid syntax"),
+            ),
+            (
+                ["{order: '1'}", "{order: two}", "{order: '2'}"],
+                by_order,
+                Err("the sorting label `order:two` on cluster `m2` is not valid"),
+            ),
+            (
+                ["{env: a}", "{env: a, tier: x}", "{tier: x}"],
+                two_stages,
+                Err("cluster `m2` appears in more than one stages"),
+            ),
+        ];
+        for (labels, stages, want) in cases {
+            let base = staged_fleet(labels, stages, false);
+            let head = staged_fleet(labels, stages, true);
+            let daemon = daemon_initialises(&head);
+            let planned = plan_shows(&base, &head);
+            assert_eq!(planned, daemon, "{labels:?}");
+            match want {
+                Ok(order) => assert_eq!(
+                    daemon,
+                    Ok(order
+                        .iter()
+                        .map(|s| s.iter().map(|c| c.to_string()).collect())
+                        .collect()),
+                    "{labels:?}"
+                ),
+                Err(part) => {
+                    let msg = daemon.expect_err("the daemon fails the run");
+                    assert!(msg.contains(part), "{labels:?}: {msg}");
+                }
+            }
+        }
+    }
+
+    /// A run started earlier that has clusters left to update which a newer run moved to a
+    /// newer snapshot: with the daemon's state, plan says the run moves them back, with the
+    /// run, the clusters and both indices — the rollout core's own finding (`RollingBack`).
+    #[test]
+    fn plan_says_when_a_run_moves_clusters_back_to_an_older_snapshot() {
+        use crate::rollout::{absorb, step, BindingHealth, Input, Outcome, Pacing};
+        let two_stages = "  - name: first\n    labelSelector: {matchLabels: {env: a}}\n\
+                          \x20   afterStageTasks: [{type: Approval}]\n\
+                          \x20 - name: second\n    labelSelector: {matchLabels: {env: b}}\n";
+        let labels = ["{env: a}", "{env: b}", "{env: b}"];
+        let r2 = "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\n\
+            kind: ClusterStagedUpdateStrategy\nmetadata: {name: fast}\n\
+            spec:\n  stages:\n  - name: all\n    labelSelector: {}\n    maxConcurrency: 3\n\
+            ---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterStagedUpdateRun\n\
+            metadata: {name: r2}\nspec: {placementName: app, stagedRolloutStrategyName: fast, state: Run}\n\
+            ---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: v2, namespace: app}\n";
+        let c1 = staged_fleet(labels, two_stages, true);
+        let c2 = staged_fleet_with(labels, two_stages, true, r2);
+        // The daemon: r1 (snapshot 0) updates m1 and waits for its approval; r2 (snapshot 1,
+        // new content) moves every cluster.
+        let mut state = RolloutState::default();
+        let mut previous = Previous::new();
+        let mut catalogs = BTreeMap::new();
+        for (now, (sha, cat)) in [("c1", &c1), ("c1", &c1), ("c2", &c2), ("c2", &c2)]
+            .into_iter()
+            .enumerate()
+        {
+            let fleet = Fleet::build(cat, None);
+            let mut schedule = schedule_commit(
+                cat,
+                &crate::snapshot::invalid_selections(cat),
+                &fleet,
+                &previous,
+                now as i64,
+            );
+            let none = BTreeMap::new();
+            let input = Input {
+                cat,
+                commit: sha,
+                schedule: &schedule,
+                fleet: &fleet,
+                unreachable: &none,
+                only: None,
+                now: now as u64,
+                staged: crate::rollout::StagedInput {
+                    approvals: BTreeMap::new(),
+                    catalogs: catalogs.clone(),
+                },
+                selected: None,
+            };
+            let d = step(&input, &state, Pacing::Rolling);
+            let results = d
+                .work
+                .into_iter()
+                .map(|w| {
+                    (
+                        w,
+                        Outcome::Done(BindingHealth::Available, Default::default()),
+                    )
+                })
+                .collect();
+            absorb(
+                &mut state,
+                &mut schedule,
+                d.ledger,
+                results,
+                sha,
+                now as u64,
+            );
+            catalogs.insert(sha.to_string(), Arc::new(cat.clone()));
+            previous = schedule.into_iter().map(|p| (p.key.clone(), p)).collect();
+        }
+        use crate::rollout::staged::rollback::ROLLING_BACK;
+        let daemon_says =
+            crate::rollout::staged::status::find(&state.runs["r1"].conditions, ROLLING_BACK)
+                .expect("r1 says it rolls back")
+                .message
+                .clone();
+        assert_eq!(
+            daemon_says,
+            "The updateRun r1 moves clusters m2, m3 from resource snapshot index 1 back to the older index 0"
+        );
+        // A pull request touching the placement's content again, planned with that state.
+        let c3 = staged_fleet_with(
+            labels,
+            two_stages,
+            true,
+            &format!(
+                "{r2}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: x, namespace: app}}\n"
+            ),
+        );
+        let inputs = Inputs {
+            inventory: None,
+            previous: &previous,
+            rollout: Some(&state),
+            now_unix: 10,
+        };
+        let plan = plan_catalogs(("c2", &c2), ("c3", &c3), &inputs, &Options::default());
+        let rollout = plan.placements[0]
+            .rollout
+            .clone()
+            .expect("a rollout impact");
+        let note = rollout
+            .run_notes
+            .iter()
+            .find(|n| n.run == "r1")
+            .unwrap_or_else(|| panic!("{rollout:#?}"));
+        assert_eq!(note.message, daemon_says);
+        let RunNoteKind::RollsBack { to, clusters } = &note.kind else {
+            panic!("{note:#?}");
+        };
+        assert_eq!(*to, 0);
+        let moved: Vec<(&str, u64)> = clusters
+            .iter()
+            .map(|c| (c.cluster.as_str(), c.from))
+            .collect();
+        assert_eq!(moved, [("m2", 1), ("m3", 1)]);
+        let text = format::text(&plan, false);
+        assert!(
+            text.contains("run r1 rolls back: The updateRun r1 moves clusters m2, m3"),
+            "{text}"
+        );
+    }
 }

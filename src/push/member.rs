@@ -651,7 +651,7 @@ async fn prune_placement(m: &Member, member: &str, read: &Record) -> PlacementRe
         error: None,
         objects: Vec::new(),
     };
-    let mark = PlacementMark::new(key, Some(read), read.abandon);
+    let mark = PlacementMark::new(key, Some(read), read.abandon, read.run.clone());
     if let Err(e) = mark.ensure(m, &NOTHING).await {
         result.error = Some(e.to_string());
         return result;
@@ -691,7 +691,7 @@ async fn push_placement(
         label: label.clone(),
         resource_snapshot: p.resource_snapshot.clone(),
         commit: commit.to_string(),
-        mark: PlacementMark::new(key, read, p.strategy.abandon),
+        mark: PlacementMark::new(key, read, p.strategy.abandon, p.run.clone()),
     });
     let manifests: Vec<Arc<Value>> = p.manifests.iter().map(|m| m.value.clone()).collect();
     let works: Vec<Option<Arc<WorkConfig>>> = p
@@ -768,6 +768,7 @@ async fn push_placement(
     } else if ctx.mark.is_marked()
         || entries != old
         || read.map(|r| r.abandon) != Some(p.strategy.abandon)
+        || read.map(|r| &r.run) != Some(&p.run)
     {
         if let Err(e) = ctx.mark.finish(m, entries).await {
             result.error = Some(format!("cannot write the applied record: {e}"));
@@ -783,15 +784,23 @@ struct PlacementMark {
     key: String,
     read: Option<Record>,
     abandon: bool,
+    /// The run the record names once the push is done.
+    run: Option<crate::rollout::staged::RunDelivery>,
     marked: tokio::sync::OnceCell<Result<Record, String>>,
 }
 
 impl PlacementMark {
-    fn new(key: &str, read: Option<&Record>, abandon: bool) -> PlacementMark {
+    fn new(
+        key: &str,
+        read: Option<&Record>,
+        abandon: bool,
+        run: Option<crate::rollout::staged::RunDelivery>,
+    ) -> PlacementMark {
         PlacementMark {
             key: key.to_string(),
             read: read.cloned(),
             abandon,
+            run,
             marked: tokio::sync::OnceCell::new(),
         }
     }
@@ -828,10 +837,14 @@ impl PlacementMark {
     /// [`Member::release_record`]); without a mark, a write fenced by the resourceVersion read.
     async fn finish(&self, m: &Member, entries: BTreeSet<Entry>) -> Result<(), Error> {
         let base = match self.marked.get() {
-            Some(Ok(marked)) => marked.clone(),
+            Some(Ok(marked)) => Record {
+                run: self.run.clone(),
+                ..marked.clone()
+            },
             Some(Err(e)) => return Err(Error::NotMarked(e.clone())),
             None => Record {
                 abandon: self.abandon,
+                run: self.run.clone(),
                 ..self.read.clone().unwrap_or_else(|| Record {
                     key: self.key.clone(),
                     ..Record::default()
@@ -1611,6 +1624,7 @@ mod tests {
                         work: None,
                     })
                     .collect(),
+                run: None,
             }],
             prune_unlisted: super::super::PruneUnlisted::Only(BTreeSet::new()),
         };

@@ -43,6 +43,8 @@ pub struct PlacementPush {
     pub resource_snapshot: String,
     /// In apply order (waves).
     pub manifests: Vec<Manifest>,
+    /// The staged update run whose snapshot this is: written in the placement's record.
+    pub run: Option<crate::rollout::staged::RunDelivery>,
 }
 
 /// Everything one member should receive.

@@ -18,6 +18,9 @@ pub const KEY_ANNOTATION: &str = "gitfleet.io/placement-key";
 /// The placement's deleteStrategy, so that a placement removed from git is still pruned (or
 /// abandoned) as it asked.
 pub const PROPAGATION_ANNOTATION: &str = "gitfleet.io/propagation-policy";
+/// The staged update run that delivered what the placement put there (JSON), so that a state
+/// rebuilt from the members knows which runs finished.
+pub const RUN_ANNOTATION: &str = "gitfleet.io/update-run";
 
 /// A placement's record on one member.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -26,6 +29,8 @@ pub struct Record {
     pub entries: BTreeSet<Entry>,
     /// deleteStrategy Abandon: objects no longer delivered are left on the member.
     pub abandon: bool,
+    /// The staged update run that delivered the objects, if a run did.
+    pub run: Option<crate::rollout::staged::RunDelivery>,
     /// The writer pushing the placement right now, if any (see [`super::writer`]).
     pub mark: Option<Mark>,
     /// The ConfigMap's resourceVersion as read; written back as a precondition.
@@ -86,6 +91,11 @@ pub fn config_map(record: &Record) -> Value {
         },
         "data": {"objects": serde_json::to_string(&list).expect("entries serialise")},
     });
+    if let Some(run) = &record.run {
+        cm["metadata"]["annotations"][RUN_ANNOTATION] = serde_json::to_string(run)
+            .expect("a run delivery serialises")
+            .into();
+    }
     if let Some(mark) = &record.mark {
         for (k, v) in mark.annotations() {
             cm["metadata"]["annotations"][k] = v.into();
@@ -130,10 +140,21 @@ pub fn parse(cm: &Value) -> Result<Record, RecordError> {
         .and_then(|a| a.get(PROPAGATION_ANNOTATION))
         .and_then(Value::as_str)
         == Some("Abandon");
+    let run = match super::metadata_field(cm, "annotations")
+        .and_then(|a| a.get(RUN_ANNOTATION))
+        .and_then(Value::as_str)
+    {
+        Some(text) => Some(
+            serde_json::from_str(text)
+                .map_err(|e| err(format!("annotation {RUN_ANNOTATION}: {e}")))?,
+        ),
+        None => None,
+    };
     Ok(Record {
         key,
         entries: entries.into_iter().collect(),
         abandon,
+        run,
         mark: super::metadata_field(cm, "annotations").and_then(Mark::read),
         resource_version: super::metadata_str(cm, "resourceVersion").map(str::to_string),
     })
@@ -201,6 +222,14 @@ mod tests {
             key: "crp.web".into(),
             entries,
             abandon: true,
+            run: Some(crate::rollout::staged::RunDelivery {
+                run: "web-rollout".into(),
+                stage: "canary".into(),
+                resource_snapshot_index: 3,
+                resource_snapshot: "h".into(),
+                render_commit: "c2".into(),
+                init_commit: "c1".into(),
+            }),
             mark: Some(Mark::new(
                 &crate::push::writer::Identity::process("apply"),
                 "abc",

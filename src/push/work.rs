@@ -18,14 +18,20 @@ pub fn member_pushes(
 ) -> Vec<MemberPush> {
     let mut by_member: BTreeMap<String, MemberPush> = BTreeMap::new();
     for w in work {
-        let (manifests, strategy, resource_snapshot) = match &w.action {
+        let (manifests, strategy, resource_snapshot, run) = match &w.action {
             Action::Apply {
                 manifests,
                 strategy,
                 resource_snapshot,
+                delivered_by,
                 ..
-            } => (manifests.to_vec(), *strategy, resource_snapshot.clone()),
-            Action::Remove { strategy } => (vec![], *strategy, String::new()),
+            } => (
+                manifests.to_vec(),
+                *strategy,
+                resource_snapshot.clone(),
+                delivered_by.clone(),
+            ),
+            Action::Remove { strategy } => (vec![], *strategy, String::new(), None),
         };
         slot(&mut by_member, &w.cluster, contexts)
             .placements
@@ -34,6 +40,7 @@ pub fn member_pushes(
                 strategy,
                 resource_snapshot,
                 manifests,
+                run,
             });
     }
     for s in sweeps {

@@ -3,7 +3,7 @@
 //! health push reported), and each member's last good probe. Values only: the state store
 //! (`crate::state`) reads and writes them, crash-safely, in the format gitfleet 0.1.0 wrote.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -43,6 +43,11 @@ pub struct RolloutState {
     /// state files written before staged runs existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub runs: BTreeMap<String, RunStatus>,
+    /// Keys of runs that left the repository while clusters still name them as what delivered
+    /// their resources: a run of the same name added again is a new run, not the finished one
+    /// those deliveries (and the members' records) name. Kept while a cluster names the run.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub ended_runs: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -225,6 +230,10 @@ pub struct ClusterState {
     /// its health, and cleared by that push. Why, for status and logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recheck: Option<String>,
+    /// The staged update run that delivered `revision`, as the member's record names it too:
+    /// what a finished run is known by when the state is rebuilt from the members.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_by: Option<super::staged::RunDelivery>,
     /// Unix seconds of the last change of this entry.
     pub updated_at: u64,
     /// The objects the last successful push put there (`Kind[.group]/[namespace/]name`): what
@@ -291,6 +300,7 @@ impl ClusterState {
             not_available,
             last_error,
             recheck: _,
+            delivered_by,
             updated_at: _,
             objects,
         } = self;
@@ -302,6 +312,7 @@ impl ClusterState {
             && *not_available == other.not_available
             && *last_error == other.last_error
             && *objects == other.objects
+            && *delivered_by == other.delivered_by
     }
 }
 
@@ -319,6 +330,7 @@ impl ClusterState {
             not_available: vec![],
             last_error: None,
             recheck: None,
+            delivered_by: None,
             updated_at: 0,
             objects: Default::default(),
         }
@@ -376,6 +388,7 @@ mod tests {
                 ps.clusters.insert(
                     m.into(),
                     ClusterState {
+                        delivered_by: None,
                         updated_at: 3,
                         ..ClusterState::with_health(BindingHealth::Available)
                     },
@@ -515,6 +528,7 @@ mod tests {
 
     fn cluster(health: BindingHealth) -> ClusterState {
         ClusterState {
+            delivered_by: None,
             updated_at: 1,
             ..ClusterState::with_health(health)
         }

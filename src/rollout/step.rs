@@ -691,7 +691,29 @@ pub fn step_memoized(
                     render_at(other, key, fleet, cluster, index)
                 }
             };
-            let outcome = step_runs(&view, &runs, state, &mut history, input, &mut render_run);
+            let mut outcome = step_runs(&view, &runs, state, &mut history, input, &mut render_run);
+            // What the runs delivered is kept in place between (and after) them.
+            let placement_id = key.to_string();
+            let stepped: BTreeMap<&str, &RunStatus> = outcome
+                .runs
+                .iter()
+                .filter_map(|(k, st)| Some((k.as_str(), st.as_ref()?)))
+                .collect();
+            let known: Vec<&RunStatus> = state
+                .runs
+                .iter()
+                .filter(|(k, r)| r.placement == placement_id && !stepped.contains_key(k.as_str()))
+                .map(|(_, r)| r)
+                .chain(stepped.values().copied())
+                .collect();
+            let busy: BTreeSet<&str> = outcome.work.iter().map(|w| w.cluster.as_str()).collect();
+            let healing = staged::heal(&view, &known, &busy, &mut render_run);
+            if healing.requeue_after > 0
+                && (outcome.requeue_after == 0 || healing.requeue_after < outcome.requeue_after)
+            {
+                outcome.requeue_after = healing.requeue_after;
+            }
+            outcome.work.extend(healing.work);
             record(&mut decision.ledger, key, prev, history, strategy.abandon);
             step.strategy = pace.name().into();
             step.report_diff = strategy.reports_diff();
@@ -700,6 +722,22 @@ pub fn step_memoized(
                 .iter()
                 .filter(|b| b.state != BindingState::Unscheduled)
                 .count();
+            // Up to date: running what a run gave them, and not moving now (as the rolling
+            // step counts them: status and the rollout gauges read this).
+            step.up_to_date = ps
+                .bindings
+                .iter()
+                .filter(|b| b.state != BindingState::Unscheduled)
+                .map(|b| &b.cluster)
+                .filter(|c| {
+                    prev.clusters
+                        .get(*c)
+                        .is_some_and(|cs| cs.revision.is_some())
+                        && !outcome.applying.contains(c)
+                        && !outcome.removing.contains(c)
+                })
+                .cloned()
+                .collect();
             step.applying = outcome.applying;
             step.removing = outcome.removing;
             step.requeue_after = outcome.requeue_after;
@@ -1000,6 +1038,7 @@ fn step_runs(
             run: r,
             strategy: staged::strategy_of(input.cat, r),
             previous: state.runs.get(&run_key_of(r)),
+            ended_before: state.ended_runs.contains(&run_key_of(r)),
         })
         .collect();
     let steps = staged::advance(
@@ -1211,10 +1250,12 @@ pub fn absorb(
     for (key, run) in ledger.runs {
         match run {
             Some(r) => {
+                state.ended_runs.remove(&key);
                 state.runs.insert(key, r);
             }
             None => {
                 state.runs.remove(&key);
+                state.ended_runs.insert(key);
             }
         }
     }
@@ -1229,6 +1270,7 @@ pub fn absorb(
                     revision,
                     binds,
                     manifests,
+                    delivered_by,
                     ..
                 },
                 Outcome::Done(health, observed),
@@ -1248,6 +1290,7 @@ pub fn absorb(
                     not_available: observed.not_available,
                     last_error: None,
                     recheck: None,
+                    delivered_by,
                     updated_at: now,
                 };
                 // A push that confirmed what the cluster had (a re-check's, a restart's) is no
@@ -1307,6 +1350,7 @@ pub fn absorb(
                             not_available: vec![],
                             last_error: None,
                             recheck: None,
+                            delivered_by: None,
                             updated_at: now,
                         });
                 entry.health = BindingHealth::Failed;
@@ -1317,6 +1361,21 @@ pub fn absorb(
                 entry.updated_at = now;
             }
         }
+    }
+    // An ended run is remembered only while a cluster still names it as its deliverer.
+    if !state.ended_runs.is_empty() {
+        let named: BTreeSet<&str> = state
+            .placements
+            .values()
+            .flat_map(|ps| ps.clusters.values())
+            .filter_map(|c| c.delivered_by.as_ref())
+            .map(|d| d.run.as_str())
+            .collect();
+        let ended = std::mem::take(&mut state.ended_runs);
+        state.ended_runs = ended
+            .into_iter()
+            .filter(|k| named.contains(k.as_str()))
+            .collect();
     }
     // A placement with nothing left on any cluster and gone from the commit is forgotten. The
     // set of live keys is built only when one could be (most looks have none, and building it

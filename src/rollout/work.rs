@@ -30,6 +30,8 @@ pub enum Action {
         /// The `gitfleet.io/resource-snapshot` stamp: the hash of the placement's selected
         /// resources (of the OCM workloads, for an OCM Placement), whole.
         resource_snapshot: String,
+        /// The staged update run whose snapshot this is (recorded on the member with it).
+        delivered_by: Option<super::staged::RunDelivery>,
     },
     /// Remove everything this placement put on the cluster (or, with `abandon`, let go of it).
     Remove { strategy: ApplyStrategy },
@@ -62,8 +64,17 @@ impl Work {
                 refresh,
                 strategy,
                 resource_snapshot,
+                delivered_by: None,
             },
         }
+    }
+
+    /// The same work, as the delivery of staged update run `run`.
+    pub(crate) fn by_run(mut self, run: super::staged::RunDelivery) -> Work {
+        if let Action::Apply { delivered_by, .. } = &mut self.action {
+            *delivered_by = Some(run);
+        }
+        self
     }
 
     pub(crate) fn remove(placement: &PlacementKey, cluster: &str, strategy: ApplyStrategy) -> Work {

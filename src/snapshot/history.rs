@@ -35,6 +35,24 @@ impl History {
         self.records.last()
     }
 
+    /// Takes back a snapshot known from elsewhere (a member's record of what a run delivered,
+    /// when the state was lost), unless its index is known: later indices follow it, so that
+    /// indices still only grow.
+    pub fn remember(&mut self, index: u64, hash: &str, commit: &str) {
+        if self.records.iter().any(|r| r.index == index) {
+            return;
+        }
+        let at = self.records.partition_point(|r| r.index < index);
+        self.records.insert(
+            at,
+            SnapshotRecord {
+                index,
+                hash: hash.to_string(),
+                commit: commit.to_string(),
+            },
+        );
+    }
+
     /// Offers the content hash of `commit`. `limit` is the placement's `revisionHistoryLimit`;
     /// `in_use` are indices still referenced by bindings or update runs, which are never dropped.
     pub fn advance(&self, hash: &str, commit: &str, limit: u32, in_use: &BTreeSet<u64>) -> Advance {

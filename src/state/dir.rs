@@ -868,6 +868,7 @@ fn rest_of(state: &RolloutState) -> RolloutState {
         placements: Default::default(),
         members: state.members.clone(),
         runs: state.runs.clone(),
+        ended_runs: state.ended_runs.clone(),
     }
 }
 
@@ -888,6 +889,7 @@ fn same_rest(rest: &RolloutState, state: &RolloutState) -> bool {
         placements: _,
         members,
         runs,
+        ended_runs,
     } = rest;
     *serving == state.serving
         && *rejected == state.rejected
@@ -895,6 +897,7 @@ fn same_rest(rest: &RolloutState, state: &RolloutState) -> bool {
         && *held == state.held
         && *members == state.members
         && *runs == state.runs
+        && *ended_runs == state.ended_runs
 }
 
 /// A placement's part of `daemon.json`, kept compact: written out pretty ([`pretty_part`]).
@@ -1219,6 +1222,7 @@ mod tests {
                     not_available: vec![],
                     last_error: None,
                     recheck: None,
+                    delivered_by: None,
                     updated_at: 9,
                 },
             );
@@ -1342,6 +1346,7 @@ mod tests {
             not_available: vec![],
             last_error: Some(error.into()),
             recheck: None,
+            delivered_by: None,
             updated_at: 7,
             objects: Arc::new(["v1/ConfigMap/ns/x".to_string()].into()),
         };
@@ -1519,6 +1524,7 @@ mod tests {
                     not_available: vec![],
                     last_error: Some(error.into()),
                     recheck: None,
+                    delivered_by: None,
                     updated_at: 1,
                     objects: Default::default(),
                 },

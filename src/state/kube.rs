@@ -388,6 +388,7 @@ impl<O: Objects> StateBackend for KubeStore<O> {
                 placements: BTreeMap::new(),
                 members: state.members.clone(),
                 runs: state.runs.clone(),
+                ended_runs: state.ended_runs.clone(),
             },
         };
         let head_name = layout::head_name(&self.prefix);

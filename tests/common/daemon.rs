@@ -93,6 +93,18 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// Kills the daemon and returns the log lines not read yet, up to its last.
+    pub fn stop_and_read_log(mut self) -> Vec<String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The reader thread ends at the pipe's end, and the channel with it.
+        let (_, empty) = mpsc::channel();
+        let lines = std::mem::replace(&mut self.lines, empty);
+        lines.iter().collect()
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();

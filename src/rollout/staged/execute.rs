@@ -348,7 +348,7 @@ fn binding_state(view: &View, cluster: &str) -> Option<BindingState> {
 fn push(
     st: &RunStatus,
     view: &View,
-    cluster: &str,
+    (stage, cluster): (&str, &str),
     render: &mut Render,
     out: &mut Moves,
 ) -> Option<Revision> {
@@ -358,15 +358,18 @@ fn push(
         c.revision.as_ref() == Some(&revision) && c.health == BindingHealth::Pending
     });
     let binds = binding_state(view, cluster) == Some(BindingState::Scheduled);
-    out.work.push(Work::apply(
-        view.key,
-        cluster,
-        (manifests, revision.clone()),
-        view.apply_strategy,
-        st.resource_snapshot_hash.clone(),
-        binds,
-        refresh,
-    ));
+    out.work.push(
+        Work::apply(
+            view.key,
+            cluster,
+            (manifests, revision.clone()),
+            view.apply_strategy,
+            st.resource_snapshot_hash.clone(),
+            binds,
+            refresh,
+        )
+        .by_run(status::RunDelivery::of(st, stage)),
+    );
     // A re-read is not a change: like the rolling step, only what changes is "applying".
     if !refresh {
         out.applying.push(cluster.to_string());
@@ -542,7 +545,7 @@ fn execute_stage(
                 }
             }
             // A cluster that cannot be rendered is not started (an error, retried).
-            let Some(revision) = push(st, view, &c.cluster_name, render, out) else {
+            let Some(revision) = push(st, view, (&stage_name, &c.cluster_name), render, out) else {
                 continue;
             };
             c.replaced = view
@@ -580,7 +583,7 @@ fn execute_stage(
             Progress::Updating => {
                 // Failed pushes are retried; pending ones re-read (members are not watched).
                 let name = c.cluster_name.clone();
-                push(st, view, &name, render, out);
+                push(st, view, (&stage_name, &name), render, out);
                 let since = status::find(&c.conditions, status::STARTED)
                     .map_or(now, |s| s.last_transition_time);
                 if now.saturating_sub(since) > STUCK_AFTER {
@@ -797,7 +800,7 @@ fn stop(st: &mut RunStatus, ex: &Exec, render: &mut Render, out: &mut Moves) {
                 }
                 Progress::Preempted | Progress::Updating => {
                     let name = c.cluster_name.clone();
-                    push(st, ex.view, &name, render, out);
+                    push(st, ex.view, (&stage_name, &name), render, out);
                     let since = status::find(&c.conditions, status::STARTED)
                         .map_or(now, |s| s.last_transition_time);
                     if now.saturating_sub(since) > STUCK_AFTER {

@@ -282,6 +282,170 @@ fn validate_tasks(
     Ok(())
 }
 
+/// Steps 1–4 of the initialisation: the clusters, the strategy the run names and the stages it
+/// cuts them into — or the failure the run's initialisation reports. `gitfleet plan` shows a
+/// run's stages from here, so that a pull request shows the order the daemon will use.
+pub fn stages<'s>(
+    view: &View,
+    run: &StagedUpdateRun,
+    strategy: Option<&'s StagedUpdateStrategy>,
+) -> Result<(Clusters, &'s StagedUpdateStrategy, Vec<StageStatus>), Failure> {
+    let clusters = collect(view)?;
+    let strategy_name = &run.spec.staged_rollout_strategy_name;
+    let Some(strategy) = strategy else {
+        let namespace = run
+            .metadata
+            .namespace
+            .as_deref()
+            .filter(|_| run.is_namespaced());
+        let key = status::run_key(namespace, strategy_name);
+        return Err(fatal(format!(
+            "referenced updateStrategy not found: `{key}`"
+        )));
+    };
+    let stages = compute_stages(
+        view,
+        &run.metadata.name,
+        strategy_name,
+        &strategy.spec,
+        &clusters.to_update,
+    )?;
+    Ok((clusters, strategy, stages))
+}
+
+/// A run the rollout state has no record of, that every one of its clusters' records names as
+/// what it runs (the state was lost after the run finished: the members keep its trace): its
+/// record rebuilt as finished — every stage and cluster done at the snapshot the records name —
+/// so that it is neither run again nor waits for approvals again. `None` when a cluster's
+/// record names another run or none (the run is then initialised as any new one).
+pub fn rebuilt(
+    view: &View,
+    run: &StagedUpdateRun,
+    strategy: Option<&StagedUpdateStrategy>,
+    now: u64,
+) -> Option<RunStatus> {
+    let namespace = run
+        .metadata
+        .namespace
+        .clone()
+        .filter(|_| run.is_namespaced());
+    let key = status::run_key(namespace.as_deref(), &run.metadata.name);
+    let (clusters, strategy, mut stages) = stages(view, run, strategy).ok()?;
+    let delivered: Vec<&status::RunDelivery> = stages
+        .iter()
+        .flat_map(|s| &s.clusters)
+        .map(|c| {
+            view.clusters
+                .get(&c.cluster_name)?
+                .delivered_by
+                .as_ref()
+                .filter(|d| d.run == key)
+        })
+        .collect::<Option<_>>()?;
+    let first = *delivered.first()?;
+    if delivered
+        .iter()
+        .any(|d| d.resource_snapshot_index != first.resource_snapshot_index)
+    {
+        return None;
+    }
+    let done = |conds: &mut Vec<status::Condition>, started: Option<(&str, &str)>, succeeded| {
+        if let Some((type_, reason)) = started {
+            status::set(conds, type_, "True", reason, "", now);
+        }
+        let (type_, reason) = succeeded;
+        status::set(conds, type_, "True", reason, "", now);
+    };
+    for s in &mut stages {
+        for c in &mut s.clusters {
+            c.revision = view
+                .clusters
+                .get(&c.cluster_name)
+                .and_then(|cs| cs.revision.clone());
+            done(
+                &mut c.conditions,
+                Some((status::STARTED, reason::CLUSTER_STARTED)),
+                (status::SUCCEEDED, reason::CLUSTER_SUCCEEDED),
+            );
+        }
+        s.start_time = Some(now);
+        s.end_time = Some(now);
+        status::set(
+            &mut s.conditions,
+            status::PROGRESSING,
+            "False",
+            reason::STAGE_SUCCEEDED,
+            "",
+            now,
+        );
+        done(
+            &mut s.conditions,
+            None,
+            (status::SUCCEEDED, reason::STAGE_SUCCEEDED),
+        );
+    }
+    let spec = view.spec?;
+    let mut conditions = Vec::new();
+    status::set(
+        &mut conditions,
+        status::INITIALIZED,
+        "True",
+        reason::INITIALIZED,
+        "The UpdateRun initialized successfully",
+        now,
+    );
+    status::set(
+        &mut conditions,
+        status::PROGRESSING,
+        "False",
+        reason::SUCCEEDED,
+        "All stages are completed",
+        now,
+    );
+    status::set(
+        &mut conditions,
+        status::SUCCEEDED,
+        "True",
+        reason::SUCCEEDED,
+        "All stages are completed successfully (rebuilt from the members' records, which \
+         name this run on every one of its clusters)",
+        now,
+    );
+    let mut deletion = StageStatus {
+        stage_name: DELETE_STAGE_NAME.to_string(),
+        clusters: vec![],
+        before_stage_task_status: vec![],
+        after_stage_task_status: vec![],
+        start_time: Some(now),
+        end_time: Some(now),
+        conditions: vec![],
+    };
+    done(
+        &mut deletion.conditions,
+        None,
+        (status::SUCCEEDED, reason::STAGE_SUCCEEDED),
+    );
+    Some(RunStatus {
+        namespace,
+        name: run.metadata.name.clone(),
+        placement: view.key.to_string(),
+        strategy_name: run.spec.staged_rollout_strategy_name.clone(),
+        init_commit: first.init_commit.clone(),
+        created_at: now,
+        state: run.state(),
+        policy_snapshot_index_used: Some(clusters.policy_index),
+        policy_observed_cluster_count: Some(clusters.expected.unwrap_or(clusters.to_update.len())),
+        resource_snapshot_index_used: Some(first.resource_snapshot_index),
+        resource_snapshot_hash: first.resource_snapshot.clone(),
+        render_commit: first.render_commit.clone(),
+        applied_strategy: applied_strategy(spec),
+        staged_update_strategy_snapshot: Some(strategy.spec.clone()),
+        stages_status: stages,
+        deletion_stage_status: Some(deletion),
+        conditions,
+    })
+}
+
 /// Initialises `run` at `commit`: every field KubeFleet records, or why it cannot start. The
 /// resource history gains a snapshot when the run takes the latest and the content changed.
 pub fn initialize(
@@ -298,21 +462,8 @@ pub fn initialize(
         .clone()
         .filter(|_| run.is_namespaced());
     let name = &run.metadata.name;
-    let clusters = collect(view)?;
     let strategy_name = &run.spec.staged_rollout_strategy_name;
-    let Some(strategy) = strategy else {
-        let key = status::run_key(namespace.as_deref(), strategy_name);
-        return Err(fatal(format!(
-            "referenced updateStrategy not found: `{key}`"
-        )));
-    };
-    let stages = compute_stages(
-        view,
-        name,
-        strategy_name,
-        &strategy.spec,
-        &clusters.to_update,
-    )?;
+    let (clusters, strategy, stages) = stages(view, run, strategy)?;
     // Step 5: the resource snapshot.
     let (index, hash, render_commit) = match run.spec.resource_snapshot_index.as_deref() {
         Some(given) if !given.is_empty() => {

@@ -5,6 +5,7 @@
 //!
 //! - [`init`]: initialisation, once, at the commit that brings the run;
 //! - [`execute`]: re-validation, the stages, their tasks, the delete stage, Stop;
+//! - [`rollback`]: a run that moves clusters to an older snapshot than they run says so;
 //! - [`status`]: what a run remembers (its KubeFleet status), with KubeFleet's condition
 //!   vocabulary.
 //!
@@ -14,12 +15,13 @@
 
 pub mod execute;
 pub mod init;
+pub mod rollback;
 pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::approval::{Approval, Request};
-use super::rolling::Revision;
+use super::rolling::{self, Revision};
 use super::state::ClusterState;
 use super::strategy::ApplyStrategy;
 use super::work::{Manifests, Work};
@@ -29,7 +31,7 @@ use crate::model::PlacementKey;
 use crate::schedule::{Fleet, PlacementSchedule};
 use crate::snapshot::History;
 
-pub use status::RunStatus;
+pub use status::{RunDelivery, RunStatus};
 
 /// The placement a run targets, as this commit and the rollout state see it.
 pub struct View<'a> {
@@ -83,6 +85,10 @@ pub struct RunInput<'a> {
     pub strategy: Option<&'a StagedUpdateStrategy>,
     /// The run's record from the previous steps; `None` for a run this commit brings.
     pub previous: Option<&'a RunStatus>,
+    /// A run of this name left the repository earlier ([`super::RolloutState::ended_runs`]):
+    /// the deliveries that name it are the earlier run's, so this one is never rebuilt from
+    /// them.
+    pub ended_before: bool,
 }
 
 /// One step of a run: its record after the step (`None` when it cannot be initialised yet, a
@@ -104,9 +110,31 @@ pub fn advance(
     now: u64,
     render: &mut RenderRun,
 ) -> Vec<RunStep> {
+    // Snapshots that members' records say runs delivered (a state rebuilt from them).
+    for d in view
+        .clusters
+        .values()
+        .filter_map(|c| c.delivered_by.as_ref())
+    {
+        history.remember(
+            d.resource_snapshot_index,
+            &d.resource_snapshot,
+            &d.render_commit,
+        );
+    }
     let mut steps = Vec::new();
     for r in runs {
         let mut moves = Moves::default();
+        let rebuilt = (r.previous.is_none() && !r.ended_before)
+            .then(|| init::rebuilt(view, r.run, r.strategy, now))
+            .flatten();
+        if let Some(st) = rebuilt {
+            steps.push(RunStep {
+                status: Some(st),
+                moves,
+            });
+            continue;
+        }
         let status = match r.previous {
             Some(prev) => {
                 let mut st = prev.clone();
@@ -116,7 +144,11 @@ pub fn advance(
                     approvals,
                     now,
                 };
+                let was_terminal = st.is_terminal();
                 execute::step_run(&mut st, &ex, render, &mut moves);
+                if !was_terminal {
+                    rollback::note(&mut st, view.clusters, now);
+                }
                 Some(st)
             }
             None => match init::initialize(view, r.run, r.strategy, history, commit, now) {
@@ -129,6 +161,7 @@ pub fn advance(
                         now,
                     };
                     execute::step_run(&mut st, &ex, render, &mut moves);
+                    rollback::note(&mut st, view.clusters, now);
                     Some(st)
                 }
                 Err(init::Failure::Fatal(m)) => {
@@ -144,6 +177,105 @@ pub fn advance(
         steps.push(RunStep { status, moves });
     }
     steps
+}
+
+/// Keeps what the runs delivered in place, as KubeFleet's work applier keeps applying a
+/// binding's snapshot whatever its runs do: each cluster of the placement that no run pushes
+/// to in this step (`busy`), still scheduled, whose objects the member changed (a re-check),
+/// whose availability is not known, or whose last confirmation failed, is re-applied with what
+/// it runs — the rendering of the run that delivered its revision (deleted objects restored,
+/// drift handled by the apply strategy, as for any push). A confirmation, not a move: nothing
+/// is "applying". A cluster whose revision no run of `runs` delivered, or that renders
+/// otherwise now, is left as it is (no run may be moved without a run).
+pub fn heal(
+    view: &View,
+    runs: &[&RunStatus],
+    busy: &BTreeSet<&str>,
+    render: &mut RenderRun,
+) -> Moves {
+    use crate::schedule::BindingState;
+    let mut moves = Moves::default();
+    for (cluster, cs) in view.clusters {
+        if busy.contains(cluster.as_str()) {
+            continue;
+        }
+        let due = cs.recheck.is_some()
+            || cs.health == rolling::BindingHealth::Pending
+            || (cs.health == rolling::BindingHealth::Failed
+                && cs
+                    .attempted
+                    .as_ref()
+                    .is_none_or(|a| Some(a) == cs.revision.as_ref()));
+        if !due {
+            continue;
+        }
+        let Some(binding) = view.schedule.and_then(|s| {
+            s.bindings
+                .iter()
+                .find(|b| &b.cluster == cluster && b.state != BindingState::Unscheduled)
+        }) else {
+            continue;
+        };
+        // The run that gave the cluster its revision; for a cluster adopted from its record
+        // (revision unknown), the run the record names.
+        let delivered_by = runs.iter().find(|r| match &cs.revision {
+            Some(revision) => r
+                .stages_status
+                .iter()
+                .flat_map(|s| &s.clusters)
+                .any(|c| &c.cluster_name == cluster && c.revision.as_ref() == Some(revision)),
+            None => cs.delivered_by.as_ref().is_some_and(|d| {
+                d.run == status::run_key(r.namespace.as_deref(), &r.name)
+                    && Some(d.resource_snapshot_index) == r.resource_snapshot_index_used
+            }),
+        });
+        let Some(run) = delivered_by else {
+            continue;
+        };
+        let Some(rendered) = render(run, cluster)
+            .filter(|(_, r)| cs.revision.as_ref().is_none_or(|revision| r == revision))
+        else {
+            continue;
+        };
+        let stage = run
+            .stages_status
+            .iter()
+            .find(|s| s.clusters.iter().any(|c| &c.cluster_name == cluster))
+            .map_or("", |s| s.stage_name.as_str());
+        if cs.health == rolling::BindingHealth::Pending {
+            moves.requeue(execute::CLUSTER_POLL);
+        }
+        moves.work.push(
+            Work::apply(
+                view.key,
+                cluster,
+                rendered,
+                view.apply_strategy,
+                run.resource_snapshot_hash.clone(),
+                binding.state == BindingState::Scheduled,
+                true,
+            )
+            .by_run(RunDelivery::of(run, stage)),
+        );
+    }
+    moves
+}
+
+/// The commits runs render from that a step may need besides its own: those of runs still
+/// going, and those that delivered what a cluster runs now ([`heal`] renders them again).
+pub fn render_commits(state: &super::RolloutState) -> BTreeSet<String> {
+    let going = state
+        .runs
+        .values()
+        .filter(|r| !r.is_terminal() && !r.render_commit.is_empty())
+        .map(|r| r.render_commit.clone());
+    let delivered = state
+        .placements
+        .values()
+        .flat_map(|p| p.clusters.values())
+        .filter_map(|c| c.delivered_by.as_ref())
+        .map(|d| d.render_commit.clone());
+    going.chain(delivered).collect()
 }
 
 /// The placement a run targets: `crp/NAME` for a `ClusterStagedUpdateRun`, `rp/NS/NAME` for a

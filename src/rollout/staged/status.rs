@@ -109,6 +109,37 @@ pub fn is_false(conds: &[Condition], type_: &str) -> bool {
     find(conds, type_).is_some_and(|c| c.status == "False")
 }
 
+/// Which staged update run delivered what a cluster runs: kept with the cluster in the rollout
+/// state and in the member's record of the placement (`gitfleet.io/update-run`), so that a
+/// state rebuilt from the members knows a run all of whose clusters it delivered as finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunDelivery {
+    /// The run's key ([`run_key`]).
+    pub run: String,
+    pub stage: String,
+    pub resource_snapshot_index: u64,
+    /// The resource snapshot's hash (the objects' `gitfleet.io/resource-snapshot` stamp).
+    pub resource_snapshot: String,
+    /// The commit the run renders from, and the one it was initialised at.
+    pub render_commit: String,
+    pub init_commit: String,
+}
+
+impl RunDelivery {
+    /// What `st` delivers to the clusters of its stage `stage`.
+    pub fn of(st: &RunStatus, stage: &str) -> RunDelivery {
+        RunDelivery {
+            run: run_key(st.namespace.as_deref(), &st.name),
+            stage: stage.to_string(),
+            resource_snapshot_index: st.resource_snapshot_index_used.unwrap_or_default(),
+            resource_snapshot: st.resource_snapshot_hash.clone(),
+            render_commit: st.render_commit.clone(),
+            init_commit: st.init_commit.clone(),
+        }
+    }
+}
+
 /// One run's progress (KubeFleet's `UpdateRunStatus`, plus what Git adds: the commit the run
 /// was initialised at, which approving tags must point at).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

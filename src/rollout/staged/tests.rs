@@ -108,6 +108,8 @@ struct Stepped {
     removed: Vec<String>,
     requests: Vec<String>,
     requeue_after: u64,
+    /// The work itself, for what it carries.
+    work: Vec<crate::rollout::Work>,
 }
 
 impl World {
@@ -164,6 +166,7 @@ impl World {
             removed: pick(true),
             requests: d.requests.iter().map(Request::key).collect(),
             requeue_after: d.steps.iter().map(|s| s.requeue_after).max().unwrap_or(0),
+            work: d.work.clone(),
         };
         let results = match health {
             Some(health) => d
@@ -506,7 +509,14 @@ fn a_new_apply_strategy_or_policy_snapshot_aborts_the_run() {
         w.step(&standard("v1", "Run"), "c1", 0, BindingHealth::Pending);
         let changed = commit("v1", &extra);
         let s = w.step(&changed, "c2", 10, BindingHealth::Available);
-        assert!(s.applied.is_empty(), "{name}: {s:?}");
+        // Nothing moves; what the run gave m1 and m2 (still pending) is only read again.
+        assert!(
+            s.work.iter().all(|w| matches!(
+                w.action,
+                crate::rollout::Action::Apply { refresh: true, .. }
+            )),
+            "{name}: {s:?}"
+        );
         let st = w.run("r1");
         assert_eq!(
             cond(&st.conditions, status::SUCCEEDED),
@@ -618,6 +628,288 @@ fn a_cluster_still_running_its_previous_revision_is_not_preempted_while_its_push
             status::SUCCEEDED
         ));
     }
+}
+
+const ONE_STAGE: &str = "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\n\
+    kind: ClusterStagedUpdateStrategy\nmetadata: {name: three}\n\
+    spec:\n  stages:\n  - name: all\n    labelSelector: {}\n    maxConcurrency: 9\n";
+
+/// One External placement and run `name` over one stage of all nine clusters.
+fn one_stage_run(tag: &str, name: &str) -> Catalog {
+    commit(
+        tag,
+        &format!(
+            "{}{ONE_STAGE}{}",
+            placement("External", "{placementType: PickAll}"),
+            run(name, "Run")
+        ),
+    )
+}
+
+/// Steps `cat` until run `name` succeeds; returns the time after the last step.
+fn run_to_success(w: &mut World, cat: &Catalog, sha: &str, mut now: u64, name: &str) -> u64 {
+    while w
+        .state
+        .runs
+        .get(name)
+        .is_none_or(|r| !status::is_true(&r.conditions, status::SUCCEEDED))
+    {
+        assert!(
+            now < 10_000,
+            "{name} never succeeded: {:#?}",
+            w.state.runs.get(name)
+        );
+        w.step(cat, sha, now, BindingHealth::Available);
+        now += 1;
+    }
+    now
+}
+
+/// Once its runs are done, an External placement's clusters are still kept as the last run
+/// delivered them, as KubeFleet's work applier keeps a binding's snapshot applied: a cluster
+/// whose objects the member changed, or whose availability is not known, is re-applied with
+/// the run's snapshot (not the head's content), and the re-check is cleared by that push.
+#[test]
+fn a_finished_runs_clusters_are_healed_with_what_it_delivered() {
+    let mut w = World::default();
+    let v1 = one_stage_run("v1", "r1");
+    let mut now = run_to_success(&mut w, &v1, "c1", 0, "r1");
+    let s = w.step(&v1, "c1", now, BindingHealth::Available);
+    assert!(s.applied.is_empty(), "{s:?}");
+    // The member deletes an object of m3; m5's last confirmation left it pending. A newer
+    // commit (new content, no new run) is served meanwhile.
+    w.state
+        .recheck("m3", None, "Namespace app deleted", true, now);
+    let app: crate::model::PlacementKey = "crp/app".parse().unwrap();
+    std::sync::Arc::make_mut(w.state.placements.get_mut(&app).unwrap())
+        .clusters
+        .get_mut("m5")
+        .unwrap()
+        .health = BindingHealth::Pending;
+    let v2 = one_stage_run("v2", "r1");
+    now += 1;
+    let s = w.step(&v2, "c2", now, BindingHealth::Available);
+    assert_eq!(s.applied, ["m3", "m5"], "{s:?}");
+    for work in &s.work {
+        let crate::rollout::Action::Apply {
+            manifests,
+            revision,
+            refresh,
+            ..
+        } = &work.action
+        else {
+            panic!("{work:?}");
+        };
+        assert!(refresh, "a confirmation, not a move: {work:?}");
+        assert_eq!(revision.resource_index, 0);
+        let ns = &manifests[0].value;
+        assert_eq!(ns["metadata"]["labels"]["tag"], "v1", "{ns}");
+    }
+    let ps = &w.state.placements[&app];
+    assert!(ps.clusters.values().all(|c| c.recheck.is_none()
+        && c.health == BindingHealth::Available
+        && c.revision.as_ref().unwrap().resource_index == 0));
+    // Settled: nothing more to do.
+    now += 1;
+    let s = w.step(&v2, "c2", now, BindingHealth::Available);
+    assert!(s.applied.is_empty(), "{s:?}");
+}
+
+/// KubeFleet's semantics are kept — runs are independent, so a run started earlier moves the
+/// clusters it has yet to update to its own, older snapshot after a newer run succeeded — but
+/// the older run says so: `RollingBack=True UpdateRunRollingBack`, naming the run, the clusters
+/// and both indices, from the moment they run the newer snapshot until (and after) it moves
+/// them.
+#[test]
+fn a_run_started_earlier_says_when_it_moves_clusters_back_to_its_older_snapshot() {
+    use super::rollback::{REASON_ROLLING_BACK, ROLLING_BACK};
+    let fast = "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\n\
+        kind: ClusterStagedUpdateStrategy\nmetadata: {name: fast}\n\
+        spec:\n  stages:\n  - name: all\n    labelSelector: {}\n    maxConcurrency: 9\n";
+    let r2 = "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterStagedUpdateRun\n\
+        metadata: {name: r2}\nspec: {placementName: app, stagedRolloutStrategyName: fast, state: Run}\n";
+    let mut w = World::default();
+    let v1 = standard("v1", "Run");
+    // r1 (snapshot 0) updates staging, then soaks for 60 s.
+    for now in 0..3 {
+        w.step(&v1, "c1", now, BindingHealth::Available);
+    }
+    assert_eq!(
+        cond(&w.run("r1").conditions, status::PROGRESSING),
+        ("False", reason::WAITING)
+    );
+    assert!(status::find(&w.run("r1").conditions, ROLLING_BACK).is_none());
+    // r2 (snapshot 1) moves every cluster meanwhile and succeeds.
+    let v2 = commit(
+        "v2",
+        &format!(
+            "{}{STRATEGY}{fast}{}{r2}",
+            placement("External", "{placementType: PickAll}"),
+            run("r1", "Run")
+        ),
+    );
+    let now = run_to_success(&mut w, &v2, "c2", 3, "r2");
+    assert_eq!(w.run("r2").resource_snapshot_index_used, Some(1));
+    let c = status::find(&w.run("r1").conditions, ROLLING_BACK)
+        .expect("r1 says it will move clusters back")
+        .clone();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+        (
+            "True",
+            REASON_ROLLING_BACK,
+            "The updateRun r1 moves clusters m6, m5, m4, m7, m8, m9 from resource snapshot \
+             index 1 back to the older index 0"
+        )
+    );
+    // The soak ends; canary is approved: r1 does move m6 back to snapshot 0, and still says so.
+    w.approve("r1-before-canary", "c1");
+    let s = w.step(&v2, "c2", now + 60, BindingHealth::Available);
+    assert_eq!(s.applied, ["m6"], "{s:?}");
+    let crate::rollout::Action::Apply { revision, .. } = &s.work[0].action else {
+        panic!("{:?}", s.work);
+    };
+    assert_eq!(revision.resource_index, 0);
+    let c = status::find(&w.run("r1").conditions, ROLLING_BACK).unwrap();
+    assert_eq!(c.status, "True");
+    assert!(
+        c.message.contains("m6, m5, m4, m7, m8, m9"),
+        "{}",
+        c.message
+    );
+}
+
+/// A lost state directory: the daemon starts with what the members' records say — each
+/// cluster's placement adopted, its revision unknown, the run that delivered it named — and no
+/// run records. A run all of whose clusters' records name it finished: it is not run again at
+/// the new head nor waits for approvals; its clusters are confirmed with the snapshot it
+/// delivered, and a new run takes the next snapshot index.
+#[test]
+fn a_finished_run_is_not_run_again_when_the_state_is_rebuilt_from_the_members_records() {
+    let mut w = World::default();
+    let v1 = standard("v1", "Run");
+    w.approve("r1-before-canary", "c1");
+    w.approve("r1-after-production", "c1");
+    let now = run_to_success(&mut w, &v1, "c1", 0, "r1");
+    let app: crate::model::PlacementKey = "crp/app".parse().unwrap();
+    let delivered: BTreeMap<String, super::RunDelivery> = w.state.placements[&app]
+        .clusters
+        .iter()
+        .map(|(c, cs)| {
+            (
+                c.clone(),
+                cs.delivered_by.clone().expect("a run delivered it"),
+            )
+        })
+        .collect();
+    assert_eq!(delivered.len(), 9);
+    assert!(delivered
+        .values()
+        .all(|d| d.run == "r1" && d.resource_snapshot_index == 0 && d.init_commit == "c1"));
+    assert_eq!(delivered["m5"].stage, "canary");
+
+    // The state directory is lost; the members' records are adopted, as the daemon does.
+    let mut rebuilt = crate::rollout::RolloutState::default();
+    let mut ps = crate::rollout::PlacementState::default();
+    for (c, d) in &delivered {
+        let mut cs = crate::rollout::ClusterState::with_health(BindingHealth::Pending);
+        cs.recheck = Some("adopted from the member's record".into());
+        cs.delivered_by = Some(d.clone());
+        ps.clusters.insert(c.clone(), cs);
+    }
+    rebuilt
+        .placements
+        .insert(app.clone(), std::sync::Arc::new(ps));
+    let mut w = World {
+        state: rebuilt,
+        catalogs: w.catalogs,
+        ..World::default()
+    };
+    // A newer head, content changed; no approval at hand.
+    let v2 = standard("v2", "Run");
+    let s = w.step(&v2, "c2", now + 10, BindingHealth::Available);
+    assert!(s.requests.is_empty(), "{s:?}");
+    let st = w.run("r1");
+    assert_eq!(
+        cond(&st.conditions, status::SUCCEEDED),
+        ("True", reason::SUCCEEDED)
+    );
+    assert_eq!(st.resource_snapshot_index_used, Some(0));
+    assert_eq!(st.init_commit, "c1");
+    // Every cluster confirmed with what r1 delivered (v1, snapshot 0), not moved to the head.
+    assert_eq!(s.applied.len(), 9, "{s:?}");
+    for work in &s.work {
+        let crate::rollout::Action::Apply {
+            manifests,
+            revision,
+            refresh,
+            ..
+        } = &work.action
+        else {
+            panic!("{work:?}");
+        };
+        assert!(refresh, "{work:?}");
+        assert_eq!(revision.resource_index, 0);
+        assert_eq!(manifests[0].value["metadata"]["labels"]["tag"], "v1");
+    }
+    let s = w.step(&v2, "c2", now + 11, BindingHealth::Available);
+    assert!(s.applied.is_empty() && s.requests.is_empty(), "{s:?}");
+    // A new run takes the next index: indices only grow.
+    let r2 = commit(
+        "v2",
+        &format!(
+            "{}{STRATEGY}{}{}",
+            placement("External", "{placementType: PickAll}"),
+            run("r1", "Run"),
+            run("r2", "Initialize")
+        ),
+    );
+    w.step(&r2, "c3", now + 12, BindingHealth::Available);
+    assert_eq!(w.run("r2").resource_snapshot_index_used, Some(1));
+}
+
+/// A run removed from the repository and added again under the same name is a new run, as a
+/// deleted and re-created `ClusterStagedUpdateRun` is a new object in KubeFleet: the clusters'
+/// deliveries name the earlier run, and are not read as this one having finished.
+#[test]
+fn a_run_added_again_under_the_same_name_is_a_new_run() {
+    let mut w = World::default();
+    let v1 = standard("v1", "Run");
+    w.approve("r1-before-canary", "c1");
+    w.approve("r1-after-production", "c1");
+    let now = run_to_success(&mut w, &v1, "c1", 0, "r1");
+    let without = commit(
+        "v1",
+        &format!(
+            "{}{STRATEGY}",
+            placement("External", "{placementType: PickAll}")
+        ),
+    );
+    w.step(&without, "c2", now, BindingHealth::Available);
+    assert!(!w.state.runs.contains_key("r1"));
+    assert!(
+        w.state.ended_runs.contains("r1"),
+        "{:?}",
+        w.state.ended_runs
+    );
+
+    let again = standard("v2", "Run");
+    let s = w.step(&again, "c3", now + 1, BindingHealth::Available);
+    let st = w.run("r1");
+    assert_eq!(st.init_commit, "c3");
+    assert!(
+        !status::is_true(&st.conditions, status::SUCCEEDED),
+        "{:#?}",
+        st.conditions
+    );
+    // Its first stage moves to the head's snapshot, a new index.
+    assert_eq!(s.applied, ["m1", "m2"], "{s:?}");
+    assert_eq!(st.resource_snapshot_index_used, Some(1));
+    assert!(
+        w.state.ended_runs.is_empty(),
+        "the new run replaces the ended one: {:?}",
+        w.state.ended_runs
+    );
 }
 
 fn init_failure(extra: &str) -> String {

@@ -329,6 +329,7 @@ pub fn plan_of(fleet: &PlanFleet, opts: &Options) -> Plan {
         &Inputs {
             inventory: Some(&fleet.inventory),
             previous: &previous,
+            rollout: None,
             now_unix: NOW_UNIX,
         },
         opts,
@@ -346,6 +347,7 @@ pub fn measure_plan(spec: FleetSpec, runs: usize) -> PlanRow {
     let inputs = Inputs {
         inventory: Some(&fleet.inventory),
         previous: &previous,
+        rollout: None,
         now_unix: NOW_UNIX,
     };
     let opts = Options {
@@ -584,6 +586,7 @@ mod dump {
             let inputs = Inputs {
                 inventory: Some(&fleet.inventory),
                 previous: &previous,
+                rollout: None,
                 now_unix: NOW_UNIX,
             };
             for (variant, opts) in [
