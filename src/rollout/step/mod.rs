@@ -448,19 +448,19 @@ fn kubefleet<'a>(
         Pace::Rolling { target, params } => {
             let budget = (target, &params);
             let (step, work) = rolling::step(cx, p, &kf, budget, advance.index, step, renderings);
-            let settled = memo::is_settled(&step, &work, advance.created, p.prev).then(|| {
-                |summary: Arc<StepSummary>| Settled {
-                    pacing,
-                    source: source.clone(),
-                    selected: resources.iter().map(|r| r.value.clone()).collect(),
-                    placement: entry.spec.clone(),
-                    resource_snapshot: kf.resource_snapshot.clone(),
-                    schedule: p.schedule.clone(),
-                    state: p.prev.clone(),
-                    summary,
-                }
-            });
-            (memo.remember(p.key, step, settled), work)
+            // What the step was worked out from, taken only when it is kept.
+            let inputs = |summary: Arc<StepSummary>| Settled {
+                pacing,
+                source: source.clone(),
+                selected: resources.iter().map(|r| r.value.clone()).collect(),
+                placement: entry.spec.clone(),
+                resource_snapshot: kf.resource_snapshot.clone(),
+                schedule: p.schedule.clone(),
+                state: p.prev.clone(),
+                summary,
+            };
+            let settled = memo::is_settled(&step, &work, advance.created, p.prev);
+            (memo.remember(p.key, step, settled.then_some(inputs)), work)
         }
     };
     let effects = Effects {
