@@ -23,6 +23,7 @@ pub mod approvals;
 pub mod deliver;
 pub mod leader;
 pub mod metrics;
+pub mod open_files;
 pub mod probes;
 pub mod reconciler;
 pub mod runs;
