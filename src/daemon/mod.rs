@@ -356,6 +356,19 @@ pub struct Action {
     pub requeue_after: Option<Duration>,
 }
 
+/// The rollout's next wake-up, on the daemon's timers.
+impl From<crate::rollout::Wake> for Action {
+    fn from(wake: crate::rollout::Wake) -> Action {
+        use crate::rollout::Wake;
+        match wake {
+            Wake::Now => Action::requeue(Duration::ZERO),
+            Wake::AvailabilityPoll => Action::requeue(AVAILABILITY_POLL),
+            Wake::After(wait) => Action::requeue(wait),
+            Wake::OnChange => Action::await_change(),
+        }
+    }
+}
+
 impl Action {
     pub fn requeue(after: Duration) -> Action {
         Action {
