@@ -781,14 +781,8 @@ impl<D: Deliverer> Daemon<D> {
         if !change.deleted {
             return false;
         }
-        let label_of = |key: &crate::model::PlacementKey| {
-            crate::push::decorate::label_value(&crate::push::decorate::placement_key(key))
-        };
-        let id = crate::rollout::guard::object_id(&serde_json::json!({
-            "apiVersion": object.api_version,
-            "kind": object.kind,
-            "metadata": {"name": object.name, "namespace": object.namespace},
-        }));
+        let label_of = crate::model::PlacementKey::label_value;
+        let id = object.key();
         let no_longer_recorded = self.state.placements.iter().any(|(key, ps)| {
             ps.clusters
                 .get(&change.member)

@@ -492,7 +492,7 @@ impl<D: Deliverer> Daemon<D> {
                 }
             };
             for (key, r) in found {
-                let Some(placement) = crate::push::record::placement_of(&key) else {
+                let Some(placement) = crate::model::PlacementKey::from_record_key(&key) else {
                     tracing::warn!(member = %member, record = %key, "a record names no placement gitfleet knows; left alone");
                     continue;
                 };
@@ -512,18 +512,7 @@ impl<D: Deliverer> Daemon<D> {
                         // What a staged run delivered there: a finished run is known by it.
                         delivered_by: r.run.clone(),
                         updated_at: now,
-                        objects: Arc::new(
-                            r.entries
-                                .iter()
-                                .map(|e| {
-                                    crate::rollout::guard::object_id(&serde_json::json!({
-                                        "apiVersion": e.object.api_version,
-                                        "kind": e.object.kind,
-                                        "metadata": {"name": e.object.name, "namespace": e.object.namespace},
-                                    }))
-                                })
-                                .collect(),
-                        ),
+                        objects: Arc::new(r.entries.iter().map(|e| e.object.key()).collect()),
                     }
                 });
                 placements.insert(placement);

@@ -115,7 +115,7 @@ fn run_view(st: &RunStatus) -> UpdateRun {
     UpdateRun {
         name: st.name.clone(),
         namespace: st.namespace.clone(),
-        placement: st.placement.clone(),
+        placement: st.placement.to_string(),
         resource_snapshot_index: st.resource_snapshot_index_used,
         policy_snapshot_index: st.policy_snapshot_index_used,
         initialized: cond(&st.conditions, status::INITIALIZED),

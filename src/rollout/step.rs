@@ -32,7 +32,7 @@ use crate::model::placement::{
     PlacementPolicy, PlacementSpec, PlacementType, RollingUpdateConfig, RolloutStrategyType,
 };
 use crate::model::staged::StagedUpdateRun;
-use crate::model::PlacementKey;
+use crate::model::{ObjectKey, PlacementKey};
 use crate::render::cluster::{ocm_workloads, overrides_of, render_placement, Selections};
 use crate::render::{ClusterTarget, Manifest};
 use crate::schedule::{same_schedule, BindingState, Fleet, PlacementSchedule};
@@ -177,9 +177,9 @@ pub struct StepSummary {
     pub report_diff: bool,
     /// `Kind/namespace/name` (or `Kind/name`) of what the placement selects.
     pub selected_resources: Vec<String>,
-    /// What each rendered cluster should hold, by [`super::guard::object_id`] (shared between
+    /// What each rendered cluster should hold, by [`ObjectKey`] (shared between
     /// clusters with the same rendering): what the deletion guard counts against.
-    pub objects: BTreeMap<String, Arc<BTreeSet<String>>>,
+    pub objects: BTreeMap<String, Arc<BTreeSet<ObjectKey>>>,
     /// The settled step this one is, by its number in the [`StepMemo`]: two summaries with the
     /// same number had the same inputs (spec, selection, schedule, state) and outcome, so what
     /// is derived from them alone (the status) can be kept rather than derived again.
@@ -433,7 +433,7 @@ pub fn step_memoized(
     // Shared renderings as the work items carry them (`Arc`: work crosses threads), by address.
     let mut shared_manifests: HashMap<usize, Manifests> = HashMap::default();
     // Object ids of shared renderings, by address, likewise.
-    let mut object_ids: HashMap<usize, Arc<BTreeSet<String>>> = HashMap::default();
+    let mut object_ids: HashMap<usize, Arc<BTreeSet<ObjectKey>>> = HashMap::default();
     // A member of the fleet (its clusters are sorted by name: no set built at every look).
     let is_member = |cluster: &str| fleet.position(cluster).is_some();
     let mut decision = Decision::default();
@@ -648,7 +648,7 @@ pub fn step_memoized(
             state
                 .runs
                 .values()
-                .filter(|r| r.placement == key.to_string())
+                .filter(|r| r.placement == *key)
                 .filter_map(|r| r.resource_snapshot_index_used),
         );
         // The snapshot stamp: the whole hash of the selected resources, for every cluster.
@@ -693,7 +693,6 @@ pub fn step_memoized(
             };
             let mut outcome = step_runs(&view, &runs, state, &mut history, input, &mut render_run);
             // What the runs delivered is kept in place between (and after) them.
-            let placement_id = key.to_string();
             let stepped: BTreeMap<&str, &RunStatus> = outcome
                 .runs
                 .iter()
@@ -702,7 +701,7 @@ pub fn step_memoized(
             let known: Vec<&RunStatus> = state
                 .runs
                 .iter()
-                .filter(|(k, r)| r.placement == placement_id && !stepped.contains_key(k.as_str()))
+                .filter(|(k, r)| r.placement == *key && !stepped.contains_key(k.as_str()))
                 .map(|(_, r)| r)
                 .chain(stepped.values().copied())
                 .collect();
@@ -1188,13 +1187,8 @@ fn sweep(input: &Input, decision: &mut Decision) {
 }
 
 /// The deletion guard's ids of the objects of one rendering.
-fn ids_of(manifests: &[Manifest]) -> Arc<BTreeSet<String>> {
-    Arc::new(
-        manifests
-            .iter()
-            .map(|m| super::guard::object_id(&m.value))
-            .collect(),
-    )
+fn ids_of(manifests: &[Manifest]) -> Arc<BTreeSet<ObjectKey>> {
+    Arc::new(manifests.iter().map(|m| ObjectKey::of(&m.value)).collect())
 }
 
 /// Shares `objects` with an equal set the placement holds: the cluster's own (`before`: a
@@ -1202,13 +1196,13 @@ fn ids_of(manifests: &[Manifest]) -> Arc<BTreeSet<String>> {
 /// delivery is absorbed on its own, one member at a time: the clusters of a placement
 /// rendered alike would otherwise each keep their own copy).
 fn share_equal_set(
-    objects: &mut Arc<BTreeSet<String>>,
+    objects: &mut Arc<BTreeSet<ObjectKey>>,
     before: Option<&ClusterState>,
     ps: &PlacementState,
 ) {
     const LOOKS: usize = 4;
     let held = before.into_iter().chain(ps.clusters.values());
-    let mut seen: Vec<&Arc<BTreeSet<String>>> = Vec::with_capacity(LOOKS);
+    let mut seen: Vec<&Arc<BTreeSet<ObjectKey>>> = Vec::with_capacity(LOOKS);
     for other in held.map(|c| &c.objects) {
         if seen.iter().any(|s| Arc::ptr_eq(s, other)) {
             continue;
@@ -1259,7 +1253,7 @@ pub fn absorb(
             }
         }
     }
-    let mut object_sets: HashMap<usize, Arc<BTreeSet<String>>> = HashMap::default();
+    let mut object_sets: HashMap<usize, Arc<BTreeSet<ObjectKey>>> = HashMap::default();
     for (work, outcome) in results {
         let key = &work.placement;
         let ps: &mut PlacementState =
@@ -1997,7 +1991,7 @@ mod tests {
         assert!(!Arc::ptr_eq(&c["m1"].objects, &c["m3"].objects));
         assert_eq!(
             c["m3"].objects.iter().next().unwrap(),
-            "ConfigMap/app/other"
+            &ObjectKey::new("", "ConfigMap", Some("app"), "other")
         );
     }
 

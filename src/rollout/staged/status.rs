@@ -149,8 +149,9 @@ pub struct RunStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     pub name: String,
-    /// The placement's id (`crp/NAME`, `rp/NS/NAME`).
-    pub placement: String,
+    /// The placement (written as its id, `crp/NAME`, `rp/NS/NAME`).
+    #[serde(with = "crate::model::placement_key::as_id")]
+    pub placement: crate::model::PlacementKey,
     pub strategy_name: String,
     /// The commit that brought the run: the run was initialised there.
     pub init_commit: String,
