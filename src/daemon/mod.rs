@@ -217,7 +217,7 @@ pub struct LeaderStatus {
 #[serde(rename_all = "camelCase")]
 pub struct PlacementStatus {
     pub id: String,
-    pub strategy: String,
+    pub strategy: crate::rollout::Strategy,
     pub target: usize,
     pub selected: Vec<String>,
     pub applying: Vec<String>,

@@ -1053,7 +1053,7 @@ impl<D: Deliverer> Daemon<D> {
                         observed_resource_index: stored
                             .and_then(|p| p.resources.latest().map(|r| r.index)),
                         id: s.placement.to_string(),
-                        strategy: s.strategy.clone(),
+                        strategy: s.strategy,
                         target: s.target,
                         applying: s.applying.clone(),
                         removing: s.removing.clone(),

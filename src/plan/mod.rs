@@ -14,7 +14,7 @@ use crate::model::{ObjectKey, PlacementKey, PlacementKind};
 use crate::render::cluster::{CommitRenderer, Selections, SharedManifests};
 use crate::render::ClusterTarget;
 use crate::rollout::staged;
-use crate::rollout::strategy::ApplyStrategy;
+use crate::rollout::strategy::{ApplyStrategy, Strategy};
 use crate::rollout::{preview, RolloutState};
 use crate::schedule::{
     schedule_commit, ClusterDecision, Condition, Fleet, Inventory, PlacementSchedule, Previous,
@@ -175,7 +175,7 @@ pub struct ClusterReason {
 #[serde(rename_all = "camelCase")]
 pub struct RolloutImpact {
     /// `RollingUpdate`, `External` (staged update runs) or `OCM`.
-    pub strategy: String,
+    pub strategy: Strategy,
     /// Clusters that stay selected and whose manifests change: they update.
     pub updating: Vec<String>,
     /// RollingUpdate: `maxUnavailable` and `maxSurge` resolved for the head's target count.
@@ -910,8 +910,8 @@ fn rollout_impact(
     if change == Change::Unchanged && updating.is_empty() && !runs_news {
         return None;
     }
-    let impact = |strategy: &str, description: String| RolloutImpact {
-        strategy: strategy.into(),
+    let impact = |strategy: Strategy, description: String| RolloutImpact {
+        strategy,
         updating: updating.clone(),
         max_unavailable: None,
         max_surge: None,
@@ -920,17 +920,17 @@ fn rollout_impact(
         run_notes: vec![],
     };
     if h.key.kind == PlacementKind::OcmPlacement {
-        return Some(impact("OCM", "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into()));
+        return Some(impact(Strategy::Ocm, "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into()));
     }
     if h.key.kind == PlacementKind::ManifestWork {
         return Some(impact(
-            "OCM",
+            Strategy::Ocm,
             "the ManifestWork is applied at once on its cluster, as OCM's work agent applies it"
                 .into(),
         ));
     }
     let Some(entry) = entry else {
-        return Some(impact("RollingUpdate", String::new()));
+        return Some(impact(Strategy::RollingUpdate, String::new()));
     };
     let updating_set: BTreeSet<&str> = updating.iter().map(String::as_str).collect();
     let change = preview::Change {
@@ -951,7 +951,7 @@ fn rollout_impact(
             return Some(RolloutImpact {
                 stages,
                 run_notes,
-                ..impact("External", description.into())
+                ..impact(Strategy::External, description.into())
             });
         }
         preview::Preview::Rolling { budget, steps } => (budget, steps),
@@ -974,7 +974,7 @@ fn rollout_impact(
     Some(RolloutImpact {
         max_unavailable: Some(m),
         max_surge: Some(budget.max_surge),
-        ..impact("RollingUpdate", description)
+        ..impact(Strategy::RollingUpdate, description)
     })
 }
 

@@ -28,6 +28,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::step::StepSummary;
+use super::strategy::Strategy;
 use crate::model::ObjectKey;
 use serde::{Deserialize, Serialize};
 
@@ -118,7 +119,8 @@ pub fn fate_in<'a>(step: Option<&'a StepSummary>, cluster: &str) -> Fate<'a> {
     if s.removing.iter().any(|c| c == cluster) {
         return Fate::Removed;
     }
-    if s.render_errors.contains_key(cluster) || s.strategy == "External" || s.strategy == "Deleted"
+    if s.render_errors.contains_key(cluster)
+        || matches!(s.strategy, Strategy::External | Strategy::Deleted)
     {
         // Kept as is: a render error keeps what runs; External placements move only by runs;
         // a deleted placement not removing a cluster keeps it (a member gone from the repo).

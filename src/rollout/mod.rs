@@ -42,5 +42,5 @@ pub use step::{
     absorb, step, step_memoized, Decision, Input, Ledger, Pace, Pacing, StagedInput, StepMemo,
     StepSummary,
 };
-pub use strategy::ApplyStrategy;
+pub use strategy::{ApplyStrategy, Strategy};
 pub use work::{Action, Manifests, Observed, Outcome, Prune, Sweep, Work};

@@ -25,7 +25,7 @@ use super::approval::{Approval, Request};
 use super::rolling::{plan_step, BindingHealth, Revision, RollingParams, RolloutBinding, Target};
 use super::staged::{self, RunStatus};
 use super::state::{ClusterState, PlacementState, RolloutState};
-use super::strategy::ApplyStrategy;
+use super::strategy::{ApplyStrategy, Strategy};
 use super::work::{Action, Manifests, Outcome, Prune, Sweep, Work};
 use crate::catalog::Catalog;
 use crate::model::placement::{
@@ -80,11 +80,11 @@ impl Pace {
     }
 
     /// How status names the pace.
-    pub fn name(&self) -> &'static str {
+    pub fn strategy(&self) -> Strategy {
         match self {
-            Pace::Now => "Immediate",
-            Pace::Rolling { .. } => "RollingUpdate",
-            Pace::Staged => "External",
+            Pace::Now => Strategy::Immediate,
+            Pace::Rolling { .. } => Strategy::RollingUpdate,
+            Pace::Staged => Strategy::External,
         }
     }
 }
@@ -152,8 +152,7 @@ pub struct StagedInput {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepSummary {
     pub placement: PlacementKey,
-    /// `RollingUpdate`, `External`, `Immediate`, `OCM`, or `Deleted` (gone from the commit).
-    pub strategy: String,
+    pub strategy: Strategy,
     pub target: usize,
     pub applying: Vec<String>,
     pub removing: Vec<String>,
@@ -190,10 +189,10 @@ pub struct StepSummary {
 }
 
 impl StepSummary {
-    fn new(placement: PlacementKey, strategy: &str) -> StepSummary {
+    fn new(placement: PlacementKey, strategy: Strategy) -> StepSummary {
         StepSummary {
             placement,
-            strategy: strategy.to_string(),
+            strategy,
             target: 0,
             applying: vec![],
             removing: vec![],
@@ -478,7 +477,8 @@ pub fn step_memoized(
             continue;
         }
         let work_before = work.len();
-        let mut step = StepSummary::new(key.clone(), "");
+        // Its strategy is set below, once its kind and pace are known.
+        let mut step = StepSummary::new(key.clone(), Strategy::Immediate);
         // Renders what `cluster` should run; `None` when rendering fails (reported, not pushed).
         let mut render = |cluster: &str, resource_index: u64| -> Option<(Manifests, Revision)> {
             let (manifests, rendered) = if key.kind.is_ocm() {
@@ -587,7 +587,7 @@ pub fn step_memoized(
                     work.push(Work::remove(key, cluster, strategy));
                 }
             }
-            step.strategy = "OCM".into();
+            step.strategy = Strategy::Ocm;
             step.target = ps.selected.len();
             step.applying = applying;
             step.up_to_date = up_to_date;
@@ -609,7 +609,7 @@ pub fn step_memoized(
             memo.settled.remove(key);
             decision
                 .steps
-                .push(Arc::new(held_step(key, pace.name(), ps, prev, message)));
+                .push(Arc::new(held_step(key, pace.strategy(), ps, prev, message)));
             continue;
         }
         let resources = selections.of(entry).unwrap_or_default();
@@ -714,7 +714,7 @@ pub fn step_memoized(
             }
             outcome.work.extend(healing.work);
             record(&mut decision.ledger, key, prev, history, strategy.abandon);
-            step.strategy = pace.name().into();
+            step.strategy = pace.strategy();
             step.report_diff = strategy.reports_diff();
             step.target = ps
                 .bindings
@@ -765,7 +765,7 @@ pub fn step_memoized(
         );
         step.report_diff = strategy.reports_diff();
 
-        step.strategy = pace.name().into();
+        step.strategy = pace.strategy();
         let (target, params) = match pace {
             Pace::Staged => unreachable!("stepped above"),
             Pace::Now => {
@@ -956,7 +956,7 @@ pub fn step_memoized(
             abandon: ps.abandon,
             ..ApplyStrategy::default()
         };
-        let mut step = StepSummary::new(key.clone(), "Deleted");
+        let mut step = StepSummary::new(key.clone(), Strategy::Deleted);
         let mut kept = Vec::new();
         for cluster in ps.clusters.keys() {
             if is_member(cluster) {
@@ -1115,7 +1115,7 @@ fn render_at(
 /// member reports.
 fn held_step(
     key: &PlacementKey,
-    strategy: &str,
+    strategy: Strategy,
     ps: &PlacementSchedule,
     prev: &PlacementState,
     message: &str,
@@ -2096,7 +2096,7 @@ mod tests {
         let hash = crate::snapshot::resource_hash(&selected);
         assert_eq!(hash.len(), 64);
         assert!(immediate.values().all(|(_, stamp, _)| *stamp == hash));
-        assert_eq!(now.steps[0].strategy, "Immediate");
+        assert_eq!(now.steps[0].strategy, Strategy::Immediate);
         assert!(now.steps[0].waiting.is_empty());
         // A fresh schedule (what `apply` has, with no bindings kept) steps the same way.
         previous.clear();
