@@ -7,6 +7,7 @@
 //! look again ([`next_action`]; a finished delivery is an event of its own).
 
 use crate::fast_hash::{HashMap, HashSet};
+use crate::rollout::staged::status::RunPhase;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -816,16 +817,16 @@ impl<D: Deliverer> Daemon<D> {
 
         self.meter_steps(&decision.steps);
         // Every state is set (0 included), never cleared: a scrape never sees a gap.
-        for phase in super::runs::PHASES {
+        for phase in RunPhase::ALL {
             let n = self
                 .state
                 .runs
                 .values()
-                .filter(|st| super::runs::phase(st) == phase)
+                .filter(|st| RunPhase::of(st) == phase)
                 .count();
             self.metrics
                 .update_runs
-                .get_or_create(&metrics::labels(&[("state", phase)]))
+                .get_or_create(&metrics::labels(&[("state", phase.name())]))
                 .set(n as i64);
         }
         self.publish(Some(inventory), decision.steps, Some(schedule));
