@@ -65,21 +65,24 @@ impl fmt::Display for Gvk {
 /// API versions is one object (a member is asked in a version: that is [`crate::push::ObjectRef`]).
 ///
 /// Held as its id, `Kind.group/namespace/name` (`Kind/…` for the core group, no namespace part
-/// when cluster-scoped), with where each part ends: one allocation, no heavier than the id text
-/// the guard's sets held, and sorted as that text, so the sets state files store are written in
-/// the same order. The id is what state files store ([`ObjectKey::from_id`] reads it back
+/// when cluster-scoped), with where each part ends: one allocation and the size of a `String`,
+/// no heavier than the id text the guard's sets held, and sorted as that text, so the sets
+/// state files store are written in the same order. The id is what state files store ([`ObjectKey::from_id`] reads it back
 /// there, at the edge); [`ObjectKey::short`] is the `Kind/namespace/name` diagnostics and plans
 /// show.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectKey {
     id: Box<str>,
-    /// End of the kind in `id`.
-    kind_end: u32,
-    /// End of `.group` (`kind_end` in the core group).
-    group_end: u32,
-    /// End of the namespace, `group_end` when cluster-scoped.
-    namespace_end: u32,
+    /// Where the kind, the `.group` and the `/namespace` end in `id` (equal ends: no group, no
+    /// namespace). 16 bits keep the key the size of a `String`: what comes before the name is
+    /// short in any object Kubernetes accepts (kind and namespace at most 63 characters, group
+    /// 253). A key whose is not has [`LONG`] first, whether it is namespaced second, and finds
+    /// its parts again in its id.
+    ends: [u16; 3],
 }
+
+/// See [`ObjectKey`]'s `ends`.
+const LONG: u16 = u16::MAX;
 
 impl ObjectKey {
     pub fn new(group: &str, kind: &str, namespace: Option<&str>, name: &str) -> ObjectKey {
@@ -100,12 +103,13 @@ impl ObjectKey {
         let namespace_end = id.len();
         id.push('/');
         id.push_str(name);
-        let end = |n: usize| u32::try_from(n).expect("an object id shorter than 4 GiB");
+        let ends = match u16::try_from(namespace_end) {
+            Ok(end) if end < LONG => [kind_end as u16, group_end as u16, end],
+            _ => [LONG, u16::from(namespace.is_some()), 0],
+        };
         ObjectKey {
-            kind_end: end(kind_end),
-            group_end: end(group_end),
-            namespace_end: end(namespace_end),
             id: id.into_boxed_str(),
+            ends,
         }
     }
 
@@ -141,30 +145,46 @@ impl ObjectKey {
         Ok(key)
     }
 
-    fn part(&self, from: u32, to: u32) -> &str {
-        &self.id[from as usize..to as usize]
+    /// Where the kind, the `.group` and the `/namespace` end.
+    fn ends(&self) -> [usize; 3] {
+        let [kind, group, namespace] = self.ends;
+        if kind != LONG {
+            return [kind.into(), group.into(), namespace.into()];
+        }
+        let id = &*self.id;
+        let group_end = id.find('/').unwrap_or(id.len());
+        let kind_end = id[..group_end].find('.').unwrap_or(group_end);
+        let namespace_end = if group == 1 {
+            id[group_end + 1..]
+                .find('/')
+                .map_or(id.len(), |i| group_end + 1 + i)
+        } else {
+            group_end
+        };
+        [kind_end, group_end, namespace_end]
     }
 
     pub fn kind(&self) -> &str {
-        self.part(0, self.kind_end)
+        &self.id[..self.ends()[0]]
     }
 
     /// The API group, empty for the core group.
     pub fn group(&self) -> &str {
-        if self.group_end == self.kind_end {
+        let [kind, group, _] = self.ends();
+        if group == kind {
             ""
         } else {
-            self.part(self.kind_end + 1, self.group_end)
+            &self.id[kind + 1..group]
         }
     }
 
     pub fn namespace(&self) -> Option<&str> {
-        (self.namespace_end != self.group_end)
-            .then(|| self.part(self.group_end + 1, self.namespace_end))
+        let [_, group, namespace] = self.ends();
+        (namespace != group).then(|| &self.id[group + 1..namespace])
     }
 
     pub fn name(&self) -> &str {
-        &self.id[self.namespace_end as usize + 1..]
+        &self.id[self.ends()[2] + 1..]
     }
 
     /// The id (what `Display` writes).
@@ -381,6 +401,23 @@ mod tests {
 
     /// Sets of keys sort as the ids did when they were text, so state is written in the
     /// same order.
+    /// Parts too long for the key's 16-bit ends are found again in its id.
+    #[test]
+    fn a_key_with_long_parts_keeps_them() {
+        let long = "n".repeat(70_000);
+        for namespace in [Some(long.as_str()), None] {
+            let k = ObjectKey::new(&long, "Kind", namespace, "x");
+            assert_eq!(
+                (k.group(), k.kind(), k.namespace(), k.name()),
+                (long.as_str(), "Kind", namespace, "x")
+            );
+        }
+        assert_eq!(
+            std::mem::size_of::<ObjectKey>(),
+            std::mem::size_of::<String>()
+        );
+    }
+
     #[test]
     fn keys_sort_as_their_ids() {
         let ids = [
