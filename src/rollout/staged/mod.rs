@@ -165,7 +165,7 @@ pub fn advance(
                     Some(st)
                 }
                 Err(init::Failure::Fatal(m)) => {
-                    Some(init::failed(&view.key, r.run, commit, &m, now))
+                    Some(init::failed(view.key, r.run, commit, &m, now))
                 }
                 Err(init::Failure::Retry(m)) => {
                     moves.note = Some(m);
