@@ -218,7 +218,7 @@ pub struct LeaderStatus {
 #[serde(rename_all = "camelCase")]
 pub struct PlacementStatus {
     pub id: String,
-    pub strategy: String,
+    pub strategy: crate::rollout::Strategy,
     pub target: usize,
     pub selected: Vec<String>,
     pub applying: Vec<String>,
@@ -795,14 +795,8 @@ impl<D: Deliverer> Daemon<D> {
         if !change.deleted {
             return false;
         }
-        let label_of = |key: &crate::model::PlacementKey| {
-            crate::push::decorate::label_value(&crate::push::decorate::placement_key(key))
-        };
-        let id = crate::rollout::guard::object_id(&serde_json::json!({
-            "apiVersion": object.api_version,
-            "kind": object.kind,
-            "metadata": {"name": object.name, "namespace": object.namespace},
-        }));
+        let label_of = crate::model::PlacementKey::label_value;
+        let id = object.key();
         let no_longer_recorded = self.state.placements.iter().any(|(key, ps)| {
             ps.clusters
                 .get(&change.member)

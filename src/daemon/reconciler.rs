@@ -7,6 +7,7 @@
 //! look again ([`crate::rollout::next_wake`]; a finished delivery is an event of its own).
 
 use crate::fast_hash::{HashMap, HashSet};
+use crate::rollout::staged::status::RunPhase;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -448,7 +449,7 @@ impl<D: Deliverer> Daemon<D> {
                 }
             };
             for (key, r) in found {
-                let Some(placement) = crate::push::record::placement_of(&key) else {
+                let Some(placement) = crate::model::PlacementKey::from_record_key(&key) else {
                     tracing::warn!(member = %member, record = %key, "a record names no placement gitfleet knows; left alone");
                     continue;
                 };
@@ -468,18 +469,7 @@ impl<D: Deliverer> Daemon<D> {
                         // What a staged run delivered there: a finished run is known by it.
                         delivered_by: r.run.clone(),
                         updated_at: now,
-                        objects: Arc::new(
-                            r.entries
-                                .iter()
-                                .map(|e| {
-                                    crate::rollout::guard::object_id(&serde_json::json!({
-                                        "apiVersion": e.object.api_version,
-                                        "kind": e.object.kind,
-                                        "metadata": {"name": e.object.name, "namespace": e.object.namespace},
-                                    }))
-                                })
-                                .collect(),
-                        ),
+                        objects: Arc::new(r.entries.iter().map(|e| e.object.key()).collect()),
                     }
                 });
                 placements.insert(placement);
@@ -783,16 +773,16 @@ impl<D: Deliverer> Daemon<D> {
 
         self.meter_steps(&decision.steps);
         // Every state is set (0 included), never cleared: a scrape never sees a gap.
-        for phase in super::runs::PHASES {
+        for phase in RunPhase::ALL {
             let n = self
                 .state
                 .runs
                 .values()
-                .filter(|st| super::runs::phase(st) == phase)
+                .filter(|st| RunPhase::of(st) == phase)
                 .count();
             self.metrics
                 .update_runs
-                .get_or_create(&metrics::labels(&[("state", phase)]))
+                .get_or_create(&metrics::labels(&[("state", phase.name())]))
                 .set(n as i64);
         }
         self.publish(Some(inventory), decision.steps, Some(schedule));
@@ -1020,7 +1010,7 @@ impl<D: Deliverer> Daemon<D> {
                         observed_resource_index: stored
                             .and_then(|p| p.resources.latest().map(|r| r.index)),
                         id: s.placement.to_string(),
-                        strategy: s.strategy.clone(),
+                        strategy: s.strategy,
                         target: s.target,
                         applying: s.applying.clone(),
                         removing: s.removing.clone(),

@@ -44,6 +44,6 @@ pub use step::{
     absorb, step, step_memoized, Decision, Input, Ledger, Pace, Pacing, StagedInput, StepMemo,
     StepSummary,
 };
-pub use strategy::ApplyStrategy;
+pub use strategy::{ApplyStrategy, Strategy};
 pub use wake::{next_wake, Wake};
 pub use work::{Action, Manifests, Observed, Outcome, Prune, Sweep, Work};

@@ -77,7 +77,7 @@ mod tests {
     }
 
     fn summary(requeue_after: u64, waiting: &[&str]) -> Arc<StepSummary> {
-        let mut s = StepSummary::new(key(), "RollingUpdate");
+        let mut s = StepSummary::new(key(), crate::rollout::Strategy::RollingUpdate);
         s.requeue_after = requeue_after;
         s.waiting = waiting.iter().map(|c| c.to_string()).collect();
         Arc::new(s)

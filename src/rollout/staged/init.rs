@@ -428,7 +428,7 @@ pub fn rebuilt(
     Some(RunStatus {
         namespace,
         name: run.metadata.name.clone(),
-        placement: view.key.to_string(),
+        placement: view.key.clone(),
         strategy_name: run.spec.staged_rollout_strategy_name.clone(),
         init_commit: first.init_commit.clone(),
         created_at: now,
@@ -548,7 +548,7 @@ pub fn initialize(
     Ok(RunStatus {
         namespace,
         name: name.clone(),
-        placement: view.key.to_string(),
+        placement: view.key.clone(),
         strategy_name: strategy_name.clone(),
         init_commit: commit.to_string(),
         created_at: now,
@@ -590,7 +590,7 @@ pub fn applied_strategy(spec: &crate::model::placement::PlacementSpec) -> serde_
 
 /// A run that could not be initialised: `Initialized=False`, terminal.
 pub fn failed(
-    view_key: &str,
+    view_key: &crate::model::PlacementKey,
     run: &StagedUpdateRun,
     commit: &str,
     message: &str,
@@ -612,7 +612,7 @@ pub fn failed(
             .clone()
             .filter(|_| run.is_namespaced()),
         name: run.metadata.name.clone(),
-        placement: view_key.to_string(),
+        placement: view_key.clone(),
         strategy_name: run.spec.staged_rollout_strategy_name.clone(),
         init_commit: commit.to_string(),
         created_at: now,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::render::ids_of;
 use super::Ledger;
-use crate::model::PlacementKey;
+use crate::model::{ObjectKey, PlacementKey};
 use crate::rollout::rolling::BindingHealth;
 use crate::rollout::state::{ClusterState, PlacementState, RolloutState};
 use crate::rollout::work::{Action, Outcome, Work};
@@ -17,13 +17,13 @@ use crate::schedule::{BindingState, PlacementSchedule};
 /// delivery is absorbed on its own, one member at a time: the clusters of a placement
 /// rendered alike would otherwise each keep their own copy).
 fn share_equal_set(
-    objects: &mut Arc<BTreeSet<String>>,
+    objects: &mut Arc<BTreeSet<ObjectKey>>,
     before: Option<&ClusterState>,
     ps: &PlacementState,
 ) {
     const LOOKS: usize = 4;
     let held = before.into_iter().chain(ps.clusters.values());
-    let mut seen: Vec<&Arc<BTreeSet<String>>> = Vec::with_capacity(LOOKS);
+    let mut seen: Vec<&Arc<BTreeSet<ObjectKey>>> = Vec::with_capacity(LOOKS);
     for other in held.map(|c| &c.objects) {
         if seen.iter().any(|s| Arc::ptr_eq(s, other)) {
             continue;
@@ -74,7 +74,7 @@ pub fn absorb(
             }
         }
     }
-    let mut object_sets: HashMap<usize, Arc<BTreeSet<String>>> = HashMap::default();
+    let mut object_sets: HashMap<usize, Arc<BTreeSet<ObjectKey>>> = HashMap::default();
     for (work, outcome) in results {
         let key = &work.placement;
         let ps: &mut PlacementState =

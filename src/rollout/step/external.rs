@@ -70,7 +70,6 @@ pub(super) fn step(
     };
     let mut outcome = step_runs(&view, runs, state, &mut history, input, &mut render_run);
     // What the runs delivered is kept in place between (and after) them.
-    let placement_id = key.to_string();
     let stepped: BTreeMap<&str, &RunStatus> = outcome
         .runs
         .iter()
@@ -79,7 +78,7 @@ pub(super) fn step(
     let known: Vec<&RunStatus> = state
         .runs
         .iter()
-        .filter(|(k, r)| r.placement == placement_id && !stepped.contains_key(k.as_str()))
+        .filter(|(k, r)| r.placement == *key && !stepped.contains_key(k.as_str()))
         .map(|(_, r)| r)
         .chain(stepped.values().copied())
         .collect();

@@ -4,6 +4,7 @@
 //! and its staged runs are not advanced.
 
 use super::StepSummary;
+use crate::rollout::strategy::Strategy;
 use crate::model::PlacementKey;
 use crate::rollout::state::PlacementState;
 use crate::schedule::{BindingState, PlacementSchedule};
@@ -13,7 +14,7 @@ use crate::schedule::{BindingState, PlacementSchedule};
 /// member reports.
 pub(super) fn step(
     key: &PlacementKey,
-    strategy: &str,
+    strategy: Strategy,
     ps: &PlacementSchedule,
     prev: &PlacementState,
     message: &str,

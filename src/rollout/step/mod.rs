@@ -31,12 +31,12 @@ use super::approval::{Approval, Request};
 use super::rolling::Revision;
 use super::staged::RunStatus;
 use super::state::{PlacementState, RolloutState};
-use super::strategy::ApplyStrategy;
+use super::strategy::{ApplyStrategy, Strategy};
 use super::work::{Sweep, Work};
 use crate::catalog::Catalog;
 use crate::model::placement::PlacementSpec;
 use crate::model::staged::StagedUpdateRun;
-use crate::model::PlacementKey;
+use crate::model::{ObjectKey, PlacementKey};
 use crate::render::cluster::Selections;
 use crate::schedule::{Fleet, PlacementSchedule};
 
@@ -96,8 +96,7 @@ pub struct StagedInput {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepSummary {
     pub placement: PlacementKey,
-    /// `RollingUpdate`, `External`, `Immediate`, `OCM`, or `Deleted` (gone from the commit).
-    pub strategy: String,
+    pub strategy: Strategy,
     pub target: usize,
     pub applying: Vec<String>,
     pub removing: Vec<String>,
@@ -121,9 +120,9 @@ pub struct StepSummary {
     pub report_diff: bool,
     /// `Kind/namespace/name` (or `Kind/name`) of what the placement selects.
     pub selected_resources: Vec<String>,
-    /// What each rendered cluster should hold, by [`super::guard::object_id`] (shared between
+    /// What each rendered cluster should hold, by [`ObjectKey`] (shared between
     /// clusters with the same rendering): what the deletion guard counts against.
-    pub objects: BTreeMap<String, Arc<BTreeSet<String>>>,
+    pub objects: BTreeMap<String, Arc<BTreeSet<ObjectKey>>>,
     /// The settled step this one is, by its number in the [`StepMemo`]: two summaries with the
     /// same number had the same inputs (spec, selection, schedule, state) and outcome, so what
     /// is derived from them alone (the status) can be kept rather than derived again.
@@ -134,10 +133,10 @@ pub struct StepSummary {
 }
 
 impl StepSummary {
-    pub(super) fn new(placement: PlacementKey, strategy: &str) -> StepSummary {
+    pub(super) fn new(placement: PlacementKey, strategy: Strategy) -> StepSummary {
         StepSummary {
             placement,
-            strategy: strategy.to_string(),
+            strategy,
             target: 0,
             applying: vec![],
             removing: vec![],
@@ -393,7 +392,7 @@ fn kubefleet<'a>(
         // cluster states and staged runs as they were). Its runs are not stepped.
         runs.remove(p.key);
         memo.forget(p.key);
-        let summary = held::step(p.key, pace.name(), p.schedule, p.prev, message);
+        let summary = held::step(p.key, pace.strategy(), p.schedule, p.prev, message);
         return Some((Arc::new(summary), Effects::default()));
     }
     let is_rolling = matches!(pace, Pace::Rolling { .. });
@@ -405,7 +404,7 @@ fn kubefleet<'a>(
             return Some((s, Effects::default()));
         }
     }
-    let mut step = StepSummary::new(p.key.clone(), pace.name());
+    let mut step = StepSummary::new(p.key.clone(), pace.strategy());
     step.selected_resources = resources
         .iter()
         .map(|r| match &r.namespace {
@@ -482,7 +481,7 @@ fn in_use(state: &RolloutState, p: &Placement) -> BTreeSet<u64> {
         state
             .runs
             .values()
-            .filter(|r| r.placement == p.key.to_string())
+            .filter(|r| r.placement == *p.key)
             .filter_map(|r| r.resource_snapshot_index_used),
     );
     in_use

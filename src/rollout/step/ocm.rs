@@ -5,7 +5,7 @@
 use super::render::Renderings;
 use super::{Context, Pacing, Placement, StepSummary};
 use crate::rollout::rolling::BindingHealth;
-use crate::rollout::strategy::ApplyStrategy;
+use crate::rollout::strategy::{ApplyStrategy, Strategy};
 use crate::rollout::work::Work;
 
 /// The step of OCM placement `p`: its summary and the work for members.
@@ -16,7 +16,7 @@ pub(super) fn step(
 ) -> (StepSummary, Vec<Work>) {
     let (key, ps, prev) = (p.key, p.schedule, p.prev);
     let strategy = ApplyStrategy::default();
-    let mut step = StepSummary::new(key.clone(), "OCM");
+    let mut step = StepSummary::new(key.clone(), Strategy::Ocm);
     let mut work = Vec::new();
     for cluster in &ps.selected {
         let Some((manifests, revision)) = renderings.render(&mut step, p.index, key, cluster, 0)

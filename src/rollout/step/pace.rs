@@ -4,6 +4,7 @@ use crate::model::placement::{
     PlacementPolicy, PlacementSpec, PlacementType, RollingUpdateConfig, RolloutStrategyType,
 };
 use crate::rollout::rolling::{RollingParams, Target};
+use crate::rollout::strategy::Strategy;
 
 /// How fast a step moves the fleet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,11 +50,11 @@ impl Pace {
     }
 
     /// How status names the pace.
-    pub fn name(&self) -> &'static str {
+    pub fn strategy(&self) -> Strategy {
         match self {
-            Pace::Now => "Immediate",
-            Pace::Rolling { .. } => "RollingUpdate",
-            Pace::Staged => "External",
+            Pace::Now => Strategy::Immediate,
+            Pace::Rolling { .. } => Strategy::RollingUpdate,
+            Pace::Staged => Strategy::External,
         }
     }
 }

@@ -5,7 +5,7 @@
 use super::StepSummary;
 use crate::model::PlacementKey;
 use crate::rollout::state::PlacementState;
-use crate::rollout::strategy::ApplyStrategy;
+use crate::rollout::strategy::{ApplyStrategy, Strategy};
 use crate::rollout::work::Work;
 use crate::schedule::Fleet;
 
@@ -20,7 +20,7 @@ pub(super) fn step(
         abandon: ps.abandon,
         ..ApplyStrategy::default()
     };
-    let mut step = StepSummary::new(key.clone(), "Deleted");
+    let mut step = StepSummary::new(key.clone(), Strategy::Deleted);
     let mut work = Vec::new();
     let mut kept = Vec::new();
     for cluster in ps.clusters.keys() {

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::StepSummary;
 use crate::catalog::Catalog;
-use crate::model::PlacementKey;
+use crate::model::{ObjectKey, PlacementKey};
 use crate::render::cluster::{
     ocm_workloads, overrides_of, render_placement, CommitRenderer, Selections,
 };
@@ -63,13 +63,8 @@ pub(super) fn render_at(
 }
 
 /// The deletion guard's ids of the objects of one rendering.
-pub(super) fn ids_of(manifests: &[Manifest]) -> Arc<BTreeSet<String>> {
-    Arc::new(
-        manifests
-            .iter()
-            .map(|m| crate::rollout::guard::object_id(&m.value))
-            .collect(),
-    )
+pub(super) fn ids_of(manifests: &[Manifest]) -> Arc<BTreeSet<ObjectKey>> {
+    Arc::new(manifests.iter().map(|m| ObjectKey::of(&m.value)).collect())
 }
 
 /// The renderings of one step's commit, with what is worked out from each kept for the
@@ -88,7 +83,7 @@ pub(super) struct Renderings<'a> {
     /// The manifests as the work items carry them (`Arc`: work crosses threads).
     manifests: HashMap<usize, Manifests>,
     /// The deletion guard's object ids.
-    object_ids: HashMap<usize, Arc<BTreeSet<String>>>,
+    object_ids: HashMap<usize, Arc<BTreeSet<ObjectKey>>>,
 }
 
 impl<'a> Renderings<'a> {

@@ -47,6 +47,6 @@ fn clusters_absorbed_apart_share_equal_object_sets() {
     assert!(!Arc::ptr_eq(&c["m1"].objects, &c["m3"].objects));
     assert_eq!(
         c["m3"].objects.iter().next().unwrap(),
-        "ConfigMap/app/other"
+        &crate::model::ObjectKey::new("", "ConfigMap", Some("app"), "other")
     );
 }

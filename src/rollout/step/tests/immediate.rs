@@ -27,7 +27,7 @@ fn immediate_pacing_gives_every_cluster_now_what_rolling_gives_it_in_turn() {
     let hash = crate::snapshot::resource_hash(&selected);
     assert_eq!(hash.len(), 64);
     assert!(immediate.values().all(|(_, stamp, _)| *stamp == hash));
-    assert_eq!(now.steps[0].strategy, "Immediate");
+    assert_eq!(now.steps[0].strategy, Strategy::Immediate);
     assert!(now.steps[0].waiting.is_empty());
     // A fresh schedule (what `apply` has, with no bindings kept) steps the same way.
     previous.clear();
