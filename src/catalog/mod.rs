@@ -848,6 +848,20 @@ mod tests {
     }
 
     #[test]
+    fn metadata_problems_name_the_key_at_its_line() {
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\n  namespace: default\n  labels:\n    ok: v\n    \"bad key!\": v\n  annotations:\n    a/b/c: x\n";
+        let (_, diags) = load(&[("c.yaml", cm)]);
+        assert_eq!(
+            diags,
+            [
+                "c.yaml:4: ConfigMap/Bad_Name: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+                "c.yaml:8: ConfigMap/Bad_Name: metadata.labels[\"bad key!\"]: Invalid value: \"bad key!\": key name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                "c.yaml:10: ConfigMap/Bad_Name: metadata.annotations[\"a/b/c\"]: Invalid value: \"a/b/c\": key a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+            ]
+        );
+    }
+
+    #[test]
     fn list_items_sit_at_their_own_line_with_their_fields() {
         let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata: {name: a}\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: b\n    labels: {on: off}\n";
         let (cat, diags) = load(&[("l.yaml", list)]);

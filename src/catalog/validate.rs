@@ -13,6 +13,7 @@ pub(super) fn run(
 ) {
     register_crds(cat, diags);
     check_scopes(cat, diags);
+    check_metadata(cat, diags);
     check_duplicates(cat, diags);
     let mut none = super::DecodeCache::default();
     decode_fleet_objects(cat, diags, decoded.unwrap_or(&mut none));
@@ -118,6 +119,23 @@ fn check_scopes(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
                 }
                 Some(_) => {}
             },
+        }
+    }
+}
+
+/// Every object's metadata as the API server checks it (see [`crate::model::metadata`]). The
+/// fleet APIs' models check their names themselves.
+fn check_metadata(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
+    use crate::model::metadata::{problems, Checks};
+    for (i, o) in cat.objects.iter().enumerate() {
+        let checks = Checks {
+            group: &o.gvk.group,
+            kind: &o.gvk.kind,
+            namespace: o.namespace.as_deref(),
+            name: fleet_versions(&o.gvk).is_none(),
+        };
+        for p in problems(&o.value, checks) {
+            diags.push(cat.diagnostic(i, &p.field, p.message));
         }
     }
 }
