@@ -82,6 +82,9 @@ pub struct Catalog {
     pub approval_requests: Vec<Entry<ApprovalRequest>>,
     pub evictions: Vec<Entry<ClusterResourcePlacementEviction>>,
     pub disruption_budgets: Vec<Entry<ClusterResourcePlacementDisruptionBudget>>,
+    /// What is accepted but should be written otherwise (a deprecated spelling), located as
+    /// diagnostics are; never a reason to refuse the commit.
+    pub warnings: Vec<Diagnostic>,
     /// Where each object's fields are written, to locate them by line; indexed like `objects`.
     positions: Vec<Arc<crate::yaml::Positions>>,
     /// Objects that repeat an identity defined earlier (reported; never selected).

@@ -22,6 +22,34 @@ pub(super) fn run(
     check_envelopes(cat, diags);
     check_overrides(cat, diags);
     check_update_runs(cat, diags);
+    check_declared_properties(cat, diags);
+}
+
+/// The properties members declare: a wrong declaration is an error, the earlier spelling a
+/// warning that says how to rewrite it.
+fn check_declared_properties(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
+    use crate::model::member::declared_properties;
+    let members = cat
+        .member_clusters
+        .iter()
+        .map(|e| (e.index, &e.spec.metadata.annotations))
+        .chain(
+            cat.managed_clusters
+                .iter()
+                .map(|e| (e.index, &e.spec.metadata.annotations)),
+        );
+    let mut warnings = Vec::new();
+    for (i, annotations) in members {
+        let declared = declared_properties(annotations);
+        for p in declared.problems {
+            diags.push(cat.diagnostic(i, &p.field, p.message));
+        }
+        for p in declared.warnings {
+            warnings.push(cat.diagnostic(i, &p.field, p.message));
+        }
+    }
+    warnings.sort();
+    cat.warnings = warnings;
 }
 
 /// CRDs in the commit define the scope of their kinds.

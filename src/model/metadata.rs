@@ -131,9 +131,9 @@ pub fn problems(value: &Value, checks: Checks<'_>) -> Vec<Problem> {
         let mut total = 0;
         for (k, v) in annotations {
             total += k.len() + v.as_str().map_or(0, str::len);
-            // gitfleet's own declared-property spelling, read as it was written until it gets
-            // one a server accepts.
-            if k.starts_with("gitfleet.io/property.")
+            // gitfleet's earlier declared-property spelling: read, with a warning that says
+            // how to rewrite it (`member::declared_properties`), not refused.
+            if k.starts_with(super::member::LEGACY_PROPERTY_PREFIX)
                 && matches!(checks.kind, "MemberCluster" | "ManagedCluster")
             {
                 continue;

@@ -782,8 +782,13 @@ fn validate_term(term: &ClusterSelectorTerm, f: &str, p: &mut Problems) {
     }
 }
 
-/// Resource properties must be `resources.kubernetes-fleet.io/<total|allocatable|available>-<resource>`.
+/// Why `name` is not a property name KubeFleet's webhook admits (`validateName` in
+/// pkg/utils/validator/placement.go): a resource property is
+/// `resources.kubernetes-fleet.io/<total|allocatable|available>-<resource>` and a qualified name;
+/// any other is one or more `/`-separated qualified names, the first of which may instead be a
+/// DNS subdomain (so `example.com/cost-tier` and `a.b/c/d` are names).
 pub fn check_property_name(name: &str) -> Result<(), String> {
+    use super::member::qualified_name_problem;
     if name.is_empty() {
         return Err("Required value: property name is required".into());
     }
@@ -794,6 +799,31 @@ pub fn check_property_name(name: &str) -> Result<(), String> {
         if !ok {
             return Err(format!(
                 "invalid resource property {name:?}: expected resources.kubernetes-fleet.io/<total|allocatable|available>-<resource>"
+            ));
+        }
+        return match qualified_name_problem(name) {
+            Some(msg) => Err(format!("invalid property name {name:?}: {msg}")),
+            None => Ok(()),
+        };
+    }
+    let mut segments = name.split('/');
+    let first = segments.next().unwrap_or_default();
+    let rest: Vec<&str> = segments.collect();
+    if rest.is_empty() {
+        return match qualified_name_problem(name) {
+            Some(msg) => Err(format!("invalid property name {name:?}: {msg}")),
+            None => Ok(()),
+        };
+    }
+    if !is_dns1123_subdomain(first) && qualified_name_problem(first).is_some() {
+        return Err(format!(
+            "invalid property name {name:?}: its first segment {first:?} is neither a DNS subdomain nor a qualified name"
+        ));
+    }
+    for seg in rest {
+        if let Some(msg) = qualified_name_problem(seg) {
+            return Err(format!(
+                "invalid property name {name:?}: segment {seg:?}: {msg}"
             ));
         }
     }
@@ -1175,5 +1205,33 @@ mod tests {
         assert_eq!(IntOrPercent::Int(2).scaled_up(10), Some(2));
         assert!(!IntOrPercent::String("1000%".into()).is_well_formed());
         assert!(IntOrPercent::String("100%".into()).is_well_formed());
+    }
+
+    /// KubeFleet's webhook `validateName`: resource properties by capacity type, others as
+    /// `/`-separated qualified names with an optional DNS-subdomain first segment.
+    #[test]
+    fn property_names_follow_the_webhook_rule() {
+        for good in [
+            "resources.kubernetes-fleet.io/total-cpu",
+            "resources.kubernetes-fleet.io/available-memory",
+            "kubernetes-fleet.io/node-count",
+            "example.com/cost-tier",
+            "kubernetes.azure.com/vm-sizes/Standard_D4s_v3/capacity",
+            "plain",
+        ] {
+            assert_eq!(check_property_name(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "resources.kubernetes-fleet.io/used-cpu",
+            "resources.kubernetes-fleet.io/total",
+            "bad name",
+            "example.com//x",
+            "example.com/-x",
+            "Bad Prefix/x",
+            "a/b/",
+        ] {
+            assert!(check_property_name(bad).is_err(), "{bad}");
+        }
     }
 }
