@@ -23,6 +23,7 @@ pub mod approvals;
 pub mod deliver;
 pub mod leader;
 pub mod metrics;
+pub mod open_files;
 pub mod probes;
 pub mod reconciler;
 pub mod runs;
@@ -353,6 +354,19 @@ pub enum Event {
 pub struct Action {
     /// Look again after this long (at the latest at the next poll); `None`: only on an event.
     pub requeue_after: Option<Duration>,
+}
+
+/// The rollout's next wake-up, on the daemon's timers.
+impl From<crate::rollout::Wake> for Action {
+    fn from(wake: crate::rollout::Wake) -> Action {
+        use crate::rollout::Wake;
+        match wake {
+            Wake::Now => Action::requeue(Duration::ZERO),
+            Wake::AvailabilityPoll => Action::requeue(AVAILABILITY_POLL),
+            Wake::After(wait) => Action::requeue(wait),
+            Wake::OnChange => Action::await_change(),
+        }
+    }
 }
 
 impl Action {

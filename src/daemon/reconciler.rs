@@ -4,25 +4,19 @@
 //! bindings and step at rolling pace (both on the blocking pool), hand the work to the members'
 //! workers (`--once`: deliver it and wait), absorb what is known of it, save the state
 //! crash-safely (bindings first), publish the status — and decide, from what happened, when to
-//! look again ([`next_action`]; a finished delivery is an event of its own).
+//! look again ([`crate::rollout::next_wake`]; a finished delivery is an event of its own).
 
 use crate::fast_hash::{HashMap, HashSet};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::{blocking, metrics, Action, Daemon, Deliverer, PlacementStatus, AVAILABILITY_POLL};
+use super::{blocking, metrics, Action, Daemon, Deliverer, PlacementStatus};
 use crate::members::inventory::members_of;
 use crate::rollout::conditions;
 use crate::rollout::{BindingHealth, Input, Outcome, Pacing, Rejected, StepSummary, Work};
 use crate::schedule::{schedule_commit_memoized, Fleet, Inventory, PlacementSchedule};
-
-/// How long to wait after a failed push when no placement asks for a time of its own.
-const RETRY_FAILED_PUSH: u64 = 5;
-/// The longest wait a placement's requeue may ask for before the next look.
-const LONGEST_REQUEUE: u64 = 60;
 
 /// One commit read from the repository and analyzed.
 pub(super) struct Analyzed {
@@ -82,44 +76,6 @@ fn read_analyzed(
         members,
         contexts,
     })
-}
-
-/// When to look again after a step, from what it decided and how its work ended: at once when
-/// a binding changed what it runs or became available (take the next step); every
-/// [`AVAILABILITY_POLL`] while a cluster's availability is not known yet (members are not
-/// watched); while something failed or waits for the budget, after the shortest wait a
-/// placement asks for (5 s if none, at most 60 s); otherwise only on a change or the poll.
-pub fn next_action(steps: &[Arc<StepSummary>], results: &[(Work, Outcome)]) -> Action {
-    // Re-reading a cluster that is still pending is not progress: the availability poll paces
-    // it.
-    let progressed = results.iter().any(|(w, o)| match o {
-        Outcome::Done(health, _) => {
-            !matches!(
-                w.action,
-                crate::rollout::Action::Apply { refresh: true, .. }
-            ) || *health != BindingHealth::Pending
-        }
-        Outcome::Failed(_) => false,
-    });
-    let pending = results
-        .iter()
-        .any(|(_, o)| matches!(o, Outcome::Done(BindingHealth::Pending, _)));
-    let failed = results.iter().any(|(_, o)| matches!(o, Outcome::Failed(_)));
-    if progressed {
-        Action::requeue(Duration::ZERO)
-    } else if pending {
-        Action::requeue(AVAILABILITY_POLL)
-    } else if failed || steps.iter().any(|s| s.is_moving() || s.requeue_after > 0) {
-        let wait = steps
-            .iter()
-            .map(|s| s.requeue_after)
-            .filter(|w| *w > 0)
-            .min()
-            .unwrap_or(RETRY_FAILED_PUSH);
-        Action::requeue(Duration::from_secs(wait.min(LONGEST_REQUEUE)))
-    } else {
-        Action::await_change()
-    }
 }
 
 /// One step of a commit, before its effects are saved.
@@ -789,7 +745,7 @@ impl<D: Deliverer> Daemon<D> {
         self.count_pushes(&results);
         self.log_waiting(&decision.requests);
         let waiting = decision.requests.clone();
-        let action = next_action(&decision.steps, &results);
+        let action = Action::from(crate::rollout::next_wake(&decision.steps, &results));
         crate::rollout::absorb(
             &mut self.state,
             &mut schedule,

@@ -1032,9 +1032,21 @@ fn staged_impact(
             None => {
                 let mut history = placement.map(|p| p.resources.clone()).unwrap_or_default();
                 let strategy = staged::strategy_of(head.cat, run);
+                // As the daemon does: a run the members' records name resumes what they say.
+                let ended = head.rollout.is_some_and(|r| r.ended_runs.contains(&name));
+                let resumed = (!ended)
+                    .then(|| staged::init::recorded(&view, run))
+                    .flatten();
                 let now = 0;
-                match staged::init::initialize(&view, run, strategy, &mut history, head.commit, now)
-                {
+                match staged::init::initialize(
+                    &view,
+                    run,
+                    strategy,
+                    &mut history,
+                    head.commit,
+                    resumed,
+                    now,
+                ) {
                     Ok(st) => st,
                     Err(failure) => {
                         let (kind, message) = match failure {

@@ -151,7 +151,17 @@ pub fn advance(
                 }
                 Some(st)
             }
-            None => match init::initialize(view, r.run, r.strategy, history, commit, now) {
+            None => match init::initialize(
+                view,
+                r.run,
+                r.strategy,
+                history,
+                commit,
+                (!r.ended_before)
+                    .then(|| init::recorded(view, r.run))
+                    .flatten(),
+                now,
+            ) {
                 Ok(mut st) => {
                     // KubeFleet goes on in the same reconcile with the state the run asks for.
                     let ex = execute::Exec {
