@@ -1628,7 +1628,7 @@ mod tests {
         type Case<'a> = ([&'a str; 3], &'a str, Result<Vec<Vec<&'a str>>, &'a str>);
         let cases: [Case; 4] = [
             (
-                ["{order: '10'}", "{order: '9'}", "{order: '-1'}"],
+                ["{order: '10'}", "{order: '9'}", "{order: '0'}"],
                 by_order,
                 Ok(vec![vec!["m3", "m2", "m1"]]),
             ),
