@@ -4,9 +4,9 @@
 //! and its staged runs are not advanced.
 
 use super::StepSummary;
-use crate::rollout::strategy::Strategy;
 use crate::model::PlacementKey;
 use crate::rollout::state::PlacementState;
+use crate::rollout::strategy::Strategy;
 use crate::schedule::{BindingState, PlacementSchedule};
 
 /// The step of a placement held for invalid resource selectors ([`PlacementSchedule::held`]):
