@@ -134,8 +134,8 @@ pub struct OverrideRule {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterSelector {
-    /// At most 10 items. (The CRD requires the field; many fixtures still omit it.)
-    #[serde(default)]
+    /// Required by the CRD (every version), at most 10 items; an empty list selects every
+    /// cluster.
     pub cluster_selector_terms: Vec<ClusterSelectorTerm>,
 }
 
@@ -593,7 +593,7 @@ mod tests {
         "  clusterResourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}]\n";
     const RO_SEL: &str =
         "  resourceSelectors: [{group: apps, version: v1, kind: Deployment, name: web}]\n";
-    const RULES: &str = "  policy:\n    overrideRules:\n    - clusterSelector: {}\n      jsonPatchOverrides: [{op: add, path: /metadata/labels/a, value: b}]\n";
+    const RULES: &str = "  policy:\n    overrideRules:\n    - clusterSelector: {clusterSelectorTerms: []}\n      jsonPatchOverrides: [{op: add, path: /metadata/labels/a, value: b}]\n";
 
     #[test]
     fn kubefleet_examples_decode_and_validate() {
@@ -759,7 +759,7 @@ mod tests {
         let rule = |body: &str| format!("  policy:\n    overrideRules:\n    - {body}\n");
         let patch = |p: &str| {
             rule(&format!(
-                "clusterSelector: {{}}\n      jsonPatchOverrides: [{p}]"
+                "clusterSelector: {{clusterSelectorTerms: []}}\n      jsonPatchOverrides: [{p}]"
             ))
         };
         let op = "{op: add, path: /spec/x, value: 1}";
@@ -778,7 +778,7 @@ mod tests {
                 "must have at most 20 items, got 21",
             ),
             (
-                rule("clusterSelector: {}"),
+                rule("clusterSelector: {clusterSelectorTerms: []}"),
                 format!("{r}[0].jsonPatchOverrides"),
                 "Required value: jsonPatchOverrides cannot be empty when the overrideType is JSONPatch",
             ),
@@ -909,7 +909,6 @@ mod tests {
         };
         let cases = [
             ("", false),                                 // nil selector: no cluster
-            ("clusterSelector: {},", true),              // empty selector: every cluster
             ("clusterSelector: {clusterSelectorTerms: []},", true),
             ("clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchLabels: {env: prod}}}]},", true),
             ("clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchLabels: {env: dev}}}]},", false),
@@ -988,6 +987,25 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].field, "spec.clusterResourceSelectors[1]");
         assert!(got[0].message.starts_with("clusterResourceOverride can only select cluster scoped resources; Deployment is namespaced"));
+    }
+
+    /// `required: [clusterSelectorTerms]` of the CRD (v1alpha1, v1beta1, v1) on an override
+    /// rule's `clusterSelector`: `{}` is refused, `{clusterSelectorTerms: []}` selects every
+    /// cluster.
+    #[test]
+    fn override_cluster_selector_terms_are_required() {
+        let y = format!(
+            "{CRO_HEAD}{CRO_SEL}  policy:\n    overrideRules:\n    - clusterSelector: {{}}\n      overrideType: Delete\n"
+        );
+        let v: Value = crate::yaml::from_str(&y).unwrap();
+        let err = decode::<ClusterResourceOverride>(&v).unwrap_err();
+        assert_eq!(
+            (err.field.as_str(), err.message.as_str()),
+            (
+                "spec.policy.overrideRules[0].clusterSelector",
+                "missing field `clusterSelectorTerms`"
+            )
+        );
     }
 
     /// `maxItems: 10` of the CRD on an override rule's `clusterSelectorTerms`.
