@@ -273,6 +273,9 @@ fn decode_fleet_objects(
             "ClusterResourcePlacementDisruptionBudget" => {
                 push_typed(cat, i, diags, decoded, |c| &mut c.disruption_budgets)
             }
+            "PlacementDecision" => {
+                check_typed::<crate::model::placement_decision::PlacementDecision>(cat, i, diags)
+            }
             "ManifestWork" => {
                 push_typed(cat, i, diags, decoded, |c| &mut c.manifest_works);
                 // What of OCM's work API gitfleet does not carry out is refused (17.5).
@@ -284,6 +287,17 @@ fn decode_fleet_objects(
             }
             _ => {}
         }
+    }
+}
+
+/// Decodes object `i` strictly and validates it, for a kind gitfleet checks but does not use.
+fn check_typed<T: ApiObject>(cat: &Catalog, i: usize, diags: &mut Vec<Diagnostic>) {
+    let problems = match decode::<T>(&cat.objects[i].value) {
+        Ok(typed) => typed.validate(),
+        Err(p) => vec![p],
+    };
+    for p in problems {
+        diags.push(cat.diagnostic(i, &p.field, p.message));
     }
 }
 

@@ -8,6 +8,7 @@ pub mod object;
 pub mod ocm;
 pub mod overrides;
 pub mod placement;
+pub mod placement_decision;
 pub mod placement_key;
 pub use gitfleet_kube_text::quantity;
 pub mod scope;
