@@ -9,7 +9,7 @@ use super::object::ObjectMeta;
 use super::scope::{Scope, ScopeTable};
 use super::selector::{LabelSelector, Labels};
 use super::{is_dns1123_subdomain, ApiObject, Problem, Problems};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The `ClusterResourceOverride` kind.
@@ -159,24 +159,16 @@ pub enum OverrideType {
     Delete,
 }
 
-/// One RFC 6902 operation. `value` keeps an explicit `null` apart from an absent value, because
-/// `remove` must have none at all.
+/// One RFC 6902 operation. `value: null` reads as no value: the CRD's `value` is not nullable,
+/// so the API server prunes the null before KubeFleet's webhook sees the object (a `remove`
+/// with `value: null` is admitted; the test bed's API server stores it without `value`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JsonPatchOverride {
     pub op: PatchOp,
     pub path: String,
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
-}
-
-/// `Some(value)` for any value that is present, `null` included.
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -798,11 +790,6 @@ mod tests {
                 "remove operation cannot have value",
             ),
             (
-                patch("{op: remove, path: /spec/y, value: null}"),
-                format!("{r}[0].jsonPatchOverrides[0].value"),
-                "remove operation cannot have value",
-            ),
-            (
                 rule("clusterSelector:\n        clusterSelectorTerms: [{}]\n      overrideType: Delete"),
                 format!("{r}[0].clusterSelector.clusterSelectorTerms[0].labelSelector"),
                 "Required value: labelSelector is required",
@@ -987,6 +974,17 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].field, "spec.clusterResourceSelectors[1]");
         assert!(got[0].message.starts_with("clusterResourceOverride can only select cluster scoped resources; Deployment is namespaced"));
+    }
+
+    /// The API server prunes `value: null` (the field is not nullable) before KubeFleet's
+    /// webhook checks that a `remove` has no value: admitted.
+    #[test]
+    fn remove_with_null_value_is_a_remove_without_value() {
+        let o = cro(&format!(
+            "{CRO_HEAD}{CRO_SEL}  policy:\n    overrideRules:\n    - jsonPatchOverrides: [{{op: remove, path: /spec/y, value: null}}]\n"
+        ));
+        assert_eq!(problems(&o), vec![]);
+        assert_eq!(o.spec.policy.override_rules[0].json_patch_overrides[0].value, None);
     }
 
     /// `required: [clusterSelectorTerms]` of the CRD (v1alpha1, v1beta1, v1) on an override

@@ -1269,6 +1269,27 @@ mod tests {
         );
     }
 
+    /// A null in a field is pruned by the API server and the CRD's default applies:
+    /// `spec.strategy: null` is the default strategy, `reportBackStrategy: {type: null}` is
+    /// Disabled, `policy: {placementType: null}` is PickAll.
+    #[test]
+    fn null_fields_take_the_crd_defaults() {
+        let p = placement(&crp(&format!("{SEL}  strategy: null\n")));
+        assert_eq!(p.spec.strategy, RolloutStrategy::default());
+        let p = placement(&crp(&format!(
+            "{SEL}  strategy: {{reportBackStrategy: {{type: null}}}}\n"
+        )));
+        assert_eq!(
+            p.spec.strategy.report_back_strategy.unwrap().type_,
+            ReportBackType::Disabled
+        );
+        let p = placement(&crp(&format!(
+            "{SEL}  policy: {{placementType: null, clusterNames: null}}\n"
+        )));
+        assert_eq!(p.spec.policy.unwrap().placement_type, PlacementType::PickAll);
+        assert!(problems(&crp(&format!("{SEL}  strategy: null\n"))).is_empty());
+    }
+
     /// The webhook's `LabelSelectorAsSelector`: keys and values of resource and cluster
     /// selectors are label keys and values.
     #[test]
