@@ -20,6 +20,7 @@ pub(super) fn run(
     super::strings::check(cat, diags);
     super::limits::check(cat, diags);
     check_envelopes(cat, diags);
+    check_placement_scopes(cat, diags);
     check_overrides(cat, diags);
     check_update_runs(cat, diags);
     check_declared_properties(cat, diags);
@@ -355,6 +356,15 @@ fn check_envelopes(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
             for p in problems {
                 diags.push(cat.diagnostic(i, &p.field, p.message));
             }
+        }
+    }
+}
+
+/// What a placement may select, by scope (see [`crate::model::placement::Placement::scope_problems`]).
+fn check_placement_scopes(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
+    for e in &cat.placements {
+        for p in e.spec.scope_problems(&cat.scopes) {
+            diags.push(cat.diagnostic(e.index, &p.field, p.message));
         }
     }
 }

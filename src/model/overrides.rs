@@ -6,6 +6,7 @@
 //! rules to manifests belongs to `render`.
 
 use super::object::ObjectMeta;
+use super::placement::SelectionScope;
 use super::scope::{Scope, ScopeTable};
 use super::selector::{LabelSelector, Labels};
 use super::{is_dns1123_subdomain, ApiObject, Problem, Problems};
@@ -89,6 +90,8 @@ impl OverridePlacement {
 
 /// A selector of a `ClusterResourceOverride`. `labelSelector` exists in the shared KubeFleet type
 /// but overrides must select by name; it is decoded only to be rejected with a clear message.
+/// `selectionScope` too is in the shared type (and the CRD): admitted, and without effect, as
+/// KubeFleet's overrider matches a resource by group, version, kind and name only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterResourceSelector {
@@ -99,6 +102,8 @@ pub struct ClusterResourceSelector {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection_scope: Option<super::placement::SelectionScope>,
 }
 
 /// A selector of a `ResourceOverride`; the namespace is the override's own.
@@ -326,7 +331,7 @@ impl ApiObject for ClusterResourceOverride {
         let f = "spec.clusterResourceSelectors";
         let selectors = &self.spec.cluster_resource_selectors;
         validate_count(f, selectors.len(), "resource selector", &mut p);
-        let mut seen: Vec<(&str, &str, &str, &str)> = Vec::new();
+        let mut seen: Vec<SelectorKey> = Vec::new();
         for (i, s) in selectors.iter().enumerate() {
             let sf = format!("{f}[{i}]");
             if s.label_selector.is_some() {
@@ -336,11 +341,13 @@ impl ApiObject for ClusterResourceOverride {
                 );
                 continue;
             }
+            // The webhook compares whole selectors, the defaulted scope included.
             let key = (
                 s.group.as_str(),
                 s.version.as_str(),
                 s.kind.as_str(),
                 s.name.as_str(),
+                s.selection_scope.unwrap_or_default(),
             );
             validate_selector(&sf, key, &mut seen, &mut p);
         }
@@ -359,13 +366,14 @@ impl ApiObject for ResourceOverride {
         let f = "spec.resourceSelectors";
         let selectors = &self.spec.resource_selectors;
         validate_count(f, selectors.len(), "resource selector", &mut p);
-        let mut seen: Vec<(&str, &str, &str, &str)> = Vec::new();
+        let mut seen: Vec<SelectorKey> = Vec::new();
         for (i, s) in selectors.iter().enumerate() {
             let key = (
                 s.group.as_str(),
                 s.version.as_str(),
                 s.kind.as_str(),
                 s.name.as_str(),
+                SelectionScope::default(),
             );
             validate_selector(&format!("{f}[{i}]"), key, &mut seen, &mut p);
         }
@@ -409,7 +417,7 @@ fn validate_count(field: &str, n: usize, what: &str, p: &mut Problems) {
     }
 }
 
-type SelectorKey<'a> = (&'a str, &'a str, &'a str, &'a str);
+type SelectorKey<'a> = (&'a str, &'a str, &'a str, &'a str, SelectionScope);
 
 fn validate_selector<'a>(
     field: &str,
@@ -417,7 +425,7 @@ fn validate_selector<'a>(
     seen: &mut Vec<SelectorKey<'a>>,
     p: &mut Problems,
 ) {
-    let (group, version, kind, name) = key;
+    let (group, version, kind, name, _) = key;
     if version.is_empty() {
         p.push(format!("{field}.version"), "Required value");
     }
@@ -984,7 +992,26 @@ mod tests {
             "{CRO_HEAD}{CRO_SEL}  policy:\n    overrideRules:\n    - jsonPatchOverrides: [{{op: remove, path: /spec/y, value: null}}]\n"
         ));
         assert_eq!(problems(&o), vec![]);
-        assert_eq!(o.spec.policy.override_rules[0].json_patch_overrides[0].value, None);
+        assert_eq!(
+            o.spec.policy.override_rules[0].json_patch_overrides[0].value,
+            None
+        );
+    }
+
+    /// The CRD's shared selector type has `selectionScope`: admitted on a
+    /// ClusterResourceOverride's selector, and part of what makes two selectors the same for the
+    /// webhook's duplicate rule.
+    #[test]
+    fn cluster_override_selector_admits_selection_scope() {
+        let ns = "{group: '', version: v1, kind: Namespace, name: app";
+        let o = cro(&format!(
+            "{CRO_HEAD}  clusterResourceSelectors: [{ns}, selectionScope: NamespaceOnly}}, {ns}}}]\n{RULES}"
+        ));
+        assert_eq!(problems(&o), vec![]);
+        let o = cro(&format!(
+            "{CRO_HEAD}  clusterResourceSelectors: [{ns}, selectionScope: NamespaceWithResources}}, {ns}}}]\n{RULES}"
+        ));
+        assert_eq!(problems(&o)[0].0, "spec.clusterResourceSelectors[1]");
     }
 
     /// `required: [clusterSelectorTerms]` of the CRD (v1alpha1, v1beta1, v1) on an override
