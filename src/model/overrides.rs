@@ -527,11 +527,8 @@ fn validate_term(term: &ClusterSelectorTerm, f: &str, p: &mut Problems) {
             format!("{f}.labelSelector"),
             "Required value: labelSelector is required",
         ),
-        Some(ls) => {
-            for (field, msg) in ls.problems() {
-                p.push(format!("{f}.labelSelector.{field}"), msg);
-            }
-        }
+        // The webhook's LabelSelectorAsSelector: structure, keys and values.
+        Some(ls) => super::member::check_selector(&format!("{f}.labelSelector"), ls, p),
     }
 }
 
@@ -1012,6 +1009,38 @@ mod tests {
             "{CRO_HEAD}  clusterResourceSelectors: [{ns}, selectionScope: NamespaceWithResources}}, {ns}}}]\n{RULES}"
         ));
         assert_eq!(problems(&o)[0].0, "spec.clusterResourceSelectors[1]");
+    }
+
+    /// KubeFleet's webhook turns each term's label selector into a selector
+    /// (`LabelSelectorAsSelector`): keys and values must be label keys and values.
+    #[test]
+    fn override_cluster_selector_keys_and_values_are_labels() {
+        let rule = |ls: &str| {
+            format!(
+                "  policy:\n    overrideRules:\n    - clusterSelector: {{clusterSelectorTerms: [{{labelSelector: {ls}}}]}}\n      overrideType: Delete\n"
+            )
+        };
+        let f =
+            "spec.policy.overrideRules[0].clusterSelector.clusterSelectorTerms[0].labelSelector";
+        for (ls, field) in [
+            ("{matchLabels: {'bad key!': x}}", format!("{f}.matchLabels")),
+            ("{matchLabels: {env: '-x'}}", format!("{f}.matchLabels")),
+            (
+                "{matchExpressions: [{key: 'a/b/c', operator: Exists}]}",
+                format!("{f}.matchExpressions[0].key"),
+            ),
+        ] {
+            let got = problems(&cro(&format!("{CRO_HEAD}{CRO_SEL}{}", rule(ls))));
+            assert_eq!(got.len(), 1, "{ls}: {got:?}");
+            assert_eq!(got[0].0, field, "{ls}");
+        }
+        assert_eq!(
+            problems(&cro(&format!(
+                "{CRO_HEAD}{CRO_SEL}{}",
+                rule("{matchLabels: {example.com/env: prod}}")
+            ))),
+            vec![]
+        );
     }
 
     /// `required: [clusterSelectorTerms]` of the CRD (v1alpha1, v1beta1, v1) on an override
