@@ -105,6 +105,158 @@ fn uncommitted_changes_are_invisible() {
     let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.contains("6 objects"), "{}", run.stdout);
+    // ... but not without a word: the edits differ from the commit read.
+    assert!(
+        run.stderr
+            .contains("note: 2 manifests in the working tree differ from commit")
+            && run.stderr.contains("(placement.yaml, untracked.yaml)")
+            && run.stderr.contains("gitfleet reads commits, not files"),
+        "{}",
+        run.stderr
+    );
+    // A clean working tree gets no note, nor does an older commit.
+    repo.git(&["checkout", "-q", "--", "."]);
+    repo.remove("untracked.yaml");
+    repo.git(&["add", "ns.yaml"]);
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert!(!run.stderr.contains("note:"), "{}", run.stderr);
+}
+
+/// The sample fleet with three typos a reviewer could miss: each is a warning naming the likely
+/// intended name, `validate` still passes unless `--strict`, and `plan` shows them.
+#[test]
+fn likely_mistakes_are_warnings_with_the_intended_name() {
+    let repo = sample_repo();
+    let edit = |path: &str, from: &str, to: &str| {
+        let file = repo.path().join(path);
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains(from), "{path}: {from}");
+        repo.write(path, &text.replacen(from, to, 1));
+    };
+    edit("placements/shop.yaml", "name: shop\n", "name: shopp\n");
+    edit(
+        "overrides/shop-web-ro.yaml",
+        "name: shop-app",
+        "name: shop-appp",
+    );
+    edit(
+        "rollout/telemetry-rollout-1.yaml",
+        "three-stage\n",
+        "three-stagee\n",
+    );
+    edit(
+        "placements/reports.yaml",
+        "- eastus-staging",
+        "- eastus-stagin",
+    );
+    repo.commit("typos");
+    let repo_path = repo_arg(&repo);
+    let run = gitfleet(&["validate", "--repo", &repo_path]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let want = [
+        "warning: overrides/shop-web-ro.yaml:11: ResourceOverride/shop-web-per-cluster: spec.placement.name: names placement crp/shop-appp, which is not in the commit (did you mean \"crp/shop-app\"?); the override applies to nothing",
+        "warning: placements/reports.yaml:16: ClusterResourcePlacement/reports: spec.policy.clusterNames[0]: cluster \"eastus-stagin\" is not a member of the fleet (no MemberCluster of that name in the commit) (did you mean \"eastus-staging\"?); nothing is placed on it",
+        "warning: placements/shop.yaml:15: ClusterResourcePlacement/shop-app: spec.resourceSelectors[0].name: selects nothing: no Namespace named \"shopp\" in the commit (did you mean \"shop\"?); this selector delivers nothing",
+        "warning: rollout/telemetry-rollout-1.yaml:11: ClusterStagedUpdateRun/telemetry-rollout-1: spec.stagedRolloutStrategyName: names strategy \"three-stagee\", but the commit has no ClusterStagedUpdateStrategy of that name (did you mean \"three-stage\"?); the run cannot start",
+    ];
+    let warnings: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    assert_eq!(warnings, want, "{}", run.stderr);
+    let strict = gitfleet(&["validate", "--repo", &repo_path, "--strict"]);
+    assert_eq!(strict.code, 1, "{}", strict.stderr);
+    assert!(
+        strict.stderr.contains("4 warnings and --strict: failing"),
+        "{}",
+        strict.stderr
+    );
+    // The plan of the typos shows them, as new in the head; --strict fails it.
+    let plan = gitfleet(&[
+        "plan", "--repo", &repo_path, "--base", "HEAD~1", "--head", "HEAD",
+    ]);
+    assert_eq!(plan.code, 2, "{}", plan.stderr);
+    for w in want {
+        assert!(plan.stdout.contains(w), "{w}\n{}", plan.stdout);
+    }
+    let md = gitfleet(&[
+        "plan", "--repo", &repo_path, "--base", "HEAD~1", "--head", "HEAD", "-o", "markdown",
+    ]);
+    assert!(
+        md.stdout.contains("> [!WARNING]\n> 4 warnings (likely mistakes; the fleet accepts them):\n> - `overrides/shop-web-ro.yaml:11:"),
+        "{}",
+        md.stdout
+    );
+    let strict = gitfleet(&[
+        "plan", "--repo", &repo_path, "--base", "HEAD~1", "--head", "HEAD", "--strict",
+    ]);
+    assert_eq!(strict.code, 1, "{}", strict.stderr);
+    // The base has none of them: its plan against itself warns of nothing.
+    let same = gitfleet(&[
+        "plan", "--repo", &repo_path, "--base", "HEAD~1", "--head", "HEAD~1",
+    ]);
+    assert_eq!(same.code, 0, "{}", same.stdout);
+    assert!(!same.stdout.contains("warning"), "{}", same.stdout);
+}
+
+/// A misspelled kind or field is an error, with the likely one named.
+#[test]
+fn misspelled_kinds_and_fields_name_the_likely_one() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    repo.write(
+        "app.yaml",
+        &format!(
+            "{CONFIGMAP}---\n{}",
+            DEPLOYMENT.replace("kind: Deployment", "kind: Deploymnet")
+        ),
+    );
+    repo.write(
+        "placement.yaml",
+        &format!("{CRP}  policy: {{placementTyp: PickAll}}\n"),
+    );
+    repo.commit("typos");
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("Deploymnet/web: unknown scope: kind Deploymnet of group \"apps\" is neither a built-in kind nor defined by a CustomResourceDefinition in the repository (did you mean \"Deployment\"?)"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("unknown field `placementTyp`, expected one of `placementType`,")
+            && run.stderr.contains("(did you mean `placementType`?)"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// `render --cluster` of a cluster the commit does not declare is an error naming the likely
+/// member, unless its labels are given (a cluster not declared yet).
+#[test]
+fn render_for_an_unknown_cluster_is_an_error() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    repo.commit("fleet");
+    let run = gitfleet(&[
+        "render",
+        "--repo",
+        &repo_arg(&repo),
+        "--placement",
+        "crp/app",
+        "--cluster",
+        "east1",
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cluster \"east1\" is not a member of the fleet in commit")
+            && run.stderr.contains("(did you mean \"east-1\"?); to render for a cluster not declared yet, give its labels with --labels"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
 }
 
 #[test]
@@ -313,7 +465,7 @@ fn render_refuses_unknown_placements_and_invalid_commits() {
         "--placement",
         "nope",
         "--cluster",
-        "c",
+        "east-1",
     ]);
     assert_eq!(run.code, 1);
     assert!(
@@ -333,7 +485,7 @@ fn render_refuses_unknown_placements_and_invalid_commits() {
         "--placement",
         "app",
         "--cluster",
-        "c",
+        "east-1",
     ]);
     assert_eq!(run.code, 1);
     assert!(

@@ -261,7 +261,8 @@ const PLAN_EXIT_CODES: &str = "\
 Exit codes:
   0  no change to the fleet
   1  error: the head commit is invalid (its diagnostics come first), fails to render for a
-     cluster (an override that cannot apply), or an input is unreadable
+     cluster (an override that cannot apply), or an input is unreadable; with --strict, the
+     head brings warnings
   2  the head changes the fleet
   64 bad command line (unknown flag, missing or invalid value): never 2, so a CI step that
      accepts 2 (`gitfleet plan … || [ $? -eq 2 ]`) still fails on a typo";

@@ -58,6 +58,9 @@ pub fn write_text(out: &mut impl fmt::Write, plan: &Plan, color: bool) -> fmt::R
         }
         return Ok(());
     }
+    for w in &plan.warnings {
+        writeln!(out, "{} {w}", p.yellow("warning:"))?;
+    }
     for c in &plan.clusters {
         for e in &c.errors {
             writeln!(out, "{} {}: {e}", p.red_bold("error:"), c.cluster)?;
@@ -162,6 +165,17 @@ pub fn write_markdown(w: &mut impl fmt::Write, plan: &Plan, max_bytes: usize) ->
     if !plan.errors.is_empty() {
         markdown_errors(&mut out, plan, max_bytes);
         return w.write_str(&out);
+    }
+    if !plan.warnings.is_empty() {
+        let _ = writeln!(
+            out,
+            "> [!WARNING]\n> {} (likely mistakes; the fleet accepts them):",
+            count(plan.warnings.len(), "warning", "warnings")
+        );
+        for warning in &plan.warnings {
+            let _ = writeln!(out, "> - `{}`", warning.replace('`', "'"));
+        }
+        out.push('\n');
     }
     if !plan.has_changes() {
         out.push_str("No change to the fleet.\n");
@@ -987,6 +1001,7 @@ mod tests {
             errors: vec![],
             head_signature: None,
             held: None,
+            warnings: vec![],
             summary: Summary {
                 placements_added: 1,
                 clusters_with_manifest_changes: 20,

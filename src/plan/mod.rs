@@ -62,6 +62,10 @@ pub struct Plan {
     /// The daemon would hold the head as a mass deletion ([`deletion_guard`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held: Option<crate::rollout::guard::Held>,
+    /// Likely mistakes the head brings that the base did not have ([`crate::lint`]): a
+    /// selector that selects nothing, an override of a missing placement, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     pub summary: Summary,
     pub placements: Vec<PlacementPlan>,
     pub clusters: Vec<ClusterPlan>,
@@ -314,7 +318,7 @@ pub fn plan_catalogs(
     opts: &Options,
 ) -> Plan {
     let sides = schedule_both(base_cat, head_cat, inputs);
-    compare(
+    let plan = compare(
         &World {
             commit: base_commit,
             cat: base_cat,
@@ -330,7 +334,25 @@ pub fn plan_catalogs(
             rollout: inputs.rollout,
         },
         opts,
-    )
+    );
+    Plan {
+        warnings: new_warnings(base_cat, head_cat),
+        ..plan
+    }
+}
+
+/// The head's likely mistakes that the base did not have (a warning is the same when its
+/// object, field and message are: lines move as files are edited).
+pub fn new_warnings(base_cat: &Catalog, head_cat: &Catalog) -> Vec<String> {
+    let known: BTreeSet<(String, String, String)> = crate::lint::lint(base_cat)
+        .into_iter()
+        .map(|d| (d.object, d.field, d.message))
+        .collect();
+    crate::lint::lint(head_cat)
+        .into_iter()
+        .filter(|d| !known.contains(&(d.object.clone(), d.field.clone(), d.message.clone())))
+        .map(|d| d.to_string())
+        .collect()
 }
 
 /// Whether the daemon's deletion guard would hold `head` (with its commit `message`) after
@@ -416,6 +438,7 @@ pub fn invalid(base: &str, head: &str, errors: Vec<String>) -> Plan {
         errors,
         head_signature: None,
         held: None,
+        warnings: vec![],
         summary: Summary::default(),
         placements: vec![],
         clusters: vec![],
@@ -467,6 +490,7 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     }
     Plan {
         held: None,
+        warnings: vec![],
         base: base.commit.into(),
         head: head.commit.into(),
         errors: vec![],

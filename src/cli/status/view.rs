@@ -156,6 +156,9 @@ pub fn table(doc: &Placements, now: u64, wide: bool) -> String {
     if let Some(h) = &doc.held {
         let _ = writeln!(out, "HELD {}: {}", short(Some(&h.commit)), h.message);
     }
+    for w in &doc.warnings {
+        let _ = writeln!(out, "WARNING {w}");
+    }
     let mut header: Vec<String> = [
         "PLACEMENT",
         "STRATEGY",
@@ -287,6 +290,17 @@ mod tests {
             }]
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_served_commits_warnings_are_shown_above_the_table() {
+        let mut d = doc();
+        d.warnings = vec!["placements/shop.yaml:13: ClusterResourcePlacement/shop-app: spec.resourceSelectors[0].name: selects nothing".into()];
+        let t = table(&d, 0, false);
+        assert!(
+            t.contains("WARNING placements/shop.yaml:13: ClusterResourcePlacement/shop-app: spec.resourceSelectors[0].name: selects nothing\nPLACEMENT"),
+            "{t}"
+        );
     }
 
     #[test]
