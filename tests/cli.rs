@@ -978,6 +978,7 @@ fn version_completion_and_plan_output_follow_cli_conventions() {
         ("bash", "complete -F"),
         ("zsh", "#compdef gitfleet"),
         ("fish", "complete -c gitfleet"),
+        ("powershell", "Register-ArgumentCompleter"),
     ] {
         let c = gitfleet(&["completion", shell]);
         assert_eq!(c.code, 0, "{shell}: {}", c.stderr);
@@ -985,6 +986,121 @@ fn version_completion_and_plan_output_follow_cli_conventions() {
         assert!(c.stdout.contains("verify-approval"), "{shell}");
     }
     assert_eq!(gitfleet(&["completion", "tcsh"]).code, 64);
+    // The names the scripts complete come from the repository, in the form commands take.
+    let sample = sample_repo();
+    let names = |what: &str| gitfleet(&["__complete", what, "--repo", &repo_arg(&sample)]);
+    let placements = names("placements");
+    assert_eq!(placements.code, 0, "{}", placements.stderr);
+    let placements: Vec<&str> = placements.stdout.lines().collect();
+    for id in [
+        "crp/shop-app",
+        "rp/platform/cost-controls",
+        "ocm/ocm-apps/logging-agent",
+    ] {
+        assert!(placements.contains(&id), "{id}: {placements:?}");
+    }
+    let clusters = names("clusters");
+    assert!(
+        clusters.stdout.lines().any(|c| c == "eastus-prod-1"),
+        "{}",
+        clusters.stdout
+    );
+    // Outside a repository: nothing, and no error into the command line being completed.
+    let empty = tempfile::tempdir().unwrap();
+    let none = gitfleet(&[
+        "__complete",
+        "clusters",
+        "--repo",
+        &empty.path().display().to_string(),
+    ]);
+    assert_eq!(
+        (none.code, none.stdout.as_str(), none.stderr.as_str()),
+        (0, "", "")
+    );
+    // A placement is written the same way in schedule's table as in status and plan.
+    let table = gitfleet(&["schedule", "--repo", &repo_arg(&sample)]);
+    assert!(
+        table.stdout.contains("\nrp/platform/cost-controls "),
+        "{}",
+        table.stdout
+    );
+    assert!(table.stdout.contains("\ncrp/shop-app "), "{}", table.stdout);
+    // ... and render and apply take it as written there.
+    let render = gitfleet(&[
+        "render",
+        "--repo",
+        &repo_arg(&sample),
+        "--placement",
+        "rp/platform/cost-controls",
+        "--cluster",
+        "eastus-prod-1",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(render.code, 0, "{}", render.stderr);
+    assert!(render.stdout.contains("\"ConfigMap\""), "{}", render.stdout);
+    // plan's diff context is --diff-context; --context (kubectl's kubeconfig context) still
+    // reads as it, with a warning.
+    let old = gitfleet(&[
+        "plan",
+        "--repo",
+        &repo_arg(&sample),
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--context",
+        "5",
+    ]);
+    assert_eq!(old.code, 0, "{}", old.stderr);
+    assert!(
+        old.stderr
+            .contains("warning: plan's --context is now --diff-context"),
+        "{}",
+        old.stderr
+    );
+    let new = gitfleet(&[
+        "plan",
+        "--repo",
+        &repo_arg(&sample),
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--diff-context",
+        "5",
+    ]);
+    assert_eq!((new.code, new.stderr.as_str()), (0, ""));
+    // --repo defaults to the current folder.
+    let here = std::process::Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .arg("validate")
+        .current_dir(sample.path())
+        .env_remove("GITFLEET_REPO")
+        .output()
+        .unwrap();
+    assert!(
+        here.status.success(),
+        "{}",
+        String::from_utf8_lossy(&here.stderr)
+    );
+    // No help shows an empty default.
+    for cmd in [
+        "validate",
+        "schedule",
+        "render",
+        "plan",
+        "inventory",
+        "apply",
+        "run",
+    ] {
+        let help = gitfleet(&[cmd, "--help"]);
+        assert!(
+            !help.stdout.contains("[default: ]") && !help.stdout.contains("[default: \"\"]"),
+            "{cmd}: {}",
+            help.stdout
+        );
+        assert!(!help.stdout.contains("spec/README"), "{cmd}");
+    }
     // plan takes -o like every other command (an unreadable repo is exit 1 after parsing).
     let dir = tempfile::tempdir().unwrap();
     let p = gitfleet(&[
@@ -1083,7 +1199,7 @@ fn schedule_wide_shows_every_cluster_and_condition() {
     assert_eq!(
         row[..5],
         [
-            "app",
+            "crp/app",
             "PickAll",
             "all",
             "0",

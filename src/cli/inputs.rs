@@ -3,10 +3,11 @@
 
 use crate::catalog::{Catalog, Diagnostic};
 use crate::cli::flags::{parse_timeout, KubeconfigArgs};
+use crate::model::PlacementKey;
 use crate::schedule::{Fleet, Inventory, PlacementSchedule, Previous};
 use crate::source::{read_commit, CommitFiles};
 use crate::state::StateStore;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -140,6 +141,25 @@ fn note_uncommitted(args: &CommitArgs, files: &CommitFiles) {
         &files.commit[..12.min(files.commit.len())],
         shown.join(", "),
     );
+}
+
+/// `--placement` as written: an id (`crp/NAME`, `rp/NAMESPACE/NAME`) or a bare name with
+/// `--namespace`; the name and namespace to look up.
+pub(super) fn placement_arg(
+    given: &str,
+    namespace: Option<&str>,
+) -> Result<(String, Option<String>)> {
+    if !given.contains('/') {
+        return Ok((given.to_string(), namespace.map(str::to_string)));
+    }
+    let key: PlacementKey = given.parse().map_err(|e| anyhow!("--placement: {e}"))?;
+    if !key.kind.is_kubefleet() {
+        bail!("--placement {given}: only KubeFleet placements (crp/, rp/) are taken here");
+    }
+    if namespace.is_some_and(|ns| key.namespace.as_deref() != Some(ns)) {
+        bail!("--placement {given} and --namespace disagree: give one of them");
+    }
+    Ok((key.name, key.namespace))
 }
 
 /// Prints the likely mistakes of a valid commit ([`crate::lint`]) on stderr; returns how many.
@@ -303,4 +323,27 @@ pub(super) fn now_unix() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_placement_is_an_id_or_a_name_with_its_namespace() {
+        assert_eq!(
+            placement_arg("crp/web", None).unwrap(),
+            ("web".to_string(), None)
+        );
+        assert_eq!(
+            placement_arg("rp/shop/cart", None).unwrap(),
+            ("cart".to_string(), Some("shop".to_string()))
+        );
+        assert_eq!(
+            placement_arg("cart", Some("shop")).unwrap(),
+            ("cart".to_string(), Some("shop".to_string()))
+        );
+        assert!(placement_arg("rp/shop/cart", Some("other")).is_err());
+        assert!(placement_arg("shop/cart", None).is_err());
+    }
 }

@@ -51,7 +51,7 @@ pub struct PlanArgs {
     #[arg(long, conflicts_with = "server")]
     pub state: Option<PathBuf>,
     /// Only diff these clusters' manifests (repeatable; all by default).
-    #[arg(long = "cluster")]
+    #[arg(long = "cluster", value_name = "CLUSTER")]
     pub clusters: Vec<String>,
     /// Output format (`-o`/`--output` as on the other commands, or `--format`).
     #[arg(

@@ -1,11 +1,10 @@
 //! `gitfleet render`: the manifests one placement delivers to one cluster, overrides applied
 //! and envelopes unwrapped, in apply order.
 
-use super::inputs::{load_valid, run_schedule, CommitArgs, ScheduleInputs};
+use super::inputs::{load_valid, placement_arg, run_schedule, CommitArgs, ScheduleInputs};
 use crate::catalog::Catalog;
 use crate::model::member::MEMBER_NAME_LABEL;
 use crate::model::Labels;
-use crate::model::PlacementKey;
 use crate::render::cluster::{overrides_of, render_cluster, render_placement, PlacementManifests};
 use crate::render::{ClusterTarget, Manifest};
 use crate::schedule::Fleet;
@@ -152,22 +151,6 @@ pub(super) fn render(args: &RenderArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--placement` as written: an id (`crp/NAME`, `rp/NAMESPACE/NAME`) or a bare name with
-/// `--namespace`; the name and namespace to look up.
-fn placement_arg(given: &str, namespace: Option<&str>) -> Result<(String, Option<String>)> {
-    if !given.contains('/') {
-        return Ok((given.to_string(), namespace.map(str::to_string)));
-    }
-    let key: PlacementKey = given.parse().map_err(|e| anyhow!("--placement: {e}"))?;
-    if !key.kind.is_kubefleet() {
-        bail!("--placement {given}: only KubeFleet placements (crp/, rp/) are rendered");
-    }
-    if namespace.is_some_and(|ns| key.namespace.as_deref() != Some(ns)) {
-        bail!("--placement {given} and --namespace disagree: give one of them");
-    }
-    Ok((key.name, key.namespace))
-}
-
 /// Labels of a declared member as KubeFleet's overrides see them (those of its MemberCluster,
 /// or of its ManagedCluster when it is only that), with the label gitfleet adds.
 pub(super) fn member_labels(cat: &Catalog, cluster: &str) -> Labels {
@@ -202,24 +185,6 @@ pub(super) fn print_manifests(manifests: &[Manifest], format: ManifestFormat) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_placement_is_an_id_or_a_name_with_its_namespace() {
-        assert_eq!(
-            placement_arg("crp/web", None).unwrap(),
-            ("web".to_string(), None)
-        );
-        assert_eq!(
-            placement_arg("rp/shop/cart", None).unwrap(),
-            ("cart".to_string(), Some("shop".to_string()))
-        );
-        assert_eq!(
-            placement_arg("cart", Some("shop")).unwrap(),
-            ("cart".to_string(), Some("shop".to_string()))
-        );
-        assert!(placement_arg("rp/shop/cart", Some("other")).is_err());
-        assert!(placement_arg("shop/cart", None).is_err());
-    }
 
     #[test]
     fn labels_parse() {
