@@ -4,6 +4,7 @@
 //! decides on colour and size). The writers hold no more than one object's diff at a time, so
 //! a plan is printed without a second copy of its diffs in memory.
 
+use super::story::{Consequence, Risk};
 use super::{
     Change, ClusterMove, ClusterPlan, ClusterReason, ObjectDiff, PlacementPlan, Plan,
     RolloutImpact, RunNote, RunNoteKind, Score, StageImpact, Transition,
@@ -60,6 +61,19 @@ pub fn write_text(out: &mut impl fmt::Write, plan: &Plan, color: bool) -> fmt::R
     }
     for w in &plan.warnings {
         writeln!(out, "{} {w}", p.yellow("warning:"))?;
+    }
+    let stories = story_lines(plan);
+    if !stories.is_empty() {
+        writeln!(out, "\nsummary, riskiest first:")?;
+        for (risk, line) in stories {
+            let line = format!("  [{}] {line}", risk_word(risk));
+            let line = match risk {
+                Risk::High => p.red_bold(&line),
+                Risk::Medium => p.yellow(&line),
+                Risk::Low => line,
+            };
+            writeln!(out, "{line}")?;
+        }
     }
     for c in &plan.clusters {
         for e in &c.errors {
@@ -182,6 +196,21 @@ pub fn write_markdown(w: &mut impl fmt::Write, plan: &Plan, max_bytes: usize) ->
         return w.write_str(&out);
     }
     let _ = writeln!(out, "**{}**\n", headline(plan));
+    let deletions = deletion_lines(plan);
+    if !deletions.is_empty() {
+        out.push_str("> [!CAUTION]\n");
+        for d in &deletions {
+            let _ = writeln!(out, "> {d}  ");
+        }
+        out.push('\n');
+    }
+    let stories = story_lines(plan);
+    if !stories.is_empty() {
+        for (risk, line) in &stories {
+            let _ = writeln!(out, "- **{}** {line}", risk_word(*risk));
+        }
+        out.push('\n');
+    }
     let render_errors: Vec<(&str, &str)> = plan
         .clusters
         .iter()
@@ -590,12 +619,114 @@ fn unschedulable(p: &PlacementPlan) -> impl Iterator<Item = &ClusterReason> {
 }
 
 /// `added`, `removed`, `changed: policy, resources`, `manifests change`, …
+/// `ResourceOverride/shop/web changed, ClusterResourceOverride/x added`.
+fn override_names(p: &PlacementPlan) -> String {
+    let o = &p.overrides;
+    [
+        (&o.changed, "changed"),
+        (&o.added, "added"),
+        (&o.removed, "removed"),
+    ]
+    .iter()
+    .flat_map(|(names, what)| names.iter().map(move |n| format!("{n} {what}")))
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+/// A consequence in words, for the summary: `deletes Namespace shop on 3 clusters (a, b, c)`.
+fn consequence_text(c: &Consequence) -> String {
+    let on = |clusters: &[String]| {
+        format!(
+            "on {} ({})",
+            count(clusters.len(), "cluster", "clusters"),
+            clusters.join(", ")
+        )
+    };
+    match c {
+        Consequence::NamespacesDeleted {
+            namespaces,
+            clusters,
+        } => format!(
+            "DELETES Namespace {} and everything in it {}",
+            namespaces.join(", "),
+            on(clusters)
+        ),
+        Consequence::WorkloadsDeleted { objects, clusters } => {
+            format!("DELETES {} {}", objects.join(", "), on(clusters))
+        }
+        Consequence::RollsBack { run, to } => {
+            format!("run {run} ROLLS BACK clusters to resource snapshot {to}")
+        }
+        Consequence::Stalls {
+            condition,
+            reason,
+            message,
+        } => format!("stalls: {condition} ({reason}): {message}"),
+        Consequence::RunBlocked { run, message } => format!("run {run} cannot start: {message}"),
+        Consequence::ClustersLost { clusters } => format!("loses {}", clusters.join(", ")),
+        Consequence::ClustersGained { clusters } => format!("gains {}", clusters.join(", ")),
+        Consequence::Updates { clusters } => {
+            format!("updates {}", count(*clusters, "cluster", "clusters"))
+        }
+    }
+}
+
+/// One line per placement with consequences, riskiest first (then by id): `crp/x (changed:
+/// policy.numberOfClusters): stalls: ...; loses a`.
+fn story_lines(plan: &Plan) -> Vec<(Risk, String)> {
+    let mut told: Vec<&PlacementPlan> = plan
+        .placements
+        .iter()
+        .filter(|p| !p.story.consequences.is_empty())
+        .collect();
+    told.sort_by(|a, b| b.story.risk.cmp(&a.story.risk).then(a.key.cmp(&b.key)));
+    told.iter()
+        .map(|p| {
+            let what: Vec<String> = p.story.consequences.iter().map(consequence_text).collect();
+            (
+                p.story.risk,
+                format!("{} ({}): {}", p.key, change_label(p), what.join("; ")),
+            )
+        })
+        .collect()
+}
+
+/// The deletions of Namespaces and workloads, one line each, for above the fold.
+fn deletion_lines(plan: &Plan) -> Vec<String> {
+    plan.placements
+        .iter()
+        .flat_map(|p| {
+            p.story
+                .consequences
+                .iter()
+                .filter(|c| c.is_deletion())
+                .map(move |c| format!("{}: {}", p.key, consequence_text(c)))
+        })
+        .collect()
+}
+
+fn risk_word(r: Risk) -> &'static str {
+    match r {
+        Risk::High => "high",
+        Risk::Medium => "medium",
+        Risk::Low => "low",
+    }
+}
+
 fn change_label(p: &PlacementPlan) -> String {
     match p.change {
         Change::Added => "added".into(),
         Change::Removed => "removed".into(),
         Change::Changed => {
-            let mut parts = p.changed_fields.clone();
+            // The overrides by name: "overrides" alone sends the reviewer to the JSON.
+            let mut parts: Vec<String> = p
+                .changed_fields
+                .iter()
+                .map(|f| match f.as_str() {
+                    "overrides" => format!("overrides ({})", override_names(p)),
+                    _ => f.clone(),
+                })
+                .collect();
             let r = &p.resources;
             if !(r.added.is_empty() && r.removed.is_empty() && r.changed.is_empty()) {
                 parts.push("resources".into());
@@ -955,6 +1086,7 @@ mod tests {
             .map(|l| format!("+line {l} of object {i}\n"))
             .collect();
         ObjectDiff {
+            key: crate::model::ObjectKey::new("", "ConfigMap", Some("app"), &format!("config-{i}")),
             object: format!("ConfigMap/app/config-{i}"),
             placement: "crp/app".parse().unwrap(),
             change: Change::Added,
@@ -983,6 +1115,7 @@ mod tests {
             unschedulable: vec![],
             condition: None,
             rollout: None,
+            story: Default::default(),
         }
     }
 

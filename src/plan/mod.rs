@@ -5,6 +5,7 @@
 //! core functions the daemon uses (catalog, snapshot, schedule, render).
 
 pub mod format;
+pub mod story;
 
 use crate::catalog::Catalog;
 use crate::model::placement::RolloutStrategyType;
@@ -139,6 +140,10 @@ pub struct PlacementPlan {
     /// The head's scheduling condition.
     pub condition: Option<Condition>,
     pub rollout: Option<RolloutImpact>,
+    /// What the change means, riskiest first: the plan's summary line ([`story`]). Absent
+    /// when it means nothing a reviewer must weigh.
+    #[serde(skip_serializing_if = "story::Story::is_empty")]
+    pub story: story::Story,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -247,6 +252,9 @@ pub struct ObjectDiff {
     #[serde(with = "as_id")]
     pub placement: PlacementKey,
     pub change: Change,
+    /// The object, typed (its text form is `object`).
+    #[serde(skip)]
+    pub key: ObjectKey,
     /// Unified diff of the YAML, secrets' values masked; one text shared by every cluster
     /// that has the same change (a large commit's diffs are its size again, per copy).
     #[serde(serialize_with = "shared_text")]
@@ -461,7 +469,9 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     for id in ids {
         let b = base_by.get(id).copied();
         let h = head_by.get(id).copied();
-        placements.push(compare_placement(base, head, &sel, b, h, &changed));
+        let mut p = compare_placement(base, head, &sel, b, h, &changed);
+        p.story = story::of(&p, &clusters);
+        placements.push(p);
     }
     let mut summary = Summary::default();
     for p in &placements {
@@ -654,8 +664,25 @@ fn compare_placement(
         if let (Some(bo), Some(ho)) = (bo, ho) {
             let fields: BTreeSet<&String> = bo.keys().chain(ho.keys()).collect();
             for f in fields {
-                if bo.get(f) != ho.get(f) {
+                let (bv, hv) = (bo.get(f), ho.get(f));
+                if bv == hv {
+                    continue;
+                }
+                // The policy and the strategy name the field that changed within them.
+                let inner = match (bv.and_then(Value::as_object), hv.and_then(Value::as_object)) {
+                    (Some(bi), Some(hi)) if matches!(f.as_str(), "policy" | "strategy") => {
+                        let keys: BTreeSet<&String> = bi.keys().chain(hi.keys()).collect();
+                        keys.into_iter()
+                            .filter(|k| bi.get(*k) != hi.get(*k))
+                            .map(|k| format!("{f}.{k}"))
+                            .collect()
+                    }
+                    _ => vec![],
+                };
+                if inner.is_empty() {
                     changed_fields.push(f.clone());
+                } else {
+                    changed_fields.extend(inner);
                 }
             }
         }
@@ -844,6 +871,7 @@ fn compare_placement(
         unschedulable,
         condition,
         rollout,
+        story: Default::default(),
     }
 }
 
@@ -980,18 +1008,24 @@ fn rollout_impact(
         }
         preview::Preview::Rolling { budget, steps } => (budget, steps),
     };
+    // maxSurge matters only when clusters are added.
+    let adds = h
+        .selected
+        .iter()
+        .any(|c| !b.is_some_and(|b| b.selected.contains(c)));
     let surge = match budget.max_surge {
-        0 => "new clusters are added only as others finish".to_string(),
-        s => format!("up to {s} cluster(s) above the target while new clusters are added"),
+        _ if !adds => String::new(),
+        0 => "; new clusters are added only as others finish".to_string(),
+        s => format!("; up to {s} cluster(s) above the target while new clusters are added"),
     };
     let m = budget.max_unavailable;
     let description = match (updating.len(), steps) {
-        (0, _) => format!("RollingUpdate: no cluster that stays selected updates; {surge}"),
+        (0, _) => format!("RollingUpdate: no cluster that stays selected updates{surge}"),
         (n, Some(steps)) => format!(
-            "RollingUpdate: {n} cluster(s) update, at most {m} unavailable at a time ({steps} step(s)); {surge}"
+            "RollingUpdate: {n} cluster(s) update, at most {m} unavailable at a time ({steps} step(s)){surge}"
         ),
         (n, None) => format!(
-            "RollingUpdate: {n} cluster(s) should update, but maxUnavailable resolves to {m} of {} cluster(s): none is updated; {surge}",
+            "RollingUpdate: {n} cluster(s) should update, but maxUnavailable resolves to {m} of {} cluster(s): none is updated{surge}",
             budget.target
         ),
     };
@@ -1236,6 +1270,7 @@ fn compare_clusters(
                 continue;
             };
             objects.push(ObjectDiff {
+                key: (**id).clone(),
                 object: id.short().to_string(),
                 placement,
                 change,
