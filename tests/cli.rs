@@ -200,6 +200,36 @@ fn likely_mistakes_are_warnings_with_the_intended_name() {
     assert!(!same.stdout.contains("warning"), "{}", same.stdout);
 }
 
+/// `approve` checks the signing setup before anything else: a setup that cannot sign is an
+/// error (exit 1) that says what to set, never the advice to force the tag.
+#[test]
+fn approve_without_a_signing_key_fails_first_and_never_advises_force() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    repo.commit("fleet");
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("gitconfig");
+    std::fs::write(&config, "[gpg]\n\tformat = ssh\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args(["approve", "run-1-before-prod", "--repo", &repo_arg(&repo)])
+        // No daemon is asked: the port is closed, and the error must come before.
+        .args(["--server", "http://127.0.0.1:9"])
+        .env("GIT_CONFIG_GLOBAL", &config)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", home.path())
+        .env_remove("GITFLEET_SERVER")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot sign an approval tag in")
+            && stderr.contains("gpg.format is ssh but user.signingkey is not set"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--force"), "{stderr}");
+}
+
 /// A misspelled kind or field is an error, with the likely one named.
 #[test]
 fn misspelled_kinds_and_fields_name_the_likely_one() {

@@ -132,6 +132,9 @@ pub struct StatusDocument {
     pub placements: Placements,
     pub update_runs: Vec<UpdateRun>,
     pub approval_requests: Vec<ApprovalRequest>,
+    /// Approval tags the daemon refused, with why (`/api/v1/approvals`' `rejections`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_approvals: Vec<Rejection>,
 }
 
 /// One staged update run: the `kubectl get clusterstagedupdaterun` columns, where it stands, and its whole status.
