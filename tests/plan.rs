@@ -120,6 +120,15 @@ fn number_of_clusters_change_loses_the_lowest_score() {
         "{text}"
     );
     assert!(markdown.contains("- **lost** `eastus-prod-2`: numberOfClusters 3 → 2, lowest score"));
+    // The winners' scores beside the loser's, and the spread score in words.
+    assert!(
+        text.contains("    picked instead: eastus-prod-1 (affinity 84, topology spread -1), westeurope-prod-1 (affinity 16, topology spread 1)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("It is compared before the affinity score"),
+        "{text}"
+    );
 }
 
 /// One cluster more than are eligible: the summary says the placement stalls (Scheduled=False),

@@ -122,6 +122,12 @@ fn text_placement(out: &mut impl fmt::Write, p: &Paint, pl: &PlacementPlan) -> f
         let line = format!("  - {} lost: {}", m.cluster, move_reason(m));
         writeln!(out, "{}", p.red(&line))?;
     }
+    if let Some(w) = winners_line(pl) {
+        writeln!(out, "    {w}")?;
+    }
+    if let Some(l) = spread_legend(pl) {
+        writeln!(out, "    {l}")?;
+    }
     for u in unschedulable(pl) {
         let line = format!("  ! {} unschedulable: {}", u.cluster, u.reason);
         writeln!(out, "{}", p.yellow(&line))?;
@@ -416,6 +422,12 @@ fn markdown_placement(pl: &PlacementPlan) -> String {
     }
     for m in &pl.lost {
         let _ = writeln!(s, "- **lost** `{}`: {}", m.cluster, escape(&move_reason(m)));
+    }
+    if let Some(w) = winners_line(pl) {
+        let _ = writeln!(s, "  - {}", escape(&w));
+    }
+    if let Some(l) = spread_legend(pl) {
+        let _ = writeln!(s, "  - {}", escape(&l));
     }
     for u in unschedulable(pl) {
         let _ = writeln!(
@@ -796,6 +808,35 @@ fn move_reason(m: &ClusterMove) -> String {
     format!("{} (scores: {scores})", m.reason)
 }
 
+/// `picked instead: a (affinity 84, topology spread 0), b (…)`: the scores a lost cluster lost to.
+fn winners_line(pl: &PlacementPlan) -> Option<String> {
+    if pl.winners.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = pl
+        .winners
+        .iter()
+        .filter_map(|w| Some(format!("{} ({})", w.cluster, score(&w.score)?)))
+        .collect();
+    (!each.is_empty()).then(|| format!("picked instead: {}", each.join(", ")))
+}
+
+/// What a topology spread score means, once per placement that shows one: the number alone
+/// (`-1 → 1`) does not say it.
+fn spread_legend(pl: &PlacementPlan) -> Option<String> {
+    let shown = pl
+        .gained
+        .iter()
+        .chain(&pl.lost)
+        .flat_map(|m| [&m.base_score, &m.head_score])
+        .flatten()
+        .chain(pl.winners.iter().map(|w| &w.score))
+        .any(|s| s.topology_spread.is_some());
+    shown.then(|| {
+        "topology spread score, per topology key: 1 when picking the cluster evens the spread out (its domain has the fewest of the placement's clusters), 0 when it leaves the skew as it is, -1 when it makes it larger (its domain has the most); far lower when it violates a ScheduleAnyway constraint. It is compared before the affinity score: the higher one wins whatever the affinity".to_string()
+    })
+}
+
 fn score(s: &Score) -> Option<String> {
     let mut parts = Vec::new();
     if let Some(a) = s.affinity {
@@ -1111,6 +1152,7 @@ mod tests {
             overrides: Default::default(),
             gained: vec![],
             lost: vec![],
+            winners: vec![],
             kept: vec![],
             unschedulable: vec![],
             condition: None,

@@ -133,6 +133,10 @@ pub struct PlacementPlan {
     pub overrides: ResourceChanges,
     pub gained: Vec<ClusterMove>,
     pub lost: Vec<ClusterMove>,
+    /// When a cluster is lost while the placement stays: the clusters the head picks, with
+    /// their scores, to set beside the lost one's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub winners: Vec<ClusterScore>,
     /// Clusters selected on both sides.
     pub kept: Vec<String>,
     /// Clusters the head cannot place on, and why (new or still failing when unfulfilled).
@@ -172,6 +176,12 @@ pub struct Score {
     /// OCM: the total prioritizer score.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClusterScore {
+    pub cluster: String,
+    pub score: Score,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -819,6 +829,23 @@ fn compare_placement(
         .intersection(&head_selected)
         .map(|c| (*c).clone())
         .collect();
+    let winners: Vec<ClusterScore> = match h {
+        Some(h) if !lost.is_empty() => h
+            .selected
+            .iter()
+            .filter_map(|c| {
+                let score = score_of(decision(Some(h), c)?);
+                let scored = score.affinity.is_some()
+                    || score.topology_spread.is_some()
+                    || score.total.is_some();
+                scored.then(|| ClusterScore {
+                    cluster: c.clone(),
+                    score,
+                })
+            })
+            .collect(),
+        _ => vec![],
+    };
     let condition = h.and_then(|p| p.conditions.first().cloned());
     let unfulfilled = condition.as_ref().is_some_and(|c| c.status != "True");
     let mut unschedulable = Vec::new();
@@ -867,6 +894,7 @@ fn compare_placement(
         overrides,
         gained,
         lost,
+        winners,
         kept,
         unschedulable,
         condition,
