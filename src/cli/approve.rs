@@ -70,7 +70,7 @@ pub fn request_named(key: &str, commit: &str) -> Option<Request> {
 }
 
 fn daemon_requests(server: &str) -> Result<Vec<Request>> {
-    let view = crate::daemon_client::approvals(server)?;
+    let view = crate::api::client::approvals(server)?;
     Ok(view.requests)
 }
 
@@ -152,7 +152,7 @@ fn judge_tag(args: &VerifyApprovalArgs) -> Result<Result<Approval, Rejection>> {
         &tag,
         &requests,
         &verifier,
-        crate::daemon::now_unix() as i64,
+        crate::timestamp::now_unix_signed(),
     ))
 }
 
@@ -326,7 +326,7 @@ struct Known {
 
 fn known_requests(args: &ApproveArgs) -> Result<Known> {
     let Some(dir) = &args.state else {
-        let view = crate::daemon_client::approvals(&args.server)?;
+        let view = crate::api::client::approvals(&args.server)?;
         return Ok(Known {
             from: format!("the daemon at {}", args.server),
             open: view.requests,
@@ -421,7 +421,7 @@ pub fn approve(args: &ApproveArgs) -> Result<ExitCode> {
     }
     // Refusals the daemon had before this tag: they are not its verdict on it.
     let refused_before: Vec<Rejection> = match (&args.state, args.wait.is_zero()) {
-        (None, false) => crate::daemon_client::approvals(&args.server)
+        (None, false) => crate::api::client::approvals(&args.server)
             .map(|v| v.rejections)
             .unwrap_or_default(),
         _ => Vec::new(),
@@ -464,7 +464,7 @@ fn await_verdict(
     );
     let deadline = std::time::Instant::now() + args.wait;
     loop {
-        let view = crate::daemon_client::approvals(&args.server)?;
+        let view = crate::api::client::approvals(&args.server)?;
         if let Some(a) = view.approvals.iter().find(|a| a.request == key) {
             println!(
                 "accepted: {key} approved by {} (key {})",

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 
 /// `gitfleet status`'s first line under `--state kubernetes`: who leads, and who answered.
-fn leader_line(l: &crate::daemon::LeaderStatus) -> String {
+fn leader_line(l: &crate::api::LeaderStatus) -> String {
     match (&l.leader, l.leading) {
         (_, true) => format!("Leader: {} (this replica)", l.identity),
         (Some(leader), false) => format!(
@@ -51,15 +51,15 @@ pub struct StatusArgs {
 
 /// What one look at the daemon shows: the document (to tell a change) and its text.
 fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
-    let doc = crate::daemon_client::placements(&args.server)?;
+    let doc = crate::api::client::placements(&args.server)?;
     let Some(want) = &args.placement else {
-        let (runs, requests) = crate::daemon_client::update_runs(&args.server)?;
+        let (runs, requests) = crate::api::client::update_runs(&args.server)?;
         // Refused tags are shown beside the requests: otherwise only the log says why an
         // approval did not count.
-        let refused = crate::daemon_client::approvals(&args.server)
+        let refused = crate::api::client::approvals(&args.server)
             .map(|v| v.rejections)
             .unwrap_or_default();
-        let all = crate::daemon::wire::StatusDocument {
+        let all = crate::api::StatusDocument {
             placements: doc,
             update_runs: runs.update_runs,
             approval_requests: requests.approval_requests,
@@ -67,7 +67,7 @@ fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
         };
         let text = match args.output {
             StatusFormat::Table | StatusFormat::Wide => {
-                let now = crate::daemon::now_unix();
+                let now = crate::timestamp::now_unix();
                 let wide = matches!(args.output, StatusFormat::Wide);
                 let leader = all
                     .placements
