@@ -9,6 +9,7 @@
 //!   (with [`timestamp`] and [`model::quantity`], from the `gitfleet-kube-text` crate);
 //! - [`catalog`]: a commit's objects, parsed with their origin, classified and cross-validated;
 //! - [`analyze`](mod@analyze): a commit's catalog and all its diagnostics, in one call;
+//! - [`lint`]: likely mistakes in a valid commit (warnings) and "did you mean" hints;
 //! - [`snapshot`]: resource selection, sanitisation, canonical hashes, snapshot indices;
 //! - [`schedule`]: which members each placement picks (KubeFleet and OCM semantics);
 //! - [`render`]: each member's manifests (overrides, envelopes, apply waves);
@@ -46,6 +47,7 @@ mod compat_corpus;
 pub mod daemon;
 pub(crate) mod fast_hash;
 pub(crate) mod follow;
+pub mod lint;
 pub(crate) mod members;
 pub mod model;
 pub mod plan;

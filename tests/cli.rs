@@ -105,6 +105,188 @@ fn uncommitted_changes_are_invisible() {
     let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.contains("6 objects"), "{}", run.stdout);
+    // ... but not without a word: the edits differ from the commit read.
+    assert!(
+        run.stderr
+            .contains("note: 2 manifests in the working tree differ from commit")
+            && run.stderr.contains("(placement.yaml, untracked.yaml)")
+            && run.stderr.contains("gitfleet reads commits, not files"),
+        "{}",
+        run.stderr
+    );
+    // A clean working tree gets no note, nor does an older commit.
+    repo.git(&["checkout", "-q", "--", "."]);
+    repo.remove("untracked.yaml");
+    repo.git(&["add", "ns.yaml"]);
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert!(!run.stderr.contains("note:"), "{}", run.stderr);
+}
+
+/// The sample fleet with three typos a reviewer could miss: each is a warning naming the likely
+/// intended name, `validate` still passes unless `--strict`, and `plan` shows them.
+#[test]
+fn likely_mistakes_are_warnings_with_the_intended_name() {
+    let repo = sample_repo();
+    let edit = |path: &str, from: &str, to: &str| {
+        let file = repo.path().join(path);
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains(from), "{path}: {from}");
+        repo.write(path, &text.replacen(from, to, 1));
+    };
+    edit("placements/shop.yaml", "name: shop\n", "name: shopp\n");
+    edit(
+        "overrides/shop-web-ro.yaml",
+        "name: shop-app",
+        "name: shop-appp",
+    );
+    edit(
+        "rollout/telemetry-rollout-1.yaml",
+        "three-stage\n",
+        "three-stagee\n",
+    );
+    edit(
+        "placements/reports.yaml",
+        "- eastus-staging",
+        "- eastus-stagin",
+    );
+    repo.commit("typos");
+    let repo_path = repo_arg(&repo);
+    let run = gitfleet(&["validate", "--repo", &repo_path]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let want = [
+        "warning: overrides/shop-web-ro.yaml:11: ResourceOverride/shop-web-per-cluster: spec.placement.name: names placement crp/shop-appp, which is not in the commit (did you mean \"crp/shop-app\"?); the override applies to nothing",
+        "warning: placements/reports.yaml:16: ClusterResourcePlacement/reports: spec.policy.clusterNames[0]: cluster \"eastus-stagin\" is not a member of the fleet (no MemberCluster of that name in the commit) (did you mean \"eastus-staging\"?); nothing is placed on it",
+        "warning: placements/shop.yaml:15: ClusterResourcePlacement/shop-app: spec.resourceSelectors[0].name: selects nothing: no Namespace named \"shopp\" in the commit (did you mean \"shop\"?); this selector delivers nothing",
+        "warning: rollout/telemetry-rollout-1.yaml:11: ClusterStagedUpdateRun/telemetry-rollout-1: spec.stagedRolloutStrategyName: names strategy \"three-stagee\", but the commit has no ClusterStagedUpdateStrategy of that name (did you mean \"three-stage\"?); the run cannot start",
+    ];
+    let warnings: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    assert_eq!(warnings, want, "{}", run.stderr);
+    let strict = gitfleet(&["validate", "--repo", &repo_path, "--strict"]);
+    assert_eq!(strict.code, 1, "{}", strict.stderr);
+    assert!(
+        strict.stderr.contains("4 warnings and --strict: failing"),
+        "{}",
+        strict.stderr
+    );
+    // The plan of the typos shows them, as new in the head; --strict fails it.
+    let plan = gitfleet(&[
+        "plan", "--repo", &repo_path, "--base", "HEAD~1", "--head", "HEAD",
+    ]);
+    assert_eq!(plan.code, 2, "{}", plan.stderr);
+    for w in want {
+        assert!(plan.stdout.contains(w), "{w}\n{}", plan.stdout);
+    }
+    let md = gitfleet(&[
+        "plan", "--repo", &repo_path, "--base", "HEAD~1", "--head", "HEAD", "-o", "markdown",
+    ]);
+    assert!(
+        md.stdout.contains("> [!WARNING]\n> 4 warnings (likely mistakes; the fleet accepts them):\n> - `overrides/shop-web-ro.yaml:11:"),
+        "{}",
+        md.stdout
+    );
+    let strict = gitfleet(&[
+        "plan", "--repo", &repo_path, "--base", "HEAD~1", "--head", "HEAD", "--strict",
+    ]);
+    assert_eq!(strict.code, 1, "{}", strict.stderr);
+    // The base has none of them: its plan against itself warns of nothing.
+    let same = gitfleet(&[
+        "plan", "--repo", &repo_path, "--base", "HEAD~1", "--head", "HEAD~1",
+    ]);
+    assert_eq!(same.code, 0, "{}", same.stdout);
+    assert!(!same.stdout.contains("warning"), "{}", same.stdout);
+}
+
+/// `approve` checks the signing setup before anything else: a setup that cannot sign is an
+/// error (exit 1) that says what to set, never the advice to force the tag.
+#[test]
+fn approve_without_a_signing_key_fails_first_and_never_advises_force() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    repo.commit("fleet");
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("gitconfig");
+    std::fs::write(&config, "[gpg]\n\tformat = ssh\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args(["approve", "run-1-before-prod", "--repo", &repo_arg(&repo)])
+        // No daemon is asked: the port is closed, and the error must come before.
+        .args(["--server", "http://127.0.0.1:9"])
+        .env("GIT_CONFIG_GLOBAL", &config)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", home.path())
+        .env_remove("GITFLEET_SERVER")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot sign an approval tag in")
+            && stderr.contains("gpg.format is ssh but user.signingkey is not set"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--force"), "{stderr}");
+}
+
+/// A misspelled kind or field is an error, with the likely one named.
+#[test]
+fn misspelled_kinds_and_fields_name_the_likely_one() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    repo.write(
+        "app.yaml",
+        &format!(
+            "{CONFIGMAP}---\n{}",
+            DEPLOYMENT.replace("kind: Deployment", "kind: Deploymnet")
+        ),
+    );
+    repo.write(
+        "placement.yaml",
+        &format!("{CRP}  policy: {{placementTyp: PickAll}}\n"),
+    );
+    repo.commit("typos");
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("Deploymnet/web: unknown scope: kind Deploymnet of group \"apps\" is neither a built-in kind nor defined by a CustomResourceDefinition in the repository (did you mean \"Deployment\"?)"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("unknown field `placementTyp`, expected one of `placementType`,")
+            && run.stderr.contains("(did you mean `placementType`?)"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// `render --cluster` of a cluster the commit does not declare is an error naming the likely
+/// member, unless its labels are given (a cluster not declared yet).
+#[test]
+fn render_for_an_unknown_cluster_is_an_error() {
+    let repo = Repo::new();
+    valid_fleet(&repo, "");
+    repo.commit("fleet");
+    let run = gitfleet(&[
+        "render",
+        "--repo",
+        &repo_arg(&repo),
+        "--placement",
+        "crp/app",
+        "--cluster",
+        "east1",
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cluster \"east1\" is not a member of the fleet in commit")
+            && run.stderr.contains("(did you mean \"east-1\"?); to render for a cluster not declared yet, give its labels with --labels"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
 }
 
 #[test]
@@ -313,7 +495,7 @@ fn render_refuses_unknown_placements_and_invalid_commits() {
         "--placement",
         "nope",
         "--cluster",
-        "c",
+        "east-1",
     ]);
     assert_eq!(run.code, 1);
     assert!(
@@ -333,7 +515,7 @@ fn render_refuses_unknown_placements_and_invalid_commits() {
         "--placement",
         "app",
         "--cluster",
-        "c",
+        "east-1",
     ]);
     assert_eq!(run.code, 1);
     assert!(
@@ -826,6 +1008,7 @@ fn version_completion_and_plan_output_follow_cli_conventions() {
         ("bash", "complete -F"),
         ("zsh", "#compdef gitfleet"),
         ("fish", "complete -c gitfleet"),
+        ("powershell", "Register-ArgumentCompleter"),
     ] {
         let c = gitfleet(&["completion", shell]);
         assert_eq!(c.code, 0, "{shell}: {}", c.stderr);
@@ -833,6 +1016,121 @@ fn version_completion_and_plan_output_follow_cli_conventions() {
         assert!(c.stdout.contains("verify-approval"), "{shell}");
     }
     assert_eq!(gitfleet(&["completion", "tcsh"]).code, 64);
+    // The names the scripts complete come from the repository, in the form commands take.
+    let sample = sample_repo();
+    let names = |what: &str| gitfleet(&["__complete", what, "--repo", &repo_arg(&sample)]);
+    let placements = names("placements");
+    assert_eq!(placements.code, 0, "{}", placements.stderr);
+    let placements: Vec<&str> = placements.stdout.lines().collect();
+    for id in [
+        "crp/shop-app",
+        "rp/platform/cost-controls",
+        "ocm/ocm-apps/logging-agent",
+    ] {
+        assert!(placements.contains(&id), "{id}: {placements:?}");
+    }
+    let clusters = names("clusters");
+    assert!(
+        clusters.stdout.lines().any(|c| c == "eastus-prod-1"),
+        "{}",
+        clusters.stdout
+    );
+    // Outside a repository: nothing, and no error into the command line being completed.
+    let empty = tempfile::tempdir().unwrap();
+    let none = gitfleet(&[
+        "__complete",
+        "clusters",
+        "--repo",
+        &empty.path().display().to_string(),
+    ]);
+    assert_eq!(
+        (none.code, none.stdout.as_str(), none.stderr.as_str()),
+        (0, "", "")
+    );
+    // A placement is written the same way in schedule's table as in status and plan.
+    let table = gitfleet(&["schedule", "--repo", &repo_arg(&sample)]);
+    assert!(
+        table.stdout.contains("\nrp/platform/cost-controls "),
+        "{}",
+        table.stdout
+    );
+    assert!(table.stdout.contains("\ncrp/shop-app "), "{}", table.stdout);
+    // ... and render and apply take it as written there.
+    let render = gitfleet(&[
+        "render",
+        "--repo",
+        &repo_arg(&sample),
+        "--placement",
+        "rp/platform/cost-controls",
+        "--cluster",
+        "eastus-prod-1",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(render.code, 0, "{}", render.stderr);
+    assert!(render.stdout.contains("\"ConfigMap\""), "{}", render.stdout);
+    // plan's diff context is --diff-context; --context (kubectl's kubeconfig context) still
+    // reads as it, with a warning.
+    let old = gitfleet(&[
+        "plan",
+        "--repo",
+        &repo_arg(&sample),
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--context",
+        "5",
+    ]);
+    assert_eq!(old.code, 0, "{}", old.stderr);
+    assert!(
+        old.stderr
+            .contains("warning: plan's --context is now --diff-context"),
+        "{}",
+        old.stderr
+    );
+    let new = gitfleet(&[
+        "plan",
+        "--repo",
+        &repo_arg(&sample),
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--diff-context",
+        "5",
+    ]);
+    assert_eq!((new.code, new.stderr.as_str()), (0, ""));
+    // --repo defaults to the current folder.
+    let here = std::process::Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .arg("validate")
+        .current_dir(sample.path())
+        .env_remove("GITFLEET_REPO")
+        .output()
+        .unwrap();
+    assert!(
+        here.status.success(),
+        "{}",
+        String::from_utf8_lossy(&here.stderr)
+    );
+    // No help shows an empty default.
+    for cmd in [
+        "validate",
+        "schedule",
+        "render",
+        "plan",
+        "inventory",
+        "apply",
+        "run",
+    ] {
+        let help = gitfleet(&[cmd, "--help"]);
+        assert!(
+            !help.stdout.contains("[default: ]") && !help.stdout.contains("[default: \"\"]"),
+            "{cmd}: {}",
+            help.stdout
+        );
+        assert!(!help.stdout.contains("spec/README"), "{cmd}");
+    }
     // plan takes -o like every other command (an unreadable repo is exit 1 after parsing).
     let dir = tempfile::tempdir().unwrap();
     let p = gitfleet(&[
@@ -931,7 +1229,7 @@ fn schedule_wide_shows_every_cluster_and_condition() {
     assert_eq!(
         row[..5],
         [
-            "app",
+            "crp/app",
             "PickAll",
             "all",
             "0",

@@ -270,7 +270,7 @@ fn apply_holds_a_placement_with_invalid_selectors_and_applies_the_others(backend
     let p_row = schedule
         .stdout
         .lines()
-        .find(|l| l.starts_with("p "))
+        .find(|l| l.starts_with("crp/p "))
         .unwrap_or_default();
     assert!(
         p_row.contains("Scheduled=False (InvalidResourceSelectors)"),

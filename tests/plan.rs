@@ -91,11 +91,17 @@ fn policy_change_gains_and_loses_clusters_with_a_new_policy_snapshot() {
     );
     repo.commit("admission-guard: production only, on the PCI cluster too");
     let [text, markdown, _] = snapshot_formats("policy_change", &repo, 2);
-    assert!(text.contains("~ crp/admission-guard (changed: policy)"));
+    assert!(text.contains("~ crp/admission-guard (changed: policy.affinity, policy.tolerations)"));
     assert!(text.contains("+ westeurope-prod-2 gained: policy changed"));
     assert!(text.contains("- eastus-canary lost: policy changed"));
     assert!(text.contains("policy snapshot 0 → 1"));
-    assert!(markdown.contains("| `crp/admission-guard` | changed: policy | westeurope-prod-2 |"));
+    assert!(markdown.contains(
+        "| `crp/admission-guard` | changed: policy.affinity, policy.tolerations | westeurope-prod-2 |"
+    ));
+    assert!(
+        text.contains("  [medium] crp/admission-guard (changed: policy.affinity, policy.tolerations): loses eastus-canary, westeurope-canary; gains westeurope-prod-2"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -114,6 +120,64 @@ fn number_of_clusters_change_loses_the_lowest_score() {
         "{text}"
     );
     assert!(markdown.contains("- **lost** `eastus-prod-2`: numberOfClusters 3 → 2, lowest score"));
+    // The winners' scores beside the loser's, and the spread score in words.
+    assert!(
+        text.contains("    picked instead: eastus-prod-1 (affinity 84, topology spread -1), westeurope-prod-1 (affinity 16, topology spread 1)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("It is compared before the affinity score"),
+        "{text}"
+    );
+}
+
+/// One cluster more than are eligible: the summary says the placement stalls (Scheduled=False),
+/// where it used to say only "3 clusters" with the stall in the details.
+#[test]
+fn more_clusters_than_are_eligible_stall_and_the_summary_says_so() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "placements/shop.yaml",
+        "numberOfClusters: 3",
+        "numberOfClusters: 4",
+    );
+    repo.commit("shop-app on four clusters");
+    let [text, markdown, json] = snapshot_formats("stalls", &repo, 2);
+    assert!(
+        text.contains("summary, riskiest first:\n  [medium] crp/shop-app (changed: policy.numberOfClusters): stalls: Scheduled=False (SchedulingPolicyUnfulfilled)"),
+        "{text}"
+    );
+    assert!(
+        markdown.contains(
+            "- **medium** crp/shop-app (changed: policy.numberOfClusters): stalls: Scheduled=False"
+        ),
+        "{markdown}"
+    );
+    assert!(json.contains("\"kind\": \"stalls\""), "{json}");
+    // No cluster is added, so nothing is said of maxSurge.
+    assert!(!text.contains("above the target"), "{text}");
+}
+
+/// Removing the placement of a Namespace deletes the Namespace, and its workload, from every
+/// cluster it was on: said first, above the table, not only in the folded diffs.
+#[test]
+fn namespace_and_workload_deletions_are_called_out_above_the_fold() {
+    let repo = fleet();
+    repo.remove("placements/shop.yaml");
+    repo.remove("overrides/shop-web-ro.yaml");
+    repo.commit("no more shop");
+    let [text, markdown, _] = snapshot_formats("namespace_deletion", &repo, 2);
+    let caution = "> [!CAUTION]\n> crp/shop-app: DELETES Namespace shop and everything in it on 3 clusters (eastus-prod-1, eastus-prod-2, westeurope-prod-1)  \n> crp/shop-app: DELETES Deployment/shop/shop-web on 3 clusters";
+    let (at, table) = (
+        markdown.find(caution).expect(&markdown),
+        markdown.find("| Placement |").expect(&markdown),
+    );
+    assert!(at < table, "{markdown}");
+    assert!(
+        text.contains("  [high] crp/shop-app (removed): DELETES Namespace shop and everything in it on 3 clusters"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -152,7 +216,7 @@ spec:
     repo.commit("two collectors on production clusters");
     let [text, markdown, _] = snapshot_formats("new_override", &repo, 2);
     assert!(
-        text.contains("~ crp/telemetry (changed: overrides)"),
+        text.contains("~ crp/telemetry (changed: overrides (ResourceOverride/telemetry/otel-collector-production added))"),
         "{text}"
     );
     assert!(text.contains("stage telemetry-rollout-1/production: eastus-prod-1, eastus-prod-2, westeurope-prod-1, westeurope-prod-2 (2 at a time; 4 updating"));

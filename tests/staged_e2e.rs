@@ -1014,6 +1014,9 @@ fn approval_tags_follow_the_remote_and_accepted_ones_stand() {
         work.path().to_str().unwrap(),
         "--push",
         "--force",
+        // The daemon fetches on the webhook, sent below: no verdict to wait for before it.
+        "--wait",
+        "0",
     ]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     hook();
@@ -1288,6 +1291,13 @@ fn a_finished_run_is_not_run_again_after_the_state_directory_is_lost(
         repo_dir,
     ]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    // approve waited for the daemon's verdict (it follows this repository: it sees the tag).
+    assert!(
+        r.stdout
+            .contains("accepted: rollout-1-before-all approved by"),
+        "{}",
+        r.stdout
+    );
     await_status(&daemon.addr, "the run succeeded", succeeded);
     for m in THREE {
         assert_eq!(collector_version(&members, m).as_deref(), Some("1"), "{m}");

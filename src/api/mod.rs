@@ -38,6 +38,10 @@ pub struct Placements<P = PlacementStatus> {
     /// The newest head, when it was refused, with why.
     #[serde(default)]
     pub rejected: Option<Rejected>,
+    /// The served commit's likely mistakes (a selector that selects nothing, an override of a
+    /// missing placement, ...): accepted, as the hub accepts them, and shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// The newest head, when the deletion guard holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<crate::rollout::guard::Held>,
@@ -130,6 +134,9 @@ pub struct StatusDocument {
     pub placements: Placements,
     pub update_runs: Vec<UpdateRun>,
     pub approval_requests: Vec<ApprovalRequest>,
+    /// Approval tags the daemon refused, with why (`/api/v1/approvals`' `rejections`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_approvals: Vec<Rejection>,
 }
 
 /// One staged update run: the `kubectl get clusterstagedupdaterun` columns, where it stands, and its whole status.

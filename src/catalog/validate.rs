@@ -122,7 +122,8 @@ fn check_scopes(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
                 i,
                 "",
                 format!(
-                    "unknown scope: kind {kind} of group {group:?} is neither a built-in kind nor defined by a CustomResourceDefinition in the repository"
+                    "unknown scope: kind {kind} of group {group:?} is neither a built-in kind nor defined by a CustomResourceDefinition in the repository{}",
+                    crate::lint::kind_hint(&cat.scopes, group, kind)
                 ),
             )),
             Some(Scope::Cluster) => {
@@ -421,7 +422,16 @@ fn check_update_runs(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
             None => diags.push(cat.diagnostic(
                 run.index,
                 "spec.placementName",
-                format!("placement {name:?} does not exist in the repository"),
+                format!(
+                    "placement {name:?} does not exist in the repository{}",
+                    crate::lint::hint(
+                        name,
+                        cat.placements
+                            .iter()
+                            .filter(|p| cat.objects[p.index].namespace.as_deref() == ns)
+                            .map(|p| p.spec.metadata.name.as_str())
+                    )
+                ),
             )),
             Some(p) if p.spec.spec.strategy.type_ != Some(RolloutStrategyType::External) => {
                 diags.push(cat.diagnostic(

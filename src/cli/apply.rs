@@ -28,11 +28,13 @@ pub struct ApplyArgs {
     pub inventory: Option<InventorySource>,
     #[command(flatten)]
     pub probe: ProbeArgs,
-    /// Only this ClusterResourcePlacement (or ResourcePlacement, with --namespace).
-    #[arg(long)]
+    /// Only this placement: `crp/NAME`, `rp/NAMESPACE/NAME` or `ocm/NAMESPACE/NAME` (as
+    /// status and plan write it), or a bare name (a ClusterResourcePlacement, or with
+    /// --namespace a ResourcePlacement or OCM Placement).
+    #[arg(long, value_name = "PLACEMENT")]
     pub placement: Option<String>,
-    /// Namespace of the ResourcePlacement or OCM Placement given with --placement.
-    #[arg(long, requires = "placement")]
+    /// Namespace of a placement given by its bare name.
+    #[arg(short = 'n', long, requires = "placement")]
     pub namespace: Option<String>,
     #[command(flatten)]
     pub push: PushArgs,
@@ -70,6 +72,18 @@ pub(super) fn apply(args: &ApplyArgs) -> Result<ExitCode> {
     let schedule = crate::schedule::schedule_commit(&cat, &invalid, &fleet, &Previous::new(), now);
     let only: Option<BTreeSet<PlacementKey>> = match &args.placement {
         None => None,
+        Some(given) if given.contains('/') => {
+            let key: PlacementKey = given
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--placement: {e}"))?;
+            if args.namespace.is_some() {
+                bail!("--placement {given} names its namespace: --namespace is for a bare name");
+            }
+            if !schedule.iter().any(|p| p.key == key) {
+                bail!("no placement {key} in commit {}", commit.commit);
+            }
+            Some(BTreeSet::from([key]))
+        }
         Some(name) => {
             let keys: BTreeSet<PlacementKey> = schedule
                 .iter()

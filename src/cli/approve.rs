@@ -219,13 +219,114 @@ pub struct ApproveArgs {
     /// The tag message.
     #[arg(long, short = 'm')]
     pub message: Option<String>,
+    /// How long to wait for the daemon (--server) to accept or refuse the tag once made; `0`
+    /// to not wait. It sees the tag at its next look (at once for a local repository it
+    /// follows; for a remote, after --push and its next fetch).
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = crate::cli::flags::parse_duration)]
+    pub wait: std::time::Duration,
 }
 
 pub const APPROVE_AFTER_HELP: &str = "\
 Exit codes:
-  0  the signed tag was made (and pushed)
-  1  the daemon has no such request (or it is approved already), or git could not sign or push
+  0  the signed tag was made (and pushed), and the daemon accepted it (or --wait 0, or --state)
+  1  the signing setup cannot sign (checked first), the daemon has no such request (or it is
+     approved already), git could not sign or push, or the daemon refused the tag (the reason
+     is printed)
+  2  the daemon neither accepted nor refused the tag within --wait
   64 bad command line (unknown flag, missing or invalid value)";
+
+/// What `git tag -s` will sign with: git's configuration and what is found of it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SigningSetup {
+    /// `gpg.format`: `openpgp` (git's default), `ssh` or `x509`.
+    pub format: Option<String>,
+    /// `user.signingkey`.
+    pub key: Option<String>,
+    /// For an SSH key given as a file: whether it exists.
+    pub key_file_exists: Option<bool>,
+    /// For OpenPGP: whether gpg has a secret key (the one `user.signingkey` names, or any);
+    /// `None` when gpg cannot be run.
+    pub gpg_secret_key: Option<bool>,
+}
+
+/// Why git cannot sign with `setup`, said before anything is asked or tagged; `None` when it
+/// looks able to.
+pub fn signing_problem(setup: &SigningSetup) -> Option<String> {
+    match setup.format.as_deref().unwrap_or("openpgp") {
+        "ssh" => match (&setup.key, setup.key_file_exists) {
+            (None, _) => Some(
+                "gpg.format is ssh but user.signingkey is not set: `git config user.signingkey ~/.ssh/id_ed25519.pub`".into(),
+            ),
+            (Some(key), Some(false)) => Some(format!(
+                "user.signingkey names {key}, which does not exist"
+            )),
+            _ => None,
+        },
+        "openpgp" => match setup.gpg_secret_key {
+            None => Some(
+                "git signs with gpg (gpg.format openpgp), which cannot be run: install it, or sign with SSH (`git config gpg.format ssh` and user.signingkey)".into(),
+            ),
+            Some(false) => Some(match &setup.key {
+                Some(key) => format!("gpg has no secret key for user.signingkey {key}"),
+                None => "gpg has no secret key to sign with: make one (`gpg --quick-gen-key`), or sign with SSH (`git config gpg.format ssh` and user.signingkey)".into(),
+            }),
+            Some(true) => None,
+        },
+        _ => None,
+    }
+}
+
+fn git_config(repo: &std::path::Path, name: &str) -> Option<String> {
+    let out = Process::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["config", "--get", name])
+        .output()
+        .ok()?;
+    let value = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !value.is_empty()).then_some(value)
+}
+
+/// The signing setup of `repo`, as git will use it.
+fn signing_setup(repo: &std::path::Path) -> SigningSetup {
+    let format = git_config(repo, "gpg.format");
+    let key = git_config(repo, "user.signingkey");
+    let mut setup = SigningSetup {
+        format: format.clone(),
+        key: key.clone(),
+        ..Default::default()
+    };
+    match format.as_deref().unwrap_or("openpgp") {
+        "ssh" => {
+            // A literal key (`key::…`, `ssh-ed25519 …`) or a file.
+            if let Some(k) = key.filter(|k| !k.starts_with("key::") && !k.starts_with("ssh-")) {
+                let path = match (k.strip_prefix("~/"), std::env::var_os("HOME")) {
+                    (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest),
+                    _ => std::path::PathBuf::from(&k),
+                };
+                setup.key_file_exists = Some(path.exists());
+            }
+        }
+        "openpgp" => {
+            let program = git_config(repo, "gpg.openpgp.program")
+                .or_else(|| git_config(repo, "gpg.program"))
+                .unwrap_or_else(|| "gpg".into());
+            let mut gpg = Process::new(program);
+            gpg.args(["--list-secret-keys", "--with-colons"]);
+            if let Some(k) = &key {
+                gpg.arg(k);
+            }
+            setup.gpg_secret_key = gpg.output().ok().map(|out| {
+                out.status.success()
+                    && String::from_utf8_lossy(&out.stdout)
+                        .lines()
+                        .any(|l| l.starts_with("sec"))
+            });
+        }
+        _ => {}
+    }
+    setup
+}
 
 /// The approval requests that exist, where they were read from, and those approved already
 /// (by request key: who, when).
@@ -276,6 +377,13 @@ pub fn approve(args: &ApproveArgs) -> Result<ExitCode> {
         Some(ns) => format!("{ns}/{}", args.request),
         None => args.request.clone(),
     };
+    // First: a tag git cannot sign is no approval, whatever the daemon says.
+    if let Some(problem) = signing_problem(&signing_setup(&args.repo)) {
+        bail!(
+            "cannot sign an approval tag in {}: {problem}",
+            args.repo.display()
+        );
+    }
     let known = known_requests(args)?;
     let Some(request) = known.open.iter().find(|r| r.key() == key) else {
         if let Some(a) = known.approved.iter().find(|a| a.request == key) {
@@ -312,21 +420,32 @@ pub fn approve(args: &ApproveArgs) -> Result<ExitCode> {
             request.stage, request.run, request.commit
         )
     });
+    let exists = Process::new("git")
+        .arg("-C")
+        .arg(&args.repo)
+        .args(["rev-parse", "-q", "--verify", &format!("refs/tags/{tag}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if exists && !args.force {
+        bail!(
+            "tag {tag} exists already (from an earlier run of the same name?): --force replaces it"
+        );
+    }
+    // Refusals the daemon had before this tag: they are not its verdict on it.
+    let refused_before: Vec<Rejection> = match (&args.state, args.wait.is_zero()) {
+        (None, false) => crate::api::client::approvals(&args.server)
+            .map(|v| v.rejections)
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
     // The user's own signing setup (gpg.format, user.signingkey) makes the signature.
     let mut tag_args = vec!["tag", "-s"];
     if args.force {
         tag_args.push("-f");
     }
     tag_args.extend(["-m", &message, &tag, &request.commit]);
-    git(&args.repo, &tag_args).map_err(|e| {
-        if args.force {
-            e
-        } else {
-            e.context(format!(
-                "if {tag} exists from an earlier run of the same name, replace it with --force"
-            ))
-        }
-    })?;
+    git(&args.repo, &tag_args)
+        .context("git could not sign the tag (see its message above; gpg.format and user.signingkey say how it signs)")?;
     println!("signed tag {tag} on {}", request.commit);
     if let Some(remote) = &args.push {
         let force = if args.force { "+" } else { "" };
@@ -336,7 +455,64 @@ pub fn approve(args: &ApproveArgs) -> Result<ExitCode> {
         )?;
         println!("pushed {tag} to {remote}");
     }
-    Ok(ExitCode::SUCCESS)
+    if args.state.is_some() || args.wait.is_zero() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    await_verdict(args, &key, &tag, &refused_before)
+}
+
+/// Waits for the daemon to accept the approval of `key` or refuse `tag`, asking it every
+/// second until --wait is over.
+fn await_verdict(
+    args: &ApproveArgs,
+    key: &str,
+    tag: &str,
+    refused_before: &[Rejection],
+) -> Result<ExitCode> {
+    println!(
+        "waiting up to {} for the daemon at {} to accept or refuse it",
+        humantime::format_duration(args.wait),
+        args.server
+    );
+    let deadline = std::time::Instant::now() + args.wait;
+    loop {
+        let view = crate::api::client::approvals(&args.server)?;
+        if let Some(a) = view.approvals.iter().find(|a| a.request == key) {
+            println!(
+                "accepted: {key} approved by {} (key {})",
+                a.signer, a.key_fingerprint
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        let refused = view
+            .rejections
+            .iter()
+            .find(|r| r.tag == tag && !refused_before.contains(r));
+        let timed_out = std::time::Instant::now() >= deadline;
+        // A refusal the daemon had before counts only when nothing else came in time.
+        let refused = refused.or_else(|| {
+            timed_out
+                .then(|| view.rejections.iter().find(|r| r.tag == tag))
+                .flatten()
+        });
+        if let Some(r) = refused {
+            eprintln!("refused: {tag}: {} ({})", r.detail, r.reason);
+            return Ok(ExitCode::from(1));
+        }
+        if timed_out {
+            eprintln!(
+                "the daemon has not judged {tag} within {}: it reads tags at its next look ({}); `gitfleet status` shows the verdict",
+                humantime::format_duration(args.wait),
+                if args.push.is_some() {
+                    "after its next fetch"
+                } else {
+                    "push the tag (--push) if it follows a remote"
+                }
+            );
+            return Ok(ExitCode::from(2));
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
 }
 
 #[cfg(test)]
@@ -366,6 +542,42 @@ mod tests {
         assert_eq!(known[0], waiting);
         assert_eq!(known[1].key(), "team-a/run-2-before-prod");
         assert_eq!(known[1].commit, "c2");
+    }
+
+    #[test]
+    fn a_signing_setup_that_cannot_sign_is_named_before_anything_is_tagged() {
+        let ssh = |key: Option<&str>, exists: Option<bool>| SigningSetup {
+            format: Some("ssh".into()),
+            key: key.map(String::from),
+            key_file_exists: exists,
+            gpg_secret_key: None,
+        };
+        assert!(signing_problem(&ssh(None, None))
+            .unwrap()
+            .contains("user.signingkey is not set"));
+        assert!(signing_problem(&ssh(Some("/k.pub"), Some(false)))
+            .unwrap()
+            .contains("/k.pub, which does not exist"));
+        assert_eq!(signing_problem(&ssh(Some("/k.pub"), Some(true))), None);
+        assert_eq!(
+            signing_problem(&ssh(Some("key::ssh-ed25519 AAAA"), None)),
+            None
+        );
+        let gpg = |secret: Option<bool>| SigningSetup {
+            gpg_secret_key: secret,
+            ..Default::default()
+        };
+        assert!(signing_problem(&gpg(Some(false)))
+            .unwrap()
+            .contains("no secret key"));
+        assert!(signing_problem(&gpg(None))
+            .unwrap()
+            .contains("cannot be run"));
+        assert_eq!(signing_problem(&gpg(Some(true))), None);
+        // Never the advice to force a tag: forcing cannot make a signature.
+        for s in [ssh(None, None), gpg(Some(false)), gpg(None)] {
+            assert!(!signing_problem(&s).unwrap().contains("--force"));
+        }
     }
 
     #[test]

@@ -3,10 +3,11 @@
 
 use crate::catalog::{Catalog, Diagnostic};
 use crate::cli::flags::{parse_timeout, KubeconfigArgs};
+use crate::model::PlacementKey;
 use crate::schedule::{Fleet, Inventory, PlacementSchedule, Previous};
 use crate::source::{read_commit, CommitFiles};
 use crate::state::StateStore;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -26,8 +27,8 @@ pub struct ScheduleInputs {
 /// Where the inventory comes from (see [`load_inventory`]).
 #[derive(Debug, Args)]
 pub struct InventoryArgs {
-    /// Inventory file (spec/README §2 format: per cluster health, properties, add-on scores,
-    /// as `gitfleet inventory` prints it), or `live` to ask the members now through
+    /// Inventory file (per cluster health, properties and add-on scores, as `gitfleet
+    /// inventory` prints it), or `live` to ask the members now through
     /// --kubeconfig. Without it every declared member counts as healthy with only its declared
     /// properties.
     #[arg(long, value_name = "FILE|live")]
@@ -83,13 +84,18 @@ pub struct ProbeArgs {
 #[derive(Debug, Args)]
 pub struct CommitArgs {
     /// Path of the git repository.
-    #[arg(long, env = "GITFLEET_REPO")]
+    #[arg(long, env = "GITFLEET_REPO", default_value = ".", value_name = "DIR")]
     pub repo: PathBuf,
     /// Branch, tag or commit to read.
     #[arg(long, default_value = "HEAD")]
     pub rev: String,
     /// Folder of the repository holding the fleet (default: the whole tree).
-    #[arg(long, default_value = "")]
+    #[arg(
+        long,
+        default_value = "",
+        hide_default_value = true,
+        value_name = "DIR"
+    )]
     pub path: String,
 }
 
@@ -104,7 +110,66 @@ pub(super) fn read(args: &CommitArgs) -> Result<CommitFiles> {
     for skipped in &files.skipped {
         eprintln!("note: {skipped}");
     }
+    note_uncommitted(args, &files);
     Ok(files)
+}
+
+/// A note when the commit read is the one checked out and the working tree's manifests differ
+/// from it: gitfleet reads commits, so those edits are not what was checked.
+fn note_uncommitted(args: &CommitArgs, files: &CommitFiles) {
+    const LIMIT: usize = 20_000;
+    let Ok(changed) = crate::source::worktree::uncommitted_manifests(
+        &args.repo,
+        &args.path,
+        &files.commit,
+        LIMIT,
+    ) else {
+        return;
+    };
+    if changed.is_empty() {
+        return;
+    }
+    let shown: Vec<&str> = changed.iter().take(3).map(String::as_str).collect();
+    let more = match changed.len() {
+        n if n > 3 => format!(" and {} more", n - 3),
+        _ => String::new(),
+    };
+    eprintln!(
+        "note: {} differ{} from commit {} ({}{more}): gitfleet reads commits, not files; commit the edits to check them",
+        if changed.len() == 1 { "1 manifest in the working tree".to_string() } else { format!("{} manifests in the working tree", changed.len()) },
+        if changed.len() == 1 { "s" } else { "" },
+        &files.commit[..12.min(files.commit.len())],
+        shown.join(", "),
+    );
+}
+
+/// `--placement` as written: an id (`crp/NAME`, `rp/NAMESPACE/NAME`) or a bare name with
+/// `--namespace`; the name and namespace to look up.
+pub(super) fn placement_arg(
+    given: &str,
+    namespace: Option<&str>,
+) -> Result<(String, Option<String>)> {
+    if !given.contains('/') {
+        return Ok((given.to_string(), namespace.map(str::to_string)));
+    }
+    let key: PlacementKey = given.parse().map_err(|e| anyhow!("--placement: {e}"))?;
+    if !key.kind.is_kubefleet() {
+        bail!("--placement {given}: only KubeFleet placements (crp/, rp/) are taken here");
+    }
+    if namespace.is_some_and(|ns| key.namespace.as_deref() != Some(ns)) {
+        bail!("--placement {given} and --namespace disagree: give one of them");
+    }
+    Ok((key.name, key.namespace))
+}
+
+/// Prints the likely mistakes of a valid commit ([`crate::lint`]) on stderr; returns how many.
+pub(super) fn print_warnings(cat: &Catalog) -> usize {
+    let warnings = crate::lint::lint(cat);
+    let mut err = std::io::stderr().lock();
+    for w in &warnings {
+        let _ = writeln!(err, "warning: {w}");
+    }
+    warnings.len()
 }
 
 pub(super) fn print_diagnostics(diags: &[Diagnostic]) {
@@ -250,4 +315,27 @@ pub(super) fn read_previous(state: Option<&Path>) -> Result<Previous> {
         Some(dir) => StateStore::open(dir)?.load_schedule()?.1,
         None => Previous::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_placement_is_an_id_or_a_name_with_its_namespace() {
+        assert_eq!(
+            placement_arg("crp/web", None).unwrap(),
+            ("web".to_string(), None)
+        );
+        assert_eq!(
+            placement_arg("rp/shop/cart", None).unwrap(),
+            ("cart".to_string(), Some("shop".to_string()))
+        );
+        assert_eq!(
+            placement_arg("cart", Some("shop")).unwrap(),
+            ("cart".to_string(), Some("shop".to_string()))
+        );
+        assert!(placement_arg("rp/shop/cart", Some("other")).is_err());
+        assert!(placement_arg("shop/cart", None).is_err());
+    }
 }

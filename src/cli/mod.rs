@@ -230,7 +230,9 @@ pub enum Command {
     Version(VersionArgs),
     /// Print a shell completion script: `source <(gitfleet completion bash)`, or write it where
     /// the shell reads completions (zsh: a `_gitfleet` file on $fpath; fish:
-    /// ~/.config/fish/completions/gitfleet.fish).
+    /// ~/.config/fish/completions/gitfleet.fish; PowerShell: `gitfleet completion powershell |
+    /// Out-String | Invoke-Expression` in $PROFILE). bash, zsh and fish also complete the
+    /// placement and cluster names of the repository after --placement and --cluster.
     #[command(after_help = OTHER_EXIT_CODES)]
     Completion(CompletionArgs),
 }
@@ -261,7 +263,8 @@ const PLAN_EXIT_CODES: &str = "\
 Exit codes:
   0  no change to the fleet
   1  error: the head commit is invalid (its diagnostics come first), fails to render for a
-     cluster (an override that cannot apply), or an input is unreadable
+     cluster (an override that cannot apply), or an input is unreadable; with --strict, the
+     head brings warnings
   2  the head changes the fleet
   64 bad command line (unknown flag, missing or invalid value): never 2, so a CI step that
      accepts 2 (`gitfleet plan … || [ $? -eq 2 ]`) still fails on a typo";
@@ -275,6 +278,14 @@ Exit codes:
   64 bad command line (unknown flag, missing or invalid value)";
 
 pub fn main() -> ExitCode {
+    // The completion scripts' helper is no subcommand of `Cli`: clap's generators would offer
+    // even a hidden one.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == completion::NAMES_COMMAND)
+    {
+        return completion::names_main();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_exit(&e),

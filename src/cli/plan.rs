@@ -22,7 +22,7 @@ pub enum PlanFormat {
 #[derive(Debug, Args)]
 pub struct PlanArgs {
     /// Path of the git repository.
-    #[arg(long, env = "GITFLEET_REPO")]
+    #[arg(long, env = "GITFLEET_REPO", default_value = ".", value_name = "DIR")]
     pub repo: PathBuf,
     /// The commit the fleet runs today (the pull request's target).
     #[arg(long)]
@@ -30,8 +30,13 @@ pub struct PlanArgs {
     /// The proposed commit.
     #[arg(long)]
     pub head: String,
-    /// Folder of the repository holding the fleet.
-    #[arg(long, default_value = "")]
+    /// Folder of the repository holding the fleet (default: the whole tree).
+    #[arg(
+        long,
+        default_value = "",
+        hide_default_value = true,
+        value_name = "DIR"
+    )]
     pub path: String,
     /// Inventory, as for `schedule`; `live` probes the members of base and head once and uses
     /// the answers for both.
@@ -47,7 +52,7 @@ pub struct PlanArgs {
     #[arg(long, conflicts_with = "server")]
     pub state: Option<PathBuf>,
     /// Only diff these clusters' manifests (repeatable; all by default).
-    #[arg(long = "cluster")]
+    #[arg(long = "cluster", value_name = "CLUSTER")]
     pub clusters: Vec<String>,
     /// Output format (`-o`/`--output` as on the other commands, or `--format`).
     #[arg(
@@ -58,9 +63,14 @@ pub struct PlanArgs {
         default_value = "text"
     )]
     pub format: PlanFormat,
-    /// Lines of context in diffs.
-    #[arg(long, default_value_t = 3)]
-    pub context: usize,
+    /// Lines of context in diffs. (`--context` is kubectl's kubeconfig context; it is still
+    /// read here as this flag, with a warning.)
+    #[arg(long, alias = "context", value_name = "LINES", default_value_t = 3)]
+    pub diff_context: usize,
+    /// Exit 1 when the head brings warnings (likely mistakes such as a selector that selects
+    /// nothing), as for errors.
+    #[arg(long)]
+    pub strict: bool,
     /// Markdown only: the most bytes to print (GitHub caps comments at 65,536).
     #[arg(long, default_value_t = 60_000)]
     pub max_bytes: usize,
@@ -74,6 +84,11 @@ pub struct PlanArgs {
 }
 
 pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Result<ExitCode> {
+    if std::env::args().any(|a| a == "--context" || a.starts_with("--context=")) {
+        eprintln!(
+            "warning: plan's --context is now --diff-context (--context is a kubeconfig context, as in kubectl)"
+        );
+    }
     // Unreadable inputs are plain errors here (exit 1), as the plan's exit codes say.
     // Each commit's files are let go once analysed: from there on the plan reads the catalog.
     let analyzed = |rev: &str| -> Result<(CommitFiles, Catalog, Vec<Diagnostic>)> {
@@ -144,7 +159,7 @@ pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Re
             &inputs,
             &crate::plan::Options {
                 clusters: args.clusters.clone(),
-                context: args.context,
+                context: args.diff_context,
             },
         );
         crate::plan::Plan { held, ..plan }
@@ -159,7 +174,10 @@ pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Re
     };
     print_plan(&plan, args, color)?;
     Ok(
-        if !plan.errors.is_empty() || plan.summary.render_errors > 0 {
+        if !plan.errors.is_empty()
+            || plan.summary.render_errors > 0
+            || (args.strict && !plan.warnings.is_empty())
+        {
             ExitCode::from(1)
         } else if plan.has_changes() {
             ExitCode::from(2)

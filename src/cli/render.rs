@@ -1,11 +1,10 @@
 //! `gitfleet render`: the manifests one placement delivers to one cluster, overrides applied
 //! and envelopes unwrapped, in apply order.
 
-use super::inputs::{load_valid, run_schedule, CommitArgs, ScheduleInputs};
+use super::inputs::{load_valid, placement_arg, run_schedule, CommitArgs, ScheduleInputs};
 use crate::catalog::Catalog;
 use crate::model::member::MEMBER_NAME_LABEL;
 use crate::model::Labels;
-use crate::model::PlacementKey;
 use crate::render::cluster::{overrides_of, render_cluster, render_placement, PlacementManifests};
 use crate::render::{ClusterTarget, Manifest};
 use crate::schedule::Fleet;
@@ -24,19 +23,21 @@ pub enum ManifestFormat {
 pub struct RenderArgs {
     #[command(flatten)]
     pub commit: CommitArgs,
-    /// Name of the ClusterResourcePlacement, or of the ResourcePlacement with --namespace.
+    /// The placement, as `status` and `plan` write it: `crp/NAME` or `rp/NAMESPACE/NAME` (a
+    /// bare NAME is a ClusterResourcePlacement, or a ResourcePlacement with --namespace).
     /// Without it, everything the schedule sends to --cluster is rendered.
-    #[arg(long)]
+    #[arg(long, value_name = "PLACEMENT")]
     pub placement: Option<String>,
-    /// Namespace of a ResourcePlacement.
-    #[arg(long)]
+    /// Namespace of a ResourcePlacement given by its bare name.
+    #[arg(short = 'n', long)]
     pub namespace: Option<String>,
-    /// The member cluster to render for. Its labels come from its MemberCluster in the
-    /// repository (if declared) plus `kubernetes-fleet.io/member-name`; --labels adds or overrides.
-    #[arg(long)]
+    /// The member cluster to render for: a MemberCluster or ManagedCluster of the commit. Its
+    /// labels are the member's plus `kubernetes-fleet.io/member-name`; --labels adds or
+    /// overrides (and renders for a cluster the commit does not declare yet).
+    #[arg(long, value_name = "CLUSTER")]
     pub cluster: String,
     /// Cluster labels, `k=v,k2=v2`.
-    #[arg(long, value_parser = parse_labels, default_value = "")]
+    #[arg(long, value_parser = parse_labels, default_value = "", hide_default_value = true, value_name = "LABELS")]
     pub labels: Labels,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
@@ -67,6 +68,22 @@ pub(super) fn render(args: &RenderArgs) -> Result<ExitCode> {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
+    let members = Fleet::build(&cat, None);
+    if members.get(&args.cluster).is_none() {
+        let names: Vec<&str> = members.clusters.iter().map(|c| c.name.as_str()).collect();
+        let hint = crate::lint::hint(&args.cluster, names);
+        if args.labels.is_empty() {
+            bail!(
+                "cluster {:?} is not a member of the fleet in commit {} (no MemberCluster or ManagedCluster of that name){hint}; to render for a cluster not declared yet, give its labels with --labels",
+                args.cluster,
+                &commit.commit[..12.min(commit.commit.len())]
+            );
+        }
+        eprintln!(
+            "note: cluster {:?} is not a member of the fleet{hint}; rendering with the labels given",
+            args.cluster
+        );
+    }
     let mut labels = member_labels(&cat, &args.cluster);
     labels.extend(args.labels.clone());
     let cluster = ClusterTarget {
@@ -74,9 +91,11 @@ pub(super) fn render(args: &RenderArgs) -> Result<ExitCode> {
         labels: &labels,
     };
     let rendered: Vec<PlacementManifests> = match &args.placement {
-        Some(name) => {
-            let Some(entry) = cat.placement(name, args.namespace.as_deref()) else {
-                match &args.namespace {
+        Some(given) => {
+            let (name, namespace) = placement_arg(given, args.namespace.as_deref())?;
+            let name = &name;
+            let Some(entry) = cat.placement(name, namespace.as_deref()) else {
+                match &namespace {
                     Some(ns) => bail!("no ResourcePlacement {name:?} in namespace {ns:?} in commit {}", commit.commit),
                     None => bail!(
                         "no ClusterResourcePlacement {name:?} in commit {} (use --namespace for a ResourcePlacement)",
@@ -84,11 +103,7 @@ pub(super) fn render(args: &RenderArgs) -> Result<ExitCode> {
                     ),
                 }
             };
-            let key = PlacementKey {
-                kind: entry.spec.kind,
-                namespace: args.namespace.clone(),
-                name: name.clone(),
-            };
+            let key = cat.placement_key(entry);
             if let Some(invalid) = crate::snapshot::invalid_selections(&cat).get(&key) {
                 eprintln!(
                     "placement {key} is held (Scheduled=False, InvalidResourceSelectors): {}; nothing is rendered for it",
@@ -118,13 +133,10 @@ pub(super) fn render(args: &RenderArgs) -> Result<ExitCode> {
     };
     let mut manifests = Vec::new();
     for p in rendered {
-        let name = match &p.placement.namespace {
-            Some(ns) => format!("{}/{}", ns, p.placement.name),
-            None => p.placement.name.clone(),
-        };
+        let key = &p.placement;
         manifests.extend(
             p.manifests
-                .with_context(|| format!("rendering {name} for cluster {}", args.cluster))?,
+                .with_context(|| format!("rendering {key} for cluster {}", args.cluster))?,
         );
     }
     // Several placements: one apply order over all of them (stable, so each keeps its own order).

@@ -20,13 +20,24 @@ pub struct RunArgs {
     /// The git repository to follow: a local path (a clone or a bare repository; pushes into it
     /// are seen at once) or a URL (file://, http(s)://, ssh://, git@host:path), mirrored into
     /// `<state-dir>/repo.git` and fetched every --poll and on the webhook.
-    #[arg(long, env = "GITFLEET_REPO")]
+    #[arg(
+        long,
+        env = "GITFLEET_REPO",
+        default_value = ".",
+        value_name = "DIR|URL"
+    )]
     pub repo: String,
     /// Branch to follow.
     #[arg(long, env = "GITFLEET_BRANCH", default_value = "main")]
     pub branch: String,
     /// Folder of the repository holding the fleet (default: the whole tree).
-    #[arg(long, env = "GITFLEET_PATH", default_value = "")]
+    #[arg(
+        long,
+        env = "GITFLEET_PATH",
+        default_value = "",
+        hide_default_value = true,
+        value_name = "DIR"
+    )]
     pub path: String,
     #[command(flatten)]
     pub kubeconfig: crate::cli::flags::KubeconfigArgs,

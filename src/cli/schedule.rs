@@ -157,10 +157,8 @@ fn schedule_table(cat: &Catalog, placements: &[Arc<PlacementSchedule>], wide: bo
                 }
             }
         };
-        let name = match &p.key.namespace {
-            Some(ns) => format!("{ns}/{}", p.key.name),
-            None => p.key.name.clone(),
-        };
+        // The placement's id, as status, plan and render write it.
+        let name = p.key.to_string();
         let condition =
             |c: &crate::schedule::Condition| format!("{}={} ({})", c.type_, c.status, c.reason);
         if wide {

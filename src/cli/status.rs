@@ -54,10 +54,16 @@ fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
     let doc = crate::api::client::placements(&args.server)?;
     let Some(want) = &args.placement else {
         let (runs, requests) = crate::api::client::update_runs(&args.server)?;
+        // Refused tags are shown beside the requests: otherwise only the log says why an
+        // approval did not count.
+        let refused = crate::api::client::approvals(&args.server)
+            .map(|v| v.rejections)
+            .unwrap_or_default();
         let all = crate::api::StatusDocument {
             placements: doc,
             update_runs: runs.update_runs,
             approval_requests: requests.approval_requests,
+            refused_approvals: refused,
         };
         let text = match args.output {
             StatusFormat::Table | StatusFormat::Wide => {
@@ -69,9 +75,10 @@ fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
                     .as_ref()
                     .map_or(String::new(), |l| format!("{}\n", leader_line(l)));
                 format!(
-                    "{leader}{}{}",
+                    "{leader}{}{}{}",
                     view::table(&all.placements, now, wide),
-                    crate::daemon::runs::tables(&all.update_runs, &all.approval_requests, now)
+                    crate::daemon::runs::tables(&all.update_runs, &all.approval_requests, now),
+                    view::refused_approvals(&all.refused_approvals)
                 )
             }
             StatusFormat::Json => format!("{}\n", serde_json::to_string_pretty(&all)?),

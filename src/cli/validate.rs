@@ -1,6 +1,8 @@
 //! `gitfleet validate`: one commit, every object parsed, classified and checked.
 
-use super::inputs::{print_diagnostics, read, summary, warn_invalid_selections, CommitArgs};
+use super::inputs::{
+    print_diagnostics, print_warnings, read, summary, warn_invalid_selections, CommitArgs,
+};
 use anyhow::Result;
 use clap::Args;
 use std::process::ExitCode;
@@ -9,6 +11,10 @@ use std::process::ExitCode;
 pub struct ValidateArgs {
     #[command(flatten)]
     pub commit: CommitArgs,
+    /// Fail (exit 1) on warnings too: likely mistakes such as a selector that selects nothing
+    /// or an override of a placement that does not exist.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 pub(super) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
@@ -22,6 +28,14 @@ pub(super) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
         print_diagnostics(&diags);
         return Ok(ExitCode::from(1));
     }
+    let warnings = print_warnings(&cat);
     println!("{}", summary(&commit, &cat));
+    if args.strict && warnings > 0 {
+        eprintln!(
+            "{warnings} warning{} and --strict: failing",
+            if warnings == 1 { "" } else { "s" }
+        );
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
 }

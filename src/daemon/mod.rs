@@ -175,6 +175,9 @@ pub struct Status {
     pub verified: Option<crate::rollout::serve::Verified>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rejected: Option<Rejected>,
+    /// The served commit's likely mistakes ([`crate::lint`]): the hub accepts them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// The newest head, when the deletion guard holds it, with why and how to release it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held: Option<crate::rollout::guard::Held>,
@@ -365,6 +368,8 @@ pub struct Daemon<D: Deliverer> {
     /// The last head whose signature was judged (`--verify-commits`): its signer, or why it
     /// does not count.
     signature_checked: Option<(String, Result<String, String>)>,
+    /// The served commit's likely mistakes ([`crate::lint`]).
+    warnings: Vec<String>,
     /// Why no commit is served, while none may be ([`crate::rollout::serve`]).
     not_serving: Option<String>,
     /// The state directory held no rollout state at start: the first reconcile rebuilds the
@@ -441,6 +446,7 @@ impl<D: Deliverer> Daemon<D> {
             isolated: !opts.once,
             approvals: gate,
             signature_checked: None,
+            warnings: Vec::new(),
             not_serving: None,
             rebuild,
             opts,

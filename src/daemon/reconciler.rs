@@ -38,6 +38,9 @@ pub(super) struct Analyzed {
     /// for at every look (building them each time is a large share of a look).
     members: Arc<[crate::members::inventory::Member]>,
     contexts: BTreeMap<String, String>,
+    /// Its likely mistakes ([`crate::lint`]), as the status shows them; none for an invalid
+    /// commit, whose diagnostics say more.
+    warnings: Vec<String>,
 }
 
 /// What reading the last commit leaves for reading the next: most of a new commit's files
@@ -62,6 +65,14 @@ fn read_analyzed(
     let (cat, diags) = files.analyze_cached(&mut cache.parsed);
     let selected = crate::snapshot::select_all(&cat);
     let invalid = crate::snapshot::invalid_of(&cat, &selected);
+    let warnings = if diags.is_empty() {
+        crate::lint::lint(&cat)
+            .iter()
+            .map(|w| w.to_string())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let members: Arc<[_]> = members_of(&[&cat]).into();
     let contexts = members
         .iter()
@@ -77,6 +88,7 @@ fn read_analyzed(
         invalid,
         members,
         contexts,
+        warnings,
     })
 }
 
@@ -596,6 +608,12 @@ impl<D: Deliverer> Daemon<D> {
         let commit = match choice {
             serve::Serve::Head { verified: v } => {
                 self.state.rejected = None;
+                if self.warnings != analyzed.warnings {
+                    for w in &analyzed.warnings {
+                        tracing::warn!(commit = %analyzed.commit, "{w}");
+                    }
+                    self.warnings = analyzed.warnings.clone();
+                }
                 verified = v;
                 head.to_string()
             }
@@ -1056,6 +1074,7 @@ impl<D: Deliverer> Daemon<D> {
         st.serving = serving;
         st.not_serving = self.not_serving.clone();
         st.rejected = self.state.rejected.clone();
+        st.warnings = self.warnings.clone();
         st.held = self.state.held.clone();
         if let Some(inv) = inventory {
             st.inventory = Some(inv);

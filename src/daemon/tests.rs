@@ -909,3 +909,23 @@ async fn a_member_whose_push_runs_long_is_probed_at_once() {
     running.shutdown.cancel();
     running.handle.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn the_served_commits_likely_mistakes_are_in_the_status_and_go_with_them() {
+    let typo = fleet("1").replace(
+        "kind: Namespace, name: app}",
+        "kind: Namespace, name: apps}",
+    );
+    let w = World::new(&typo);
+    let mut d = w.waiting_daemon();
+    d.reconcile(&w.head()).await.unwrap();
+    let warnings = d.status.lock().unwrap().warnings.clone();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("ClusterResourcePlacement/app: spec.resourceSelectors[0].name: selects nothing: no Namespace named \"apps\" in the commit (did you mean \"app\"?)"),
+        "{warnings:?}"
+    );
+    let fixed = w.commit(&fleet("1"));
+    d.reconcile(&fixed).await.unwrap();
+    assert_eq!(d.status.lock().unwrap().warnings, Vec::<String>::new());
+}

@@ -174,6 +174,14 @@ impl ScopeTable {
             .copied()
     }
 
+    /// The kinds of `group` this table knows, for a "did you mean" on a misspelled kind.
+    pub fn kinds_of<'a>(&'a self, group: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.kinds
+            .keys()
+            .filter(move |(g, _)| g == group)
+            .map(|(_, k)| k.as_str())
+    }
+
     pub fn is_namespaced(&self, group: &str, kind: &str) -> Option<bool> {
         self.scope(group, kind).map(|s| s == Scope::Namespaced)
     }

@@ -4,6 +4,7 @@
 //! decides on colour and size). The writers hold no more than one object's diff at a time, so
 //! a plan is printed without a second copy of its diffs in memory.
 
+use super::story::{Consequence, Risk};
 use super::{
     Change, ClusterMove, ClusterPlan, ClusterReason, ObjectDiff, PlacementPlan, Plan,
     RolloutImpact, RunNote, RunNoteKind, Score, StageImpact, Transition,
@@ -58,6 +59,22 @@ pub fn write_text(out: &mut impl fmt::Write, plan: &Plan, color: bool) -> fmt::R
         }
         return Ok(());
     }
+    for w in &plan.warnings {
+        writeln!(out, "{} {w}", p.yellow("warning:"))?;
+    }
+    let stories = story_lines(plan);
+    if !stories.is_empty() {
+        writeln!(out, "\nsummary, riskiest first:")?;
+        for (risk, line) in stories {
+            let line = format!("  [{}] {line}", risk_word(risk));
+            let line = match risk {
+                Risk::High => p.red_bold(&line),
+                Risk::Medium => p.yellow(&line),
+                Risk::Low => line,
+            };
+            writeln!(out, "{line}")?;
+        }
+    }
     for c in &plan.clusters {
         for e in &c.errors {
             writeln!(out, "{} {}: {e}", p.red_bold("error:"), c.cluster)?;
@@ -104,6 +121,12 @@ fn text_placement(out: &mut impl fmt::Write, p: &Paint, pl: &PlacementPlan) -> f
     for m in &pl.lost {
         let line = format!("  - {} lost: {}", m.cluster, move_reason(m));
         writeln!(out, "{}", p.red(&line))?;
+    }
+    if let Some(w) = winners_line(pl) {
+        writeln!(out, "    {w}")?;
+    }
+    if let Some(l) = spread_legend(pl) {
+        writeln!(out, "    {l}")?;
     }
     for u in unschedulable(pl) {
         let line = format!("  ! {} unschedulable: {}", u.cluster, u.reason);
@@ -163,11 +186,37 @@ pub fn write_markdown(w: &mut impl fmt::Write, plan: &Plan, max_bytes: usize) ->
         markdown_errors(&mut out, plan, max_bytes);
         return w.write_str(&out);
     }
+    if !plan.warnings.is_empty() {
+        let _ = writeln!(
+            out,
+            "> [!WARNING]\n> {} (likely mistakes; the fleet accepts them):",
+            count(plan.warnings.len(), "warning", "warnings")
+        );
+        for warning in &plan.warnings {
+            let _ = writeln!(out, "> - `{}`", warning.replace('`', "'"));
+        }
+        out.push('\n');
+    }
     if !plan.has_changes() {
         out.push_str("No change to the fleet.\n");
         return w.write_str(&out);
     }
     let _ = writeln!(out, "**{}**\n", headline(plan));
+    let deletions = deletion_lines(plan);
+    if !deletions.is_empty() {
+        out.push_str("> [!CAUTION]\n");
+        for d in &deletions {
+            let _ = writeln!(out, "> {d}  ");
+        }
+        out.push('\n');
+    }
+    let stories = story_lines(plan);
+    if !stories.is_empty() {
+        for (risk, line) in &stories {
+            let _ = writeln!(out, "- **{}** {line}", risk_word(*risk));
+        }
+        out.push('\n');
+    }
     let render_errors: Vec<(&str, &str)> = plan
         .clusters
         .iter()
@@ -374,6 +423,12 @@ fn markdown_placement(pl: &PlacementPlan) -> String {
     for m in &pl.lost {
         let _ = writeln!(s, "- **lost** `{}`: {}", m.cluster, escape(&move_reason(m)));
     }
+    if let Some(w) = winners_line(pl) {
+        let _ = writeln!(s, "  - {}", escape(&w));
+    }
+    if let Some(l) = spread_legend(pl) {
+        let _ = writeln!(s, "  - {}", escape(&l));
+    }
     for u in unschedulable(pl) {
         let _ = writeln!(
             s,
@@ -576,12 +631,114 @@ fn unschedulable(p: &PlacementPlan) -> impl Iterator<Item = &ClusterReason> {
 }
 
 /// `added`, `removed`, `changed: policy, resources`, `manifests change`, …
+/// `ResourceOverride/shop/web changed, ClusterResourceOverride/x added`.
+fn override_names(p: &PlacementPlan) -> String {
+    let o = &p.overrides;
+    [
+        (&o.changed, "changed"),
+        (&o.added, "added"),
+        (&o.removed, "removed"),
+    ]
+    .iter()
+    .flat_map(|(names, what)| names.iter().map(move |n| format!("{n} {what}")))
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+/// A consequence in words, for the summary: `deletes Namespace shop on 3 clusters (a, b, c)`.
+fn consequence_text(c: &Consequence) -> String {
+    let on = |clusters: &[String]| {
+        format!(
+            "on {} ({})",
+            count(clusters.len(), "cluster", "clusters"),
+            clusters.join(", ")
+        )
+    };
+    match c {
+        Consequence::NamespacesDeleted {
+            namespaces,
+            clusters,
+        } => format!(
+            "DELETES Namespace {} and everything in it {}",
+            namespaces.join(", "),
+            on(clusters)
+        ),
+        Consequence::WorkloadsDeleted { objects, clusters } => {
+            format!("DELETES {} {}", objects.join(", "), on(clusters))
+        }
+        Consequence::RollsBack { run, to } => {
+            format!("run {run} ROLLS BACK clusters to resource snapshot {to}")
+        }
+        Consequence::Stalls {
+            condition,
+            reason,
+            message,
+        } => format!("stalls: {condition} ({reason}): {message}"),
+        Consequence::RunBlocked { run, message } => format!("run {run} cannot start: {message}"),
+        Consequence::ClustersLost { clusters } => format!("loses {}", clusters.join(", ")),
+        Consequence::ClustersGained { clusters } => format!("gains {}", clusters.join(", ")),
+        Consequence::Updates { clusters } => {
+            format!("updates {}", count(*clusters, "cluster", "clusters"))
+        }
+    }
+}
+
+/// One line per placement with consequences, riskiest first (then by id): `crp/x (changed:
+/// policy.numberOfClusters): stalls: ...; loses a`.
+fn story_lines(plan: &Plan) -> Vec<(Risk, String)> {
+    let mut told: Vec<&PlacementPlan> = plan
+        .placements
+        .iter()
+        .filter(|p| !p.story.consequences.is_empty())
+        .collect();
+    told.sort_by(|a, b| b.story.risk.cmp(&a.story.risk).then(a.key.cmp(&b.key)));
+    told.iter()
+        .map(|p| {
+            let what: Vec<String> = p.story.consequences.iter().map(consequence_text).collect();
+            (
+                p.story.risk,
+                format!("{} ({}): {}", p.key, change_label(p), what.join("; ")),
+            )
+        })
+        .collect()
+}
+
+/// The deletions of Namespaces and workloads, one line each, for above the fold.
+fn deletion_lines(plan: &Plan) -> Vec<String> {
+    plan.placements
+        .iter()
+        .flat_map(|p| {
+            p.story
+                .consequences
+                .iter()
+                .filter(|c| c.is_deletion())
+                .map(move |c| format!("{}: {}", p.key, consequence_text(c)))
+        })
+        .collect()
+}
+
+fn risk_word(r: Risk) -> &'static str {
+    match r {
+        Risk::High => "high",
+        Risk::Medium => "medium",
+        Risk::Low => "low",
+    }
+}
+
 fn change_label(p: &PlacementPlan) -> String {
     match p.change {
         Change::Added => "added".into(),
         Change::Removed => "removed".into(),
         Change::Changed => {
-            let mut parts = p.changed_fields.clone();
+            // The overrides by name: "overrides" alone sends the reviewer to the JSON.
+            let mut parts: Vec<String> = p
+                .changed_fields
+                .iter()
+                .map(|f| match f.as_str() {
+                    "overrides" => format!("overrides ({})", override_names(p)),
+                    _ => f.clone(),
+                })
+                .collect();
             let r = &p.resources;
             if !(r.added.is_empty() && r.removed.is_empty() && r.changed.is_empty()) {
                 parts.push("resources".into());
@@ -649,6 +806,35 @@ fn move_reason(m: &ClusterMove) -> String {
         ),
     };
     format!("{} (scores: {scores})", m.reason)
+}
+
+/// `picked instead: a (affinity 84, topology spread 0), b (…)`: the scores a lost cluster lost to.
+fn winners_line(pl: &PlacementPlan) -> Option<String> {
+    if pl.winners.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = pl
+        .winners
+        .iter()
+        .filter_map(|w| Some(format!("{} ({})", w.cluster, score(&w.score)?)))
+        .collect();
+    (!each.is_empty()).then(|| format!("picked instead: {}", each.join(", ")))
+}
+
+/// What a topology spread score means, once per placement that shows one: the number alone
+/// (`-1 → 1`) does not say it.
+fn spread_legend(pl: &PlacementPlan) -> Option<String> {
+    let shown = pl
+        .gained
+        .iter()
+        .chain(&pl.lost)
+        .flat_map(|m| [&m.base_score, &m.head_score])
+        .flatten()
+        .chain(pl.winners.iter().map(|w| &w.score))
+        .any(|s| s.topology_spread.is_some());
+    shown.then(|| {
+        "topology spread score, per topology key: 1 when picking the cluster evens the spread out (its domain has the fewest of the placement's clusters), 0 when it leaves the skew as it is, -1 when it makes it larger (its domain has the most); far lower when it violates a ScheduleAnyway constraint. It is compared before the affinity score: the higher one wins whatever the affinity".to_string()
+    })
 }
 
 fn score(s: &Score) -> Option<String> {
@@ -941,6 +1127,7 @@ mod tests {
             .map(|l| format!("+line {l} of object {i}\n"))
             .collect();
         ObjectDiff {
+            key: crate::model::ObjectKey::new("", "ConfigMap", Some("app"), &format!("config-{i}")),
             object: format!("ConfigMap/app/config-{i}"),
             placement: "crp/app".parse().unwrap(),
             change: Change::Added,
@@ -965,10 +1152,12 @@ mod tests {
             overrides: Default::default(),
             gained: vec![],
             lost: vec![],
+            winners: vec![],
             kept: vec![],
             unschedulable: vec![],
             condition: None,
             rollout: None,
+            story: Default::default(),
         }
     }
 
@@ -987,6 +1176,7 @@ mod tests {
             errors: vec![],
             head_signature: None,
             held: None,
+            warnings: vec![],
             summary: Summary {
                 placements_added: 1,
                 clusters_with_manifest_changes: 20,

@@ -5,6 +5,7 @@
 //! core functions the daemon uses (catalog, snapshot, schedule, render).
 
 pub mod format;
+pub mod story;
 
 use crate::catalog::Catalog;
 use crate::model::placement::RolloutStrategyType;
@@ -62,6 +63,10 @@ pub struct Plan {
     /// The daemon would hold the head as a mass deletion ([`deletion_guard`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held: Option<crate::rollout::guard::Held>,
+    /// Likely mistakes the head brings that the base did not have ([`crate::lint`]): a
+    /// selector that selects nothing, an override of a missing placement, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     pub summary: Summary,
     pub placements: Vec<PlacementPlan>,
     pub clusters: Vec<ClusterPlan>,
@@ -128,6 +133,10 @@ pub struct PlacementPlan {
     pub overrides: ResourceChanges,
     pub gained: Vec<ClusterMove>,
     pub lost: Vec<ClusterMove>,
+    /// When a cluster is lost while the placement stays: the clusters the head picks, with
+    /// their scores, to set beside the lost one's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub winners: Vec<ClusterScore>,
     /// Clusters selected on both sides.
     pub kept: Vec<String>,
     /// Clusters the head cannot place on, and why (new or still failing when unfulfilled).
@@ -135,6 +144,10 @@ pub struct PlacementPlan {
     /// The head's scheduling condition.
     pub condition: Option<Condition>,
     pub rollout: Option<RolloutImpact>,
+    /// What the change means, riskiest first: the plan's summary line ([`story`]). Absent
+    /// when it means nothing a reviewer must weigh.
+    #[serde(skip_serializing_if = "story::Story::is_empty")]
+    pub story: story::Story,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -163,6 +176,12 @@ pub struct Score {
     /// OCM: the total prioritizer score.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClusterScore {
+    pub cluster: String,
+    pub score: Score,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -243,6 +262,9 @@ pub struct ObjectDiff {
     #[serde(with = "as_id")]
     pub placement: PlacementKey,
     pub change: Change,
+    /// The object, typed (its text form is `object`).
+    #[serde(skip)]
+    pub key: ObjectKey,
     /// Unified diff of the YAML, secrets' values masked; one text shared by every cluster
     /// that has the same change (a large commit's diffs are its size again, per copy).
     #[serde(serialize_with = "shared_text")]
@@ -314,7 +336,7 @@ pub fn plan_catalogs(
     opts: &Options,
 ) -> Plan {
     let sides = schedule_both(base_cat, head_cat, inputs);
-    compare(
+    let plan = compare(
         &World {
             commit: base_commit,
             cat: base_cat,
@@ -330,7 +352,25 @@ pub fn plan_catalogs(
             rollout: inputs.rollout,
         },
         opts,
-    )
+    );
+    Plan {
+        warnings: new_warnings(base_cat, head_cat),
+        ..plan
+    }
+}
+
+/// The head's likely mistakes that the base did not have (a warning is the same when its
+/// object, field and message are: lines move as files are edited).
+pub fn new_warnings(base_cat: &Catalog, head_cat: &Catalog) -> Vec<String> {
+    let known: BTreeSet<(String, String, String)> = crate::lint::lint(base_cat)
+        .into_iter()
+        .map(|d| (d.object, d.field, d.message))
+        .collect();
+    crate::lint::lint(head_cat)
+        .into_iter()
+        .filter(|d| !known.contains(&(d.object.clone(), d.field.clone(), d.message.clone())))
+        .map(|d| d.to_string())
+        .collect()
 }
 
 /// Whether the daemon's deletion guard would hold `head` (with its commit `message`) after
@@ -416,6 +456,7 @@ pub fn invalid(base: &str, head: &str, errors: Vec<String>) -> Plan {
         errors,
         head_signature: None,
         held: None,
+        warnings: vec![],
         summary: Summary::default(),
         placements: vec![],
         clusters: vec![],
@@ -438,7 +479,9 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     for id in ids {
         let b = base_by.get(id).copied();
         let h = head_by.get(id).copied();
-        placements.push(compare_placement(base, head, &sel, b, h, &changed));
+        let mut p = compare_placement(base, head, &sel, b, h, &changed);
+        p.story = story::of(&p, &clusters);
+        placements.push(p);
     }
     let mut summary = Summary::default();
     for p in &placements {
@@ -467,6 +510,7 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     }
     Plan {
         held: None,
+        warnings: vec![],
         base: base.commit.into(),
         head: head.commit.into(),
         errors: vec![],
@@ -630,8 +674,25 @@ fn compare_placement(
         if let (Some(bo), Some(ho)) = (bo, ho) {
             let fields: BTreeSet<&String> = bo.keys().chain(ho.keys()).collect();
             for f in fields {
-                if bo.get(f) != ho.get(f) {
+                let (bv, hv) = (bo.get(f), ho.get(f));
+                if bv == hv {
+                    continue;
+                }
+                // The policy and the strategy name the field that changed within them.
+                let inner = match (bv.and_then(Value::as_object), hv.and_then(Value::as_object)) {
+                    (Some(bi), Some(hi)) if matches!(f.as_str(), "policy" | "strategy") => {
+                        let keys: BTreeSet<&String> = bi.keys().chain(hi.keys()).collect();
+                        keys.into_iter()
+                            .filter(|k| bi.get(*k) != hi.get(*k))
+                            .map(|k| format!("{f}.{k}"))
+                            .collect()
+                    }
+                    _ => vec![],
+                };
+                if inner.is_empty() {
                     changed_fields.push(f.clone());
+                } else {
+                    changed_fields.extend(inner);
                 }
             }
         }
@@ -768,6 +829,23 @@ fn compare_placement(
         .intersection(&head_selected)
         .map(|c| (*c).clone())
         .collect();
+    let winners: Vec<ClusterScore> = match h {
+        Some(h) if !lost.is_empty() => h
+            .selected
+            .iter()
+            .filter_map(|c| {
+                let score = score_of(decision(Some(h), c)?);
+                let scored = score.affinity.is_some()
+                    || score.topology_spread.is_some()
+                    || score.total.is_some();
+                scored.then(|| ClusterScore {
+                    cluster: c.clone(),
+                    score,
+                })
+            })
+            .collect(),
+        _ => vec![],
+    };
     let condition = h.and_then(|p| p.conditions.first().cloned());
     let unfulfilled = condition.as_ref().is_some_and(|c| c.status != "True");
     let mut unschedulable = Vec::new();
@@ -816,10 +894,12 @@ fn compare_placement(
         overrides,
         gained,
         lost,
+        winners,
         kept,
         unschedulable,
         condition,
         rollout,
+        story: Default::default(),
     }
 }
 
@@ -956,18 +1036,24 @@ fn rollout_impact(
         }
         preview::Preview::Rolling { budget, steps } => (budget, steps),
     };
+    // maxSurge matters only when clusters are added.
+    let adds = h
+        .selected
+        .iter()
+        .any(|c| !b.is_some_and(|b| b.selected.contains(c)));
     let surge = match budget.max_surge {
-        0 => "new clusters are added only as others finish".to_string(),
-        s => format!("up to {s} cluster(s) above the target while new clusters are added"),
+        _ if !adds => String::new(),
+        0 => "; new clusters are added only as others finish".to_string(),
+        s => format!("; up to {s} cluster(s) above the target while new clusters are added"),
     };
     let m = budget.max_unavailable;
     let description = match (updating.len(), steps) {
-        (0, _) => format!("RollingUpdate: no cluster that stays selected updates; {surge}"),
+        (0, _) => format!("RollingUpdate: no cluster that stays selected updates{surge}"),
         (n, Some(steps)) => format!(
-            "RollingUpdate: {n} cluster(s) update, at most {m} unavailable at a time ({steps} step(s)); {surge}"
+            "RollingUpdate: {n} cluster(s) update, at most {m} unavailable at a time ({steps} step(s)){surge}"
         ),
         (n, None) => format!(
-            "RollingUpdate: {n} cluster(s) should update, but maxUnavailable resolves to {m} of {} cluster(s): none is updated; {surge}",
+            "RollingUpdate: {n} cluster(s) should update, but maxUnavailable resolves to {m} of {} cluster(s): none is updated{surge}",
             budget.target
         ),
     };
@@ -1212,6 +1298,7 @@ fn compare_clusters(
                 continue;
             };
             objects.push(ObjectDiff {
+                key: (**id).clone(),
                 object: id.short().to_string(),
                 placement,
                 change,

@@ -167,8 +167,8 @@ pub fn select(cat: &Catalog, placement: &Placement) -> Result<Vec<SelectedResour
             errors.push(Problem::new(
                 &field,
                 format!(
-                    "unknown resource kind {} of group {:?}: neither built in nor defined by a CustomResourceDefinition in the repository",
-                    sel.kind, sel.group
+                    "unknown resource kind {} of group {:?}: neither built in nor defined by a CustomResourceDefinition in the repository{}",
+                    sel.kind, sel.group, crate::lint::kind_hint(&cat.scopes, &sel.group, &sel.kind)
                 ),
             ));
             continue;

@@ -5,6 +5,7 @@
 //! ([`crate::catalog::unrendered`]).
 
 pub mod ignore;
+pub mod worktree;
 
 use crate::catalog::SourceFile;
 use std::path::{Path, PathBuf};

@@ -156,6 +156,9 @@ pub fn table(doc: &Placements, now: u64, wide: bool) -> String {
     if let Some(h) = &doc.held {
         let _ = writeln!(out, "HELD {}: {}", short(Some(&h.commit)), h.message);
     }
+    for w in &doc.warnings {
+        let _ = writeln!(out, "WARNING {w}");
+    }
     let mut header: Vec<String> = [
         "PLACEMENT",
         "STRATEGY",
@@ -267,6 +270,29 @@ pub fn describe(p: &PlacementStatus) -> String {
     out
 }
 
+/// The approval tags the daemon refused, each with its reason and what to do, after a blank
+/// line; nothing when there is none.
+pub fn refused_approvals(refused: &[crate::rollout::approval::Rejection]) -> String {
+    if refused.is_empty() {
+        return String::new();
+    }
+    let mut rows = vec![["TAG", "REQUEST", "REFUSED", "WHY"]
+        .map(String::from)
+        .to_vec()];
+    for r in refused {
+        rows.push(vec![
+            r.tag.clone(),
+            r.request.clone().unwrap_or_else(|| "-".into()),
+            r.reason.to_string(),
+            r.detail.clone(),
+        ]);
+    }
+    format!(
+        "\nREFUSED APPROVAL TAGS\n{}",
+        crate::text_table::render(&rows)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,6 +313,34 @@ mod tests {
             }]
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn refused_approval_tags_are_listed_with_their_reason() {
+        let r = crate::rollout::approval::Rejection {
+            tag: "gitfleet/approve/r1-after-canary".into(),
+            request: Some("r1-after-canary".into()),
+            reason: crate::rollout::approval::RejectReason::UnknownKey,
+            detail: "signed by a key no trust file names".into(),
+        };
+        let t = refused_approvals(&[r]);
+        assert!(t.starts_with("\nREFUSED APPROVAL TAGS\nTAG"), "{t}");
+        assert!(
+            t.contains("gitfleet/approve/r1-after-canary  r1-after-canary  UnknownKey  signed by a key no trust file names"),
+            "{t}"
+        );
+        assert_eq!(refused_approvals(&[]), "");
+    }
+
+    #[test]
+    fn the_served_commits_warnings_are_shown_above_the_table() {
+        let mut d = doc();
+        d.warnings = vec!["placements/shop.yaml:13: ClusterResourcePlacement/shop-app: spec.resourceSelectors[0].name: selects nothing".into()];
+        let t = table(&d, 0, false);
+        assert!(
+            t.contains("WARNING placements/shop.yaml:13: ClusterResourcePlacement/shop-app: spec.resourceSelectors[0].name: selects nothing\nPLACEMENT"),
+            "{t}"
+        );
     }
 
     #[test]
