@@ -70,24 +70,24 @@ fn an_endless_header_line_and_500_idle_connections_do_not_take_the_daemon_down()
     // Measured once the first reconcile is done, so that its own allocations do not count.
     await_until("readiness", || {
         request(
-            &daemon,
+            daemon,
             "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
             b"",
         )
         .0 == "HTTP/1.1 200 OK"
     });
-    healthz(&daemon);
-    let before = rss_kib(&daemon);
+    healthz(daemon);
+    let before = rss_kib(daemon);
 
     // 500 connections that never send a byte.
     let idle: Vec<TcpStream> = (0..500)
-        .map(|_| TcpStream::connect(host(&daemon)).unwrap())
+        .map(|_| TcpStream::connect(host(daemon)).unwrap())
         .collect();
     // Two endless header lines at once: 16 MiB each, far more than the socket buffers hold, so
     // the writes fail once the daemon stops reading.
     let endless: Vec<_> = (0..2)
         .map(|_| {
-            let addr = host(&daemon);
+            let addr = host(daemon);
             std::thread::spawn(move || {
                 let mut s = TcpStream::connect(addr).unwrap();
                 s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
@@ -105,7 +105,7 @@ fn an_endless_header_line_and_500_idle_connections_do_not_take_the_daemon_down()
             })
         })
         .collect();
-    let took = healthz(&daemon);
+    let took = healthz(daemon);
     for t in endless {
         let (refused, sent) = t.join().unwrap();
         assert!(refused, "the daemon read {sent} bytes of one header line");
@@ -114,8 +114,8 @@ fn an_endless_header_line_and_500_idle_connections_do_not_take_the_daemon_down()
             sent / 1024
         );
     }
-    let took_after = healthz(&daemon);
-    let after = rss_kib(&daemon);
+    let took_after = healthz(daemon);
+    let after = rss_kib(daemon);
     eprintln!(
         "RSS before {before} KiB, with 500 idle connections and after two endless header lines \
          {after} KiB; /healthz answered in {took:?} during the endless lines, {took_after:?} after"
@@ -178,13 +178,13 @@ fn probes_answer_within_100_ms_under_5000_idle_connections() {
     let daemon = &fleet.daemon;
     let ready = || {
         request(
-            &daemon,
+            daemon,
             "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
             b"",
         )
     };
     await_until("readiness", || ready().0 == "HTTP/1.1 200 OK");
-    let addr: std::net::SocketAddr = host(&daemon).parse().unwrap();
+    let addr: std::net::SocketAddr = host(daemon).parse().unwrap();
     let mut idle = Vec::with_capacity(IDLE);
     for n in 0..IDLE {
         // A daemon that left new clients in its backlog would make these wait for seconds.
@@ -195,7 +195,7 @@ fn probes_answer_within_100_ms_under_5000_idle_connections() {
     }
     let mut took: Vec<(&str, Duration)> = Vec::new();
     for _ in 0..7 {
-        took.push(("/healthz", healthz(&daemon)));
+        took.push(("/healthz", healthz(daemon)));
         let (status, body, t) = ready();
         assert_eq!((status.as_str(), body.as_str()), ("HTTP/1.1 200 OK", "ok"));
         took.push(("/readyz", t));
@@ -228,7 +228,7 @@ fn oversized_webhooks_and_unknown_paths_get_json_problems() {
     // As curl sends a large body: the head first, the body only after `100 Continue`. The
     // daemon answers from the head alone.
     let (status, body, _) = request(
-        &daemon,
+        daemon,
         &format!(
             "POST /hooks/git HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Gitlab-Token: s3cret\r\n\
              Expect: 100-continue\r\nContent-Length: {}\r\n\r\n",
@@ -242,7 +242,7 @@ fn oversized_webhooks_and_unknown_paths_get_json_problems() {
         serde_json::json!({"error": "payload too large"})
     );
     let (status, body, _) = request(
-        &daemon,
+        daemon,
         "GET /api/v1/nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         b"",
     );
@@ -250,7 +250,7 @@ fn oversized_webhooks_and_unknown_paths_get_json_problems() {
     assert_eq!(body, r#"{"error":"not found"}"#);
     // A webhook of a normal size still works.
     let (status, body, _) = request(
-        &daemon,
+        daemon,
         "POST /hooks/git HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Gitlab-Token: s3cret\r\n\
          Content-Length: 2\r\n\r\n",
         b"{}",
