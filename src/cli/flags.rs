@@ -96,6 +96,29 @@ impl KubeconfigArgs {
     }
 }
 
+/// The keys that decrypt SOPS-encrypted files of the repository ([`crate::sources`]). Every
+/// command that reads a commit flattens it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DecryptionArgs {
+    /// Age key file (as `age-keygen` writes it) that opens SOPS-encrypted files of the
+    /// repository; age keys in SOPS_AGE_KEY (one per line) are used too. Keys stay outside the
+    /// repository; a SOPS file no key opens makes the commit invalid.
+    #[arg(
+        long,
+        env = "SOPS_AGE_KEY_FILE",
+        value_name = "FILE",
+        hide_env_values = true
+    )]
+    pub age_key_file: Option<std::path::PathBuf>,
+}
+
+impl DecryptionArgs {
+    /// The keys: the file, and `SOPS_AGE_KEY` from the environment.
+    pub fn load(&self) -> Result<crate::sources::Keys, crate::sources::KeyError> {
+        crate::sources::Keys::from_env(self.age_key_file.as_deref())
+    }
+}
+
 /// How members are pushed: shared by `gitfleet apply` and `gitfleet run`.
 #[derive(Debug, Clone, Args)]
 pub struct PushArgs {

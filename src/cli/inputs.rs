@@ -4,7 +4,8 @@
 use crate::catalog::{Catalog, Diagnostic};
 use crate::cli::flags::{parse_timeout, KubeconfigArgs};
 use crate::schedule::{Fleet, Inventory, PlacementSchedule, Previous};
-use crate::source::{read_commit, CommitFiles};
+use crate::source::CommitFiles;
+use crate::sources::read_commit;
 use crate::state::StateStore;
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
@@ -91,6 +92,8 @@ pub struct CommitArgs {
     /// Folder of the repository holding the fleet (default: the whole tree).
     #[arg(long, default_value = "")]
     pub path: String,
+    #[command(flatten)]
+    pub decryption: crate::cli::flags::DecryptionArgs,
 }
 
 /// Failures that map to an exit code other than 1.
@@ -99,8 +102,9 @@ pub struct CommitArgs {
 pub(super) struct SourceFailure(#[from] crate::source::SourceError);
 
 pub(super) fn read(args: &CommitArgs) -> Result<CommitFiles> {
-    let files =
-        read_commit(&args.repo, &args.rev, &args.path).map_err(|e| anyhow!(SourceFailure(e)))?;
+    let keys = args.decryption.load()?;
+    let files = read_commit(&args.repo, &args.rev, &args.path, &keys)
+        .map_err(|e| anyhow!(SourceFailure(e)))?;
     for skipped in &files.skipped {
         eprintln!("note: {skipped}");
     }

@@ -2,7 +2,8 @@
 
 use super::inputs::{load_inventory, now_unix, read_previous, InventoryArgs};
 use crate::catalog::{Catalog, Diagnostic};
-use crate::source::{read_commit, CommitFiles};
+use crate::source::CommitFiles;
+use crate::sources::read_commit;
 use anyhow::{anyhow, Result};
 use clap::{Args, ValueEnum};
 use std::io::Write;
@@ -32,6 +33,8 @@ pub struct PlanArgs {
     /// Folder of the repository holding the fleet.
     #[arg(long, default_value = "")]
     pub path: String,
+    #[command(flatten)]
+    pub decryption: crate::cli::flags::DecryptionArgs,
     /// Inventory, as for `schedule`; `live` probes the members of base and head once and uses
     /// the answers for both.
     #[command(flatten)]
@@ -75,8 +78,9 @@ pub struct PlanArgs {
 pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Result<ExitCode> {
     // Unreadable inputs are plain errors here (exit 1), as the plan's exit codes say.
     // Each commit's files are let go once analysed: from there on the plan reads the catalog.
+    let keys = args.decryption.load()?;
     let analyzed = |rev: &str| -> Result<(CommitFiles, Catalog, Vec<Diagnostic>)> {
-        let mut commit = read_commit(&args.repo, rev, &args.path).map_err(|e| anyhow!(e))?;
+        let mut commit = read_commit(&args.repo, rev, &args.path, &keys).map_err(|e| anyhow!(e))?;
         let (cat, diags) = commit.analyze();
         commit.files = Vec::new();
         Ok((commit, cat, diags))

@@ -29,6 +29,8 @@ pub struct RunArgs {
     #[arg(long, env = "GITFLEET_PATH", default_value = "")]
     pub path: String,
     #[command(flatten)]
+    pub decryption: crate::cli::flags::DecryptionArgs,
+    #[command(flatten)]
     pub kubeconfig: crate::cli::flags::KubeconfigArgs,
     /// Where the daemon keeps what must survive a restart: `directory` (--state-dir, one
     /// daemon per directory) or `kubernetes` (ConfigMaps in --state-namespace of the hosting
@@ -380,6 +382,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         remote,
         branch: args.branch.clone(),
         path: args.path.clone(),
+        keys: Arc::new(args.decryption.load()?),
         // The state directory, or (`--state kubernetes`) where the mirror is; with a local
         // --repo nothing is kept on disk then.
         state_dir: match args.state {

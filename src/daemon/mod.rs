@@ -135,6 +135,8 @@ pub struct RunOptions {
     pub remote: Option<crate::follow::remote::Remote>,
     pub branch: String,
     pub path: String,
+    /// The keys SOPS files of the repository are decrypted with.
+    pub keys: Arc<crate::sources::Keys>,
     pub state_dir: PathBuf,
     pub listen: Option<std::net::SocketAddr>,
     pub poll: Duration,

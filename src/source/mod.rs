@@ -2,7 +2,8 @@
 //! path, and return the manifest files (spec/README §1). The working tree is never read, so
 //! uncommitted edits are invisible. Files a `.gitfleetignore` at the path's root names are left
 //! out ([`ignore`]); Kustomize folders and Helm charts are set aside with one diagnostic each
-//! ([`crate::catalog::unrendered`]).
+//! ([`crate::catalog::unrendered`]). Commands read commits through [`crate::sources`], which
+//! decrypts what needs it.
 
 pub mod ignore;
 
@@ -43,8 +44,10 @@ pub struct CommitFiles {
     pub files: Vec<SourceFile>,
     /// Entries with a manifest's name that are not regular files, so not read.
     pub skipped: Vec<Skipped>,
-    /// One error per Kustomize folder or Helm chart found (their files are not in `files`).
-    pub unrendered: Vec<crate::catalog::Diagnostic>,
+    /// Problems found before the catalog reads the files, whose files are not in `files`: one
+    /// per Kustomize folder or Helm chart, one per SOPS file that cannot be decrypted
+    /// ([`crate::sources`]).
+    pub problems: Vec<crate::catalog::Diagnostic>,
 }
 
 impl CommitFiles {
@@ -70,8 +73,8 @@ impl CommitFiles {
             Some(c) => crate::analyze::analyze_cached(&self.files, c),
             None => crate::analyze(&self.files),
         };
-        if !self.unrendered.is_empty() {
-            diags.extend(self.unrendered.iter().cloned());
+        if !self.problems.is_empty() {
+            diags.extend(self.problems.iter().cloned());
             diags.sort();
         }
         (cat, diags)
@@ -289,7 +292,7 @@ pub fn read_commit_cached(
         message,
         files,
         skipped,
-        unrendered,
+        problems: unrendered,
     })
 }
 
