@@ -1,5 +1,5 @@
 //! `gitfleet render`: the manifests one placement delivers to one cluster, overrides applied
-//! and envelopes unwrapped, in apply order.
+//! and envelopes unwrapped, in apply order; Secrets' values shown as `***`.
 
 use super::inputs::{load_valid, run_schedule, CommitArgs, ScheduleInputs};
 use crate::catalog::Catalog;
@@ -152,14 +152,21 @@ pub(super) fn print_manifests(manifests: &[Manifest], format: ManifestFormat) ->
     let mut out = std::io::stdout().lock();
     match format {
         ManifestFormat::Json => {
-            let items: Vec<&serde_json::Value> = manifests.iter().map(|m| &*m.value).collect();
+            let items: Vec<_> = manifests
+                .iter()
+                .map(|m| crate::render::masked(&m.value))
+                .collect();
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
             writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
         }
         ManifestFormat::Yaml => {
             for m in manifests {
                 writeln!(out, "---")?;
-                write!(out, "{}", crate::yaml::to_string(&*m.value)?)?;
+                write!(
+                    out,
+                    "{}",
+                    crate::yaml::to_string(&crate::render::masked(&m.value))?
+                )?;
             }
         }
     }

@@ -1371,10 +1371,7 @@ fn object_id(v: &Value) -> String {
 /// YAML of both sides with Secret values masked: `***` where equal, `*** (changed)` where the
 /// head's value differs, so a review sees that a secret changed but never its value.
 fn masked_yaml(b: Option<&Value>, h: Option<&Value>) -> (String, String) {
-    let is_secret = |v: &Value| {
-        v.get("kind").and_then(Value::as_str) == Some("Secret")
-            && v.get("apiVersion").and_then(Value::as_str) == Some("v1")
-    };
+    let is_secret = crate::render::is_secret;
     let yaml = |v: Option<&Value>| {
         v.map(|v| crate::yaml::to_string(v).unwrap_or_default())
             .unwrap_or_default()
