@@ -466,10 +466,10 @@ fn settled(placement: &str, n: usize) -> ClusterState {
         updated_at: NOW,
         objects: std::sync::Arc::new(
             [
-                format!("Namespace/{ns}"),
-                format!("ConfigMap/{ns}/settings"),
-                format!("Deployment.apps/{ns}/{ns}"),
-                format!("Service/{ns}/{ns}"),
+                gitfleet::model::ObjectKey::new("", "Namespace", None, ns),
+                gitfleet::model::ObjectKey::new("", "ConfigMap", Some(ns), "settings"),
+                gitfleet::model::ObjectKey::new("apps", "Deployment", Some(ns), ns),
+                gitfleet::model::ObjectKey::new("", "Service", Some(ns), ns),
             ]
             .into_iter()
             .collect(),

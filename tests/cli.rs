@@ -344,6 +344,28 @@ fn render_refuses_unknown_placements_and_invalid_commits() {
     assert!(run.stdout.is_empty());
 }
 
+/// The earlier declared-property spelling is read, with a warning that says how to rewrite it.
+#[test]
+fn legacy_property_annotation_is_read_with_a_warning() {
+    let repo = Repo::new();
+    repo.write(
+        "m.yaml",
+        &common::member_cluster("m").replace(
+            "  name: m\n",
+            "  name: m\n  annotations:\n    gitfleet.io/property.example.com/cost-tier: '3'\n",
+        ),
+    );
+    repo.commit("legacy");
+    let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("warning: m.yaml:6: MemberCluster/m: metadata.annotations[\"gitfleet.io/property.example.com/cost-tier\"]: the spelling gitfleet.io/property.<name> is deprecated")
+            && run.stderr.contains("`gitfleet.io/properties: '{\"example.com/cost-tier\":\"3\"}'`"),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn sample_fleet_validates_clean() {
     let repo = Repo::new();
@@ -351,6 +373,8 @@ fn sample_fleet_validates_clean() {
     repo.commit("sample");
     let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
+    // No deprecated spelling (the declared properties' annotation) in the sample.
+    assert!(!run.stderr.contains("warning:"), "{}", run.stderr);
     for kind in [
         "ClusterResourcePlacement",
         "ResourcePlacement",

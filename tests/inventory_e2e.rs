@@ -116,7 +116,7 @@ fn fleet_repo() -> Repo {
         "members/third.yaml",
         &member(
             "third",
-            "  annotations:\n    gitfleet.io/kubeconfig-context: admin@third\n    gitfleet.io/property.example.com/tier: '2'\n",
+            "  annotations:\n    gitfleet.io/kubeconfig-context: admin@third\n    gitfleet.io/properties: '{\"example.com/tier\": \"2\"}'\n",
         ),
     );
     repo.commit("fleet");

@@ -82,6 +82,9 @@ pub struct Catalog {
     pub approval_requests: Vec<Entry<ApprovalRequest>>,
     pub evictions: Vec<Entry<ClusterResourcePlacementEviction>>,
     pub disruption_budgets: Vec<Entry<ClusterResourcePlacementDisruptionBudget>>,
+    /// What is accepted but should be written otherwise (a deprecated spelling), located as
+    /// diagnostics are; never a reason to refuse the commit.
+    pub warnings: Vec<Diagnostic>,
     /// Where each object's fields are written, to locate them by line; indexed like `objects`.
     positions: Vec<Arc<crate::yaml::Positions>>,
     /// Objects that repeat an identity defined earlier (reported; never selected).
@@ -845,6 +848,20 @@ mod tests {
         assert!(diags.is_empty(), "{diags:?}");
         let policy = cat.placements[0].spec.spec.policy.as_ref().unwrap();
         assert_eq!(policy.number_of_clusters, Some(8));
+    }
+
+    #[test]
+    fn metadata_problems_name_the_key_at_its_line() {
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\n  namespace: default\n  labels:\n    ok: v\n    \"bad key!\": v\n  annotations:\n    a/b/c: x\n";
+        let (_, diags) = load(&[("c.yaml", cm)]);
+        assert_eq!(
+            diags,
+            [
+                "c.yaml:4: ConfigMap/Bad_Name: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+                "c.yaml:8: ConfigMap/Bad_Name: metadata.labels[\"bad key!\"]: Invalid value: \"bad key!\": key name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                "c.yaml:10: ConfigMap/Bad_Name: metadata.annotations[\"a/b/c\"]: Invalid value: \"a/b/c\": key a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+            ]
+        );
     }
 
     #[test]

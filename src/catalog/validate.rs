@@ -13,6 +13,7 @@ pub(super) fn run(
 ) {
     register_crds(cat, diags);
     check_scopes(cat, diags);
+    check_metadata(cat, diags);
     check_duplicates(cat, diags);
     let mut none = super::DecodeCache::default();
     decode_fleet_objects(cat, diags, decoded.unwrap_or(&mut none));
@@ -21,6 +22,34 @@ pub(super) fn run(
     check_envelopes(cat, diags);
     check_overrides(cat, diags);
     check_update_runs(cat, diags);
+    check_declared_properties(cat, diags);
+}
+
+/// The properties members declare: a wrong declaration is an error, the earlier spelling a
+/// warning that says how to rewrite it.
+fn check_declared_properties(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
+    use crate::model::member::declared_properties;
+    let members = cat
+        .member_clusters
+        .iter()
+        .map(|e| (e.index, &e.spec.metadata.annotations))
+        .chain(
+            cat.managed_clusters
+                .iter()
+                .map(|e| (e.index, &e.spec.metadata.annotations)),
+        );
+    let mut warnings = Vec::new();
+    for (i, annotations) in members {
+        let declared = declared_properties(annotations);
+        for p in declared.problems {
+            diags.push(cat.diagnostic(i, &p.field, p.message));
+        }
+        for p in declared.warnings {
+            warnings.push(cat.diagnostic(i, &p.field, p.message));
+        }
+    }
+    warnings.sort();
+    cat.warnings = warnings;
 }
 
 /// CRDs in the commit define the scope of their kinds.
@@ -118,6 +147,23 @@ fn check_scopes(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
                 }
                 Some(_) => {}
             },
+        }
+    }
+}
+
+/// Every object's metadata as the API server checks it (see [`crate::model::metadata`]). The
+/// fleet APIs' models check their names themselves.
+fn check_metadata(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
+    use crate::model::metadata::{problems, Checks};
+    for (i, o) in cat.objects.iter().enumerate() {
+        let checks = Checks {
+            group: &o.gvk.group,
+            kind: &o.gvk.kind,
+            namespace: o.namespace.as_deref(),
+            name: fleet_versions(&o.gvk).is_none(),
+        };
+        for p in problems(&o.value, checks) {
+            diags.push(cat.diagnostic(i, &p.field, p.message));
         }
     }
 }

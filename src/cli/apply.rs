@@ -199,7 +199,7 @@ pub(super) fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         for (cluster, e) in &step.render_errors {
             if let Some(m) = results.iter_mut().find(|m| &m.member == cluster) {
                 m.placements.push(PlacementResult {
-                    placement: crate::push::decorate::placement_key(&step.placement),
+                    placement: step.placement.record_key(),
                     cluster: cluster.clone(),
                     error: Some(format!("cannot render: {e}")),
                     objects: Vec::new(),
@@ -236,30 +236,19 @@ fn apply_deletion_verdict(
     commit: &CommitFiles,
     policy: &crate::rollout::guard::Policy,
 ) -> crate::rollout::guard::Verdict {
-    use crate::push::decorate::placement_key;
     use crate::rollout::guard::{self, Fate};
     use crate::rollout::Prune;
     let mut managed = guard::Managed::new();
     for (member, recs) in records {
         for r in recs.iter().flat_map(|r| r.values()).filter(|r| !r.abandon) {
-            let ids = r
-                .entries
-                .iter()
-                .map(|e| {
-                    guard::object_id(&serde_json::json!({
-                        "apiVersion": e.object.api_version,
-                        "kind": e.object.kind,
-                        "metadata": {"name": e.object.name, "namespace": e.object.namespace},
-                    }))
-                })
-                .collect();
+            let ids = r.entries.iter().map(|e| e.object.key()).collect();
             managed.insert((r.key.clone(), member.clone()), ids);
         }
     }
     let steps: std::collections::BTreeMap<String, &crate::rollout::StepSummary> = decision
         .steps
         .iter()
-        .map(|s| (placement_key(&s.placement), &**s))
+        .map(|s| (s.placement.record_key(), &**s))
         .collect();
     let assessment = guard::assess(&managed, |key, member| {
         if let Some(s) = steps.get(key) {
@@ -267,12 +256,10 @@ fn apply_deletion_verdict(
         }
         let swept = decision.sweeps.iter().find(|s| s.cluster == member);
         match swept.map(|s| &s.prune) {
-            Some(Prune::AllExcept(keep)) if !keep.iter().any(|k| placement_key(k) == key) => {
+            Some(Prune::AllExcept(keep)) if !keep.iter().any(|k| k.record_key() == key) => {
                 Fate::Removed
             }
-            Some(Prune::Only(only)) if only.iter().any(|k| placement_key(k) == key) => {
-                Fate::Removed
-            }
+            Some(Prune::Only(only)) if only.iter().any(|k| k.record_key() == key) => Fate::Removed,
             _ => Fate::Untouched,
         }
     });

@@ -438,7 +438,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             wake: wake_tx,
             ready_fetch_failures: args.ready_fetch_failures,
         };
-        let mut server = crate::daemon::server::spawn(listener, api, crate::daemon::server::Limits::default())?;
+        let limits = crate::daemon::server::Limits::default();
+        crate::daemon::open_files::raise_and_log(limits.connections);
+        let mut server = crate::daemon::server::spawn(listener, api, limits)?;
         tracing::info!(listen = %server.local_addr(), repo = %crate::follow::remote::redacted(&args.repo), branch = %args.branch, "gitfleet run: following the branch");
         let shutdown = CancellationToken::new();
         tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -496,8 +498,9 @@ async fn run_elected(
         wake: wake_tx,
         ready_fetch_failures: args.ready_fetch_failures,
     };
-    let mut server =
-        crate::daemon::server::spawn(listener, api, crate::daemon::server::Limits::default())?;
+    let limits = crate::daemon::server::Limits::default();
+    crate::daemon::open_files::raise_and_log(limits.connections);
+    let mut server = crate::daemon::server::spawn(listener, api, limits)?;
     tracing::info!(listen = %server.local_addr(), repo = %crate::follow::remote::redacted(&args.repo), branch = %args.branch, identity = %identity, namespace = %namespace, lease = %election.lease_name, "gitfleet run: state in the hosting cluster; electing a leader");
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));

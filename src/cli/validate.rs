@@ -15,6 +15,9 @@ pub(super) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
     let commit = read(&args.commit)?;
     let (cat, diags) = commit.analyze();
     warn_invalid_selections(&crate::snapshot::invalid_selections(&cat));
+    for w in &cat.warnings {
+        eprintln!("warning: {w}");
+    }
     if !diags.is_empty() {
         print_diagnostics(&diags);
         return Ok(ExitCode::from(1));

@@ -11,6 +11,7 @@ use anyhow::Result;
 use clap::Args;
 
 use crate::daemon::wire::{Placements, UpdateRun};
+use crate::rollout::staged::status::RunPhase;
 use crate::rollout::BindingHealth;
 
 pub const WAIT_AFTER_HELP: &str = "\
@@ -80,15 +81,6 @@ fn short(c: &str) -> &str {
 fn same(commit: &str, want: &str) -> bool {
     !want.is_empty() && commit.starts_with(want)
 }
-
-/// Run states that are still moving (the runs module's phases).
-const RUN_IN_PROGRESS: &[&str] = &[
-    "Initializing",
-    "Progressing",
-    "Waiting",
-    "Stuck",
-    "Stopping",
-];
 
 /// Where commit `want` stands in `doc`. `served`: whether the daemon's serving commit is `want`
 /// or contains it (the caller knows the history; without it, only equality). `only`: the
@@ -175,13 +167,14 @@ pub fn verdict(
                 rechecked.join(", ")
             ));
         }
-        if let Some(r) = runs
-            .iter()
-            .find(|r| r.placement == p.id && RUN_IN_PROGRESS.contains(&r.state.as_str()))
+        let of_placement = || runs.iter().filter(|r| r.placement == p.id);
+        if let Some((r, phase)) = of_placement()
+            .map(|r| (r, RunPhase::of(&r.status)))
+            .find(|(_, phase)| phase.in_progress())
         {
             return Verdict::Waiting(format!(
-                "{}: update run {} is {} ({})",
-                p.id, r.name, r.state, r.waiting_for
+                "{}: update run {} is {phase} ({})",
+                p.id, r.name, r.waiting_for
             ));
         }
         if let Some(note) = p.note.as_deref().filter(|n| n.starts_with("cannot render")) {
@@ -202,9 +195,8 @@ pub fn verdict(
                 failed.push(format!("{} on {name}: not available", p.id));
             }
         }
-        for r in runs
-            .iter()
-            .filter(|r| r.placement == p.id && r.state == "Failed" && same(&r.init_commit, want))
+        for r in of_placement()
+            .filter(|r| RunPhase::of(&r.status) == RunPhase::Failed && same(&r.init_commit, want))
         {
             failed.push(format!("{}: update run {} failed", p.id, r.name));
         }
@@ -459,20 +451,53 @@ mod tests {
         );
     }
 
+    /// A run as the daemon serves it (`state` is the run's `spec.state`): where it stands
+    /// comes from its status's conditions.
+    fn run(progressing: (&str, &str), succeeded: Option<(&str, &str)>) -> UpdateRun {
+        let condition = |t: &str, (status, reason): (&str, &str)| {
+            json!({"type": t, "status": status, "reason": reason, "message": "",
+                "lastTransitionTime": 1})
+        };
+        let mut conditions = vec![
+            condition("Initialized", ("True", "UpdateRunInitializedSuccessfully")),
+            condition("Progressing", progressing),
+        ];
+        conditions.extend(succeeded.map(|s| condition("Succeeded", s)));
+        serde_json::from_value(json!({
+            "name": "r1", "placement": "crp/app", "resourceSnapshotIndex": 0,
+            "policySnapshotIndex": 0, "initialized": "True", "progressing": "False",
+            "succeeded": "Unknown", "createdAt": 1, "state": "Run", "stage": "canary",
+            "clusters": "1/2", "waitingFor": "approval", "initCommit": HEAD,
+            "status": {"name": "r1", "placement": "crp/app", "strategyName": "s",
+                "initCommit": HEAD, "createdAt": 1, "state": "Run", "conditions": conditions}
+        }))
+        .unwrap()
+    }
+
     #[test]
     fn a_staged_run_in_progress_is_waited_for() {
         let d = doc(json!({}));
-        let run: UpdateRun = serde_json::from_value(json!({
-            "name": "r1", "placement": "crp/app", "resourceSnapshotIndex": 0,
-            "policySnapshotIndex": 0, "initialized": "True", "progressing": "False",
-            "succeeded": "Unknown", "createdAt": 1, "state": "Waiting", "stage": "canary",
-            "clusters": "1/2", "waitingFor": "approval", "initCommit": HEAD,
-            "status": {"name": "r1", "placement": "crp/app", "strategyName": "s",
-                "initCommit": HEAD, "createdAt": 1, "state": "Run"}
-        }))
-        .unwrap();
+        let waiting = run(("False", "UpdateRunWaiting"), None);
         assert!(
-            matches!(verdict(&d, &[run], HEAD, true, &[]), Verdict::Waiting(w) if w.contains("update run r1 is Waiting"))
+            matches!(verdict(&d, &[waiting], HEAD, true, &[]), Verdict::Waiting(w) if w.contains("update run r1 is Waiting (approval)"))
+        );
+        let stopped = run(("False", "UpdateRunStopped"), None);
+        assert!(matches!(
+            verdict(&d, &[stopped], HEAD, true, &[]),
+            Verdict::Settled(_)
+        ));
+    }
+
+    #[test]
+    fn a_failed_staged_run_fails_the_wait() {
+        let d = doc(json!({}));
+        let failed = run(
+            ("False", "UpdateRunFailed"),
+            Some(("False", "UpdateRunFailed")),
+        );
+        assert_eq!(
+            verdict(&d, &[failed], HEAD, true, &[]),
+            Verdict::Failed("crp/app: update run r1 failed".into())
         );
     }
 }

@@ -11,8 +11,7 @@ use kube::config::Kubeconfig;
 use super::Deliverer;
 use crate::members::inventory::{collect_with, Member, Options as ProbeOptions};
 use crate::push::{
-    decorate::placement_key, member_pushes, push_fleet, Availability, Outcome as ObjectOutcome,
-    PlacementResult, PushOptions,
+    member_pushes, push_fleet, Availability, Outcome as ObjectOutcome, PlacementResult, PushOptions,
 };
 use crate::rollout::{BindingHealth, Observed, Outcome, Work};
 use crate::schedule::Inventory;
@@ -217,7 +216,7 @@ impl Deliverer for PushDeliverer {
         let results = work
             .into_iter()
             .map(|w| {
-                let key = (w.cluster.clone(), placement_key(&w.placement));
+                let key = (w.cluster.clone(), w.placement.record_key());
                 let outcome = match by_key.remove(&key) {
                     Some(Ok((health, observed))) => Outcome::Done(health, observed),
                     Some(Err(e)) => Outcome::Failed(e),

@@ -23,6 +23,7 @@ pub mod approvals;
 pub mod deliver;
 pub mod leader;
 pub mod metrics;
+pub mod open_files;
 pub mod probes;
 pub mod reconciler;
 pub mod runs;
@@ -219,7 +220,7 @@ pub struct LeaderStatus {
 #[serde(rename_all = "camelCase")]
 pub struct PlacementStatus {
     pub id: String,
-    pub strategy: String,
+    pub strategy: crate::rollout::Strategy,
     pub target: usize,
     pub selected: Vec<String>,
     pub applying: Vec<String>,
@@ -355,6 +356,19 @@ pub enum Event {
 pub struct Action {
     /// Look again after this long (at the latest at the next poll); `None`: only on an event.
     pub requeue_after: Option<Duration>,
+}
+
+/// The rollout's next wake-up, on the daemon's timers.
+impl From<crate::rollout::Wake> for Action {
+    fn from(wake: crate::rollout::Wake) -> Action {
+        use crate::rollout::Wake;
+        match wake {
+            Wake::Now => Action::requeue(Duration::ZERO),
+            Wake::AvailabilityPoll => Action::requeue(AVAILABILITY_POLL),
+            Wake::After(wait) => Action::requeue(wait),
+            Wake::OnChange => Action::await_change(),
+        }
+    }
 }
 
 impl Action {
@@ -783,14 +797,8 @@ impl<D: Deliverer> Daemon<D> {
         if !change.deleted {
             return false;
         }
-        let label_of = |key: &crate::model::PlacementKey| {
-            crate::push::decorate::label_value(&crate::push::decorate::placement_key(key))
-        };
-        let id = crate::rollout::guard::object_id(&serde_json::json!({
-            "apiVersion": object.api_version,
-            "kind": object.kind,
-            "metadata": {"name": object.name, "namespace": object.namespace},
-        }));
+        let label_of = crate::model::PlacementKey::label_value;
+        let id = object.key();
         let no_longer_recorded = self.state.placements.iter().any(|(key, ps)| {
             ps.clusters
                 .get(&change.member)

@@ -4,25 +4,20 @@
 //! bindings and step at rolling pace (both on the blocking pool), hand the work to the members'
 //! workers (`--once`: deliver it and wait), absorb what is known of it, save the state
 //! crash-safely (bindings first), publish the status — and decide, from what happened, when to
-//! look again ([`next_action`]; a finished delivery is an event of its own).
+//! look again ([`crate::rollout::next_wake`]; a finished delivery is an event of its own).
 
 use crate::fast_hash::{HashMap, HashSet};
+use crate::rollout::staged::status::RunPhase;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::{blocking, metrics, Action, Daemon, Deliverer, PlacementStatus, AVAILABILITY_POLL};
+use super::{blocking, metrics, Action, Daemon, Deliverer, PlacementStatus};
 use crate::members::inventory::members_of;
 use crate::rollout::conditions;
 use crate::rollout::{BindingHealth, Input, Outcome, Pacing, Rejected, StepSummary, Work};
 use crate::schedule::{schedule_commit_memoized, Fleet, Inventory, PlacementSchedule};
-
-/// How long to wait after a failed push when no placement asks for a time of its own.
-const RETRY_FAILED_PUSH: u64 = 5;
-/// The longest wait a placement's requeue may ask for before the next look.
-const LONGEST_REQUEUE: u64 = 60;
 
 /// One commit read from the repository and analyzed.
 pub(super) struct Analyzed {
@@ -83,44 +78,6 @@ fn read_analyzed(
         members,
         contexts,
     })
-}
-
-/// When to look again after a step, from what it decided and how its work ended: at once when
-/// a binding changed what it runs or became available (take the next step); every
-/// [`AVAILABILITY_POLL`] while a cluster's availability is not known yet (members are not
-/// watched); while something failed or waits for the budget, after the shortest wait a
-/// placement asks for (5 s if none, at most 60 s); otherwise only on a change or the poll.
-pub fn next_action(steps: &[Arc<StepSummary>], results: &[(Work, Outcome)]) -> Action {
-    // Re-reading a cluster that is still pending is not progress: the availability poll paces
-    // it.
-    let progressed = results.iter().any(|(w, o)| match o {
-        Outcome::Done(health, _) => {
-            !matches!(
-                w.action,
-                crate::rollout::Action::Apply { refresh: true, .. }
-            ) || *health != BindingHealth::Pending
-        }
-        Outcome::Failed(_) => false,
-    });
-    let pending = results
-        .iter()
-        .any(|(_, o)| matches!(o, Outcome::Done(BindingHealth::Pending, _)));
-    let failed = results.iter().any(|(_, o)| matches!(o, Outcome::Failed(_)));
-    if progressed {
-        Action::requeue(Duration::ZERO)
-    } else if pending {
-        Action::requeue(AVAILABILITY_POLL)
-    } else if failed || steps.iter().any(|s| s.is_moving() || s.requeue_after > 0) {
-        let wait = steps
-            .iter()
-            .map(|s| s.requeue_after)
-            .filter(|w| *w > 0)
-            .min()
-            .unwrap_or(RETRY_FAILED_PUSH);
-        Action::requeue(Duration::from_secs(wait.min(LONGEST_REQUEUE)))
-    } else {
-        Action::await_change()
-    }
 }
 
 /// One step of a commit, before its effects are saved.
@@ -495,7 +452,7 @@ impl<D: Deliverer> Daemon<D> {
                 }
             };
             for (key, r) in found {
-                let Some(placement) = crate::push::record::placement_of(&key) else {
+                let Some(placement) = crate::model::PlacementKey::from_record_key(&key) else {
                     tracing::warn!(member = %member, record = %key, "a record names no placement gitfleet knows; left alone");
                     continue;
                 };
@@ -515,18 +472,7 @@ impl<D: Deliverer> Daemon<D> {
                         // What a staged run delivered there: a finished run is known by it.
                         delivered_by: r.run.clone(),
                         updated_at: now,
-                        objects: Arc::new(
-                            r.entries
-                                .iter()
-                                .map(|e| {
-                                    crate::rollout::guard::object_id(&serde_json::json!({
-                                        "apiVersion": e.object.api_version,
-                                        "kind": e.object.kind,
-                                        "metadata": {"name": e.object.name, "namespace": e.object.namespace},
-                                    }))
-                                })
-                                .collect(),
-                        ),
+                        objects: Arc::new(r.entries.iter().map(|e| e.object.key()).collect()),
                     }
                 });
                 placements.insert(placement);
@@ -792,7 +738,7 @@ impl<D: Deliverer> Daemon<D> {
         self.count_pushes(&results);
         self.log_waiting(&decision.requests);
         let waiting = decision.requests.clone();
-        let action = next_action(&decision.steps, &results);
+        let action = Action::from(crate::rollout::next_wake(&decision.steps, &results));
         crate::rollout::absorb(
             &mut self.state,
             &mut schedule,
@@ -830,16 +776,16 @@ impl<D: Deliverer> Daemon<D> {
 
         self.meter_steps(&decision.steps);
         // Every state is set (0 included), never cleared: a scrape never sees a gap.
-        for phase in super::runs::PHASES {
+        for phase in RunPhase::ALL {
             let n = self
                 .state
                 .runs
                 .values()
-                .filter(|st| super::runs::phase(st) == phase)
+                .filter(|st| RunPhase::of(st) == phase)
                 .count();
             self.metrics
                 .update_runs
-                .get_or_create(&metrics::labels(&[("state", phase)]))
+                .get_or_create(&metrics::labels(&[("state", phase.name())]))
                 .set(n as i64);
         }
         self.publish(Some(inventory), decision.steps, Some(schedule));
@@ -1067,7 +1013,7 @@ impl<D: Deliverer> Daemon<D> {
                         observed_resource_index: stored
                             .and_then(|p| p.resources.latest().map(|r| r.index)),
                         id: s.placement.to_string(),
-                        strategy: s.strategy.clone(),
+                        strategy: s.strategy,
                         target: s.target,
                         applying: s.applying.clone(),
                         removing: s.removing.clone(),

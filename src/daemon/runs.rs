@@ -115,7 +115,7 @@ fn run_view(st: &RunStatus) -> UpdateRun {
     UpdateRun {
         name: st.name.clone(),
         namespace: st.namespace.clone(),
-        placement: st.placement.clone(),
+        placement: st.placement.to_string(),
         resource_snapshot_index: st.resource_snapshot_index_used,
         policy_snapshot_index: st.policy_snapshot_index_used,
         initialized: cond(&st.conditions, status::INITIALIZED),
@@ -128,41 +128,6 @@ fn run_view(st: &RunStatus) -> UpdateRun {
         waiting_for: waiting_for(st),
         init_commit: st.init_commit.clone(),
         status: st.clone(),
-    }
-}
-
-/// Every value of [`phase`].
-pub const PHASES: [&str; 8] = [
-    "Initializing",
-    "Progressing",
-    "Waiting",
-    "Stuck",
-    "Stopping",
-    "Stopped",
-    "Succeeded",
-    "Failed",
-];
-
-/// Where a run stands, in one word (the `state` label of `gitfleet_update_runs`): `Succeeded`,
-/// `Failed` (initialisation or execution), `Initializing` (no condition yet), else the
-/// Progressing condition's reason without its prefix: `Waiting`, `Stuck`, `Stopping`,
-/// `Stopped`, or `Progressing`.
-pub fn phase(st: &RunStatus) -> &'static str {
-    if status::is_true(&st.conditions, status::SUCCEEDED) {
-        return "Succeeded";
-    }
-    if status::is_false(&st.conditions, status::SUCCEEDED)
-        || status::is_false(&st.conditions, status::INITIALIZED)
-    {
-        return "Failed";
-    }
-    match status::find(&st.conditions, status::PROGRESSING).map(|c| c.reason.as_str()) {
-        None => "Initializing",
-        Some(status::reason::WAITING) => "Waiting",
-        Some(status::reason::STUCK) => "Stuck",
-        Some(status::reason::STOPPING) => "Stopping",
-        Some(status::reason::STOPPED) => "Stopped",
-        Some(_) => "Progressing",
     }
 }
 
@@ -335,72 +300,6 @@ pub fn tables(runs: &[UpdateRun], requests: &[ApprovalRequest], now: u64) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_runs_phase_comes_from_its_conditions() {
-        use crate::rollout::staged::status::reason;
-        let mut st: RunStatus = serde_json::from_value(serde_json::json!({"name": "r1",
-            "placement": "crp/app", "strategyName": "s", "initCommit": "c", "createdAt": 1,
-            "state": "Run"}))
-        .unwrap();
-        let failed_init = {
-            let mut f = st.clone();
-            status::set(
-                &mut f.conditions,
-                status::INITIALIZED,
-                "False",
-                reason::INITIALIZE_FAILED,
-                "",
-                1,
-            );
-            f
-        };
-        assert_eq!(phase(&failed_init), "Failed");
-        assert_eq!(phase(&st), "Initializing");
-        status::set(
-            &mut st.conditions,
-            status::INITIALIZED,
-            "True",
-            reason::INITIALIZED,
-            "",
-            1,
-        );
-        for (progressing, want) in [
-            (reason::PROGRESSING, "Progressing"),
-            (reason::WAITING, "Waiting"),
-            (reason::STUCK, "Stuck"),
-            (reason::STOPPING, "Stopping"),
-            (reason::STOPPED, "Stopped"),
-        ] {
-            status::set(
-                &mut st.conditions,
-                status::PROGRESSING,
-                "False",
-                progressing,
-                "",
-                2,
-            );
-            assert_eq!(phase(&st), want, "{progressing}");
-        }
-        status::set(
-            &mut st.conditions,
-            status::SUCCEEDED,
-            "True",
-            reason::SUCCEEDED,
-            "",
-            3,
-        );
-        assert_eq!(phase(&st), "Succeeded");
-        status::set(
-            &mut st.conditions,
-            status::SUCCEEDED,
-            "False",
-            reason::FAILED,
-            "",
-            4,
-        );
-        assert_eq!(phase(&st), "Failed");
-    }
 
     #[test]
     fn tables_have_kubectls_columns_and_dashes_for_blanks() {

@@ -940,7 +940,7 @@ mod tests {
         let placement = |id: &str, applying: &[&str], clusters: Vec<(&str, ClusterState)>| {
             Arc::new(super::super::PlacementStatus {
                 id: id.into(),
-                strategy: "RollingUpdate".into(),
+                strategy: crate::rollout::Strategy::RollingUpdate,
                 target: clusters.len(),
                 selected: vec![],
                 applying: applying.iter().map(|c| c.to_string()).collect(),

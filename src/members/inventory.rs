@@ -926,7 +926,10 @@ mod tests {
         };
         let base = cat(&format!(
             "{}---\n{}",
-            member("a", "gitfleet.io/property.example.com/tier: '2'"),
+            member(
+                "a",
+                "gitfleet.io/properties: '{\"example.com/tier\": \"2\"}'"
+            ),
             member("b", "")
         ));
         let head = cat(&member("c", "gitfleet.io/kubeconfig-context: admin@c"));

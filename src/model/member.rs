@@ -515,6 +515,93 @@ impl ManagedClusterSetBinding {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Declared properties
+// ---------------------------------------------------------------------------------------------
+
+/// The annotation a member declares its properties with: a mapping (YAML or JSON) of property
+/// name to quantity, as KubeFleet's `MemberCluster.status.properties` maps them, so that any
+/// property name a placement can write (`example.com/cost-tier`) fits in one valid key.
+pub const PROPERTIES_ANNOTATION: &str = "gitfleet.io/properties";
+/// The earlier spelling, one annotation `gitfleet.io/property.<name>` per property: still read,
+/// with a warning, since a name with a `/` in it makes a key no API server accepts.
+pub const LEGACY_PROPERTY_PREFIX: &str = "gitfleet.io/property.";
+
+/// What a member's annotations declare.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeclaredProperties {
+    /// Property name to quantity (as written).
+    pub values: std::collections::BTreeMap<String, String>,
+    /// Why the declaration is wrong (the commit is invalid).
+    pub problems: Vec<Problem>,
+    /// Properties declared with the earlier spelling, each with how to rewrite it.
+    pub warnings: Vec<Problem>,
+}
+
+/// The properties the annotations of a member declare ([`PROPERTIES_ANNOTATION`], and
+/// [`LEGACY_PROPERTY_PREFIX`] below it: the new spelling wins for a name written both ways).
+pub fn declared_properties(
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> DeclaredProperties {
+    let mut out = DeclaredProperties::default();
+    let legacy: Vec<(&String, &str, &String)> = annotations
+        .iter()
+        .filter_map(|(k, v)| Some((k, k.strip_prefix(LEGACY_PROPERTY_PREFIX)?, v)))
+        .collect();
+    for (key, name, value) in &legacy {
+        out.values.insert(name.to_string(), value.to_string());
+        let rewrite = serde_json::json!({ *name: value }).to_string();
+        out.warnings.push(Problem::new(
+            super::metadata::key_field("metadata.annotations", key),
+            format!(
+                "the spelling {LEGACY_PROPERTY_PREFIX}<name> is deprecated (a property name with a '/' makes an annotation key no API server accepts); declare it in the annotation {PROPERTIES_ANNOTATION} instead: `{PROPERTIES_ANNOTATION}: '{rewrite}'` (one mapping for all the member's properties)"
+            ),
+        ));
+    }
+    let Some(text) = annotations.get(PROPERTIES_ANNOTATION) else {
+        return out;
+    };
+    let field = super::metadata::key_field("metadata.annotations", PROPERTIES_ANNOTATION);
+    let map = match crate::yaml::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => map,
+        Ok(Value::Null) => return out,
+        Ok(_) => {
+            out.problems.push(Problem::new(
+                field,
+                "must be a mapping of property name to quantity, such as '{\"example.com/cost-tier\": \"3\"}'",
+            ));
+            return out;
+        }
+        Err(e) => {
+            out.problems.push(Problem::new(
+                field,
+                format!("must be a mapping of property name to quantity (YAML or JSON): {e}"),
+            ));
+            return out;
+        }
+    };
+    for (name, value) in map {
+        if let Err(msg) = super::placement::check_property_name(&name) {
+            out.problems.push(Problem::new(field.clone(), msg));
+        }
+        let Some(value) = value.as_str() else {
+            out.problems.push(Problem::new(
+                field.clone(),
+                format!("property {name:?}: the quantity must be a string (quote it: \"{value}\"), not {value}"),
+            ));
+            continue;
+        };
+        if let Err(e) = super::quantity::Quantity::parse(value) {
+            out.problems.push(Problem::new(
+                field.clone(),
+                format!("property {name:?}: {e}"),
+            ));
+        }
+        out.values.insert(name, value.to_string());
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
 // Field checks shared with `staged` and `ocm`
 // ---------------------------------------------------------------------------------------------
 
@@ -1089,5 +1176,74 @@ spec:
         assert!(!is_base64("YWJ"));
         assert!(is_https_url("HTTPS://x"));
         assert!(!is_https_url("https://a b"));
+    }
+
+    fn annotations(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn declared_properties_are_one_mapping_annotation() {
+        let d = declared_properties(&annotations(&[(
+            PROPERTIES_ANNOTATION,
+            "{\"example.com/cost-tier\": \"3\", plain: 500m}",
+        )]));
+        assert_eq!(d.problems, vec![]);
+        assert_eq!(d.warnings, vec![]);
+        assert_eq!(d.values["example.com/cost-tier"], "3");
+        assert_eq!(d.values["plain"], "500m");
+        // YAML block form reads the same.
+        let d = declared_properties(&annotations(&[(
+            PROPERTIES_ANNOTATION,
+            "example.com/cost-tier: \"3\"\n",
+        )]));
+        assert_eq!(d.values["example.com/cost-tier"], "3");
+    }
+
+    #[test]
+    fn declared_properties_refuse_what_is_not_a_mapping_of_names_to_quantities() {
+        let problems = |v: &str| {
+            declared_properties(&annotations(&[(PROPERTIES_ANNOTATION, v)]))
+                .problems
+                .into_iter()
+                .map(|p| format!("{}: {}", p.field, p.message))
+                .collect::<Vec<_>>()
+        };
+        assert!(problems("[a]")[0].contains("must be a mapping"));
+        assert!(problems("{a: [unclosed")[0].contains("must be a mapping"));
+        assert!(problems("{\"a/b/c d\": \"1\"}")[0].contains("invalid property name"));
+        assert!(problems("{a: lots}")[0].contains("property \"a\""));
+        assert!(problems("{a: 3}")[0].contains("must be a string"));
+        assert!(
+            problems("{a: 3}")[0].starts_with("metadata.annotations[\"gitfleet.io/properties\"]: ")
+        );
+    }
+
+    #[test]
+    fn declared_properties_read_the_legacy_spelling_with_a_warning() {
+        let d = declared_properties(&annotations(&[
+            ("gitfleet.io/property.example.com/cost-tier", "3"),
+            ("gitfleet.io/property.plain", "1"),
+            (PROPERTIES_ANNOTATION, "{plain: \"2\"}"),
+        ]));
+        assert_eq!(d.problems, vec![]);
+        assert_eq!(d.values["example.com/cost-tier"], "3");
+        // The new spelling wins.
+        assert_eq!(d.values["plain"], "2");
+        assert_eq!(d.warnings.len(), 2);
+        assert_eq!(
+            d.warnings[0].field,
+            "metadata.annotations[\"gitfleet.io/property.example.com/cost-tier\"]"
+        );
+        assert!(
+            d.warnings[0]
+                .message
+                .contains("`gitfleet.io/properties: '{\"example.com/cost-tier\":\"3\"}'`"),
+            "{}",
+            d.warnings[0].message
+        );
     }
 }

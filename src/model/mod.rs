@@ -3,6 +3,7 @@
 
 pub mod envelope;
 pub mod member;
+pub mod metadata;
 pub mod object;
 pub mod ocm;
 pub mod overrides;

@@ -134,6 +134,7 @@ pub struct OverrideRule {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterSelector {
+    /// At most 10 items. (The CRD requires the field; many fixtures still omit it.)
     #[serde(default)]
     pub cluster_selector_terms: Vec<ClusterSelectorTerm>,
 }
@@ -456,6 +457,13 @@ fn validate_policy(policy: &OverridePolicy, p: &mut Problems) {
     for (i, rule) in policy.override_rules.iter().enumerate() {
         let rf = format!("{f}[{i}]");
         if let Some(cs) = &rule.cluster_selector {
+            let n = cs.cluster_selector_terms.len();
+            if n > 10 {
+                p.push(
+                    format!("{rf}.clusterSelector.clusterSelectorTerms"),
+                    format!("Too many: {n}: must have at most 10 items"),
+                );
+            }
             for (j, term) in cs.cluster_selector_terms.iter().enumerate() {
                 validate_term(
                     term,
@@ -980,5 +988,25 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].field, "spec.clusterResourceSelectors[1]");
         assert!(got[0].message.starts_with("clusterResourceOverride can only select cluster scoped resources; Deployment is namespaced"));
+    }
+
+    /// `maxItems: 10` of the CRD on an override rule's `clusterSelectorTerms`.
+    #[test]
+    fn override_cluster_selector_terms_are_at_most_10() {
+        let terms = |n: usize| {
+            format!(
+                "  policy:\n    overrideRules:\n    - clusterSelector: {{clusterSelectorTerms: [{}]}}\n      overrideType: Delete\n",
+                vec!["{labelSelector: {}}"; n].join(", ")
+            )
+        };
+        assert!(problems(&cro(&format!("{CRO_HEAD}{CRO_SEL}{}", terms(10)))).is_empty());
+        let got = problems(&cro(&format!("{CRO_HEAD}{CRO_SEL}{}", terms(11))));
+        assert_eq!(
+            got,
+            [(
+                "spec.policy.overrideRules[0].clusterSelector.clusterSelectorTerms".to_string(),
+                "Too many: 11: must have at most 10 items".to_string()
+            )]
+        );
     }
 }

@@ -372,7 +372,8 @@ pub struct DeleteStrategy {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReportBackStrategy {
-    #[serde(rename = "type")]
+    /// The CRD marks it required but defaults it to `Disabled`: the server fills it in first.
+    #[serde(default, rename = "type")]
     pub type_: ReportBackType,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub destination: Option<ReportBackDestination>,
@@ -528,9 +529,8 @@ fn validate_selectors(pl: &Placement, p: &mut Problems) {
             );
         }
         if let Some(ls) = &s.label_selector {
-            for (field, msg) in ls.problems() {
-                p.push(format!("{f}.labelSelector.{field}"), msg);
-            }
+            // The webhook's LabelSelectorAsSelector: structure, keys and values.
+            super::member::check_selector(&format!("{f}.labelSelector"), ls, p);
         }
         if s.selection_scope.is_some() && !s.is_namespace() {
             p.push(
@@ -757,9 +757,8 @@ fn validate_affinity(ca: &ClusterAffinity, p: &mut Problems) {
 
 fn validate_term(term: &ClusterSelectorTerm, f: &str, p: &mut Problems) {
     if let Some(ls) = &term.label_selector {
-        for (field, msg) in ls.problems() {
-            p.push(format!("{f}.labelSelector.{field}"), msg);
-        }
+        // The webhook's LabelSelectorAsSelector: structure, keys and values.
+        super::member::check_selector(&format!("{f}.labelSelector"), ls, p);
     }
     if let Some(ps) = &term.property_selector {
         for (i, r) in ps.match_expressions.iter().enumerate() {
@@ -782,8 +781,13 @@ fn validate_term(term: &ClusterSelectorTerm, f: &str, p: &mut Problems) {
     }
 }
 
-/// Resource properties must be `resources.kubernetes-fleet.io/<total|allocatable|available>-<resource>`.
+/// Why `name` is not a property name KubeFleet's webhook admits (`validateName` in
+/// pkg/utils/validator/placement.go): a resource property is
+/// `resources.kubernetes-fleet.io/<total|allocatable|available>-<resource>` and a qualified name;
+/// any other is one or more `/`-separated qualified names, the first of which may instead be a
+/// DNS subdomain (so `example.com/cost-tier` and `a.b/c/d` are names).
 pub fn check_property_name(name: &str) -> Result<(), String> {
+    use super::member::qualified_name_problem;
     if name.is_empty() {
         return Err("Required value: property name is required".into());
     }
@@ -794,6 +798,31 @@ pub fn check_property_name(name: &str) -> Result<(), String> {
         if !ok {
             return Err(format!(
                 "invalid resource property {name:?}: expected resources.kubernetes-fleet.io/<total|allocatable|available>-<resource>"
+            ));
+        }
+        return match qualified_name_problem(name) {
+            Some(msg) => Err(format!("invalid property name {name:?}: {msg}")),
+            None => Ok(()),
+        };
+    }
+    let mut segments = name.split('/');
+    let first = segments.next().unwrap_or_default();
+    let rest: Vec<&str> = segments.collect();
+    if rest.is_empty() {
+        return match qualified_name_problem(name) {
+            Some(msg) => Err(format!("invalid property name {name:?}: {msg}")),
+            None => Ok(()),
+        };
+    }
+    if !is_dns1123_subdomain(first) && qualified_name_problem(first).is_some() {
+        return Err(format!(
+            "invalid property name {name:?}: its first segment {first:?} is neither a DNS subdomain nor a qualified name"
+        ));
+    }
+    for seg in rest {
+        if let Some(msg) = qualified_name_problem(seg) {
+            return Err(format!(
+                "invalid property name {name:?}: segment {seg:?}: {msg}"
             ));
         }
     }
@@ -861,6 +890,15 @@ fn validate_strategy(s: &RolloutStrategy, is_v1: bool, p: &mut Problems) {
             p.push(
                 format!("{f}.reportBackStrategy"),
                 "unknown field \"reportBackStrategy\" (v1beta1 only)",
+            );
+        }
+    }
+    if let Some(r) = &s.report_back_strategy {
+        // CEL rule of the CRD on reportBackStrategy.
+        if r.type_ == ReportBackType::Mirror && r.destination.is_none() {
+            p.push(
+                format!("{f}.reportBackStrategy"),
+                "when reportBackStrategy.type is 'Mirror', a destination must be specified",
             );
         }
     }
@@ -1175,5 +1213,80 @@ mod tests {
         assert_eq!(IntOrPercent::Int(2).scaled_up(10), Some(2));
         assert!(!IntOrPercent::String("1000%".into()).is_well_formed());
         assert!(IntOrPercent::String("100%".into()).is_well_formed());
+    }
+
+    /// KubeFleet's webhook `validateName`: resource properties by capacity type, others as
+    /// `/`-separated qualified names with an optional DNS-subdomain first segment.
+    #[test]
+    fn property_names_follow_the_webhook_rule() {
+        for good in [
+            "resources.kubernetes-fleet.io/total-cpu",
+            "resources.kubernetes-fleet.io/available-memory",
+            "kubernetes-fleet.io/node-count",
+            "example.com/cost-tier",
+            "kubernetes.azure.com/vm-sizes/Standard_D4s_v3/capacity",
+            "plain",
+        ] {
+            assert_eq!(check_property_name(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "resources.kubernetes-fleet.io/used-cpu",
+            "resources.kubernetes-fleet.io/total",
+            "bad name",
+            "example.com//x",
+            "example.com/-x",
+            "Bad Prefix/x",
+            "a/b/",
+        ] {
+            assert!(check_property_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// CEL rule of the CRD: `reportBackStrategy.type: Mirror` needs a destination.
+    #[test]
+    fn report_back_mirror_requires_a_destination() {
+        let got = problems(&crp(&format!(
+            "{SEL}  strategy: {{reportBackStrategy: {{type: Mirror}}}}\n"
+        )));
+        assert_eq!(got[0].0, "spec.strategy.reportBackStrategy");
+        assert!(got[0].1.contains("a destination must be specified"));
+        assert!(problems(&crp(&format!(
+            "{SEL}  strategy: {{reportBackStrategy: {{type: Mirror, destination: WorkAPI}}}}\n"
+        )))
+        .is_empty());
+    }
+
+    /// The CRD defaults `reportBackStrategy.type` to Disabled, so it may be left out.
+    #[test]
+    fn report_back_type_defaults_to_disabled() {
+        let p = placement(&crp(&format!(
+            "{SEL}  strategy: {{reportBackStrategy: {{}}}}\n"
+        )));
+        assert_eq!(
+            p.spec.strategy.report_back_strategy.unwrap().type_,
+            ReportBackType::Disabled
+        );
+    }
+
+    /// The webhook's `LabelSelectorAsSelector`: keys and values of resource and cluster
+    /// selectors are label keys and values.
+    #[test]
+    fn placement_label_selectors_hold_valid_keys_and_values() {
+        let got = problems(&crp(
+            "  resourceSelectors: [{group: '', version: v1, kind: Namespace, labelSelector: {matchLabels: {'bad key!': v}}}]\n",
+        ));
+        assert_eq!(
+            got[0].0, "spec.resourceSelectors[0].labelSelector.matchLabels",
+            "{got:?}"
+        );
+        let got = problems(&crp(&format!(
+            "{SEL}  policy:\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{labelSelector: {{matchExpressions: [{{key: env, operator: In, values: ['-x']}}]}}}}]}}}}}}\n"
+        )));
+        assert_eq!(
+            got[0].0,
+            "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].labelSelector.matchExpressions[0].values[0]",
+            "{got:?}"
+        );
     }
 }

@@ -2,9 +2,12 @@
 //! ResourcePlacement, OCM Placement) and its key (kind, namespace, name), the identity every map
 //! of placements is keyed by (state, schedule, status, metrics, plan).
 //!
-//! Text only where it meets text: the id `crp/NAME`, `rp/NAMESPACE/NAME`, `ocm/NAMESPACE/NAME`
-//! (state files, the status API, logs and metrics) through `Display` and `FromStr`, and the
-//! kind's API name in JSON. The labels gitfleet puts on members (`crp.NAME`, …) are push's.
+//! Text only where it meets text, every form made here: the id `crp/NAME`, `rp/NAMESPACE/NAME`,
+//! `ocm/NAMESPACE/NAME` (state files, the status API, logs and metrics) through `Display` and
+//! `FromStr`; the record key `crp.NAME`, `rp.NAMESPACE.NAME`, … that names the placement in
+//! the records members keep ([`PlacementKey::record_key`], read back by
+//! [`PlacementKey::from_record_key`]); the label value gitfleet puts on what it applies
+//! ([`PlacementKey::label_value`]); and the kind's API name in JSON.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -88,6 +91,75 @@ impl PlacementKey {
             name: name.to_string(),
         }
     }
+
+    /// `crp.NAME`, `rp.NAMESPACE.NAME`, `ocm.NAMESPACE.NAME`, `mw.NAMESPACE.NAME`: names the
+    /// placement in the records members keep and, through [`Self::label_value`], in labels
+    /// (byte for byte as gitfleet 0.1.0 wrote them).
+    pub fn record_key(&self) -> String {
+        let prefix = self.kind.prefix();
+        match &self.namespace {
+            Some(ns) => format!("{prefix}.{ns}.{}", self.name),
+            None => format!("{prefix}.{}", self.name),
+        }
+    }
+
+    /// The placement a record key names, as a member's record holds it (namespaces have no
+    /// dots, names may); `None` for a key no placement writes.
+    pub fn from_record_key(key: &str) -> Option<PlacementKey> {
+        let (prefix, rest) = key.split_once('.')?;
+        let (kind, namespace, name) = match prefix {
+            "crp" => (PlacementKind::ClusterResourcePlacement, None, rest),
+            "rp" | "ocm" | "mw" => {
+                let (ns, name) = rest.split_once('.')?;
+                let kind = match prefix {
+                    "rp" => PlacementKind::ResourcePlacement,
+                    "ocm" => PlacementKind::OcmPlacement,
+                    _ => PlacementKind::ManifestWork,
+                };
+                (kind, Some(ns), name)
+            }
+            _ => return None,
+        };
+        let part = |s: &str| !s.is_empty() && !s.contains('/');
+        (part(name) && namespace.is_none_or(part)).then(|| PlacementKey::new(kind, namespace, name))
+    }
+
+    /// The value of the placement label on what gitfleet applies: [`Self::record_key`] as a
+    /// label value ([`label_value_of`]).
+    pub fn label_value(&self) -> String {
+        label_value_of(&self.record_key())
+    }
+}
+
+/// The longest label value Kubernetes accepts.
+const LABEL_VALUE_MAX: usize = 63;
+
+/// A record key (as [`PlacementKey::record_key`] writes it, or as a member's record holds it)
+/// as a label value: as is when it fits in 63 characters, else a prefix and a hash of the
+/// whole key, so that two long keys never share a value.
+pub fn label_value_of(record_key: &str) -> String {
+    if record_key.len() <= LABEL_VALUE_MAX {
+        return record_key.to_string();
+    }
+    let hash = short_hash(record_key);
+    let keep = LABEL_VALUE_MAX - hash.len() - 1;
+    // Keys are ASCII (DNS names and dots); a value must end with an alphanumeric character.
+    let prefix = record_key[..keep].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    format!("{prefix}-{hash}")
+}
+
+/// The first 10 hex digits of the sha256 of the key as a JSON string: what the snapshot
+/// hash of the key as a JSON value gives, which labels written before carry.
+fn short_hash(key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let json = serde_json::to_string(key).expect("a string serialises");
+    let digest = Sha256::digest(json.as_bytes());
+    let mut hex = String::with_capacity(10);
+    for b in &digest[..5] {
+        use std::fmt::Write as _;
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex
 }
 
 /// The id: `crp/NAME`, `rp/NAMESPACE/NAME`, `ocm/NAMESPACE/NAME`, `mw/CLUSTER/NAME`.
@@ -215,6 +287,56 @@ mod tests {
         ] {
             assert!(bad.parse::<PlacementKey>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn record_keys_name_the_kind_namespace_and_name_and_read_back() {
+        let key = |id: &str| id.parse::<PlacementKey>().unwrap().record_key();
+        assert_eq!(key("crp/web"), "crp.web");
+        assert_eq!(key("rp/team/web"), "rp.team.web");
+        assert_eq!(key("ocm/ocm-ns/p"), "ocm.ocm-ns.p");
+        for id in [
+            "crp/app",
+            "crp/a.b",
+            "rp/web/web",
+            "rp/web/x.y",
+            "ocm/ocm-apps/agent",
+            "mw/cluster-1/web.app",
+        ] {
+            let key: PlacementKey = id.parse().unwrap();
+            let written = key.record_key();
+            assert_eq!(
+                PlacementKey::from_record_key(&written),
+                Some(key),
+                "{written}"
+            );
+        }
+        for bad in ["what.ever", "rp.nodots", "crp.", "rp..x", "crp.a/b", "crp"] {
+            assert_eq!(PlacementKey::from_record_key(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn long_label_values_are_shortened_with_a_hash() {
+        let crp = PlacementKey::new(PlacementKind::ClusterResourcePlacement, None, "web");
+        assert_eq!(crp.label_value(), "crp.web");
+        let long = PlacementKey::new(
+            PlacementKind::ResourcePlacement,
+            Some(&"n".repeat(40)),
+            &"x".repeat(40),
+        );
+        let v = long.label_value();
+        assert_eq!(v.len(), 63);
+        assert!(crate::model::is_label_value(&v), "{v}");
+        // The hash is the one labels on members already carry.
+        let hash =
+            &crate::snapshot::hash_value(&serde_json::Value::String(long.record_key()))[..10];
+        assert!(v.ends_with(&format!("-{hash}")), "{v}");
+        let other = format!("rp.{}.{}", "n".repeat(40), "y".repeat(40));
+        assert_ne!(v, label_value_of(&other));
+        // A cut that lands on a dot does not leave the value ending in one.
+        let dotted = format!("crp.{}.{}", "a".repeat(47), "b".repeat(30));
+        assert!(crate::model::is_label_value(&label_value_of(&dotted)));
     }
 
     #[test]

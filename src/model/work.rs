@@ -88,9 +88,8 @@ pub struct ManifestConfigOption {
 pub struct ResourceIdentifier {
     #[serde(default)]
     pub group: String,
-    #[serde(default)]
+    /// Required by the CRD (as `name`), in manifestConfigs and in orphaning rules alike.
     pub resource: String,
-    #[serde(default)]
     pub name: String,
     #[serde(default)]
     pub namespace: String,
@@ -554,6 +553,25 @@ executor: {subject: {type: ServiceAccount}}
                 "spec.manifestConfigs[0].resourceIdentifier.resource",
                 "spec.manifestConfigs[0].updateStrategy.serverSideApply.fieldManager",
             ]
+        );
+    }
+
+    /// The CRD requires `name` and `resource` of a resource identifier (orphaning rules and
+    /// manifestConfigs alike).
+    #[test]
+    fn orphaning_rules_require_name_and_resource() {
+        let v = crate::model::testing::value(
+            "workload: {manifests: []}\ndeleteOption:\n  propagationPolicy: SelectivelyOrphan\n  selectivelyOrphans:\n    orphaningRules: [{group: '', resource: configmaps, namespace: default}]\n",
+        );
+        let err = crate::model::decode::<ManifestWorkTemplate>(&v).unwrap_err();
+        assert_eq!(
+            err.field,
+            "deleteOption.selectivelyOrphans.orphaningRules[0]"
+        );
+        assert!(
+            err.message.contains("missing field `name`"),
+            "{}",
+            err.message
         );
     }
 }

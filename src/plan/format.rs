@@ -8,6 +8,7 @@ use super::{
     Change, ClusterMove, ClusterPlan, ClusterReason, ObjectDiff, PlacementPlan, Plan,
     RolloutImpact, RunNote, RunNoteKind, Score, StageImpact, Transition,
 };
+use crate::rollout::Strategy;
 use std::fmt::{self, Write as _};
 
 /// The command a reader runs to see what the markdown comment had to leave out.
@@ -683,8 +684,8 @@ fn rollout_brief(r: &RolloutImpact) -> String {
         return "–".into();
     }
     let clusters = count(n, "cluster", "clusters");
-    match r.strategy.as_str() {
-        "External" => {
+    match r.strategy {
+        Strategy::External => {
             let stages: Vec<&str> = r
                 .stages
                 .iter()
@@ -697,7 +698,7 @@ fn rollout_brief(r: &RolloutImpact) -> String {
                 format!("{clusters} in stages {}", stages.join(", "))
             }
         }
-        "RollingUpdate" => match r.max_unavailable {
+        Strategy::RollingUpdate => match r.max_unavailable {
             Some(m) => format!("{clusters}, {m} at a time"),
             None => clusters,
         },

@@ -10,11 +10,11 @@ use crate::catalog::Catalog;
 use crate::model::placement::RolloutStrategyType;
 use crate::model::placement_key::as_id;
 use crate::model::Labels;
-use crate::model::{PlacementKey, PlacementKind};
+use crate::model::{ObjectKey, PlacementKey, PlacementKind};
 use crate::render::cluster::{CommitRenderer, Selections, SharedManifests};
 use crate::render::ClusterTarget;
 use crate::rollout::staged;
-use crate::rollout::strategy::ApplyStrategy;
+use crate::rollout::strategy::{ApplyStrategy, Strategy};
 use crate::rollout::{preview, RolloutState};
 use crate::schedule::{
     schedule_commit, ClusterDecision, Condition, Fleet, Inventory, PlacementSchedule, Previous,
@@ -175,7 +175,7 @@ pub struct ClusterReason {
 #[serde(rename_all = "camelCase")]
 pub struct RolloutImpact {
     /// `RollingUpdate`, `External` (staged update runs) or `OCM`.
-    pub strategy: String,
+    pub strategy: Strategy,
     /// Clusters that stay selected and whose manifests change: they update.
     pub updating: Vec<String>,
     /// RollingUpdate: `maxUnavailable` and `maxSurge` resolved for the head's target count.
@@ -572,7 +572,7 @@ fn overrides_of(world: &World, sel: &Selections, key: &PlacementKey) -> BTreeMap
                 .is_some_and(|ns| o.selects(group, kind, ns, name))
         });
         if o.follows_placement(&key.name, key.namespace.as_deref()) && selects {
-            let id = cat.objects[e.index].key().to_string();
+            let id = cat.objects[e.index].key().short().to_string();
             out.insert(id, hash_value(&cat.objects[e.index].value));
         }
     }
@@ -608,7 +608,7 @@ fn selection_of(sel: &Selections, key: &PlacementKey) -> Option<BTreeMap<String,
     Some(
         resources
             .iter()
-            .map(|r| (r.key().to_string(), hash_value(&r.value)))
+            .map(|r| (r.key().short().to_string(), hash_value(&r.value)))
             .collect(),
     )
 }
@@ -910,8 +910,8 @@ fn rollout_impact(
     if change == Change::Unchanged && updating.is_empty() && !runs_news {
         return None;
     }
-    let impact = |strategy: &str, description: String| RolloutImpact {
-        strategy: strategy.into(),
+    let impact = |strategy: Strategy, description: String| RolloutImpact {
+        strategy,
         updating: updating.clone(),
         max_unavailable: None,
         max_surge: None,
@@ -920,17 +920,17 @@ fn rollout_impact(
         run_notes: vec![],
     };
     if h.key.kind == PlacementKind::OcmPlacement {
-        return Some(impact("OCM", "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into()));
+        return Some(impact(Strategy::Ocm, "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into()));
     }
     if h.key.kind == PlacementKind::ManifestWork {
         return Some(impact(
-            "OCM",
+            Strategy::Ocm,
             "the ManifestWork is applied at once on its cluster, as OCM's work agent applies it"
                 .into(),
         ));
     }
     let Some(entry) = entry else {
-        return Some(impact("RollingUpdate", String::new()));
+        return Some(impact(Strategy::RollingUpdate, String::new()));
     };
     let updating_set: BTreeSet<&str> = updating.iter().map(String::as_str).collect();
     let change = preview::Change {
@@ -951,7 +951,7 @@ fn rollout_impact(
             return Some(RolloutImpact {
                 stages,
                 run_notes,
-                ..impact("External", description.into())
+                ..impact(Strategy::External, description.into())
             });
         }
         preview::Preview::Rolling { budget, steps } => (budget, steps),
@@ -974,7 +974,7 @@ fn rollout_impact(
     Some(RolloutImpact {
         max_unavailable: Some(m),
         max_surge: Some(budget.max_surge),
-        ..impact("RollingUpdate", description)
+        ..impact(Strategy::RollingUpdate, description)
     })
 }
 
@@ -1032,9 +1032,21 @@ fn staged_impact(
             None => {
                 let mut history = placement.map(|p| p.resources.clone()).unwrap_or_default();
                 let strategy = staged::strategy_of(head.cat, run);
+                // As the daemon does: a run the members' records name resumes what they say.
+                let ended = head.rollout.is_some_and(|r| r.ended_runs.contains(&name));
+                let resumed = (!ended)
+                    .then(|| staged::init::recorded(&view, run))
+                    .flatten();
                 let now = 0;
-                match staged::init::initialize(&view, run, strategy, &mut history, head.commit, now)
-                {
+                match staged::init::initialize(
+                    &view,
+                    run,
+                    strategy,
+                    &mut history,
+                    head.commit,
+                    resumed,
+                    now,
+                ) {
                     Ok(st) => st,
                     Err(failure) => {
                         let (kind, message) = match failure {
@@ -1180,7 +1192,8 @@ fn compare_clusters(
             }
         }
         let mut objects = Vec::new();
-        let ids: BTreeSet<&Rc<str>> = base_objects.keys().chain(head_objects.keys()).collect();
+        let ids: BTreeSet<&Rc<ObjectKey>> =
+            base_objects.keys().chain(head_objects.keys()).collect();
         for id in ids {
             let (b, h) = (base_objects.get(id), head_objects.get(id));
             let change = match (b, h) {
@@ -1199,7 +1212,7 @@ fn compare_clusters(
                 continue;
             };
             objects.push(ObjectDiff {
-                object: id.to_string(),
+                object: id.short().to_string(),
                 placement,
                 change,
                 diff,
@@ -1223,7 +1236,7 @@ struct Side<'a> {
     ids: Vec<PlacementKey>,
     /// The objects' ids of each shared rendering, by its address (renderings live as long as
     /// the renderer, so addresses are not reused).
-    object_ids: RefCell<HashMap<usize, Rc<[Rc<str>]>>>,
+    object_ids: RefCell<HashMap<usize, Rc<[Rc<ObjectKey>]>>>,
 }
 
 /// One rendered object of a cluster: its value, where it sits in a shared rendering (which
@@ -1235,7 +1248,8 @@ struct Object<'r> {
 }
 
 /// A cluster's rendered objects by identity; later placements win, as in one apply.
-type Objects<'r> = BTreeMap<Rc<str>, Object<'r>>;
+/// By identity: two kinds of one name in different API groups are two objects.
+type Objects<'r> = BTreeMap<Rc<ObjectKey>, Object<'r>>;
 
 impl<'a> Side<'a> {
     /// The head's side reuses the base's renderings where a placement renders alike.
@@ -1292,7 +1306,9 @@ impl<'a> Side<'a> {
                         .object_ids
                         .borrow_mut()
                         .entry(rendering)
-                        .or_insert_with(|| ms.iter().map(|m| object_id(&m.value).into()).collect())
+                        .or_insert_with(|| {
+                            ms.iter().map(|m| ObjectKey::of(&m.value).into()).collect()
+                        })
                         .clone();
                     for (j, m) in ms.iter().enumerate() {
                         let object = Object {
@@ -1335,7 +1351,12 @@ impl DiffMemo {
     }
 
     /// The unified diff of an object between the two sides, `None` when it is the same.
-    fn diff(&mut self, id: &str, b: Option<&Object>, h: Option<&Object>) -> Option<SharedDiff> {
+    fn diff(
+        &mut self,
+        id: &ObjectKey,
+        b: Option<&Object>,
+        h: Option<&Object>,
+    ) -> Option<SharedDiff> {
         let key = (b.map(|o| o.at), h.map(|o| o.at));
         if key.0.is_some() && key.0 == key.1 {
             // One rendering shared by both sides.
@@ -1350,21 +1371,9 @@ impl DiffMemo {
                     return None;
                 }
                 let (bt, ht) = masked_yaml(bv, hv);
-                Some(unified(&bt, &ht, id, context).into())
+                Some(unified(&bt, &ht, &id.short().to_string(), context).into())
             })
             .clone()
-    }
-}
-
-fn object_id(v: &Value) -> String {
-    let kind = v.get("kind").and_then(Value::as_str).unwrap_or("?");
-    let name = v
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("?");
-    match v.pointer("/metadata/namespace").and_then(Value::as_str) {
-        Some(ns) => format!("{kind}/{ns}/{name}"),
-        None => format!("{kind}/{name}"),
     }
 }
 
@@ -1534,6 +1543,76 @@ mod tests {
         }
     }
 
+    /// Two kinds of one name in different API groups are two objects: each is planned (the
+    /// group is part of an object's identity, as in Kubernetes).
+    #[test]
+    fn objects_of_the_same_kind_and_name_in_two_groups_are_both_planned() {
+        let fleet = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n\
+            ---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+            metadata: {name: m1}\n\
+            spec: {identity: {name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}\n\
+            ---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\n\
+            metadata: {name: app}\n\
+            spec: {resourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}], policy: {placementType: PickAll}}\n";
+        let crd = |group: &str| {
+            format!(
+                "---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
+                 metadata: {{name: widgets.{group}}}\n\
+                 spec: {{group: {group}, scope: Namespaced, names: {{kind: Widget, plural: widgets}}, \
+                 versions: [{{name: v1, served: true, storage: true}}]}}\n"
+            )
+        };
+        let fleet = format!("{fleet}{}{}", crd("a.example.com"), crd("b.example.com"));
+        let fleet = fleet.as_str();
+        let widgets = "---\napiVersion: a.example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: app}\n\
+            ---\napiVersion: b.example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: app}\n";
+        let catalog = |y: String| {
+            let (cat, diags) = crate::analyze(&[crate::catalog::SourceFile {
+                path: "fleet.yaml".into(),
+                content: y.into_bytes(),
+            }]);
+            assert!(diags.is_empty(), "{diags:#?}");
+            cat
+        };
+        let (base, head) = (catalog(fleet.into()), catalog(format!("{fleet}{widgets}")));
+        let previous = Previous::new();
+        let inputs = Inputs {
+            inventory: None,
+            previous: &previous,
+            rollout: None,
+            now_unix: 0,
+        };
+        let plan = plan_catalogs(
+            ("base", &base),
+            ("head", &head),
+            &inputs,
+            &Options::default(),
+        );
+        let m1 = plan
+            .clusters
+            .iter()
+            .find(|c| c.cluster == "m1")
+            .unwrap_or_else(|| panic!("m1 is planned: {plan:#?}"));
+        let added: Vec<(&str, &str)> = m1
+            .objects
+            .iter()
+            .filter(|o| o.change == Change::Added)
+            .map(|o| (o.object.as_str(), &*o.diff))
+            .collect();
+        assert_eq!(added.len(), 2, "{added:#?}");
+        assert!(
+            added.iter().all(|(id, _)| *id == "Widget/app/w"),
+            "{added:#?}"
+        );
+        for group in ["a.example.com", "b.example.com"] {
+            let api_version = format!("apiVersion: {group}/v1");
+            assert!(
+                added.iter().any(|(_, d)| d.contains(&api_version)),
+                "{added:#?}"
+            );
+        }
+    }
+
     /// `plan` shows the stages the daemon's initialisation cuts, and where plan's own rules
     /// used to differ from it (a missing or non-integer sorting label, a cluster in two
     /// stages, integer order), plan reports the daemon's own outcome, word for word.
@@ -1546,7 +1625,7 @@ mod tests {
         type Case<'a> = ([&'a str; 3], &'a str, Result<Vec<Vec<&'a str>>, &'a str>);
         let cases: [Case; 4] = [
             (
-                ["{order: '10'}", "{order: '9'}", "{order: '-1'}"],
+                ["{order: '10'}", "{order: '9'}", "{order: '0'}"],
                 by_order,
                 Ok(vec![vec!["m3", "m2", "m1"]]),
             ),

@@ -1,7 +1,6 @@
 //! What gitfleet adds to every object it applies (spec/README §5): the managed-by and placement
 //! labels, and the snapshot, commit and spec-hash annotations. Pure.
 
-use crate::model::PlacementKey;
 use crate::snapshot::hash_value;
 use serde_json::{Map, Value};
 
@@ -16,32 +15,6 @@ pub const SPEC_HASH_ANNOTATION: &str = "gitfleet.io/spec-hash";
 pub const LAST_APPLIED_ANNOTATION: &str = "gitfleet.io/last-applied";
 /// The field manager of every write gitfleet makes.
 pub const FIELD_MANAGER: &str = "gitfleet";
-
-/// The longest label value Kubernetes accepts.
-const LABEL_VALUE_MAX: usize = 63;
-
-/// `crp.<name>`, `rp.<ns>.<name>`, `ocm.<ns>.<name>`: names the placement in labels and records
-/// on members (byte for byte as gitfleet 0.1.0 wrote them).
-pub fn placement_key(key: &PlacementKey) -> String {
-    let prefix = key.kind.prefix();
-    match &key.namespace {
-        Some(ns) => format!("{prefix}.{ns}.{}", key.name),
-        None => format!("{prefix}.{}", key.name),
-    }
-}
-
-/// The placement key as a label value: as is when it fits in 63 characters, else a prefix and
-/// a hash of the whole key, so that two long keys never share a value.
-pub fn label_value(key: &str) -> String {
-    if key.len() <= LABEL_VALUE_MAX {
-        return key.to_string();
-    }
-    let hash = &hash_value(&Value::String(key.to_string()))[..10];
-    let keep = LABEL_VALUE_MAX - hash.len() - 1;
-    // Keys are ASCII (DNS names and dots); a value must end with an alphanumeric character.
-    let prefix = key[..keep].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
-    format!("{prefix}-{hash}")
-}
 
 /// sha256 of the manifest as rendered: changes exactly when git changes what is delivered.
 pub fn spec_hash(manifest: &Value) -> String {
@@ -113,28 +86,6 @@ pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn keys_name_the_kind_namespace_and_name() {
-        let key = |id: &str| placement_key(&id.parse().unwrap());
-        assert_eq!(key("crp/web"), "crp.web");
-        assert_eq!(key("rp/team/web"), "rp.team.web");
-        assert_eq!(key("ocm/ocm-ns/p"), "ocm.ocm-ns.p");
-    }
-
-    #[test]
-    fn long_label_values_are_shortened_with_a_hash() {
-        assert_eq!(label_value("crp.web"), "crp.web");
-        let long = format!("rp.{}.{}", "n".repeat(40), "x".repeat(40));
-        let v = label_value(&long);
-        assert_eq!(v.len(), 63);
-        assert!(crate::model::is_label_value(&v), "{v}");
-        let other = format!("rp.{}.{}", "n".repeat(40), "y".repeat(40));
-        assert_ne!(v, label_value(&other));
-        // A cut that lands on a dot does not leave the value ending in one.
-        let dotted = format!("crp.{}.{}", "a".repeat(47), "b".repeat(30));
-        assert!(crate::model::is_label_value(&label_value(&dotted)));
-    }
 
     #[test]
     fn decorate_adds_labels_and_annotations_and_keeps_the_rest() {

@@ -40,9 +40,9 @@ use super::compare::{
     comparable, diff, holds_partial, obscure_secret, removals, three_way_patch, Comparison,
 };
 use super::decorate::{
-    annotation, decorate, label_value, placement_key, placement_label_of, spec_hash, Stamp,
-    COMMIT_ANNOTATION, FIELD_MANAGER, LAST_APPLIED_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL,
-    PLACEMENT_LABEL, SNAPSHOT_ANNOTATION, SPEC_HASH_ANNOTATION,
+    annotation, decorate, placement_label_of, spec_hash, Stamp, COMMIT_ANNOTATION, FIELD_MANAGER,
+    LAST_APPLIED_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, PLACEMENT_LABEL, SNAPSHOT_ANNOTATION,
+    SPEC_HASH_ANNOTATION,
 };
 use super::error::Error;
 use super::record::{self, Entry, Record};
@@ -54,6 +54,7 @@ use crate::fast_hash::{HashMap, HashSet};
 use crate::members::retry::{delay, with_retry, Budget};
 use crate::members::{Connection, Kinds};
 use crate::model::placement::{ApplyStrategyType, ComparisonOption, WhenToApply, WhenToTakeOver};
+use crate::model::placement_key::label_value_of;
 use crate::model::work::{ResourceOptions, UpdateMode, WorkConfig};
 use crate::model::PlacementKind;
 use crate::rollout::ApplyStrategy;
@@ -390,7 +391,7 @@ impl Member {
         // A long selector would make a long URL: past that many, every record is read.
         let keys = keys.filter(|k| k.len() <= 64);
         if let Some(keys) = keys {
-            let values: BTreeSet<String> = keys.iter().map(|k| label_value(k)).collect();
+            let values: BTreeSet<String> = keys.iter().map(|k| label_value_of(k)).collect();
             let values: Vec<String> = values.into_iter().collect();
             selector.push_str(&format!(",{PLACEMENT_LABEL} in ({})", values.join(",")));
         }
@@ -580,7 +581,7 @@ pub async fn push_member(
     let listed: BTreeSet<String> = target
         .placements
         .iter()
-        .map(|p| placement_key(&p.placement))
+        .map(|p| p.placement.record_key())
         .collect();
     // Only the records this push may touch: of the placements it pushes, and of those it may
     // prune when it prunes only some.
@@ -604,7 +605,7 @@ pub async fn push_member(
     let mut ordered: Vec<&PlacementPush> = target.placements.iter().collect();
     ordered.sort_by_key(|p| p.placement.kind != PlacementKind::ClusterResourcePlacement);
     for p in ordered {
-        let key = placement_key(&p.placement);
+        let key = p.placement.record_key();
         let old = records.get(&key);
         placements.push(
             push_placement(&m, &target.member, p, &key, old, &opts.commit, &mut placed).await,
@@ -632,7 +633,7 @@ pub fn failed_member(target: &MemberPush, error: String) -> MemberResult {
             .placements
             .iter()
             .map(|p| PlacementResult {
-                placement: placement_key(&p.placement),
+                placement: p.placement.record_key(),
                 cluster: target.member.clone(),
                 error: Some(error.clone()),
                 objects: Vec::new(),
@@ -644,7 +645,7 @@ pub fn failed_member(target: &MemberPush, error: String) -> MemberResult {
 /// Everything of a placement that is no longer delivered to this member at all.
 async fn prune_placement(m: &Member, member: &str, read: &Record) -> PlacementResult {
     let key = read.key.as_str();
-    let label = label_value(key);
+    let label = label_value_of(key);
     let mut result = PlacementResult {
         placement: key.to_string(),
         cluster: member.to_string(),
@@ -679,7 +680,7 @@ async fn push_placement(
     commit: &str,
     placed: &mut HashMap<LiveKey, Value>,
 ) -> PlacementResult {
-    let label = label_value(key);
+    let label = label_value_of(key);
     let mut result = PlacementResult {
         placement: key.to_string(),
         cluster: member.to_string(),
@@ -888,17 +889,9 @@ struct ObjectContext {
     mark: PlacementMark,
 }
 
-/// A live object's identity: (apiVersion, kind, namespace, name).
-type LiveKey = (String, String, String, String);
-
-fn live_key(o: &ObjectRef) -> LiveKey {
-    (
-        o.api_version.clone(),
-        o.kind.clone(),
-        o.namespace.clone().unwrap_or_default(),
-        o.name.clone(),
-    )
-}
+/// A live object, by the address it is read at (its version too: a push that delivers one
+/// object in two versions reads each).
+type LiveKey = ObjectRef;
 
 /// From this many objects of one kind in one push to a member (its placements together), the
 /// ones gitfleet placed are read with one LIST across namespaces instead of one GET each.
@@ -917,15 +910,13 @@ async fn prefetch_placed(m: &Member, target: &MemberPush) -> HashMap<LiveKey, Va
     let mut seen: HashMap<LiveKey, usize> = HashMap::default();
     for p in &target.placements {
         for manifest in p.manifests.iter() {
-            *seen
-                .entry(live_key(&ObjectRef::of(&manifest.value)))
-                .or_default() += 1;
+            *seen.entry(ObjectRef::of(&manifest.value)).or_default() += 1;
         }
     }
     let mut kinds: BTreeMap<(String, String), HashSet<LiveKey>> = BTreeMap::new();
     for (key, _) in seen.into_iter().filter(|(_, n)| *n == 1) {
         kinds
-            .entry((key.0.clone(), key.1.clone()))
+            .entry((key.api_version.clone(), key.kind.clone()))
             .or_default()
             .insert(key);
     }
@@ -948,13 +939,16 @@ async fn prefetch_placed(m: &Member, target: &MemberPush) -> HashMap<LiveKey, Va
             continue;
         };
         for v in items {
-            let at = |f: &str| super::metadata_str(&v, f).unwrap_or_default().to_string();
-            let key = (
-                api_version.clone(),
-                kind.clone(),
-                at("namespace"),
-                at("name"),
-            );
+            let key = ObjectRef {
+                api_version: api_version.clone(),
+                kind: kind.clone(),
+                namespace: super::metadata_str(&v, "namespace")
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string),
+                name: super::metadata_str(&v, "name")
+                    .unwrap_or_default()
+                    .to_string(),
+            };
             if wanted.contains(&key) {
                 out.insert(key, v);
             }
@@ -983,7 +977,7 @@ async fn prefetch(m: &Member, manifests: &[&Value]) -> HashMap<LiveKey, Option<V
         groups.entry(key).or_default().push(o);
     }
     let mut out = HashMap::default();
-    for ((api_version, kind, namespace), objects) in groups {
+    for objects in groups.into_values() {
         if objects.len() < LIST_THRESHOLD {
             continue;
         }
@@ -1001,10 +995,7 @@ async fn prefetch(m: &Member, manifests: &[&Value]) -> HashMap<LiveKey, Option<V
             .collect();
         for o in objects {
             let found = live.remove(&o.name);
-            out.insert(
-                (api_version.clone(), kind.clone(), namespace.clone(), o.name),
-                found,
-            );
+            out.insert(o, found);
         }
     }
     out
@@ -1022,10 +1013,7 @@ async fn run_wave(
 ) -> Vec<((ObjectResult, bool), bool)> {
     let mut tasks = tokio::task::JoinSet::new();
     let n = manifests.len();
-    let keys: Vec<LiveKey> = manifests
-        .iter()
-        .map(|v| live_key(&ObjectRef::of(v)))
-        .collect();
+    let keys: Vec<LiveKey> = manifests.iter().map(|v| ObjectRef::of(v)).collect();
     let unread: Vec<&Value> = manifests
         .iter()
         .zip(&keys)

@@ -126,7 +126,8 @@ impl Outcome {
     }
 }
 
-/// An object's identity on a member.
+/// Where an object is read and written on a member: its [`crate::model::ObjectKey`]'s parts
+/// with the API version it is asked in. Written as such in the members' records.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
@@ -155,6 +156,16 @@ impl ObjectRef {
                 .map(str::to_string),
             name: metadata_str(v, "name").unwrap_or_default().to_string(),
         }
+    }
+
+    /// Its identity (the version left out).
+    pub fn key(&self) -> crate::model::ObjectKey {
+        crate::model::ObjectKey::new(
+            self.group(),
+            &self.kind,
+            self.namespace.as_deref(),
+            &self.name,
+        )
     }
 
     pub fn group(&self) -> &str {

@@ -3,9 +3,10 @@
 //! objects gitfleet did not apply. Pure: building the ConfigMap, reading it back, and deciding
 //! what to prune.
 
-use super::decorate::{label_value, MANAGED_BY, MANAGED_BY_LABEL, PLACEMENT_LABEL};
+use super::decorate::{MANAGED_BY, MANAGED_BY_LABEL, PLACEMENT_LABEL};
 use super::writer::Mark;
 use super::ObjectRef;
+use crate::model::placement_key::label_value_of;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -52,21 +53,6 @@ pub struct Entry {
     pub orphan: bool,
 }
 
-/// The placement a record key names (`crp.NAME`, `rp.NS.NAME`, `ocm.NS.NAME`, as
-/// [`super::decorate::placement_key`] writes them; namespaces have no dots, names may).
-pub fn placement_of(key: &str) -> Option<crate::model::PlacementKey> {
-    let (prefix, rest) = key.split_once('.')?;
-    let id = match prefix {
-        "crp" => format!("crp/{rest}"),
-        "rp" | "ocm" | "mw" => {
-            let (ns, name) = rest.split_once('.')?;
-            format!("{prefix}/{ns}/{name}")
-        }
-        _ => return None,
-    };
-    id.parse().ok()
-}
-
 pub fn name(placement_key: &str) -> String {
     format!("applied.{placement_key}")
 }
@@ -84,7 +70,7 @@ pub fn config_map(record: &Record) -> Value {
             "namespace": NAMESPACE,
             "labels": {
                 MANAGED_BY_LABEL: MANAGED_BY,
-                PLACEMENT_LABEL: label_value(placement_key),
+                PLACEMENT_LABEL: label_value_of(placement_key),
                 RECORD_LABEL: "true",
             },
             "annotations": {KEY_ANNOTATION: placement_key, PROPAGATION_ANNOTATION: policy},
@@ -175,24 +161,6 @@ pub fn stale(old: &BTreeSet<Entry>, delivered: &BTreeSet<ObjectRef>) -> Vec<Entr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_record_key_names_its_placement_back() {
-        for id in [
-            "crp/app",
-            "crp/a.b",
-            "rp/web/web",
-            "rp/web/x.y",
-            "ocm/ocm-apps/agent",
-            "mw/cluster-1/web.app",
-        ] {
-            let key: crate::model::PlacementKey = id.parse().unwrap();
-            let written = crate::push::decorate::placement_key(&key);
-            assert_eq!(placement_of(&written), Some(key), "{written}");
-        }
-        assert_eq!(placement_of("what.ever"), None);
-        assert_eq!(placement_of("rp.nodots"), None);
-    }
 
     fn obj(api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> ObjectRef {
         ObjectRef {

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use super::decorate::placement_key;
 use super::{MemberPush, PlacementPush, PruneUnlisted};
 use crate::rollout::{Action, Prune, Sweep, Work};
 
@@ -44,7 +43,11 @@ pub fn member_pushes(
             });
     }
     for s in sweeps {
-        let keys = |set: &std::collections::BTreeSet<_>| set.iter().map(placement_key).collect();
+        let keys = |set: &std::collections::BTreeSet<_>| {
+            set.iter()
+                .map(crate::model::PlacementKey::record_key)
+                .collect()
+        };
         slot(&mut by_member, &s.cluster, contexts).prune_unlisted = match &s.prune {
             Prune::AllExcept(keep) => PruneUnlisted::AllExcept(keys(keep)),
             Prune::Only(only) => PruneUnlisted::Only(keys(only)),

@@ -142,7 +142,7 @@ impl RenderError {
 
 /// An object that its overrides made invalid for one cluster.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("Failed to synchronize the work to the latest: {resource}{} for cluster {cluster} is not a valid Kubernetes object after {}: {}", carried_by(.envelope), overrides_list(.overrides), list(.problems))]
+#[error("Failed to synchronize the work to the latest: {resource}{} for cluster {cluster} is not a valid Kubernetes object after {}: {}", carried_by(.envelope), overrides_list(.overrides), list(.problems), resource = .resource.short())]
 pub struct InvalidAfterOverride {
     pub resource: ObjectKey,
     pub envelope: Option<EnvelopeRef>,
@@ -159,7 +159,7 @@ fn overrides_list(overrides: &[OverrideRef]) -> String {
 
 /// One override rule that could not be applied to one resource for one cluster.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("Failed to apply the override rules on the resources: {override_ref} rule {rule} on {resource}{} for cluster {cluster}: {failure}", carried_by(.envelope))]
+#[error("Failed to apply the override rules on the resources: {override_ref} rule {rule} on {resource}{} for cluster {cluster}: {failure}", carried_by(.envelope), resource = .resource.short())]
 pub struct OverrideError {
     pub override_ref: OverrideRef,
     /// Index of the rule in `spec.policy.overrideRules`.
@@ -173,7 +173,7 @@ pub struct OverrideError {
 
 /// The same object (group, kind, namespace, name) rendered twice for one cluster.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{resource} would be applied twice to cluster {cluster} (from {} and from {})", source_of(.first), source_of(.second))]
+#[error("{resource} would be applied twice to cluster {cluster} (from {} and from {})", source_of(.first), source_of(.second), resource = .resource.short())]
 pub struct DuplicateError {
     pub resource: ObjectKey,
     pub cluster: String,
@@ -244,7 +244,7 @@ fn render_with(
                     continue;
                 };
                 check_embedded(&value, &key, None, applicable, cluster)?;
-                let wave = wave_of(&key.group, &key.kind);
+                let wave = wave_of(key.group(), key.kind());
                 out.push(((wave, false, i, 0), key, manifest(value, wave, None)));
             }
             Some(unwrapped) => {
@@ -262,7 +262,7 @@ fn render_with(
                         continue;
                     };
                     check_embedded(&inner, &inner_key, Some(&envelope), applicable, cluster)?;
-                    let wave = wave_of(&inner_key.group, &inner_key.kind);
+                    let wave = wave_of(inner_key.group(), inner_key.kind());
                     let m = manifest(inner, wave, Some(envelope.clone()));
                     out.push(((wave, true, i, j), inner_key, m));
                 }
@@ -384,12 +384,12 @@ fn identity(value: &Value) -> Result<ObjectKey, String> {
     let kind = text("/kind").ok_or("it has no kind")?;
     let name = text("/metadata/name").ok_or("it has no metadata.name")?;
     let gvk = Gvk::from_api_version(api_version, kind);
-    Ok(ObjectKey {
-        group: gvk.group,
-        kind: gvk.kind,
-        namespace: text("/metadata/namespace").map(str::to_string),
-        name: name.to_string(),
-    })
+    Ok(ObjectKey::new(
+        &gvk.group,
+        &gvk.kind,
+        text("/metadata/namespace"),
+        name,
+    ))
 }
 
 /// Where a manifest goes in the output: wave, carried by an envelope, index in `selected`, index

@@ -165,8 +165,8 @@ impl<'a> Applicable<'a> {
         let mut out: Vec<OverrideRef> = self
             .cluster
             .iter()
-            .filter(|o| match &resource.namespace {
-                None => o.selects(&resource.group, &resource.kind, &resource.name),
+            .filter(|o| match resource.namespace() {
+                None => o.selects(resource.group(), resource.kind(), resource.name()),
                 Some(ns) => o.selects_namespace(ns),
             })
             .filter(|o| patches(&o.spec.policy.override_rules))
@@ -176,11 +176,11 @@ impl<'a> Applicable<'a> {
                 name: o.metadata.name.clone(),
             })
             .collect();
-        if let Some(ns) = &resource.namespace {
+        if let Some(ns) = resource.namespace() {
             out.extend(
                 self.namespaced
                     .iter()
-                    .filter(|o| o.selects(&resource.group, &resource.kind, ns, &resource.name))
+                    .filter(|o| o.selects(resource.group(), resource.kind(), ns, resource.name()))
                     .filter(|o| patches(&o.spec.policy.override_rules))
                     .map(|o| OverrideRef {
                         kind: RESOURCE_OVERRIDE.into(),
@@ -211,8 +211,8 @@ impl<'a> Applicable<'a> {
                 failure,
             }))
         };
-        let cluster_overrides = self.cluster.iter().filter(|o| match &resource.namespace {
-            None => o.selects(&resource.group, &resource.kind, &resource.name),
+        let cluster_overrides = self.cluster.iter().filter(|o| match resource.namespace() {
+            None => o.selects(resource.group(), resource.kind(), resource.name()),
             Some(ns) => o.selects_namespace(ns),
         });
         for o in cluster_overrides {
@@ -227,13 +227,13 @@ impl<'a> Applicable<'a> {
                 Err(e) => return Err(fail(r, e)),
             }
         }
-        let Some(ns) = &resource.namespace else {
+        let Some(ns) = resource.namespace() else {
             return Ok(Some(value));
         };
         let resource_overrides = self
             .namespaced
             .iter()
-            .filter(|o| o.selects(&resource.group, &resource.kind, ns, &resource.name));
+            .filter(|o| o.selects(resource.group(), resource.kind(), ns, resource.name()));
         for o in resource_overrides {
             let r = OverrideRef {
                 kind: RESOURCE_OVERRIDE.into(),

@@ -470,12 +470,7 @@ fn a_missing_path_is_an_error_that_names_everything() {
                 name: "ro".into()
             },
             rule: 1,
-            resource: ObjectKey {
-                group: "apps".into(),
-                kind: "Deployment".into(),
-                namespace: Some("app".into()),
-                name: "web".into()
-            },
+            resource: ObjectKey::new("apps", "Deployment", Some("app"), "web"),
             envelope: None,
             cluster: "member-1".into(),
             failure: OverrideFailure::Patch {

@@ -27,10 +27,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
 use super::step::StepSummary;
+use super::strategy::Strategy;
+use crate::model::ObjectKey;
+use serde::{Deserialize, Serialize};
 
 pub mod trailers;
 
@@ -73,34 +73,16 @@ pub fn parse_share(s: &str) -> Result<u32, String> {
     }
 }
 
-/// `Kind` with its API group, namespace and name: how an object is counted (the same object
-/// applied twice is one).
-pub fn object_id(manifest: &Value) -> String {
-    let api_version = manifest["apiVersion"].as_str().unwrap_or_default();
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-    let kind = manifest["kind"].as_str().unwrap_or_default();
-    let name = crate::model::object::metadata_str(manifest, "name");
-    let ns = crate::model::object::metadata_str(manifest, "namespace");
-    let kind = if group.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{kind}.{group}")
-    };
-    match ns {
-        Some(ns) => format!("{kind}/{ns}/{}", name.unwrap_or_default()),
-        None => format!("{kind}/{}", name.unwrap_or_default()),
-    }
-}
-
-/// What is on members now: object ids by placement id (`crp/NAME`, or the record key
+/// What is on members now: object keys (counted by identity: the same object applied twice
+/// is one) by placement id (`crp/NAME`, or the record key
 /// `crp.NAME` members keep: the caller's choice, the same for [`assess`]'s fates) and cluster.
-pub type Managed = BTreeMap<(String, String), BTreeSet<String>>;
+pub type Managed = BTreeMap<(String, String), BTreeSet<ObjectKey>>;
 
 /// What a commit does to one placement's objects on one cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fate<'a> {
     /// These are delivered; every other object is pruned.
-    Keeps(&'a BTreeSet<String>),
+    Keeps(&'a BTreeSet<ObjectKey>),
     /// Everything is removed.
     Removed,
     /// Nothing is deleted (not rendered, not moved by this commit).
@@ -137,7 +119,8 @@ pub fn fate_in<'a>(step: Option<&'a StepSummary>, cluster: &str) -> Fate<'a> {
     if s.removing.iter().any(|c| c == cluster) {
         return Fate::Removed;
     }
-    if s.render_errors.contains_key(cluster) || s.strategy == "External" || s.strategy == "Deleted"
+    if s.render_errors.contains_key(cluster)
+        || matches!(s.strategy, Strategy::External | Strategy::Deleted)
     {
         // Kept as is: a render error keeps what runs; External placements move only by runs;
         // a deleted placement not removing a cluster keeps it (a member gone from the repo).
@@ -172,7 +155,7 @@ pub fn assess<'a>(managed: &Managed, fate: impl Fn(&str, &str) -> Fate<'a>) -> A
 /// commit), with each fate worked out by the caller (the daemon looks each
 /// placement's step up once, not once per cluster). Each placement and cluster once.
 pub fn assess_each<'a, 'm>(
-    managed: impl IntoIterator<Item = (&'m str, &'m BTreeSet<String>, Fate<'a>)>,
+    managed: impl IntoIterator<Item = (&'m str, &'m BTreeSet<ObjectKey>, Fate<'a>)>,
 ) -> Assessment {
     let mut a = Assessment::default();
     for (placement, objects, fate) in managed {
@@ -284,8 +267,8 @@ mod tests {
         format!("crp/{name}")
     }
 
-    fn set(ids: &[&str]) -> BTreeSet<String> {
-        ids.iter().map(|s| s.to_string()).collect()
+    fn set(ids: &[&str]) -> BTreeSet<ObjectKey> {
+        ids.iter().map(|s| ObjectKey::from_id(s).unwrap()).collect()
     }
 
     #[test]
@@ -404,20 +387,21 @@ mod tests {
 
     #[test]
     fn objects_are_named_with_group_namespace_and_name() {
+        let id = |v: serde_json::Value| ObjectKey::of(&v).to_string();
         assert_eq!(
-            object_id(
-                &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}})
+            id(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}})
             ),
             "ConfigMap/n/c"
         );
         assert_eq!(
-            object_id(
-                &json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"}})
+            id(
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"}})
             ),
             "Deployment.apps/n/d"
         );
         assert_eq!(
-            object_id(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}})),
+            id(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}})),
             "Namespace/n"
         );
     }

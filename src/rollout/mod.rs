@@ -17,7 +17,8 @@
 //! - [`guard`]: the mass-deletion guard: which new commits are held, and what releases them;
 //! - [`serve`]: which commit is served: the head, the one served before, or none;
 //! - [`staged`]: staged update runs (External strategy), stage by stage;
-//! - [`approval`]: the approval requests of staged runs and what an accepted approval records.
+//! - [`approval`]: the approval requests of staged runs and what an accepted approval records;
+//! - [`wake`]: when to look again after a step.
 //!
 //! Pure: no I/O, no clock (time is a parameter), no async. It must not know how work reaches a
 //! member (push), where commits come from (git) or how anything is printed.
@@ -32,6 +33,7 @@ pub mod staged;
 pub mod state;
 pub mod step;
 pub mod strategy;
+pub mod wake;
 pub mod work;
 
 pub use rolling::{
@@ -42,5 +44,6 @@ pub use step::{
     absorb, step, step_memoized, Decision, Input, Ledger, Pace, Pacing, StagedInput, StepMemo,
     StepSummary,
 };
-pub use strategy::ApplyStrategy;
+pub use strategy::{ApplyStrategy, Strategy};
+pub use wake::{next_wake, Wake};
 pub use work::{Action, Manifests, Observed, Outcome, Prune, Sweep, Work};

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rolling::{BindingHealth, Revision};
 use super::staged::RunStatus;
-use crate::model::PlacementKey;
+use crate::model::{ObjectKey, PlacementKey};
 use crate::schedule::{Inventory, InventoryCluster};
 use crate::snapshot::History;
 
@@ -77,8 +77,7 @@ impl RolloutState {
     ) -> usize {
         let mut marked = 0;
         for (key, ps) in &mut self.placements {
-            let label =
-                crate::push::decorate::label_value(&crate::push::decorate::placement_key(key));
+            let label = key.label_value();
             if placement_label.is_some_and(|l| l != label) {
                 continue;
             }
@@ -101,7 +100,7 @@ impl RolloutState {
     /// made them did (a state read back has one set per cluster). A placement whose sets are
     /// shared already is not touched (nor copied, when a store shares it too).
     pub fn share_object_sets(&mut self) {
-        type Sets = crate::fast_hash::HashSet<Arc<std::collections::BTreeSet<String>>>;
+        type Sets = crate::fast_hash::HashSet<Arc<std::collections::BTreeSet<ObjectKey>>>;
         for ps in self.placements.values_mut() {
             let mut sets = Sets::default();
             let shared = ps.clusters.values().all(|c| match sets.get(&c.objects) {
@@ -236,16 +235,16 @@ pub struct ClusterState {
     pub delivered_by: Option<super::staged::RunDelivery>,
     /// Unix seconds of the last change of this entry.
     pub updated_at: u64,
-    /// The objects the last successful push put there (`Kind[.group]/[namespace/]name`): what
+    /// The objects the last successful push put there (written as their ids): what
     /// the deletion guard counts as managed. Empty in state written before the guard existed
     /// (such a cluster counts once it is next applied).
     /// Shared (`Arc`) between the clusters of a placement that were given the same rendering:
     /// one set per rendering, not one per binding.
     #[serde(default, skip_serializing_if = "no_objects")]
-    pub objects: Arc<std::collections::BTreeSet<String>>,
+    pub objects: Arc<std::collections::BTreeSet<ObjectKey>>,
 }
 
-fn no_objects(objects: &Arc<std::collections::BTreeSet<String>>) -> bool {
+fn no_objects(objects: &Arc<std::collections::BTreeSet<ObjectKey>>) -> bool {
     objects.is_empty()
 }
 
@@ -344,7 +343,8 @@ mod tests {
     /// A state read back shares each placement's equal object sets again; distinct sets stay.
     #[test]
     fn a_loaded_states_equal_object_sets_are_shared() {
-        let set = |ids: &[&str]| Arc::new(ids.iter().map(|s| s.to_string()).collect());
+        let set =
+            |ids: &[&str]| Arc::new(ids.iter().map(|s| ObjectKey::from_id(s).unwrap()).collect());
         let mut ps = PlacementState::default();
         for (m, ids) in [
             ("m1", &["Namespace/a"][..]),
@@ -416,7 +416,7 @@ mod tests {
             {
                 let mut p = base.clone();
                 Arc::make_mut(&mut p.clusters.get_mut("m2").unwrap().objects)
-                    .insert("ConfigMap/a/b".into());
+                    .insert(ObjectKey::new("", "ConfigMap", Some("a"), "b"));
                 p
             },
             {

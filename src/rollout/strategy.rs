@@ -1,10 +1,46 @@
 //! How a placement's objects are applied on a member: its `applyStrategy` and `deleteStrategy`,
 //! defaulted the gitfleet way. Decided here, once, for every command; push only carries it out.
 
+use serde::{Deserialize, Serialize};
+
 use crate::model::placement::{
     ApplyStrategyType, ComparisonOption, PropagationPolicy, RolloutStrategy, WhenToApply,
     WhenToTakeOver,
 };
+
+/// How a placement moves in a step, as status, plans and logs name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Strategy {
+    /// Every cluster at once, without a budget (`gitfleet apply`).
+    Immediate,
+    /// `strategy.rollingUpdate`'s budget.
+    RollingUpdate,
+    /// `strategy.type: External`: moved only by staged update runs.
+    External,
+    /// OCM workloads: every selected cluster at once.
+    #[serde(rename = "OCM")]
+    Ocm,
+    /// Gone from the commit: what it placed is removed.
+    Deleted,
+}
+
+impl Strategy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Immediate => "Immediate",
+            Strategy::RollingUpdate => "RollingUpdate",
+            Strategy::External => "External",
+            Strategy::Ocm => "OCM",
+            Strategy::Deleted => "Deleted",
+        }
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApplyStrategy {

@@ -141,8 +141,6 @@ pub struct Fleet {
     ocm_label_index: LabelIndex,
 }
 
-const PROPERTY_ANNOTATION: &str = "gitfleet.io/property.";
-
 impl Fleet {
     /// Joins the commit's members with an inventory. Without an inventory every declared member
     /// is taken as healthy with only its declared properties (offline planning); with one, a
@@ -243,12 +241,10 @@ impl Fleet {
     }
 }
 
+/// A member's declared properties (a commit with a wrong declaration is not scheduled: the
+/// catalog refuses it).
 fn declared_properties(annotations: &BTreeMap<String, String>, out: &mut BTreeMap<String, String>) {
-    for (k, v) in annotations {
-        if let Some(name) = k.strip_prefix(PROPERTY_ANNOTATION) {
-            out.insert(name.to_string(), v.clone());
-        }
-    }
+    out.extend(crate::model::member::declared_properties(annotations).values);
 }
 
 #[cfg(test)]

@@ -48,12 +48,12 @@ pub struct SelectedResource {
 
 impl SelectedResource {
     pub fn key(&self) -> ObjectKey {
-        ObjectKey {
-            group: self.gvk.group.clone(),
-            kind: self.gvk.kind.clone(),
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-        }
+        ObjectKey::new(
+            &self.gvk.group,
+            &self.gvk.kind,
+            self.namespace.as_deref(),
+            &self.name,
+        )
     }
 }
 

@@ -28,7 +28,7 @@ fn selected(cat: &Catalog, name: &str) -> Vec<String> {
     select(cat, placement(cat, name))
         .unwrap()
         .iter()
-        .map(|r| r.key().to_string())
+        .map(|r| r.key().short().to_string())
         .collect()
 }
 
@@ -429,6 +429,6 @@ fn envelopes_are_selected_as_themselves_and_their_contents_counted() {
     assert!(snap
         .resources
         .iter()
-        .any(|r| r.key().to_string() == "ResourceEnvelope/app/guard"));
+        .any(|r| r.key().short().to_string() == "ResourceEnvelope/app/guard"));
     assert_eq!(snap.enveloped_objects, 2);
 }

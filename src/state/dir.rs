@@ -1348,7 +1348,15 @@ mod tests {
             recheck: None,
             delivered_by: None,
             updated_at: 7,
-            objects: Arc::new(["v1/ConfigMap/ns/x".to_string()].into()),
+            objects: Arc::new(
+                [crate::model::ObjectKey::new(
+                    "",
+                    "ConfigMap",
+                    Some("ns"),
+                    "x",
+                )]
+                .into(),
+            ),
         };
         let mut state = RolloutState {
             serving: Some("abc".into()),
@@ -1424,8 +1432,10 @@ mod tests {
             let key: PlacementKey = format!("crp/app-{i:03}").parse().unwrap();
             let ps = Arc::make_mut(state.placements.get_mut(&key).unwrap());
             let mut twin = ps.clusters["a"].clone();
-            ps.clusters.get_mut("a").unwrap().objects = Arc::new(["Namespace/x".into()].into());
-            twin.objects = Arc::new(["Namespace/x".into()].into());
+            ps.clusters.get_mut("a").unwrap().objects =
+                Arc::new([crate::model::ObjectKey::new("", "Namespace", None, "x")].into());
+            twin.objects =
+                Arc::new([crate::model::ObjectKey::new("", "Namespace", None, "x")].into());
             ps.clusters.insert("b".into(), twin);
             key
         };

@@ -194,7 +194,7 @@ pub fn generate(spec: FleetSpec) -> (Vec<SourceFile>, Inventory) {
             "metadata": {
                 "name": name,
                 "labels": labels,
-                "annotations": {format!("gitfleet.io/property.{COST_TIER}"): cost_tier.to_string()},
+                "annotations": {"gitfleet.io/properties": json!({ COST_TIER: cost_tier.to_string() }).to_string()},
             },
             "spec": {
                 "identity": {

@@ -173,7 +173,7 @@ pub fn table(doc: &Placements, now: u64, wide: bool) -> String {
     all.extend(doc.placements.iter().map(|p| {
         let mut row = vec![
             p.id.clone(),
-            p.strategy.clone(),
+            p.strategy.to_string(),
             format!("{}/{}", p.selected.len(), p.target),
             p.observed_resource_index
                 .map_or("-".into(), |i| i.to_string()),
@@ -208,7 +208,7 @@ pub fn describe(p: &PlacementStatus) -> String {
         let _ = writeln!(out, "{:<22}{v}", format!("{k}:"));
     };
     field(&mut out, "Placement", p.id.clone());
-    field(&mut out, "Strategy", p.strategy.clone());
+    field(&mut out, "Strategy", p.strategy.to_string());
     field(&mut out, "Target", p.target.to_string());
     field(&mut out, "Selected", p.selected.join(", "));
     if let Some(i) = p.observed_resource_index {

@@ -428,7 +428,7 @@ pub fn rebuilt(
     Some(RunStatus {
         namespace,
         name: run.metadata.name.clone(),
-        placement: view.key.to_string(),
+        placement: view.key.clone(),
         strategy_name: run.spec.staged_rollout_strategy_name.clone(),
         init_commit: first.init_commit.clone(),
         created_at: now,
@@ -446,14 +446,47 @@ pub fn rebuilt(
     })
 }
 
+/// What the members' records say a run delivered, when the state has no record of the run
+/// but some of its clusters' records name it (the state was lost part-way through the run) and
+/// agree on what it delivered: the run resumes with that snapshot and initialisation commit,
+/// so that it neither moves to the head's content nor needs its approvals again (approving
+/// tags point at the initialisation commit). Its stages run again from the first: clusters
+/// that have the snapshot are confirmed, a gate is passed by the tag that passed it before, a
+/// timed wait is waited again.
+pub fn recorded<'v>(view: &'v View, run: &StagedUpdateRun) -> Option<&'v status::RunDelivery> {
+    let namespace = run
+        .metadata
+        .namespace
+        .as_deref()
+        .filter(|_| run.is_namespaced());
+    let key = status::run_key(namespace, &run.metadata.name);
+    let mut named = view
+        .clusters
+        .values()
+        .filter_map(|c| c.delivered_by.as_ref())
+        .filter(|d| d.run == key);
+    let first = named.next()?;
+    named
+        .all(|d| {
+            d.resource_snapshot_index == first.resource_snapshot_index
+                && d.resource_snapshot == first.resource_snapshot
+                && d.init_commit == first.init_commit
+                && d.render_commit == first.render_commit
+        })
+        .then_some(first)
+}
+
 /// Initialises `run` at `commit`: every field KubeFleet records, or why it cannot start. The
 /// resource history gains a snapshot when the run takes the latest and the content changed.
+/// A run `resumed` from the members' records ([`recorded`]) keeps the snapshot and the
+/// initialisation commit they name.
 pub fn initialize(
     view: &View,
     run: &StagedUpdateRun,
     strategy: Option<&StagedUpdateStrategy>,
     history: &mut History,
     commit: &str,
+    resumed: Option<&status::RunDelivery>,
     now: u64,
 ) -> Result<RunStatus, Failure> {
     let namespace = run
@@ -465,7 +498,16 @@ pub fn initialize(
     let strategy_name = &run.spec.staged_rollout_strategy_name;
     let (clusters, strategy, stages) = stages(view, run, strategy)?;
     // Step 5: the resource snapshot.
+    let commit = resumed.map_or(commit, |d| d.init_commit.as_str());
     let (index, hash, render_commit) = match run.spec.resource_snapshot_index.as_deref() {
+        _ if resumed.is_some() => {
+            let d = resumed.expect("matched");
+            (
+                d.resource_snapshot_index,
+                d.resource_snapshot.clone(),
+                d.render_commit.clone(),
+            )
+        }
         Some(given) if !given.is_empty() => {
             let Some(i) = run.resource_snapshot_index() else {
                 return Err(fatal(format!(
@@ -506,7 +548,7 @@ pub fn initialize(
     Ok(RunStatus {
         namespace,
         name: name.clone(),
-        placement: view.key.to_string(),
+        placement: view.key.clone(),
         strategy_name: strategy_name.clone(),
         init_commit: commit.to_string(),
         created_at: now,
@@ -548,7 +590,7 @@ pub fn applied_strategy(spec: &crate::model::placement::PlacementSpec) -> serde_
 
 /// A run that could not be initialised: `Initialized=False`, terminal.
 pub fn failed(
-    view_key: &str,
+    view_key: &crate::model::PlacementKey,
     run: &StagedUpdateRun,
     commit: &str,
     message: &str,
@@ -570,7 +612,7 @@ pub fn failed(
             .clone()
             .filter(|_| run.is_namespaced()),
         name: run.metadata.name.clone(),
-        placement: view_key.to_string(),
+        placement: view_key.clone(),
         strategy_name: run.spec.staged_rollout_strategy_name.clone(),
         init_commit: commit.to_string(),
         created_at: now,

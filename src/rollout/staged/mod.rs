@@ -27,7 +27,7 @@ use super::strategy::ApplyStrategy;
 use super::work::{Manifests, Work};
 use crate::model::placement::PlacementSpec;
 use crate::model::staged::{StagedUpdateRun, StagedUpdateStrategy};
-use crate::model::PlacementKey;
+use crate::model::{PlacementKey, PlacementKind};
 use crate::schedule::{Fleet, PlacementSchedule};
 use crate::snapshot::History;
 
@@ -151,7 +151,17 @@ pub fn advance(
                 }
                 Some(st)
             }
-            None => match init::initialize(view, r.run, r.strategy, history, commit, now) {
+            None => match init::initialize(
+                view,
+                r.run,
+                r.strategy,
+                history,
+                commit,
+                (!r.ended_before)
+                    .then(|| init::recorded(view, r.run))
+                    .flatten(),
+                now,
+            ) {
                 Ok(mut st) => {
                     // KubeFleet goes on in the same reconcile with the state the run asks for.
                     let ex = execute::Exec {
@@ -165,7 +175,7 @@ pub fn advance(
                     Some(st)
                 }
                 Err(init::Failure::Fatal(m)) => {
-                    Some(init::failed(&view.key.to_string(), r.run, commit, &m, now))
+                    Some(init::failed(view.key, r.run, commit, &m, now))
                 }
                 Err(init::Failure::Retry(m)) => {
                     moves.note = Some(m);
@@ -281,11 +291,11 @@ pub fn render_commits(state: &super::RolloutState) -> BTreeSet<String> {
 /// The placement a run targets: `crp/NAME` for a `ClusterStagedUpdateRun`, `rp/NS/NAME` for a
 /// `StagedUpdateRun`.
 pub fn placement_of(run: &StagedUpdateRun) -> PlacementKey {
-    let id = match (&run.metadata.namespace, run.is_namespaced()) {
-        (Some(ns), true) => format!("rp/{ns}/{}", run.spec.placement_name),
-        _ => format!("crp/{}", run.spec.placement_name),
-    };
-    id.parse().expect("a well-formed placement id")
+    let name = &run.spec.placement_name;
+    match (&run.metadata.namespace, run.is_namespaced()) {
+        (Some(ns), true) => PlacementKey::new(PlacementKind::ResourcePlacement, Some(ns), name),
+        _ => PlacementKey::new(PlacementKind::ClusterResourcePlacement, None, name),
+    }
 }
 
 /// The strategy a run names, in `cat`: the cluster-scoped one for a cluster-scoped run, the

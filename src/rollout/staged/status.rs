@@ -5,6 +5,8 @@
 //! (pkg/utils/condition/reason.go). Stored in the rollout state, so a restart resumes the run
 //! where it was.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -149,8 +151,9 @@ pub struct RunStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     pub name: String,
-    /// The placement's id (`crp/NAME`, `rp/NS/NAME`).
-    pub placement: String,
+    /// The placement (written as its id, `crp/NAME`, `rp/NS/NAME`).
+    #[serde(with = "crate::model::placement_key::as_id")]
+    pub placement: crate::model::PlacementKey,
     pub strategy_name: String,
     /// The commit that brought the run: the run was initialised there.
     pub init_commit: String,
@@ -259,6 +262,79 @@ impl RunStatus {
     }
 }
 
+/// Where a run stands, in one word: `Succeeded`, `Failed` (initialisation or execution),
+/// `Initializing` (no Progressing condition yet), else the Progressing condition's reason
+/// without its prefix: `Waiting`, `Stuck`, `Stopping`, `Stopped`, or `Progressing`. The
+/// daemon's metrics count runs by it and `gitfleet wait` waits for the runs still moving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunPhase {
+    Initializing,
+    Progressing,
+    Waiting,
+    Stuck,
+    Stopping,
+    Stopped,
+    Succeeded,
+    Failed,
+}
+
+impl RunPhase {
+    pub const ALL: [RunPhase; 8] = [
+        RunPhase::Initializing,
+        RunPhase::Progressing,
+        RunPhase::Waiting,
+        RunPhase::Stuck,
+        RunPhase::Stopping,
+        RunPhase::Stopped,
+        RunPhase::Succeeded,
+        RunPhase::Failed,
+    ];
+
+    pub fn of(st: &RunStatus) -> RunPhase {
+        if is_true(&st.conditions, SUCCEEDED) {
+            return RunPhase::Succeeded;
+        }
+        if is_false(&st.conditions, SUCCEEDED) || is_false(&st.conditions, INITIALIZED) {
+            return RunPhase::Failed;
+        }
+        match find(&st.conditions, PROGRESSING).map(|c| c.reason.as_str()) {
+            None => RunPhase::Initializing,
+            Some(reason::WAITING) => RunPhase::Waiting,
+            Some(reason::STUCK) => RunPhase::Stuck,
+            Some(reason::STOPPING) => RunPhase::Stopping,
+            Some(reason::STOPPED) => RunPhase::Stopped,
+            Some(_) => RunPhase::Progressing,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RunPhase::Initializing => "Initializing",
+            RunPhase::Progressing => "Progressing",
+            RunPhase::Waiting => "Waiting",
+            RunPhase::Stuck => "Stuck",
+            RunPhase::Stopping => "Stopping",
+            RunPhase::Stopped => "Stopped",
+            RunPhase::Succeeded => "Succeeded",
+            RunPhase::Failed => "Failed",
+        }
+    }
+
+    /// Still moving: neither finished nor stopped.
+    pub fn in_progress(self) -> bool {
+        !matches!(
+            self,
+            RunPhase::Stopped | RunPhase::Succeeded | RunPhase::Failed
+        )
+    }
+}
+
+impl fmt::Display for RunPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One line for people: the run's latest word (Succeeded, else Progressing, else Initialized).
 pub fn summary(st: &RunStatus) -> String {
     let c = [SUCCEEDED, PROGRESSING, INITIALIZED]
@@ -330,6 +406,66 @@ pub fn run_key(namespace: Option<&str>, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runs_phase_comes_from_its_conditions() {
+        let mut st: RunStatus = serde_json::from_value(serde_json::json!({"name": "r1",
+            "placement": "crp/app", "strategyName": "s", "initCommit": "c", "createdAt": 1,
+            "state": "Run"}))
+        .unwrap();
+        let failed_init = {
+            let mut f = st.clone();
+            set(
+                &mut f.conditions,
+                INITIALIZED,
+                "False",
+                reason::INITIALIZE_FAILED,
+                "",
+                1,
+            );
+            f
+        };
+        assert_eq!(RunPhase::of(&failed_init), RunPhase::Failed);
+        assert_eq!(RunPhase::of(&st), RunPhase::Initializing);
+        set(
+            &mut st.conditions,
+            INITIALIZED,
+            "True",
+            reason::INITIALIZED,
+            "",
+            1,
+        );
+        for (progressing, want) in [
+            (reason::PROGRESSING, RunPhase::Progressing),
+            (reason::WAITING, RunPhase::Waiting),
+            (reason::STUCK, RunPhase::Stuck),
+            (reason::STOPPING, RunPhase::Stopping),
+            (reason::STOPPED, RunPhase::Stopped),
+        ] {
+            set(&mut st.conditions, PROGRESSING, "False", progressing, "", 2);
+            assert_eq!(RunPhase::of(&st), want, "{progressing}");
+            assert_eq!(want.in_progress(), want != RunPhase::Stopped);
+        }
+        set(
+            &mut st.conditions,
+            SUCCEEDED,
+            "True",
+            reason::SUCCEEDED,
+            "",
+            3,
+        );
+        assert_eq!(RunPhase::of(&st), RunPhase::Succeeded);
+        set(
+            &mut st.conditions,
+            SUCCEEDED,
+            "False",
+            reason::FAILED,
+            "",
+            4,
+        );
+        assert_eq!(RunPhase::of(&st), RunPhase::Failed);
+        assert!(!RunPhase::Failed.in_progress());
+    }
 
     #[test]
     fn set_moves_the_transition_time_only_when_the_status_changes() {

@@ -868,6 +868,79 @@ fn a_finished_run_is_not_run_again_when_the_state_is_rebuilt_from_the_members_re
     assert_eq!(w.run("r2").resource_snapshot_index_used, Some(1));
 }
 
+/// A state directory lost part-way through a run: the clusters of its first stage name it in
+/// their records. The run resumes with the snapshot and initialisation commit they name — not
+/// the head's content — so the tag that approved its canary stage at that commit still does.
+#[test]
+fn a_run_lost_part_way_resumes_with_what_the_records_name() {
+    let mut w = World::default();
+    let v1 = standard("v1", "Run");
+    let mut now = 0;
+    while w.state.runs.get("r1").is_none_or(|r| {
+        !r.stages_status[0]
+            .clusters
+            .iter()
+            .all(|c| status::is_true(&c.conditions, status::SUCCEEDED))
+    }) {
+        assert!(now < 1_000, "{:#?}", w.state.runs.get("r1"));
+        w.step(&v1, "c1", now, BindingHealth::Available);
+        now += 1;
+    }
+    let app: crate::model::PlacementKey = "crp/app".parse().unwrap();
+    let delivered: BTreeMap<String, super::RunDelivery> = w.state.placements[&app]
+        .clusters
+        .iter()
+        .filter_map(|(c, cs)| Some((c.clone(), cs.delivered_by.clone()?)))
+        .collect();
+    assert_eq!(
+        delivered.len(),
+        3,
+        "the first stage's clusters: {delivered:?}"
+    );
+
+    // The state directory is lost; the members' records are adopted, as the daemon does.
+    let mut rebuilt = crate::rollout::RolloutState::default();
+    let mut ps = crate::rollout::PlacementState::default();
+    for (c, d) in &delivered {
+        let mut cs = crate::rollout::ClusterState::with_health(BindingHealth::Pending);
+        cs.recheck = Some("adopted from the member's record".into());
+        cs.delivered_by = Some(d.clone());
+        ps.clusters.insert(c.clone(), cs);
+    }
+    rebuilt.placements.insert(app, std::sync::Arc::new(ps));
+    let mut w = World {
+        state: rebuilt,
+        catalogs: w.catalogs,
+        ..World::default()
+    };
+    // The canary stage was approved at the run's initialisation commit before the state was lost.
+    w.approve("r1-before-canary", "c1");
+    let v2 = standard("v2", "Run");
+    let mut seen_canary = false;
+    for t in 0..200 {
+        let s = w.step(&v2, "c2", now + t, BindingHealth::Available);
+        for work in &s.work {
+            if let crate::rollout::Action::Apply { manifests, .. } = &work.action {
+                assert_eq!(
+                    manifests[0].value["metadata"]["labels"]["tag"], "v1",
+                    "the run delivers what it delivered before, not the head: {work:?}"
+                );
+            }
+        }
+        seen_canary |= s.applied.iter().any(|c| c == "m5");
+        if seen_canary {
+            break;
+        }
+    }
+    let st = w.run("r1");
+    assert_eq!(st.init_commit, "c1");
+    assert_eq!(st.resource_snapshot_index_used, Some(0));
+    assert!(
+        seen_canary,
+        "the canary stage went on with the earlier approval: {st:#?}"
+    );
+}
+
 /// A run removed from the repository and added again under the same name is a new run, as a
 /// deleted and re-created `ClusterStagedUpdateRun` is a new object in KubeFleet: the clusters'
 /// deliveries name the earlier run, and are not read as this one having finished.

@@ -9,7 +9,7 @@
 //! - PlacementDecisions on the hub are the results of the previous run (`Previous`) and of the
 //!   placements already scheduled in this run: Steady and the NoSelectIfNew taint read the
 //!   placement's own previous selection; Balance counts every *other* OCM placement's selection.
-//! - A cluster's claims are its properties (inventory and `gitfleet.io/property.*`).
+//! - A cluster's claims are its properties (inventory and `gitfleet.io/properties`).
 //! - `status.allocatable` / `status.capacity` are the properties
 //!   `resources.kubernetes-fleet.io/allocatable-{cpu,memory}` / `…/total-{cpu,memory}`.
 //! - AddOnPlacementScores are the inventory's `addOnScores`, by `scoreName` (the inventory has no

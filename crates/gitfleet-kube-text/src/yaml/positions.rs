@@ -28,24 +28,45 @@ pub struct Positions {
     pub(super) yaml: bool,
 }
 
-/// A step of a field path: a key (`spec`) or a list index (`[3]`).
+/// A step of a field path: a key (`spec`), a list index (`[3]`), or a key written as a JSON
+/// string in brackets (`labels["app.kubernetes.io/name"]`), taken whole: dots inside it do not
+/// split it.
 enum Step<'a> {
     Key(&'a str),
     Index(usize),
+    Quoted(String),
 }
 
 fn steps(field: &str) -> Vec<Step<'_>> {
     let mut out = Vec::new();
-    for part in field.split('.').filter(|p| !p.is_empty()) {
-        let (key, rest) = part.split_once('[').unwrap_or((part, ""));
-        if !key.is_empty() {
-            out.push(Step::Key(key));
+    let mut rest = field;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('.') {
+            rest = after;
+            continue;
         }
-        for idx in rest.split('[') {
-            if let Ok(i) = idx.trim_end_matches(']').parse() {
+        if let Some(inside) = rest.strip_prefix('[') {
+            if inside.starts_with('"') {
+                // A JSON string up to its closing quote, then `]`.
+                let mut de = serde_json::Deserializer::from_str(inside).into_iter::<String>();
+                if let Some(Ok(key)) = de.next() {
+                    let used = de.byte_offset();
+                    out.push(Step::Quoted(key));
+                    rest = inside[used..].strip_prefix(']').unwrap_or(&inside[used..]);
+                    continue;
+                }
+                break;
+            }
+            let end = inside.find(']').unwrap_or(inside.len());
+            if let Ok(i) = inside[..end].parse() {
                 out.push(Step::Index(i));
             }
+            rest = inside.get(end + 1..).unwrap_or("");
+            continue;
         }
+        let end = rest.find(['.', '[']).unwrap_or(rest.len());
+        out.push(Step::Key(&rest[..end]));
+        rest = &rest[end..];
     }
     out
 }
@@ -164,6 +185,10 @@ impl Positions {
                 (Step::Index(i), Value::Array(items)) => {
                     self.child(node, items.iter(), *i).map(|(n, v)| (n, v, 1))
                 }
+                (Step::Quoted(key), Value::Object(map)) => map
+                    .get_index_of_key(key)
+                    .and_then(|i| self.child(node, map.values(), i))
+                    .map(|(n, v)| (n, v, 1)),
                 (Step::Key(_), Value::Object(map)) => {
                     // A key may contain dots: try the shortest key first, then longer ones
                     // joined from the following steps.

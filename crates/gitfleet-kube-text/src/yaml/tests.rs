@@ -320,3 +320,18 @@ fn written_yaml_reads_back_the_same_in_yaml_1_1() {
     let text = to_string(&value).unwrap();
     assert_eq!(documents(&text).unwrap(), vec![value], "{text}");
 }
+
+#[test]
+fn a_quoted_key_is_found_whole() {
+    let d =
+        one("metadata:\n  labels:\n    a: b\n    app.kubernetes.io/name: x\n    \"bad key!\": y\n");
+    let line = |f: &str| d.positions.line(&d.value, f);
+    assert_eq!(
+        line(r#"metadata.labels["app.kubernetes.io/name"]"#),
+        Some(4)
+    );
+    assert_eq!(line(r#"metadata.labels["bad key!"]"#), Some(5));
+    assert_eq!(line("metadata.labels.app.kubernetes.io/name"), Some(4));
+    // A key that is not there: the line of the map.
+    assert_eq!(line(r#"metadata.labels["none"]"#), Some(2));
+}

@@ -1,0 +1,204 @@
+//! The work's outcomes folded back into the rollout state and the schedule's bindings.
+
+use crate::fast_hash::HashMap;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::render::ids_of;
+use super::Ledger;
+use crate::model::{ObjectKey, PlacementKey};
+use crate::rollout::rolling::BindingHealth;
+use crate::rollout::state::{ClusterState, PlacementState, RolloutState};
+use crate::rollout::work::{Action, Outcome, Work};
+use crate::schedule::{BindingState, PlacementSchedule};
+
+/// Shares `objects` with an equal set the placement holds: the cluster's own (`before`: a
+/// push that found it as it was), else one of a few distinct sets of its other clusters (each
+/// delivery is absorbed on its own, one member at a time: the clusters of a placement
+/// rendered alike would otherwise each keep their own copy).
+fn share_equal_set(
+    objects: &mut Arc<BTreeSet<ObjectKey>>,
+    before: Option<&ClusterState>,
+    ps: &PlacementState,
+) {
+    const LOOKS: usize = 4;
+    let held = before.into_iter().chain(ps.clusters.values());
+    let mut seen: Vec<&Arc<BTreeSet<ObjectKey>>> = Vec::with_capacity(LOOKS);
+    for other in held.map(|c| &c.objects) {
+        if seen.iter().any(|s| Arc::ptr_eq(s, other)) {
+            continue;
+        }
+        if *other == *objects {
+            *objects = other.clone();
+            return;
+        }
+        seen.push(other);
+        if seen.len() == LOOKS {
+            return;
+        }
+    }
+}
+
+/// Folds the outcomes of the work into the state and the schedule's bindings: applied clusters
+/// record their revision and health and become Bound; removed ones leave both.
+pub fn absorb(
+    state: &mut RolloutState,
+    schedule: &mut [Arc<PlacementSchedule>],
+    ledger: Ledger,
+    results: Vec<(Work, Outcome)>,
+    commit: &str,
+    now: u64,
+) {
+    // Written only where they change: a placement's state is shared, and copied on write.
+    for (key, history) in ledger.histories {
+        let ps = state.placements.entry(key).or_default();
+        if ps.resources != history {
+            Arc::make_mut(ps).resources = history;
+        }
+    }
+    for (key, abandon) in ledger.abandon {
+        let ps = state.placements.entry(key).or_default();
+        if ps.abandon != abandon {
+            Arc::make_mut(ps).abandon = abandon;
+        }
+    }
+    for (key, run) in ledger.runs {
+        match run {
+            Some(r) => {
+                state.ended_runs.remove(&key);
+                state.runs.insert(key, r);
+            }
+            None => {
+                state.runs.remove(&key);
+                state.ended_runs.insert(key);
+            }
+        }
+    }
+    let mut object_sets: HashMap<usize, Arc<BTreeSet<ObjectKey>>> = HashMap::default();
+    for (work, outcome) in results {
+        let key = &work.placement;
+        let ps: &mut PlacementState =
+            Arc::make_mut(state.placements.entry(key.clone()).or_default());
+        match (work.action, outcome) {
+            (
+                Action::Apply {
+                    revision,
+                    binds,
+                    manifests,
+                    delivered_by,
+                    ..
+                },
+                Outcome::Done(health, observed),
+            ) => {
+                // One set per rendering: clusters given the same manifests share it.
+                let objects = object_sets
+                    .entry(Arc::as_ptr(&manifests) as usize)
+                    .or_insert_with(|| ids_of(&manifests))
+                    .clone();
+                let mut pushed = ClusterState {
+                    objects,
+                    revision: Some(revision),
+                    attempted: None,
+                    commit: Some(commit.to_string()),
+                    health,
+                    diffs: observed.diffs,
+                    not_available: observed.not_available,
+                    last_error: None,
+                    recheck: None,
+                    delivered_by,
+                    updated_at: now,
+                };
+                // A push that confirmed what the cluster had (a re-check's, a restart's) is no
+                // change of the entry: it keeps the commit that delivered the revision and its
+                // time, and the state stays as saved.
+                let before = ps.clusters.get(&work.cluster);
+                share_equal_set(&mut pushed.objects, before, ps);
+                if let Some(before) = before {
+                    if before.revision == pushed.revision && before.commit.is_some() {
+                        pushed.commit.clone_from(&before.commit);
+                    }
+                    if before.same_but_for_time_and_recheck(&pushed) {
+                        pushed.updated_at = before.updated_at;
+                    }
+                }
+                ps.clusters.insert(work.cluster.clone(), pushed);
+                if binds {
+                    // Only a binding still Scheduled: the daemon absorbs results that may come
+                    // after a later schedule unscheduled the cluster, which must stay so.
+                    let binding = |b: &crate::schedule::Binding| {
+                        b.cluster == work.cluster && b.state == BindingState::Scheduled
+                    };
+                    // Copied on write: the schedule may be shared with the scheduler's memo.
+                    if let Some(p) = schedule
+                        .iter_mut()
+                        .find(|p| &p.key == key && p.bindings.iter().any(binding))
+                    {
+                        for b in Arc::make_mut(p).bindings.iter_mut().filter(|b| binding(b)) {
+                            b.state = BindingState::Bound;
+                        }
+                    }
+                }
+            }
+            (Action::Remove { .. }, Outcome::Done(..)) => {
+                ps.clusters.remove(&work.cluster);
+                let binding = |b: &crate::schedule::Binding| {
+                    b.cluster == work.cluster && b.state == BindingState::Unscheduled
+                };
+                if let Some(p) = schedule
+                    .iter_mut()
+                    .find(|p| &p.key == key && p.bindings.iter().any(binding))
+                {
+                    Arc::make_mut(p).bindings.retain(|b| !binding(b));
+                }
+            }
+            (action, Outcome::Failed(message)) => {
+                let entry =
+                    ps.clusters
+                        .entry(work.cluster.clone())
+                        .or_insert_with(|| ClusterState {
+                            objects: Default::default(),
+                            revision: None,
+                            attempted: None,
+                            commit: None,
+                            health: BindingHealth::Failed,
+                            diffs: vec![],
+                            not_available: vec![],
+                            last_error: None,
+                            recheck: None,
+                            delivered_by: None,
+                            updated_at: now,
+                        });
+                entry.health = BindingHealth::Failed;
+                if let Action::Apply { revision, .. } = action {
+                    entry.attempted = Some(revision);
+                }
+                entry.last_error = Some(message);
+                entry.updated_at = now;
+            }
+        }
+    }
+    // An ended run is remembered only while a cluster still names it as its deliverer.
+    if !state.ended_runs.is_empty() {
+        let named: BTreeSet<&str> = state
+            .placements
+            .values()
+            .flat_map(|ps| ps.clusters.values())
+            .filter_map(|c| c.delivered_by.as_ref())
+            .map(|d| d.run.as_str())
+            .collect();
+        let ended = std::mem::take(&mut state.ended_runs);
+        state.ended_runs = ended
+            .into_iter()
+            .filter(|k| named.contains(k.as_str()))
+            .collect();
+    }
+    // A placement with nothing left on any cluster and gone from the commit is forgotten. The
+    // set of live keys is built only when one could be (most looks have none, and building it
+    // and looking every placement up in it is a real share of a settled look).
+    if state.placements.values().any(|ps| ps.clusters.is_empty()) {
+        let live: BTreeSet<&PlacementKey> = schedule.iter().map(|p| &p.key).collect();
+        state
+            .placements
+            .retain(|key, ps| live.contains(key) || !ps.clusters.is_empty());
+    }
+}

@@ -1,0 +1,39 @@
+//! The step of a KubeFleet placement held for invalid resource selectors
+//! ([`PlacementSchedule::held`]): KubeFleet's placement controller takes no snapshot of it and
+//! leaves its works alone, so nothing of it is applied, pruned or swept, no snapshot is taken
+//! and its staged runs are not advanced.
+
+use super::StepSummary;
+use crate::model::PlacementKey;
+use crate::rollout::state::PlacementState;
+use crate::rollout::strategy::Strategy;
+use crate::schedule::{BindingState, PlacementSchedule};
+
+/// The step of a placement held for invalid resource selectors ([`PlacementSchedule::held`]):
+/// no work, and each bound cluster "wants" what it runs, so its conditions stay what the
+/// member reports.
+pub(super) fn step(
+    key: &PlacementKey,
+    strategy: Strategy,
+    ps: &PlacementSchedule,
+    prev: &PlacementState,
+    message: &str,
+) -> StepSummary {
+    let mut step = StepSummary::new(key.clone(), strategy);
+    step.held = true;
+    step.target = ps
+        .bindings
+        .iter()
+        .filter(|b| b.state != BindingState::Unscheduled)
+        .count();
+    for cluster in &ps.selected {
+        if let Some(revision) = prev.clusters.get(cluster).and_then(|c| c.revision.clone()) {
+            step.desired.insert(cluster.clone(), revision);
+            step.up_to_date.push(cluster.clone());
+        }
+    }
+    step.note = Some(format!(
+        "held: {message}; what it placed stays as it is until its selectors are fixed"
+    ));
+    step
+}

@@ -1,0 +1,217 @@
+//! Object metadata checked as a real API server checks it: a table of names, label keys and
+//! values, annotation keys and sizes, each written into a built-in kind (ConfigMap mostly; a
+//! Namespace, a Service and a ClusterRole for their own name rules), given to `gitfleet
+//! validate` and to a server-side dry run on a test-bed member (a real kube-apiserver). Built-in
+//! kinds apply the same metadata rules as custom resources, so the server is the oracle: the
+//! test fails on any case where the two disagree. Real-member tier: skipped (with a note)
+//! without the test bed, a failure with `GITFLEET_TESTBED_REQUIRED=1`.
+
+mod common;
+use common::kubectl::Kubectl as _;
+use common::members::{available, Backend, Members};
+use common::{gitfleet, Repo};
+
+const FLEET: &str = "anonymousAuth: true\nmembers:\n  - name: hub\n";
+
+/// One case: a name, and the object (YAML).
+fn cases() -> Vec<(String, String)> {
+    let cm = |metadata: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  namespace: default\n{metadata}data: {{k: v}}\n")
+    };
+    let labelled = |key: &str, value: &str| {
+        cm(&format!(
+            "  name: c\n  labels:\n    {}: {}\n",
+            serde_json::to_string(key).unwrap(),
+            serde_json::to_string(value).unwrap()
+        ))
+    };
+    let annotated = |key: &str, value: &str| {
+        cm(&format!(
+            "  name: c\n  annotations:\n    {}: {}\n",
+            serde_json::to_string(key).unwrap(),
+            serde_json::to_string(value).unwrap()
+        ))
+    };
+    let named = |name: &str| {
+        cm(&format!(
+            "  name: {}\n",
+            serde_json::to_string(name).unwrap()
+        ))
+    };
+    let kind = |api: &str, kind: &str, name: &str, rest: &str| {
+        format!(
+            "apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: {}\n{rest}",
+            serde_json::to_string(name).unwrap()
+        )
+    };
+    let namespace = |name: &str| kind("v1", "Namespace", name, "");
+    let service = |name: &str| {
+        kind(
+            "v1",
+            "Service",
+            name,
+            "  namespace: default\nspec:\n  ports: [{port: 80}]\n",
+        )
+    };
+    let role = |name: &str| {
+        kind(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            name,
+            "rules: []\n",
+        )
+    };
+    let long = |n: usize| "a".repeat(n);
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut add = |what: String, yaml: String| out.push((what, yaml));
+    for n in [
+        "c",
+        "a.b-c",
+        "a..b",
+        "Bad",
+        "-a",
+        "a_b",
+        "a.",
+        &long(253),
+        &long(254),
+    ] {
+        add(
+            format!("ConfigMap name {n:.20}… ({} chars)", n.len()),
+            named(n),
+        );
+    }
+    for n in ["team-a", "team.a", &long(63), &long(64), "9lives"] {
+        add(
+            format!("Namespace name {n:.20}… ({} chars)", n.len()),
+            namespace(n),
+        );
+    }
+    for n in ["web", "9web", "web.a"] {
+        add(format!("Service name {n}"), service(n));
+    }
+    for n in ["system:Odd_Name", "a/b", "a%b", ".."] {
+        add(format!("ClusterRole name {n}"), role(n));
+    }
+    let prefix253 = format!("{}/x", long(253));
+    let prefix254 = format!("{}/x", long(254));
+    for k in [
+        "a",
+        "example.com/a",
+        "a.b_c-D",
+        "bad key!",
+        "a/b/c",
+        "/a",
+        "a/",
+        "Example.com/a",
+        "-a",
+        "a-",
+        &long(63),
+        &long(64),
+        &prefix253,
+        &prefix254,
+    ] {
+        add(
+            format!("label key {k:.30}… ({} chars)", k.len()),
+            labelled(k, "v"),
+        );
+    }
+    for v in ["", "v1.2_x-Y", "-a", "a b", "a/b", &long(63), &long(64)] {
+        add(
+            format!("label value {v:.20}… ({} chars)", v.len()),
+            labelled("k", v),
+        );
+    }
+    for k in [
+        "Example.COM/Some_Key",
+        "gitfleet.io/property.example.com/cost-tier",
+        "gitfleet.io/properties",
+        "bad key!",
+        "a/b/c",
+    ] {
+        add(
+            format!("annotation key {k}"),
+            annotated(k, "any value / at all"),
+        );
+    }
+    // The limit counts keys and values: key "k" plus a value one byte short, then exactly at it.
+    for n in [256 * 1024 - 2, 256 * 1024 - 1, 256 * 1024] {
+        add(
+            format!("annotations of {} bytes", n + 1),
+            annotated("k", &"x".repeat(n)),
+        );
+    }
+    // Each its own name, so that no two cases are one object.
+    out.into_iter()
+        .enumerate()
+        .map(|(i, (what, yaml))| {
+            (
+                what,
+                yaml.replace("  name: c\n", &format!("  name: c-{i}\n")),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn metadata_is_checked_as_the_api_server_checks_it() {
+    if !available(Backend::Real) {
+        return;
+    }
+    let cases = cases();
+    let repo = Repo::new();
+    for (i, (_, yaml)) in cases.iter().enumerate() {
+        repo.write(&format!("case-{i:02}.yaml"), yaml);
+    }
+    repo.commit("cases");
+    let run = gitfleet(&["validate", "--repo", &repo.path().display().to_string()]);
+    let refused_by_gitfleet = |i: usize| {
+        let file = format!("case-{i:02}.yaml:");
+        run.stderr
+            .lines()
+            .filter(|l| l.starts_with(&file))
+            .collect::<Vec<_>>()
+    };
+
+    let members = Members::start(Backend::Real, FLEET);
+    let mut disagreements = Vec::new();
+    let (mut accepted, mut refused) = (0, 0);
+    for (i, (what, yaml)) in cases.iter().enumerate() {
+        let (code, _, server_err) = members.kubectl_stdin(
+            "hub",
+            &["create", "--dry-run=server", "--validate=strict", "-f", "-"],
+            yaml,
+        );
+        let ours = refused_by_gitfleet(i);
+        match (code == 0, ours.is_empty()) {
+            (true, true) => accepted += 1,
+            (false, false) => refused += 1,
+            (server, _) => disagreements.push(format!(
+                "{what}: the API server {}, gitfleet {}",
+                if server {
+                    "accepts".to_string()
+                } else {
+                    format!("refuses ({})", server_err.trim())
+                },
+                if ours.is_empty() {
+                    "accepts".to_string()
+                } else {
+                    format!("refuses ({})", ours.join("; "))
+                }
+            )),
+        }
+    }
+    eprintln!(
+        "metadata cases: {} ({accepted} accepted and {refused} refused by both, {} disagreements)",
+        cases.len(),
+        disagreements.len()
+    );
+    assert!(
+        disagreements.is_empty(),
+        "gitfleet and the API server disagree:\n{}",
+        disagreements.join("\n")
+    );
+    assert!(
+        accepted > 10 && refused > 10,
+        "{accepted} accepted, {refused} refused"
+    );
+}
