@@ -101,11 +101,12 @@ impl KubeconfigArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct DecryptionArgs {
     /// Age key file (as `age-keygen` writes it) that opens SOPS-encrypted files of the
-    /// repository; age keys in SOPS_AGE_KEY (one per line) are used too. Keys stay outside the
-    /// repository; a SOPS file no key opens makes the commit invalid.
+    /// repository; without it SOPS_AGE_KEY_FILE is read, as sops reads it, and age keys in
+    /// SOPS_AGE_KEY (one per line) are used too. Keys stay outside the repository; a SOPS file
+    /// no key opens makes the commit invalid.
     #[arg(
         long,
-        env = "SOPS_AGE_KEY_FILE",
+        env = "GITFLEET_AGE_KEY_FILE",
         value_name = "FILE",
         hide_env_values = true
     )]
@@ -113,7 +114,7 @@ pub struct DecryptionArgs {
 }
 
 impl DecryptionArgs {
-    /// The keys: the file, and `SOPS_AGE_KEY` from the environment.
+    /// The keys: the file (or `SOPS_AGE_KEY_FILE`'s), and `SOPS_AGE_KEY` from the environment.
     pub fn load(&self) -> Result<crate::sources::Keys, crate::sources::KeyError> {
         crate::sources::Keys::from_env(self.age_key_file.as_deref())
     }

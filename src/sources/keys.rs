@@ -1,5 +1,5 @@
 //! The keys that open SOPS files, read where sops and Flux read them: an age key file
-//! (`--age-key-file`, or `SOPS_AGE_KEY_FILE`) and age keys in the environment (`SOPS_AGE_KEY`).
+//! (`--age-key-file` or `GITFLEET_AGE_KEY_FILE`, else `SOPS_AGE_KEY_FILE`) and age keys in the environment (`SOPS_AGE_KEY`).
 //! The edge of [`super`]: the only part that reads files or the environment.
 
 use super::sops::AgeIdentities;
@@ -55,10 +55,14 @@ impl Keys {
     }
 
     /// [`Keys::load`] with `file` (the flag, whose value clap also takes from
-    /// `SOPS_AGE_KEY_FILE`) and `SOPS_AGE_KEY` from the environment.
+    /// `GITFLEET_AGE_KEY_FILE`), else `SOPS_AGE_KEY_FILE` as sops and Flux read it, and
+    /// `SOPS_AGE_KEY` from the environment.
     pub fn from_env(file: Option<&Path>) -> Result<Self, KeyError> {
+        let sops_file = std::env::var_os("SOPS_AGE_KEY_FILE")
+            .filter(|f| !f.is_empty())
+            .map(std::path::PathBuf::from);
         let env_keys = std::env::var("SOPS_AGE_KEY").ok();
-        Keys::load(file, env_keys.as_deref())
+        Keys::load(file.or(sops_file.as_deref()), env_keys.as_deref())
     }
 
     /// From the text of an age key file (tests and library users).
