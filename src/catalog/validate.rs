@@ -189,7 +189,7 @@ fn check_duplicates(cat: &mut Catalog, diags: &mut Vec<Diagnostic>) {
     for (i, j) in repeated {
         let message = format!(
             "duplicate object: {} is already defined at {}",
-            cat.objects[i].key(),
+            cat.objects[i].key().short(),
             cat.objects[j].origin
         );
         diags.push(cat.diagnostic(i, "metadata.name", message));

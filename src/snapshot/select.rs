@@ -265,7 +265,7 @@ pub fn select(cat: &Catalog, placement: &Placement) -> Result<Vec<SelectedResour
                 "spec.resourceSelectors",
                 format!(
                     "found duplicate resource {}: it is selected more than once",
-                    o.key()
+                    o.key().short()
                 ),
             ));
         }
