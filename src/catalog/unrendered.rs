@@ -13,6 +13,19 @@ use crate::model::Origin;
 /// The file at the root of the fleet's path that leaves files out (read by `source`).
 pub const IGNORE_FILE: &str = ".gitfleetignore";
 
+/// The names kustomize takes for a kustomization file, in the order it looks for them.
+pub const KUSTOMIZATION_FILES: [&str; 3] =
+    ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
+/// The tool that rendered an object whose origin file is `file`, when a tool did: the objects
+/// of a built kustomization come from a file named like a kustomization file (gitfleet reads
+/// no kustomization file as manifests).
+pub fn rendered_by(file: &str) -> Option<&'static str> {
+    KUSTOMIZATION_FILES
+        .contains(&base_name(file))
+        .then_some("kustomize")
+}
+
 /// What renders a folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Tool {

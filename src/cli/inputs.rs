@@ -93,7 +93,7 @@ pub struct CommitArgs {
     #[arg(long, default_value = "")]
     pub path: String,
     #[command(flatten)]
-    pub decryption: crate::cli::flags::DecryptionArgs,
+    pub sources: crate::cli::flags::SourcesArgs,
 }
 
 /// Failures that map to an exit code other than 1.
@@ -102,8 +102,8 @@ pub struct CommitArgs {
 pub(super) struct SourceFailure(#[from] crate::source::SourceError);
 
 pub(super) fn read(args: &CommitArgs) -> Result<CommitFiles> {
-    let keys = args.decryption.load()?;
-    let files = read_commit(&args.repo, &args.rev, &args.path, &keys)
+    let sources = args.sources.load(None)?;
+    let files = read_commit(&args.repo, &args.rev, &args.path, &sources)
         .map_err(|e| anyhow!(SourceFailure(e)))?;
     for skipped in &files.skipped {
         eprintln!("note: {skipped}");

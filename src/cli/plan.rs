@@ -34,7 +34,7 @@ pub struct PlanArgs {
     #[arg(long, default_value = "")]
     pub path: String,
     #[command(flatten)]
-    pub decryption: crate::cli::flags::DecryptionArgs,
+    pub sources: crate::cli::flags::SourcesArgs,
     /// Inventory, as for `schedule`; `live` probes the members of base and head once and uses
     /// the answers for both.
     #[command(flatten)]
@@ -78,9 +78,10 @@ pub struct PlanArgs {
 pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Result<ExitCode> {
     // Unreadable inputs are plain errors here (exit 1), as the plan's exit codes say.
     // Each commit's files are let go once analysed: from there on the plan reads the catalog.
-    let keys = args.decryption.load()?;
+    let sources = args.sources.load(None)?;
     let analyzed = |rev: &str| -> Result<(CommitFiles, Catalog, Vec<Diagnostic>)> {
-        let mut commit = read_commit(&args.repo, rev, &args.path, &keys).map_err(|e| anyhow!(e))?;
+        let mut commit =
+            read_commit(&args.repo, rev, &args.path, &sources).map_err(|e| anyhow!(e))?;
         let (cat, diags) = commit.analyze();
         commit.files = Vec::new();
         Ok((commit, cat, diags))

@@ -290,7 +290,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             remote: None,
             branch: "main".into(),
             path: String::new(),
-            keys: Default::default(),
+            sources: Arc::new(crate::sources::Sources::plain()),
             state_dir: dir.join("state"),
             listen: Some(args.listen),
             poll: Duration::from_secs(30),

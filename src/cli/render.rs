@@ -135,7 +135,7 @@ pub(super) fn render(args: &RenderArgs) -> Result<ExitCode> {
             args.cluster
         );
     }
-    print_manifests(&manifests, args.output)?;
+    print_manifests(&manifests, &rendered_sources(&cat), args.output)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -148,7 +148,36 @@ pub(super) fn member_labels(cat: &Catalog, cluster: &str) -> Labels {
     }
 }
 
-pub(super) fn print_manifests(manifests: &[Manifest], format: ManifestFormat) -> Result<()> {
+/// Where a tool rendered an object from: `(apiVersion, kind, namespace, name)` to `kustomize
+/// FILE`, for the objects of built kustomizations.
+type RenderedSources = std::collections::HashMap<[String; 4], String>;
+
+fn identity(value: &serde_json::Value) -> [String; 4] {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    [
+        text(&value["apiVersion"]),
+        text(&value["kind"]),
+        text(&value["metadata"]["namespace"]),
+        text(&value["metadata"]["name"]),
+    ]
+}
+
+fn rendered_sources(cat: &Catalog) -> RenderedSources {
+    cat.objects
+        .iter()
+        .filter_map(|o| {
+            crate::catalog::unrendered::rendered_by(&o.origin.file)
+                .map(|tool| (identity(&o.value), format!("{tool} {}", o.origin.file)))
+        })
+        .collect()
+}
+
+/// The manifests; in YAML, each rendered by a tool preceded by a comment naming its source.
+pub(super) fn print_manifests(
+    manifests: &[Manifest],
+    sources: &RenderedSources,
+    format: ManifestFormat,
+) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match format {
         ManifestFormat::Json => {
@@ -162,6 +191,9 @@ pub(super) fn print_manifests(manifests: &[Manifest], format: ManifestFormat) ->
         ManifestFormat::Yaml => {
             for m in manifests {
                 writeln!(out, "---")?;
+                if let Some(source) = sources.get(&identity(&m.value)) {
+                    writeln!(out, "# rendered by {source}")?;
+                }
                 write!(
                     out,
                     "{}",

@@ -29,7 +29,7 @@ pub struct RunArgs {
     #[arg(long, env = "GITFLEET_PATH", default_value = "")]
     pub path: String,
     #[command(flatten)]
-    pub decryption: crate::cli::flags::DecryptionArgs,
+    pub sources: crate::cli::flags::SourcesArgs,
     #[command(flatten)]
     pub kubeconfig: crate::cli::flags::KubeconfigArgs,
     /// Where the daemon keeps what must survive a restart: `directory` (--state-dir, one
@@ -377,19 +377,21 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             )
         }
     };
+    let state_dir = match args.state {
+        StateKind::Directory => args.state_dir.clone(),
+        StateKind::Kubernetes => cache_dir,
+    };
+    // Renderings kept beside the state, so a restart does not build again.
+    let renders = state_dir.as_ref().map(|d| d.join("cache").join("renders"));
     let opts = RunOptions {
         repo,
         remote,
         branch: args.branch.clone(),
         path: args.path.clone(),
-        keys: Arc::new(args.decryption.load()?),
+        sources: Arc::new(args.sources.load(renders)?),
         // The state directory, or (`--state kubernetes`) where the mirror is; with a local
         // --repo nothing is kept on disk then.
-        state_dir: match args.state {
-            StateKind::Directory => args.state_dir.clone(),
-            StateKind::Kubernetes => cache_dir,
-        }
-        .unwrap_or_default(),
+        state_dir: state_dir.unwrap_or_default(),
         listen: Some(args.listen),
         poll: args.poll,
         resync: args.resync,

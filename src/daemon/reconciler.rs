@@ -52,10 +52,11 @@ fn read_analyzed(
     repo: &std::path::Path,
     requested: String,
     path: &str,
-    keys: &crate::sources::Keys,
+    sources: &crate::sources::Sources,
     cache: &mut ReadCache,
 ) -> Result<Analyzed> {
-    let files = crate::sources::read_commit_cached(repo, &requested, path, &mut cache.blobs, keys)?;
+    let files =
+        crate::sources::read_commit_cached(repo, &requested, path, &mut cache.blobs, sources)?;
     for skipped in &files.skipped {
         tracing::warn!(commit = %files.commit, "{skipped}");
     }
@@ -119,12 +120,12 @@ impl<D: Deliverer> Daemon<D> {
             self.opts.path.clone(),
             id.to_string(),
         );
-        let keys = self.opts.keys.clone();
+        let sources = self.opts.sources.clone();
         // The read cache is lent to the blocking pool and comes back whether or not the read
         // succeeds.
         let mut cache = std::mem::take(&mut self.read_cache);
         let (a, cache) = blocking(move || {
-            let analyzed = read_analyzed(&repo, requested, &path, &keys, &mut cache);
+            let analyzed = read_analyzed(&repo, requested, &path, &sources, &mut cache);
             (analyzed, cache)
         })
         .await?;
@@ -194,9 +195,9 @@ impl<D: Deliverer> Daemon<D> {
                 continue;
             }
             let (repo, path, id) = (self.opts.repo.clone(), self.opts.path.clone(), c.clone());
-            let keys = self.opts.keys.clone();
+            let sources = self.opts.sources.clone();
             let cat = blocking(move || -> Result<crate::catalog::Catalog> {
-                let files = crate::sources::read_commit(&repo, &id, &path, &keys)?;
+                let files = crate::sources::read_commit(&repo, &id, &path, &sources)?;
                 Ok(files.analyze().0)
             })
             .await?

@@ -243,6 +243,10 @@ pub struct ObjectDiff {
     #[serde(with = "as_id")]
     pub placement: PlacementKey,
     pub change: Change,
+    /// The file a tool rendered it from (`kustomize` and the kustomization file), when it
+    /// was rendered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// Unified diff of the YAML, secrets' values masked; one text shared by every cluster
     /// that has the same change (a large commit's diffs are its size again, per copy).
     #[serde(serialize_with = "shared_text")]
@@ -1162,6 +1166,16 @@ fn compare_clusters(
         .chain(&head.fleet.clusters)
         .map(|c| c.name.as_str())
         .collect();
+    // Objects a tool rendered, traced to the file they came from (the head's where both have
+    // it).
+    let rendered: HashMap<ObjectKey, String> = [base, head]
+        .iter()
+        .flat_map(|w| &w.cat.objects)
+        .filter_map(|o| {
+            crate::catalog::unrendered::rendered_by(&o.origin.file)
+                .map(|tool| (o.key(), format!("{tool} {}", o.origin.file)))
+        })
+        .collect();
     let empty = Labels::new();
     let mut diffs = DiffMemo::new(context);
     let mut out = Vec::new();
@@ -1215,6 +1229,7 @@ fn compare_clusters(
                 object: id.short().to_string(),
                 placement,
                 change,
+                source: rendered.get(id.as_ref()).cloned(),
                 diff,
             });
         }
