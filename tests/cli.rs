@@ -369,7 +369,7 @@ fn legacy_property_annotation_is_read_with_a_warning() {
 #[test]
 fn sample_fleet_validates_clean() {
     let repo = Repo::new();
-    repo.copy_dir(&common::manifest_dir().join("examples/fleet-repo"), "");
+    repo.copy_sample_fleet();
     repo.commit("sample");
     let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -398,7 +398,7 @@ fn sample_fleet_validates_clean() {
 #[test]
 fn sample_fleet_renders_overrides_with_variables() {
     let repo = Repo::new();
-    repo.copy_dir(&common::manifest_dir().join("examples/fleet-repo"), "");
+    repo.copy_sample_fleet();
     repo.commit("sample");
     let run = gitfleet(&[
         "render",
@@ -428,7 +428,7 @@ fn sample_fleet_renders_overrides_with_variables() {
 
 fn sample_repo() -> Repo {
     let repo = Repo::new();
-    repo.copy_dir(&common::manifest_dir().join("examples/fleet-repo"), "");
+    repo.copy_sample_fleet();
     repo.commit("sample");
     repo
 }

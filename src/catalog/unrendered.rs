@@ -1,9 +1,9 @@
 //! Folders that a tool must render before they are manifests: Kustomize folders
-//! (`kustomization.yaml`) and Helm charts (`Chart.yaml`, `templates/`, `values*.yaml`). gitfleet
-//! renders neither (docs/guides/repository-layout.md, "What gitfleet does not render"). Read as
+//! (`kustomization.yaml`) and Helm charts (`Chart.yaml`, `templates/`, `values*.yaml`). Read as
 //! plain YAML they give a cascade of errors (templates do not parse, patches are partial
-//! objects, values files have no kind); instead each such folder gets one diagnostic that names
-//! what it is and how to leave it out or render it, and its files are not read.
+//! objects, values files have no kind), so their files are never read one by one: Kustomize
+//! folders are built by [`crate::sources`]; Helm folders, which gitfleet does not render, get
+//! one diagnostic each that names what they are and how to leave them out or render them.
 //!
 //! Pure: paths (relative to the fleet's `--path`) and contents in, findings out.
 

@@ -263,6 +263,11 @@ impl Kustomize {
         }
     }
 
+    /// Whether the program exists (a build may still fail).
+    pub fn found(&self) -> bool {
+        self.tool.program.is_file()
+    }
+
     /// How many builds were run rather than found in the cache.
     pub fn builds(&self) -> u64 {
         self.cache.misses()
