@@ -27,8 +27,9 @@
 //! - [`members`]: kube clients per member, retries, the live inventory;
 //! - [`push`]: applying manifests on members (SSA/CSA/ReportDiff, records, prune, drift);
 //! - [`state`]: the daemon's state directory;
-//! - [`daemon`]: `gitfleet run` (event loop, reconciler, status API, metrics) and
-//!   [`daemon_client`], which reads a running daemon;
+//! - [`daemon`]: `gitfleet run` (event loop, reconciler, status API, metrics);
+//! - [`api`]: the status API's wire types, shared by the server and its clients, and
+//!   [`api::client`], which reads a running daemon;
 //! - [`cli`]: the command line, one file per command (`gitfleet quickstart` included);
 //!   [`trimmed_output`]: long output printed as it is made (`gitfleet plan`);
 //!
@@ -37,6 +38,7 @@
 //! and `gitfleet-testkit` (the benchmarks' fleets and the fuzz targets' entry points).
 
 pub mod analyze;
+pub mod api;
 pub mod approvals;
 pub mod build_info;
 pub mod catalog;
@@ -44,7 +46,6 @@ pub mod cli;
 #[cfg(test)]
 mod compat_corpus;
 pub mod daemon;
-pub mod daemon_client;
 pub mod fast_hash;
 pub mod follow;
 pub mod members;
@@ -59,11 +60,12 @@ pub mod source;
 pub mod sources;
 pub mod state;
 pub mod text_table;
+pub mod timestamp;
 pub mod trimmed_output;
 pub mod webhook;
 
 // Kubernetes' text formats live in their own crate, which the simulator shares.
-pub use gitfleet_kube_text::{timestamp, yaml};
+pub use gitfleet_kube_text::yaml;
 
 // `gitfleet::analyze(files)`, as before the function had its own module.
 pub use analyze::analyze;

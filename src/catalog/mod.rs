@@ -305,6 +305,9 @@ const FLEET_KINDS: &[(&str, &str, &[&str], Class)] = &[
         Class::Member,
     ),
     (OCM_CLUSTER, "Placement", &["v1beta1"], Class::Placement),
+    // Written by OCM's scheduler; a repository's is a hub object like any other, decoded only to
+    // be checked as the API server checks it.
+    (OCM_CLUSTER, "PlacementDecision", &["v1beta1"], Class::Hub),
     (OCM_CLUSTER, "ManagedCluster", &["v1"], Class::Member),
     (
         OCM_CLUSTER,

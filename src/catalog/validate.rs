@@ -20,6 +20,7 @@ pub(super) fn run(
     super::strings::check(cat, diags);
     super::limits::check(cat, diags);
     check_envelopes(cat, diags);
+    check_placement_scopes(cat, diags);
     check_overrides(cat, diags);
     check_update_runs(cat, diags);
     check_declared_properties(cat, diags);
@@ -273,6 +274,9 @@ fn decode_fleet_objects(
             "ClusterResourcePlacementDisruptionBudget" => {
                 push_typed(cat, i, diags, decoded, |c| &mut c.disruption_budgets)
             }
+            "PlacementDecision" => {
+                check_typed::<crate::model::placement_decision::PlacementDecision>(cat, i, diags)
+            }
             "ManifestWork" => {
                 push_typed(cat, i, diags, decoded, |c| &mut c.manifest_works);
                 // What of OCM's work API gitfleet does not carry out is refused (17.5).
@@ -284,6 +288,17 @@ fn decode_fleet_objects(
             }
             _ => {}
         }
+    }
+}
+
+/// Decodes object `i` strictly and validates it, for a kind gitfleet checks but does not use.
+fn check_typed<T: ApiObject>(cat: &Catalog, i: usize, diags: &mut Vec<Diagnostic>) {
+    let problems = match decode::<T>(&cat.objects[i].value) {
+        Ok(typed) => typed.validate(),
+        Err(p) => vec![p],
+    };
+    for p in problems {
+        diags.push(cat.diagnostic(i, &p.field, p.message));
     }
 }
 
@@ -341,6 +356,15 @@ fn check_envelopes(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
             for p in problems {
                 diags.push(cat.diagnostic(i, &p.field, p.message));
             }
+        }
+    }
+}
+
+/// What a placement may select, by scope (see [`crate::model::placement::Placement::scope_problems`]).
+fn check_placement_scopes(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
+    for e in &cat.placements {
+        for p in e.spec.scope_problems(&cat.scopes) {
+            diags.push(cat.diagnostic(e.index, &p.field, p.message));
         }
     }
 }

@@ -1,8 +1,6 @@
 //! `gitfleet apply`: everything a commit places, pushed now to every member (no pacing).
 
-use super::inputs::{
-    load_inventory_from, load_valid, now_unix, CommitArgs, InventorySource, ProbeArgs,
-};
+use super::inputs::{load_inventory_from, load_valid, CommitArgs, InventorySource, ProbeArgs};
 use crate::cli::flags::{KubeconfigArgs, PushArgs};
 use crate::model::PlacementKey;
 use crate::schedule::{Fleet, Previous};
@@ -67,7 +65,7 @@ pub(super) fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         &[&cat],
     )?;
     let fleet = Fleet::build(&cat, inventory.as_ref());
-    let now = now_unix();
+    let now = crate::timestamp::now_unix_signed();
     let invalid = crate::snapshot::invalid_selections(&cat);
     let schedule = crate::schedule::schedule_commit(&cat, &invalid, &fleet, &Previous::new(), now);
     let only: Option<BTreeSet<PlacementKey>> = match &args.placement {

@@ -70,7 +70,7 @@ pub fn request_named(key: &str, commit: &str) -> Option<Request> {
 }
 
 fn daemon_requests(server: &str) -> Result<Vec<Request>> {
-    let view = crate::daemon_client::approvals(server)?;
+    let view = crate::api::client::approvals(server)?;
     Ok(view.requests)
 }
 
@@ -152,7 +152,7 @@ fn judge_tag(args: &VerifyApprovalArgs) -> Result<Result<Approval, Rejection>> {
         &tag,
         &requests,
         &verifier,
-        crate::daemon::now_unix() as i64,
+        crate::timestamp::now_unix_signed(),
     ))
 }
 
@@ -225,7 +225,7 @@ struct Known {
 
 fn known_requests(args: &ApproveArgs) -> Result<Known> {
     let Some(dir) = &args.state else {
-        let view = crate::daemon_client::approvals(&args.server)?;
+        let view = crate::api::client::approvals(&args.server)?;
         return Ok(Known {
             from: format!("the daemon at {}", args.server),
             open: view.requests,

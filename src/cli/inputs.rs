@@ -174,7 +174,7 @@ pub(super) fn run_schedule(
         &crate::snapshot::invalid_selections(cat),
         &fleet,
         &previous,
-        now_unix(),
+        crate::timestamp::now_unix_signed(),
     ))
 }
 
@@ -254,12 +254,4 @@ pub(super) fn read_previous(state: Option<&Path>) -> Result<Previous> {
         Some(dir) => StateStore::open(dir)?.load_schedule()?.1,
         None => Previous::new(),
     })
-}
-
-/// The clock, read only here at the edge.
-pub(super) fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
 }

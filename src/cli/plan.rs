@@ -1,9 +1,10 @@
 //! `gitfleet plan`: what a change (base → head) does to the fleet, for review.
 
-use super::inputs::{load_inventory, now_unix, read_previous, InventoryArgs};
+use super::inputs::{load_inventory, read_previous, InventoryArgs};
 use crate::catalog::{Catalog, Diagnostic};
 use crate::source::CommitFiles;
 use crate::sources::read_commit;
+use crate::timestamp::now_unix_signed as now_unix;
 use anyhow::{anyhow, Result};
 use clap::{Args, ValueEnum};
 use std::io::Write;
@@ -115,8 +116,8 @@ pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Re
         // A running daemon gives the live inventory and the bindings as they are.
         let (inventory, previous) = match &args.server {
             Some(url) => (
-                Some(crate::daemon_client::inventory(url)?),
-                crate::daemon_client::schedule(url)?,
+                Some(crate::api::client::inventory(url)?),
+                crate::api::client::schedule(url)?,
             ),
             // Base and head see the same inventory; a live one probes their members once.
             None => (

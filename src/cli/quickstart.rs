@@ -320,7 +320,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             parallel_requests: 8,
             retry_budget: Duration::from_secs(30),
             writer: crate::push::writer::Identity::daemon(&format!("quickstart {}", dir.display())),
-            clock: crate::daemon::now_unix,
+            clock: crate::timestamp::now_unix,
             watches: Default::default(),
             slots: Default::default(),
         };
@@ -489,22 +489,20 @@ mod tests {
             allowed_signers: PathBuf::from("/q/allowed_signers"),
         };
         let mut st = Status::default();
-        st.runs
-            .approval_requests
-            .push(crate::daemon::wire::ApprovalRequest {
-                name: "telemetry-rollout-1-after-canary".into(),
-                namespace: None,
-                update_run: "telemetry-rollout-1".into(),
-                stage: "canary".into(),
-                task_type: "afterStage".into(),
-                approved: String::new(),
-                approval_accepted: String::new(),
-                created_at: 0,
-                tag: "gitfleet/approve/telemetry-rollout-1-after-canary".into(),
-                commit: "c0ffee".into(),
-                approved_by: None,
-                approved_at: None,
-            });
+        st.runs.approval_requests.push(crate::api::ApprovalRequest {
+            name: "telemetry-rollout-1-after-canary".into(),
+            namespace: None,
+            update_run: "telemetry-rollout-1".into(),
+            stage: "canary".into(),
+            task_type: "afterStage".into(),
+            approved: String::new(),
+            approval_accepted: String::new(),
+            created_at: 0,
+            tag: "gitfleet/approve/telemetry-rollout-1-after-canary".into(),
+            commit: "c0ffee".into(),
+            approved_by: None,
+            approved_at: None,
+        });
         let mut last = Default::default();
         let lines = progress_lines(&st, &mut last, &demo);
         assert_eq!(lines.len(), 1);

@@ -289,10 +289,6 @@ fn state_identity(dir: &std::path::Path) -> String {
     )
 }
 
-fn now_unix() -> u64 {
-    crate::daemon::now_unix()
-}
-
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let webhook_secret = match &args.webhook_secret_file {
         Some(f) => {
@@ -417,7 +413,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             (StateKind::Kubernetes, _) => format!("lease {}", args.hosting.lease_name),
             (StateKind::Directory, dir) => state_identity(dir.as_deref().unwrap_or(".".as_ref())),
         }),
-        clock: now_unix,
+        clock: crate::timestamp::now_unix,
         watches: Default::default(),
         slots: Default::default(),
     };
@@ -483,7 +479,7 @@ async fn run_elected(
     let identity = election.identity.clone();
     let status = Arc::new(std::sync::Mutex::new(crate::daemon::Status {
         branch: opts.branch.clone(),
-        leader: Some(crate::daemon::LeaderStatus {
+        leader: Some(crate::api::LeaderStatus {
             identity: identity.clone(),
             leader: None,
             leading: false,
@@ -624,12 +620,11 @@ async fn publish_role(
                 .get_or_create(&crate::daemon::metrics::labels(&[("identity", l)]))
                 .set(1);
         }
-        status.lock().unwrap_or_else(|e| e.into_inner()).leader =
-            Some(crate::daemon::LeaderStatus {
-                identity: identity.clone(),
-                leader,
-                leading,
-            });
+        status.lock().unwrap_or_else(|e| e.into_inner()).leader = Some(crate::api::LeaderStatus {
+            identity: identity.clone(),
+            leader,
+            leading,
+        });
         if seen.changed().await.is_err() {
             return;
         }

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 
 /// `gitfleet status`'s first line under `--state kubernetes`: who leads, and who answered.
-fn leader_line(l: &crate::daemon::LeaderStatus) -> String {
+fn leader_line(l: &crate::api::LeaderStatus) -> String {
     match (&l.leader, l.leading) {
         (_, true) => format!("Leader: {} (this replica)", l.identity),
         (Some(leader), false) => format!(
@@ -51,17 +51,17 @@ pub struct StatusArgs {
 
 /// What one look at the daemon shows: the document (to tell a change) and its text.
 fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
-    let doc = crate::daemon_client::placements(&args.server)?;
+    let doc = crate::api::client::placements(&args.server)?;
     let Some(want) = &args.placement else {
-        let (runs, requests) = crate::daemon_client::update_runs(&args.server)?;
-        let all = crate::daemon::wire::StatusDocument {
+        let (runs, requests) = crate::api::client::update_runs(&args.server)?;
+        let all = crate::api::StatusDocument {
             placements: doc,
             update_runs: runs.update_runs,
             approval_requests: requests.approval_requests,
         };
         let text = match args.output {
             StatusFormat::Table | StatusFormat::Wide => {
-                let now = crate::daemon::now_unix();
+                let now = crate::timestamp::now_unix();
                 let wide = matches!(args.output, StatusFormat::Wide);
                 let leader = all
                     .placements

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use clap::Args;
 
-use crate::daemon::wire::{Placements, UpdateRun};
+use crate::api::{Placements, UpdateRun};
 use crate::rollout::staged::status::RunPhase;
 use crate::rollout::BindingHealth;
 
@@ -177,8 +177,8 @@ pub fn verdict(
                 p.id, r.name, r.waiting_for
             ));
         }
-        if let Some(note) = p.note.as_deref().filter(|n| n.starts_with("cannot render")) {
-            failed.push(format!("{}: {note}", p.id));
+        for (cluster, e) in &p.render_errors {
+            failed.push(format!("{} on {cluster}: cannot render: {e}", p.id));
         }
         // Held for invalid resource selectors: served, but it does not roll out until fixed
         // (before, such a commit was rejected and `wait` failed on it).
@@ -311,8 +311,8 @@ fn ask(
     args: &WaitArgs,
     want: &mut Option<String>,
     only: &[String],
-) -> Result<Asked, crate::daemon_client::ClientError> {
-    let doc = crate::daemon_client::placements(&args.server)?;
+) -> Result<Asked, crate::api::client::ClientError> {
+    let doc = crate::api::client::placements(&args.server)?;
     let want_now = match &*want {
         Some(w) => w.clone(),
         None => match &doc.head {
@@ -334,9 +334,7 @@ fn ask(
                 })
         });
         let runs = if served {
-            crate::daemon_client::update_runs(&args.server)?
-                .0
-                .update_runs
+            crate::api::client::update_runs(&args.server)?.0.update_runs
         } else {
             Vec::new()
         };
@@ -448,6 +446,25 @@ mod tests {
         assert_eq!(
             verdict(&d, &[], HEAD, true, &[]),
             Verdict::Failed("crp/app: held: The resource selectors are invalid: x".into())
+        );
+    }
+
+    /// A cluster the commit cannot render for fails the wait, by the status's field (not by
+    /// the note's wording).
+    #[test]
+    fn a_cluster_the_commit_cannot_render_for_fails() {
+        let mut d = doc(json!({}));
+        d.placements[0].note = Some("anything".into());
+        assert!(matches!(
+            verdict(&d, &[], HEAD, true, &[]),
+            Verdict::Settled(_)
+        ));
+        d.placements[0]
+            .render_errors
+            .insert("b".into(), "override o: no such path".into());
+        assert_eq!(
+            verdict(&d, &[], HEAD, true, &[]),
+            Verdict::Failed("crp/app on b: cannot render: override o: no such path".into())
         );
     }
 

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use anyhow::Result;
 
 use super::metrics::{self, Metrics};
+use crate::api::ApprovalsView;
 use crate::approvals::{evaluate, object, TagKind, Verifier};
-use crate::daemon::wire::ApprovalsView;
 use crate::rollout::approval::{Approval, RejectReason, Rejection, Request};
 
 /// Judges approval tags for the daemon; remembers what it already reported.

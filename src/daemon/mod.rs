@@ -21,6 +21,7 @@
 
 pub mod approvals;
 pub mod deliver;
+pub mod error;
 pub mod leader;
 pub mod metrics;
 pub mod open_files;
@@ -28,9 +29,7 @@ pub mod probes;
 pub mod reconciler;
 pub mod runs;
 pub mod server;
-pub mod shared_status;
 pub mod watch;
-pub mod wire;
 pub mod workers;
 
 #[cfg(test)]
@@ -40,15 +39,18 @@ use crate::fast_hash::HashMap;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
+
+use crate::timestamp::now_unix;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::{LeaderStatus, PlacementStatus};
 use crate::members::inventory::Member;
 use crate::rollout::{Outcome, Rejected, RolloutState, Work};
 use crate::schedule::{Inventory, PlacementSchedule};
@@ -180,10 +182,10 @@ pub struct Status {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held: Option<crate::rollout::guard::Held>,
     /// The git source: URL, branch, head, last fetch success and error.
-    pub source: wire::Source,
+    pub source: crate::api::Source,
     /// Shared with the last publish: a settled placement's status is built once, not at every
     /// reconcile, and the server serialises it without holding the lock.
-    #[serde(serialize_with = "wire::shared_list")]
+    #[serde(serialize_with = "crate::api::shared_list")]
     pub placements: Vec<Arc<PlacementStatus>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inventory: Option<Arc<Inventory>>,
@@ -197,131 +199,10 @@ pub struct Status {
     pub runs: runs::Runs,
     /// Approval requests, accepted approvals and refused tags (`/api/v1/approvals`).
     #[serde(skip)]
-    pub approvals: crate::daemon::wire::ApprovalsView,
+    pub approvals: crate::api::ApprovalsView,
     /// `--state kubernetes`: who leads (`None` with a state directory: this process acts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader: Option<LeaderStatus>,
-}
-
-/// Which replica leads, as the one answering knows it (`/api/v1/placements`, `gitfleet status`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LeaderStatus {
-    /// This replica's `--identity`.
-    pub identity: String,
-    /// The leader's identity; `None` while the Lease is unread, free or expired.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub leader: Option<String>,
-    /// Whether this replica leads (and acts).
-    pub leading: bool,
-}
-
-/// One placement as the status API shows it (`GET /api/v1/placements`, [`wire::Placements`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlacementStatus {
-    pub id: String,
-    pub strategy: crate::rollout::Strategy,
-    pub target: usize,
-    pub selected: Vec<String>,
-    pub applying: Vec<String>,
-    pub removing: Vec<String>,
-    pub waiting: Vec<String>,
-    pub up_to_date: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    /// Per cluster: revision, health and last error, as stored (shared with the rollout
-    /// state: [`shared_status`]).
-    pub clusters: shared_status::Clusters,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_resource_index: Option<u64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub selected_resources: Vec<String>,
-    /// Placement-level conditions (KubeFleet's `ClusterResourcePlacement…` /
-    /// `ResourcePlacement…` types; OCM's for OCM placements).
-    pub conditions: Vec<crate::schedule::Condition>,
-    /// Per selected cluster, KubeFleet's per-cluster conditions (worked out when serialised:
-    /// [`shared_status`]).
-    #[serde(default, skip_serializing_if = "shared_status::PerCluster::is_empty")]
-    pub per_cluster: shared_status::PerCluster,
-    /// Clusters whose last push failed, with the error (KubeFleet's failedPlacements).
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub failed: std::collections::BTreeMap<String, String>,
-    /// [`PlacementStatus::is_ready`], worked out at its first call.
-    #[serde(skip)]
-    pub ready: ReadyOnce,
-}
-
-impl PlacementStatus {
-    /// Nothing is being applied, removed or waited for, and every cluster is available (or,
-    /// under ReportDiff, has its diff reported) with no re-check due: what
-    /// `GET /api/v1/placements?unready` leaves out.
-    pub fn is_ready(&self) -> bool {
-        *self.ready.0.get_or_init(|| {
-            self.applying.is_empty()
-                && self.removing.is_empty()
-                && self.waiting.is_empty()
-                && self
-                    .clusters
-                    .values()
-                    .all(|c| c.recheck.is_none() && c.health.is_ready())
-        })
-    }
-}
-
-/// Whether a published status is ready, kept once known: a status does not change once
-/// published, and a client polling `?unready` would otherwise have every cluster of every
-/// placement looked at each time it polls.
-/// Not part of the status's value: every two are equal.
-#[derive(Debug, Clone, Default)]
-pub struct ReadyOnce(std::sync::OnceLock<bool>);
-
-impl PartialEq for ReadyOnce {
-    fn eq(&self, _: &ReadyOnce) -> bool {
-        true
-    }
-}
-
-/// The environment variable naming a file whose number (seconds) is added to the daemon's
-/// clock: how end-to-end tests pass a TimedWait of hours, or a key's expiry, without waiting
-/// (as gpg's `--faked-system-time`). Read at every call, so a test moves time forward by
-/// rewriting the file. Only in a build with the test-only `test-hooks` feature: a product
-/// build never reads it, so no environment can move the clock that judges waits and expiries.
-#[cfg(feature = "test-hooks")]
-pub const CLOCK_SKEW_FILE_ENV: &str = "GITFLEET_TEST_CLOCK_SKEW_FILE";
-
-/// The daemon's clock, Unix seconds (moved by `GITFLEET_TEST_CLOCK_SKEW_FILE` in a
-/// `test-hooks` build).
-pub fn now_unix() -> u64 {
-    let real = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    real.saturating_add(clock_skew())
-}
-
-/// Seconds the test clock is moved forward; 0 when the variable is not set. A file that
-/// cannot be read or parsed is a broken test set-up: it panics rather than run on real time.
-#[cfg(feature = "test-hooks")]
-fn clock_skew() -> u64 {
-    static FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    let Some(file) = FILE.get_or_init(|| std::env::var_os(CLOCK_SKEW_FILE_ENV).map(PathBuf::from))
-    else {
-        return 0;
-    };
-    let text = std::fs::read_to_string(file)
-        .unwrap_or_else(|e| panic!("{CLOCK_SKEW_FILE_ENV}={}: {e}", file.display()));
-    text.trim().parse().unwrap_or_else(|e| {
-        panic!(
-            "{CLOCK_SKEW_FILE_ENV}={}: not a number of seconds: {e}",
-            file.display()
-        )
-    })
-}
-
-/// A product build's clock is the real one.
-#[cfg(not(feature = "test-hooks"))]
-fn clock_skew() -> u64 {
-    0
 }
 
 /// Everything that makes the daemon look at the branch again.
@@ -534,7 +415,7 @@ impl<D: Deliverer> Daemon<D> {
             serving: state.serving.clone(),
             rejected: state.rejected.clone(),
             held: state.held.clone(),
-            source: wire::Source {
+            source: crate::api::Source {
                 url: match &opts.remote {
                     Some(r) => crate::follow::remote::redacted(&r.url),
                     None => opts.repo.display().to_string(),
@@ -546,7 +427,7 @@ impl<D: Deliverer> Daemon<D> {
                     "local"
                 }
                 .into(),
-                ..wire::Source::default()
+                ..crate::api::Source::default()
             },
             ..Status::default()
         }));
@@ -906,26 +787,15 @@ impl<D: Deliverer> Daemon<D> {
         }
         match self.reconcile(&head).await {
             Ok(action) => Ok(action),
-            Err(e) if self.opts.once => Err(e),
+            Err(e) if self.opts.once => Err(e.into_anyhow()),
             // Another replica owns the state, or this one's lease ran out: stop acting.
-            Err(e) if no_longer_leading(&e) => Err(e),
+            Err(e) if !e.retry() => Err(e.into_anyhow()),
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "reconcile failed; retrying");
                 Ok(Action::requeue(RETRY_AFTER_ERROR))
             }
         }
     }
-}
-
-/// Whether a reconcile failed because this replica must stop acting (fenced by a newer
-/// leader's write, or its lease not renewed in time).
-fn no_longer_leading(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        matches!(
-            c.downcast_ref::<crate::state::StateError>(),
-            Some(crate::state::StateError::Fenced { .. })
-        ) || c.downcast_ref::<leader::NotLeading>().is_some()
-    })
 }
 
 impl<D: Deliverer> Daemon<D> {

@@ -225,7 +225,7 @@ impl<D: Deliverer + 'static> Probes<D> {
         let last = Last {
             answer,
             at: Instant::now(),
-            unix: super::now_unix(),
+            unix: crate::timestamp::now_unix(),
         };
         self.last.insert(last.answer.name.clone(), last);
         changed
@@ -257,7 +257,7 @@ impl<D: Deliverer + 'static> Probes<D> {
             let last = Last {
                 answer,
                 at: Instant::now(),
-                unix: super::now_unix(),
+                unix: crate::timestamp::now_unix(),
             };
             self.last.insert(member.to_string(), last);
         }

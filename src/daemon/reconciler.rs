@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
+use super::error::ReconcileError;
 use super::{blocking, metrics, Action, Daemon, Deliverer, PlacementStatus};
 use crate::members::inventory::members_of;
 use crate::rollout::conditions;
@@ -94,7 +95,7 @@ struct Stepped {
 
 impl<D: Deliverer> Daemon<D> {
     /// One reconcile of `head`; returns when the rollout wants another look.
-    pub async fn reconcile(&mut self, head: &str) -> Result<Action> {
+    pub async fn reconcile(&mut self, head: &str) -> Result<Action, ReconcileError> {
         let started = std::time::Instant::now();
         if self.last_head.as_deref() != Some(head) {
             self.metrics.commits_seen.inc();
@@ -145,7 +146,7 @@ impl<D: Deliverer> Daemon<D> {
     async fn save(
         &mut self,
         schedule: Option<(String, Vec<Arc<PlacementSchedule>>)>,
-    ) -> Result<Vec<Arc<PlacementSchedule>>> {
+    ) -> Result<Vec<Arc<PlacementSchedule>>, ReconcileError> {
         let store = self.store.clone();
         let state = std::mem::take(&mut self.state);
         let (state, saved) = blocking(move || {
@@ -222,7 +223,7 @@ impl<D: Deliverer> Daemon<D> {
             commit.to_string(),
             self.opts.verifier.clone().unwrap_or_default(),
         );
-        let now = super::now_unix() as i64;
+        let now = crate::timestamp::now_unix_signed();
         let verdict = blocking(move || -> Result<Result<String, String>> {
             let (_, signed) = crate::approvals::object::read_commit_signature(&repo, &id)?;
             Ok(
@@ -302,7 +303,7 @@ impl<D: Deliverer> Daemon<D> {
             );
             self.log_member_health(&inventory);
         }
-        let now = super::now_unix();
+        let now = crate::timestamp::now_unix();
         // `--once` probed every member just now; the daemon's answers each have their time.
         let probes = &self.probes;
         let isolated = self.isolated;
@@ -442,7 +443,7 @@ impl<D: Deliverer> Daemon<D> {
     async fn adopt_records(&mut self, analyzed: &Analyzed) {
         let records = self.deliverer.records(&analyzed.members).await;
         let had_state = !self.state.placements.is_empty();
-        let now = super::now_unix();
+        let now = crate::timestamp::now_unix();
         let (mut placements, mut clusters) = (std::collections::BTreeSet::new(), 0);
         for (member, found) in records {
             let found = match found {
@@ -573,7 +574,7 @@ impl<D: Deliverer> Daemon<D> {
         }
     }
 
-    async fn reconcile_inner(&mut self, head: &str) -> Result<Action> {
+    async fn reconcile_inner(&mut self, head: &str) -> Result<Action, ReconcileError> {
         use crate::rollout::serve;
         let analyzed = self.analyzed(head).await?;
         let mut problems: Vec<String> = analyzed.diags.iter().map(|d| d.to_string()).collect();
@@ -989,7 +990,7 @@ impl<D: Deliverer> Daemon<D> {
                     let shared_sched = by_key.get(&s.placement).copied();
                     let sched = shared_sched.map(|p| &**p);
                     let (conditions, per_cluster) = conditions::of_step(s, sched, stored);
-                    let per_cluster = super::shared_status::PerCluster::of(
+                    let per_cluster = crate::api::shared_status::PerCluster::of(
                         s.clone(),
                         shared_sched.cloned(),
                         stored_arc.clone(),
@@ -1010,7 +1011,7 @@ impl<D: Deliverer> Daemon<D> {
                         failed,
                         ready: Default::default(),
                         selected_resources: s.selected_resources.clone(),
-                        clusters: super::shared_status::Clusters::of(stored_arc.clone()),
+                        clusters: crate::api::shared_status::Clusters::of(stored_arc.clone()),
                         observed_resource_index: stored
                             .and_then(|p| p.resources.latest().map(|r| r.index)),
                         id: s.placement.to_string(),
@@ -1021,6 +1022,7 @@ impl<D: Deliverer> Daemon<D> {
                         waiting: s.waiting.clone(),
                         up_to_date: s.up_to_date.clone(),
                         note: s.note.clone(),
+                        render_errors: s.render_errors.clone(),
                     };
                     let status = Arc::new(status);
                     match number {

@@ -3,12 +3,12 @@
 //! `kubectl get clusterstagedupdaterun` and `kubectl get clusterapprovalrequest` (the columns of
 //! KubeFleet's CRDs, apis/placement/v1beta1/stageupdate_types.go, plus where the run stands and
 //! what it waits for). Built from the rollout state's run records into the wire types
-//! ([`super::wire::UpdateRun`], [`super::wire::ApprovalRequest`]); printing is pure (those types
+//! ([`crate::api::UpdateRun`], [`crate::api::ApprovalRequest`]); printing is pure (those types
 //! in, text out).
 
 use serde::{Deserialize, Serialize};
 
-use super::wire::{ApprovalRequest, UpdateRun};
+use crate::api::{ApprovalRequest, UpdateRun};
 
 use crate::model::staged::StageTaskType;
 use crate::rollout::approval::Request;
@@ -305,7 +305,7 @@ mod tests {
     fn tables_have_kubectls_columns_and_dashes_for_blanks() {
         let status = serde_json::json!({"name": "r1", "placement": "crp/app",
             "strategyName": "s", "initCommit": "c", "createdAt": 100, "state": "Run"});
-        let doc: super::super::wire::StatusDocument = serde_json::from_value(serde_json::json!({
+        let doc: crate::api::StatusDocument = serde_json::from_value(serde_json::json!({
             "branch": "main", "placements": [],
             "updateRuns": [{"name": "r1", "placement": "crp/app", "resourceSnapshotIndex": 0,
                 "policySnapshotIndex": 0, "initialized": "True", "progressing": "False",

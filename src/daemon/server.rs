@@ -245,7 +245,7 @@ async fn placements(State(api): State<Api>, uri: Uri) -> Response {
     // document of a large fleet takes long to write, and the reconciler publishes meanwhile.
     let (doc, shared) = {
         let st = status_of(&api);
-        let doc = super::wire::Placements::<()> {
+        let doc = crate::api::Placements::<()> {
             branch: st.branch.clone(),
             head: st.head.clone(),
             serving: st.serving.clone(),
@@ -260,13 +260,13 @@ async fn placements(State(api): State<Api>, uri: Uri) -> Response {
         };
         (doc, st.placements.clone())
     };
-    let matching: Vec<&super::PlacementStatus> = shared
+    let matching: Vec<&crate::api::PlacementStatus> = shared
         .iter()
         .map(|p| &**p)
         .filter(|p| !query.unready || !p.is_ready())
         .collect();
     let matched = query.limit.map(|_| matching.len());
-    json_ok(&super::wire::Placements {
+    json_ok(&crate::api::Placements {
         placements: matching
             .into_iter()
             .take(query.limit.unwrap_or(usize::MAX))
@@ -301,7 +301,7 @@ async fn placement(State(api): State<Api>, Path(id): Path<String>) -> Response {
 /// stands).
 async fn update_runs(State(api): State<Api>) -> Response {
     let st = status_of(&api);
-    json_ok(&super::wire::UpdateRuns {
+    json_ok(&crate::api::UpdateRuns {
         update_runs: st.runs.update_runs.clone(),
     })
 }
@@ -309,7 +309,7 @@ async fn update_runs(State(api): State<Api>) -> Response {
 /// The approval requests runs have reached, like `kubectl get clusterapprovalrequest -o json`.
 async fn approval_requests(State(api): State<Api>) -> Response {
     let st = status_of(&api);
-    json_ok(&super::wire::ApprovalRequests {
+    json_ok(&crate::api::ApprovalRequests {
         approval_requests: st.runs.approval_requests.clone(),
     })
 }
@@ -323,7 +323,7 @@ async fn inventory(State(api): State<Api>) -> Response {
 
 async fn schedule(State(api): State<Api>) -> Response {
     let st = status_of(&api);
-    json_ok(&super::wire::Schedule {
+    json_ok(&crate::api::Schedule {
         version: crate::state::FORMAT_VERSION,
         commit: st.serving.clone(),
         placements: st.schedule.clone(),
@@ -938,7 +938,7 @@ mod tests {
             ..ClusterState::with_health(health)
         };
         let placement = |id: &str, applying: &[&str], clusters: Vec<(&str, ClusterState)>| {
-            Arc::new(super::super::PlacementStatus {
+            Arc::new(crate::api::PlacementStatus {
                 id: id.into(),
                 strategy: crate::rollout::Strategy::RollingUpdate,
                 target: clusters.len(),
@@ -948,6 +948,7 @@ mod tests {
                 waiting: vec![],
                 up_to_date: vec![],
                 note: None,
+                render_errors: Default::default(),
                 clusters: clusters
                     .into_iter()
                     .map(|(n, c)| (n.to_string(), c))

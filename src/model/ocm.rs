@@ -13,14 +13,18 @@
 //! (manifests/cluster-manager/hub/crds/0000_02_clusters.open-cluster-management.io_placements.crd.yaml).
 //!
 //! Admission-time (rejected here):
-//! - label and claim selectors well formed (the API server's LabelSelector validation);
 //! - `prioritizerPolicy.configurations[].weight` in [-10, 10] (CRD minimum/maximum);
 //! - `spreadPolicy.spreadConstraints`: at most 8 (maxItems), `topologyKey` pattern, `maxSkew` ≥ 1;
-//! - `tolerations[].key` pattern and length 316, `value` length 1024, enums of `operator` and
-//!   `effect` (CRD);
+//! - `tolerations[].key` pattern and length 316, `value` length 1024, the enum of `effect`
+//!   (CRD); `operator` `Equal` or `Exists`: **a gitfleet deviation** (the CRD has no enum), said
+//!   so in the diagnostic;
 //! - `decisionStrategy.groupStrategy.clustersPerDecisionGroup` pattern and
 //!   `decisionGroups[].groupName` pattern (CRD); `scoreRateLimit` pattern (CRD);
-//! - `numberOfClusters` ≥ 0: **a gitfleet deviation.** The CRD has no minimum, and OCM's
+//! - label and claim selectors well formed (Kubernetes' LabelSelector rules): **a gitfleet
+//!   deviation**, said so in each diagnostic. The CRD does not carry these rules (the test
+//!   bed's API server admits an unknown operator, a bad key, `In` without values), so a hub
+//!   admits such a selector and its scheduler cannot evaluate it;
+//! - `numberOfClusters` ≥ 0: **a gitfleet deviation**, said so in the diagnostic. The CRD has no minimum, and OCM's
 //!   scheduler slices its candidates with the count (pkg/placement/controllers/scheduling/
 //!   schedule.go, selectClusters), which cannot run with a negative one; rejecting is the only
 //!   behaviour that can be reproduced.
@@ -298,11 +302,26 @@ pub struct OcmToleration {
     pub toleration_seconds: Option<i64>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub enum OcmTolerationOperator {
     #[default]
     Equal,
     Exists,
+}
+
+/// The CRD has no enum for the operator (a hub admits `Gt`); OCM's taint-toleration plugin
+/// knows only these two, so gitfleet refuses any other and says whose rule that is.
+impl<'de> Deserialize<'de> for OcmTolerationOperator {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.as_str() {
+            "Equal" => Ok(Self::Equal),
+            "Exists" => Ok(Self::Exists),
+            other => Err(serde::de::Error::custom(format!(
+                "unknown toleration operator {other:?}: Equal or Exists ({OWN_RULE}; its scheduler knows no other)"
+            ))),
+        }
+    }
 }
 
 impl OcmToleration {
@@ -456,19 +475,21 @@ impl ApiObject for OcmPlacement {
             if n < 0 {
                 p.push(
                     "spec.numberOfClusters",
-                    format!("must be greater than or equal to 0, got {n}"),
+                    format!("must be greater than or equal to 0, got {n} ({OWN_RULE}; OCM's scheduler cannot select a negative number of clusters)"),
                 );
             }
         }
         for (i, pred) in spec.predicates.iter().enumerate() {
             let f = format!("spec.predicates[{i}].requiredClusterSelector");
             let sel = &pred.required_cluster_selector;
-            check_selector(&format!("{f}.labelSelector"), &sel.label_selector, &mut p);
-            check_requirement_list(
-                &format!("{f}.claimSelector"),
-                &sel.claim_selector.match_expressions,
-                &mut p,
-            );
+            own_selector_rules(&mut p, |p| {
+                check_selector(&format!("{f}.labelSelector"), &sel.label_selector, p);
+                check_requirement_list(
+                    &format!("{f}.claimSelector"),
+                    &sel.claim_selector.match_expressions,
+                    p,
+                );
+            });
         }
         validate_prioritizers(&spec.prioritizer_policy, &mut p);
         validate_spread(&spec.spread_policy, &mut p);
@@ -579,15 +600,39 @@ fn validate_groups(g: &GroupStrategy, p: &mut Problems) {
             );
         }
         let sel = &group.group_cluster_selector;
-        check_selector(
-            &format!("{gf}.groupClusterSelector.labelSelector"),
-            &sel.label_selector,
-            p,
-        );
-        check_requirement_list(
-            &format!("{gf}.groupClusterSelector.claimSelector"),
-            &sel.claim_selector.match_expressions,
-            p,
+        own_selector_rules(p, |p| {
+            check_selector(
+                &format!("{gf}.groupClusterSelector.labelSelector"),
+                &sel.label_selector,
+                p,
+            );
+            check_requirement_list(
+                &format!("{gf}.groupClusterSelector.claimSelector"),
+                &sel.claim_selector.match_expressions,
+                p,
+            );
+        });
+    }
+}
+
+/// How a diagnostic says a rule is gitfleet's and not the hub's: OCM's CRD has no such rule
+/// and OCM serves no validating webhook for Placement, so a real hub admits the object.
+const OWN_RULE: &str = "gitfleet's own rule: an OCM hub admits it";
+
+/// Label and claim selectors of a Placement: Kubernetes' LabelSelector rules (keys, values,
+/// operators and their values), which the CRD does not carry, so a real hub admits a bad one
+/// and fails only when it schedules. gitfleet refuses it in the commit, and says whose rule
+/// that is.
+fn own_selector_rules(p: &mut Problems, check: impl FnOnce(&mut Problems)) {
+    let mut own = Problems::default();
+    check(&mut own);
+    for problem in own.0 {
+        p.push(
+            problem.field,
+            format!(
+                "{} ({OWN_RULE}; its scheduler cannot evaluate the selector)",
+                problem.message
+            ),
         );
     }
 }
@@ -1183,7 +1228,7 @@ spec:
             (
                 placement("  tolerations: [{key: a, operator: Gt}]\n"),
                 "spec.tolerations[0].operator",
-                "unknown variant `Gt`",
+                "unknown toleration operator \"Gt\": Equal or Exists (gitfleet's own rule: an OCM hub admits it; its scheduler knows no other)",
             ),
             (
                 placement("  prioritizerPolicy: {configurations: [{weight: 1}]}\n"),
@@ -1208,6 +1253,28 @@ spec:
         }
     }
 
+    /// OCM's CRD admits each of these (the test bed's API server creates them) and OCM serves no
+    /// webhook for Placement: gitfleet refuses them as its own rules, and each diagnostic says so.
+    #[test]
+    fn ocm_rules_stricter_than_the_hub_say_they_are_gitfleets_own() {
+        for spec in [
+            "  numberOfClusters: -1\n",
+            "  tolerations: [{key: a, operator: Gt}]\n",
+            "  predicates: [{requiredClusterSelector: {labelSelector: {matchLabels: {'bad key!': x}}}}]\n",
+            "  predicates: [{requiredClusterSelector: {claimSelector: {matchExpressions: [{key: a, operator: In}]}}}]\n",
+            "  decisionStrategy: {groupStrategy: {decisionGroups: [{groupName: ab, groupClusterSelector: {labelSelector: {matchExpressions: [{key: 'a b', operator: Exists}]}}}]}}\n",
+        ] {
+            let messages: Vec<String> = match decode::<OcmPlacement>(&value(&placement(spec))) {
+                Err(e) => vec![e.message],
+                Ok(p) => p.validate().into_iter().map(|p| p.message).collect(),
+            };
+            assert!(!messages.is_empty(), "{spec}");
+            for m in &messages {
+                assert!(m.contains("gitfleet's own rule: an OCM hub admits it"), "{spec}: {m}");
+            }
+        }
+    }
+
     #[test]
     fn placement_rules_name_their_field() {
         let nine: String = (0..9)
@@ -1219,17 +1286,17 @@ spec:
             (
                 placement("  numberOfClusters: -1\n"),
                 "spec.numberOfClusters",
-                "must be greater than or equal to 0, got -1",
+                "must be greater than or equal to 0, got -1 (gitfleet's own rule: an OCM hub admits it; OCM's scheduler cannot select a negative number of clusters)",
             ),
             (
                 placement("  predicates: [{requiredClusterSelector: {labelSelector: {matchExpressions: [{key: a, operator: NotIn}]}}}]\n"),
                 "spec.predicates[0].requiredClusterSelector.labelSelector.matchExpressions[0].values",
-                "must be specified when `operator` is 'In' or 'NotIn'",
+                "must be specified when `operator` is 'In' or 'NotIn' (gitfleet's own rule: an OCM hub admits it; its scheduler cannot evaluate the selector)",
             ),
             (
                 placement("  predicates: [{}, {requiredClusterSelector: {claimSelector: {matchExpressions: [{key: a, operator: Exists, values: [b]}]}}}]\n"),
                 "spec.predicates[1].requiredClusterSelector.claimSelector.matchExpressions[0].values",
-                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist' (gitfleet's own rule: an OCM hub admits it; its scheduler cannot evaluate the selector)",
             ),
             (
                 placement("  prioritizerPolicy: {configurations: [{scoreCoordinate: {builtIn: Balance}, weight: 11}]}\n"),
@@ -1274,7 +1341,7 @@ spec:
             (
                 placement("  decisionStrategy: {groupStrategy: {decisionGroups: [{groupName: ab, groupClusterSelector: {labelSelector: {matchLabels: {'-x': v}}}}]}}\n"),
                 "spec.decisionStrategy.groupStrategy.decisionGroups[0].groupClusterSelector.labelSelector.matchLabels",
-                "key \"-x\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                "key \"-x\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (gitfleet's own rule: an OCM hub admits it; its scheduler cannot evaluate the selector)",
             ),
             (
                 placement("  scoreRateLimit: 1h30m\n"),

@@ -6,10 +6,11 @@
 //! rules to manifests belongs to `render`.
 
 use super::object::ObjectMeta;
+use super::placement::SelectionScope;
 use super::scope::{Scope, ScopeTable};
 use super::selector::{LabelSelector, Labels};
 use super::{is_dns1123_subdomain, ApiObject, Problem, Problems};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The `ClusterResourceOverride` kind.
@@ -89,6 +90,8 @@ impl OverridePlacement {
 
 /// A selector of a `ClusterResourceOverride`. `labelSelector` exists in the shared KubeFleet type
 /// but overrides must select by name; it is decoded only to be rejected with a clear message.
+/// `selectionScope` too is in the shared type (and the CRD): admitted, and without effect, as
+/// KubeFleet's overrider matches a resource by group, version, kind and name only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterResourceSelector {
@@ -99,6 +102,8 @@ pub struct ClusterResourceSelector {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection_scope: Option<super::placement::SelectionScope>,
 }
 
 /// A selector of a `ResourceOverride`; the namespace is the override's own.
@@ -134,8 +139,8 @@ pub struct OverrideRule {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterSelector {
-    /// At most 10 items. (The CRD requires the field; many fixtures still omit it.)
-    #[serde(default)]
+    /// Required by the CRD (every version), at most 10 items; an empty list selects every
+    /// cluster.
     pub cluster_selector_terms: Vec<ClusterSelectorTerm>,
 }
 
@@ -159,24 +164,16 @@ pub enum OverrideType {
     Delete,
 }
 
-/// One RFC 6902 operation. `value` keeps an explicit `null` apart from an absent value, because
-/// `remove` must have none at all.
+/// One RFC 6902 operation. `value: null` reads as no value: the CRD's `value` is not nullable,
+/// so the API server prunes the null before KubeFleet's webhook sees the object (a `remove`
+/// with `value: null` is admitted; the test bed's API server stores it without `value`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JsonPatchOverride {
     pub op: PatchOp,
     pub path: String,
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
-}
-
-/// `Some(value)` for any value that is present, `null` included.
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -334,7 +331,7 @@ impl ApiObject for ClusterResourceOverride {
         let f = "spec.clusterResourceSelectors";
         let selectors = &self.spec.cluster_resource_selectors;
         validate_count(f, selectors.len(), "resource selector", &mut p);
-        let mut seen: Vec<(&str, &str, &str, &str)> = Vec::new();
+        let mut seen: Vec<SelectorKey> = Vec::new();
         for (i, s) in selectors.iter().enumerate() {
             let sf = format!("{f}[{i}]");
             if s.label_selector.is_some() {
@@ -344,11 +341,13 @@ impl ApiObject for ClusterResourceOverride {
                 );
                 continue;
             }
+            // The webhook compares whole selectors, the defaulted scope included.
             let key = (
                 s.group.as_str(),
                 s.version.as_str(),
                 s.kind.as_str(),
                 s.name.as_str(),
+                s.selection_scope.unwrap_or_default(),
             );
             validate_selector(&sf, key, &mut seen, &mut p);
         }
@@ -367,13 +366,14 @@ impl ApiObject for ResourceOverride {
         let f = "spec.resourceSelectors";
         let selectors = &self.spec.resource_selectors;
         validate_count(f, selectors.len(), "resource selector", &mut p);
-        let mut seen: Vec<(&str, &str, &str, &str)> = Vec::new();
+        let mut seen: Vec<SelectorKey> = Vec::new();
         for (i, s) in selectors.iter().enumerate() {
             let key = (
                 s.group.as_str(),
                 s.version.as_str(),
                 s.kind.as_str(),
                 s.name.as_str(),
+                SelectionScope::default(),
             );
             validate_selector(&format!("{f}[{i}]"), key, &mut seen, &mut p);
         }
@@ -417,7 +417,7 @@ fn validate_count(field: &str, n: usize, what: &str, p: &mut Problems) {
     }
 }
 
-type SelectorKey<'a> = (&'a str, &'a str, &'a str, &'a str);
+type SelectorKey<'a> = (&'a str, &'a str, &'a str, &'a str, SelectionScope);
 
 fn validate_selector<'a>(
     field: &str,
@@ -425,7 +425,7 @@ fn validate_selector<'a>(
     seen: &mut Vec<SelectorKey<'a>>,
     p: &mut Problems,
 ) {
-    let (group, version, kind, name) = key;
+    let (group, version, kind, name, _) = key;
     if version.is_empty() {
         p.push(format!("{field}.version"), "Required value");
     }
@@ -527,11 +527,8 @@ fn validate_term(term: &ClusterSelectorTerm, f: &str, p: &mut Problems) {
             format!("{f}.labelSelector"),
             "Required value: labelSelector is required",
         ),
-        Some(ls) => {
-            for (field, msg) in ls.problems() {
-                p.push(format!("{f}.labelSelector.{field}"), msg);
-            }
-        }
+        // The webhook's LabelSelectorAsSelector: structure, keys and values.
+        Some(ls) => super::member::check_selector(&format!("{f}.labelSelector"), ls, p),
     }
 }
 
@@ -593,7 +590,7 @@ mod tests {
         "  clusterResourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}]\n";
     const RO_SEL: &str =
         "  resourceSelectors: [{group: apps, version: v1, kind: Deployment, name: web}]\n";
-    const RULES: &str = "  policy:\n    overrideRules:\n    - clusterSelector: {}\n      jsonPatchOverrides: [{op: add, path: /metadata/labels/a, value: b}]\n";
+    const RULES: &str = "  policy:\n    overrideRules:\n    - clusterSelector: {clusterSelectorTerms: []}\n      jsonPatchOverrides: [{op: add, path: /metadata/labels/a, value: b}]\n";
 
     #[test]
     fn kubefleet_examples_decode_and_validate() {
@@ -759,7 +756,7 @@ mod tests {
         let rule = |body: &str| format!("  policy:\n    overrideRules:\n    - {body}\n");
         let patch = |p: &str| {
             rule(&format!(
-                "clusterSelector: {{}}\n      jsonPatchOverrides: [{p}]"
+                "clusterSelector: {{clusterSelectorTerms: []}}\n      jsonPatchOverrides: [{p}]"
             ))
         };
         let op = "{op: add, path: /spec/x, value: 1}";
@@ -778,7 +775,7 @@ mod tests {
                 "must have at most 20 items, got 21",
             ),
             (
-                rule("clusterSelector: {}"),
+                rule("clusterSelector: {clusterSelectorTerms: []}"),
                 format!("{r}[0].jsonPatchOverrides"),
                 "Required value: jsonPatchOverrides cannot be empty when the overrideType is JSONPatch",
             ),
@@ -795,11 +792,6 @@ mod tests {
             (
                 patch(&format!("{op}, {{op: remove, path: /spec/y, value: 1}}")),
                 format!("{r}[0].jsonPatchOverrides[1].value"),
-                "remove operation cannot have value",
-            ),
-            (
-                patch("{op: remove, path: /spec/y, value: null}"),
-                format!("{r}[0].jsonPatchOverrides[0].value"),
                 "remove operation cannot have value",
             ),
             (
@@ -909,7 +901,6 @@ mod tests {
         };
         let cases = [
             ("", false),                                 // nil selector: no cluster
-            ("clusterSelector: {},", true),              // empty selector: every cluster
             ("clusterSelector: {clusterSelectorTerms: []},", true),
             ("clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchLabels: {env: prod}}}]},", true),
             ("clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchLabels: {env: dev}}}]},", false),
@@ -988,6 +979,87 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].field, "spec.clusterResourceSelectors[1]");
         assert!(got[0].message.starts_with("clusterResourceOverride can only select cluster scoped resources; Deployment is namespaced"));
+    }
+
+    /// The API server prunes `value: null` (the field is not nullable) before KubeFleet's
+    /// webhook checks that a `remove` has no value: admitted.
+    #[test]
+    fn remove_with_null_value_is_a_remove_without_value() {
+        let o = cro(&format!(
+            "{CRO_HEAD}{CRO_SEL}  policy:\n    overrideRules:\n    - jsonPatchOverrides: [{{op: remove, path: /spec/y, value: null}}]\n"
+        ));
+        assert_eq!(problems(&o), vec![]);
+        assert_eq!(
+            o.spec.policy.override_rules[0].json_patch_overrides[0].value,
+            None
+        );
+    }
+
+    /// The CRD's shared selector type has `selectionScope`: admitted on a
+    /// ClusterResourceOverride's selector, and part of what makes two selectors the same for the
+    /// webhook's duplicate rule.
+    #[test]
+    fn cluster_override_selector_admits_selection_scope() {
+        let ns = "{group: '', version: v1, kind: Namespace, name: app";
+        let o = cro(&format!(
+            "{CRO_HEAD}  clusterResourceSelectors: [{ns}, selectionScope: NamespaceOnly}}, {ns}}}]\n{RULES}"
+        ));
+        assert_eq!(problems(&o), vec![]);
+        let o = cro(&format!(
+            "{CRO_HEAD}  clusterResourceSelectors: [{ns}, selectionScope: NamespaceWithResources}}, {ns}}}]\n{RULES}"
+        ));
+        assert_eq!(problems(&o)[0].0, "spec.clusterResourceSelectors[1]");
+    }
+
+    /// KubeFleet's webhook turns each term's label selector into a selector
+    /// (`LabelSelectorAsSelector`): keys and values must be label keys and values.
+    #[test]
+    fn override_cluster_selector_keys_and_values_are_labels() {
+        let rule = |ls: &str| {
+            format!(
+                "  policy:\n    overrideRules:\n    - clusterSelector: {{clusterSelectorTerms: [{{labelSelector: {ls}}}]}}\n      overrideType: Delete\n"
+            )
+        };
+        let f =
+            "spec.policy.overrideRules[0].clusterSelector.clusterSelectorTerms[0].labelSelector";
+        for (ls, field) in [
+            ("{matchLabels: {'bad key!': x}}", format!("{f}.matchLabels")),
+            ("{matchLabels: {env: '-x'}}", format!("{f}.matchLabels")),
+            (
+                "{matchExpressions: [{key: 'a/b/c', operator: Exists}]}",
+                format!("{f}.matchExpressions[0].key"),
+            ),
+        ] {
+            let got = problems(&cro(&format!("{CRO_HEAD}{CRO_SEL}{}", rule(ls))));
+            assert_eq!(got.len(), 1, "{ls}: {got:?}");
+            assert_eq!(got[0].0, field, "{ls}");
+        }
+        assert_eq!(
+            problems(&cro(&format!(
+                "{CRO_HEAD}{CRO_SEL}{}",
+                rule("{matchLabels: {example.com/env: prod}}")
+            ))),
+            vec![]
+        );
+    }
+
+    /// `required: [clusterSelectorTerms]` of the CRD (v1alpha1, v1beta1, v1) on an override
+    /// rule's `clusterSelector`: `{}` is refused, `{clusterSelectorTerms: []}` selects every
+    /// cluster.
+    #[test]
+    fn override_cluster_selector_terms_are_required() {
+        let y = format!(
+            "{CRO_HEAD}{CRO_SEL}  policy:\n    overrideRules:\n    - clusterSelector: {{}}\n      overrideType: Delete\n"
+        );
+        let v: Value = crate::yaml::from_str(&y).unwrap();
+        let err = decode::<ClusterResourceOverride>(&v).unwrap_err();
+        assert_eq!(
+            (err.field.as_str(), err.message.as_str()),
+            (
+                "spec.policy.overrideRules[0].clusterSelector",
+                "missing field `clusterSelectorTerms`"
+            )
+        );
     }
 
     /// `maxItems: 10` of the CRD on an override rule's `clusterSelectorTerms`.

@@ -16,6 +16,7 @@
 
 use super::object::ObjectMeta;
 use super::quantity::Quantity;
+use super::scope::{Scope, ScopeTable};
 use super::selector::LabelSelector;
 use super::{is_dns1123_subdomain, is_label_value, ApiObject, Problem, Problems};
 use serde::{Deserialize, Serialize};
@@ -401,6 +402,36 @@ impl Placement {
     pub fn defaulted_spec(&self) -> PlacementSpec {
         self.spec.defaulted()
     }
+
+    /// The rules of KubeFleet's webhook that need to know which kinds are namespaced (it asks
+    /// its resource informer): a ClusterResourcePlacement selects cluster-scoped kinds, and
+    /// namespaced ones only beside a Namespace selector with selectionScope
+    /// NamespaceWithResourceSelectors; a ResourcePlacement selects namespaced kinds only (the
+    /// Namespace kind is [`ApiObject::validate`]'s, which needs no table). Kinds of unknown scope
+    /// are let through.
+    pub fn scope_problems(&self, scopes: &ScopeTable) -> Vec<Problem> {
+        let selectors = &self.spec.resource_selectors;
+        let with_selectors = selectors.iter().any(|s| {
+            s.is_namespace() && s.scope() == SelectionScope::NamespaceWithResourceSelectors
+        });
+        let mut p = Problems::default();
+        for (i, s) in selectors.iter().enumerate() {
+            let scope = scopes.scope(&s.group, &s.kind);
+            let message = match (self.is_namespaced(), scope) {
+                (false, Some(Scope::Namespaced)) if !with_selectors => format!(
+                    "a ClusterResourcePlacement selects cluster-scoped resources; {} is namespaced (select its Namespace, or use a Namespace selector with selectionScope NamespaceWithResourceSelectors)",
+                    s.kind
+                ),
+                (true, Some(Scope::Cluster)) if !s.is_namespace() => format!(
+                    "a ResourcePlacement selects namespaced resources of its own namespace; {} is cluster-scoped (use a ClusterResourcePlacement)",
+                    s.kind
+                ),
+                _ => continue,
+            };
+            p.push(format!("spec.resourceSelectors[{i}]"), message);
+        }
+        p.0
+    }
 }
 
 impl PlacementSpec {
@@ -457,12 +488,16 @@ fn validate_placement(pl: &Placement, p: &mut Problems) {
     if name.is_empty() {
         p.push("metadata.name", "Required value: name is required");
     } else if name.len() > 63 {
+        // The webhook's own limit (DNS1035LabelMaxLength); the characters are the API server's.
         p.push(
             "metadata.name",
-            format!("must be no more than 63 characters (it has {})", name.len()),
+            format!(
+                "the name field cannot have length exceeding 63 (it has {})",
+                name.len()
+            ),
         );
-    } else if !super::is_dns1123_label(name) {
-        p.push("metadata.name", "must be a DNS-1035 label: lowercase alphanumerics and '-', starting and ending with an alphanumeric");
+    } else if let Some(msg) = super::metadata::NameRule::Subdomain.problem(name) {
+        p.push("metadata.name", format!("Invalid value: {name:?}: {msg}"));
     }
     let is_v1 = pl.api_version == format!("{GROUP}/v1");
     let spec = &pl.spec;
@@ -532,12 +567,6 @@ fn validate_selectors(pl: &Placement, p: &mut Problems) {
             // The webhook's LabelSelectorAsSelector: structure, keys and values.
             super::member::check_selector(&format!("{f}.labelSelector"), ls, p);
         }
-        if s.selection_scope.is_some() && !s.is_namespace() {
-            p.push(
-                format!("{f}.selectionScope"),
-                "selectionScope applies only to selectors of kind Namespace",
-            );
-        }
         if pl.is_namespaced() && s.is_namespace() {
             p.push(
                 f.clone(),
@@ -576,18 +605,10 @@ fn validate_selectors(pl: &Placement, p: &mut Problems) {
 
 fn validate_policy(policy: &PlacementPolicy, p: &mut Problems) {
     let f = "spec.policy";
-    let has_affinity = policy
-        .affinity
-        .as_ref()
-        .is_some_and(|a| a.cluster_affinity.is_some());
+    // The webhook refuses any `affinity` with PickFixed, an empty one included.
+    let has_affinity = policy.affinity.is_some();
     match policy.placement_type {
         PlacementType::PickFixed => {
-            if policy.cluster_names.is_empty() {
-                p.push(
-                    format!("{f}.clusterNames"),
-                    "Required value: cluster names cannot be empty for policy type PickFixed",
-                );
-            }
             if policy.cluster_names.len() > 100 {
                 p.push(format!("{f}.clusterNames"), "must have at most 100 items");
             }
@@ -714,8 +735,18 @@ fn validate_affinity(ca: &ClusterAffinity, p: &mut Problems) {
     if let Some(req) = &ca.required_during_scheduling_ignored_during_execution {
         let rf = format!("{f}.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms");
         let n = req.cluster_selector_terms.len();
-        if n == 0 || n > 10 {
-            p.push(rf.clone(), format!("must have 1 to 10 items, got {n}"));
+        if n > 10 {
+            p.push(
+                rf.clone(),
+                format!("Too many: {n}: must have at most 10 items"),
+            );
+        } else if n == 0 {
+            // KubeFleet admits an empty list and its affinity plugin then skips the filter (every
+            // cluster is eligible); gitfleet's scheduler reads an empty list as "no cluster".
+            p.push(
+                rf.clone(),
+                "an empty list is refused by gitfleet (its own rule, not KubeFleet's: KubeFleet treats it as no required affinity); leave requiredDuringSchedulingIgnoredDuringExecution out instead",
+            );
         }
         for (i, term) in req.cluster_selector_terms.iter().enumerate() {
             let tf = format!("{rf}[{i}]");
@@ -761,6 +792,12 @@ fn validate_term(term: &ClusterSelectorTerm, f: &str, p: &mut Problems) {
         super::member::check_selector(&format!("{f}.labelSelector"), ls, p);
     }
     if let Some(ps) = &term.property_selector {
+        for (name, msg) in contradictions(&ps.match_expressions) {
+            p.push(
+                format!("{f}.propertySelector.matchExpressions"),
+                format!("inconsistent requirements on property {name}: {msg}"),
+            );
+        }
         for (i, r) in ps.match_expressions.iter().enumerate() {
             let rf = format!("{f}.propertySelector.matchExpressions[{i}]");
             if let Err(msg) = check_property_name(&r.name) {
@@ -779,6 +816,86 @@ fn validate_term(term: &ClusterSelectorTerm, f: &str, p: &mut Problems) {
             }
         }
     }
+}
+
+/// The requirements on one property that no value can meet together, per property (in order of
+/// first appearance), as KubeFleet's webhook finds them (`validateRequirementsConsistency`): two
+/// different `Eq` values, an `Eq` and a `Ne` on the same value, bounds that exclude every value,
+/// an `Eq` outside the bounds. Requirements that are malformed on their own are skipped here.
+pub fn contradictions(reqs: &[PropertySelectorRequirement]) -> Vec<(String, String)> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in reqs {
+        if !names.contains(&r.name.as_str()) {
+            names.push(&r.name);
+        }
+    }
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let of_name: Vec<&PropertySelectorRequirement> =
+                reqs.iter().filter(|r| r.name == name).collect();
+            (of_name.len() > 1)
+                .then(|| contradiction(&of_name))
+                .flatten()
+                .map(|msg| (name.to_string(), msg))
+        })
+        .collect()
+}
+
+/// A bound: the value, as written and as a number, and whether it is excluded (`Gt`, `Lt`).
+type Bound<'a> = (&'a str, f64, bool);
+
+fn contradiction(reqs: &[&PropertySelectorRequirement]) -> Option<String> {
+    let (mut lower, mut upper): (Option<Bound>, Option<Bound>) = (None, None);
+    let (mut eq, mut ne): (Option<(&str, f64)>, Vec<f64>) = (None, Vec::new());
+    for r in reqs {
+        let [v] = r.values.as_slice() else { continue };
+        let Ok(q) = Quantity::parse(v) else { continue };
+        let (v, q) = (v.as_str(), q.0);
+        match r.operator {
+            PropertyOperator::Gt | PropertyOperator::Ge => {
+                let strict = r.operator == PropertyOperator::Gt;
+                // The higher bound wins; at the same value the strict one.
+                if lower.is_none_or(|l| q > l.1 || (q == l.1 && strict && !l.2)) {
+                    lower = Some((v, q, strict));
+                }
+            }
+            PropertyOperator::Lt | PropertyOperator::Le => {
+                let strict = r.operator == PropertyOperator::Lt;
+                if upper.is_none_or(|u| q < u.1 || (q == u.1 && strict && !u.2)) {
+                    upper = Some((v, q, strict));
+                }
+            }
+            PropertyOperator::Eq => match eq {
+                Some((e, eq_q)) if eq_q != q => {
+                    return Some(format!("conflicting Eq values {e} and {v}"));
+                }
+                _ => eq = Some((v, q)),
+            },
+            PropertyOperator::Ne => ne.push(q),
+        }
+    }
+    if let Some((e, q)) = eq {
+        if ne.contains(&q) {
+            return Some(format!("conflicting Eq and Ne on same value {e}"));
+        }
+    }
+    if let (Some(l), Some(u)) = (lower, upper) {
+        if l.1 > u.1 || (l.1 == u.1 && (l.2 || u.2)) {
+            return Some(format!(
+                "lower bound ({}) and upper bound ({}) exclude all values",
+                l.0, u.0
+            ));
+        }
+    }
+    let (e, q) = eq?;
+    if let Some(l) = lower.filter(|l| q < l.1 || (q == l.1 && l.2)) {
+        return Some(format!("eq value {e} violates lower bound {}", l.0));
+    }
+    if let Some(u) = upper.filter(|u| q > u.1 || (q == u.1 && u.2)) {
+        return Some(format!("eq value {e} violates upper bound {}", u.0));
+    }
+    None
 }
 
 /// Why `name` is not a property name KubeFleet's webhook admits (`validateName` in
@@ -923,14 +1040,6 @@ fn validate_strategy(s: &RolloutStrategy, is_v1: bool, p: &mut Problems) {
                 }
             }
         }
-        if ru.max_unavailable == Some(IntOrPercent::Int(0))
-            || ru.max_unavailable == Some(IntOrPercent::String("0%".into()))
-        {
-            p.push(
-                format!("{f}.rollingUpdate.maxUnavailable"),
-                "maxUnavailable must be greater than or equal to 1",
-            );
-        }
         if let Some(sec) = ru.unavailable_period_seconds {
             if sec < 0 {
                 p.push(
@@ -1037,11 +1146,6 @@ mod tests {
                 "mutually exclusive",
             ),
             (
-                "  resourceSelectors: [{group: '', version: v1, kind: ConfigMap, selectionScope: NamespaceOnly}]\n",
-                "spec.resourceSelectors[0].selectionScope",
-                "only to selectors of kind Namespace",
-            ),
-            (
                 "  resourceSelectors: [{group: '', version: v1, kind: Namespace, selectionScope: NamespaceWithResourceSelectors}]\n",
                 "spec.resourceSelectors[0].name",
                 "must select by name",
@@ -1050,11 +1154,6 @@ mod tests {
                 &format!("{SEL}  revisionHistoryLimit: 0\n"),
                 "spec.revisionHistoryLimit",
                 "between 1 and 1000",
-            ),
-            (
-                &format!("{SEL}  policy: {{placementType: PickFixed}}\n"),
-                "spec.policy.clusterNames",
-                "cannot be empty",
             ),
             (
                 &format!("{SEL}  policy: {{placementType: PickFixed, clusterNames: [a, a]}}\n"),
@@ -1193,6 +1292,180 @@ mod tests {
         }
     }
 
+    fn problems_of(spec: &str) -> Vec<(String, String)> {
+        problems(&crp(spec))
+    }
+
+    /// Stricter than KubeFleet no more: each of these is admitted by the CRD and by KubeFleet's
+    /// webhook (pkg/utils/validator/placement.go), as the test bed's API server admits it.
+    #[test]
+    fn admitted_as_kubefleet_admits_them() {
+        for spec in [
+            // validatePolicyForPickFixedPlacementType loops over the names; none is no error.
+            format!("{SEL}  policy: {{placementType: PickFixed}}\n"),
+            format!("{SEL}  policy: {{placementType: PickFixed, clusterNames: []}}\n"),
+            // No rule reads selectionScope on other kinds; the resolver ignores it there.
+            "  resourceSelectors: [{group: rbac.authorization.k8s.io, version: v1, kind: ClusterRole, name: r, selectionScope: NamespaceOnly}]\n".to_string(),
+            // The CRD: "The minimum of MaxUnavailable is 0"; the webhook refuses only below 0.
+            format!("{SEL}  strategy: {{rollingUpdate: {{maxUnavailable: 0}}}}\n"),
+            format!("{SEL}  strategy: {{rollingUpdate: {{maxUnavailable: '0%'}}}}\n"),
+        ] {
+            assert_eq!(problems_of(&spec), vec![], "{spec}");
+        }
+    }
+
+    /// The API server's name rule for custom resources (a DNS-1123 subdomain, dots allowed) and
+    /// the webhook's limit of 63 characters.
+    #[test]
+    fn placement_name_is_a_subdomain_of_at_most_63_characters() {
+        let named = |n: &str| crp(SEL).replace("{name: crp}", &format!("{{name: '{n}'}}"));
+        assert_eq!(problems(&named("web.v2")), vec![]);
+        assert_eq!(problems(&named(&"a".repeat(63))), vec![]);
+        let got = problems(&named(&"a".repeat(64)));
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, "metadata.name");
+        assert!(got[0]
+            .1
+            .starts_with("the name field cannot have length exceeding 63"));
+        let got = problems(&named("Web_2"));
+        assert!(
+            got[0]
+                .1
+                .starts_with("Invalid value: \"Web_2\": a lowercase RFC 1123 subdomain"),
+            "{got:?}"
+        );
+    }
+
+    /// The webhook refuses any `affinity` with PickFixed (`policy.Affinity != nil`), an empty
+    /// one included.
+    #[test]
+    fn pick_fixed_refuses_any_affinity() {
+        let got = problems_of(&format!(
+            "{SEL}  policy: {{placementType: PickFixed, clusterNames: [a], affinity: {{}}}}\n"
+        ));
+        assert_eq!(
+            got,
+            [(
+                "spec.policy.affinity".to_string(),
+                "affinity must be nil for policy type PickFixed".to_string()
+            )]
+        );
+    }
+
+    /// gitfleet's own rule: an empty list of required terms. KubeFleet admits it and skips the
+    /// affinity filter; the diagnostic says whose rule it is.
+    #[test]
+    fn empty_required_affinity_terms_are_gitfleets_own_rule() {
+        let got = problems_of(&format!(
+            "{SEL}  policy: {{affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: []}}}}}}}}\n"
+        ));
+        assert_eq!(got.len(), 1);
+        assert!(
+            got[0].1.contains("gitfleet (its own rule, not KubeFleet's"),
+            "{got:?}"
+        );
+    }
+
+    /// The webhook's `validateRequirementsConsistency`: requirements on one property that no
+    /// value meets together.
+    #[test]
+    fn contradictory_property_requirements() {
+        let term = |exprs: &str| {
+            format!(
+                "{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySelector: {{matchExpressions: [{exprs}]}}}}]}}}}}}\n"
+            )
+        };
+        let e = |op: &str, v: &str| format!("{{name: cpu, operator: {op}, values: ['{v}']}}");
+        let cases: Vec<(String, Option<&str>)> = vec![
+            (
+                format!("{}, {}", e("Eq", "2"), e("Eq", "3")),
+                Some("conflicting Eq values 2 and 3"),
+            ),
+            (format!("{}, {}", e("Eq", "2"), e("Eq", "2000m")), None),
+            (
+                format!("{}, {}", e("Eq", "2"), e("Ne", "2")),
+                Some("conflicting Eq and Ne on same value 2"),
+            ),
+            (
+                format!("{}, {}", e("Gt", "4"), e("Lt", "2")),
+                Some("lower bound (4) and upper bound (2) exclude all values"),
+            ),
+            (format!("{}, {}", e("Ge", "2"), e("Le", "2")), None),
+            (
+                format!("{}, {}", e("Gt", "2"), e("Le", "2")),
+                Some("lower bound (2) and upper bound (2) exclude all values"),
+            ),
+            (
+                format!("{}, {}, {}", e("Ge", "1"), e("Gt", "3"), e("Lt", "3")),
+                Some("lower bound (3) and upper bound (3) exclude all values"),
+            ),
+            (
+                format!("{}, {}", e("Eq", "1"), e("Ge", "2")),
+                Some("eq value 1 violates lower bound 2"),
+            ),
+            (
+                format!("{}, {}", e("Eq", "5"), e("Lt", "5")),
+                Some("eq value 5 violates upper bound 5"),
+            ),
+            (format!("{}, {}", e("Gt", "1"), e("Lt", "5")), None),
+            // Another property's requirements are not compared with these.
+            (
+                format!(
+                    "{}, {{name: mem, operator: Lt, values: ['1']}}",
+                    e("Gt", "4")
+                ),
+                None,
+            ),
+        ];
+        let f = "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySelector.matchExpressions";
+        for (exprs, want) in cases {
+            let got = problems_of(&term(&exprs));
+            let want: Vec<(String, String)> = want
+                .map(|m| {
+                    (
+                        f.to_string(),
+                        format!("inconsistent requirements on property cpu: {m}"),
+                    )
+                })
+                .into_iter()
+                .collect();
+            assert_eq!(got, want, "{exprs}");
+        }
+    }
+
+    /// The webhook's scope rules, with the scope table: a ClusterResourcePlacement selects
+    /// cluster-scoped kinds (namespaced ones only in NamespaceWithResourceSelectors mode), a
+    /// ResourcePlacement namespaced kinds only, Namespace or not.
+    #[test]
+    fn placement_selects_kinds_of_its_scope() {
+        let scopes = ScopeTable::builtin();
+        let scope_problems = |doc: String| -> Vec<String> {
+            placement(&doc)
+                .scope_problems(&scopes)
+                .into_iter()
+                .map(|p| format!("{}: {}", p.field, p.message))
+                .collect()
+        };
+        let deploy = "{group: apps, version: v1, kind: Deployment, name: web}";
+        let role = "{group: rbac.authorization.k8s.io, version: v1, kind: ClusterRole, name: r}";
+        let widget = "{group: example.com, version: v1, kind: Widget, name: w}";
+        let got = scope_problems(crp(&format!(
+            "  resourceSelectors: [{deploy}, {role}, {widget}]\n"
+        )));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].starts_with("spec.resourceSelectors[0]: a ClusterResourcePlacement selects cluster-scoped resources; Deployment is namespaced"));
+        let with_selectors = format!(
+            "  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: app, selectionScope: NamespaceWithResourceSelectors}}, {deploy}]\n"
+        );
+        assert_eq!(scope_problems(crp(&with_selectors)), Vec::<String>::new());
+        let rp = |sel: &str| {
+            format!("apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ResourcePlacement\nmetadata: {{name: rp, namespace: app}}\nspec:\n  resourceSelectors: [{sel}]\n")
+        };
+        let got = scope_problems(rp(&format!("{deploy}, {role}, {widget}")));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].starts_with("spec.resourceSelectors[1]: a ResourcePlacement selects namespaced resources of its own namespace; ClusterRole is cluster-scoped"));
+    }
+
     #[test]
     fn v1_rejects_v1beta1_only_fields() {
         let doc = crp(&format!(
@@ -1267,6 +1540,30 @@ mod tests {
             p.spec.strategy.report_back_strategy.unwrap().type_,
             ReportBackType::Disabled
         );
+    }
+
+    /// A null in a field is pruned by the API server and the CRD's default applies:
+    /// `spec.strategy: null` is the default strategy, `reportBackStrategy: {type: null}` is
+    /// Disabled, `policy: {placementType: null}` is PickAll.
+    #[test]
+    fn null_fields_take_the_crd_defaults() {
+        let p = placement(&crp(&format!("{SEL}  strategy: null\n")));
+        assert_eq!(p.spec.strategy, RolloutStrategy::default());
+        let p = placement(&crp(&format!(
+            "{SEL}  strategy: {{reportBackStrategy: {{type: null}}}}\n"
+        )));
+        assert_eq!(
+            p.spec.strategy.report_back_strategy.unwrap().type_,
+            ReportBackType::Disabled
+        );
+        let p = placement(&crp(&format!(
+            "{SEL}  policy: {{placementType: null, clusterNames: null}}\n"
+        )));
+        assert_eq!(
+            p.spec.policy.unwrap().placement_type,
+            PlacementType::PickAll
+        );
+        assert!(problems(&crp(&format!("{SEL}  strategy: null\n"))).is_empty());
     }
 
     /// The webhook's `LabelSelectorAsSelector`: keys and values of resource and cluster

@@ -273,11 +273,14 @@ impl ApiObject for StagedUpdateStrategy {
         for (i, stage) in stages.iter().enumerate() {
             let f = format!("spec.stages[{i}]");
             validate_stage(stage, &f, alpha, &mut p);
+            // gitfleet's own rule: KubeFleet's API says stage names MUST be unique, but neither
+            // its CRD nor its webhook checks it; its run controller names a stage's approval
+            // requests after the run and the stage, so two stages of one name share them.
             if !stage.name.is_empty() && stages[..i].iter().any(|o| o.name == stage.name) {
                 p.push(
                     format!("{f}.name"),
                     format!(
-                        "Duplicate value: {:?}: stage names must be unique",
+                        "Duplicate value: {:?}: stage names must be unique (gitfleet's own check of a rule KubeFleet states but does not enforce: two stages of one name would share their approval requests)",
                         stage.name
                     ),
                 );
@@ -974,6 +977,16 @@ status:
         format!("{STAGE_HEAD}{stages}")
     }
 
+    /// Neither KubeFleet's CRD nor its webhook checks that stage names are unique (the test
+    /// bed's API server admits two stages named `a`); gitfleet does, and says it is its own rule.
+    #[test]
+    fn duplicate_stage_names_are_gitfleets_own_rule() {
+        let got = problems::<StagedUpdateStrategy>(&strategy("  - name: a\n  - name: a\n"));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, "spec.stages[1].name");
+        assert!(got[0].1.contains("gitfleet's own check"), "{got:?}");
+    }
+
     #[test]
     fn strategy_rules_name_their_field() {
         let too_many: String = (0..32).map(|i| format!("  - name: s{i}\n")).collect();
@@ -994,7 +1007,7 @@ status:
             (
                 strategy("  - name: a\n  - name: b\n  - name: a\n"),
                 "spec.stages[2].name",
-                "Duplicate value: \"a\": stage names must be unique",
+                "Duplicate value: \"a\": stage names must be unique (gitfleet's own check of a rule KubeFleet states but does not enforce: two stages of one name would share their approval requests)",
             ),
             (
                 strategy("  - name: a\n    labelSelector: {matchExpressions: [{key: env, operator: Exists, values: [x]}]}\n"),

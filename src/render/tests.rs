@@ -37,7 +37,7 @@ fn ro_with(
     ))
 }
 
-const ALL: &str = "clusterSelector: {}";
+const ALL: &str = "clusterSelector: {clusterSelectorTerms: []}";
 const NS_APP: &str = "[{group: '', version: v1, kind: Namespace, name: app}]";
 const DEPLOY_WEB: &str = "[{group: apps, version: v1, kind: Deployment, name: web}]";
 
@@ -375,7 +375,7 @@ fn cluster_selectors_choose_the_rules() {
     let good = "jsonPatchOverrides: [{op: replace, path: /spec/replicas, value: 9}]";
     let cases: Vec<(String, Result<u32, ()>)> = vec![
         (format!("[{{{bad}}}]"), Ok(1)), // nil selector: no cluster
-        (format!("[{{clusterSelector: {{}}, {good}}}]"), Ok(9)),
+        (format!("[{{{ALL}, {good}}}]"), Ok(9)),
         (format!("[{{clusterSelector: {{clusterSelectorTerms: []}}, {good}}}]"), Ok(9)),
         (
             format!("[{{clusterSelector: {{clusterSelectorTerms: [{{labelSelector: {{matchLabels: {{env: dev}}}}}}]}}, {bad}}}]"),
@@ -385,7 +385,7 @@ fn cluster_selectors_choose_the_rules() {
             format!("[{{clusterSelector: {{clusterSelectorTerms: [{{labelSelector: {{matchLabels: {{env: dev}}}}}}, {{labelSelector: {{matchExpressions: [{{key: env, operator: In, values: [prod]}}]}}}}]}}, {good}}}]"),
             Ok(9),
         ),
-        (format!("[{{clusterSelector: {{}}, {bad}}}]"), Err(())),
+        (format!("[{{{ALL}, {bad}}}]"), Err(())),
     ];
     for (rules, want) in cases {
         let mut w = World::new();

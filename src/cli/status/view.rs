@@ -1,11 +1,11 @@
 //! `gitfleet status`: the daemon's placements for people — a compact table of all placements,
 //! or a `kubectl describe`-like view of one. Pure: the status API's document
-//! ([`crate::daemon::wire::Placements`]) in, text out.
+//! ([`crate::api::Placements`]) in, text out.
 
 use std::fmt::Write as _;
 
-use crate::daemon::wire::Placements;
-use crate::daemon::PlacementStatus;
+use crate::api::PlacementStatus;
+use crate::api::Placements;
 use crate::rollout::{BindingHealth, ClusterState};
 
 fn short(commit: Option<&str>) -> String {
@@ -95,7 +95,7 @@ fn names(list: &[String]) -> String {
 }
 
 /// The git source: where from, when last fetched, and loudly when fetches fail.
-fn source_lines(out: &mut String, source: &crate::daemon::wire::Source, now: u64) {
+fn source_lines(out: &mut String, source: &crate::api::Source, now: u64) {
     let fetched = source.last_success.map_or("never".to_string(), |t| {
         format!("{} ago", crate::daemon::runs::age(t, now))
     });
@@ -366,7 +366,7 @@ mod tests {
     #[test]
     fn wide_names_the_clusters_and_the_source_shows_its_failures() {
         let mut d = doc();
-        d.source = Some(crate::daemon::wire::Source {
+        d.source = Some(crate::api::Source {
             url: "https://git.example.com/fleet.git".into(),
             branch: "main".into(),
             kind: "remote".into(),

@@ -1,12 +1,12 @@
 //! Reading a running gitfleet daemon (`--server URL`): its live inventory and its current
 //! schedule (bindings, decisions, policy indices), so `plan` starts from the fleet as it is, and
 //! its placements for `gitfleet status`. The documents are the server's own types
-//! ([`crate::daemon::wire`]):
+//! ([`crate::api`]):
 //! - `GET /api/v1/inventory`: the inventory, in the inventory file's format;
 //! - `GET /api/v1/schedule`: the last schedule, in the state directory's `schedule.json` format;
 //! - `GET /api/v1/placements`: every placement's rollout.
 
-use crate::daemon::wire;
+use crate::api as wire;
 use crate::schedule::{Inventory, Previous};
 use serde::Deserialize;
 
@@ -94,7 +94,7 @@ pub fn update_runs(
 
 /// The approval requests the daemon's runs wait on, and the last evaluation of the approval
 /// tags, as `GET /api/v1/approvals` answers (for `gitfleet approve` and `verify-approval`).
-pub fn approvals(server: &str) -> Result<crate::daemon::wire::ApprovalsView, ClientError> {
+pub fn approvals(server: &str) -> Result<crate::api::ApprovalsView, ClientError> {
     get(
         &endpoint(server, "/api/v1/approvals"),
         "the approval requests",

@@ -1,12 +1,14 @@
-//! The status API's JSON documents: one type per document, written by the daemon's server
-//! ([`super::server`]) and read by `gitfleet status` and `plan --server`
-//! ([`crate::daemon_client`]). The inventory (`GET /api/v1/inventory`) is
-//! [`crate::schedule::Inventory`] itself, `GET /api/v1/approvals` is
-//! [`ApprovalsView`].
+//! The status API's wire types: the JSON documents the daemon's server writes
+//! ([`crate::daemon::server`]) and its clients read (`gitfleet status`, `wait`, `approve
+//! --server`, `plan --server`, through [`client`]). One type per document; the inventory
+//! (`GET /api/v1/inventory`) is [`crate::schedule::Inventory`] itself, `GET /api/v1/approvals`
+//! is [`ApprovalsView`].
+
+pub mod client;
+pub mod shared_status;
 
 use serde::{Deserialize, Serialize};
 
-use super::PlacementStatus;
 use crate::rollout::approval::{Approval, Rejection, Request};
 use crate::rollout::staged::status::RunStatus;
 use crate::rollout::Rejected;
@@ -49,7 +51,7 @@ pub struct Placements<P = PlacementStatus> {
     pub matched: Option<usize>,
     /// `--state kubernetes`: which replica leads, as the one answering knows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub leader: Option<super::LeaderStatus>,
+    pub leader: Option<LeaderStatus>,
 }
 
 /// Where commits come from and how the last fetches went: a failing remote shows here (and in
@@ -189,4 +191,86 @@ pub struct ApprovalsView {
     pub approvals: Vec<Approval>,
     /// Tags refused by the last evaluation, with the reason.
     pub rejections: Vec<Rejection>,
+}
+
+/// Which replica leads, as the one answering knows it (`/api/v1/placements`, `gitfleet status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderStatus {
+    /// This replica's `--identity`.
+    pub identity: String,
+    /// The leader's identity; `None` while the Lease is unread, free or expired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// Whether this replica leads (and acts).
+    pub leading: bool,
+}
+
+/// One placement as the status API shows it (`GET /api/v1/placements`, [`Placements`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementStatus {
+    pub id: String,
+    pub strategy: crate::rollout::Strategy,
+    pub target: usize,
+    pub selected: Vec<String>,
+    pub applying: Vec<String>,
+    pub removing: Vec<String>,
+    pub waiting: Vec<String>,
+    pub up_to_date: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Clusters the commit cannot render this placement's manifests for, with the reason.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub render_errors: std::collections::BTreeMap<String, String>,
+    /// Per cluster: revision, health and last error, as stored (shared with the rollout
+    /// state: [`shared_status`]).
+    pub clusters: shared_status::Clusters,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_resource_index: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selected_resources: Vec<String>,
+    /// Placement-level conditions (KubeFleet's `ClusterResourcePlacement…` /
+    /// `ResourcePlacement…` types; OCM's for OCM placements).
+    pub conditions: Vec<crate::schedule::Condition>,
+    /// Per selected cluster, KubeFleet's per-cluster conditions (worked out when serialised:
+    /// [`shared_status`]).
+    #[serde(default, skip_serializing_if = "shared_status::PerCluster::is_empty")]
+    pub per_cluster: shared_status::PerCluster,
+    /// Clusters whose last push failed, with the error (KubeFleet's failedPlacements).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub failed: std::collections::BTreeMap<String, String>,
+    /// [`PlacementStatus::is_ready`], worked out at its first call.
+    #[serde(skip)]
+    pub ready: ReadyOnce,
+}
+
+impl PlacementStatus {
+    /// Nothing is being applied, removed or waited for, and every cluster is available (or,
+    /// under ReportDiff, has its diff reported) with no re-check due: what
+    /// `GET /api/v1/placements?unready` leaves out.
+    pub fn is_ready(&self) -> bool {
+        *self.ready.0.get_or_init(|| {
+            self.applying.is_empty()
+                && self.removing.is_empty()
+                && self.waiting.is_empty()
+                && self
+                    .clusters
+                    .values()
+                    .all(|c| c.recheck.is_none() && c.health.is_ready())
+        })
+    }
+}
+
+/// Whether a published status is ready, kept once known: a status does not change once
+/// published, and a client polling `?unready` would otherwise have every cluster of every
+/// placement looked at each time it polls.
+/// Not part of the status's value: every two are equal.
+#[derive(Debug, Clone, Default)]
+pub struct ReadyOnce(std::sync::OnceLock<bool>);
+
+impl PartialEq for ReadyOnce {
+    fn eq(&self, _: &ReadyOnce) -> bool {
+        true
+    }
 }
