@@ -3,17 +3,19 @@
 # builds it with chroot isolation (no daemon, no cgroups), and the checks run the image's own
 # files as its own user.
 #
-# The Dockerfile's two base images come from Docker Hub. Where that registry cannot be reached
+# The Dockerfile's three base images come from Docker Hub. Where that registry cannot be reached
 # (GITFLEET_IMAGE_BASES=standin, the default), they are stood in for by images built here and
 # tagged with the names the Dockerfile uses: Debian bookworm from Debian's packages (debootstrap)
-# for debian:bookworm-slim, and that plus gcc and this machine's Rust toolchain for
-# rust:1.95-bookworm. GITFLEET_IMAGE_BASES=pull uses the real ones.
+# for debian:bookworm-slim, that plus gcc and this machine's Rust toolchain for
+# rust:1.95-bookworm, and that plus this machine's Go for golang:1.26-bookworm (which builds
+# kustomize from the Go module proxy). GITFLEET_IMAGE_BASES=pull uses the real ones.
 #
 #   bash deploy/check-image.sh    # needs root (or buildah's rootless setup)
 #
 # What it checks, in the built image:
 #   - the entrypoint is gitfleet, running as uid 65532 with HOME on the cache volume;
-#   - git, ssh and the CA certificates are there (gix's ssh:// and https:// remotes);
+#   - git, ssh and the CA certificates are there (gix's ssh:// and https:// remotes), and
+#     kustomize (Kustomize folders of the fleet);
 #   - `gitfleet run --once` follows a repository (the sample fleet) and rolls it out to simulated
 #     members served by the image's own `gitfleet sim`, with its state on a mounted volume.
 set -euo pipefail
@@ -24,6 +26,7 @@ tag=${GITFLEET_IMAGE_TAG:-localhost/gitfleet:check}
 cache=${GITFLEET_IMAGE_CACHE:-$HOME/.cache/gitfleet/image}
 rust_image=docker.io/library/rust:1.95-bookworm
 debian_image=docker.io/library/debian:bookworm-slim
+go_image=docker.io/library/golang:1.26-bookworm
 
 say() { printf "check-image: %s %s\n" "$(date +%T)" "$*" >&2; }
 fail() { say "FAILED: $*"; exit 1; }
@@ -85,6 +88,21 @@ standin_bases() {
     buildah commit -q "$ctr" "$rust_image" >/dev/null
     buildah rm "$ctr" >/dev/null
   fi
+  if ! have_image "$go_image"; then
+    local goroot
+    goroot=$(go env GOROOT)
+    say "standing in for $go_image: $rust_image and $(go version) from $goroot"
+    local ctr mnt
+    ctr=$(buildah from --pull=never "$rust_image")
+    mnt=$(buildah mount "$ctr")
+    mkdir -p "$mnt/usr/local/go"
+    cp -a "$goroot"/. "$mnt/usr/local/go/"
+    buildah umount "$ctr" >/dev/null
+    buildah config --env PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+      "$ctr"
+    buildah commit -q "$ctr" "$go_image" >/dev/null
+    buildah rm "$ctr" >/dev/null
+  fi
 }
 
 need buildah kubectl
@@ -137,7 +155,8 @@ version=$(in_image gitfleet --version) || fail "gitfleet --version"
 [[ $version == *"commit $commit"* ]] || fail "the image's binary says '$version', not commit $commit"
 git_version=$(in_image git --version) || fail "no git in the image"
 ssh_version=$(in_image ssh -V 2>&1) || fail "no ssh client in the image"
-say "in the image: $version, $git_version, $ssh_version"
+kustomize_version=$(in_image kustomize version) || fail "no kustomize in the image"
+say "in the image: $version, $git_version, $ssh_version, kustomize $kustomize_version"
 [[ $(in_image id -u) == 65532 ]] || fail "not running as 65532"
 in_image test -s /etc/ssl/certs/ca-certificates.crt || fail "no CA certificates"
 

@@ -21,6 +21,8 @@
 //! Edges:
 //! - [`source`]: reading a commit's files with gix; [`follow`]: following a branch (local or
 //!   mirrored), [`webhook`]: GitHub/GitLab webhook signatures;
+//! - [`sources`]: what teams write turned into the files the catalog reads (SOPS files
+//!   decrypted with keys kept outside the repository); every command reads commits through it;
 //! - [`approvals`]: signed approval tags and signed commits, verified in-process against the
 //!   daemon's trust files;
 //! - [`members`]: kube clients per member, retries, the live inventory;
@@ -57,6 +59,7 @@ pub mod rollout;
 pub mod schedule;
 pub mod snapshot;
 pub mod source;
+pub mod sources;
 pub mod state;
 pub(crate) mod text_table;
 pub mod timestamp;

@@ -551,7 +551,7 @@ fn legacy_property_annotation_is_read_with_a_warning() {
 #[test]
 fn sample_fleet_validates_clean() {
     let repo = Repo::new();
-    repo.copy_dir(&common::manifest_dir().join("examples/fleet-repo"), "");
+    repo.copy_sample_fleet();
     repo.commit("sample");
     let run = gitfleet(&["validate", "--repo", &repo_arg(&repo)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -580,7 +580,7 @@ fn sample_fleet_validates_clean() {
 #[test]
 fn sample_fleet_renders_overrides_with_variables() {
     let repo = Repo::new();
-    repo.copy_dir(&common::manifest_dir().join("examples/fleet-repo"), "");
+    repo.copy_sample_fleet();
     repo.commit("sample");
     let run = gitfleet(&[
         "render",
@@ -610,7 +610,7 @@ fn sample_fleet_renders_overrides_with_variables() {
 
 fn sample_repo() -> Repo {
     let repo = Repo::new();
-    repo.copy_dir(&common::manifest_dir().join("examples/fleet-repo"), "");
+    repo.copy_sample_fleet();
     repo.commit("sample");
     repo
 }
@@ -1248,9 +1248,10 @@ const CHART: &str = "apiVersion: v2\nname: web\nversion: 0.1.0\n";
 const TEMPLATE: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: {{ .Values.replicas }}\n";
 const KUSTOMIZATION: &str = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../base]\npatches: [{path: replicas.yaml}]\n";
 
-/// A Helm chart and a Kustomize overlay get one diagnostic each (not a cascade of
-/// parse and schema errors), saying what they are and the `.gitfleetignore` line that leaves
-/// them out; `.gitfleetignore` is read from the commit, with gitignore's rules.
+/// A Helm chart and a Kustomize overlay that cannot be built (its base is missing) get one
+/// diagnostic each (not a cascade of parse and schema errors), the chart's saying what it is
+/// and the `.gitfleetignore` line that leaves it out; `.gitfleetignore` is read from the
+/// commit, with gitignore's rules.
 #[test]
 fn helm_charts_and_kustomize_folders_get_one_diagnostic_each_and_gitfleetignore_leaves_files_out() {
     let repo = Repo::new();
@@ -1280,10 +1281,11 @@ fn helm_charts_and_kustomize_folders_get_one_diagnostic_each_and_gitfleetignore_
         "{}",
         run.stderr
     );
+    // kustomize's own error when it is installed, else how to install it: one line either way.
     assert!(
-        lines[1].starts_with("fleet/overlays/prod/kustomization.yaml:1: Kustomize folder fleet/overlays/prod: a Kustomize base or overlay")
-            && lines[1].contains("`kustomize build fleet/overlays/prod`")
-            && lines[1].contains("the line `/overlays/prod/` in fleet/.gitfleetignore"),
+        lines[1].starts_with(
+            "fleet/overlays/prod/kustomization.yaml:1: Kustomization fleet/overlays/prod: "
+        ),
         "{}",
         run.stderr
     );

@@ -43,8 +43,16 @@ fn crds_dir() -> Option<PathBuf> {
     None
 }
 
+const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
+/// Whether `dir` holds a kustomization file.
+fn is_kustomization(dir: &Path) -> bool {
+    KUSTOMIZATION_FILES.iter().any(|n| dir.join(n).is_file())
+}
+
 /// The files gitfleet reads as objects: YAML and JSON, outside folders whose name starts with
-/// a dot (`.inventory` is the inventory, not the fleet).
+/// a dot (`.inventory` is the inventory, not the fleet) and outside Kustomize folders (built by
+/// kustomize, see [`kustomize_renderings`]).
 fn fleet_files(root: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = common::walk(root)
         .into_iter()
@@ -54,11 +62,61 @@ fn fleet_files(root: &Path) -> Vec<PathBuf> {
                 .components()
                 .any(|c| c.as_os_str().to_string_lossy().starts_with('.'));
             let ext = f.extension().and_then(|e| e.to_str()).unwrap_or_default();
-            !hidden && matches!(ext, "yaml" | "yml" | "json")
+            let kustomized = f
+                .ancestors()
+                .skip(1)
+                .take_while(|d| d.starts_with(root))
+                .any(is_kustomization);
+            !hidden && !kustomized && matches!(ext, "yaml" | "yml" | "json")
         })
         .collect();
     files.sort();
     files
+}
+
+/// What kustomize renders from each overlay of the samples (`*/overlays/*`: the root
+/// kustomizations), written into `out`; none, with a note, without kustomize.
+fn kustomize_renderings(root: &Path, out: &Path) -> Vec<PathBuf> {
+    let program = std::env::var_os("GITFLEET_KUSTOMIZE").unwrap_or_else(|| "kustomize".into());
+    let found = std::process::Command::new(&program)
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("GITFLEET_REQUIRE_TOOLS").as_deref() != Ok("1"),
+            "kustomize is required (GITFLEET_REQUIRE_TOOLS=1)"
+        );
+        eprintln!("note: no kustomize on PATH: the sample's Kustomize overlays are not dry-run");
+        return Vec::new();
+    }
+    let mut overlays: Vec<PathBuf> = common::walk(root)
+        .into_iter()
+        .filter_map(|f| f.parent().map(Path::to_path_buf))
+        .filter(|d| is_kustomization(d) && d.parent().is_some_and(|p| p.ends_with("overlays")))
+        .collect();
+    overlays.sort();
+    overlays.dedup();
+    overlays
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let built = std::process::Command::new(&program)
+                .arg("build")
+                .arg(dir)
+                .output()
+                .unwrap();
+            assert!(
+                built.status.success(),
+                "kustomize build {}: {}",
+                dir.display(),
+                String::from_utf8_lossy(&built.stderr)
+            );
+            let file = out.join(format!("kustomize-{i}.yaml"));
+            std::fs::write(&file, &built.stdout).unwrap();
+            file
+        })
+        .collect()
 }
 
 #[test]
@@ -70,8 +128,11 @@ fn every_sample_file_passes_a_server_side_dry_run() {
         return;
     };
     let root = common::manifest_dir().join("examples/fleet-repo");
-    let files = fleet_files(&root);
+    let mut files = fleet_files(&root);
     assert!(files.len() > 30, "{} sample files", files.len());
+    let rendered = tempfile::tempdir().unwrap();
+    files.extend(kustomize_renderings(&root, rendered.path()));
+    let shown = |f: &Path| f.strip_prefix(&root).unwrap_or(f).display().to_string();
 
     let members = Members::start(Backend::Real, FLEET);
     let crd_files = fleet_files(&crds);
@@ -98,7 +159,7 @@ fn every_sample_file_passes_a_server_side_dry_run() {
     let sources: Vec<gitfleet::catalog::SourceFile> = files
         .iter()
         .map(|f| gitfleet::catalog::SourceFile {
-            path: f.strip_prefix(&root).unwrap().display().to_string(),
+            path: shown(f),
             content: std::fs::read(f).unwrap(),
         })
         .collect();
@@ -129,11 +190,7 @@ fn every_sample_file_passes_a_server_side_dry_run() {
             ],
         );
         if code != 0 {
-            refused.push(format!(
-                "{}: {}",
-                f.strip_prefix(&root).unwrap().display(),
-                err.trim()
-            ));
+            refused.push(format!("{}: {}", shown(f), err.trim()));
         }
     }
     eprintln!(

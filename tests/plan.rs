@@ -11,7 +11,7 @@ const INVENTORY: &str = ".inventory/inventory.yaml";
 /// A repository whose first commit is the sample fleet, inventory included.
 fn fleet() -> Repo {
     let repo = Repo::new();
-    repo.copy_dir(&common::manifest_dir().join("examples/fleet-repo"), "");
+    repo.copy_sample_fleet();
     repo.commit("the sample fleet");
     repo
 }

@@ -1,9 +1,9 @@
 //! Folders that a tool must render before they are manifests: Kustomize folders
-//! (`kustomization.yaml`) and Helm charts (`Chart.yaml`, `templates/`, `values*.yaml`). gitfleet
-//! renders neither (docs/guides/repository-layout.md, "What gitfleet does not render"). Read as
+//! (`kustomization.yaml`) and Helm charts (`Chart.yaml`, `templates/`, `values*.yaml`). Read as
 //! plain YAML they give a cascade of errors (templates do not parse, patches are partial
-//! objects, values files have no kind); instead each such folder gets one diagnostic that names
-//! what it is and how to leave it out or render it, and its files are not read.
+//! objects, values files have no kind), so their files are never read one by one: Kustomize
+//! folders are built by [`crate::sources`]; Helm folders, which gitfleet does not render, get
+//! one diagnostic each that names what they are and how to leave them out or render them.
 //!
 //! Pure: paths (relative to the fleet's `--path`) and contents in, findings out.
 
@@ -12,6 +12,19 @@ use crate::model::Origin;
 
 /// The file at the root of the fleet's path that leaves files out (read by `source`).
 pub const IGNORE_FILE: &str = ".gitfleetignore";
+
+/// The names kustomize takes for a kustomization file, in the order it looks for them.
+pub const KUSTOMIZATION_FILES: [&str; 3] =
+    ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
+/// The tool that rendered an object whose origin file is `file`, when a tool did: the objects
+/// of a built kustomization come from a file named like a kustomization file (gitfleet reads
+/// no kustomization file as manifests).
+pub fn rendered_by(file: &str) -> Option<&'static str> {
+    KUSTOMIZATION_FILES
+        .contains(&base_name(file))
+        .then_some("kustomize")
+}
 
 /// What renders a folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -96,6 +96,56 @@ impl KubeconfigArgs {
     }
 }
 
+/// What turns the repository's files into hub objects ([`crate::sources`]): the keys that
+/// decrypt SOPS-encrypted files and the kustomize that builds Kustomize folders. Every command
+/// that reads a commit flattens it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SourcesArgs {
+    /// Age key file (as `age-keygen` writes it) that opens SOPS-encrypted files of the
+    /// repository; without it SOPS_AGE_KEY_FILE is read, as sops reads it, and age keys in
+    /// SOPS_AGE_KEY (one per line) are used too. Keys stay outside the repository; a SOPS file
+    /// no key opens makes the commit invalid.
+    #[arg(
+        long,
+        env = "GITFLEET_AGE_KEY_FILE",
+        value_name = "FILE",
+        hide_env_values = true
+    )]
+    pub age_key_file: Option<std::path::PathBuf>,
+    /// The kustomize program that builds the repository's Kustomize folders (a path, or a name
+    /// looked up on PATH; `kustomize` by default). gitfleet is tested with v5.8.2: `go install
+    /// sigs.k8s.io/kustomize/kustomize/v5@v5.8.2`.
+    #[arg(long, env = "GITFLEET_KUSTOMIZE", value_name = "PROGRAM")]
+    pub kustomize: Option<std::path::PathBuf>,
+    /// Longest time one kustomize build may take before it is stopped and the commit is
+    /// invalid.
+    #[arg(long, env = "GITFLEET_RENDER_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub render_timeout: std::time::Duration,
+    /// Largest output (in MiB) one kustomize build may print before it is stopped and the
+    /// commit is invalid.
+    #[arg(long, env = "GITFLEET_RENDER_MAX_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub render_max_mib: u32,
+}
+
+impl SourcesArgs {
+    /// The keys (the file or `SOPS_AGE_KEY_FILE`'s, and `SOPS_AGE_KEY` from the environment)
+    /// and kustomize, its renderings kept under `cache_dir` when given.
+    pub fn load(
+        &self,
+        cache_dir: Option<std::path::PathBuf>,
+    ) -> Result<crate::sources::Sources, crate::sources::KeyError> {
+        let keys = crate::sources::Keys::from_env(self.age_key_file.as_deref())?;
+        let limits = crate::sources::runner::Limits {
+            time: self.render_timeout,
+            output: self.render_max_mib as usize * 1024 * 1024,
+        };
+        Ok(crate::sources::Sources::new(
+            keys,
+            crate::sources::Kustomize::new(self.kustomize.clone(), cache_dir, limits),
+        ))
+    }
+}
+
 /// How members are pushed: shared by `gitfleet apply` and `gitfleet run`.
 #[derive(Debug, Clone, Args)]
 pub struct PushArgs {

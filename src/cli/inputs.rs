@@ -5,7 +5,8 @@ use crate::catalog::{Catalog, Diagnostic};
 use crate::cli::flags::{parse_timeout, KubeconfigArgs};
 use crate::model::PlacementKey;
 use crate::schedule::{Fleet, Inventory, PlacementSchedule, Previous};
-use crate::source::{read_commit, CommitFiles};
+use crate::source::CommitFiles;
+use crate::sources::read_commit;
 use crate::state::StateStore;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
@@ -97,6 +98,8 @@ pub struct CommitArgs {
         value_name = "DIR"
     )]
     pub path: String,
+    #[command(flatten)]
+    pub sources: crate::cli::flags::SourcesArgs,
 }
 
 /// Failures that map to an exit code other than 1.
@@ -105,8 +108,9 @@ pub struct CommitArgs {
 pub(super) struct SourceFailure(#[from] crate::source::SourceError);
 
 pub(super) fn read(args: &CommitArgs) -> Result<CommitFiles> {
-    let files =
-        read_commit(&args.repo, &args.rev, &args.path).map_err(|e| anyhow!(SourceFailure(e)))?;
+    let sources = args.sources.load(None)?;
+    let files = read_commit(&args.repo, &args.rev, &args.path, &sources)
+        .map_err(|e| anyhow!(SourceFailure(e)))?;
     for skipped in &files.skipped {
         eprintln!("note: {skipped}");
     }

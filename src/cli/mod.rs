@@ -178,7 +178,7 @@ pub enum Command {
     #[command(after_help = help(SCHEDULE_EXAMPLES, EXIT_CODES))]
     Schedule(ScheduleArgs),
     /// Print the manifests a placement delivers to one cluster, overrides applied and envelopes
-    /// unwrapped, in apply order.
+    /// unwrapped, in apply order (Secrets' data and stringData values shown as `***`).
     #[command(after_help = help(RENDER_EXAMPLES, EXIT_CODES))]
     Render(RenderArgs),
     /// What a change (base → head) does to the fleet: placements, clusters gained and lost and why,

@@ -2,7 +2,8 @@
 
 use super::inputs::{load_inventory, read_previous, InventoryArgs};
 use crate::catalog::{Catalog, Diagnostic};
-use crate::source::{read_commit, CommitFiles};
+use crate::source::CommitFiles;
+use crate::sources::read_commit;
 use crate::timestamp::now_unix_signed as now_unix;
 use anyhow::{anyhow, Result};
 use clap::{Args, ValueEnum};
@@ -38,6 +39,8 @@ pub struct PlanArgs {
         value_name = "DIR"
     )]
     pub path: String,
+    #[command(flatten)]
+    pub sources: crate::cli::flags::SourcesArgs,
     /// Inventory, as for `schedule`; `live` probes the members of base and head once and uses
     /// the answers for both.
     #[command(flatten)]
@@ -91,8 +94,10 @@ pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Re
     }
     // Unreadable inputs are plain errors here (exit 1), as the plan's exit codes say.
     // Each commit's files are let go once analysed: from there on the plan reads the catalog.
+    let sources = args.sources.load(None)?;
     let analyzed = |rev: &str| -> Result<(CommitFiles, Catalog, Vec<Diagnostic>)> {
-        let mut commit = read_commit(&args.repo, rev, &args.path).map_err(|e| anyhow!(e))?;
+        let mut commit =
+            read_commit(&args.repo, rev, &args.path, &sources).map_err(|e| anyhow!(e))?;
         let (cat, diags) = commit.analyze();
         commit.files = Vec::new();
         Ok((commit, cat, diags))

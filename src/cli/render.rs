@@ -1,5 +1,5 @@
 //! `gitfleet render`: the manifests one placement delivers to one cluster, overrides applied
-//! and envelopes unwrapped, in apply order.
+//! and envelopes unwrapped, in apply order; Secrets' values shown as `***`.
 
 use super::inputs::{load_valid, placement_arg, run_schedule, CommitArgs, ScheduleInputs};
 use crate::catalog::Catalog;
@@ -147,7 +147,7 @@ pub(super) fn render(args: &RenderArgs) -> Result<ExitCode> {
             args.cluster
         );
     }
-    print_manifests(&manifests, args.output)?;
+    print_manifests(&manifests, &rendered_sources(&cat), args.output)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -160,18 +160,57 @@ pub(super) fn member_labels(cat: &Catalog, cluster: &str) -> Labels {
     }
 }
 
-pub(super) fn print_manifests(manifests: &[Manifest], format: ManifestFormat) -> Result<()> {
+/// Where a tool rendered an object from: `(apiVersion, kind, namespace, name)` to `kustomize
+/// FILE`, for the objects of built kustomizations.
+type RenderedSources = std::collections::HashMap<[String; 4], String>;
+
+fn identity(value: &serde_json::Value) -> [String; 4] {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    [
+        text(&value["apiVersion"]),
+        text(&value["kind"]),
+        text(&value["metadata"]["namespace"]),
+        text(&value["metadata"]["name"]),
+    ]
+}
+
+fn rendered_sources(cat: &Catalog) -> RenderedSources {
+    cat.objects
+        .iter()
+        .filter_map(|o| {
+            crate::catalog::unrendered::rendered_by(&o.origin.file)
+                .map(|tool| (identity(&o.value), format!("{tool} {}", o.origin.file)))
+        })
+        .collect()
+}
+
+/// The manifests; in YAML, each rendered by a tool preceded by a comment naming its source.
+pub(super) fn print_manifests(
+    manifests: &[Manifest],
+    sources: &RenderedSources,
+    format: ManifestFormat,
+) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match format {
         ManifestFormat::Json => {
-            let items: Vec<&serde_json::Value> = manifests.iter().map(|m| &*m.value).collect();
+            let items: Vec<_> = manifests
+                .iter()
+                .map(|m| crate::render::masked(&m.value))
+                .collect();
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
             writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
         }
         ManifestFormat::Yaml => {
             for m in manifests {
                 writeln!(out, "---")?;
-                write!(out, "{}", crate::yaml::to_string(&*m.value)?)?;
+                if let Some(source) = sources.get(&identity(&m.value)) {
+                    writeln!(out, "# rendered by {source}")?;
+                }
+                write!(
+                    out,
+                    "{}",
+                    crate::yaml::to_string(&crate::render::masked(&m.value))?
+                )?;
             }
         }
     }

@@ -40,6 +40,8 @@ pub struct RunArgs {
     )]
     pub path: String,
     #[command(flatten)]
+    pub sources: crate::cli::flags::SourcesArgs,
+    #[command(flatten)]
     pub kubeconfig: crate::cli::flags::KubeconfigArgs,
     /// Where the daemon keeps what must survive a restart: `directory` (--state-dir, one
     /// daemon per directory) or `kubernetes` (ConfigMaps in --state-namespace of the hosting
@@ -382,18 +384,21 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             )
         }
     };
+    let state_dir = match args.state {
+        StateKind::Directory => args.state_dir.clone(),
+        StateKind::Kubernetes => cache_dir,
+    };
+    // Renderings kept beside the state, so a restart does not build again.
+    let renders = state_dir.as_ref().map(|d| d.join("cache").join("renders"));
     let opts = RunOptions {
         repo,
         remote,
         branch: args.branch.clone(),
         path: args.path.clone(),
+        sources: Arc::new(args.sources.load(renders)?),
         // The state directory, or (`--state kubernetes`) where the mirror is; with a local
         // --repo nothing is kept on disk then.
-        state_dir: match args.state {
-            StateKind::Directory => args.state_dir.clone(),
-            StateKind::Kubernetes => cache_dir,
-        }
-        .unwrap_or_default(),
+        state_dir: state_dir.unwrap_or_default(),
         listen: Some(args.listen),
         poll: args.poll,
         resync: args.resync,

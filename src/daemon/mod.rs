@@ -138,6 +138,9 @@ pub struct RunOptions {
     pub remote: Option<crate::follow::remote::Remote>,
     pub branch: String,
     pub path: String,
+    /// What turns the repository's files into hub objects: the SOPS keys, kustomize and its
+    /// cache (shared by every commit the daemon reads).
+    pub sources: Arc<crate::sources::Sources>,
     pub state_dir: PathBuf,
     pub listen: Option<std::net::SocketAddr>,
     pub poll: Duration,

@@ -56,9 +56,11 @@ fn read_analyzed(
     repo: &std::path::Path,
     requested: String,
     path: &str,
+    sources: &crate::sources::Sources,
     cache: &mut ReadCache,
 ) -> Result<Analyzed> {
-    let files = crate::source::read_commit_cached(repo, &requested, path, &mut cache.blobs)?;
+    let files =
+        crate::sources::read_commit_cached(repo, &requested, path, &mut cache.blobs, sources)?;
     for skipped in &files.skipped {
         tracing::warn!(commit = %files.commit, "{skipped}");
     }
@@ -131,11 +133,12 @@ impl<D: Deliverer> Daemon<D> {
             self.opts.path.clone(),
             id.to_string(),
         );
+        let sources = self.opts.sources.clone();
         // The read cache is lent to the blocking pool and comes back whether or not the read
         // succeeds.
         let mut cache = std::mem::take(&mut self.read_cache);
         let (a, cache) = blocking(move || {
-            let analyzed = read_analyzed(&repo, requested, &path, &mut cache);
+            let analyzed = read_analyzed(&repo, requested, &path, &sources, &mut cache);
             (analyzed, cache)
         })
         .await?;
@@ -205,8 +208,9 @@ impl<D: Deliverer> Daemon<D> {
                 continue;
             }
             let (repo, path, id) = (self.opts.repo.clone(), self.opts.path.clone(), c.clone());
+            let sources = self.opts.sources.clone();
             let cat = blocking(move || -> Result<crate::catalog::Catalog> {
-                let files = crate::source::read_commit(&repo, &id, &path)?;
+                let files = crate::sources::read_commit(&repo, &id, &path, &sources)?;
                 Ok(files.analyze().0)
             })
             .await?

@@ -177,6 +177,7 @@ impl World {
             remote: None,
             branch: "main".into(),
             path: String::new(),
+            sources: Arc::new(crate::sources::Sources::plain()),
             state_dir: self.state.path().to_path_buf(),
             listen: None,
             poll: Duration::from_secs(30),

@@ -101,7 +101,15 @@ pub fn write_text(out: &mut impl fmt::Write, plan: &Plan, color: bool) -> fmt::R
             p.bold(&format!("cluster {}: {}", c.cluster, objects_summary(c)))
         )?;
         for o in &c.objects {
-            let line = format!("  {} {} ({})", sigil(o.change), o.object, o.placement);
+            let line = match &o.source {
+                Some(source) => format!(
+                    "  {} {} ({}, {source})",
+                    sigil(o.change),
+                    o.object,
+                    o.placement
+                ),
+                None => format!("  {} {} ({})", sigil(o.change), o.object, o.placement),
+            };
             writeln!(out, "{}", p.change(o.change, &line))?;
             for d in o.diff.lines() {
                 writeln!(out, "    {}", p.diff_line(d))?;
@@ -1131,6 +1139,7 @@ mod tests {
             object: format!("ConfigMap/app/config-{i}"),
             placement: "crp/app".parse().unwrap(),
             change: Change::Added,
+            source: None,
             diff: format!("--- base/x\n+++ head/x\n@@ -0,0 +1,40 @@\n{body}").into(),
         }
     }

@@ -265,6 +265,10 @@ pub struct ObjectDiff {
     /// The object, typed (its text form is `object`).
     #[serde(skip)]
     pub key: ObjectKey,
+    /// The file a tool rendered it from (`kustomize` and the kustomization file), when it
+    /// was rendered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// Unified diff of the YAML, secrets' values masked; one text shared by every cluster
     /// that has the same change (a large commit's diffs are its size again, per copy).
     #[serde(serialize_with = "shared_text")]
@@ -1248,6 +1252,16 @@ fn compare_clusters(
         .chain(&head.fleet.clusters)
         .map(|c| c.name.as_str())
         .collect();
+    // Objects a tool rendered, traced to the file they came from (the head's where both have
+    // it).
+    let rendered: HashMap<ObjectKey, String> = [base, head]
+        .iter()
+        .flat_map(|w| &w.cat.objects)
+        .filter_map(|o| {
+            crate::catalog::unrendered::rendered_by(&o.origin.file)
+                .map(|tool| (o.key(), format!("{tool} {}", o.origin.file)))
+        })
+        .collect();
     let empty = Labels::new();
     let mut diffs = DiffMemo::new(context);
     let mut out = Vec::new();
@@ -1302,6 +1316,7 @@ fn compare_clusters(
                 object: id.short().to_string(),
                 placement,
                 change,
+                source: rendered.get(id.as_ref()).cloned(),
                 diff,
             });
         }
@@ -1467,10 +1482,7 @@ impl DiffMemo {
 /// YAML of both sides with Secret values masked: `***` where equal, `*** (changed)` where the
 /// head's value differs, so a review sees that a secret changed but never its value.
 fn masked_yaml(b: Option<&Value>, h: Option<&Value>) -> (String, String) {
-    let is_secret = |v: &Value| {
-        v.get("kind").and_then(Value::as_str) == Some("Secret")
-            && v.get("apiVersion").and_then(Value::as_str) == Some("v1")
-    };
+    let is_secret = crate::render::is_secret;
     let yaml = |v: Option<&Value>| {
         v.map(|v| crate::yaml::to_string(v).unwrap_or_default())
             .unwrap_or_default()

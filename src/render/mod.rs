@@ -416,3 +416,26 @@ fn check_duplicates(
 
 #[cfg(test)]
 mod tests;
+
+/// Whether `value` is a Secret (`v1`), whose `data` and `stringData` are never shown.
+pub fn is_secret(value: &Value) -> bool {
+    value.get("kind").and_then(Value::as_str) == Some("Secret")
+        && value.get("apiVersion").and_then(Value::as_str) == Some("v1")
+}
+
+/// `value` as it may be shown to people: a Secret's `data` and `stringData` values replaced by
+/// `***` (its keys kept), everything else as it is.
+pub fn masked(value: &Value) -> std::borrow::Cow<'_, Value> {
+    if !is_secret(value) {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let mut value = value.clone();
+    for field in ["data", "stringData"] {
+        if let Some(map) = value.get_mut(field).and_then(Value::as_object_mut) {
+            for v in map.values_mut() {
+                *v = Value::String("***".into());
+            }
+        }
+    }
+    std::borrow::Cow::Owned(value)
+}

@@ -1,8 +1,9 @@
 //! Reading one commit of a fleet repository with gix: resolve a revision, walk its tree under a
 //! path, and return the manifest files (spec/README §1). The working tree is never read, so
 //! uncommitted edits are invisible. Files a `.gitfleetignore` at the path's root names are left
-//! out ([`ignore`]); Kustomize folders and Helm charts are set aside with one diagnostic each
-//! ([`crate::catalog::unrendered`]).
+//! out ([`ignore`]); Kustomize folders are set aside for [`crate::sources`] to build, Helm
+//! charts with one diagnostic each ([`crate::catalog::unrendered`]). Commands read commits through [`crate::sources`], which
+//! decrypts what needs it.
 
 pub mod ignore;
 pub mod worktree;
@@ -44,8 +45,12 @@ pub struct CommitFiles {
     pub files: Vec<SourceFile>,
     /// Entries with a manifest's name that are not regular files, so not read.
     pub skipped: Vec<Skipped>,
-    /// One error per Kustomize folder or Helm chart found (their files are not in `files`).
-    pub unrendered: Vec<crate::catalog::Diagnostic>,
+    /// Problems found before the catalog reads the files, whose files are not in `files`: one
+    /// per Helm chart, one per SOPS file that cannot be decrypted or kustomization that cannot
+    /// be built ([`crate::sources`]).
+    pub problems: Vec<crate::catalog::Diagnostic>,
+    /// The Kustomize folders, whose files are not in `files`: [`crate::sources`] builds them.
+    pub kustomizations: Vec<crate::sources::kustomize::Kustomization>,
 }
 
 impl CommitFiles {
@@ -71,8 +76,8 @@ impl CommitFiles {
             Some(c) => crate::analyze::analyze_cached(&self.files, c),
             None => crate::analyze(&self.files),
         };
-        if !self.unrendered.is_empty() {
-            diags.extend(self.unrendered.iter().cloned());
+        if !self.problems.is_empty() {
+            diags.extend(self.problems.iter().cloned());
             diags.sort();
         }
         (cat, diags)
@@ -282,7 +287,7 @@ pub fn read_commit_cached(
         files.push(SourceFile { path, content });
     }
     blobs.blobs = kept;
-    let (mut files, unrendered) = set_aside_unrendered(files, &others, &prefix);
+    let (mut files, unrendered, kustomizations) = set_aside_unrendered(files, &others, &prefix);
     files.sort_by(|a, b| a.path.cmp(&b.path));
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(CommitFiles {
@@ -290,17 +295,23 @@ pub fn read_commit_cached(
         message,
         files,
         skipped,
-        unrendered,
+        problems: unrendered,
+        kustomizations,
     })
 }
 
 /// Takes the files of Kustomize folders and Helm charts out of `files`, with one diagnostic
-/// for each folder. `others` are the kept files that are not manifests (path-relative).
+/// for each Helm folder and the Kustomize folders to build. `others` are the kept files that
+/// are not manifests (path-relative).
 fn set_aside_unrendered(
     files: Vec<SourceFile>,
     others: &[String],
     prefix: &str,
-) -> (Vec<SourceFile>, Vec<crate::catalog::Diagnostic>) {
+) -> (
+    Vec<SourceFile>,
+    Vec<crate::catalog::Diagnostic>,
+    Vec<crate::sources::kustomize::Kustomization>,
+) {
     use crate::catalog::unrendered;
     let relative = |f: &SourceFile| f.path[prefix.len()..].to_string();
     let contents: std::collections::HashMap<String, &[u8]> = files
@@ -314,14 +325,26 @@ fn set_aside_unrendered(
         .collect();
     let found = unrendered::find(&paths, |p| contents.get(p).copied());
     if found.is_empty() {
-        return (files, Vec::new());
+        return (files, Vec::new(), Vec::new());
     }
-    let diags = found.iter().map(|u| u.diagnostic(prefix)).collect();
+    let (kustomize, others): (Vec<_>, Vec<_>) = found
+        .iter()
+        .partition(|u| u.tool == unrendered::Tool::Kustomize);
+    let diags = others.iter().map(|u| u.diagnostic(prefix)).collect();
+    let kustomizations = kustomize
+        .iter()
+        .map(|u| crate::sources::kustomize::Kustomization {
+            folder: format!("{prefix}{}", u.folder)
+                .trim_end_matches('/')
+                .to_string(),
+            file: format!("{prefix}{}", u.marker),
+        })
+        .collect();
     let kept = files
         .into_iter()
         .filter(|f| !found.iter().any(|u| u.covers(&relative(f))))
         .collect();
-    (kept, diags)
+    (kept, diags, kustomizations)
 }
 
 #[cfg(test)]

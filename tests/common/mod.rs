@@ -106,6 +106,26 @@ impl Repo {
         self.git(&["rev-parse", "HEAD"])
     }
 
+    /// Copies the sample fleet (examples/fleet-repo) to the repository's root. Its Kustomize
+    /// application needs kustomize (GITFLEET_KUSTOMIZE, or on PATH): without it the application
+    /// is left out by a `.gitfleetignore`, with a note, unless GITFLEET_REQUIRE_TOOLS=1.
+    pub fn copy_sample_fleet(&self) {
+        self.copy_dir(&manifest_dir().join("examples/fleet-repo"), "");
+        let program = std::env::var_os("GITFLEET_KUSTOMIZE").unwrap_or_else(|| "kustomize".into());
+        let found = Command::new(program)
+            .arg("version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            assert!(
+                std::env::var("GITFLEET_REQUIRE_TOOLS").as_deref() != Ok("1"),
+                "kustomize is required (GITFLEET_REQUIRE_TOOLS=1): go install sigs.k8s.io/kustomize/kustomize/v5@v5.8.2"
+            );
+            eprintln!("note: no kustomize on PATH: the sample fleet's apps/guestbook is left out");
+            self.write(".gitfleetignore", "/apps/guestbook/\n");
+        }
+    }
+
     /// Copies a folder of files into the repository under `dest`.
     pub fn copy_dir(&self, src: &Path, dest: &str) {
         for entry in walk(src) {

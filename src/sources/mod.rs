@@ -1,0 +1,222 @@
+//! What teams write, turned into the files the catalog reads: the one place between reading a
+//! commit ([`crate::source`]) and analysing it, so `validate`, `render`, `plan`, `apply` and
+//! `run` see the same objects. Files encrypted with SOPS ([`sops`]) are decrypted with keys
+//! kept outside the repository ([`Keys`], loaded at the edge by [`keys`]); Kustomize folders
+//! are built by the real kustomize ([`kustomize`]) through a bounded [`runner`] and a
+//! [`cache`] keyed by git tree ids, which Helm charts can use the same way.
+//!
+//! A SOPS file may hold only Secrets (`v1`): their `data` and `stringData` are what plans mask,
+//! and nothing downstream keeps a Secret's values (the state and status hold names and hashes),
+//! so a decrypted value never reaches a plan, log, status, metric, the state or the dashboard.
+//! A file that cannot be decrypted is left out with one diagnostic naming it, which makes the
+//! commit invalid (never served), as any other problem of the commit.
+
+pub mod cache;
+pub mod keys;
+pub mod kustomize;
+pub mod runner;
+pub mod sops;
+
+use crate::catalog::{Diagnostic, SourceFile};
+use crate::model::Origin;
+use crate::source::{BlobCache, CommitFiles, SourceError};
+use serde_json::Value;
+use std::path::Path;
+
+pub use keys::{KeyError, Keys};
+pub use kustomize::Kustomize;
+
+/// What turns a commit's files into hub objects: the SOPS keys and the kustomize that builds
+/// Kustomize folders (with its cache, shared by every commit read through it).
+#[derive(Debug)]
+pub struct Sources {
+    pub keys: Keys,
+    pub kustomize: Kustomize,
+}
+
+impl Sources {
+    pub fn new(keys: Keys, kustomize: Kustomize) -> Self {
+        Sources { keys, kustomize }
+    }
+
+    /// No SOPS keys; `kustomize` from PATH, cached in memory only.
+    pub fn plain() -> Self {
+        Sources::new(
+            Keys::none(),
+            Kustomize::new(None, None, runner::Limits::default()),
+        )
+    }
+}
+
+/// Reads commit `rev` of `repo_path` below `sub` ([`crate::source::read_commit`]) and prepares
+/// its files with `sources`.
+pub fn read_commit(
+    repo_path: &Path,
+    rev: &str,
+    sub: &str,
+    sources: &Sources,
+) -> Result<CommitFiles, SourceError> {
+    read_commit_cached(repo_path, rev, sub, &mut BlobCache::default(), sources)
+}
+
+/// [`read_commit`] through a blob cache ([`crate::source::read_commit_cached`]).
+pub fn read_commit_cached(
+    repo_path: &Path,
+    rev: &str,
+    sub: &str,
+    blobs: &mut BlobCache,
+    sources: &Sources,
+) -> Result<CommitFiles, SourceError> {
+    let mut files = crate::source::read_commit_cached(repo_path, rev, sub, blobs)?;
+    prepare(&mut files, &sources.keys);
+    build_kustomizations(repo_path, &mut files, &sources.kustomize)?;
+    Ok(files)
+}
+
+/// Builds the commit's root kustomizations; their renderings join `files.files`, their
+/// problems `files.problems`.
+fn build_kustomizations(
+    repo_path: &Path,
+    files: &mut CommitFiles,
+    kustomize: &Kustomize,
+) -> Result<(), SourceError> {
+    if files.kustomizations.is_empty() {
+        return Ok(());
+    }
+    let read_err = |e: &dyn std::fmt::Display| SourceError::Read {
+        what: "the tree for its Kustomize folders".into(),
+        commit: files.commit.clone(),
+        message: e.to_string(),
+    };
+    let repo = gix::open(repo_path).map_err(|e| read_err(&e))?;
+    let id = gix::ObjectId::from_hex(files.commit.as_bytes()).map_err(|e| read_err(&e))?;
+    let commit = repo
+        .find_object(id)
+        .map(|o| o.try_into_commit())
+        .map_err(|e| read_err(&e))?
+        .map_err(|e| read_err(&e))?;
+    let root = commit.tree().map_err(|e| read_err(&e))?;
+    let mut recorder = gix::traverse::tree::Recorder::default();
+    root.traverse()
+        .breadthfirst(&mut recorder)
+        .map_err(|e| read_err(&e))?;
+    let mut tree = kustomize::Tree {
+        root: root.id.to_string(),
+        ..Default::default()
+    };
+    for r in &recorder.records {
+        let kind = if r.mode.is_tree() {
+            kustomize::EntryKind::Tree
+        } else if r.mode.is_link() {
+            kustomize::EntryKind::Link
+        } else if r.mode.is_commit() {
+            kustomize::EntryKind::Commit
+        } else {
+            kustomize::EntryKind::Blob
+        };
+        tree.entries
+            .insert(r.filepath.to_string(), (kind, r.oid.to_string()));
+    }
+    let read = |path: &str| -> Result<Vec<u8>, String> {
+        let (_, id) = tree.entries.get(path).ok_or("not in the commit")?;
+        let id = gix::ObjectId::from_hex(id.as_bytes()).map_err(|e| e.to_string())?;
+        let object = repo.find_object(id).map_err(|e| e.to_string())?;
+        Ok(object.detach().data)
+    };
+    let (rendered, problems) = kustomize.build(&files.kustomizations, &tree, &read);
+    files.files.extend(rendered);
+    files.files.sort_by(|a, b| a.path.cmp(&b.path));
+    if !problems.is_empty() {
+        files.problems.extend(problems);
+        files.problems.sort();
+    }
+    Ok(())
+}
+
+/// Decrypts the SOPS files among `files` in place; a file that cannot be decrypted is taken
+/// out, with a diagnostic in `files.problems`.
+pub fn prepare(files: &mut CommitFiles, keys: &Keys) {
+    let mut problems = Vec::new();
+    files.files.retain_mut(|file| {
+        if !sops::may_be_encrypted(&file.content) {
+            return true;
+        }
+        match decrypt_file(file, keys) {
+            Ok(()) => true,
+            Err(d) => {
+                problems.push(*d);
+                false
+            }
+        }
+    });
+    if !problems.is_empty() {
+        files.problems.extend(problems);
+        files.problems.sort();
+    }
+}
+
+/// Replaces a SOPS file's content with its decrypted documents (a file that is no SOPS file
+/// is left as it is).
+fn decrypt_file(file: &mut SourceFile, keys: &Keys) -> Result<(), Box<Diagnostic>> {
+    let json = file.path.ends_with(".json");
+    let diagnostic = |document: usize, field: &str, message: String| {
+        Box::new(Diagnostic {
+            origin: Origin {
+                file: file.path.clone(),
+                document,
+                line: 1,
+            },
+            object: "SOPS file".into(),
+            field: field.into(),
+            message,
+        })
+    };
+    let docs = match sops::decrypt(&file.content, json, &keys.age) {
+        Ok(Some(docs)) => docs,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            let field = match &e {
+                sops::SopsError::Metadata { field, .. } => field.clone(),
+                sops::SopsError::Value { field, .. } => field.clone(),
+                _ => String::new(),
+            };
+            let message = match e {
+                // The field is already the diagnostic's.
+                sops::SopsError::Metadata { message, .. } => {
+                    format!("its SOPS metadata is invalid: {message}")
+                }
+                sops::SopsError::Value { message, .. } => {
+                    format!("this value cannot be decrypted: {message}")
+                }
+                e => e.to_string(),
+            };
+            return Err(diagnostic(0, &field, format!("cannot decrypt: {message}")));
+        }
+    };
+    for (i, doc) in docs.iter().enumerate() {
+        let is_secret = doc.get("apiVersion").and_then(Value::as_str) == Some("v1")
+            && doc.get("kind").and_then(Value::as_str) == Some("Secret");
+        if !is_secret {
+            return Err(diagnostic(
+                i,
+                "kind",
+                "a SOPS-encrypted file may hold only Secrets (apiVersion: v1, kind: Secret): \
+                 their data and stringData are what gitfleet masks in plans and renderings, \
+                 so a decrypted value is never shown; keep other objects in files of their own"
+                    .into(),
+            ));
+        }
+    }
+    file.content = if json {
+        let doc = docs.into_iter().next().unwrap_or(Value::Null);
+        serde_json::to_vec_pretty(&doc).unwrap_or_default()
+    } else {
+        let mut text = String::new();
+        for doc in &docs {
+            text.push_str("---\n");
+            text.push_str(&crate::yaml::to_string(doc).unwrap_or_default());
+        }
+        text.into_bytes()
+    };
+    Ok(())
+}

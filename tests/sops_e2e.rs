@@ -1,0 +1,394 @@
+//! SOPS-encrypted Secrets end to end: files encrypted by the real `sops` CLI (built from its Go
+//! module by `.ci/run`) in a real git repository, read by the real binary with the age key
+//! given outside the repository. The Secret reaches the members decrypted (on `gitfleet sim`
+//! and on real API servers), and its value appears nowhere else: not in `render` or `plan`,
+//! the daemon's log, its status API and metrics, nor its state directory.
+
+mod common;
+use common::kubectl::Kubectl as _;
+
+use age::secrecy::ExposeSecret;
+use common::daemon::{await_until, Daemon};
+use common::members::{Backend, Members};
+use common::{Repo, Run};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+on_both_backends!(an_encrypted_secret_reaches_the_members_decrypted_and_nothing_else_shows_it);
+
+const INSTALL: &str =
+    "GOBIN=~/.cache/gitfleet/tools/bin go install github.com/getsops/sops/v3/cmd/sops@v3.13.3";
+
+fn sops() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("GITFLEET_SOPS").map(PathBuf::from),
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gitfleet/tools/bin/sops")),
+        Some(PathBuf::from("sops")),
+    ];
+    let found = candidates.into_iter().flatten().find(|p| {
+        Command::new(p)
+            .arg("--version")
+            .env("SOPS_DISABLE_VERSION_CHECK", "1")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("GITFLEET_REQUIRE_TOOLS").as_deref() != Ok("1"),
+            "sops is required (GITFLEET_REQUIRE_TOOLS=1): {INSTALL}"
+        );
+        eprintln!("SKIPPED: the SOPS tests need the sops CLI ({INSTALL})");
+    }
+    found
+}
+
+const FLEET: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+  - name: beta
+"#;
+
+fn member(name: &str) -> String {
+    format!(
+        "apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata:
+  name: {name}
+spec:
+  identity: {{name: member, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}
+"
+    )
+}
+
+const NAMESPACE_AND_PLACEMENT: &str = "\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: app
+---
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourcePlacement
+metadata:
+  name: app
+spec:
+  resourceSelectors:
+  - {group: '', version: v1, kind: Namespace, name: app}
+";
+
+/// A plaintext Secret whose password is `password` (base64 in `data`, so that both backends
+/// store it as written).
+fn secret(password: &str) -> String {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(password);
+    format!(
+        "apiVersion: v1
+kind: Secret
+metadata:
+  name: db
+  namespace: app
+type: Opaque
+data:
+  password: {encoded}
+"
+    )
+}
+
+/// A repository with members, the `app` namespace placed on both, and an age key file (outside
+/// the repository) with its recipient.
+struct Fixture {
+    repo: Repo,
+    sops: PathBuf,
+    keys: tempfile::TempDir,
+    recipient: String,
+}
+
+impl Fixture {
+    fn new(sops: PathBuf) -> Fixture {
+        let repo = Repo::new();
+        repo.write("members/alpha.yaml", &member("alpha"));
+        repo.write("members/beta.yaml", &member("beta"));
+        repo.write("app/app.yaml", NAMESPACE_AND_PLACEMENT);
+        let identity = age::x25519::Identity::generate();
+        let keys = tempfile::tempdir().unwrap();
+        std::fs::write(
+            keys.path().join("keys.txt"),
+            format!(
+                "# public key: {}\n{}\n",
+                identity.to_public(),
+                identity.to_string().expose_secret()
+            ),
+        )
+        .unwrap();
+        Fixture {
+            repo,
+            sops,
+            keys,
+            recipient: identity.to_public().to_string(),
+        }
+    }
+
+    fn key_file(&self) -> PathBuf {
+        self.keys.path().join("keys.txt")
+    }
+
+    /// Writes `app/secret.yaml` encrypted by sops (Flux's rule: only data and stringData).
+    fn write_encrypted_secret(&self, password: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("secret.yaml");
+        std::fs::write(&plain, secret(password)).unwrap();
+        let out = Command::new(&self.sops)
+            .current_dir(dir.path())
+            .env("SOPS_DISABLE_VERSION_CHECK", "1")
+            .args(["--encrypt", "--age", &self.recipient])
+            .args(["--encrypted-regex", "^(data|stringData)$"])
+            .arg(&plain)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(!text.contains(&b64(password)), "{text}");
+        self.repo.write("app/secret.yaml", &text);
+    }
+
+    /// The binary with `args`, and no key from this process's environment (`env` adds some).
+    fn gitfleet(&self, args: &[&str], env: &[(&str, &Path)]) -> Run {
+        let out = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+            .args(args)
+            .env_remove("GITFLEET_REPO")
+            .env_remove("SOPS_AGE_KEY_FILE")
+            .env_remove("SOPS_AGE_KEY")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
+            .output()
+            .unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+fn b64(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// Neither the password nor its base64 form is in `text`.
+fn assert_hidden(what: &str, text: &str, password: &str) {
+    assert!(
+        !text.contains(password) && !text.contains(&b64(password)),
+        "the decrypted value shows in {what}:\n{text}"
+    );
+}
+
+#[test]
+fn without_the_key_the_commit_is_invalid_and_the_error_names_the_file() {
+    let Some(sops) = sops() else { return };
+    let f = Fixture::new(sops);
+    f.write_encrypted_secret("hunter2-no-key");
+    f.repo.commit("secret");
+    let repo = f.repo.path().to_str().unwrap();
+    let run = f.gitfleet(&["validate", "--repo", repo], &[]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "app/secret.yaml:1: SOPS file: cannot decrypt: no age key is given to decrypt it (encrypted for {})",
+            f.recipient
+        )),
+        "{}",
+        run.stderr
+    );
+    // A key that is not among the recipients.
+    let other = tempfile::tempdir().unwrap();
+    let other_key = other.path().join("other.txt");
+    std::fs::write(
+        &other_key,
+        format!(
+            "{}\n",
+            age::x25519::Identity::generate()
+                .to_string()
+                .expose_secret()
+        ),
+    )
+    .unwrap();
+    let run = f.gitfleet(
+        &["validate", "--repo", repo],
+        &[("SOPS_AGE_KEY_FILE", &other_key)],
+    );
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains(
+            "app/secret.yaml:1: SOPS file: cannot decrypt: none of the 1 age key given opens it"
+        ),
+        "{}",
+        run.stderr
+    );
+    // A value changed without sops: the MAC refuses the file.
+    let text = std::fs::read_to_string(f.repo.path().join("app/secret.yaml")).unwrap();
+    f.repo
+        .write("app/secret.yaml", &text.replace("name: db", "name: db2"));
+    f.repo.commit("renamed without sops");
+    let key = f.key_file();
+    let run = f.gitfleet(
+        &[
+            "validate",
+            "--repo",
+            repo,
+            "--age-key-file",
+            key.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains(
+            "app/secret.yaml:1: SOPS file: cannot decrypt: its MAC does not match its values"
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn render_and_plan_show_the_decrypted_secret_masked() {
+    let Some(sops) = sops() else { return };
+    let f = Fixture::new(sops);
+    let base = f.repo.commit("no secret yet");
+    f.write_encrypted_secret("hunter2-first");
+    let first = f.repo.commit("secret");
+    let key = f.key_file();
+    let repo = f.repo.path().to_str().unwrap();
+
+    let validate = f.gitfleet(
+        &["validate", "--repo", repo],
+        &[("SOPS_AGE_KEY_FILE", &key)],
+    );
+    assert_eq!(validate.code, 0, "{}", validate.stderr);
+    assert!(validate.stdout.contains("1 Secret"), "{}", validate.stdout);
+
+    let render = f.gitfleet(
+        &[
+            "render",
+            "--repo",
+            repo,
+            "--cluster",
+            "alpha",
+            "--age-key-file",
+            key.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(render.code, 0, "{}", render.stderr);
+    assert!(render.stdout.contains("kind: Secret"), "{}", render.stdout);
+    assert!(
+        render
+            .stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("password:") && l.contains("***")),
+        "{}",
+        render.stdout
+    );
+    assert_hidden(
+        "render",
+        &format!("{}{}", render.stdout, render.stderr),
+        "hunter2-first",
+    );
+
+    let plan = f.gitfleet(
+        &["plan", "--repo", repo, "--base", &base, "--head", &first],
+        &[("SOPS_AGE_KEY_FILE", &key)],
+    );
+    // 2: the head changes the fleet.
+    assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
+    assert!(plan.stdout.contains("Secret"), "{}", plan.stdout);
+    assert!(plan.stdout.contains("***"), "{}", plan.stdout);
+    assert_hidden(
+        "plan",
+        &format!("{}{}", plan.stdout, plan.stderr),
+        "hunter2-first",
+    );
+
+    // A new value: the plan says it changed, never what it was or is.
+    f.write_encrypted_secret("hunter2-second");
+    let second = f.repo.commit("rotate");
+    let plan = f.gitfleet(
+        &[
+            "plan", "--repo", repo, "--base", &first, "--head", &second, "-o", "markdown",
+        ],
+        &[("SOPS_AGE_KEY_FILE", &key)],
+    );
+    // 2: the head changes the fleet.
+    assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
+    assert!(plan.stdout.contains("*** (changed)"), "{}", plan.stdout);
+    let out = format!("{}{}", plan.stdout, plan.stderr);
+    assert_hidden("plan", &out, "hunter2-first");
+    assert_hidden("plan", &out, "hunter2-second");
+}
+
+fn an_encrypted_secret_reaches_the_members_decrypted_and_nothing_else_shows_it(backend: Backend) {
+    let Some(sops) = sops() else { return };
+    let members = Members::start(backend, FLEET);
+    let f = Fixture::new(sops);
+    let password = "hunter2-delivered";
+    f.write_encrypted_secret(password);
+    f.repo.commit("secret");
+    let state = tempfile::tempdir().unwrap();
+    let webhook = state.path().join("webhook-secret");
+    std::fs::write(&webhook, "s3cret").unwrap();
+    let key = f.key_file();
+    let daemon = Daemon::start_with(
+        f.repo.path(),
+        &members.kubeconfig,
+        &state.path().join("state"),
+        &webhook,
+        "10m",
+        &[],
+        &[("SOPS_AGE_KEY_FILE", key.as_os_str())],
+    );
+    for ctx in ["alpha", "beta"] {
+        await_until(&format!("the Secret on {ctx}"), || {
+            let (code, out, _) = members.kubectl(
+                ctx,
+                &[
+                    "get",
+                    "secret",
+                    "db",
+                    "-n",
+                    "app",
+                    "-o",
+                    "jsonpath={.data.password}",
+                ],
+            );
+            code == 0 && out.trim() == b64(password)
+        });
+    }
+    let get = |path: &str| -> String {
+        match ureq::get(&format!("{}{path}", daemon.addr)).call() {
+            Ok(mut r) => r.body_mut().read_to_string().unwrap_or_default(),
+            Err(e) => panic!("GET {path}: {e}"),
+        }
+    };
+    for path in [
+        "/api/v1/placements",
+        "/api/v1/schedule",
+        "/api/v1/inventory",
+        "/metrics",
+    ] {
+        assert_hidden(path, &get(path), password);
+    }
+    let log = daemon.stop_and_read_log().join("\n");
+    assert_hidden("the daemon's log", &log, password);
+    for file in common::walk(state.path()) {
+        let bytes = std::fs::read(&file).unwrap();
+        assert_hidden(
+            &file.display().to_string(),
+            &String::from_utf8_lossy(&bytes),
+            password,
+        );
+    }
+}
