@@ -6,6 +6,8 @@
 //!   commit may be served, nor while the git source has failed `--ready-fetch-failures`
 //!   fetches in a row; a follower of `--state kubernetes`, once it knows who leads)
 //! - `GET /metrics` (Prometheus text)
+//! - `GET /api/v1/summary` (the fleet in counts), `GET /api/v1/updateruns/<name>` and the
+//!   placements query: [`super::status_api`], which also puts ETags on every document
 //! - `GET /api/v1/placements`, `GET /api/v1/placements/<id>` (`crp/NAME`, `rp/NS/NAME`, …);
 //!   `GET /api/v1/placements?unready`: only the placements not ready (something applied,
 //!   removed or waiting, a cluster not available or due for a re-check), a small answer to poll
@@ -1109,7 +1111,11 @@ mod tests {
             let (code, tag) = ask(path, None).await;
             assert_eq!(code, 200, "{path}");
             let tag = tag.unwrap_or_else(|| panic!("{path} has no ETag"));
-            assert_eq!(ask(path, Some(tag.clone())).await, (304, Some(tag.clone())), "{path}");
+            assert_eq!(
+                ask(path, Some(tag.clone())).await,
+                (304, Some(tag.clone())),
+                "{path}"
+            );
             api.status.lock().unwrap().changed();
             let (code, new) = ask(path, Some(tag.clone())).await;
             assert_eq!(code, 200, "{path}: a new publish is a new document");

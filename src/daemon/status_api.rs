@@ -36,9 +36,10 @@ pub fn etag(generation: u64) -> String {
 
 /// Whether an `If-None-Match` header's value names `tag` (or is `*`).
 fn matches(if_none_match: &str, tag: &str) -> bool {
-    if_none_match.split(',').map(str::trim).any(|t| {
-        t == "*" || t.strip_prefix("W/").unwrap_or(t) == tag
-    })
+    if_none_match
+        .split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == tag)
 }
 
 /// Middleware on the JSON documents: 304 to a client that has the current one, the ETag on
@@ -119,9 +120,7 @@ pub fn summary(st: &Status) -> crate::api::Summary {
             total: runs.len(),
             in_progress: runs
                 .iter()
-                .filter(|r| {
-                    crate::rollout::staged::status::RunPhase::of(&r.status).in_progress()
-                })
+                .filter(|r| crate::rollout::staged::status::RunPhase::of(&r.status).in_progress())
                 .count(),
             pending_approvals: st
                 .runs
@@ -258,8 +257,10 @@ mod tests {
 
     #[test]
     fn queries_are_parsed_and_unknown_ones_refused() {
-        let q = placements_query(Some("state=failed,staged&name=web%2Fa&cluster=m1&offset=5&limit=10"))
-            .unwrap();
+        let q = placements_query(Some(
+            "state=failed,staged&name=web%2Fa&cluster=m1&offset=5&limit=10",
+        ))
+        .unwrap();
         assert_eq!(
             q,
             PlacementsQuery {
@@ -275,9 +276,15 @@ mod tests {
             placements_query(Some("unready")).unwrap().states,
             [PlacementState::Unready]
         );
-        assert!(placements_query(Some("state=green")).unwrap_err().contains("state=green"));
-        assert!(placements_query(Some("offset=-1")).unwrap_err().contains("offset=-1"));
-        assert!(placements_query(Some("sort=id")).unwrap_err().contains("\"sort\""));
+        assert!(placements_query(Some("state=green"))
+            .unwrap_err()
+            .contains("state=green"));
+        assert!(placements_query(Some("offset=-1"))
+            .unwrap_err()
+            .contains("offset=-1"));
+        assert!(placements_query(Some("sort=id"))
+            .unwrap_err()
+            .contains("\"sort\""));
     }
 
     #[test]
