@@ -38,15 +38,15 @@
 pub mod analyze;
 pub mod api;
 pub mod approvals;
-pub mod build_info;
+pub(crate) mod build_info;
 pub mod catalog;
-pub mod cli;
+mod cli;
 #[cfg(test)]
 mod compat_corpus;
 pub mod daemon;
-pub mod fast_hash;
-pub mod follow;
-pub mod members;
+pub(crate) mod fast_hash;
+pub(crate) mod follow;
+pub(crate) mod members;
 pub mod model;
 pub mod plan;
 pub mod push;
@@ -56,9 +56,9 @@ pub mod schedule;
 pub mod snapshot;
 pub mod source;
 pub mod state;
-pub mod text_table;
+pub(crate) mod text_table;
 pub mod timestamp;
-pub mod trimmed_output;
+pub(crate) mod trimmed_output;
 pub mod webhook;
 
 // Kubernetes' text formats live in their own crate, which the simulator shares.
@@ -66,3 +66,6 @@ pub use gitfleet_kube_text::yaml;
 
 // `gitfleet::analyze(files)`, as before the function had its own module.
 pub use analyze::analyze;
+
+// The command line is the binary's, not the library's: only its entry point is public.
+pub use cli::main as cli_main;

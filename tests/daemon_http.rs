@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::daemon::{await_until, Daemon};
+use common::daemon::{await_until, Daemon, OneMember};
 use common::sim::SimFleet;
 use common::Repo;
 
@@ -18,29 +18,6 @@ const FLEET: &str = "anonymousAuth: true\nmembers:\n  - name: alpha\n";
 /// How long `/healthz` may take under load before the test fails: a bound on a hang, far above
 /// the few milliseconds it takes.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(5);
-
-fn start() -> (SimFleet, Repo, tempfile::TempDir, Daemon) {
-    let sim = SimFleet::start(FLEET);
-    let repo = Repo::new();
-    repo.write(
-        "members.yaml",
-        "apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
-         metadata: {name: alpha}\n\
-         spec: {identity: {name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}\n",
-    );
-    repo.commit("members");
-    let state = tempfile::tempdir().unwrap();
-    let secret = state.path().join("secret");
-    std::fs::write(&secret, "s3cret\n").unwrap();
-    let daemon = Daemon::start(
-        repo.path(),
-        &sim.kubeconfig,
-        &state.path().join("state"),
-        &secret,
-        "1m",
-    );
-    (sim, repo, state, daemon)
-}
 
 fn host(daemon: &Daemon) -> String {
     daemon.addr.trim_start_matches("http://").to_string()
@@ -88,7 +65,8 @@ fn healthz(daemon: &Daemon) -> Duration {
 
 #[test]
 fn an_endless_header_line_and_500_idle_connections_do_not_take_the_daemon_down() {
-    let (_sim, _repo, _state, daemon) = start();
+    let fleet = OneMember::start();
+    let daemon = &fleet.daemon;
     // Measured once the first reconcile is done, so that its own allocations do not count.
     await_until("readiness", || {
         request(
@@ -196,7 +174,8 @@ fn probes_answer_within_100_ms_under_5000_idle_connections() {
         limit >= IDLE as u64 + 200,
         "this test opens {IDLE} connections, and may open only {limit} files (ulimit -n)"
     );
-    let (_sim, _repo, _state, daemon) = start();
+    let fleet = OneMember::start();
+    let daemon = &fleet.daemon;
     let ready = || {
         request(
             &daemon,
@@ -244,7 +223,8 @@ fn probes_answer_within_100_ms_under_5000_idle_connections() {
 
 #[test]
 fn oversized_webhooks_and_unknown_paths_get_json_problems() {
-    let (_sim, _repo, _state, daemon) = start();
+    let fleet = OneMember::start();
+    let daemon = &fleet.daemon;
     // As curl sends a large body: the head first, the body only after `100 Continue`. The
     // daemon answers from the head alone.
     let (status, body, _) = request(

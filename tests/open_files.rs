@@ -5,9 +5,7 @@
 
 mod common;
 
-use common::daemon::Daemon;
-use common::sim::SimFleet;
-use common::Repo;
+use common::daemon::OneMember;
 use rustix::process::{getrlimit, setrlimit, Resource};
 
 /// The soft and hard "Max open files" of a process, from `/proc/<pid>/limits`.
@@ -33,25 +31,8 @@ fn the_daemon_raises_its_soft_open_files_limit_to_the_hard_limit() {
     limit.current = Some(256);
     setrlimit(Resource::Nofile, limit).expect("lowering the soft limit");
 
-    let sim = SimFleet::start("anonymousAuth: true\nmembers:\n  - name: alpha\n");
-    let repo = Repo::new();
-    repo.write(
-        "members.yaml",
-        "apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
-         metadata: {name: alpha}\n\
-         spec: {identity: {name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}\n",
-    );
-    repo.commit("members");
-    let state = tempfile::tempdir().unwrap();
-    let secret = state.path().join("secret");
-    std::fs::write(&secret, "s3cret\n").unwrap();
-    let daemon = Daemon::start(
-        repo.path(),
-        &sim.kubeconfig,
-        &state.path().join("state"),
-        &secret,
-        "1m",
-    );
+    let fleet = OneMember::start();
+    let daemon = &fleet.daemon;
     // Started, with the limit it was given (the daemon's children inherit ours).
     let (soft, hard) = open_files_of(daemon.child.id());
     assert_eq!(

@@ -1325,7 +1325,89 @@ fn a_finished_run_is_not_run_again_after_the_state_directory_is_lost(
     }
 }
 
+/// staging, then canary behind an approval (for [`a_run_lost_part_way_resumes_with_what_the_records_name`]).
+const TWO_STAGES: &str = r#"apiVersion: placement.kubernetes-fleet.io/v1
+kind: ClusterStagedUpdateStrategy
+metadata: {name: three-stage}
+spec:
+  stages:
+  - name: staging
+    labelSelector: {matchLabels: {env: staging}}
+    maxConcurrency: 3
+  - name: canary
+    labelSelector: {matchLabels: {env: canary}}
+    beforeStageTasks: [{type: Approval}]
+    maxConcurrency: 3
+"#;
+
+/// A state directory lost part-way through a run: the staging members' records name the run,
+/// its snapshot and its initialisation commit. The daemon, started without state at a newer
+/// head, resumes the run with what the records name — it waits at the same approval, which a
+/// tag at the run's own commit gives — and the canary members get the run's snapshot, not the
+/// head's content.
+fn a_run_lost_part_way_resumes_with_what_the_records_name(backend: common::members::Backend) {
+    const SIX: [&str; 6] = ["m1", "m2", "m3", "m4", "m5", "m6"];
+    let members = Members::start(backend, &fleet_of(&SIX));
+    let trust = Trust::new();
+    let repo = Repo::new();
+    repo.write("members.yaml", &members_yaml_of(&SIX));
+    repo.write("app.yaml", APP);
+    repo.write("rollout/strategy.yaml", TWO_STAGES);
+    repo.write("rollout/run.yaml", &run_yaml("Run"));
+    let init = repo.commit("telemetry, staging then an approved canary");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let daemon = trust.start(repo.path(), &members, &state, "1m");
+    await_status(
+        &daemon.addr,
+        "the run waits at the canary's approval",
+        |d| run_of(d)["waitingFor"] == "rollout-1-before-canary",
+    );
+    for m in &SIX[..3] {
+        assert_eq!(collector_version(&members, m).as_deref(), Some("1"), "{m}");
+    }
+    for m in &SIX[3..] {
+        assert!(!has_app(&members, m), "{m} waits for the approval");
+    }
+    drop(daemon);
+
+    // The state directory is lost; the head moves on (new content, the same run).
+    std::fs::remove_dir_all(&state).unwrap();
+    std::fs::create_dir(&state).unwrap();
+    repo.write("app.yaml", &APP.replace("version: '1'", "version: '2'"));
+    repo.commit("version 2, no new run");
+    let daemon = trust.start(repo.path(), &members, &state, "1m");
+    daemon.await_log(&["no rollout state: rebuilt the view from the members' records"]);
+    await_status(&daemon.addr, "the run waits at the same approval", |d| {
+        run_of(d)["waitingFor"] == "rollout-1-before-canary"
+    });
+    let run = run_of(&status(&daemon.addr));
+    assert_eq!(run["initCommit"], init.as_str(), "{run:#}");
+    let repo_dir = repo.path().to_str().unwrap();
+    let r = trust.approve(&[
+        "rollout-1-before-canary",
+        "--server",
+        &daemon.addr,
+        "--repo",
+        repo_dir,
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    await_status(&daemon.addr, "the run succeeded", succeeded);
+    let run = run_of(&status(&daemon.addr));
+    assert_eq!(run["initCommit"], init.as_str(), "{run:#}");
+    assert_eq!(run["resourceSnapshotIndex"], 0, "{run:#}");
+    for m in SIX {
+        assert_eq!(
+            collector_version(&members, m).as_deref(),
+            Some("1"),
+            "{m} has the run's snapshot, not the head's"
+        );
+    }
+}
+
 on_both_backends!(
     a_finished_runs_members_are_healed_and_status_wait_and_metrics_agree,
     a_finished_run_is_not_run_again_after_the_state_directory_is_lost,
+    a_run_lost_part_way_resumes_with_what_the_records_name,
 );

@@ -69,9 +69,21 @@ pub fn request_named(key: &str, commit: &str) -> Option<Request> {
     })
 }
 
+/// The requests a running daemon knows: those runs wait on or will reach, and those it has
+/// already accepted an approval for (a tag is judged the same before and after it counted).
 fn daemon_requests(server: &str) -> Result<Vec<Request>> {
     let view = crate::api::client::approvals(server)?;
-    Ok(view.requests)
+    Ok(daemon_known(view))
+}
+
+fn daemon_known(view: crate::api::ApprovalsView) -> Vec<Request> {
+    let mut requests = view.requests;
+    for a in &view.approvals {
+        if !requests.iter().any(|r| r.key() == a.request) {
+            requests.extend(request_named(&a.request, &a.commit));
+        }
+    }
+    requests
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -330,6 +342,31 @@ pub fn approve(args: &ApproveArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `verify-approval --server` judges a tag whose approval the daemon already accepted as
+    /// it judged it then, not as naming no request.
+    #[test]
+    fn a_daemon_knows_the_requests_it_accepted_approvals_for() {
+        let waiting = request_named("run-1-after-canary", "c1").unwrap();
+        let view = crate::api::ApprovalsView {
+            requests: vec![waiting.clone()],
+            approvals: vec![crate::rollout::approval::Approval {
+                request: "team-a/run-2-before-prod".into(),
+                signer: "alice".into(),
+                key_fingerprint: "SHA256:x".into(),
+                tag: "gitfleet/approve/team-a/run-2-before-prod".into(),
+                tag_object: "t".into(),
+                commit: "c2".into(),
+                accepted_at: 1,
+            }],
+            rejections: vec![],
+        };
+        let known = daemon_known(view);
+        assert_eq!(known.len(), 2);
+        assert_eq!(known[0], waiting);
+        assert_eq!(known[1].key(), "team-a/run-2-before-prod");
+        assert_eq!(known[1].commit, "c2");
+    }
 
     #[test]
     fn requests_are_read_from_tag_names() {

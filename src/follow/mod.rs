@@ -253,11 +253,6 @@ impl Follower {
         }
     }
 
-    /// The repository commits are read from (the mirror, for a remote).
-    pub fn repo(&self) -> &Path {
-        &self.repo
-    }
-
     /// The next look fetches (the webhook said the remote changed).
     pub fn wake(&mut self) {
         self.fetch_due = true;

@@ -37,7 +37,7 @@ use kube::api::{Api, ListParams};
 use kube::config::Kubeconfig;
 use serde::de::DeserializeOwned;
 
-use super::connect::{connect, read_kubeconfig, MemberError, MemberTarget};
+use super::connect::{connect, MemberError, MemberTarget};
 use crate::catalog::Catalog;
 use crate::model::member::DEFAULT_HEARTBEAT_PERIOD_SECONDS;
 use crate::model::quantity::Quantity;
@@ -358,23 +358,10 @@ pub enum ProbeError {
 }
 
 impl ProbeError {
-    /// Whether asking again later may succeed (transport failures, timeouts, 429 and 5xx), as
-    /// opposed to a problem only a person can fix (a missing context, 401, 403).
     /// The member answered, with 429 or a 5xx.
     pub fn is_server_error(&self) -> bool {
         matches!(self, ProbeError::List { source: kube::Error::Api(status), .. }
             if status.code == 429 || status.code >= 500)
-    }
-
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            ProbeError::Connect(_) => false,
-            ProbeError::Timeout(_) => true,
-            ProbeError::List { source, .. } => match source {
-                kube::Error::Api(status) => status.code == 429 || status.code >= 500,
-                _ => true,
-            },
-        }
     }
 }
 
@@ -538,19 +525,9 @@ impl Default for Options {
     }
 }
 
-/// The live inventory of `members`, sorted by name. Reads the kubeconfig once (its failure is the
-/// only error: nothing could be asked); every member that cannot be reached or answers with an
-/// error is listed `healthy: false` with the error, and delays the others by nothing.
-pub async fn collect(
-    members: &[Member],
-    kubeconfig_path: &Path,
-    options: &Options,
-) -> Result<Inventory, MemberError> {
-    let kubeconfig = Arc::new(read_kubeconfig(kubeconfig_path)?);
-    Ok(collect_with(members, kubeconfig, kubeconfig_path, options).await)
-}
-
-/// [`collect`] with the kubeconfig already read.
+/// The live inventory of `members`, sorted by name, with the kubeconfig already read: every
+/// member that cannot be reached or answers with an error is listed `healthy: false` with the
+/// error, and delays the others by nothing.
 pub async fn collect_with(
     members: &[Member],
     kubeconfig: Arc<Kubeconfig>,
@@ -991,25 +968,5 @@ mod tests {
             )
         );
         assert_eq!(got[2].2, "no answer within 300ms");
-    }
-
-    #[test]
-    fn probe_errors_say_whether_a_retry_may_help() {
-        let api = |code: u16| ProbeError::List {
-            what: "nodes",
-            source: kube::Error::Api(Box::new(
-                kube::core::Status::failure("no", "x").with_code(code),
-            )),
-        };
-        assert!(api(503).is_retryable());
-        assert!(api(429).is_retryable());
-        assert!(!api(403).is_retryable());
-        assert!(ProbeError::Timeout(Duration::from_secs(1)).is_retryable());
-        let no_context = ProbeError::Connect(MemberError::NoContext {
-            member: "a".into(),
-            path: "kc".into(),
-            context: "a".into(),
-        });
-        assert!(!no_context.is_retryable());
     }
 }

@@ -11,5 +11,5 @@ pub mod retry;
 
 pub use connect::{
     connect, connection, member_targets, read_kubeconfig, Connection, Kinds, MemberError,
-    MemberTarget, CONTEXT_ANNOTATION,
+    MemberTarget,
 };

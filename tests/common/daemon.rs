@@ -15,6 +15,45 @@ pub struct Daemon {
     pub lines: mpsc::Receiver<String>,
 }
 
+/// A daemon following a fresh repository that holds one MemberCluster, `alpha`, on one
+/// simulated member, with a webhook secret; each part lives as long as the test holds it.
+pub struct OneMember {
+    pub daemon: Daemon,
+    pub repo: super::Repo,
+    pub sim: super::sim::SimFleet,
+    pub state: tempfile::TempDir,
+}
+
+impl OneMember {
+    pub fn start() -> OneMember {
+        let sim = super::sim::SimFleet::start("anonymousAuth: true\nmembers:\n  - name: alpha\n");
+        let repo = super::Repo::new();
+        repo.write(
+            "members.yaml",
+            "apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+             metadata: {name: alpha}\n\
+             spec: {identity: {name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}\n",
+        );
+        repo.commit("members");
+        let state = tempfile::tempdir().unwrap();
+        let secret = state.path().join("secret");
+        std::fs::write(&secret, "s3cret\n").unwrap();
+        let daemon = Daemon::start(
+            repo.path(),
+            &sim.kubeconfig,
+            &state.path().join("state"),
+            &secret,
+            "1m",
+        );
+        OneMember {
+            daemon,
+            repo,
+            sim,
+            state,
+        }
+    }
+}
+
 impl Daemon {
     /// `gitfleet run --repo <repo>` against the members of `kubeconfig`, polling every `poll`,
     /// with the webhook secret in `secret`.

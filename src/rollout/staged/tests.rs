@@ -113,6 +113,32 @@ struct Stepped {
 }
 
 impl World {
+    /// This world after its state was lost: what the commits were stays, and `app`'s
+    /// clusters are adopted from the members' records (`delivered`), as the daemon adopts
+    /// them: pending, to be re-checked, naming the run that delivered them.
+    fn lost_and_adopted(
+        self,
+        app: &crate::model::PlacementKey,
+        delivered: &BTreeMap<String, super::RunDelivery>,
+    ) -> World {
+        let mut ps = crate::rollout::PlacementState::default();
+        for (c, d) in delivered {
+            let mut cs = crate::rollout::ClusterState::with_health(BindingHealth::Pending);
+            cs.recheck = Some("adopted from the member's record".into());
+            cs.delivered_by = Some(d.clone());
+            ps.clusters.insert(c.clone(), cs);
+        }
+        let mut state = RolloutState::default();
+        state
+            .placements
+            .insert(app.clone(), std::sync::Arc::new(ps));
+        World {
+            state,
+            catalogs: self.catalogs,
+            ..World::default()
+        }
+    }
+
     /// One step of `cat` at `now`; every push ends with `health`.
     fn step(&mut self, cat: &Catalog, sha: &str, now: u64, health: BindingHealth) -> Stepped {
         self.step_ending(cat, sha, now, Some(health))
@@ -809,22 +835,7 @@ fn a_finished_run_is_not_run_again_when_the_state_is_rebuilt_from_the_members_re
     assert_eq!(delivered["m5"].stage, "canary");
 
     // The state directory is lost; the members' records are adopted, as the daemon does.
-    let mut rebuilt = crate::rollout::RolloutState::default();
-    let mut ps = crate::rollout::PlacementState::default();
-    for (c, d) in &delivered {
-        let mut cs = crate::rollout::ClusterState::with_health(BindingHealth::Pending);
-        cs.recheck = Some("adopted from the member's record".into());
-        cs.delivered_by = Some(d.clone());
-        ps.clusters.insert(c.clone(), cs);
-    }
-    rebuilt
-        .placements
-        .insert(app.clone(), std::sync::Arc::new(ps));
-    let mut w = World {
-        state: rebuilt,
-        catalogs: w.catalogs,
-        ..World::default()
-    };
+    let mut w = w.lost_and_adopted(&app, &delivered);
     // A newer head, content changed; no approval at hand.
     let v2 = standard("v2", "Run");
     let s = w.step(&v2, "c2", now + 10, BindingHealth::Available);
@@ -899,20 +910,7 @@ fn a_run_lost_part_way_resumes_with_what_the_records_name() {
     );
 
     // The state directory is lost; the members' records are adopted, as the daemon does.
-    let mut rebuilt = crate::rollout::RolloutState::default();
-    let mut ps = crate::rollout::PlacementState::default();
-    for (c, d) in &delivered {
-        let mut cs = crate::rollout::ClusterState::with_health(BindingHealth::Pending);
-        cs.recheck = Some("adopted from the member's record".into());
-        cs.delivered_by = Some(d.clone());
-        ps.clusters.insert(c.clone(), cs);
-    }
-    rebuilt.placements.insert(app, std::sync::Arc::new(ps));
-    let mut w = World {
-        state: rebuilt,
-        catalogs: w.catalogs,
-        ..World::default()
-    };
+    let mut w = w.lost_and_adopted(&app, &delivered);
     // The canary stage was approved at the run's initialisation commit before the state was lost.
     w.approve("r1-before-canary", "c1");
     let v2 = standard("v2", "Run");
