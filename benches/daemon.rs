@@ -1335,12 +1335,10 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
         ))
     };
     let full_read = read("/api/v1/placements")?;
+    let page = format!("GET /api/v1/placements?offset={}&limit=20", placements / 2);
     let small_reads = [
-        ("GET /api/v1/summary", read("/api/v1/summary")?),
-        (
-            "GET /api/v1/placements?offset=500&limit=20",
-            read("/api/v1/placements?offset=500&limit=20")?,
-        ),
+        ("GET /api/v1/summary".to_string(), read("/api/v1/summary")?),
+        (page.clone(), read(&page[4..])?),
     ];
     if std::env::var_os("GITFLEET_DAEMON_BENCH_LOG").is_some() {
         eprintln!("{}", daemon.log.lock().unwrap().join("\n"));
