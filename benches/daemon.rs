@@ -1321,16 +1321,25 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
     // after the phases: the allocator returns the memory of 5 reads of tens of MiB to the
     // system after a delay, which landed in the one-placement commit's CPU when they were
     // made just before it.
-    let (ticks, reads) = (cpu_ticks(daemon.pid())?, 5u32);
-    let (read_at, mut bytes) = (Instant::now(), 0);
-    for _ in 0..reads {
-        bytes = daemon.get("/api/v1/placements")?.len();
-    }
-    let full_read = (
-        bytes,
-        (cpu_ticks(daemon.pid())? - ticks) as f64 * 1000.0 / tck as f64 / f64::from(reads),
-        read_at.elapsed() / reads,
-    );
+    // The summary and a page, what `status`, `wait` and the dashboard read, against it.
+    let reads = 5u32;
+    let read = |path: &str| -> Result<(usize, f64, Duration)> {
+        let (ticks, at, mut bytes) = (cpu_ticks(daemon.pid())?, Instant::now(), 0);
+        for _ in 0..reads {
+            bytes = daemon.get(path)?.len();
+        }
+        Ok((
+            bytes,
+            (cpu_ticks(daemon.pid())? - ticks) as f64 * 1000.0 / tck as f64 / f64::from(reads),
+            at.elapsed() / reads,
+        ))
+    };
+    let full_read = read("/api/v1/placements")?;
+    let page = format!("GET /api/v1/placements?offset={}&limit=20", placements / 2);
+    let small_reads = [
+        ("GET /api/v1/summary".to_string(), read("/api/v1/summary")?),
+        (page.clone(), read(&page[4..])?),
+    ];
     if std::env::var_os("GITFLEET_DAEMON_BENCH_LOG").is_some() {
         eprintln!("{}", daemon.log.lock().unwrap().join("\n"));
     }
@@ -1379,6 +1388,16 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
         full_read.1,
         full_read.2.as_secs_f64() * 1000.0,
     );
+    for (what, (bytes, cpu, wall)) in &small_reads {
+        println!(
+            "{what}: {:.1} KiB ({:.5} of the whole document), {cpu:.1} ms of the daemon's CPU ({:.4}), {:.1} ms wall ({:.4}) per read (mean of {reads})",
+            *bytes as f64 / 1024.0,
+            *bytes as f64 / full_read.0 as f64,
+            cpu / full_read.1.max(f64::MIN_POSITIVE),
+            wall.as_secs_f64() * 1000.0,
+            wall.as_secs_f64() / full_read.2.as_secs_f64(),
+        );
+    }
     println!(
         "wall = until the status API shows the commit served, every placement settled and every binding available with no re-check pending (GET /api/v1/placements?unready&limit=0 counts none, polled every {} ms; the first commit and the restart from the process's start); CPU = the daemon's utime+stime; peak RSS = VmHWM over the phase (reset at its start); RSS = VmRSS at its end (idle: mean of 1 s samples over {} s); reads/writes = requests the members received (GET/HEAD vs POST/PUT/PATCH/DELETE), the benchmark's own none.",
         SCALE_STATUS_POLL.as_millis(),

@@ -38,28 +38,42 @@ fn agent() -> ureq::Agent {
 }
 
 fn get<T: for<'de> Deserialize<'de>>(url: &str, what: &'static str) -> Result<T, ClientError> {
+    get_found(url, what, false)?.ok_or_else(|| ClientError::Request {
+        url: url.to_string(),
+        message: "not found".into(),
+    })
+}
+
+/// `None` for a 404 when `absent_ok`.
+fn get_found<T: for<'de> Deserialize<'de>>(
+    url: &str,
+    what: &'static str,
+    absent_ok: bool,
+) -> Result<Option<T>, ClientError> {
     let request = |message: String| ClientError::Request {
         url: url.to_string(),
         message,
     };
-    let mut response = agent()
-        .get(url)
-        .call()
-        .map_err(|e| request(e.to_string()))?;
+    let mut response = match agent().get(url).call() {
+        Err(ureq::Error::StatusCode(404)) if absent_ok => return Ok(None),
+        r => r.map_err(|e| request(e.to_string()))?,
+    };
     // Read as it arrives, without ureq's 10 MiB cap: a fleet-scale daemon's placements
     // document is bigger than that.
     let body = response.body_mut().with_config().limit(u64::MAX).reader();
-    serde_json::from_reader(std::io::BufReader::new(body)).map_err(|e| {
-        if e.is_io() {
-            request(e.to_string())
-        } else {
-            ClientError::Decode {
-                url: url.to_string(),
-                what,
-                message: e.to_string(),
+    serde_json::from_reader(std::io::BufReader::new(body))
+        .map(Some)
+        .map_err(|e| {
+            if e.is_io() {
+                request(e.to_string())
+            } else {
+                ClientError::Decode {
+                    url: url.to_string(),
+                    what,
+                    message: e.to_string(),
+                }
             }
-        }
-    })
+        })
 }
 
 fn endpoint(server: &str, path: &str) -> String {
@@ -98,6 +112,30 @@ pub fn approvals(server: &str) -> Result<crate::api::ApprovalsView, ClientError>
     get(
         &endpoint(server, "/api/v1/approvals"),
         "the approval requests",
+    )
+}
+
+/// The fleet in a few numbers, as `GET /api/v1/summary` answers: what `status` and `wait`
+/// read first, whatever the fleet's size.
+pub fn summary(server: &str) -> Result<wire::Summary, ClientError> {
+    get(&endpoint(server, "/api/v1/summary"), "the fleet summary")
+}
+
+/// One placement by id (`crp/NAME`, `rp/NS/NAME`, ...); `None` when the daemon has none.
+pub fn placement(server: &str, id: &str) -> Result<Option<wire::PlacementStatus>, ClientError> {
+    get_found(
+        &endpoint(server, &format!("/api/v1/placements/{id}")),
+        "a placement's status",
+        true,
+    )
+}
+
+/// The placements a query selects (`state=unready,failed`, `name=`, `cluster=`, `offset=`,
+/// `limit=`; the query's values already %-encoded), with the document's head fields.
+pub fn placements_where(server: &str, query: &str) -> Result<wire::Placements, ClientError> {
+    get(
+        &endpoint(server, &format!("/api/v1/placements?{query}")),
+        "the placements status",
     )
 }
 

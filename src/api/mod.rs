@@ -281,3 +281,128 @@ impl PartialEq for ReadyOnce {
         true
     }
 }
+
+/// `GET /api/v1/summary`: the fleet in a few numbers, what `gitfleet status` and `wait` poll and
+/// the dashboard's header shows. Its size does not grow with the fleet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub branch: String,
+    #[serde(default)]
+    pub head: Option<String>,
+    #[serde(default)]
+    pub serving: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_serving: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<crate::rollout::serve::Verified>,
+    #[serde(default)]
+    pub rejected: Option<Rejected>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<crate::rollout::guard::Held>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<LeaderStatus>,
+    /// Members in the live inventory (0 before the first probe).
+    pub members: usize,
+    pub placements: PlacementCounts,
+    /// Cluster placements (one per placement and selected cluster) by state.
+    pub clusters: ClusterCounts,
+    pub update_runs: RunCounts,
+}
+
+/// How many placements are in each of the states `?state=` filters on; a placement with a
+/// failure and a run counts in both.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementCounts {
+    pub total: usize,
+    pub ready: usize,
+    pub unready: usize,
+    pub failed: usize,
+    pub staged: usize,
+}
+
+/// Cluster placements by what is happening to them. `applying`, `removing`, `waiting`,
+/// `upToDate` are the placement's lists; `available`, `pending`, `failed`, `diffReported` the
+/// clusters' health (an untrackable object's availability counts as available).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterCounts {
+    pub selected: usize,
+    pub applying: usize,
+    pub removing: usize,
+    pub waiting: usize,
+    pub up_to_date: usize,
+    pub available: usize,
+    pub pending: usize,
+    pub failed: usize,
+    pub diff_reported: usize,
+}
+
+/// Staged update runs: how many, how many in progress, and the approval requests still
+/// waiting for their tag.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunCounts {
+    pub total: usize,
+    pub in_progress: usize,
+    pub pending_approvals: usize,
+}
+
+/// The states `GET /api/v1/placements?state=` filters on (a comma-separated list matches a
+/// placement in any of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlacementState {
+    /// [`PlacementStatus::is_ready`].
+    Ready,
+    Unready,
+    /// A cluster failed or has a last error, the commit cannot render for a cluster, or the
+    /// placement is held for invalid resource selectors.
+    Failed,
+    /// A staged update run names it.
+    Staged,
+}
+
+impl std::str::FromStr for PlacementState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ready" => Ok(PlacementState::Ready),
+            "unready" => Ok(PlacementState::Unready),
+            "failed" => Ok(PlacementState::Failed),
+            "staged" => Ok(PlacementState::Staged),
+            other => Err(format!(
+                "state={other}: the states are ready, unready, failed and staged"
+            )),
+        }
+    }
+}
+
+impl PlacementStatus {
+    /// Something failed: a cluster's health or last push, its manifests' rendering, or the
+    /// placement's resource selectors (held, `Scheduled=False`).
+    pub fn has_failure(&self) -> bool {
+        !self.failed.is_empty()
+            || !self.render_errors.is_empty()
+            || self.clusters.values().any(|c| {
+                c.last_error.is_some() || c.health == crate::rollout::BindingHealth::Failed
+            })
+            || self.conditions.iter().any(|c| {
+                c.type_.ends_with(crate::schedule::kubefleet::SCHEDULED)
+                    && c.reason == crate::snapshot::INVALID_RESOURCE_SELECTORS
+            })
+    }
+
+    /// Whether it is in `state` (`staged`: whether `staged` holds its id, the caller knowing
+    /// the runs).
+    pub fn is_in(&self, state: PlacementState, staged: &std::collections::BTreeSet<&str>) -> bool {
+        match state {
+            PlacementState::Ready => self.is_ready(),
+            PlacementState::Unready => !self.is_ready(),
+            PlacementState::Failed => self.has_failure(),
+            PlacementState::Staged => staged.contains(self.id.as_str()),
+        }
+    }
+}

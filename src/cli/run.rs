@@ -631,11 +631,15 @@ async fn publish_role(
                 .get_or_create(&crate::daemon::metrics::labels(&[("identity", l)]))
                 .set(1);
         }
-        status.lock().unwrap_or_else(|e| e.into_inner()).leader = Some(crate::api::LeaderStatus {
-            identity: identity.clone(),
-            leader,
-            leading,
-        });
+        {
+            let mut st = status.lock().unwrap_or_else(|e| e.into_inner());
+            st.leader = Some(crate::api::LeaderStatus {
+                identity: identity.clone(),
+                leader,
+                leading,
+            });
+            st.changed();
+        }
         if seen.changed().await.is_err() {
             return;
         }

@@ -51,8 +51,8 @@ pub struct StatusArgs {
 
 /// What one look at the daemon shows: the document (to tell a change) and its text.
 fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
-    let doc = crate::api::client::placements(&args.server)?;
     let Some(want) = &args.placement else {
+        let doc = crate::api::client::placements(&args.server)?;
         let (runs, requests) = crate::api::client::update_runs(&args.server)?;
         // Refused tags are shown beside the requests: otherwise only the log says why an
         // approval did not count.
@@ -91,9 +91,11 @@ fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
     } else {
         format!("crp/{want}")
     };
-    let Some(p) = doc.placement(&id) else {
+    // One placement is read alone, not found in the whole fleet's document.
+    let Some(p) = crate::api::client::placement(&args.server, &id)? else {
         bail!("the daemon at {} has no placement {id}", args.server);
     };
+    let p = &p;
     let text = match args.output {
         StatusFormat::Json => format!("{}\n", serde_json::to_string_pretty(p)?),
         StatusFormat::Yaml => crate::yaml::to_string(p)?,

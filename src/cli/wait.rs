@@ -306,13 +306,57 @@ struct Asked {
     verdict: Verdict,
 }
 
+/// What one look reads: the document's head fields with the placements that may keep the
+/// commit from settling, and how many placements and cluster placements there are in all.
+struct Look {
+    doc: Placements,
+    placements: usize,
+    clusters: usize,
+}
+
+impl std::ops::Deref for Look {
+    type Target = Placements;
+    fn deref(&self) -> &Placements {
+        &self.doc
+    }
+}
+
+/// Reads the daemon without its whole placements document: the placements named one by one,
+/// else the summary and the placements unready, failed or in a staged run (a settled fleet's
+/// answer is empty, however large the fleet).
+fn look(server: &str, only: &[String]) -> Result<Look, crate::api::client::ClientError> {
+    use crate::api::client;
+    let query = if only.is_empty() {
+        "state=unready,failed,staged".to_string()
+    } else {
+        // The head fields alone; the placements come one by one.
+        "limit=0".to_string()
+    };
+    let mut doc = client::placements_where(server, &query)?;
+    doc.matched = None;
+    for id in only {
+        doc.placements.extend(client::placement(server, id)?);
+    }
+    let (placements, clusters) = if only.is_empty() {
+        let summary = client::summary(server)?;
+        (summary.placements.total, summary.clusters.selected)
+    } else {
+        (0, 0)
+    };
+    Ok(Look {
+        doc,
+        placements,
+        clusters,
+    })
+}
+
 /// One look at the daemon.
 fn ask(
     args: &WaitArgs,
     want: &mut Option<String>,
     only: &[String],
 ) -> Result<Asked, crate::api::client::ClientError> {
-    let doc = crate::api::client::placements(&args.server)?;
+    let doc = look(&args.server, only)?;
     let want_now = match &*want {
         Some(w) => w.clone(),
         None => match &doc.head {
@@ -338,7 +382,15 @@ fn ask(
         } else {
             Vec::new()
         };
-        verdict(&doc, &runs, &want_now, served, only)
+        match verdict(&doc.doc, &runs, &want_now, served, only) {
+            // Only the placements that could keep it from settling were read: the count is
+            // the summary's.
+            Verdict::Settled(_) if only.is_empty() => Verdict::Settled(format!(
+                "{} placement(s) settled on {} cluster placement(s)",
+                doc.placements, doc.clusters
+            )),
+            v => v,
+        }
     };
     Ok(Asked {
         want: want_now,

@@ -29,6 +29,7 @@ pub mod probes;
 pub mod reconciler;
 pub mod runs;
 pub mod server;
+pub mod status_api;
 pub mod watch;
 pub mod workers;
 
@@ -206,6 +207,18 @@ pub struct Status {
     /// `--state kubernetes`: who leads (`None` with a state directory: this process acts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader: Option<LeaderStatus>,
+    /// Counts the changes published: every writer bumps it ([`Status::changed`]), and the
+    /// status API's ETags are made of it, so a client that has the current document is told
+    /// so without the document being written again.
+    #[serde(skip)]
+    pub generation: u64,
+}
+
+impl Status {
+    /// Marks the status as changed (a new ETag for every document).
+    pub fn changed(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+    }
 }
 
 /// Everything that makes the daemon look at the branch again.
@@ -490,8 +503,11 @@ impl<D: Deliverer> Daemon<D> {
         {
             let mut shared = status.lock().unwrap();
             let leader = shared.leader.take();
+            let generation = shared.generation;
             *shared = mine;
             shared.leader = leader;
+            shared.generation = generation;
+            shared.changed();
         }
         self.status = status;
         self.metrics = metrics;
@@ -790,6 +806,7 @@ impl<D: Deliverer> Daemon<D> {
             let mut status = self.status.lock().unwrap();
             status.head = Some(head.clone());
             status.source.head = Some(head.clone());
+            status.changed();
         }
         match self.reconcile(&head).await {
             Ok(action) => Ok(action),
@@ -811,6 +828,7 @@ impl<D: Deliverer> Daemon<D> {
         let mut status = self.status.lock().unwrap();
         status.source.last_success = Some(now);
         status.source.consecutive_failures = 0;
+        status.changed();
         self.metrics
             .git_last_fetch_success
             .set(i64::try_from(now).unwrap_or(i64::MAX));
@@ -826,6 +844,7 @@ impl<D: Deliverer> Daemon<D> {
         status.source.last_error = Some(text);
         status.source.last_error_at = Some(now_unix());
         status.source.consecutive_failures = status.source.consecutive_failures.saturating_add(1);
+        status.changed();
         self.metrics.git_fetch_errors.inc();
     }
 }

@@ -278,7 +278,9 @@ impl<D: Deliverer> Daemon<D> {
             .await
         {
             Ok((new, view)) => {
-                self.status.lock().unwrap().approvals = view;
+                let mut st = self.status.lock().unwrap();
+                st.approvals = view;
+                st.changed();
                 new.into_iter().map(|a| (a.request.clone(), a)).collect()
             }
             Err(e) => {
@@ -516,7 +518,9 @@ impl<D: Deliverer> Daemon<D> {
                 "commit rejected: {}",
                 refused.errors.join("; ")
             );
-            self.status.lock().unwrap().commits_rejected += 1;
+            let mut st = self.status.lock().unwrap();
+            st.commits_rejected += 1;
+            st.changed();
             self.metrics.commits_rejected.inc();
         }
         self.state.rejected = Some(refused);
@@ -818,6 +822,7 @@ impl<D: Deliverer> Daemon<D> {
         {
             let mut st = self.status.lock().unwrap();
             st.runs = super::runs::Runs::of(&self.state);
+            st.changed();
             // Requests this step reached are listed at once; their tags are judged at the next
             // reconcile, which the step asks for straight away.
             st.approvals.requests = waiting.clone();
@@ -1065,6 +1070,7 @@ impl<D: Deliverer> Daemon<D> {
         });
         self.published = published;
         let mut st = self.status.lock().unwrap();
+        st.changed();
         // While no commit may be served, the one last served is not shown as served.
         let serving = match &self.not_serving {
             Some(_) => None,

@@ -6,6 +6,8 @@
 //!   commit may be served, nor while the git source has failed `--ready-fetch-failures`
 //!   fetches in a row; a follower of `--state kubernetes`, once it knows who leads)
 //! - `GET /metrics` (Prometheus text)
+//! - `GET /api/v1/summary` (the fleet in counts), `GET /api/v1/updateruns/<name>` and the
+//!   placements query: [`super::status_api`], which also puts ETags on every document
 //! - `GET /api/v1/placements`, `GET /api/v1/placements/<id>` (`crp/NAME`, `rp/NS/NAME`, …);
 //!   `GET /api/v1/placements?unready`: only the placements not ready (something applied,
 //!   removed or waiting, a cluster not available or due for a re-check), a small answer to poll
@@ -104,7 +106,7 @@ pub enum ServerError {
     Ended { addr: SocketAddr, why: String },
 }
 
-fn problem(code: StatusCode, message: &str) -> Response {
+pub(super) fn problem(code: StatusCode, message: &str) -> Response {
     (
         code,
         [(header::CONTENT_TYPE, "application/json")],
@@ -113,7 +115,7 @@ fn problem(code: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
-fn json_ok(value: &impl serde::Serialize) -> Response {
+pub(super) fn json_ok(value: &impl serde::Serialize) -> Response {
     match serde_json::to_string(value) {
         Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => problem(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
@@ -124,7 +126,7 @@ fn text_ok(body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, "text/plain")], body).into_response()
 }
 
-fn status_of(api: &Api) -> std::sync::MutexGuard<'_, Status> {
+pub(super) fn status_of(api: &Api) -> std::sync::MutexGuard<'_, Status> {
     api.status.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -199,52 +201,19 @@ async fn metrics(State(api): State<Api>) -> Response {
         .into_response()
 }
 
-/// What `GET /api/v1/placements`'s query asks for: the unready placements only (`?unready`,
-/// `?unready=true`), and at most `limit` of them (`?limit=N`); anything else is refused,
-/// naming it.
-#[derive(Debug, Default, PartialEq)]
-struct PlacementsQuery {
-    unready: bool,
-    limit: Option<usize>,
-}
-
-fn placements_query(query: Option<&str>) -> Result<PlacementsQuery, String> {
-    let mut q = PlacementsQuery::default();
-    for pair in query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match (key, value) {
-            ("unready", "" | "true") => q.unready = true,
-            ("unready", "false") => q.unready = false,
-            ("unready", other) => {
-                return Err(format!("unready={other}: the value is true or false"))
-            }
-            ("limit", n) => match n.parse() {
-                Ok(n) => q.limit = Some(n),
-                Err(_) => return Err(format!("limit={n}: the value is a count (0, 1, 2, ...)")),
-            },
-            (other, _) => {
-                return Err(format!(
-                    "unknown query parameter {other:?} (the ones known are unready and limit)"
-                ))
-            }
-        }
-    }
-    Ok(q)
-}
-
 async fn placements(State(api): State<Api>, uri: Uri) -> Response {
-    let query = match placements_query(uri.query()) {
+    let query = match super::status_api::placements_query(uri.query()) {
         Ok(q) => q,
         Err(e) => return problem(StatusCode::BAD_REQUEST, &e),
     };
     // Copied under the lock (the statuses are shared, not cloned), written without it: the
     // document of a large fleet takes long to write, and the reconciler publishes meanwhile.
-    let (doc, shared) = {
+    let (doc, shared, staged) = {
         let st = status_of(&api);
+        let staged: std::collections::BTreeSet<String> = super::status_api::staged(&st)
+            .into_iter()
+            .map(String::from)
+            .collect();
         let doc = crate::api::Placements::<()> {
             branch: st.branch.clone(),
             head: st.head.clone(),
@@ -259,17 +228,19 @@ async fn placements(State(api): State<Api>, uri: Uri) -> Response {
             matched: None,
             leader: st.leader.clone(),
         };
-        (doc, st.placements.clone())
+        (doc, st.placements.clone(), staged)
     };
+    let staged = staged.iter().map(String::as_str).collect();
     let matching: Vec<&crate::api::PlacementStatus> = shared
         .iter()
         .map(|p| &**p)
-        .filter(|p| !query.unready || !p.is_ready())
+        .filter(|p| query.admits(p, &staged))
         .collect();
-    let matched = query.limit.map(|_| matching.len());
+    let matched = query.paged().then_some(matching.len());
     json_ok(&crate::api::Placements {
         placements: matching
             .into_iter()
+            .skip(query.offset)
             .take(query.limit.unwrap_or(usize::MAX))
             .collect(),
         matched,
@@ -388,19 +359,29 @@ async fn json_errors(res: Response) -> Response {
     Response::from_parts(parts, Body::from(json!({ "error": message }).to_string()))
 }
 
+/// The JSON documents, each with its ETag.
+fn documents(api: Api) -> Router<Api> {
+    use super::status_api as more;
+    Router::new()
+        .route("/api/v1/summary", get(more::summary_doc))
+        .route("/api/v1/placements", get(placements))
+        .route("/api/v1/placements/{*id}", get(placement))
+        .route("/api/v1/inventory", get(inventory))
+        .route("/api/v1/updateruns", get(update_runs))
+        .route("/api/v1/updateruns/{*name}", get(more::update_run))
+        .route("/api/v1/approvalrequests", get(approval_requests))
+        .route("/api/v1/schedule", get(schedule))
+        .route("/api/v1/approvals", get(approvals))
+        .route_layer(axum::middleware::from_fn_with_state(api, more::etags))
+}
+
 /// The routes, with the body limit and the request timeout.
 pub fn router(api: Api, limits: &Limits) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/api/v1/placements", get(placements))
-        .route("/api/v1/placements/{*id}", get(placement))
-        .route("/api/v1/inventory", get(inventory))
-        .route("/api/v1/updateruns", get(update_runs))
-        .route("/api/v1/approvalrequests", get(approval_requests))
-        .route("/api/v1/schedule", get(schedule))
-        .route("/api/v1/approvals", get(approvals))
+        .merge(documents(api.clone()))
         .route("/hooks/git", post(webhook))
         .fallback(|| async { problem(StatusCode::NOT_FOUND, "not found") })
         .with_state(api)
@@ -1060,7 +1041,7 @@ mod tests {
             (code, doc),
             (
                 400,
-                json!({"error": "unknown query parameter \"ready\" (the ones known are unready and limit)"})
+                json!({"error": "unknown query parameter \"ready\" (the ones known are state, name, cluster, offset, limit and unready)"})
             )
         );
         let (code, doc) = call(&api, "GET", "/api/v1/placements?unready=maybe", &[], vec![]).await;
@@ -1071,6 +1052,80 @@ mod tests {
                 json!({"error": "unready=maybe: the value is true or false"})
             )
         );
+        // Filtered and paged: failed ones, a name, a page.
+        let (code, doc) = call(&api, "GET", "/api/v1/placements?state=failed", &[], vec![]).await;
+        assert_eq!((code, ids(&doc)), (200, vec!["crp/failed".to_string()]));
+        let path = "/api/v1/placements?state=ready,unready&name=e&offset=1&limit=2";
+        let (code, doc) = call(&api, "GET", path, &[], vec![]).await;
+        // Matching "e": ready, pending, failed, recheck; the page skips the first.
+        assert_eq!(
+            (code, ids(&doc), &doc["matched"]),
+            (
+                200,
+                vec!["crp/pending".to_string(), "crp/failed".to_string()],
+                &json!(4)
+            )
+        );
+        let (code, summary) = call(&api, "GET", "/api/v1/summary", &[], vec![]).await;
+        assert_eq!(code, 200);
+        assert_eq!(
+            summary["placements"],
+            json!({"total": 6, "ready": 2, "unready": 4, "failed": 1, "staged": 0})
+        );
+        assert_eq!(summary["clusters"]["applying"], json!(1));
+        assert_eq!(summary["clusters"]["available"], json!(3));
+        assert_eq!(summary["clusters"]["diffReported"], json!(1));
+    }
+
+    /// Every document has the ETag of the status it was written from; a client that sends it
+    /// back gets 304 until the daemon publishes again.
+    #[tokio::test]
+    async fn documents_carry_etags_that_change_when_the_status_does() {
+        let (api, _rx) = api(None);
+        api.status.lock().unwrap().branch = "main".into();
+        let ask = |path: &'static str, tag: Option<String>| {
+            let api = api.clone();
+            async move {
+                let mut req = axum::http::Request::builder().uri(path);
+                if let Some(t) = tag {
+                    req = req.header("if-none-match", t);
+                }
+                let res = router(api, &Limits::default())
+                    .oneshot(req.body(Body::empty()).unwrap())
+                    .await
+                    .unwrap();
+                let tag = res
+                    .headers()
+                    .get("etag")
+                    .map(|v| v.to_str().unwrap().to_string());
+                (res.status().as_u16(), tag)
+            }
+        };
+        for path in [
+            "/api/v1/summary",
+            "/api/v1/placements",
+            "/api/v1/placements?limit=1",
+            "/api/v1/updateruns",
+            "/api/v1/approvalrequests",
+            "/api/v1/approvals",
+            "/api/v1/schedule",
+        ] {
+            let (code, tag) = ask(path, None).await;
+            assert_eq!(code, 200, "{path}");
+            let tag = tag.unwrap_or_else(|| panic!("{path} has no ETag"));
+            assert_eq!(
+                ask(path, Some(tag.clone())).await,
+                (304, Some(tag.clone())),
+                "{path}"
+            );
+            api.status.lock().unwrap().changed();
+            let (code, new) = ask(path, Some(tag.clone())).await;
+            assert_eq!(code, 200, "{path}: a new publish is a new document");
+            assert_ne!(new, Some(tag), "{path}");
+        }
+        // Errors have none.
+        assert_eq!(ask("/api/v1/placements/crp/none", None).await, (404, None));
+        assert_eq!(ask("/api/v1/updateruns/none", None).await, (404, None));
     }
 
     /// Every error, the layers' and the router's own included, is a JSON problem body.
