@@ -61,31 +61,6 @@ fn kustomize(dir: &str) -> BTreeMap<String, Value> {
     objects(&run(Path::new("kubectl"), &["kustomize", dir]))
 }
 
-fn helm() -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os("GITFLEET_HELM").map(PathBuf::from),
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gitfleet/tools/bin/helm")),
-        Some(PathBuf::from("helm")),
-    ];
-    let found = candidates.into_iter().flatten().find(|p| {
-        Command::new(p)
-            .arg("version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("GITFLEET_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "helm is required (GITFLEET_REQUIRE_TOOLS=1): go install helm.sh/helm/v3/cmd/helm@v3.22.0"
-        );
-        eprintln!(
-            "SKIPPED: the Helm chart checks need helm \
-             (GOBIN=~/.cache/gitfleet/tools/bin go install helm.sh/helm/v3/cmd/helm@v3.22.0)"
-        );
-    }
-    found
-}
-
 fn deployment(objs: &BTreeMap<String, Value>) -> &Value {
     &objs["Deployment/gitfleet"]
 }
@@ -204,7 +179,9 @@ fn components_add_credentials_as_files_never_as_values() {
 
 #[test]
 fn helm_chart_lints_and_renders_what_kustomize_renders() {
-    let Some(helm) = helm() else { return };
+    let Some(helm) = gitfleet_testkit::tools::HELM.find("the Helm chart checks") else {
+        return;
+    };
     let lint = run(&helm, &["lint", "deploy/helm/gitfleet"]);
     assert!(lint.contains("0 chart(s) failed"), "{lint}");
     let cases: [(&str, &[&str]); 2] = [
@@ -282,7 +259,9 @@ fn a_real_api_server_accepts_the_kustomize_and_helm_renderings() {
             assert!(out.contains(object), "{dir}: {object} not applied:\n{out}");
         }
     }
-    let Some(helm) = helm() else { return };
+    let Some(helm) = gitfleet_testkit::tools::HELM.find("the Helm chart checks") else {
+        return;
+    };
     let yaml = run(
         &helm,
         &[

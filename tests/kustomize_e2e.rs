@@ -12,36 +12,10 @@ use common::kubectl::Kubectl as _;
 
 use common::members::{Backend, Members};
 use common::{Repo, Run};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 on_both_backends!(each_environment_gets_its_overlay_and_a_restart_builds_nothing_again);
-
-const INSTALL: &str =
-    "GOBIN=~/.cache/gitfleet/tools/bin go install sigs.k8s.io/kustomize/kustomize/v5@v5.8.2";
-
-fn kustomize() -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os("GITFLEET_KUSTOMIZE").map(PathBuf::from),
-        std::env::var_os("HOME")
-            .map(|h| PathBuf::from(h).join(".cache/gitfleet/tools/bin/kustomize")),
-        Some(PathBuf::from("kustomize")),
-    ];
-    let found = candidates.into_iter().flatten().find(|p| {
-        Command::new(p)
-            .arg("version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("GITFLEET_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "kustomize is required (GITFLEET_REQUIRE_TOOLS=1): {INSTALL}"
-        );
-        eprintln!("SKIPPED: the Kustomize tests need kustomize ({INSTALL})");
-    }
-    found
-}
 
 const FLEET: &str = r#"
 anonymousAuth: true
@@ -156,7 +130,9 @@ fn config_map_name(rendering: &str) -> String {
 
 #[test]
 fn only_overlays_are_built_and_every_object_is_traced_to_its_kustomization() {
-    let Some(kustomize) = kustomize() else { return };
+    let Some(kustomize) = gitfleet_testkit::tools::KUSTOMIZE.find("the Kustomize tests") else {
+        return;
+    };
     let repo = fleet_repo();
     repo.commit("web");
     std::fs::rename(repo.path().join("apps"), repo.path().join(".apps")).unwrap();
@@ -226,7 +202,9 @@ fn only_overlays_are_built_and_every_object_is_traced_to_its_kustomization() {
 /// the commit is invalid.
 #[test]
 fn remote_bases_paths_outside_and_symbolic_links_are_refused_with_clear_errors() {
-    let Some(kustomize) = kustomize() else { return };
+    let Some(kustomize) = gitfleet_testkit::tools::KUSTOMIZE.find("the Kustomize tests") else {
+        return;
+    };
     type Case<'a> = (&'a str, &'a dyn Fn(&Repo), &'a str);
     let cases: [Case; 4] = [
         (
@@ -330,7 +308,9 @@ fn builds(log: &[String]) -> Vec<&String> {
 }
 
 fn each_environment_gets_its_overlay_and_a_restart_builds_nothing_again(backend: Backend) {
-    let Some(kustomize) = kustomize() else { return };
+    let Some(kustomize) = gitfleet_testkit::tools::KUSTOMIZE.find("the Kustomize tests") else {
+        return;
+    };
     let members = Members::start(backend, FLEET);
     let repo = fleet_repo();
     repo.commit("web");

@@ -16,32 +16,6 @@ use std::process::Command;
 
 on_both_backends!(an_encrypted_secret_reaches_the_members_decrypted_and_nothing_else_shows_it);
 
-const INSTALL: &str =
-    "GOBIN=~/.cache/gitfleet/tools/bin go install github.com/getsops/sops/v3/cmd/sops@v3.13.3";
-
-fn sops() -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os("GITFLEET_SOPS").map(PathBuf::from),
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gitfleet/tools/bin/sops")),
-        Some(PathBuf::from("sops")),
-    ];
-    let found = candidates.into_iter().flatten().find(|p| {
-        Command::new(p)
-            .arg("--version")
-            .env("SOPS_DISABLE_VERSION_CHECK", "1")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("GITFLEET_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "sops is required (GITFLEET_REQUIRE_TOOLS=1): {INSTALL}"
-        );
-        eprintln!("SKIPPED: the SOPS tests need the sops CLI ({INSTALL})");
-    }
-    found
-}
-
 const FLEET: &str = r#"
 anonymousAuth: true
 members:
@@ -134,23 +108,14 @@ impl Fixture {
 
     /// Writes `app/secret.yaml` encrypted by sops (Flux's rule: only data and stringData).
     fn write_encrypted_secret(&self, password: &str) {
-        let dir = tempfile::tempdir().unwrap();
-        let plain = dir.path().join("secret.yaml");
-        std::fs::write(&plain, secret(password)).unwrap();
-        let out = Command::new(&self.sops)
-            .current_dir(dir.path())
-            .env("SOPS_DISABLE_VERSION_CHECK", "1")
-            .args(["--encrypt", "--age", &self.recipient])
-            .args(["--encrypted-regex", "^(data|stringData)$"])
-            .arg(&plain)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = gitfleet_testkit::tools::sops_encrypt(
+            &self.sops,
+            "secret.yaml",
+            &secret(password),
+            &self.recipient,
+            &["--encrypted-regex", "^(data|stringData)$"],
         );
-        let text = String::from_utf8(out.stdout).unwrap();
+        let text = String::from_utf8(out).unwrap();
         assert!(!text.contains(&b64(password)), "{text}");
         self.repo.write("app/secret.yaml", &text);
     }
@@ -188,7 +153,9 @@ fn assert_hidden(what: &str, text: &str, password: &str) {
 
 #[test]
 fn without_the_key_the_commit_is_invalid_and_the_error_names_the_file() {
-    let Some(sops) = sops() else { return };
+    let Some(sops) = gitfleet_testkit::tools::SOPS.find("the SOPS tests") else {
+        return;
+    };
     let f = Fixture::new(sops);
     f.write_encrypted_secret("hunter2-no-key");
     f.repo.commit("secret");
@@ -256,7 +223,9 @@ fn without_the_key_the_commit_is_invalid_and_the_error_names_the_file() {
 
 #[test]
 fn render_and_plan_show_the_decrypted_secret_masked() {
-    let Some(sops) = sops() else { return };
+    let Some(sops) = gitfleet_testkit::tools::SOPS.find("the SOPS tests") else {
+        return;
+    };
     let f = Fixture::new(sops);
     let base = f.repo.commit("no secret yet");
     f.write_encrypted_secret("hunter2-first");
@@ -331,7 +300,9 @@ fn render_and_plan_show_the_decrypted_secret_masked() {
 }
 
 fn an_encrypted_secret_reaches_the_members_decrypted_and_nothing_else_shows_it(backend: Backend) {
-    let Some(sops) = sops() else { return };
+    let Some(sops) = gitfleet_testkit::tools::SOPS.find("the SOPS tests") else {
+        return;
+    };
     let members = Members::start(backend, FLEET);
     let f = Fixture::new(sops);
     let password = "hunter2-delivered";

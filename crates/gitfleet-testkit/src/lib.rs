@@ -3,7 +3,9 @@
 //!
 //! - [`bench`]: synthetic fleets of any size, the schedule and plan benchmarks' measurements, and
 //!   the process figures (thread CPU time, peak RSS) every benchmark reports;
-//! - [`fuzzing`]: the fuzz targets' entry points, which `tests/fuzz_corpus.rs` replays on stable.
+//! - [`fuzzing`]: the fuzz targets' entry points, which `tests/fuzz_corpus.rs` replays on stable;
+//! - [`tools`]: the external tools the tests drive (helm, kustomize, sops), found or skipped.
 
 pub mod bench;
 pub mod fuzzing;
+pub mod tools;

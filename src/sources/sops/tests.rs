@@ -6,33 +6,10 @@ use super::*;
 use age::secrecy::ExposeSecret;
 use serde_json::json;
 use std::path::PathBuf;
-use std::process::Command;
 
-const INSTALL: &str =
-    "GOBIN=~/.cache/gitfleet/tools/bin go install github.com/getsops/sops/v3/cmd/sops@v3.13.3";
-
-/// The sops binary: `GITFLEET_SOPS`, the tools cache `.ci/run` fills, or `sops` on the PATH.
+/// The sops binary, or `None` (the check is skipped) where it is missing.
 pub(crate) fn sops_binary() -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os("GITFLEET_SOPS").map(PathBuf::from),
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gitfleet/tools/bin/sops")),
-        Some(PathBuf::from("sops")),
-    ];
-    let found = candidates.into_iter().flatten().find(|p| {
-        Command::new(p)
-            .arg("--version")
-            .env("SOPS_DISABLE_VERSION_CHECK", "1")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("GITFLEET_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "sops is required (GITFLEET_REQUIRE_TOOLS=1): {INSTALL}"
-        );
-        eprintln!("SKIPPED: the SOPS checks need the sops CLI ({INSTALL})");
-    }
-    found
+    gitfleet_testkit::tools::SOPS.find("the SOPS checks")
 }
 
 /// A new age key: its secret key text and its recipient.
@@ -42,35 +19,7 @@ pub(crate) fn age_key() -> (String, String) {
     (secret, identity.to_public().to_string())
 }
 
-/// `plaintext` encrypted by the real sops for `recipient`, as a file named `name` (its
-/// extension says YAML or JSON), with sops' extra `flags`.
-pub(crate) fn encrypt(
-    sops: &std::path::Path,
-    name: &str,
-    plaintext: &str,
-    recipient: &str,
-    flags: &[&str],
-) -> Vec<u8> {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join(name);
-    std::fs::write(&file, plaintext).unwrap();
-    let out = Command::new(sops)
-        .current_dir(dir.path())
-        .env("SOPS_DISABLE_VERSION_CHECK", "1")
-        .env_remove("SOPS_AGE_KEY")
-        .env_remove("SOPS_AGE_KEY_FILE")
-        .args(["--encrypt", "--age", recipient])
-        .args(flags)
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sops --encrypt failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
+pub(crate) use gitfleet_testkit::tools::sops_encrypt as encrypt;
 
 fn keys(secret: &str) -> AgeIdentities {
     AgeIdentities::parse(&format!("# created: now\n# public key: …\n{secret}\n")).unwrap()
