@@ -175,20 +175,15 @@ fn decrypt_file(file: &mut SourceFile, keys: &Keys) -> Result<(), Box<Diagnostic
         Ok(Some(docs)) => docs,
         Ok(None) => return Ok(()),
         Err(e) => {
-            let field = match &e {
-                sops::SopsError::Metadata { field, .. } => field.clone(),
-                sops::SopsError::Value { field, .. } => field.clone(),
-                _ => String::new(),
-            };
-            let message = match e {
-                // The field is already the diagnostic's.
-                sops::SopsError::Metadata { message, .. } => {
-                    format!("its SOPS metadata is invalid: {message}")
+            // The field goes into the diagnostic's own place, not into its message.
+            let (field, message) = match e {
+                sops::SopsError::Metadata { field, message } => {
+                    (field, format!("its SOPS metadata is invalid: {message}"))
                 }
-                sops::SopsError::Value { message, .. } => {
-                    format!("this value cannot be decrypted: {message}")
+                sops::SopsError::Value { field, message } => {
+                    (field, format!("this value cannot be decrypted: {message}"))
                 }
-                e => e.to_string(),
+                e => (String::new(), e.to_string()),
             };
             return Err(diagnostic(0, &field, format!("cannot decrypt: {message}")));
         }
