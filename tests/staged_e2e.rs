@@ -1280,6 +1280,18 @@ fn a_finished_runs_members_are_healed_and_status_wait_and_metrics_agree(
     );
 }
 
+/// The state directory is lost while the daemon is down, and the head moves on (new content,
+/// the same run): a daemon started then rebuilds its view from the members' records.
+fn restart_without_state(trust: &Trust, repo: &Repo, members: &Members, state: &Path) -> Daemon {
+    std::fs::remove_dir_all(state).unwrap();
+    std::fs::create_dir(state).unwrap();
+    repo.write("app.yaml", &APP.replace("version: '1'", "version: '2'"));
+    repo.commit("version 2, no new run");
+    let daemon = trust.start(repo.path(), members, state, "1m");
+    daemon.await_log(&["no rollout state: rebuilt the view from the members' records"]);
+    daemon
+}
+
 /// A finished run is not run again when the state directory is lost: the members' records
 /// name the run that delivered what they hold, so the daemon, started without state at a
 /// newer head, rebuilds the run as succeeded (initialised at its own commit), waits for no
@@ -1323,14 +1335,7 @@ fn a_finished_run_is_not_run_again_after_the_state_directory_is_lost(
         assert_eq!(collector_version(&members, m).as_deref(), Some("1"), "{m}");
     }
     drop(daemon);
-
-    // The state directory is lost; the head moves on (new content, the same run).
-    std::fs::remove_dir_all(&state).unwrap();
-    std::fs::create_dir(&state).unwrap();
-    repo.write("app.yaml", &APP.replace("version: '1'", "version: '2'"));
-    repo.commit("version 2, no new run");
-    let daemon = trust.start(repo.path(), &members, &state, "1m");
-    daemon.await_log(&["no rollout state: rebuilt the view from the members' records"]);
+    let daemon = restart_without_state(&trust, &repo, &members, &state);
     await_status(&daemon.addr, "the run rebuilt as succeeded", succeeded);
     await_status(&daemon.addr, "crp/telemetry settled", |d| {
         telemetry_settled(d, 3)
@@ -1401,14 +1406,7 @@ fn a_run_lost_part_way_resumes_with_what_the_records_name(backend: common::membe
         assert!(!has_app(&members, m), "{m} waits for the approval");
     }
     drop(daemon);
-
-    // The state directory is lost; the head moves on (new content, the same run).
-    std::fs::remove_dir_all(&state).unwrap();
-    std::fs::create_dir(&state).unwrap();
-    repo.write("app.yaml", &APP.replace("version: '1'", "version: '2'"));
-    repo.commit("version 2, no new run");
-    let daemon = trust.start(repo.path(), &members, &state, "1m");
-    daemon.await_log(&["no rollout state: rebuilt the view from the members' records"]);
+    let daemon = restart_without_state(&trust, &repo, &members, &state);
     await_status(&daemon.addr, "the run waits at the same approval", |d| {
         run_of(d)["waitingFor"] == "rollout-1-before-canary"
     });
