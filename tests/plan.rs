@@ -131,8 +131,8 @@ fn number_of_clusters_change_loses_the_lowest_score() {
     );
 }
 
-/// One cluster more than are eligible: the summary says the placement stalls (Scheduled=False),
-/// where it used to say only "3 clusters" with the stall in the details.
+/// One cluster more than are eligible: the summary itself says the placement stalls
+/// (Scheduled=False), not only the details.
 #[test]
 fn more_clusters_than_are_eligible_stall_and_the_summary_says_so() {
     let repo = fleet();
