@@ -421,31 +421,21 @@ pub fn deletion_guard(
         .iter()
         .map(|c| c.name.as_str())
         .collect();
-    let mut managed = guard::Managed::new();
-    for s in &base_steps {
-        let abandon = head_abandon
-            .get(&s.placement)
-            .or(base_abandon.get(&s.placement))
-            .copied()
-            .unwrap_or(false);
-        if abandon {
-            continue;
-        }
-        for (cluster, objects) in &s.objects {
-            if members.contains(cluster.as_str()) {
-                managed.insert(
-                    (s.placement.to_string(), cluster.clone()),
-                    (**objects).clone(),
-                );
-            }
-        }
-    }
-    let steps = guard::by_id(&head_steps);
-    let assessment = guard::assess(&managed, |p, c| match steps.get(p) {
-        Some(s) => guard::fate_in(Some(s), c),
-        // Gone from the head: the daemon removes it.
-        None => Fate::Removed,
+    let on_members = base_steps.iter().map(|s| guard::Recorded {
+        placement: &s.placement,
+        abandon: base_abandon.get(&s.placement).copied().unwrap_or(false),
+        clusters: s
+            .objects
+            .iter()
+            .map(|(c, objects)| (c.as_str(), &**objects)),
     });
+    let assessment = guard::assess(
+        on_members,
+        &guard::Judged::new(&head_steps, &head_abandon),
+        |cluster| members.contains(cluster),
+        // Gone from the head: the daemon removes it.
+        |_, _| Fate::Removed,
+    );
     match guard::judge(policy, assessment, head_commit, message) {
         guard::Verdict::Held(h) => Some(h),
         _ => None,
