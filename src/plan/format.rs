@@ -683,6 +683,10 @@ fn consequence_text(c: &Consequence) -> String {
             message,
         } => format!("stalls: {condition} ({reason}): {message}"),
         Consequence::RunBlocked { run, message } => format!("run {run} cannot start: {message}"),
+        Consequence::AwaitsRun { clusters } => format!(
+            "{} wait for a new staged update run (none renders this commit)",
+            count(*clusters, "cluster", "clusters")
+        ),
         Consequence::ClustersLost { clusters } => format!("loses {}", clusters.join(", ")),
         Consequence::ClustersGained { clusters } => format!("gains {}", clusters.join(", ")),
         Consequence::Updates { clusters } => {
@@ -906,11 +910,16 @@ fn run_note_line(n: &RunNote) -> String {
         RunNoteKind::InitializationFailed => "cannot be initialised",
         RunNoteKind::NotInitializedYet => "cannot be initialised yet",
         RunNoteKind::RollsBack { .. } => "rolls back",
+        RunNoteKind::DoesNotDeliver { .. } => "does not deliver this change",
     };
     format!("run {} {what}: {}", n.run, n.message)
 }
 
+/// The clusters of a stage this change updates: none when its run keeps an older snapshot.
 fn stage_updating(s: &StageImpact, r: &RolloutImpact) -> Vec<String> {
+    if !s.delivers {
+        return vec![];
+    }
     s.clusters
         .iter()
         .filter(|c| r.updating.contains(c))
@@ -922,7 +931,9 @@ fn stage_updating(s: &StageImpact, r: &RolloutImpact) -> Vec<String> {
 fn stage_line(s: &StageImpact, r: &RolloutImpact) -> String {
     let updating = stage_updating(s, r);
     let mut notes = vec![format!("{} at a time", s.max_concurrency)];
-    notes.push(if updating.is_empty() {
+    notes.push(if !s.delivers {
+        "renders an earlier commit".into()
+    } else if updating.is_empty() {
         "nothing to update".into()
     } else {
         format!("{} updating", updating.len())
