@@ -432,6 +432,12 @@ pub fn run_key(namespace: Option<&str>, name: &str) -> String {
     }
 }
 
+/// A TimedWait task's wait in whole seconds, rounded up (none: no wait).
+pub fn wait_secs(task: Option<&crate::model::staged::StageTask>) -> u64 {
+    let d = task.and_then(|t| t.wait_duration()).unwrap_or_default();
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -516,10 +522,4 @@ mod tests {
         );
         assert_eq!(c[0].last_transition_time, 30);
     }
-}
-
-/// A TimedWait task's wait in whole seconds, rounded up (none: no wait).
-pub fn wait_secs(task: Option<&crate::model::staged::StageTask>) -> u64 {
-    let d = task.and_then(|t| t.wait_duration()).unwrap_or_default();
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
