@@ -129,6 +129,10 @@ fn number_of_clusters_change_loses_the_lowest_score() {
         text.contains("It is compared before the affinity score"),
         "{text}"
     );
+    assert!(
+        text.contains("affinity score: the sum of the weights of the preferred cluster affinity terms"),
+        "{text}"
+    );
 }
 
 /// One cluster more than are eligible: the summary itself says the placement stalls
