@@ -83,6 +83,18 @@ impl RunError {
 impl Tool {
     /// Runs the tool with `args` in `dir` within `limits`; its standard output.
     pub fn run(&self, args: &[&str], dir: &Path, limits: &Limits) -> Result<Vec<u8>, RunError> {
+        self.run_with(args, dir, &[], limits)
+    }
+
+    /// [`Tool::run`] with `env` set as well (a tool's own settings, such as where helm keeps
+    /// its cache, pointed into the temporary folder).
+    pub fn run_with(
+        &self,
+        args: &[&str],
+        dir: &Path,
+        env: &[(&str, PathBuf)],
+        limits: &Limits,
+    ) -> Result<Vec<u8>, RunError> {
         let tool = self.name;
         let mut command = Command::new(&self.program);
         command
@@ -102,6 +114,9 @@ impl Tool {
             "https_proxy",
         ] {
             command.env(proxy, NO_NETWORK_PROXY);
+        }
+        for (name, value) in env {
+            command.env(name, value);
         }
         command
             .stdin(Stdio::null())
