@@ -1106,6 +1106,7 @@ fn version_completion_and_plan_output_follow_cli_conventions() {
         .arg("validate")
         .current_dir(sample.path())
         .env_remove("GITFLEET_REPO")
+        .env("GITFLEET_AGE_KEY_FILE", common::sample_age_key())
         .output()
         .unwrap();
     assert!(
