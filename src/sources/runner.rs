@@ -1,4 +1,4 @@
-//! Running a rendering tool (`kustomize build` today; `helm template` fits the same shape) on
+//! Running a rendering tool (`kustomize build`, `helm template`) on
 //! files gitfleet wrote into a temporary folder, bounded: a time limit, an output-size limit, no
 //! network and no inherited environment. The tool is killed when a bound is passed.
 //!
