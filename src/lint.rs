@@ -317,7 +317,10 @@ mod tests {
             " (a HelmRelease is read only from a file named helmrelease.yaml, where helm renders it)"
         );
         // Flux's HelmRelease is a hub object like any other.
-        assert_eq!(kind_hint(&scopes, "helm.toolkit.fluxcd.io", "HelmRelease"), "");
+        assert_eq!(
+            kind_hint(&scopes, "helm.toolkit.fluxcd.io", "HelmRelease"),
+            ""
+        );
     }
 
     fn load(docs: &str) -> Catalog {

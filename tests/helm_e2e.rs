@@ -227,6 +227,88 @@ fn a_release_is_rendered_with_its_values_and_every_object_is_traced_to_it() {
     assert!(plan.stdout.contains("green"), "{}", plan.stdout);
 }
 
+/// A packaged chart (`.tgz`, as `helm package` writes it) is rendered like a folder; a
+/// dependency vendored under a chart's `charts/` is rendered once, through its parent, and is
+/// no chart of its own.
+#[test]
+fn a_packaged_chart_and_a_vendored_dependency_are_rendered_once() {
+    let Some(helm) = gitfleet_testkit::tools::HELM.find("the Helm tests") else {
+        return;
+    };
+    let repo = fleet_repo();
+    repo.write(
+        "charts/web/Chart.yaml",
+        &format!("{CHART}dependencies:\n- name: extra\n  version: 0.1.0\n  repository: https://charts.example.com\n"),
+    );
+    repo.write(
+        "charts/web/charts/extra/Chart.yaml",
+        "apiVersion: v2\nname: extra\nversion: 0.1.0\n",
+    );
+    repo.write(
+        "charts/web/charts/extra/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {from: subchart}\n",
+    );
+    // The same chart packaged, released a second time into another namespace, without its
+    // CRD (which both releases would render: a duplicate).
+    let packaged = tempfile::tempdir().unwrap();
+    let out = Command::new(&helm)
+        .args(["package", "charts/web", "--destination"])
+        .arg(packaged.path())
+        .current_dir(repo.path())
+        .env("HELM_CACHE_HOME", packaged.path().join("cache"))
+        .env("HELM_CONFIG_HOME", packaged.path().join("config"))
+        .env("HELM_DATA_HOME", packaged.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::create_dir_all(repo.path().join("packages")).unwrap();
+    std::fs::copy(
+        packaged.path().join("web-0.1.0.tgz"),
+        repo.path().join("packages/web-0.1.0.tgz"),
+    )
+    .unwrap();
+    repo.write(
+        "apps/web-packaged/helmrelease.yaml",
+        &release("", "")
+            .replace("../../charts/web", "../../packages/web-0.1.0.tgz")
+            .replace("namespace: web", "namespace: packaged\n  skipCRDs: true"),
+    );
+    repo.write(
+        "apps/packaged-namespace.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: packaged\n",
+    );
+    repo.commit("a dependency and a package");
+    let repo_path = repo.path().to_str().unwrap();
+    let render = gitfleet(
+        &helm,
+        &["render", "--repo", repo_path, "--cluster", "alpha"],
+    );
+    assert_eq!(render.code, 0, "{}", render.stderr);
+    // Only namespace web is placed: the subchart's ConfigMap once, in the release namespace.
+    assert_eq!(
+        render.stdout.matches("name: extra\n").count(),
+        1,
+        "{}",
+        render.stdout
+    );
+    assert!(
+        render.stdout.contains("from: subchart"),
+        "{}",
+        render.stdout
+    );
+    // Each release renders its ConfigMaps (web-config, web-setup, extra) into its namespace.
+    let validate = gitfleet(&helm, &["validate", "--repo", repo_path]);
+    assert!(
+        validate.stdout.contains("6 ConfigMap"),
+        "{}",
+        validate.stdout
+    );
+}
+
 /// A chart or values file no release uses is refused with the advice to declare one; a
 /// release's mistakes name the file and field.
 #[test]
@@ -254,7 +336,7 @@ fn an_unused_chart_and_a_bad_declaration_are_refused_naming_file_and_field() {
     );
     assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
     assert!(
-        run.stderr.contains("apps/web/helmrelease.yaml:1: HelmRelease web: spec.repo: unknown field `repo`, expected one of `chart`, `releaseName`, `namespace`, `valuesFiles`, `values`"),
+        run.stderr.contains("apps/web/helmrelease.yaml:1: HelmRelease web: spec.repo: unknown field `repo`, expected one of `chart`, `releaseName`, `namespace`, `valuesFiles`, `values`, `skipCRDs`"),
         "{}",
         run.stderr
     );

@@ -59,6 +59,10 @@ pub struct Spec {
     /// Values given inline, applied after the values files.
     #[serde(default)]
     pub values: Option<Value>,
+    /// Leaves out the CRDs of the chart's `crds/` folder (helm's `--skip-crds`): a second
+    /// release of a chart would place them twice.
+    #[serde(default, rename = "skipCRDs")]
+    pub skip_crds: bool,
 }
 
 impl HelmRelease {
@@ -164,11 +168,13 @@ mod tests {
         assert_eq!(r.spec.chart, "../../charts/web");
         assert_eq!(r.spec.values_files, vec!["prod.yaml".to_string()]);
         assert_eq!(r.spec.values, Some(serde_json::json!({"replicas": 3})));
+        assert!(!r.spec.skip_crds);
         let r = parse(&format!(
-            "{HEAD}spec: {{chart: c, namespace: web, releaseName: web-prod}}\n"
+            "{HEAD}spec: {{chart: c, namespace: web, releaseName: web-prod, skipCRDs: true}}\n"
         ))
         .unwrap();
         assert_eq!(r.release_name(), "web-prod");
+        assert!(r.spec.skip_crds);
     }
 
     #[test]
@@ -176,7 +182,7 @@ mod tests {
         for (text, want) in [
             (
                 format!("{HEAD}spec: {{chart: c, namespace: web, repo: https://charts.example.com}}\n"),
-                "spec.repo: unknown field `repo`",
+                "spec.repo: unknown field `repo`, expected one of `chart`, `releaseName`, `namespace`, `valuesFiles`, `values`, `skipCRDs`",
             ),
             (
                 "apiVersion: gitfleet.io/v1alpha1\nkind: HelmRelease\nmetadata: {name: web, namespace: x}\nspec: {chart: c, namespace: web}\n".to_string(),

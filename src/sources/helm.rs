@@ -15,7 +15,7 @@
 //! files, with helm's version, are all its inputs: they key the [`super::cache`].
 //!
 //! What `helm template` semantics mean here: CRDs of the chart's `crds/` are placed
-//! (`--include-crds`); chart tests are left out (`--skip-tests`, as Argo CD and Flux do);
+//! (`--include-crds`, unless the release skips them); chart tests are left out (`--skip-tests`, as Argo CD and Flux do);
 //! hooks are placed as plain objects, as `helm template | kubectl apply` would (no hook order,
 //! weights or delete policies: gitfleet does not run Helm's release lifecycle). A rendered
 //! namespaced object that names no namespace goes to the release namespace, as `helm install`
@@ -498,10 +498,12 @@ impl Helm {
             chart.as_str(),
             "--namespace",
             release.spec.namespace.as_str(),
-            "--include-crds",
             "--skip-tests",
             "--dependency-update=false",
         ];
+        if !release.spec.skip_crds {
+            args.push("--include-crds");
+        }
         for path in &inputs.values_files {
             args.push("--values");
             args.push(path);
