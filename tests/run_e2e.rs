@@ -360,6 +360,13 @@ fn quickstart_serves_the_sample_fleet_and_rolls_a_change_out() {
         .status()
         .unwrap();
     assert!(ok.success());
+    // Pushed to the repository the daemon follows, as the quick start says.
+    let ok = Command::new("git")
+        .args(["push", "-q"])
+        .current_dir(&repo)
+        .status()
+        .unwrap();
+    assert!(ok.success());
     let start = wait_for("about the new commit", &|l| {
         l.starts_with("== serving commit")
     });

@@ -126,6 +126,7 @@ fn run_view(st: &RunStatus) -> UpdateRun {
         stage,
         clusters,
         waiting_for: waiting_for(st),
+        wait_ends: st.timed_wait_ends(),
         init_commit: st.init_commit.clone(),
         status: st.clone(),
     }

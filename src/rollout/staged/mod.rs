@@ -15,6 +15,7 @@
 
 pub mod execute;
 pub mod init;
+pub mod preview;
 pub mod rollback;
 pub mod status;
 
