@@ -130,7 +130,9 @@ fn number_of_clusters_change_loses_the_lowest_score() {
         "{text}"
     );
     assert!(
-        text.contains("affinity score: the sum of the weights of the preferred cluster affinity terms"),
+        text.contains(
+            "affinity score: the sum of the weights of the preferred cluster affinity terms"
+        ),
         "{text}"
     );
 }
