@@ -1,6 +1,7 @@
 //! The daemon's Prometheus metrics (`GET /metrics`, text exposition format): commits seen and
 //! rejected, reconcile duration, applies and errors per member, member health, rollout progress,
-//! approvals accepted and refused (by reason), staged update runs by state.
+//! approvals accepted and refused (by reason), staged update runs by state, renderings the
+//! Kustomize and Helm sources ran (not found in their cache).
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -44,6 +45,8 @@ pub struct Metrics {
     pub is_leader: Gauge,
     /// `--state kubernetes`: 1 for the replica this one knows to lead, by identity (one series).
     pub leader: Family<Labels, Gauge>,
+    /// Renderings run by a tool (`kustomize`, `helm`), not found in the render cache.
+    pub source_renders: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -138,6 +141,12 @@ impl Default for Metrics {
             "Placements held because their resource selectors are invalid (Scheduled=False, InvalidResourceSelectors): 1 each, by placement",
             invalid_resource_selectors.clone(),
         );
+        let source_renders = Family::<Labels, Counter>::default();
+        registry.register(
+            "source_renders",
+            "Renderings run by a tool (kustomize, helm) because the render cache did not hold them",
+            source_renders.clone(),
+        );
         let git_fetch_errors = Counter::default();
         registry.register(
             "git_fetch_errors",
@@ -168,6 +177,7 @@ impl Default for Metrics {
             deletions_held,
             is_leader,
             leader,
+            source_renders,
         }
     }
 }
@@ -195,6 +205,28 @@ impl Metrics {
             self.member_healthy.remove(&labels(&[("member", gone)]));
         }
         *shown = now;
+    }
+
+    /// `source_renders` brought up to what `sources` has run so far (its caches count their
+    /// misses); a tool that has rendered nothing has no series.
+    pub fn source_renders(&self, sources: &crate::sources::Sources) {
+        self.renders_run([
+            ("kustomize", sources.kustomize.builds()),
+            ("helm", sources.helm.renders()),
+        ]);
+    }
+
+    /// `source_renders` brought up to `runs` (tool, renderings run since the process started).
+    fn renders_run(&self, runs: [(&str, u64); 2]) {
+        for (tool, runs) in runs {
+            if runs == 0 {
+                continue;
+            }
+            let counter = self
+                .source_renders
+                .get_or_create(&labels(&[("tool", tool)]));
+            counter.inc_by(runs.saturating_sub(counter.get()));
+        }
     }
 
     pub fn render(&self) -> String {
@@ -288,5 +320,22 @@ mod tests {
             text.contains("gitfleet_git_last_fetch_success_timestamp_seconds 1700000000"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn source_renders_follow_the_render_caches_and_a_tool_that_rendered_nothing_has_no_series() {
+        let m = Metrics::default();
+        m.renders_run([("kustomize", 0), ("helm", 0)]);
+        assert!(!m.render().contains("gitfleet_source_renders_total"));
+        m.renders_run([("kustomize", 3), ("helm", 0)]);
+        m.renders_run([("kustomize", 100), ("helm", 0)]);
+        let text = m.render();
+        assert!(
+            text.contains("gitfleet_source_renders_total{tool=\"kustomize\"} 100"),
+            "{text}"
+        );
+        assert!(!text.contains("tool=\"helm\""), "{text}");
+        m.source_renders(&crate::sources::Sources::plain());
+        assert!(m.render().contains("{tool=\"kustomize\"} 100"));
     }
 }

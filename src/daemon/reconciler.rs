@@ -143,6 +143,7 @@ impl<D: Deliverer> Daemon<D> {
         })
         .await?;
         self.read_cache = cache;
+        self.metrics.source_renders(&self.opts.sources);
         let a = a?;
         let a = Arc::new(a);
         if self.analyzed.len() == 2 {
@@ -217,6 +218,7 @@ impl<D: Deliverer> Daemon<D> {
             .with_context(|| {
                 format!("cannot read commit {c}, which a staged update run renders")
             })?;
+            self.metrics.source_renders(&self.opts.sources);
             self.run_catalogs.insert(c, Arc::new(cat));
         }
         Ok(self.run_catalogs.clone())
