@@ -35,12 +35,13 @@
 //!   `GITFLEET_DAEMON_STATE=kubernetes` keeps the state in a simulated hosting cluster behind a
 //!   Lease, so that the restart is a new leader's re-sync.
 //!
-//! - **Kustomize sources**: the idle part's kind of fleet at fleet scale, 100 of its placements' namespaces
-//!   kustomize builds (one overlay per app over one shared base), against the same objects as
-//!   plain YAML in the same run: the daemon's CPU for a commit that changes one plain placement,
-//!   for one that changes the base and one that changes one overlay, and a restart that must run
-//!   no build, see [`kustomize`]. `GITFLEET_DAEMON_KUSTOMIZE="placements,members"`; needs the
-//!   real kustomize (`gitfleet_testkit::tools::KUSTOMIZE`).
+//! - **Kustomize sources**: the idle part's kind of fleet at fleet scale, 100 of its
+//!   placements' namespaces built by kustomize (one overlay per app over one shared base),
+//!   against the same objects as plain YAML in the same run: the daemon's CPU for a commit that
+//!   changes one plain placement, for one that changes the base and one that changes one
+//!   overlay, and a restart that must run no build, see [`kustomize`].
+//!   `GITFLEET_DAEMON_KUSTOMIZE="placements,members"`; needs the real kustomize
+//!   (`gitfleet_testkit::tools::KUSTOMIZE`).
 //!
 //! The simulator shares the machine (and its cores) with the daemon, as it would in the quick
 //! start. `GITFLEET_DAEMON_BENCH="commits,idle_seconds"` changes the sizes (default 20,30);

@@ -1,11 +1,12 @@
 //! Renderings kept by the ids of their inputs: in memory for the process, and on disk (one file
 //! per rendering under the daemon's state folder) so a restart does not render again. A key is
 //! a digest of the tool, its version and the git tree ids of everything it reads, so an entry
-//! never goes stale: a changed input is a new key. Shared by every tool [`super::runner`] runs.
+//! never goes stale: a changed input is a new key. Shared by every tool [`super::runner`] runs;
+//! the tools' versions, part of every key, are kept the same way by their program file.
 
 use sha2::Digest;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// The key of one rendering: what identifies its inputs, digested.
@@ -93,6 +94,44 @@ impl Cache {
     pub fn misses(&self) -> u64 {
         self.misses.load(std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// The version `ask` reports of the tool `program`, kept on disk by the program file's
+    /// identity (path, size, modification time, inode): every key holds the version, and
+    /// asking runs the tool, so without this a restart would run it once although every
+    /// rendering is found. A replaced program is a new identity and is asked again.
+    pub fn tool_version<E>(
+        &self,
+        program: &Path,
+        ask: impl FnOnce() -> Result<String, E>,
+    ) -> Result<String, E> {
+        let file = self.dir.as_ref().zip(identity(program)).map(|(dir, id)| {
+            let key = Key::of(["version", id.as_str()]);
+            dir.join(format!("{}.version", key.0))
+        });
+        if let Some(version) = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()) {
+            return Ok(version);
+        }
+        let version = ask()?;
+        if let Some(file) = &file {
+            // Not kept: the next process asks again.
+            let _ = write_atomically(file, version.as_bytes());
+        }
+        Ok(version)
+    }
+}
+
+/// What tells one program file from another at the same path.
+fn identity(program: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = std::fs::metadata(program).ok()?;
+    Some(format!(
+        "{}\0{}\0{}.{}\0{}",
+        program.display(),
+        m.len(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ino()
+    ))
 }
 
 fn write_atomically(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -155,5 +194,50 @@ mod tests {
             b"b"
         );
         assert_eq!(failing.misses(), 2);
+    }
+
+    #[test]
+    fn a_tools_version_is_asked_once_per_program_file_across_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("kustomize");
+        std::fs::write(&program, "one build").unwrap();
+        let asked = std::cell::Cell::new(0);
+        let ask = |v: &'static str| {
+            || {
+                asked.set(asked.get() + 1);
+                Ok::<_, String>(v.to_string())
+            }
+        };
+        let renders = dir.path().join("renders");
+        let cache = Cache::new(Some(renders.clone()));
+        assert_eq!(
+            cache.tool_version(&program, ask("v5.8.2")).unwrap(),
+            "v5.8.2"
+        );
+        // A new process: the disk has it, nothing runs.
+        let restarted = Cache::new(Some(renders.clone()));
+        assert_eq!(
+            restarted.tool_version(&program, ask("x")).unwrap(),
+            "v5.8.2"
+        );
+        assert_eq!(asked.get(), 1);
+        // Another program at the same path is asked.
+        std::fs::write(&program, "another build, longer").unwrap();
+        assert_eq!(
+            restarted.tool_version(&program, ask("v5.9.0")).unwrap(),
+            "v5.9.0"
+        );
+        assert_eq!(asked.get(), 2);
+        // A failure is not kept; without a folder, every process asks.
+        let failed = Cache::new(Some(renders));
+        std::fs::write(&program, "a third build, longer still").unwrap();
+        failed
+            .tool_version(&program, || Err::<String, _>("cannot run"))
+            .unwrap_err();
+        assert_eq!(failed.tool_version(&program, ask("v6")).unwrap(), "v6");
+        let memory = Cache::new(None);
+        memory.tool_version(&program, ask("v6")).unwrap();
+        memory.tool_version(&program, ask("v6")).unwrap();
+        assert_eq!(asked.get(), 5);
     }
 }

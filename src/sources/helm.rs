@@ -295,17 +295,19 @@ impl Helm {
     fn version(&self) -> Result<&str, RunError> {
         self.version
             .get_or_init(|| {
-                let dir = tempfile::tempdir().map_err(|e| RunError::Io {
-                    tool: "helm",
-                    message: e.to_string(),
-                })?;
-                let out = self.tool.run_with(
-                    &["version", "--template", "{{ .Version }}"],
-                    dir.path(),
-                    &helm_env(dir.path()),
-                    &self.limits,
-                )?;
-                Ok(String::from_utf8_lossy(&out).trim().to_string())
+                self.cache.tool_version(&self.tool.program, || {
+                    let dir = tempfile::tempdir().map_err(|e| RunError::Io {
+                        tool: "helm",
+                        message: e.to_string(),
+                    })?;
+                    let out = self.tool.run_with(
+                        &["version", "--template", "{{ .Version }}"],
+                        dir.path(),
+                        &helm_env(dir.path()),
+                        &self.limits,
+                    )?;
+                    Ok(String::from_utf8_lossy(&out).trim().to_string())
+                })
             })
             .as_deref()
             .map_err(Clone::clone)

@@ -280,8 +280,10 @@ impl Kustomize {
         let dir = std::env::temp_dir();
         self.version
             .get_or_init(|| {
-                let out = self.tool.run(&["version"], &dir, &self.limits)?;
-                Ok(String::from_utf8_lossy(&out).trim().to_string())
+                self.cache.tool_version(&self.tool.program, || {
+                    let out = self.tool.run(&["version"], &dir, &self.limits)?;
+                    Ok(String::from_utf8_lossy(&out).trim().to_string())
+                })
             })
             .as_deref()
             .map_err(Clone::clone)
