@@ -1841,7 +1841,7 @@ fn kustomize(rt: &tokio::runtime::Runtime) -> Result<()> {
         );
     }
     println!(
-        "restart on the unchanged commit: kustomize processes run {} (build), {} (other: version); renders metric {}; {} renderings in the render cache",
+        "restart on the unchanged commit: kustomize processes run {} (build), {} (other: version); renders metric {}; {} files in the render cache folder (renderings and the kustomize version)",
         runs_after.0 - runs_before.0,
         runs_after.1 - runs_before.1,
         phases.last().map_or(0, |p| p.renders as i64),
