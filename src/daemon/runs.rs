@@ -127,6 +127,7 @@ fn run_view(st: &RunStatus) -> UpdateRun {
         clusters,
         waiting_for: waiting_for(st),
         init_commit: st.init_commit.clone(),
+        wait_ends_at: st.wait_ends_at(),
         status: st.clone(),
     }
 }

@@ -252,6 +252,40 @@ impl RunStatus {
         succeeded || is_false(&self.conditions, INITIALIZED)
     }
 
+    /// When the current stage's timed waits end (unix seconds), while it waits for them: its
+    /// clusters are done, and the wait counts from the stage's last Progressing transition, as
+    /// the execution counts it. `None` when no timed wait is running.
+    pub fn wait_ends_at(&self) -> Option<u64> {
+        if self.is_terminal() {
+            return None;
+        }
+        let i = self.current_stage();
+        let stage = self.stages_status.get(i)?;
+        if !stage
+            .clusters
+            .iter()
+            .all(|c| is_true(&c.conditions, SUCCEEDED))
+        {
+            return None;
+        }
+        let start = find(&stage.conditions, PROGRESSING)?.last_transition_time;
+        let config = self
+            .staged_update_strategy_snapshot
+            .as_ref()?
+            .stages
+            .get(i)?;
+        stage
+            .after_stage_task_status
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| {
+                t.type_ == StageTaskType::TimedWait && !is_true(&t.conditions, WAIT_TIME_ELAPSED)
+            })
+            .filter_map(|(k, _)| config.after_stage_tasks.get(k)?.wait_duration())
+            .map(|d| start + d.as_secs() + u64::from(d.subsec_nanos() > 0))
+            .max()
+    }
+
     /// The index of the stage being updated: the first that has not succeeded; the number of
     /// stages when only the delete stage is left.
     pub fn current_stage(&self) -> usize {
