@@ -516,3 +516,74 @@ fn the_dashboard_token_and_headers() {
     // The JSON API is not behind the dashboard's token.
     assert_eq!(get(addr, "/api/v1/summary", &[]).0, 200);
 }
+
+/// The matrix page's first paint and weight in chromium, against a running dashboard
+/// (`GITFLEET_DASHBOARD_URL`, e.g. the one the daemon benchmark holds up with
+/// `GITFLEET_DAEMON_BENCH_HOLD`; docs/benchmarks.md has the commands). Five loads, each
+/// figure's median: first contentful paint from the navigation's start, the bytes of the page
+/// and of everything it loaded, and the cells drawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: set GITFLEET_DASHBOARD_URL to a dashboard page"]
+async fn matrix_first_paint() {
+    use gitfleet_testkit::tools::{CHROMEDRIVER, CHROMIUM};
+    let url = std::env::var("GITFLEET_DASHBOARD_URL").expect("GITFLEET_DASHBOARD_URL");
+    let what = "the first-paint measurement";
+    let (Some(chromium), Some(chromedriver)) = (CHROMIUM.find(what), CHROMEDRIVER.find(what))
+    else {
+        return;
+    };
+    let (_driver, driver) = start_chromedriver(&chromedriver);
+    let c = browser(&driver, &chromium).await;
+    let mut runs: Vec<Vec<f64>> = Vec::new();
+    for i in 0..5 {
+        // A new address each time, so that no load is answered from the browser's cache (the
+        // dashboard ignores parameters it does not know).
+        let sep = if url.contains('?') { '&' } else { '?' };
+        c.goto(&format!("{url}{sep}load={i}")).await.unwrap();
+        await_js(
+            &c,
+            "performance.getEntriesByName('first-contentful-paint').length > 0",
+            "the first paint",
+        )
+        .await;
+        let v = c
+            .execute(
+                "const nav = performance.getEntriesByType('navigation')[0];
+                 const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+                 const all = performance.getEntriesByType('resource')
+                   .reduce((n, r) => n + r.transferSize, nav.transferSize);
+                 return [fcp.startTime, nav.responseEnd, nav.transferSize, nav.decodedBodySize,
+                         all, document.querySelectorAll('#matrix td').length];",
+                vec![],
+            )
+            .await
+            .unwrap();
+        runs.push(serde_json::from_value(v).unwrap());
+    }
+    let median = |i: usize| {
+        let mut xs: Vec<f64> = runs.iter().map(|r| r[i]).collect();
+        xs.sort_by(f64::total_cmp);
+        xs[xs.len() / 2]
+    };
+    println!(
+        "{url}: first contentful paint {:.0} ms (response end {:.0} ms); page {:.1} KiB on the \
+         wire, {:.1} KiB decoded; with its assets {:.1} KiB; {} cells (median of 5 loads, the \
+         assets cached after the first)",
+        median(0),
+        median(1),
+        median(2) / 1024.0,
+        median(3) / 1024.0,
+        median(4) / 1024.0,
+        median(5),
+    );
+    let first = &runs[0];
+    println!(
+        "the first load (nothing cached): first contentful paint {:.0} ms, with its assets \
+         {:.1} KiB",
+        first[0],
+        first[4] / 1024.0
+    );
+    let errors = console_errors(&c).await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    c.close().await.unwrap();
+}
