@@ -372,8 +372,9 @@ async fn the_dashboard_shows_the_fleet_and_follows_an_approval_live() {
     visit(&c, &base, "/runs", "runs-soaking.png").await;
     await_js(
         &c,
-        "document.querySelector('[data-run=\"telemetry-rollout-1\"] .waiting')?.textContent === 'TimedWait'",
-        "the soak",
+        "document.querySelector('[data-run=\"telemetry-rollout-1\"] .waiting')?.textContent === 'TimedWait' \
+         && /^1[0-5]m/.test(document.querySelector('[data-run=\"telemetry-rollout-1\"] .time-left')?.textContent)",
+        "the soak, with its time left",
     )
     .await;
     c.execute("window.notReloaded = true;", vec![])

@@ -14,7 +14,7 @@
 
 pub mod pages;
 
-use maud::{html, Markup, PreEscaped, DOCTYPE};
+use maud::{html, Markup, DOCTYPE};
 
 use crate::api::ClusterPlacementState;
 
@@ -154,11 +154,6 @@ pub fn encode(v: &str) -> String {
 /// An empty-state note.
 pub fn none(what: &str) -> Markup {
     html! { p.none { (what) } }
-}
-
-/// Text that is known to need no escaping (a static snippet).
-pub fn raw(s: &'static str) -> PreEscaped<&'static str> {
-    PreEscaped(s)
 }
 
 #[cfg(test)]

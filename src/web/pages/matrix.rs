@@ -114,3 +114,122 @@ pub fn page(m: &Matrix<'_>) -> Markup {
     };
     layout(Page::Matrix, "Matrix", m.summary, body)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placement(json: serde_json::Value) -> PlacementStatus {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn member(name: &str, labels: &[(&str, &str)]) -> Member {
+        Member {
+            name: name.into(),
+            healthy: true,
+            health_reason: None,
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ocm_labels: Default::default(),
+            taints: vec![],
+            properties: Default::default(),
+        }
+    }
+
+    fn summary() -> Summary {
+        serde_json::from_value(serde_json::json!({
+            "branch": "main", "members": 3,
+            "placements": {"total": 1, "ready": 0, "unready": 1, "failed": 1, "staged": 0},
+            "clusters": {"selected": 3, "applying": 1, "removing": 0, "waiting": 1,
+                "upToDate": 1, "available": 1, "pending": 0, "failed": 1, "diffReported": 0},
+            "updateRuns": {"total": 0, "inProgress": 0, "pendingApprovals": 0}
+        }))
+        .unwrap()
+    }
+
+    /// Each cell says the state `cluster_state` gives, by class and letter; what is not
+    /// selected is blank; names are escaped.
+    #[test]
+    fn cells_show_each_clusters_state_and_names_are_escaped() {
+        let p = placement(serde_json::json!({
+            "id": "crp/<b>x</b>", "strategy": "RollingUpdate", "target": 4,
+            "selected": ["m1", "m2", "m3", "m4"], "applying": ["m2"], "removing": [],
+            "waiting": ["m3"], "upToDate": ["m1"],
+            "clusters": {
+                "m1": {"revision": {"resourceIndex": 0, "rendered": "h"}, "health": {"state": "available"}, "updatedAt": 1},
+                "m4": {"health": {"state": "failed"}, "lastError": "boom", "updatedAt": 1}
+            },
+            "conditions": []
+        }));
+        let members: Vec<Member> = ["m1", "m2", "m3", "m4", "m5"]
+            .iter()
+            .map(|m| member(m, &[]))
+            .collect();
+        let states: Vec<_> = members
+            .iter()
+            .map(|m| p.cluster_state(&m.name).map(|s| s.as_str()))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                Some("available"),
+                Some("applying"),
+                Some("held"),
+                Some("failed"),
+                None
+            ]
+        );
+        let placements = [&p];
+        let paging = Paging {
+            offset: 0,
+            limit: 50,
+            matched: 1,
+        };
+        let html = page(&Matrix {
+            summary: &summary(),
+            filters: &Filters::default(),
+            placements: &placements,
+            placements_paging: paging,
+            members: &members,
+            members_paging: Paging {
+                matched: 5,
+                ..paging
+            },
+        })
+        .into_string();
+        assert!(html.contains(r#"<td class="available" data-cluster="m1">a</td>"#));
+        assert!(html.contains(r#"<td class="applying" data-cluster="m2">p</td>"#));
+        assert!(html.contains(r#"<td class="held" data-cluster="m3">h</td>"#));
+        assert!(html.contains(r#"<td class="failed" data-cluster="m4">F</td>"#));
+        assert!(!html.contains("<b>x</b>"), "the id is escaped");
+        assert!(html.contains("crp/&lt;b&gt;x&lt;/b&gt;"));
+        assert!(!html.contains("<script>"), "no inline script");
+    }
+
+    #[test]
+    fn filters_make_the_link_that_opens_them() {
+        let f = Filters {
+            name: "web app".into(),
+            label: "env=prod".into(),
+            state: Some(ClusterPlacementState::Failed),
+            ..Filters::default()
+        };
+        assert_eq!(
+            f.link(50, 0),
+            "/matrix?name=web%20app&label=env%3Dprod&state=failed&offset=50"
+        );
+    }
+
+    #[test]
+    fn label_selectors_match_as_kubectl_reads_them() {
+        let m = member("m1", &[("env", "prod"), ("region", "eu")]);
+        assert!(m.has_labels("env=prod"));
+        assert!(m.has_labels("env==prod,region"));
+        assert!(m.has_labels("env!=dev"));
+        assert!(!m.has_labels("env=dev"));
+        assert!(!m.has_labels("tier"));
+        assert!(m.has_labels(""));
+    }
+}
