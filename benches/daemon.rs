@@ -891,8 +891,6 @@ fn idle(rt: &tokio::runtime::Runtime, window: Duration) -> Result<()> {
     if std::env::var_os("GITFLEET_DAEMON_BENCH_LOG").is_some() {
         eprintln!("{}", daemon.log.lock().unwrap().join("\n"));
     }
-    drop(daemon);
-    rt.block_on(sim.shutdown());
 
     let cpu = ticks as f64 / tck as f64;
     let mean_rss = rss.iter().sum::<u64>() as f64 / rss.len() as f64 / 1024.0;
@@ -1348,16 +1346,6 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
         ("GET /matrix".to_string(), read("/matrix")?),
         (matrix.clone(), read(&matrix[4..])?),
     ];
-    // `GITFLEET_DAEMON_BENCH_HOLD=SECONDS` keeps the settled daemon up that long, for a
-    // browser to measure the dashboard against it (tests/dashboard_e2e.rs's
-    // `matrix_first_paint`).
-    if let Some(hold) = std::env::var("GITFLEET_DAEMON_BENCH_HOLD")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        println!("dashboard: {}/matrix, held for {hold} s", daemon.addr);
-        std::thread::sleep(Duration::from_secs(hold));
-    }
     if std::env::var_os("GITFLEET_DAEMON_BENCH_LOG").is_some() {
         eprintln!("{}", daemon.log.lock().unwrap().join("\n"));
     }
@@ -1421,6 +1409,18 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
         SCALE_STATUS_POLL.as_millis(),
         window.as_secs()
     );
+    // `GITFLEET_DAEMON_BENCH_HOLD=SECONDS` keeps the settled daemon up that long, for a
+    // browser to measure the dashboard against it (tests/dashboard_e2e.rs's
+    // `matrix_first_paint`).
+    if let Some(hold) = std::env::var("GITFLEET_DAEMON_BENCH_HOLD")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        println!("dashboard: {}/matrix, held for {hold} s", daemon.addr);
+        std::thread::sleep(Duration::from_secs(hold));
+    }
+    drop(daemon);
+    rt.block_on(sim.shutdown());
     Ok(())
 }
 
