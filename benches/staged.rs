@@ -1,6 +1,6 @@
 //! The staged update run benchmark: `cargo bench --bench staged`.
 //!
-//! KubeFleet's published figure (kubefleet.md §6, "Performance and Scalability Report – Q1
+//! KubeFleet's published figure ("Performance and Scalability Report – Q1
 //! 2026"): a staged rollout over 100 clusters in 3 stages of 20/30/50 clusters, 50 %
 //! concurrency, no gates, p90 1m36s. The same here: 100 simulated members (served in this
 //! process by `gitfleet_sim`), a PickAll placement with `strategy.type: External` (a namespace

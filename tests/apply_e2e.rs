@@ -1138,7 +1138,7 @@ data: {a: '1'}
 /// whenToTakeOver Always (the default): an object someone else made is taken over (labelled,
 /// gitfleet's fields applied, their other fields left to them) when no field of theirs is set
 /// to another value; under ServerSideApply without force, a field they own with another value
-/// is a 409 conflict, as KubeFleet's (kubefleet.md § apply, step 8).
+/// is a 409 conflict, as KubeFleet's (its work applier).
 fn take_over_always_takes_what_nobody_else_holds_and_conflicts_on_the_rest(backend: Backend) {
     let members = Members::start(backend, FLEET);
     let repo = fleet_repo();

@@ -52,7 +52,7 @@ const PINNED: &[(&str, &str)] = &[
     ),
     (
         "kubefleet-examples/test-crp1.yaml:11: ClusterResourcePlacement/crp-1: spec.policy.numberOfClusters: Required value: number of clusters cannot be nil for policy type PickN",
-        "really invalid: KubeFleet's validating webhook rejects PickN without numberOfClusters (kubefleet.md §1.2)",
+        "really invalid: KubeFleet's validating webhook rejects PickN without numberOfClusters (pkg/utils/validator)",
     ),
     (
         "kubefleet-examples/test-ro1.yaml:4: ResourceOverride/ro-1: metadata.name: duplicate object: ResourceOverride/test-namespace/ro-1 is already defined at kubefleet-examples/migration/resourceoverride.yaml:1",

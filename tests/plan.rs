@@ -129,6 +129,12 @@ fn number_of_clusters_change_loses_the_lowest_score() {
         text.contains("It is compared before the affinity score"),
         "{text}"
     );
+    assert!(
+        text.contains(
+            "affinity score: the sum of the weights of the preferred cluster affinity terms"
+        ),
+        "{text}"
+    );
 }
 
 /// One cluster more than are eligible: the summary itself says the placement stalls
@@ -219,9 +225,68 @@ spec:
         text.contains("~ crp/telemetry (changed: overrides (ResourceOverride/telemetry/otel-collector-production added))"),
         "{text}"
     );
-    assert!(text.contains("stage telemetry-rollout-1/production: eastus-prod-1, eastus-prod-2, westeurope-prod-1, westeurope-prod-2 (2 at a time; 4 updating"));
-    assert!(text.contains("stage telemetry-rollout-1/staging: eastus-staging, westeurope-staging (1 at a time; nothing to update"));
-    assert!(markdown.contains("4 clusters in stages production"));
+    // The run the base already has renders the commit it was initialised at: the override
+    // waits for a run of its own.
+    assert!(
+        text.contains(
+            "no staged update run delivers this change; a new run naming this placement will"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("stage telemetry-rollout-1/production: eastus-prod-1, eastus-prod-2, westeurope-prod-1, westeurope-prod-2 (2 at a time; renders an earlier commit"));
+    assert!(text.contains("! run telemetry-rollout-1 does not deliver this change: it was initialised before this commit"));
+    assert!(markdown.contains("4 clusters, no staged run"), "{markdown}");
+    assert!(
+        text.contains("[medium] crp/telemetry (changed: overrides (ResourceOverride/telemetry/otel-collector-production added)): 4 clusters wait for a new staged update run"),
+        "{text}"
+    );
+}
+
+/// Two runs share the placement: the one the commit brings delivers the change, stage by stage;
+/// the one already there goes on rendering what it was initialised with.
+#[test]
+fn of_two_runs_sharing_a_placement_the_new_one_delivers_the_change() {
+    let repo = fleet();
+    edit(
+        &repo,
+        "apps/telemetry/deployment.yaml",
+        "replicas: 1",
+        "replicas: 3",
+    );
+    repo.write(
+        "rollout/telemetry-rollout-2.yaml",
+        "\
+apiVersion: placement.kubernetes-fleet.io/v1
+kind: ClusterStagedUpdateRun
+metadata:
+  name: telemetry-rollout-2
+spec:
+  placementName: telemetry
+  stagedRolloutStrategyName: three-stage
+  state: Run
+",
+    );
+    repo.commit("three collectors, rolled out by a new run");
+    let [text, markdown, json] = snapshot_formats("two_runs", &repo, 2);
+    assert!(
+        text.contains("staged update run telemetry-rollout-2 delivers this change stage by stage"),
+        "{text}"
+    );
+    assert!(text.contains("stage telemetry-rollout-2/production: eastus-prod-1, eastus-prod-2, westeurope-prod-1, westeurope-prod-2 (2 at a time; 4 updating"), "{text}");
+    assert!(text.contains("stage telemetry-rollout-1/production: eastus-prod-1, eastus-prod-2, westeurope-prod-1, westeurope-prod-2 (2 at a time; renders an earlier commit"), "{text}");
+    assert!(
+        text.contains("! run telemetry-rollout-1 does not deliver this change"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("run telemetry-rollout-2 does not deliver"),
+        "{text}"
+    );
+    assert!(
+        markdown.contains("in stages staging, canary, production"),
+        "{markdown}"
+    );
+    assert!(json.contains("\"kind\": \"doesNotDeliver\""), "{json}");
 }
 
 #[test]

@@ -360,6 +360,13 @@ fn quickstart_serves_the_sample_fleet_and_rolls_a_change_out() {
         .status()
         .unwrap();
     assert!(ok.success());
+    // Pushed to the repository the daemon follows, as the quick start says.
+    let ok = Command::new("git")
+        .args(["push", "-q"])
+        .current_dir(&repo)
+        .status()
+        .unwrap();
+    assert!(ok.success());
     let start = wait_for("about the new commit", &|l| {
         l.starts_with("== serving commit")
     });
@@ -498,7 +505,7 @@ fn sigkill_mid_rollout_resumes_where_it_was(backend: Backend) {
 }
 
 /// From a member's Deployment changes: when generation `gen` was written and when it was fully
-/// available, by the rule gitfleet follows (kubefleet.md §4.3: observed, every replica updated
+/// available, by the rule gitfleet follows (as KubeFleet's work applier: observed, every replica updated
 /// and available, none unavailable; `statusReplicas`, where known, no surge pod left), in
 /// sequence numbers shared by all members.
 fn update_window(changes: &[serde_json::Value], gen: i64) -> (u64, u64) {

@@ -10,7 +10,7 @@
 //! description: one line
 //! now: 1767225600                     # unix seconds (optional)
 //! repo: [objects of the commit]
-//! inventory: {clusters: [...]}        # optional, spec/README §2
+//! inventory: {clusters: [...]}        # optional (docs/guides/concepts.md)
 //! previous: {<placement id>: <a PlacementSchedule as `schedule -o json` keeps it>}
 //! expect:
 //!   <placement id>:                   # crp/<name>, rp/<ns>/<name>, ocm/<ns>/<name>, mw/<ns>/<name>

@@ -2,7 +2,7 @@
 //! Kubernetes API server does. Where kubectl hides the wire (status codes, headers, watch
 //! streams, tokens) the tests speak plain HTTP to the member.
 //!
-//! What a real server does is taken from shared/spec/kube-api-surface.md (cited as "spec §n").
+//! What a real server does is what kube-apiserver does (tests/sim_differential.rs compares the two).
 
 mod common;
 use common::kubectl::Kubectl as _;
@@ -339,7 +339,7 @@ fn get_json_has_the_shape_of_a_real_server() {
     assert_eq!(mf["fieldsType"], "FieldsV1");
     assert_eq!(mf["fieldsV1"]["f:data"]["f:a"], json!({}));
 
-    // The list on the wire (spec §5): <Kind>List with a resourceVersion, items without
+    // The list on the wire: <Kind>List with a resourceVersion, items without
     // apiVersion/kind for built-ins.
     let token = sim.member("alpha")["token"].as_str().unwrap().to_string();
     let r = sim.http(
@@ -387,7 +387,7 @@ fn a_field_owned_by_another_manager_conflicts_until_forced() {
     // Applying the same value co-owns the field: no conflict.
     sim.apply("alpha", OWNED, &["--field-manager=cosigner"]);
 
-    // The same conflict on the wire: 409 with a FieldManagerConflict cause (spec §4).
+    // The same conflict on the wire: 409 with a FieldManagerConflict cause.
     let token = sim.member("alpha")["token"].as_str().unwrap().to_string();
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "owned", "namespace": "default"}, "data": {"a": "3"}});
@@ -510,7 +510,7 @@ fn delete_removes_an_object_and_missing_objects_are_not_found() {
         "{err}"
     );
 
-    // On the wire: a Status of kind Status (spec §5), so clients tell it from an object.
+    // On the wire: a Status of kind Status, so clients tell it from an object.
     sim.apply("alpha", &configmap("gone2", json!({}), json!({})), &[]);
     let token = sim.member("alpha")["token"].as_str().unwrap().to_string();
     let r = sim.http(
@@ -804,7 +804,7 @@ fn a_watch_streams_added_modified_and_deleted_events() {
     assert_eq!(events[1]["object"]["data"]["a"], "2");
     assert_eq!(events[0]["object"]["kind"], "ConfigMap");
 
-    // Watching from rv 0 starts with synthetic ADDED events for what exists (spec §6).
+    // Watching from rv 0 starts with synthetic ADDED events for what exists.
     let initial = sim.watch_events(
         "alpha",
         "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=0",
@@ -839,7 +839,7 @@ fn a_wrong_bearer_token_is_unauthorized() {
         401
     );
     // kubectl sends no token over plain http, so it is refused by a member without anonymous
-    // auth (spec §2.4).
+    // auth.
     let (code, _, err) = sim.kubectl("secure", &["get", "ns"]);
     assert_ne!(code, 0);
     assert!(err.contains("You must be logged in to the server"), "{err}");

@@ -1116,11 +1116,16 @@ fn the_quick_start_approves_the_canary_stage_with_its_demo_key() {
     await_status(&server, "staging soaks", |d| {
         run(d)["waitingFor"] == "TimedWait"
     });
-    // Fifteen minutes later, on the daemon's clock.
+    // The soak, shortened to a minute, counts down.
+    next_line("counting the soak down", &|l| {
+        l.starts_with("run telemetry-rollout-1")
+            && l.ends_with("soaks after stage staging: 60s left")
+    });
+    // Its end, on the daemon's clock.
     std::fs::write(&skew, "1000").unwrap();
     let fleet = dir.join("fleet");
     let wake = std::process::Command::new("git")
-        .current_dir(&fleet)
+        .current_dir(dir.join("fleet.git"))
         .args(["update-ref", "refs/test/wake", "HEAD"])
         .status()
         .unwrap();
@@ -1153,7 +1158,13 @@ fn the_quick_start_approves_the_canary_stage_with_its_demo_key() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(command.ends_with(&init), "{command}");
+    assert!(
+        command.ends_with(&format!(
+            "{init} && git -C {} push -q origin gitfleet/approve/telemetry-rollout-1-after-canary",
+            fleet.display()
+        )),
+        "{command}"
+    );
     let tag = std::process::Command::new("git")
         .current_dir(&fleet)
         .args([

@@ -160,11 +160,11 @@ pub struct UpdateRun {
     pub clusters: String,
     /// What the run waits for, in a few words (`-` when nothing).
     pub waiting_for: String,
+    /// While the current stage soaks (TimedWait): when the wait ends, unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ends: Option<u64>,
     /// The commit at which the run was initialised (approving tags point at it).
     pub init_commit: String,
-    /// While the current stage's timed wait runs: when it ends, unix seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_ends_at: Option<u64>,
     pub status: RunStatus,
 }
 

@@ -1,5 +1,5 @@
 //! A commit's objects: read as Kubernetes reads YAML ([`crate::yaml`]) with their origin and the
-//! line of every field, classified (spec/README §1), decoded into the typed models and validated.
+//! line of every field, classified (docs/guides/repository-layout.md), decoded into the typed models and validated.
 //! Every problem is returned at once as a located [`Diagnostic`].
 //! Pure: it takes file contents, never reads them.
 
@@ -39,7 +39,7 @@ pub struct SourceFile {
     pub content: Vec<u8>,
 }
 
-/// What an object is to gitfleet (spec/README §1).
+/// What an object is to gitfleet (docs/guides/repository-layout.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum Class {
     Placement,
@@ -249,7 +249,7 @@ const FLEET_KINDS: &[(&str, &str, &[&str], Class)] = &[
     ),
     (PLACEMENT, "ResourceEnvelope", &["v1beta1"], Class::Hub),
     // v1alpha1 still serves the cluster-scoped staged-update kinds, eviction and disruption
-    // budget in KubeFleet's apis/placement/v1alpha1 (kubefleet.md lists v1beta1 only).
+    // budget in KubeFleet's apis/placement/v1alpha1.
     (
         PLACEMENT,
         "ClusterStagedUpdateStrategy",
@@ -602,7 +602,7 @@ impl Catalog {
         self.positions[index].hint(&self.objects[index].value, field)
     }
 
-    /// Objects a placement may select (spec/README §1: everything that is not a fleet API).
+    /// Objects a placement may select (everything that is not a fleet API).
     pub fn hub_objects(&self) -> impl Iterator<Item = &Object> {
         self.objects
             .iter()
@@ -727,7 +727,7 @@ impl Catalog {
     }
 }
 
-/// spec/README §1 classification; versions are checked during validation.
+/// The classification of docs/guides/repository-layout.md; versions are checked during validation.
 pub fn class_of(gvk: &Gvk) -> Class {
     FLEET_KINDS
         .iter()

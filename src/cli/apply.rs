@@ -2,11 +2,12 @@
 
 use super::inputs::{load_inventory_from, load_valid, CommitArgs, InventorySource, ProbeArgs};
 use crate::cli::flags::{KubeconfigArgs, PushArgs};
-use crate::model::PlacementKey;
+use crate::model::{ObjectKey, PlacementKey};
 use crate::schedule::{Fleet, Previous};
 use crate::source::CommitFiles;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -250,31 +251,42 @@ fn apply_deletion_verdict(
 ) -> crate::rollout::guard::Verdict {
     use crate::rollout::guard::{self, Fate};
     use crate::rollout::Prune;
-    let mut managed = guard::Managed::new();
-    for (member, recs) in records {
-        for r in recs.iter().flat_map(|r| r.values()).filter(|r| !r.abandon) {
-            let ids = r.entries.iter().map(|e| e.object.key()).collect();
-            managed.insert((r.key.clone(), member.clone()), ids);
-        }
-    }
-    let steps: std::collections::BTreeMap<String, &crate::rollout::StepSummary> = decision
-        .steps
+    // Owned here (a record lists its entries); a record whose key this version cannot read
+    // names no placement it delivers, so nothing here judges it.
+    let records: Vec<(&str, PlacementKey, bool, BTreeSet<ObjectKey>)> = records
         .iter()
-        .map(|s| (s.placement.record_key(), &**s))
+        .flat_map(|(member, recs)| {
+            recs.iter()
+                .flat_map(|r| r.values())
+                .map(move |r| (member, r))
+        })
+        .filter_map(|(member, r)| {
+            let key = PlacementKey::from_record_key(&r.key)?;
+            let ids = r.entries.iter().map(|e| e.object.key()).collect();
+            Some((member.as_str(), key, r.abandon, ids))
+        })
         .collect();
-    let assessment = guard::assess(&managed, |key, member| {
-        if let Some(s) = steps.get(key) {
-            return guard::fate_in(Some(s), member);
-        }
-        let swept = decision.sweeps.iter().find(|s| s.cluster == member);
-        match swept.map(|s| &s.prune) {
-            Some(Prune::AllExcept(keep)) if !keep.iter().any(|k| k.record_key() == key) => {
-                Fate::Removed
+    let on_members = records
+        .iter()
+        .map(|(member, key, abandon, ids)| guard::Recorded {
+            placement: key,
+            abandon: *abandon,
+            clusters: [(*member, ids)],
+        });
+    let assessment = guard::assess(
+        on_members,
+        &guard::Judged::new(&decision.steps, &decision.ledger.abandon),
+        // The records are read from the commit's members only.
+        |_| true,
+        |key, member| {
+            let swept = decision.sweeps.iter().find(|s| s.cluster == member);
+            match swept.map(|s| &s.prune) {
+                Some(Prune::AllExcept(keep)) if !keep.contains(key) => Fate::Removed,
+                Some(Prune::Only(only)) if only.contains(key) => Fate::Removed,
+                _ => Fate::Untouched,
             }
-            Some(Prune::Only(only)) if only.iter().any(|k| k.record_key() == key) => Fate::Removed,
-            _ => Fate::Untouched,
-        }
-    });
+        },
+    );
     guard::judge(policy, assessment, &commit.commit, &commit.message)
 }
 

@@ -290,7 +290,10 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_exit(&e),
     };
-    init_logging(&cli.global);
+    // The quick start logs to a file of its own, beside its progress.
+    if !matches!(cli.command, Command::Quickstart(_)) {
+        init_logging(&cli.global);
+    }
     let color = cli.global.color;
     let result = match cli.command {
         Command::Validate(args) => validate::validate(&args),

@@ -93,21 +93,37 @@ impl Demo {
         ]
     }
 
-    /// The command a person types (in the repository).
+    /// The commands a person types: the tag, then its push to the repository the daemon follows.
     fn command(&self, tag: &str, commit: &str) -> String {
         format!(
-            "git -C {} {}",
-            self.repo.display(),
-            self.tag_args(tag, commit).join(" ")
+            "git -C {repo} {} && git -C {repo} push -q origin {tag}",
+            self.tag_args(tag, commit).join(" "),
+            repo = self.repo.display(),
         )
     }
 
-    /// Runs it, as the tagger of the quick start's commits.
+    /// Runs them, as the tagger of the quick start's commits.
     fn approve(&self, tag: &str, commit: &str) -> Result<()> {
         let args = self.tag_args(tag, commit);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        git(&self.repo, &args)
+        git(&self.repo, &args)?;
+        git(&self.repo, &["push", "-q", "origin", tag])
     }
+}
+
+/// The daemon's log goes to a file, so the rollout's progress on standard output stays
+/// readable.
+fn init_logging(path: &Path) -> Result<()> {
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("cannot write the daemon's log to {}", path.display()))?;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GITFLEET_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .try_init();
+    Ok(())
 }
 
 fn git(repo: &Path, args: &[&str]) -> Result<()> {
@@ -151,12 +167,22 @@ impl Drop for RemoveOnFailure {
     }
 }
 
-/// Writes the embedded sample fleet into `repo` and commits it on branch `main`.
-fn write_repository(repo: &Path) -> Result<()> {
+/// The sample's staging soak, and the one the quick start gives it so the whole staged rollout
+/// fits in a few minutes.
+const SAMPLE_SOAK: (&str, &str) = ("waitTime: 15m", "waitTime: 1m");
+const STRATEGY_FILE: &str = "rollout/three-stage-strategy.yaml";
+
+/// Writes the embedded sample fleet into `repo`, commits it on branch `main` and pushes it to
+/// `remote`, a bare repository the daemon follows, as a team's fleet repository on a git
+/// server: changes reach the fleet with `git push`.
+fn write_repository(repo: &Path, remote: &Path) -> Result<()> {
     std::fs::create_dir_all(repo)?;
     FLEET_REPO
         .extract(repo)
         .with_context(|| format!("cannot write the sample fleet to {}", repo.display()))?;
+    let strategy = repo.join(STRATEGY_FILE);
+    let text = std::fs::read_to_string(&strategy)?;
+    std::fs::write(&strategy, text.replacen(SAMPLE_SOAK.0, SAMPLE_SOAK.1, 1))?;
     if !crate::sources::Sources::plain().kustomize.found() {
         eprintln!(
             "note: kustomize is not on PATH, so the sample's Kustomize application (apps/guestbook) \
@@ -171,6 +197,10 @@ fn write_repository(repo: &Path) -> Result<()> {
     git(repo, &["init", "-q", "-b", "main"])?;
     git(repo, &["add", "-A"])?;
     git(repo, &["commit", "-q", "-m", "The sample fleet"])?;
+    let remote_arg = remote.to_string_lossy();
+    git(repo, &["init", "-q", "--bare", "-b", "main", &remote_arg])?;
+    git(repo, &["remote", "add", "origin", &remote_arg])?;
+    git(repo, &["push", "-q", "-u", "origin", "main"])?;
     Ok(())
 }
 
@@ -179,6 +209,7 @@ fn progress_lines(
     st: &Status,
     last: &mut std::collections::BTreeMap<String, String>,
     demo: &Demo,
+    now: u64,
 ) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(r) = &st.rejected {
@@ -195,7 +226,11 @@ fn progress_lines(
     for p in &st.placements {
         let state = if let Some(note) = &p.note {
             note.clone()
-        } else if p.applying.is_empty() && p.removing.is_empty() && p.waiting.is_empty() {
+        } else if p.applying.is_empty()
+            && p.removing.is_empty()
+            && p.waiting.is_empty()
+            && p.clusters.values().all(|c| c.health.is_ready())
+        {
             format!("settled on {}", p.up_to_date.join(", "))
         } else {
             let mut parts = Vec::new();
@@ -214,6 +249,18 @@ fn progress_lines(
             if !pending.is_empty() {
                 parts.push(format!("becoming available {}", pending.join(", ")));
             }
+            let failed: Vec<&str> = p
+                .clusters
+                .iter()
+                .filter(|(_, c)| c.health == crate::rollout::BindingHealth::Failed)
+                .map(|(name, _)| name.as_str())
+                .collect();
+            if !failed.is_empty() {
+                parts.push(format!(
+                    "failed on {} (gitfleet status tells why)",
+                    failed.join(", ")
+                ));
+            }
             if !p.waiting.is_empty() {
                 parts.push(format!("waiting {}", p.waiting.join(", ")));
             }
@@ -222,6 +269,25 @@ fn progress_lines(
         let line = format!("{:<34} {state}", p.id);
         if last.get(&p.id) != Some(&line) {
             last.insert(p.id.clone(), line.clone());
+            out.push(line);
+        }
+    }
+    // A stage soaking: the time left, every ten seconds.
+    for r in &st.runs.update_runs {
+        let key = format!("!soak {}", r.name);
+        let Some(ends) = r.wait_ends else {
+            last.remove(&key);
+            continue;
+        };
+        let left = ends.saturating_sub(now);
+        let line = format!(
+            "{:<34} soaks after stage {}: {}s left",
+            format!("run {}", r.name),
+            r.stage.as_deref().unwrap_or("-"),
+            left.div_ceil(10) * 10
+        );
+        if last.get(&key) != Some(&line) {
+            last.insert(key, line.clone());
             out.push(line);
         }
     }
@@ -271,7 +337,10 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
     // Until the daemon is up, a failure removes what was made, so running again just works.
     let mut made = RemoveOnFailure(Some(dir.clone()));
     let repo = dir.join("fleet");
-    write_repository(&repo)?;
+    let remote = dir.join("fleet.git");
+    write_repository(&repo, &remote)?;
+    let log = dir.join("daemon.log");
+    init_logging(&log)?;
     let demo = Demo::create(&dir, &repo)?;
     let verifier = crate::approvals::Verifier::load(Some(&demo.allowed_signers), None, None)?;
     let kubeconfig = dir.join("kubeconfig");
@@ -297,7 +366,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             .map(|a| format!("http://{a}"))
             .unwrap_or_default();
         let opts = RunOptions {
-            repo: repo.clone(),
+            repo: remote.clone(),
             remote: None,
             branch: "main".into(),
             path: String::new(),
@@ -343,7 +412,11 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
         // Up: from here on the folder is the user's (its state, the repository's commits).
         made.keep();
         println!("gitfleet quickstart");
-        println!("  fleet repository  {}  (branch main)", repo.display());
+        println!(
+            "  fleet repository  {}  (your clone; the daemon follows its origin {}, branch main)",
+            repo.display(),
+            remote.display()
+        );
         println!(
             "  members           {} simulated clusters; kubeconfig {}",
             sim.members().len(),
@@ -354,14 +427,17 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             admin_token.display()
         );
         println!("  status            gitfleet status --server {server}");
+        println!("  daemon log        {}", log.display());
         println!();
         println!("Try a change: in another terminal,");
         println!("  cd {}", repo.display());
         println!(
             "  sed -i 's/1.4.2/1.5.0/' apps/shop/deployment.yaml && git commit -qam 'shop 1.5.0'"
         );
+        println!("  git push && gitfleet wait --repo . --server {server} crp/shop-app");
         println!("and watch it roll out here, one cluster at a time. The telemetry namespace");
-        println!("rolls out stage by stage (rollout/telemetry-rollout-1.yaml): staging, a soak,");
+        println!("rolls out stage by stage (rollout/telemetry-rollout-1.yaml): staging, a soak");
+        println!("(shortened to one minute here: its strategy says 15m in examples/fleet-repo),");
         println!(
             "canary, then an approval request: a signed tag approves it. The daemon trusts one"
         );
@@ -400,7 +476,9 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
                                 println!("== serving commit {}", &c[..12.min(c.len())]);
                             }
                         }
-                        for line in progress_lines(&st, &mut last, &demo) {
+                        for line in
+                            progress_lines(&st, &mut last, &demo, crate::timestamp::now_unix())
+                        {
                             println!("{line}");
                         }
                         for r in &st.runs.approval_requests {
@@ -455,6 +533,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         FLEET_REPO.extract(dir.path()).unwrap();
         assert!(dir.path().join("members/eastus-prod-1.yaml").exists());
+        let strategy = std::fs::read_to_string(dir.path().join(STRATEGY_FILE)).unwrap();
+        assert_eq!(
+            strategy.matches(SAMPLE_SOAK.0).count(),
+            1,
+            "the soak the quick start shortens"
+        );
         let mut files = Vec::new();
         for path in walk(dir.path()) {
             let rel = path
@@ -505,18 +589,18 @@ mod tests {
             approved_at: None,
         });
         let mut last = Default::default();
-        let lines = progress_lines(&st, &mut last, &demo);
+        let lines = progress_lines(&st, &mut last, &demo, 0);
         assert_eq!(lines.len(), 1);
         assert!(
             lines[0].ends_with(
-                "git -C /q/fleet -c gpg.format=ssh -c user.signingkey=/q/demo-key tag -s -m approve gitfleet/approve/telemetry-rollout-1-after-canary c0ffee"
+                "git -C /q/fleet -c gpg.format=ssh -c user.signingkey=/q/demo-key tag -s -m approve gitfleet/approve/telemetry-rollout-1-after-canary c0ffee && git -C /q/fleet push -q origin gitfleet/approve/telemetry-rollout-1-after-canary"
             ),
             "{}",
             lines[0]
         );
-        assert!(progress_lines(&st, &mut last, &demo).is_empty());
+        assert!(progress_lines(&st, &mut last, &demo, 0).is_empty());
         st.runs.approval_requests[0].approved_by = Some(DEMO_SIGNER.into());
-        let lines = progress_lines(&st, &mut last, &demo);
+        let lines = progress_lines(&st, &mut last, &demo, 0);
         assert_eq!(lines.len(), 1);
         assert!(
             lines[0].contains("approval telemetry-rollout-1-after-canary accepted")
@@ -524,7 +608,7 @@ mod tests {
             "{}",
             lines[0]
         );
-        assert!(progress_lines(&st, &mut last, &demo).is_empty());
+        assert!(progress_lines(&st, &mut last, &demo, 0).is_empty());
     }
 
     fn walk(dir: &Path) -> Vec<PathBuf> {

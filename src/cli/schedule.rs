@@ -81,7 +81,7 @@ pub(super) fn schedule(args: &ScheduleArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The schedule as spec/README §6 prints it.
+/// The schedule as a table (docs/reference/cli.md).
 fn schedule_view(commit: &str, placements: &[Arc<PlacementSchedule>]) -> serde_json::Value {
     let items: Vec<serde_json::Value> = placements
         .iter()

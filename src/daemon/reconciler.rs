@@ -536,8 +536,7 @@ impl<D: Deliverer> Daemon<D> {
     }
 
     /// The deletion guard's verdict on `analyzed` stepped into `decision`: `Some` when it is
-    /// held. What is managed is what the state recorded as applied, on members still in the
-    /// commit, of placements that do not abandon their objects.
+    /// held. What is on members is what the state recorded as applied.
     fn judge_deletions(
         &self,
         analyzed: &Analyzed,
@@ -549,32 +548,22 @@ impl<D: Deliverer> Daemon<D> {
             .iter()
             .map(|m| m.target.name.as_str())
             .collect();
-        let steps: HashMap<&crate::model::PlacementKey, &crate::rollout::StepSummary> = decision
-            .steps
+        let on_members = self
+            .state
+            .placements
             .iter()
-            .map(|s| (&s.placement, &**s))
-            .collect();
-        // Looked up once per placement, not per cluster: the guard reads every managed cluster
-        // of every placement at every look.
-        let mut ids = Vec::new();
-        for (key, ps) in &self.state.placements {
-            let abandons = decision
-                .ledger
-                .abandon
-                .get(key)
-                .copied()
-                .unwrap_or(ps.abandon);
-            if !abandons {
-                ids.push((key.to_string(), steps.get(key).copied(), &**ps));
-            }
-        }
-        let managed = ids.iter().flat_map(|(id, step, ps)| {
-            ps.clusters
-                .iter()
-                .filter(|(cluster, c)| members.contains(cluster.as_str()) && !c.objects.is_empty())
-                .map(move |(cluster, c)| (id.as_str(), &*c.objects, guard::fate_in(*step, cluster)))
-        });
-        let assessment = guard::assess_each(managed);
+            .map(|(key, ps)| guard::Recorded {
+                placement: key,
+                abandon: ps.abandon,
+                clusters: ps.clusters.iter().map(|(c, s)| (c.as_str(), &*s.objects)),
+            });
+        let assessment = guard::assess(
+            on_members,
+            &guard::Judged::new(&decision.steps, &decision.ledger.abandon),
+            |cluster| members.contains(cluster),
+            // Every placement is stepped, a deleted one too.
+            |_, _| guard::Fate::Untouched,
+        );
         match guard::judge(
             &self.opts.deletion_guard,
             assessment,

@@ -126,8 +126,8 @@ fn run_view(st: &RunStatus) -> UpdateRun {
         stage,
         clusters,
         waiting_for: waiting_for(st),
+        wait_ends: st.timed_wait_ends(),
         init_commit: st.init_commit.clone(),
-        wait_ends_at: st.wait_ends_at(),
         status: st.clone(),
     }
 }

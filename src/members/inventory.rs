@@ -1,4 +1,4 @@
-//! Live inventory (spec/README §2): what each member's API says about its nodes and pods, turned
+//! Live inventory (docs/guides/concepts.md): what each member's API says about its nodes and pods, turned
 //! into the properties the scheduler reads. [`properties`] is pure (nodes and pods in, properties
 //! out); [`collect`] asks every member in parallel, with bounded concurrency and a per-member
 //! timeout, and reports a member that does not answer as unhealthy with its error.
@@ -123,7 +123,7 @@ impl PriceTable {
     }
 }
 
-/// The live properties of one member from its nodes and pods (spec/README §2; which nodes and
+/// The live properties of one member from its nodes and pods (which nodes and
 /// pods count is in the module documentation).
 pub fn properties(
     nodes: &[Node],

@@ -1,5 +1,5 @@
 //! The edge towards member clusters: reaching each member through a kubeconfig context
-//! ([`connect`]) and reading its live inventory ([`inventory`]). Credentials never live in the repository (spec/README §2): a member is reached
+//! ([`connect`]) and reading its live inventory ([`inventory`]). Credentials never live in the repository: a member is reached
 //! through the kubeconfig context of the same name, or the one its annotation
 //! `gitfleet.io/kubeconfig-context` names.
 

@@ -133,7 +133,7 @@ fn text_placement(out: &mut impl fmt::Write, p: &Paint, pl: &PlacementPlan) -> f
     if let Some(w) = winners_line(pl) {
         writeln!(out, "    {w}")?;
     }
-    if let Some(l) = spread_legend(pl) {
+    for l in score_legend(pl) {
         writeln!(out, "    {l}")?;
     }
     for u in unschedulable(pl) {
@@ -434,7 +434,7 @@ fn markdown_placement(pl: &PlacementPlan) -> String {
     if let Some(w) = winners_line(pl) {
         let _ = writeln!(s, "  - {}", escape(&w));
     }
-    if let Some(l) = spread_legend(pl) {
+    for l in score_legend(pl) {
         let _ = writeln!(s, "  - {}", escape(&l));
     }
     for u in unschedulable(pl) {
@@ -683,6 +683,10 @@ fn consequence_text(c: &Consequence) -> String {
             message,
         } => format!("stalls: {condition} ({reason}): {message}"),
         Consequence::RunBlocked { run, message } => format!("run {run} cannot start: {message}"),
+        Consequence::AwaitsRun { clusters } => format!(
+            "{} wait for a new staged update run (none renders this commit)",
+            count(*clusters, "cluster", "clusters")
+        ),
         Consequence::ClustersLost { clusters } => format!("loses {}", clusters.join(", ")),
         Consequence::ClustersGained { clusters } => format!("gains {}", clusters.join(", ")),
         Consequence::Updates { clusters } => {
@@ -829,20 +833,25 @@ fn winners_line(pl: &PlacementPlan) -> Option<String> {
     (!each.is_empty()).then(|| format!("picked instead: {}", each.join(", ")))
 }
 
-/// What a topology spread score means, once per placement that shows one: the number alone
-/// (`-1 → 1`) does not say it.
-fn spread_legend(pl: &PlacementPlan) -> Option<String> {
-    let shown = pl
+/// What the scores shown mean, once per placement that shows them: the numbers alone
+/// (`topology spread -1 → 1`, `affinity 20 → 0`) do not say it.
+fn score_legend(pl: &PlacementPlan) -> Vec<String> {
+    let shown: Vec<&Score> = pl
         .gained
         .iter()
         .chain(&pl.lost)
         .flat_map(|m| [&m.base_score, &m.head_score])
         .flatten()
         .chain(pl.winners.iter().map(|w| &w.score))
-        .any(|s| s.topology_spread.is_some());
-    shown.then(|| {
-        "topology spread score, per topology key: 1 when picking the cluster evens the spread out (its domain has the fewest of the placement's clusters), 0 when it leaves the skew as it is, -1 when it makes it larger (its domain has the most); far lower when it violates a ScheduleAnyway constraint. It is compared before the affinity score: the higher one wins whatever the affinity".to_string()
-    })
+        .collect();
+    let mut out = Vec::new();
+    if shown.iter().any(|s| s.topology_spread.is_some()) {
+        out.push("topology spread score, per topology key: 1 when picking the cluster evens the spread out (its domain has the fewest of the placement's clusters), 0 when it leaves the skew as it is, -1 when it makes it larger (its domain has the most); far lower when it violates a ScheduleAnyway constraint. It is compared before the affinity score: the higher one wins whatever the affinity".to_string());
+    }
+    if shown.iter().any(|s| s.affinity.is_some()) {
+        out.push("affinity score: the sum of the weights of the preferred cluster affinity terms (preferredDuringSchedulingIgnoredDuringExecution) the cluster matches, negative weights counting against it; among clusters with the same topology spread score the higher one is picked; on equal scores a cluster the placement already has, then the name that sorts last (as KubeFleet ranks them)".to_string());
+    }
+    out
 }
 
 fn score(s: &Score) -> Option<String> {
@@ -906,11 +915,16 @@ fn run_note_line(n: &RunNote) -> String {
         RunNoteKind::InitializationFailed => "cannot be initialised",
         RunNoteKind::NotInitializedYet => "cannot be initialised yet",
         RunNoteKind::RollsBack { .. } => "rolls back",
+        RunNoteKind::DoesNotDeliver { .. } => "does not deliver this change",
     };
     format!("run {} {what}: {}", n.run, n.message)
 }
 
+/// The clusters of a stage this change updates: none when its run keeps an older snapshot.
 fn stage_updating(s: &StageImpact, r: &RolloutImpact) -> Vec<String> {
+    if !s.delivers {
+        return vec![];
+    }
     s.clusters
         .iter()
         .filter(|c| r.updating.contains(c))
@@ -922,7 +936,9 @@ fn stage_updating(s: &StageImpact, r: &RolloutImpact) -> Vec<String> {
 fn stage_line(s: &StageImpact, r: &RolloutImpact) -> String {
     let updating = stage_updating(s, r);
     let mut notes = vec![format!("{} at a time", s.max_concurrency)];
-    notes.push(if updating.is_empty() {
+    notes.push(if !s.delivers {
+        "renders an earlier commit".into()
+    } else if updating.is_empty() {
         "nothing to update".into()
     } else {
         format!("{} updating", updating.len())

@@ -15,7 +15,8 @@ use crate::model::{ObjectKey, PlacementKey, PlacementKind};
 use crate::render::cluster::{CommitRenderer, Selections, SharedManifests};
 use crate::render::ClusterTarget;
 use crate::rollout::staged;
-use crate::rollout::strategy::{ApplyStrategy, Strategy};
+pub use crate::rollout::staged::preview::{RunNote, RunNoteKind, StageImpact};
+use crate::rollout::strategy::Strategy;
 use crate::rollout::{preview, RolloutState};
 use crate::schedule::{
     schedule_commit, ClusterDecision, Condition, Fleet, Inventory, PlacementSchedule, Previous,
@@ -209,43 +210,6 @@ pub struct RolloutImpact {
     pub run_notes: Vec<RunNote>,
 }
 
-/// Something a staged update run will do, or fail to do, that its stages do not show.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct RunNote {
-    pub run: String,
-    #[serde(flatten)]
-    pub kind: RunNoteKind,
-    /// In words: the daemon's own message (`Initialized=False`, `RollingBack=True`).
-    pub message: String,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "kind", rename_all = "camelCase")]
-pub enum RunNoteKind {
-    /// The run cannot be initialised: the daemon fails it with `message`.
-    InitializationFailed,
-    /// A transient state: the daemon tries again later.
-    NotInitializedYet,
-    /// It moves clusters to its resource snapshot `to`, older than the one they run.
-    #[serde(rename_all = "camelCase")]
-    RollsBack {
-        to: u64,
-        clusters: Vec<crate::rollout::staged::rollback::Rollback>,
-    },
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct StageImpact {
-    pub run: String,
-    pub stage: String,
-    pub clusters: Vec<String>,
-    pub max_concurrency: usize,
-    pub before: Vec<String>,
-    pub after: Vec<String>,
-}
-
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ClusterPlan {
     pub cluster: String,
@@ -421,31 +385,21 @@ pub fn deletion_guard(
         .iter()
         .map(|c| c.name.as_str())
         .collect();
-    let mut managed = guard::Managed::new();
-    for s in &base_steps {
-        let abandon = head_abandon
-            .get(&s.placement)
-            .or(base_abandon.get(&s.placement))
-            .copied()
-            .unwrap_or(false);
-        if abandon {
-            continue;
-        }
-        for (cluster, objects) in &s.objects {
-            if members.contains(cluster.as_str()) {
-                managed.insert(
-                    (s.placement.to_string(), cluster.clone()),
-                    (**objects).clone(),
-                );
-            }
-        }
-    }
-    let steps = guard::by_id(&head_steps);
-    let assessment = guard::assess(&managed, |p, c| match steps.get(p) {
-        Some(s) => guard::fate_in(Some(s), c),
-        // Gone from the head: the daemon removes it.
-        None => Fate::Removed,
+    let on_members = base_steps.iter().map(|s| guard::Recorded {
+        placement: &s.placement,
+        abandon: base_abandon.get(&s.placement).copied().unwrap_or(false),
+        clusters: s
+            .objects
+            .iter()
+            .map(|(c, objects)| (c.as_str(), &**objects)),
     });
+    let assessment = guard::assess(
+        on_members,
+        &guard::Judged::new(&head_steps, &head_abandon),
+        |cluster| members.contains(cluster),
+        // Gone from the head: the daemon removes it.
+        |_, _| Fate::Removed,
+    );
     match guard::judge(policy, assessment, head_commit, message) {
         guard::Verdict::Held(h) => Some(h),
         _ => None,
@@ -984,9 +938,17 @@ fn rollout_impact(
         .cat
         .placement(&h.key.name, h.key.namespace.as_deref())
         .filter(|_| kubefleet);
+    // Whether a run delivers the commit's resources matters only when some cluster updates.
+    let impact_of = |spec| {
+        let (stages, mut notes) = staged_impact(base, head, head_sel, h, spec);
+        if updating.is_empty() {
+            notes.retain(|n| !matches!(n.kind, RunNoteKind::DoesNotDeliver { .. }));
+        }
+        (stages, notes)
+    };
     let mut staged = entry
         .filter(|e| e.spec.spec.strategy.type_ == Some(RolloutStrategyType::External))
-        .map(|e| staged_impact(head, head_sel, h, &e.spec.spec));
+        .map(|e| impact_of(&e.spec.spec));
     // A run the head brings moves clusters even when the placement is unchanged; one that
     // fails (or rolls back) is news even when it is not new.
     let runs_news = brings_runs(base, head, &h.key)
@@ -1024,18 +986,29 @@ fn rollout_impact(
     };
     let (budget, steps) = match preview::preview(&entry.spec.spec, change) {
         preview::Preview::Staged => {
-            let (stages, run_notes) = staged
-                .take()
-                .unwrap_or_else(|| staged_impact(head, head_sel, h, &entry.spec.spec));
+            let (stages, run_notes) = staged.take().unwrap_or_else(|| impact_of(&entry.spec.spec));
+            let delivering: BTreeSet<&str> = stages
+                .iter()
+                .filter(|s| s.delivers)
+                .map(|s| s.run.as_str())
+                .collect();
             let description = if stages.is_empty() && run_notes.is_empty() {
-                "strategy External: nothing rolls out until a staged update run names this placement"
+                "strategy External: nothing rolls out until a staged update run names this placement".to_string()
+            } else if updating.is_empty() {
+                "strategy External: staged update runs roll out stage by stage".to_string()
+            } else if delivering.is_empty() {
+                "strategy External: no staged update run delivers this change; a new run naming this placement will".to_string()
             } else {
-                "strategy External: staged update runs roll out stage by stage"
+                let runs: Vec<&str> = delivering.into_iter().collect();
+                format!(
+                    "strategy External: staged update run {} delivers this change stage by stage",
+                    runs.join(", ")
+                )
             };
             return Some(RolloutImpact {
                 stages,
                 run_notes,
-                ..impact(Strategy::External, description.into())
+                ..impact(Strategy::External, description)
             });
         }
         preview::Preview::Rolling { budget, steps } => (budget, steps),
@@ -1082,114 +1055,32 @@ fn brings_runs(base: &World, head: &World, key: &PlacementKey) -> bool {
     runs(head).iter().any(|r| !base_runs.contains(r))
 }
 
-/// The stages of the head's update runs that roll the placement out, as the rollout core cuts
-/// them: a run the daemon initialised (in `--state`) as it recorded it, any other as its
-/// initialisation would at the head. And per run what its stages do not show: it cannot be
-/// initialised (the daemon's message), or it moves clusters back to an older snapshot.
+/// The stages of the head's update runs that roll the placement out, and the notes on them,
+/// as the rollout core previews them.
 fn staged_impact(
+    base: &World,
     head: &World,
     sel: &Selections,
     h: &PlacementSchedule,
     spec: &crate::model::placement::PlacementSpec,
 ) -> (Vec<StageImpact>, Vec<RunNote>) {
-    let key = &h.key;
-    let no_clusters = BTreeMap::new();
-    let placement = head.rollout.and_then(|r| r.placements.get(key));
-    let clusters = placement.map_or(&no_clusters, |p| &p.clusters);
-    let resource_hash = sel.of_key(key).map(|r| crate::snapshot::resource_hash(&r));
-    let strategy = ApplyStrategy::from_rollout(Some(&spec.strategy));
-    let view = staged::View {
-        key,
-        spec: Some(spec),
-        schedule: Some(h),
+    let resource_hash = sel.of_key(&h.key).map(|r| resource_hash(&r));
+    let base_runs: BTreeSet<String> = base
+        .cat
+        .update_runs
+        .iter()
+        .filter(|e| staged::placement_of(&e.spec) == h.key)
+        .map(|e| crate::rollout::step::run_key_of(&e.spec))
+        .collect();
+    let at = staged::preview::Commit {
+        commit: head.commit,
+        cat: head.cat,
         fleet: head.fleet,
-        clusters,
+        rollout: head.rollout,
         resource_hash: resource_hash.as_deref(),
-        revision_history_limit: spec.revision_history_limit.unwrap_or(10).max(1) as u32,
-        indices_in_use: BTreeSet::new(),
-        apply_strategy: strategy,
+        base_runs: &base_runs,
     };
-    let (mut stages, mut notes) = (Vec::new(), Vec::new());
-    for e in &head.cat.update_runs {
-        let run = &e.spec;
-        if staged::placement_of(run) != *key {
-            continue;
-        }
-        let name = crate::rollout::step::run_key_of(run);
-        let recorded = head.rollout.and_then(|r| r.runs.get(&name)).cloned();
-        let st = match recorded {
-            Some(st) => st,
-            None => {
-                let mut history = placement.map(|p| p.resources.clone()).unwrap_or_default();
-                let strategy = staged::strategy_of(head.cat, run);
-                // As the daemon does: a run the members' records name resumes what they say.
-                let ended = head.rollout.is_some_and(|r| r.ended_runs.contains(&name));
-                let resumed = (!ended)
-                    .then(|| staged::init::recorded(&view, run))
-                    .flatten();
-                let now = 0;
-                match staged::init::initialize(
-                    &view,
-                    run,
-                    strategy,
-                    &mut history,
-                    head.commit,
-                    resumed,
-                    now,
-                ) {
-                    Ok(st) => st,
-                    Err(failure) => {
-                        let (kind, message) = match failure {
-                            staged::init::Failure::Fatal(m) => {
-                                (RunNoteKind::InitializationFailed, m)
-                            }
-                            staged::init::Failure::Retry(m) => (RunNoteKind::NotInitializedYet, m),
-                        };
-                        notes.push(RunNote {
-                            run: name,
-                            kind,
-                            message,
-                        });
-                        continue;
-                    }
-                }
-            }
-        };
-        if st.is_terminal() {
-            continue;
-        }
-        let rollbacks = staged::rollback::of(&st, clusters);
-        if let (Some(to), false) = (st.resource_snapshot_index_used, rollbacks.is_empty()) {
-            notes.push(RunNote {
-                run: name.clone(),
-                message: staged::rollback::message(&st.name, to, &rollbacks),
-                kind: RunNoteKind::RollsBack {
-                    to,
-                    clusters: rollbacks,
-                },
-            });
-        }
-        let frozen = st
-            .staged_update_strategy_snapshot
-            .clone()
-            .unwrap_or_default();
-        for (s, cfg) in st.stages_status.iter().zip(&frozen.stages) {
-            let task = |t: &crate::model::staged::StageTask| match &t.wait_time {
-                Some(w) => format!("{:?} {w}", t.type_),
-                None => format!("{:?}", t.type_),
-            };
-            let clusters: Vec<String> = s.clusters.iter().map(|c| c.cluster_name.clone()).collect();
-            stages.push(StageImpact {
-                run: run.metadata.name.clone(),
-                stage: s.stage_name.clone(),
-                max_concurrency: cfg.max_concurrency_for(clusters.len()),
-                clusters,
-                before: cfg.before_stage_tasks.iter().map(task).collect(),
-                after: cfg.after_stage_tasks.iter().map(task).collect(),
-            });
-        }
-    }
-    (stages, notes)
+    staged::preview::preview(&at, h, spec)
 }
 
 /// Fingerprint of everything that shapes one placement's manifests in a world, so clusters

@@ -4,6 +4,7 @@
 //! that the riskiest come first. Decided here, in the core; the formats only word it.
 
 use super::{Change, ClusterPlan, PlacementPlan, RunNoteKind};
+use crate::rollout::strategy::Strategy;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -51,6 +52,11 @@ pub enum Consequence {
         run: String,
         message: String,
     },
+    /// Strategy External and no staged update run renders the commit: its clusters' new
+    /// manifests wait for a run that names the placement.
+    AwaitsRun {
+        clusters: usize,
+    },
     ClustersLost {
         clusters: Vec<String>,
     },
@@ -69,9 +75,10 @@ impl Consequence {
             Self::NamespacesDeleted { .. }
             | Self::WorkloadsDeleted { .. }
             | Self::RollsBack { .. } => Risk::High,
-            Self::Stalls { .. } | Self::RunBlocked { .. } | Self::ClustersLost { .. } => {
-                Risk::Medium
-            }
+            Self::Stalls { .. }
+            | Self::RunBlocked { .. }
+            | Self::AwaitsRun { .. }
+            | Self::ClustersLost { .. } => Risk::Medium,
             Self::ClustersGained { .. } | Self::Updates { .. } => Risk::Low,
         }
     }
@@ -182,8 +189,12 @@ pub fn of(p: &PlacementPlan, clusters: &[ClusterPlan]) -> Story {
         });
     }
     if let Some(r) = p.rollout.as_ref().filter(|r| !r.updating.is_empty()) {
-        out.push(Consequence::Updates {
-            clusters: r.updating.len(),
+        let clusters = r.updating.len();
+        let delivered = r.strategy != Strategy::External || r.stages.iter().any(|s| s.delivers);
+        out.push(if delivered {
+            Consequence::Updates { clusters }
+        } else {
+            Consequence::AwaitsRun { clusters }
         });
     }
     Story {

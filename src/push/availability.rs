@@ -1,4 +1,4 @@
-//! Whether an applied object is available, per kind (kubefleet.md §4.3), read from the live
+//! Whether an applied object is available, per kind (as KubeFleet's work applier tracks it), read from the live
 //! object after apply. Pure.
 
 use serde::Serialize;

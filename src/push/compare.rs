@@ -1,4 +1,4 @@
-//! Comparing what git wants with what a member has (kubefleet.md §4.2): diffs as JSON paths with
+//! Comparing what git wants with what a member has (KubeFleet's work applier): diffs as JSON paths with
 //! the member's and git's values, for drift, takeover and ReportDiff; and ClientSideApply's
 //! three-way merge patch. Pure.
 

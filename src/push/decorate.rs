@@ -1,4 +1,4 @@
-//! What gitfleet adds to every object it applies (spec/README §5): the managed-by and placement
+//! What gitfleet adds to every object it applies (docs/guides/concepts.md): the managed-by and placement
 //! labels, and the snapshot, commit and spec-hash annotations. Pure.
 
 use crate::snapshot::hash_value;

@@ -10,7 +10,7 @@
 //! Likewise a pruned object counts as pruned only once it is gone: a real server accepts a
 //! Namespace's DELETE at once and removes it later, and finalizers hold any object.
 //!
-//! Apply strategies as KubeFleet's work applier has them (kubefleet.md §4.2):
+//! Apply strategies as KubeFleet's work applier has them:
 //! - `ClientSideApply` (the default) is a server-side apply of the manifest by field manager
 //!   `gitfleet` **with force**. KubeFleet sends a three-way merge patch (last-applied
 //!   configuration, manifest, live object); for the user the two agree: a field the manifest

@@ -1,4 +1,4 @@
-//! Pushing rendered manifests to member clusters (spec/README §5, kubefleet.md §4.2-4.3):
+//! Pushing rendered manifests to member clusters (docs/guides/concepts.md; KubeFleet's work applier):
 //! server-side apply in waves with gitfleet's labels and annotations, ClientSideApply and
 //! ReportDiff, takeover and drift rules, a record of what was applied per placement on each
 //! member, pruning of what is no longer delivered, and availability per kind.

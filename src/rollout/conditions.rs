@@ -1,4 +1,4 @@
-//! Placement status conditions as KubeFleet computes them (kubefleet.md §4.4): per cluster, the
+//! Placement status conditions as KubeFleet computes them: per cluster, the
 //! binding's conditions in order RolloutStarted, Overridden, WorkSynchronized, then Applied and
 //! Available (or DiffReported for ReportDiff), stopping at the first that is not True; per
 //! placement, each type aggregated over clusters (Unknown wins, then False). [`of_step`] works

@@ -2,11 +2,11 @@
 //! what gitfleet manages on members is held — nothing of it is applied, the commit served
 //! before goes on being served — until a commit says, in Git, how many deletions it allows.
 //!
-//! - What is managed: the objects on members, per placement and cluster ([`Managed`]): for the
+//! - What is managed: the objects on members, per placement and cluster ([`Recorded`]): for the
 //!   daemon, what its state recorded as applied; for `gitfleet apply`, the members' records;
 //!   for `gitfleet plan`, what the base commit delivers. Placements that abandon their objects
 //!   (deleteStrategy Abandon) and members removed from the repository (they keep what they
-//!   have, as in KubeFleet) delete nothing and are left out by the caller.
+//!   have, as in KubeFleet) delete nothing: one rule, in [`assess`].
 //! - What the commit does to each ([`Fate`], from the step's [`StepSummary`]s): keeps a set of
 //!   objects (the rest is pruned), removes all of them, or leaves them as they are.
 //! - The rule ([`Policy`]): held when the deletions are at least `min` and more than `share`
@@ -29,8 +29,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::step::StepSummary;
 use super::strategy::Strategy;
-use crate::model::ObjectKey;
+use crate::model::{ObjectKey, PlacementKey};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 pub mod trailers;
 
@@ -73,11 +74,6 @@ pub fn parse_share(s: &str) -> Result<u32, String> {
     }
 }
 
-/// What is on members now: object keys (counted by identity: the same object applied twice
-/// is one) by placement id (`crp/NAME`, or the record key
-/// `crp.NAME` members keep: the caller's choice, the same for [`assess`]'s fates) and cluster.
-pub type Managed = BTreeMap<(String, String), BTreeSet<ObjectKey>>;
-
 /// What a commit does to one placement's objects on one cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fate<'a> {
@@ -87,14 +83,6 @@ pub enum Fate<'a> {
     Removed,
     /// Nothing is deleted (not rendered, not moved by this commit).
     Untouched,
-}
-
-/// The step summaries by placement id (`crp/NAME`, ...).
-pub fn by_id(steps: &[std::sync::Arc<StepSummary>]) -> BTreeMap<String, &StepSummary> {
-    steps
-        .iter()
-        .map(|s| (s.placement.to_string(), &**s))
-        .collect()
 }
 
 /// The fate of `cluster`'s objects of a placement under its step summary (`None`: not stepped,
@@ -141,33 +129,84 @@ pub struct Assessment {
     pub by_placement: BTreeMap<String, usize>,
 }
 
-/// Counts the deletions of `managed` under `fate`.
-pub fn assess<'a>(managed: &Managed, fate: impl Fn(&str, &str) -> Fate<'a>) -> Assessment {
-    assess_each(
-        managed
-            .iter()
-            .map(|((p, c), objects)| (p.as_str(), objects, fate(p, c))),
-    )
+/// One placement's objects on members, borrowed where the caller keeps them (the daemon's
+/// state, members' records, a base commit's rendering): copying every cluster's object ids
+/// would dominate judging a commit in a large fleet.
+pub struct Recorded<'m, C> {
+    pub placement: &'m PlacementKey,
+    /// Its deleteStrategy when the objects were recorded (Abandon: `true`).
+    pub abandon: bool,
+    /// Its objects by cluster.
+    pub clusters: C,
 }
 
-/// [`assess`] over `(placement, objects, fate)` borrowed where they are kept (the daemon's
-/// state: copying every cluster's object ids into a [`Managed`] would dominate judging a
-/// commit), with each fate worked out by the caller (the daemon looks each
-/// placement's step up once, not once per cluster). Each placement and cluster once.
-pub fn assess_each<'a, 'm>(
-    managed: impl IntoIterator<Item = (&'m str, &'m BTreeSet<ObjectKey>, Fate<'a>)>,
-) -> Assessment {
+/// The commit being judged, as the rollout's step decided it.
+pub struct Judged<'a> {
+    steps: BTreeMap<&'a PlacementKey, &'a StepSummary>,
+    abandon: &'a BTreeMap<PlacementKey, bool>,
+}
+
+impl<'a> Judged<'a> {
+    pub fn new(
+        decision_steps: &'a [Arc<StepSummary>],
+        abandon: &'a BTreeMap<PlacementKey, bool>,
+    ) -> Self {
+        Judged {
+            steps: decision_steps
+                .iter()
+                .map(|s| (&s.placement, &**s))
+                .collect(),
+            abandon,
+        }
+    }
+}
+
+/// Counts what `commit` deletes of what is on members. The one rule of what is managed: the
+/// objects on clusters still members of the commit (`is_member`: a member removed from the
+/// repository keeps what it has, as in KubeFleet), of placements that do not abandon them
+/// (the commit's deleteStrategy while it still has the placement, else the recorded one). A
+/// placement the commit did not step gets `unstepped`'s fate on each cluster (the daemon steps
+/// every placement; `plan` and `apply` each know what becomes of one they did not).
+pub fn assess<'a, 'm, C>(
+    on_members: impl IntoIterator<Item = Recorded<'m, C>>,
+    commit: &Judged<'a>,
+    is_member: impl Fn(&str) -> bool,
+    unstepped: impl Fn(&PlacementKey, &str) -> Fate<'a>,
+) -> Assessment
+where
+    C: IntoIterator<Item = (&'m str, &'m BTreeSet<ObjectKey>)>,
+{
     let mut a = Assessment::default();
-    for (placement, objects, fate) in managed {
-        a.managed += objects.len();
-        let gone = match fate {
-            Fate::Keeps(kept) => objects.difference(kept).count(),
-            Fate::Removed => objects.len(),
-            Fate::Untouched => 0,
-        };
+    for r in on_members {
+        let abandons = commit
+            .abandon
+            .get(r.placement)
+            .copied()
+            .unwrap_or(r.abandon);
+        if abandons {
+            continue;
+        }
+        // Looked up once per placement, not per cluster.
+        let step = commit.steps.get(r.placement).copied();
+        let mut gone = 0;
+        for (cluster, objects) in r.clusters {
+            if !is_member(cluster) {
+                continue;
+            }
+            a.managed += objects.len();
+            let fate = match step {
+                Some(s) => fate_in(Some(s), cluster),
+                None => unstepped(r.placement, cluster),
+            };
+            gone += match fate {
+                Fate::Keeps(kept) => objects.difference(kept).count(),
+                Fate::Removed => objects.len(),
+                Fate::Untouched => 0,
+            };
+        }
         if gone > 0 {
             a.deleting += gone;
-            *a.by_placement.entry(placement.to_string()).or_default() += gone;
+            *a.by_placement.entry(r.placement.to_string()).or_default() += gone;
         }
     }
     a
@@ -263,8 +302,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn key(name: &str) -> String {
-        format!("crp/{name}")
+    fn key(name: &str) -> PlacementKey {
+        PlacementKey::new(
+            crate::model::PlacementKind::ClusterResourcePlacement,
+            None,
+            name,
+        )
     }
 
     fn set(ids: &[&str]) -> BTreeSet<ObjectKey> {
@@ -295,25 +338,85 @@ mod tests {
 
     #[test]
     fn deletions_are_counted_per_object_by_fate() {
-        let mut managed = Managed::new();
-        managed.insert(
-            (key("a"), "m1".into()),
-            set(&["ConfigMap/x/1", "ConfigMap/x/2"]),
-        );
-        managed.insert(
-            (key("a"), "m2".into()),
-            set(&["ConfigMap/x/1", "ConfigMap/x/2"]),
-        );
-        managed.insert((key("b"), "m1".into()), set(&["Namespace/b"]));
+        let (a, b) = (key("a"), key("b"));
+        let two = set(&["ConfigMap/x/1", "ConfigMap/x/2"]);
+        let ns = set(&["Namespace/b"]);
         let kept = set(&["ConfigMap/x/1", "ConfigMap/x/3"]);
-        let a = assess(&managed, |p, c| match (p, c) {
-            ("crp/a", "m1") => Fate::Keeps(&kept),
-            ("crp/a", _) => Fate::Removed,
+        let on_members = || {
+            [
+                Recorded {
+                    placement: &a,
+                    abandon: false,
+                    clusters: vec![("m1", &two), ("m2", &two)],
+                },
+                Recorded {
+                    placement: &b,
+                    abandon: false,
+                    clusters: vec![("m1", &ns)],
+                },
+            ]
+        };
+        let no_abandon = BTreeMap::new();
+        let commit = Judged::new(&[], &no_abandon);
+        let fate = |p: &PlacementKey, c: &str| match (p.name.as_str(), c) {
+            ("a", "m1") => Fate::Keeps(&kept),
+            ("a", _) => Fate::Removed,
             _ => Fate::Untouched,
-        });
-        assert_eq!(a.managed, 5);
-        assert_eq!(a.deleting, 3);
-        assert_eq!(a.by_placement, BTreeMap::from([("crp/a".to_string(), 3)]));
+        };
+        let counted = assess(on_members(), &commit, |_| true, fate);
+        assert_eq!(counted.managed, 5);
+        assert_eq!(counted.deleting, 3);
+        assert_eq!(
+            counted.by_placement,
+            BTreeMap::from([("crp/a".to_string(), 3)])
+        );
+
+        let gone_m2 = assess(on_members(), &commit, |c| c != "m2", fate);
+        assert_eq!(
+            (gone_m2.managed, gone_m2.deleting),
+            (3, 1),
+            "a member gone keeps what it has"
+        );
+
+        let abandon_a = BTreeMap::from([(a.clone(), true)]);
+        let commit = Judged::new(&[], &abandon_a);
+        let abandoned = assess(on_members(), &commit, |_| true, fate);
+        assert_eq!(
+            (abandoned.managed, abandoned.deleting),
+            (1, 0),
+            "the commit's Abandon wins"
+        );
+    }
+
+    #[test]
+    fn a_placement_gone_from_the_commit_keeps_its_recorded_delete_strategy() {
+        let a = key("a");
+        let two = set(&["ConfigMap/x/1", "ConfigMap/x/2"]);
+        let recorded = |abandon| {
+            [Recorded {
+                placement: &a,
+                abandon,
+                clusters: vec![("m1", &two)],
+            }]
+        };
+        let none = BTreeMap::new();
+        let commit = Judged::new(&[], &none);
+        let removed = |_: &PlacementKey, _: &str| Fate::Removed;
+        assert_eq!(
+            assess(recorded(false), &commit, |_| true, removed).deleting,
+            2
+        );
+        assert_eq!(
+            assess(recorded(true), &commit, |_| true, removed).deleting,
+            0
+        );
+        let now_deletes = BTreeMap::from([(a.clone(), false)]);
+        let commit = Judged::new(&[], &now_deletes);
+        assert_eq!(
+            assess(recorded(true), &commit, |_| true, removed).deleting,
+            2,
+            "the commit's deleteStrategy overrides the recorded one"
+        );
     }
 
     #[test]

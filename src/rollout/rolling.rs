@@ -1,8 +1,8 @@
-//! One RollingUpdate step for one placement (kubefleet.md §3.1): given every binding's state,
+//! One RollingUpdate step for one placement (KubeFleet's rollout controller): given every binding's state,
 //! what it runs and how healthy it is, which clusters are bound, updated and removed now and
 //! which wait for the budget. Pure: the clock is a parameter.
 //!
-//! One deliberate departure from KubeFleet (spec/README §4): a placement whose target is zero
+//! One deliberate departure from KubeFleet (docs/reference/compatibility.md): a placement whose target is zero
 //! removes every remaining binding at once (kubefleet#601: KubeFleet cannot shrink to zero while
 //! a binding is not ready). A binding not available yet ([`BindingHealth::Pending`]) counts as
 //! failed, as it does in KubeFleet in practice (its binding reasons fall outside the allow-list).
@@ -64,7 +64,7 @@ pub struct RolloutBinding {
     pub health: BindingHealth,
 }
 
-/// How many clusters the placement targets (kubefleet.md §3.1 step 2).
+/// How many clusters the placement targets (as KubeFleet's rollout controller counts it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     /// PickAll: the number of Scheduled and Bound bindings.
@@ -171,7 +171,7 @@ pub fn plan_step(
     let mut min_wait = period;
 
     for b in sorted {
-        // As KubeFleet behaves in practice (kubefleet.md §3.1, kubefleet#670): a binding whose
+        // As KubeFleet behaves in practice (kubefleet#670): a binding whose
         // objects are not available yet counts as failed, so a newer revision reaches it
         // outside the budget instead of waiting for an availability that may never come.
         let failed = matches!(b.health, BindingHealth::Failed | BindingHealth::Pending);
@@ -454,7 +454,7 @@ mod tests {
 
     #[test]
     fn shrinking_to_zero_removes_everything_even_when_not_ready() {
-        // KubeFleet keeps these (kubefleet#601); spec/README §4 removes them.
+        // KubeFleet keeps these (kubefleet#601); gitfleet removes them.
         let bindings = vec![unscheduled("a", Pending), unscheduled("b", Available)];
         let step = plan_step(
             &bindings,

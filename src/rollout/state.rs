@@ -59,7 +59,7 @@ pub struct LastProbe {
 }
 
 /// How long a member stays eligible for new placements after its last successful probe
-/// (spec/README §2).
+/// (docs/guides/concepts.md).
 pub const ELIGIBLE_FOR: u64 = 300;
 
 impl RolloutState {

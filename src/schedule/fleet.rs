@@ -1,5 +1,5 @@
 //! The fleet as the scheduler sees it: members declared in the commit (labels, taints) joined with
-//! the live inventory (properties, health, OCM add-on scores), spec/README §2.
+//! the live inventory (properties, health, OCM add-on scores; docs/guides/concepts.md).
 
 use super::labels::LabelIndex;
 use crate::catalog::Catalog;

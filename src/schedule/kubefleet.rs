@@ -1,4 +1,4 @@
-//! KubeFleet's scheduler for ClusterResourcePlacement and ResourcePlacement (kubefleet.md §2):
+//! KubeFleet's scheduler for ClusterResourcePlacement and ResourcePlacement (pkg/scheduler):
 //! binding classification, PickAll / PickFixed / PickN, the filter and score plugins, ranking,
 //! downscale, and the decisions and `Scheduled` condition with KubeFleet's exact strings.
 

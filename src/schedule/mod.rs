@@ -1,5 +1,5 @@
 //! The scheduler: which member clusters each placement targets, with scores and reasons.
-//! KubeFleet placements follow kubefleet.md §2 (`kubefleet`), OCM placements ocm.md (`ocm`).
+//! KubeFleet placements follow KubeFleet's scheduler (`kubefleet`), OCM placements OCM's (`ocm`).
 //! Pure: the fleet view, the previous bindings and the clock are parameters.
 
 pub mod fleet;
@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// KubeFleet binding states (kubefleet.md §1.12).
+/// KubeFleet binding states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BindingState {
     Scheduled,
@@ -43,7 +43,7 @@ pub struct Binding {
     pub previous_state: Option<BindingState>,
 }
 
-/// One line of a placement's decisions (spec/README §6). Serialized with the reason as text.
+/// One line of a placement's decisions (`gitfleet schedule`). Serialized with the reason as text.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(from = "DecisionRecord")]
 pub struct ClusterDecision {
@@ -180,7 +180,7 @@ impl Condition {
     }
 }
 
-/// OCM decision groups (ocm.md §4): clusters of each group in decision order.
+/// OCM decision groups (decisionStrategy): clusters of each group in decision order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DecisionGroup {

@@ -1,4 +1,4 @@
-//! Snapshot indices over time (spec/README §3): a new index only when the hash changes, indices
+//! Snapshot indices over time (docs/guides/concepts.md): a new index only when the hash changes, indices
 //! only grow, and at most `revisionHistoryLimit` records are kept — never one still in use.
 
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
 //! Resource and scheduling-policy snapshots of a placement: selection, canonical hashes, and
-//! index assignment over history (kubefleet.md §1.3, §1.11; spec/README §3). Pure.
+//! index assignment over history (KubeFleet's resource and policy snapshots). Pure.
 
 mod hash;
 mod history;

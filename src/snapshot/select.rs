@@ -1,5 +1,5 @@
 //! Resource selection for one placement, as KubeFleet's `SelectResourcesForPlacement` does
-//! (kubefleet.md §1.3): selectors, selection scopes, skipped and disabled objects, reserved
+//! (KubeFleet's resource selection): selectors, selection scopes, skipped and disabled objects, reserved
 //! namespaces, duplicates, sanitisation and the deterministic order.
 //!
 //! Every error here is met at schedule time, not at admission: KubeFleet's hub admits the
@@ -21,7 +21,7 @@
 //! namespace named with `NamespaceOnly` is an error here, and one a `NamespaceOnly` label selector matches is
 //! skipped, where KubeFleet's generic fetch (`fetchResources`, `ShouldPropagateObj`) has no
 //! reserved-namespace check and would select the namespace object (its API doc says reserved
-//! namespaces are never selected: spec/kubefleet.md §1.3 [doc≠code]). gitfleet keeps to the API
+//! namespaces are never selected: KubeFleet's docs and code differ here). gitfleet keeps to the API
 //! doc there: a delivered `kube-*` Namespace would be pruned from every member when the placement
 //! goes, which no commit should be able to ask for.
 

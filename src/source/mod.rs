@@ -1,5 +1,5 @@
 //! Reading one commit of a fleet repository with gix: resolve a revision, walk its tree under a
-//! path, and return the manifest files (spec/README §1). The working tree is never read, so
+//! path, and return the manifest files (docs/guides/repository-layout.md). The working tree is never read, so
 //! uncommitted edits are invisible. Files a `.gitfleetignore` at the path's root names are left
 //! out ([`ignore`]); Kustomize folders are set aside for [`crate::sources`] to build, Helm
 //! charts with one diagnostic each ([`crate::catalog::unrendered`]). Commands read commits through [`crate::sources`], which

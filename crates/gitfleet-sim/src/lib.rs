@@ -6,7 +6,7 @@
 //! own). Members and the admin endpoint are served by the simulator's own small HTTP/1.1
 //! server ([`http`]), which bounds what a client can make it hold.
 //!
-//! It serves what kube-rs and kubectl use (shared/spec/kube-api-surface.md): `/version`, legacy
+//! It serves what kube-rs and kubectl use (the test bed's real kube-apiserver is the reference: tests/sim_differential.rs): `/version`, legacy
 //! and aggregated discovery, a minimal OpenAPI v3, get/list/watch/create/update/patch (server-side
 //! apply with managed fields and conflicts, JSON merge, JSON and strategic merge patch)/delete/
 //! deletecollection on every built-in kind in [`resources`] and on any CRD applied to it, with

@@ -617,13 +617,7 @@ fn execute_stage(
     for (k, task) in tasks.iter_mut().enumerate() {
         match task.type_ {
             StageTaskType::TimedWait => {
-                let d = cfg
-                    .after_stage_tasks
-                    .get(k)
-                    .and_then(|t| t.wait_duration())
-                    .unwrap_or_default();
-                let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-                let end = wait_start + secs;
+                let end = wait_start + status::wait_secs(cfg.after_stage_tasks.get(k));
                 if now < end {
                     passed = false;
                     wait = Some(end - now);

@@ -1,7 +1,7 @@
-//! Staged update runs (kubefleet.md §1.8, §3.3): `ClusterStagedUpdateRun`/`StagedUpdateRun`
+//! Staged update runs (KubeFleet's staged update API and updaterun controller): `ClusterStagedUpdateRun`/`StagedUpdateRun`
 //! objects in the commit move the clusters of `strategy.type: External` placements stage by
 //! stage, as KubeFleet's updaterun controller moves them (pkg/controllers/updaterun/), with
-//! approvals given by signed tags instead of `kubectl patch` (spec/README §4).
+//! approvals given by signed tags instead of `kubectl patch` (docs/guides/staged-runs-and-approvals.md).
 //!
 //! - [`init`]: initialisation, once, at the commit that brings the run;
 //! - [`execute`]: re-validation, the stages, their tasks, the delete stage, Stop;
@@ -15,6 +15,7 @@
 
 pub mod execute;
 pub mod init;
+pub mod preview;
 pub mod rollback;
 pub mod status;
 

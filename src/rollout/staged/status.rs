@@ -252,40 +252,6 @@ impl RunStatus {
         succeeded || is_false(&self.conditions, INITIALIZED)
     }
 
-    /// When the current stage's timed waits end (unix seconds), while it waits for them: its
-    /// clusters are done, and the wait counts from the stage's last Progressing transition, as
-    /// the execution counts it. `None` when no timed wait is running.
-    pub fn wait_ends_at(&self) -> Option<u64> {
-        if self.is_terminal() {
-            return None;
-        }
-        let i = self.current_stage();
-        let stage = self.stages_status.get(i)?;
-        if !stage
-            .clusters
-            .iter()
-            .all(|c| is_true(&c.conditions, SUCCEEDED))
-        {
-            return None;
-        }
-        let start = find(&stage.conditions, PROGRESSING)?.last_transition_time;
-        let config = self
-            .staged_update_strategy_snapshot
-            .as_ref()?
-            .stages
-            .get(i)?;
-        stage
-            .after_stage_task_status
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| {
-                t.type_ == StageTaskType::TimedWait && !is_true(&t.conditions, WAIT_TIME_ELAPSED)
-            })
-            .filter_map(|(k, _)| config.after_stage_tasks.get(k)?.wait_duration())
-            .map(|d| start + d.as_secs() + u64::from(d.subsec_nanos() > 0))
-            .max()
-    }
-
     /// The index of the stage being updated: the first that has not succeeded; the number of
     /// stages when only the delete stage is left.
     pub fn current_stage(&self) -> usize {
@@ -293,6 +259,35 @@ impl RunStatus {
             .iter()
             .position(|s| !is_true(&s.conditions, SUCCEEDED))
             .unwrap_or(self.stages_status.len())
+    }
+
+    /// When the current stage's after-stage TimedWait ends (unix seconds): while every cluster
+    /// of the stage is done and the wait has not elapsed. It starts when the stage's clusters
+    /// finished (its Progressing condition's last transition), as the run executes it.
+    pub fn timed_wait_ends(&self) -> Option<u64> {
+        let i = self.current_stage();
+        let stage = self.stages_status.get(i)?;
+        let done = stage
+            .clusters
+            .iter()
+            .all(|c| is_true(&c.conditions, SUCCEEDED));
+        let start = find(&stage.conditions, PROGRESSING)?.last_transition_time;
+        let tasks = &self
+            .staged_update_strategy_snapshot
+            .as_ref()?
+            .stages
+            .get(i)?
+            .after_stage_tasks;
+        let ends = stage
+            .after_stage_task_status
+            .iter()
+            .zip(tasks)
+            .filter(|(t, _)| {
+                t.type_ == StageTaskType::TimedWait && !is_true(&t.conditions, WAIT_TIME_ELAPSED)
+            })
+            .map(|(_, cfg)| start + wait_secs(Some(cfg)))
+            .max();
+        ends.filter(|_| done)
     }
 }
 
@@ -435,6 +430,12 @@ pub fn run_key(namespace: Option<&str>, name: &str) -> String {
         Some(ns) => format!("{ns}/{name}"),
         None => name.to_string(),
     }
+}
+
+/// A TimedWait task's wait in whole seconds, rounded up (none: no wait).
+pub fn wait_secs(task: Option<&crate::model::staged::StageTask>) -> u64 {
+    let d = task.and_then(|t| t.wait_duration()).unwrap_or_default();
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
 #[cfg(test)]

@@ -324,6 +324,11 @@ fn a_run_moves_stage_by_stage_through_waits_and_approvals() {
             .message,
         "The updateRun is waiting for after-stage tasks in stage staging to complete"
     );
+    assert_eq!(
+        st.timed_wait_ends(),
+        Some(1080),
+        "the soak's end, as status shows it"
+    );
     let s = w.step(&cat, "c1", 1079, BindingHealth::Available);
     assert_eq!(s.requeue_after, 1);
     // t=1080: the wait elapsed; canary's before-stage approval is requested.
@@ -331,6 +336,7 @@ fn a_run_moves_stage_by_stage_through_waits_and_approvals() {
     assert!(s.applied.is_empty());
     assert_eq!(s.requests, ["r1-before-canary"]);
     let st = w.run("r1");
+    assert_eq!(st.timed_wait_ends(), None, "the soak is over");
     let staging = &st.stages_status[0];
     assert_eq!(
         cond(&staging.conditions, status::SUCCEEDED),

@@ -427,7 +427,7 @@ fn kubefleet<'a>(
     }
     step.report_diff = kf.strategy.reports_diff();
     if pace == Pace::Staged {
-        // External: a resource snapshot is taken only when a run initialises (spec/README §3).
+        // External: a resource snapshot is taken only when a run initialises (as KubeFleet's updaterun controller takes it).
         let runs = runs.remove(p.key).unwrap_or_default();
         let (step, effects) = external::step(cx, p, kf, &runs, step, renderings);
         return Some((Arc::new(step), effects));

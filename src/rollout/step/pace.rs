@@ -25,13 +25,13 @@ pub enum Pacing {
 pub enum Pace {
     /// Every binding now.
     Now,
-    /// KubeFleet's RollingUpdate (kubefleet.md §3.1).
+    /// KubeFleet's RollingUpdate (its rollout controller).
     Rolling {
         target: Target,
         params: RollingParams,
     },
     /// `strategy.type: External`: the staged update runs of the commit decide which clusters
-    /// move, stage by stage (kubefleet.md §3.3, [`crate::rollout::staged`]); without a run
+    /// move, stage by stage ([`crate::rollout::staged`]); without a run
     /// nothing moves.
     Staged,
 }
@@ -59,7 +59,7 @@ impl Pace {
     }
 }
 
-/// How many clusters a placement targets (kubefleet.md §3.1 step 2).
+/// How many clusters a placement targets (as KubeFleet's rollout controller counts it).
 pub fn target_of(policy: Option<&PlacementPolicy>) -> Target {
     match policy.map_or(PlacementType::PickAll, |p| p.placement_type) {
         PlacementType::PickAll => Target::PickAll,

@@ -1,4 +1,4 @@
-//! Decision groups and PlacementDecision objects (ocm.md §4 decisionStrategy, §5): how the
+//! Decision groups and PlacementDecision objects (OCM's decisionStrategy and PlacementDecision writer): how the
 //! selected clusters are partitioned into groups and paged into objects of at most 100 entries.
 //! Knows nothing of scoring: it receives the selection, best first.
 
@@ -112,7 +112,7 @@ pub fn decision_object_name(placement: &str, n: usize) -> String {
     format!("{placement}-decision-{n}")
 }
 
-/// The PlacementDecision objects of a result, as OCM writes them (ocm.md §5): one or more per
+/// The PlacementDecision objects of a result, as OCM writes them: one or more per
 /// decision group (an empty group still gets one, with no decisions), at most
 /// [`MAX_DECISIONS_PER_OBJECT`] entries each, named `<placement>-decision-<n>` with `n` counting
 /// from 1 across groups and pages, labelled with the placement, the group name and the group

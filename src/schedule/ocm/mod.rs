@@ -1,4 +1,4 @@
-//! OCM `Placement` scheduling, to the letter of ocm.md: candidate clusters from the
+//! OCM `Placement` scheduling, to the letter of OCM's scheduler (pkg/placement in open-cluster-management-io/ocm): candidate clusters from the
 //! ManagedClusterSets bound into the placement's namespace; the `Predicate` and
 //! `TaintToleration` filters; the Balance, Steady, ResourceAllocatableCPU/Memory and AddOn
 //! prioritizers with their weights and modes; the stable sort (total score, then name) and
@@ -225,7 +225,7 @@ impl Counts {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The prioritizers' formulas (ocm.md §1)
+// The prioritizers' formulas (OCM's pkg/placement/plugins)
 // ---------------------------------------------------------------------------------------------
 
 /// Balance: 100 for a cluster no other placement uses; otherwise
@@ -1155,7 +1155,7 @@ fn prioritizers(placement: &OcmPlacement) -> Result<Vec<(Prioritizer<'_>, i32)>,
 // Conditions
 // ---------------------------------------------------------------------------------------------
 
-/// `PlacementSatisfied`, the first matching case of ocm.md §2 (OCM's `newSatisfiedCondition`;
+/// `PlacementSatisfied`, the first matching case (OCM's `newSatisfiedCondition`;
 /// its case 4, a plugin Error, cannot happen here).
 fn satisfied(
     spec_sets: &[String],

@@ -1,4 +1,4 @@
-//! The OCM scheduler against ocm.md, value by value.
+//! The OCM scheduler against OCM's own formulas and examples, value by value.
 
 use super::*;
 use crate::catalog::SourceFile;
@@ -234,7 +234,7 @@ fn resource_scores_are_linear_truncated_and_100_when_all_equal() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ocm.md §3, recomputed
+// OCM's worked examples, recomputed
 // ---------------------------------------------------------------------------------------------
 
 fn memory(mb: &str) -> [(&str, &str); 2] {

@@ -82,7 +82,7 @@ fn run(v: &Runs<'_>, r: &UpdateRun) -> Markup {
                 " · " (r.state) " · started " (ago(v.now, r.created_at))
                 " · commit " code { (short(Some(&r.init_commit))) }
                 " · waiting for " strong.waiting { (r.waiting_for) }
-                @if let Some(end) = r.wait_ends_at { " · wait ends in " strong.time-left { (duration(end.saturating_sub(v.now))) } }
+                @if let Some(end) = r.wait_ends { " · wait ends in " strong.time-left { (duration(end.saturating_sub(v.now))) } }
             }
             ol.timeline {
                 @for (i, s) in r.status.stages_status.iter().enumerate() {
@@ -125,7 +125,7 @@ fn stage(v: &Runs<'_>, r: &UpdateRun, s: &StageStatus, is_current: bool) -> Mark
 /// A before- or after-stage task; the time left and the approve command only for the stage
 /// the run is at.
 fn task(v: &Runs<'_>, r: &UpdateRun, t: &TaskStatus, is_current: bool) -> Markup {
-    let ends = r.wait_ends_at.filter(|_| is_current);
+    let ends = r.wait_ends.filter(|_| is_current);
     html! {
         @match t.type_ {
             StageTaskType::TimedWait => span.task {
