@@ -319,6 +319,67 @@ async fn the_dashboard_shows_the_fleet_and_follows_an_approval_live() {
         members.is_ok_and(|m| m.len() == 8),
         "the eight members are listed"
     );
+
+    // The staged run soaks (a minute, so this comes first); past the soak (on the daemon's
+    // clock) it asks for an approval, which appears on the open page without a reload, and
+    // then its acceptance.
+    visit(&c, &base, "/runs", "runs-soaking.png").await;
+    await_js(
+        &c,
+        "document.querySelector('[data-run=\"telemetry-rollout-1\"] .waiting')?.textContent === 'TimedWait' \
+         && /^[0-9]+[hms]/.test(document.querySelector('[data-run=\"telemetry-rollout-1\"] .time-left')?.textContent)",
+        "the soak, with its time left",
+    )
+    .await;
+    c.execute("window.notReloaded = true;", vec![])
+        .await
+        .unwrap();
+    std::fs::write(&q.skew, "1000").unwrap();
+    q.wake();
+    let request = "telemetry-rollout-1-after-canary";
+    await_js(
+        &c,
+        &format!(
+            "document.querySelector('#pending-approvals [data-request=\"{request}\"] code.command')\
+             ?.textContent === 'gitfleet approve {request}'"
+        ),
+        "the pending approval",
+    )
+    .await;
+    std::fs::write(
+        screenshot_dir().join("runs-approval.png"),
+        c.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    // The quick start prints the git commands that make the signed tag (and push it); run
+    // them.
+    let command = q.next_line("with the command", |l| l.contains("tag -s"));
+    assert!(command.trim_start().starts_with("git "), "{command}");
+    let tagged = Command::new("sh")
+        .args(["-c", command.trim()])
+        .status()
+        .unwrap();
+    assert!(tagged.success(), "{command}");
+    q.wake();
+    await_js(
+        &c,
+        "[...document.querySelectorAll('.approved')].some(e => e.textContent.startsWith('approved by quickstart@gitfleet.invalid'))",
+        "the accepted approval",
+    )
+    .await;
+    await_js(
+        &c,
+        "window.notReloaded === true",
+        "the same page, not reloaded",
+    )
+    .await;
+    std::fs::write(
+        screenshot_dir().join("runs-approved.png"),
+        c.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    assert!(console_errors(&c).await.is_empty());
+
     visit(&c, &base, "/source", "source.png").await;
     visit(&c, &base, "/placements/crp/telemetry", "placement.png").await;
 
@@ -367,61 +428,6 @@ async fn the_dashboard_shows_the_fleet_and_follows_an_approval_live() {
     assert_eq!(value, "telemetry");
     assert!(console_errors(&c).await.is_empty());
 
-    // The staged run soaks; past the soak (on the daemon's clock) it asks for an approval,
-    // which appears on the open page without a reload, and then its acceptance.
-    visit(&c, &base, "/runs", "runs-soaking.png").await;
-    await_js(
-        &c,
-        "document.querySelector('[data-run=\"telemetry-rollout-1\"] .waiting')?.textContent === 'TimedWait' \
-         && /^1[0-5]m/.test(document.querySelector('[data-run=\"telemetry-rollout-1\"] .time-left')?.textContent)",
-        "the soak, with its time left",
-    )
-    .await;
-    c.execute("window.notReloaded = true;", vec![])
-        .await
-        .unwrap();
-    std::fs::write(&q.skew, "1000").unwrap();
-    q.wake();
-    let request = "telemetry-rollout-1-after-canary";
-    await_js(
-        &c,
-        &format!(
-            "document.querySelector('#pending-approvals [data-request=\"{request}\"] code.command')\
-             ?.textContent === 'gitfleet approve {request}'"
-        ),
-        "the pending approval",
-    )
-    .await;
-    std::fs::write(
-        screenshot_dir().join("runs-approval.png"),
-        c.screenshot().await.unwrap(),
-    )
-    .unwrap();
-    // The quick start prints the git command that makes the signed tag; run it.
-    let command = q.next_line("with the command", |l| l.contains("tag -s"));
-    let args: Vec<&str> = command.split_whitespace().collect();
-    assert_eq!(args[0], "git", "{command}");
-    let tagged = Command::new("git").args(&args[1..]).status().unwrap();
-    assert!(tagged.success(), "{command}");
-    q.wake();
-    await_js(
-        &c,
-        "[...document.querySelectorAll('.approved')].some(e => e.textContent.startsWith('approved by quickstart@gitfleet.invalid'))",
-        "the accepted approval",
-    )
-    .await;
-    await_js(
-        &c,
-        "window.notReloaded === true",
-        "the same page, not reloaded",
-    )
-    .await;
-    std::fs::write(
-        screenshot_dir().join("runs-approved.png"),
-        c.screenshot().await.unwrap(),
-    )
-    .unwrap();
-    assert!(console_errors(&c).await.is_empty());
     c.close().await.unwrap();
     eprintln!("screenshots: {}", screenshot_dir().display());
 }
