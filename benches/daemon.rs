@@ -891,6 +891,8 @@ fn idle(rt: &tokio::runtime::Runtime, window: Duration) -> Result<()> {
     if std::env::var_os("GITFLEET_DAEMON_BENCH_LOG").is_some() {
         eprintln!("{}", daemon.log.lock().unwrap().join("\n"));
     }
+    drop(daemon);
+    rt.block_on(sim.shutdown());
 
     let cpu = ticks as f64 / tck as f64;
     let mean_rss = rss.iter().sum::<u64>() as f64 / rss.len() as f64 / 1024.0;
@@ -1349,8 +1351,6 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
     if std::env::var_os("GITFLEET_DAEMON_BENCH_LOG").is_some() {
         eprintln!("{}", daemon.log.lock().unwrap().join("\n"));
     }
-    drop(daemon);
-    rt.block_on(sim.shutdown());
 
     let profile = if cfg!(debug_assertions) {
         "debug build"
