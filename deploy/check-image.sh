@@ -8,14 +8,14 @@
 # tagged with the names the Dockerfile uses: Debian bookworm from Debian's packages (debootstrap)
 # for debian:bookworm-slim, that plus gcc and this machine's Rust toolchain for
 # rust:1.95-bookworm, and that plus this machine's Go for golang:1.26-bookworm (which builds
-# kustomize from the Go module proxy). GITFLEET_IMAGE_BASES=pull uses the real ones.
+# kustomize and helm from the Go module proxy). GITFLEET_IMAGE_BASES=pull uses the real ones.
 #
 #   bash deploy/check-image.sh    # needs root (or buildah's rootless setup)
 #
 # What it checks, in the built image:
 #   - the entrypoint is gitfleet, running as uid 65532 with HOME on the cache volume;
 #   - git, ssh and the CA certificates are there (gix's ssh:// and https:// remotes), and
-#     kustomize (Kustomize folders of the fleet);
+#     kustomize and helm (Kustomize folders and Helm releases of the fleet);
 #   - `gitfleet run --once` follows a repository (the sample fleet) and rolls it out to simulated
 #     members served by the image's own `gitfleet sim`, with its state on a mounted volume.
 set -euo pipefail
@@ -156,7 +156,8 @@ version=$(in_image gitfleet --version) || fail "gitfleet --version"
 git_version=$(in_image git --version) || fail "no git in the image"
 ssh_version=$(in_image ssh -V 2>&1) || fail "no ssh client in the image"
 kustomize_version=$(in_image kustomize version) || fail "no kustomize in the image"
-say "in the image: $version, $git_version, $ssh_version, kustomize $kustomize_version"
+helm_version=$(in_image helm version --template '{{ .Version }}') || fail "no helm in the image"
+say "in the image: $version, $git_version, $ssh_version, kustomize $kustomize_version, helm $helm_version"
 [[ $(in_image id -u) == 65532 ]] || fail "not running as 65532"
 in_image test -s /etc/ssl/certs/ca-certificates.crt || fail "no CA certificates"
 
@@ -170,6 +171,8 @@ git -C "$work/fleet" add -A
 git -C "$work/fleet" -c user.name=check -c user.email=check@localhost commit -qm fleet
 # The sample's flaky member fails one request in ten on purpose; here a failure is the image's.
 sed 's/errorRate: .*/errorRate: 0/' examples/sim-fleet.yaml >"$work/cache/sim-fleet.yaml"
+# The sample's SOPS-encrypted Secret opens with its demo key (kept outside the fleet folder).
+cp examples/demo-age-key.txt "$work/cache/demo-age-key.txt"
 chown -R 65532:65532 "$work/cache" "$work/fleet"
 setsid bash -c 'in_image gitfleet sim --fleet /var/cache/gitfleet/sim-fleet.yaml \
   --kubeconfig-out /var/cache/gitfleet/kubeconfig' >"$work/sim.log" 2>&1 &
@@ -178,7 +181,8 @@ for _ in $(seq 1 300); do [[ -s $work/cache/kubeconfig ]] && break; sleep 0.1; d
 [[ -s $work/cache/kubeconfig ]] || { cat "$work/sim.log" >&2; fail "the simulator wrote no kubeconfig"; }
 
 in_image gitfleet run --once --repo file:///fleet --kubeconfig /var/cache/gitfleet/kubeconfig \
-  --state-dir /var/cache/gitfleet/state --listen 127.0.0.1:0 >"$work/run.log" 2>&1 \
+  --state-dir /var/cache/gitfleet/state --listen 127.0.0.1:0 \
+  --age-key-file /var/cache/gitfleet/demo-age-key.txt >"$work/run.log" 2>&1 \
   || { tail -30 "$work/run.log" >&2; fail "gitfleet run --once in the image"; }
 [[ -s $work/cache/state/schedule.json ]] || fail "no state written to the volume"
 steps=$(grep -c 'rollout step' "$work/run.log" || true)

@@ -65,6 +65,13 @@ pub fn hint<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> St
 
 /// ` (did you mean "Deployment"?)` for a kind of `group` close to `kind`, or nothing.
 pub fn kind_hint(scopes: &crate::model::scope::ScopeTable, group: &str, kind: &str) -> String {
+    use crate::model::helm_release as release;
+    if release::API_VERSION.split('/').next() == Some(group) && kind == release::KIND {
+        return format!(
+            " (a {kind} is read only from a file named {}, where helm renders it)",
+            release::FILE_NAME
+        );
+    }
     let mut kinds: Vec<&str> = scopes.kinds_of(group).collect();
     kinds.sort_unstable();
     hint(kind, kinds)
@@ -301,6 +308,20 @@ fn runs_of_missing_strategies(cat: &Catalog, out: &mut Vec<Diagnostic>) {
 mod tests {
     use super::*;
     use crate::catalog::SourceFile;
+
+    #[test]
+    fn a_helm_release_outside_its_file_is_told_where_it_belongs() {
+        let scopes = crate::model::scope::ScopeTable::builtin();
+        assert_eq!(
+            kind_hint(&scopes, "gitfleet.io", "HelmRelease"),
+            " (a HelmRelease is read only from a file named helmrelease.yaml, where helm renders it)"
+        );
+        // Flux's HelmRelease is a hub object like any other.
+        assert_eq!(
+            kind_hint(&scopes, "helm.toolkit.fluxcd.io", "HelmRelease"),
+            ""
+        );
+    }
 
     fn load(docs: &str) -> Catalog {
         let (cat, diags) = Catalog::load(&[SourceFile {

@@ -1106,6 +1106,7 @@ fn version_completion_and_plan_output_follow_cli_conventions() {
         .arg("validate")
         .current_dir(sample.path())
         .env_remove("GITFLEET_REPO")
+        .env("GITFLEET_AGE_KEY_FILE", common::sample_age_key())
         .output()
         .unwrap();
     assert!(
@@ -1248,9 +1249,9 @@ const CHART: &str = "apiVersion: v2\nname: web\nversion: 0.1.0\n";
 const TEMPLATE: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: {{ .Values.replicas }}\n";
 const KUSTOMIZATION: &str = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../base]\npatches: [{path: replicas.yaml}]\n";
 
-/// A Helm chart and a Kustomize overlay that cannot be built (its base is missing) get one
-/// diagnostic each (not a cascade of parse and schema errors), the chart's saying what it is
-/// and the `.gitfleetignore` line that leaves it out; `.gitfleetignore` is read from the
+/// A Helm chart no release uses and a Kustomize overlay that cannot be built (its base is
+/// missing) get one diagnostic each (not a cascade of parse and schema errors), the chart's
+/// saying what it is and the `.gitfleetignore` line that leaves it out; `.gitfleetignore` is read from the
 /// commit, with gitignore's rules.
 #[test]
 fn helm_charts_and_kustomize_folders_get_one_diagnostic_each_and_gitfleetignore_leaves_files_out() {
@@ -1276,7 +1277,7 @@ fn helm_charts_and_kustomize_folders_get_one_diagnostic_each_and_gitfleetignore_
         run.stderr
     );
     assert!(
-        lines[0].starts_with("fleet/charts/web/Chart.yaml:1: Helm chart fleet/charts/web: a Helm chart (Chart.yaml): gitfleet does not render Helm charts")
+        lines[0].starts_with("fleet/charts/web/Chart.yaml:1: Helm chart fleet/charts/web: a Helm chart (Chart.yaml) that no helmrelease.yaml uses")
             && lines[0].contains("or leave the folder out with the line `/charts/web/` in fleet/.gitfleetignore"),
         "{}",
         run.stderr

@@ -50,9 +50,18 @@ fn is_kustomization(dir: &Path) -> bool {
     KUSTOMIZATION_FILES.iter().any(|n| dir.join(n).is_file())
 }
 
+/// Whether `dir` is a Helm chart or release folder (rendered by helm, not read file by file;
+/// the release's objects go on real API servers in tests/helm_e2e.rs).
+fn is_helm(dir: &Path) -> bool {
+    ["Chart.yaml", "helmrelease.yaml"]
+        .iter()
+        .any(|n| dir.join(n).is_file())
+}
+
 /// The files gitfleet reads as objects: YAML and JSON, outside folders whose name starts with
-/// a dot (`.inventory` is the inventory, not the fleet) and outside Kustomize folders (built by
-/// kustomize, see [`kustomize_renderings`]).
+/// a dot (`.inventory` is the inventory, not the fleet), outside Kustomize folders (built by
+/// kustomize, see [`kustomize_renderings`]) and Helm folders, and no SOPS-encrypted file (its
+/// `sops` metadata is no Secret field: gitfleet decrypts it first, tests/sops_e2e.rs).
 fn fleet_files(root: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = common::walk(root)
         .into_iter()
@@ -62,12 +71,13 @@ fn fleet_files(root: &Path) -> Vec<PathBuf> {
                 .components()
                 .any(|c| c.as_os_str().to_string_lossy().starts_with('.'));
             let ext = f.extension().and_then(|e| e.to_str()).unwrap_or_default();
-            let kustomized = f
+            let rendered = f
                 .ancestors()
                 .skip(1)
                 .take_while(|d| d.starts_with(root))
-                .any(is_kustomization);
-            !hidden && !kustomized && matches!(ext, "yaml" | "yml" | "json")
+                .any(|d| is_kustomization(d) || is_helm(d));
+            let encrypted = std::fs::read_to_string(f).is_ok_and(|t| t.contains("\nsops:\n"));
+            !hidden && !rendered && !encrypted && matches!(ext, "yaml" | "yml" | "json")
         })
         .collect();
     files.sort();

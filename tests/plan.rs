@@ -401,6 +401,37 @@ stringData:
     insta::assert_snapshot!("secret_masked.text", text);
 }
 
+/// The sample's Helm release: changed values show as changes of the rendered objects, each
+/// traced to the release, per cluster after the override.
+#[test]
+fn a_changed_helm_value_shows_on_the_rendered_objects_traced_to_the_release() {
+    if gitfleet_testkit::tools::HELM
+        .find("the sample's Helm release plan")
+        .is_none()
+    {
+        return;
+    }
+    let repo = fleet();
+    edit(
+        &repo,
+        "apps/hello/release/values.yaml",
+        "image: nginx:1.27.3",
+        "image: nginx:1.27.4",
+    );
+    repo.commit("hello: nginx 1.27.4");
+    let run = plan(&repo, &[]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let text = run.stdout;
+    assert!(
+        text.contains(
+            "~ Deployment/hello/hello (crp/hello, helm apps/hello/release/helmrelease.yaml)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("+        image: nginx:1.27.4"), "{text}");
+    insta::assert_snapshot!("helm_value.text", text);
+}
+
 #[test]
 fn unfulfilled_placement_lists_the_unschedulable_clusters_and_why() {
     let repo = fleet();

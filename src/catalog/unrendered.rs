@@ -1,9 +1,10 @@
 //! Folders that a tool must render before they are manifests: Kustomize folders
-//! (`kustomization.yaml`) and Helm charts (`Chart.yaml`, `templates/`, `values*.yaml`). Read as
-//! plain YAML they give a cascade of errors (templates do not parse, patches are partial
-//! objects, values files have no kind), so their files are never read one by one: Kustomize
-//! folders are built by [`crate::sources`]; Helm folders, which gitfleet does not render, get
-//! one diagnostic each that names what they are and how to leave them out or render them.
+//! (`kustomization.yaml`), Helm releases (`helmrelease.yaml`) and Helm charts (`Chart.yaml`,
+//! `templates/`, `values*.yaml`). Read as plain YAML they give a cascade of errors (templates do
+//! not parse, patches are partial objects, values files have no kind), so their files are never
+//! read one by one: Kustomize folders and Helm releases are rendered by [`crate::sources`]; a
+//! chart or values file no release uses, and Helm templates outside any chart, get one
+//! diagnostic each that names what they are and how to render them or leave them out.
 //!
 //! Pure: paths (relative to the fleet's `--path`) and contents in, findings out.
 
@@ -17,13 +18,21 @@ pub const IGNORE_FILE: &str = ".gitfleetignore";
 pub const KUSTOMIZATION_FILES: [&str; 3] =
     ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
+/// The file a Helm release is declared in ([`crate::model::helm_release`]).
+pub const HELM_RELEASE_FILE: &str = crate::model::helm_release::FILE_NAME;
+
 /// The tool that rendered an object whose origin file is `file`, when a tool did: the objects
-/// of a built kustomization come from a file named like a kustomization file (gitfleet reads
-/// no kustomization file as manifests).
+/// of a built kustomization come from a file named like a kustomization file, those of a Helm
+/// release from its `helmrelease.yaml` (gitfleet reads neither as manifests).
 pub fn rendered_by(file: &str) -> Option<&'static str> {
-    KUSTOMIZATION_FILES
-        .contains(&base_name(file))
-        .then_some("kustomize")
+    let name = base_name(file);
+    if KUSTOMIZATION_FILES.contains(&name) {
+        Some("kustomize")
+    } else if name == HELM_RELEASE_FILE {
+        Some("helm")
+    } else {
+        None
+    }
 }
 
 /// What renders a folder.
@@ -31,6 +40,8 @@ pub fn rendered_by(file: &str) -> Option<&'static str> {
 pub enum Tool {
     /// A folder with a `kustomization.yaml` (a base or an overlay).
     Kustomize,
+    /// A folder with a `helmrelease.yaml`: one Helm release of a chart.
+    HelmRelease,
     /// A folder with a `Chart.yaml`.
     HelmChart,
     /// A `templates/` folder of Helm templates (`{{ … }}`) outside any chart.
@@ -77,6 +88,7 @@ pub fn find<'a>(paths: &[&str], content: impl Fn(&str) -> Option<&'a [u8]>) -> V
     for path in paths {
         let tool = match base_name(path) {
             "Chart.yaml" => Tool::HelmChart,
+            HELM_RELEASE_FILE => Tool::HelmRelease,
             "kustomization.yaml" | "kustomization.yml" | "Kustomization" => Tool::Kustomize,
             _ => continue,
         };
@@ -179,25 +191,32 @@ impl Unrendered {
             Tool::HelmChart => (
                 format!("Helm chart {shown}"),
                 format!(
-                    "a Helm chart (Chart.yaml): gitfleet does not render Helm charts, so no file \
-                     of this folder was read; render it in CI (`helm template NAME {shown} -f \
-                     VALUES`) and commit the output, {leave_out}"
+                    "a Helm chart (Chart.yaml) that no {HELM_RELEASE_FILE} uses: gitfleet \
+                     renders a chart only through a HelmRelease naming its release name and \
+                     namespace, so no file of this folder was read; declare one in a \
+                     {HELM_RELEASE_FILE} (`spec.chart` naming this folder; see \
+                     docs/guides/helm.md), {leave_out}"
                 ),
+            ),
+            Tool::HelmRelease => (
+                format!("Helm release {shown}"),
+                "a Helm release, rendered by helm".to_string(),
             ),
             Tool::HelmTemplates => (
                 format!("Helm templates {shown}"),
                 format!(
                     "Helm templates (`{{{{ … }}}}`) are not manifests until Helm renders them, so \
-                     no file of this folder was read; render the chart in CI (`helm template`) \
-                     and commit the output, {leave_out}"
+                     no file of this folder was read; put them in a chart (a folder with \
+                     Chart.yaml) that a {HELM_RELEASE_FILE} renders, {leave_out}"
                 ),
             ),
             Tool::HelmValues => (
                 format!("Helm values {shown}"),
                 format!(
                     "Helm values (a values*.yaml that is no Kubernetes object: it has no kind) \
-                     are input to `helm template`, not manifests, so it was not read; {}",
-                    leave_out.trim_start_matches("or ")
+                     are input to `helm template`, not manifests, so it was not read; name it \
+                     in a {HELM_RELEASE_FILE}'s `spec.valuesFiles`, {}",
+                    leave_out
                 ),
             ),
         };
@@ -248,6 +267,9 @@ mod tests {
             ("overlays/prod/extra/kustomization.yaml", "resources: []\n"),
             ("base/Kustomization", ""),
             ("base/deploy.yaml", "kind: Deployment\n"),
+            ("releases/web/helmrelease.yaml", "kind: HelmRelease\n"),
+            ("releases/web/values-prod.yaml", "replicas: 3\n"),
+            ("releases/web/chart/Chart.yaml", "name: inner\n"),
         ]);
         assert_eq!(
             got,
@@ -255,8 +277,15 @@ mod tests {
                 (Tool::Kustomize, "base".to_string()),
                 (Tool::HelmChart, "charts/web".to_string()),
                 (Tool::Kustomize, "overlays/prod".to_string()),
+                (Tool::HelmRelease, "releases/web".to_string()),
             ]
         );
+        assert_eq!(rendered_by("releases/web/helmrelease.yaml"), Some("helm"));
+        assert_eq!(
+            rendered_by("overlays/prod/kustomization.yaml"),
+            Some("kustomize")
+        );
+        assert_eq!(rendered_by("releases/web/values.yaml"), None);
     }
 
     #[test]
@@ -289,7 +318,7 @@ mod tests {
         };
         let d = u.diagnostic("fleet/").to_string();
         assert!(
-            d.starts_with("fleet/charts/web/Chart.yaml:1: Helm chart fleet/charts/web: a Helm chart (Chart.yaml)"),
+            d.starts_with("fleet/charts/web/Chart.yaml:1: Helm chart fleet/charts/web: a Helm chart (Chart.yaml) that no helmrelease.yaml uses"),
             "{d}"
         );
         assert!(

@@ -361,9 +361,26 @@ fn check_envelopes(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// What a placement may select, by scope (see [`crate::model::placement::Placement::scope_problems`]).
+/// What a placement may select, by scope (see [`crate::model::placement::Placement::scope_problems`]),
+/// and only kinds the hub serves: KubeFleet's webhook refuses a selector whose kind its REST
+/// mapper does not know ("failed to get GVR of the selector"); here the hub's kinds are the
+/// built-in ones and those of the repository's CustomResourceDefinitions.
 fn check_placement_scopes(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
     for e in &cat.placements {
+        for (j, s) in e.spec.spec.resource_selectors.iter().enumerate() {
+            if cat.scopes.scope(&s.group, &s.kind).is_none() {
+                diags.push(cat.diagnostic(
+                    e.index,
+                    &format!("spec.resourceSelectors[{j}]"),
+                    format!(
+                        "failed to get GVR of the selector: kind {} of group {:?} is neither built in nor defined by a CustomResourceDefinition in the repository{}",
+                        s.kind,
+                        s.group,
+                        crate::lint::kind_hint(&cat.scopes, &s.group, &s.kind)
+                    ),
+                ));
+            }
+        }
         for p in e.spec.scope_problems(&cat.scopes) {
             diags.push(cat.diagnostic(e.index, &p.field, p.message));
         }
@@ -442,5 +459,34 @@ fn check_update_runs(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
             }
             Some(_) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::catalog::SourceFile;
+
+    /// KubeFleet's webhook (pkg/utils/validator) maps each selector's kind through its REST
+    /// mapper and refuses one it cannot map: "failed to get GVR of the selector".
+    #[test]
+    fn a_selector_of_a_kind_the_hub_does_not_serve_is_refused_with_the_likely_kind() {
+        let doc = "apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\n\
+                   metadata: {name: p}\nspec:\n  resourceSelectors:\n\
+                   \x20 - {group: rbac.authorization.k8s.io, version: v1, kind: ClusterRoel, name: r}\n\
+                   \x20 - {group: rbac.authorization.k8s.io, version: v1, kind: ClusterRole, name: r}\n";
+        let (_, diags) = crate::analyze(&[SourceFile {
+            path: "p.yaml".into(),
+            content: doc.as_bytes().to_vec(),
+        }]);
+        let got: Vec<String> = diags
+            .iter()
+            .map(|d| format!("{}: {}", d.field, d.message))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "spec.resourceSelectors[0]: failed to get GVR of the selector: kind ClusterRoel of group \"rbac.authorization.k8s.io\" is neither built in nor defined by a CustomResourceDefinition in the repository (did you mean \"ClusterRole\"?)"
+            ]
+        );
     }
 }

@@ -97,8 +97,8 @@ impl KubeconfigArgs {
 }
 
 /// What turns the repository's files into hub objects ([`crate::sources`]): the keys that
-/// decrypt SOPS-encrypted files and the kustomize that builds Kustomize folders. Every command
-/// that reads a commit flattens it.
+/// decrypt SOPS-encrypted files, the kustomize that builds Kustomize folders and the helm that
+/// renders Helm releases. Every command that reads a commit flattens it.
 #[derive(Debug, Clone, Default, Args)]
 pub struct SourcesArgs {
     /// Age key file (as `age-keygen` writes it) that opens SOPS-encrypted files of the
@@ -117,19 +117,24 @@ pub struct SourcesArgs {
     /// sigs.k8s.io/kustomize/kustomize/v5@v5.8.2`.
     #[arg(long, env = "GITFLEET_KUSTOMIZE", value_name = "PROGRAM")]
     pub kustomize: Option<std::path::PathBuf>,
-    /// Longest time one kustomize build may take before it is stopped and the commit is
-    /// invalid.
+    /// The helm program that renders the repository's Helm releases (`helmrelease.yaml`; a
+    /// path, or a name looked up on PATH; `helm` by default). gitfleet is tested with v3.22.0:
+    /// `go install helm.sh/helm/v3/cmd/helm@v3.22.0`.
+    #[arg(long, env = "GITFLEET_HELM", value_name = "PROGRAM")]
+    pub helm: Option<std::path::PathBuf>,
+    /// Longest time one kustomize build or helm rendering may take before it is stopped and the
+    /// commit is invalid.
     #[arg(long, env = "GITFLEET_RENDER_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub render_timeout: std::time::Duration,
-    /// Largest output (in MiB) one kustomize build may print before it is stopped and the
-    /// commit is invalid.
+    /// Largest output (in MiB) one kustomize build or helm rendering may print before it is
+    /// stopped and the commit is invalid.
     #[arg(long, env = "GITFLEET_RENDER_MAX_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     pub render_max_mib: u32,
 }
 
 impl SourcesArgs {
     /// The keys (the file or `SOPS_AGE_KEY_FILE`'s, and `SOPS_AGE_KEY` from the environment)
-    /// and kustomize, its renderings kept under `cache_dir` when given.
+    /// kustomize and helm, their renderings kept under `cache_dir` when given.
     pub fn load(
         &self,
         cache_dir: Option<std::path::PathBuf>,
@@ -141,7 +146,8 @@ impl SourcesArgs {
         };
         Ok(crate::sources::Sources::new(
             keys,
-            crate::sources::Kustomize::new(self.kustomize.clone(), cache_dir, limits),
+            crate::sources::Kustomize::new(self.kustomize.clone(), cache_dir.clone(), limits),
+            crate::sources::Helm::new(self.helm.clone(), cache_dir, limits),
         ))
     }
 }

@@ -190,10 +190,25 @@ pub(super) fn print_diagnostics(diags: &[Diagnostic]) {
 }
 
 /// Warns of each placement held for invalid resource selectors: KubeFleet's hub admits it and
-/// reports the error on it, so the commit is not rejected for it.
-pub(super) fn warn_invalid_selections(invalid: &crate::snapshot::InvalidSelections) {
+/// reports the error on it, so the commit is not rejected for it. A selector the commit's
+/// validation already refuses (`refused`: KubeFleet's webhook refuses it) is not warned of too.
+pub(super) fn warn_invalid_selections(
+    invalid: &crate::snapshot::InvalidSelections,
+    refused: &[Diagnostic],
+) {
     let mut err = std::io::stderr().lock();
-    for d in invalid.values().flat_map(|i| &i.diagnostics) {
+    let already = |d: &Diagnostic| {
+        refused.iter().any(|r| {
+            r.origin.file == d.origin.file
+                && r.origin.document == d.origin.document
+                && r.field == d.field
+        })
+    };
+    for d in invalid
+        .values()
+        .flat_map(|i| &i.diagnostics)
+        .filter(|d| !already(d))
+    {
         let _ = writeln!(
             err,
             "warning: {d} (reported on the placement as Scheduled=False InvalidResourceSelectors and not rejected: KubeFleet's hub admits it; the placement is held, keeping what it placed)"

@@ -21,6 +21,9 @@ use crate::daemon::{Daemon, RunOptions, Status};
 
 static FLEET_REPO: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/examples/fleet-repo");
 static SIM_FLEET: &str = include_str!("../../examples/sim-fleet.yaml");
+/// The demo age key of the sample's SOPS-encrypted Secret (outside the sample's folder, so it
+/// is never read as a hub resource).
+static DEMO_AGE_KEY: &str = include_str!("../../examples/demo-age-key.txt");
 
 #[derive(Debug, Args)]
 pub struct QuickstartArgs {
@@ -183,16 +186,30 @@ fn write_repository(repo: &Path, remote: &Path) -> Result<()> {
     let strategy = repo.join(STRATEGY_FILE);
     let text = std::fs::read_to_string(&strategy)?;
     std::fs::write(&strategy, text.replacen(SAMPLE_SOAK.0, SAMPLE_SOAK.1, 1))?;
-    if !crate::sources::Sources::plain().kustomize.found() {
+    let tools = crate::sources::Sources::plain();
+    let mut ignored = String::new();
+    if !tools.kustomize.found() {
         eprintln!(
             "note: kustomize is not on PATH, so the sample's Kustomize application (apps/guestbook) \
              is left out by .gitfleetignore; install it with `{}` to see it built",
             crate::sources::kustomize::INSTALL
         );
-        std::fs::write(
-            repo.join(".gitfleetignore"),
+        ignored.push_str(
             "# kustomize was not found when the quick start wrote this repository\n/apps/guestbook/\n",
-        )?;
+        );
+    }
+    if !tools.helm.found() {
+        eprintln!(
+            "note: helm is not on PATH, so the sample's Helm release (apps/hello/release, chart \
+             charts/hello) is left out by .gitfleetignore; install it with `{}` to see it rendered",
+            crate::sources::helm::INSTALL
+        );
+        ignored.push_str(
+            "# helm was not found when the quick start wrote this repository\n/apps/hello/release/\n/charts/hello/\n",
+        );
+    }
+    if !ignored.is_empty() {
+        std::fs::write(repo.join(".gitfleetignore"), ignored)?;
     }
     git(repo, &["init", "-q", "-b", "main"])?;
     git(repo, &["add", "-A"])?;
@@ -342,6 +359,9 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
     let log = dir.join("daemon.log");
     init_logging(&log)?;
     let demo = Demo::create(&dir, &repo)?;
+    // Beside the repository, not in it: what a user's own key file would be.
+    let age_key = dir.join("demo-age-key.txt");
+    std::fs::write(&age_key, DEMO_AGE_KEY)?;
     let verifier = crate::approvals::Verifier::load(Some(&demo.allowed_signers), None, None)?;
     let kubeconfig = dir.join("kubeconfig");
     let fleet = gitfleet_sim::fleet_file::FleetFile::parse(SIM_FLEET, "examples/sim-fleet.yaml")?;
@@ -370,7 +390,11 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             remote: None,
             branch: "main".into(),
             path: String::new(),
-            sources: Arc::new(crate::sources::Sources::plain()),
+            sources: Arc::new(crate::sources::Sources::new(
+                crate::sources::Keys::from_age_keys(DEMO_AGE_KEY)?,
+                crate::sources::Kustomize::new(None, None, Default::default()),
+                crate::sources::Helm::new(None, None, Default::default()),
+            )),
             state_dir: dir.join("state"),
             listen: Some(args.listen),
             poll: Duration::from_secs(30),
@@ -428,6 +452,10 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
         );
         println!("  status            gitfleet status --server {server}");
         println!("  daemon log        {}", log.display());
+        println!(
+            "  SOPS demo key     {}  (opens apps/hello/credentials.sops.yaml: pass --age-key-file to gitfleet commands; a demo key, never for real secrets)",
+            age_key.display()
+        );
         println!();
         println!("Try a change: in another terminal,");
         println!("  cd {}", repo.display());
@@ -548,7 +576,11 @@ mod tests {
                 .to_string();
             // The Kustomize application is built by kustomize, not read file by file (the
             // sample's end-to-end tests build it).
-            if crate::source::is_manifest_path(&rel) && !rel.starts_with("apps/guestbook/") {
+            // Likewise the Helm release and its chart (rendered by helm).
+            let rendered = ["apps/guestbook/", "apps/hello/release/", "charts/hello/"]
+                .iter()
+                .any(|folder| rel.starts_with(folder));
+            if crate::source::is_manifest_path(&rel) && !rendered {
                 files.push(crate::catalog::SourceFile {
                     path: rel,
                     content: std::fs::read(&path).unwrap(),

@@ -20,7 +20,7 @@ pub struct ValidateArgs {
 pub(super) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
     let commit = read(&args.commit)?;
     let (cat, diags) = commit.analyze();
-    warn_invalid_selections(&crate::snapshot::invalid_selections(&cat));
+    warn_invalid_selections(&crate::snapshot::invalid_selections(&cat), &diags);
     for w in &cat.warnings {
         eprintln!("warning: {w}");
     }

@@ -2,6 +2,7 @@
 //! API-server/webhook validation rules. Pure: no I/O, no knowledge of git or clusters.
 
 pub mod envelope;
+pub mod helm_release;
 pub mod member;
 pub mod metadata;
 pub mod object;

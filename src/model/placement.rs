@@ -408,7 +408,7 @@ impl Placement {
     /// namespaced ones only beside a Namespace selector with selectionScope
     /// NamespaceWithResourceSelectors; a ResourcePlacement selects namespaced kinds only (the
     /// Namespace kind is [`ApiObject::validate`]'s, which needs no table). Kinds of unknown scope
-    /// are let through.
+    /// are the catalog's to refuse (it names the likely kind).
     pub fn scope_problems(&self, scopes: &ScopeTable) -> Vec<Problem> {
         let selectors = &self.spec.resource_selectors;
         let with_selectors = selectors.iter().any(|s| {

@@ -1,8 +1,9 @@
 //! Reading one commit of a fleet repository with gix: resolve a revision, walk its tree under a
 //! path, and return the manifest files (docs/guides/repository-layout.md). The working tree is never read, so
 //! uncommitted edits are invisible. Files a `.gitfleetignore` at the path's root names are left
-//! out ([`ignore`]); Kustomize folders are set aside for [`crate::sources`] to build, Helm
-//! charts with one diagnostic each ([`crate::catalog::unrendered`]). Commands read commits through [`crate::sources`], which
+//! out ([`ignore`]); Kustomize folders and Helm releases, charts and values files are set aside
+//! for [`crate::sources`] to render, Helm templates outside a chart get one diagnostic each
+//! ([`crate::catalog::unrendered`]). Commands read commits through [`crate::sources`], which
 //! decrypts what needs it.
 
 pub mod ignore;
@@ -46,11 +47,15 @@ pub struct CommitFiles {
     /// Entries with a manifest's name that are not regular files, so not read.
     pub skipped: Vec<Skipped>,
     /// Problems found before the catalog reads the files, whose files are not in `files`: one
-    /// per Helm chart, one per SOPS file that cannot be decrypted or kustomization that cannot
-    /// be built ([`crate::sources`]).
+    /// per Helm templates folder outside a chart, one per SOPS file that cannot be decrypted,
+    /// kustomization that cannot be built, or Helm release that cannot be rendered
+    /// ([`crate::sources`]).
     pub problems: Vec<crate::catalog::Diagnostic>,
     /// The Kustomize folders, whose files are not in `files`: [`crate::sources`] builds them.
     pub kustomizations: Vec<crate::sources::kustomize::Kustomization>,
+    /// The Helm releases, charts and values files, whose files are not in `files`:
+    /// [`crate::sources`] renders the releases.
+    pub helm: Vec<crate::sources::helm::Found>,
 }
 
 impl CommitFiles {
@@ -287,7 +292,12 @@ pub fn read_commit_cached(
         files.push(SourceFile { path, content });
     }
     blobs.blobs = kept;
-    let (mut files, unrendered, kustomizations) = set_aside_unrendered(files, &others, &prefix);
+    let SetAside {
+        mut files,
+        problems,
+        kustomizations,
+        helm,
+    } = set_aside_unrendered(files, &others, &prefix);
     files.sort_by(|a, b| a.path.cmp(&b.path));
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(CommitFiles {
@@ -295,24 +305,26 @@ pub fn read_commit_cached(
         message,
         files,
         skipped,
-        problems: unrendered,
+        problems,
         kustomizations,
+        helm,
     })
 }
 
-/// Takes the files of Kustomize folders and Helm charts out of `files`, with one diagnostic
-/// for each Helm folder and the Kustomize folders to build. `others` are the kept files that
-/// are not manifests (path-relative).
-fn set_aside_unrendered(
+/// A commit's files once those a tool renders are set aside.
+struct SetAside {
     files: Vec<SourceFile>,
-    others: &[String],
-    prefix: &str,
-) -> (
-    Vec<SourceFile>,
-    Vec<crate::catalog::Diagnostic>,
-    Vec<crate::sources::kustomize::Kustomization>,
-) {
+    problems: Vec<crate::catalog::Diagnostic>,
+    kustomizations: Vec<crate::sources::kustomize::Kustomization>,
+    helm: Vec<crate::sources::helm::Found>,
+}
+
+/// Takes the files of Kustomize folders and Helm folders out of `files`: the Kustomize folders
+/// and Helm findings to render, one diagnostic for each Helm templates folder outside a chart.
+/// `others` are the kept files that are not manifests (path-relative).
+fn set_aside_unrendered(files: Vec<SourceFile>, others: &[String], prefix: &str) -> SetAside {
     use crate::catalog::unrendered;
+    use crate::sources::helm::Found;
     let relative = |f: &SourceFile| f.path[prefix.len()..].to_string();
     let contents: std::collections::HashMap<String, &[u8]> = files
         .iter()
@@ -325,26 +337,54 @@ fn set_aside_unrendered(
         .collect();
     let found = unrendered::find(&paths, |p| contents.get(p).copied());
     if found.is_empty() {
-        return (files, Vec::new(), Vec::new());
+        return SetAside {
+            files,
+            problems: Vec::new(),
+            kustomizations: Vec::new(),
+            helm: Vec::new(),
+        };
     }
-    let (kustomize, others): (Vec<_>, Vec<_>) = found
-        .iter()
-        .partition(|u| u.tool == unrendered::Tool::Kustomize);
-    let diags = others.iter().map(|u| u.diagnostic(prefix)).collect();
-    let kustomizations = kustomize
-        .iter()
-        .map(|u| crate::sources::kustomize::Kustomization {
-            folder: format!("{prefix}{}", u.folder)
-                .trim_end_matches('/')
-                .to_string(),
-            file: format!("{prefix}{}", u.marker),
-        })
-        .collect();
+    let folder = |u: &unrendered::Unrendered| {
+        format!("{prefix}{}", u.folder)
+            .trim_end_matches('/')
+            .to_string()
+    };
+    let mut problems = Vec::new();
+    let mut kustomizations = Vec::new();
+    let mut helm = Vec::new();
+    for u in &found {
+        match u.tool {
+            unrendered::Tool::Kustomize => {
+                kustomizations.push(crate::sources::kustomize::Kustomization {
+                    folder: folder(u),
+                    file: format!("{prefix}{}", u.marker),
+                })
+            }
+            unrendered::Tool::HelmRelease => helm.push(Found::Release {
+                folder: folder(u),
+                file: format!("{prefix}{}", u.marker),
+            }),
+            unrendered::Tool::HelmChart => helm.push(Found::Chart {
+                folder: folder(u),
+                unused: u.diagnostic(prefix),
+            }),
+            unrendered::Tool::HelmValues => helm.push(Found::Values {
+                file: folder(u),
+                unused: u.diagnostic(prefix),
+            }),
+            unrendered::Tool::HelmTemplates => problems.push(u.diagnostic(prefix)),
+        }
+    }
     let kept = files
         .into_iter()
         .filter(|f| !found.iter().any(|u| u.covers(&relative(f))))
         .collect();
-    (kept, diags, kustomizations)
+    SetAside {
+        files: kept,
+        problems,
+        kustomizations,
+        helm,
+    }
 }
 
 #[cfg(test)]

@@ -76,14 +76,14 @@ pub struct Tree {
 }
 
 impl Tree {
-    fn kind(&self, path: &str) -> Option<EntryKind> {
+    pub(super) fn kind(&self, path: &str) -> Option<EntryKind> {
         if path.is_empty() {
             return Some(EntryKind::Tree);
         }
         self.entries.get(path).map(|(k, _)| *k)
     }
 
-    fn id(&self, path: &str) -> &str {
+    pub(super) fn id(&self, path: &str) -> &str {
         if path.is_empty() {
             return &self.root;
         }
@@ -91,7 +91,10 @@ impl Tree {
     }
 
     /// The entries below folder `dir`.
-    fn below<'a>(&'a self, dir: &'a str) -> impl Iterator<Item = (&'a String, EntryKind)> + 'a {
+    pub(super) fn below<'a>(
+        &'a self,
+        dir: &'a str,
+    ) -> impl Iterator<Item = (&'a String, EntryKind)> + 'a {
         let prefix = if dir.is_empty() {
             String::new()
         } else {
@@ -112,7 +115,7 @@ impl Tree {
     }
 }
 
-fn join_path(dir: &str, name: &str) -> String {
+pub(super) fn join_path(dir: &str, name: &str) -> String {
     if dir.is_empty() {
         name.to_string()
     } else {
@@ -132,7 +135,7 @@ fn is_remote(reference: &str) -> bool {
 }
 
 /// `reference` relative to folder `dir`, normalised; `None` when it leaves the repository.
-fn resolve(dir: &str, reference: &str) -> Option<String> {
+pub(super) fn resolve(dir: &str, reference: &str) -> Option<String> {
     if reference.starts_with('/') {
         return None;
     }
@@ -428,11 +431,11 @@ impl Kustomize {
 }
 
 /// Marks a failure that running again may not repeat (not cached).
-const TRANSIENT: &str = "\u{0}transient:";
+pub(super) const TRANSIENT: &str = "\u{0}transient:";
 
 /// `program` as a path: a bare name is looked up on this process's PATH (the tool runs with an
 /// empty one).
-fn on_path(program: &Path) -> PathBuf {
+pub(super) fn on_path(program: &Path) -> PathBuf {
     if program.components().count() != 1 {
         return program.to_path_buf();
     }

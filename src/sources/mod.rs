@@ -2,8 +2,8 @@
 //! commit ([`crate::source`]) and analysing it, so `validate`, `render`, `plan`, `apply` and
 //! `run` see the same objects. Files encrypted with SOPS ([`sops`]) are decrypted with keys
 //! kept outside the repository ([`Keys`], loaded at the edge by [`keys`]); Kustomize folders
-//! are built by the real kustomize ([`kustomize`]) through a bounded [`runner`] and a
-//! [`cache`] keyed by git tree ids, which Helm charts can use the same way.
+//! are built by the real kustomize ([`kustomize`]) and Helm releases rendered by the real helm
+//! ([`helm`]), both through a bounded [`runner`] and a [`cache`] keyed by git tree ids.
 //!
 //! A SOPS file may hold only Secrets (`v1`): their `data` and `stringData` are what plans mask,
 //! and nothing downstream keeps a Secret's values (the state and status hold names and hashes),
@@ -12,6 +12,7 @@
 //! commit invalid (never served), as any other problem of the commit.
 
 pub mod cache;
+pub mod helm;
 pub mod keys;
 pub mod kustomize;
 pub mod runner;
@@ -23,27 +24,35 @@ use crate::source::{BlobCache, CommitFiles, SourceError};
 use serde_json::Value;
 use std::path::Path;
 
+pub use helm::Helm;
 pub use keys::{KeyError, Keys};
 pub use kustomize::Kustomize;
 
-/// What turns a commit's files into hub objects: the SOPS keys and the kustomize that builds
-/// Kustomize folders (with its cache, shared by every commit read through it).
+/// What turns a commit's files into hub objects: the SOPS keys, the kustomize that builds
+/// Kustomize folders and the helm that renders Helm releases (each with its cache, shared by
+/// every commit read through it).
 #[derive(Debug)]
 pub struct Sources {
     pub keys: Keys,
     pub kustomize: Kustomize,
+    pub helm: Helm,
 }
 
 impl Sources {
-    pub fn new(keys: Keys, kustomize: Kustomize) -> Self {
-        Sources { keys, kustomize }
+    pub fn new(keys: Keys, kustomize: Kustomize, helm: Helm) -> Self {
+        Sources {
+            keys,
+            kustomize,
+            helm,
+        }
     }
 
-    /// No SOPS keys; `kustomize` from PATH, cached in memory only.
+    /// No SOPS keys; `kustomize` and `helm` from PATH, cached in memory only.
     pub fn plain() -> Self {
         Sources::new(
             Keys::none(),
             Kustomize::new(None, None, runner::Limits::default()),
+            Helm::new(None, None, runner::Limits::default()),
         )
     }
 }
@@ -69,22 +78,22 @@ pub fn read_commit_cached(
 ) -> Result<CommitFiles, SourceError> {
     let mut files = crate::source::read_commit_cached(repo_path, rev, sub, blobs)?;
     prepare(&mut files, &sources.keys);
-    build_kustomizations(repo_path, &mut files, &sources.kustomize)?;
+    render_folders(repo_path, &mut files, sources)?;
     Ok(files)
 }
 
-/// Builds the commit's root kustomizations; their renderings join `files.files`, their
-/// problems `files.problems`.
-fn build_kustomizations(
+/// Builds the commit's root kustomizations and renders its Helm releases; their renderings
+/// join `files.files`, their problems `files.problems`.
+fn render_folders(
     repo_path: &Path,
     files: &mut CommitFiles,
-    kustomize: &Kustomize,
+    sources: &Sources,
 ) -> Result<(), SourceError> {
-    if files.kustomizations.is_empty() {
+    if files.kustomizations.is_empty() && files.helm.is_empty() {
         return Ok(());
     }
     let read_err = |e: &dyn std::fmt::Display| SourceError::Read {
-        what: "the tree for its Kustomize folders".into(),
+        what: "the tree for its Kustomize and Helm folders".into(),
         commit: files.commit.clone(),
         message: e.to_string(),
     };
@@ -123,7 +132,10 @@ fn build_kustomizations(
         let object = repo.find_object(id).map_err(|e| e.to_string())?;
         Ok(object.detach().data)
     };
-    let (rendered, problems) = kustomize.build(&files.kustomizations, &tree, &read);
+    let (mut rendered, mut problems) = sources.kustomize.build(&files.kustomizations, &tree, &read);
+    let (charts, chart_problems) = sources.helm.render_all(&files.helm, &tree, &read);
+    rendered.extend(charts);
+    problems.extend(chart_problems);
     files.files.extend(rendered);
     files.files.sort_by(|a, b| a.path.cmp(&b.path));
     if !problems.is_empty() {

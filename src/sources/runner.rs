@@ -1,4 +1,4 @@
-//! Running a rendering tool (`kustomize build` today; `helm template` fits the same shape) on
+//! Running a rendering tool (`kustomize build`, `helm template`) on
 //! files gitfleet wrote into a temporary folder, bounded: a time limit, an output-size limit, no
 //! network and no inherited environment. The tool is killed when a bound is passed.
 //!
@@ -83,6 +83,18 @@ impl RunError {
 impl Tool {
     /// Runs the tool with `args` in `dir` within `limits`; its standard output.
     pub fn run(&self, args: &[&str], dir: &Path, limits: &Limits) -> Result<Vec<u8>, RunError> {
+        self.run_with(args, dir, &[], limits)
+    }
+
+    /// [`Tool::run`] with `env` set as well (a tool's own settings, such as where helm keeps
+    /// its cache, pointed into the temporary folder).
+    pub fn run_with(
+        &self,
+        args: &[&str],
+        dir: &Path,
+        env: &[(&str, PathBuf)],
+        limits: &Limits,
+    ) -> Result<Vec<u8>, RunError> {
         let tool = self.name;
         let mut command = Command::new(&self.program);
         command
@@ -102,6 +114,9 @@ impl Tool {
             "https_proxy",
         ] {
             command.env(proxy, NO_NETWORK_PROXY);
+        }
+        for (name, value) in env {
+            command.env(name, value);
         }
         command
             .stdin(Stdio::null())

@@ -13,6 +13,7 @@ pub mod kubectl;
 pub mod members;
 pub mod signing;
 pub mod sim;
+pub mod sources;
 pub mod testbed;
 
 /// The lines a child process writes to `pipe` (its stdout or stderr), as they come, read on a
@@ -107,22 +108,45 @@ impl Repo {
     }
 
     /// Copies the sample fleet (examples/fleet-repo) to the repository's root. Its Kustomize
-    /// application needs kustomize (GITFLEET_KUSTOMIZE, or on PATH): without it the application
-    /// is left out by a `.gitfleetignore`, with a note, unless GITFLEET_REQUIRE_TOOLS=1.
+    /// application needs kustomize (GITFLEET_KUSTOMIZE, or on PATH) and its Helm release helm
+    /// (GITFLEET_HELM, or on PATH): without one, what needs it is left out by a
+    /// `.gitfleetignore`, with a note, unless GITFLEET_REQUIRE_TOOLS=1. Its SOPS-encrypted
+    /// Secret opens with the demo key [`gitfleet`] gives every command ([`sample_age_key`]).
     pub fn copy_sample_fleet(&self) {
         self.copy_dir(&manifest_dir().join("examples/fleet-repo"), "");
-        let program = std::env::var_os("GITFLEET_KUSTOMIZE").unwrap_or_else(|| "kustomize".into());
-        let found = Command::new(program)
-            .arg("version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            assert!(
-                std::env::var("GITFLEET_REQUIRE_TOOLS").as_deref() != Ok("1"),
-                "kustomize is required (GITFLEET_REQUIRE_TOOLS=1): go install sigs.k8s.io/kustomize/kustomize/v5@v5.8.2"
-            );
-            eprintln!("note: no kustomize on PATH: the sample fleet's apps/guestbook is left out");
-            self.write(".gitfleetignore", "/apps/guestbook/\n");
+        let mut ignored = String::new();
+        for (tool, install, folders) in [
+            (
+                "kustomize",
+                "go install sigs.k8s.io/kustomize/kustomize/v5@v5.8.2",
+                "/apps/guestbook/\n",
+            ),
+            (
+                "helm",
+                "go install helm.sh/helm/v3/cmd/helm@v3.22.0",
+                "/apps/hello/release/\n/charts/hello/\n",
+            ),
+        ] {
+            let program = std::env::var_os(format!("GITFLEET_{}", tool.to_uppercase()))
+                .unwrap_or_else(|| tool.into());
+            let found = Command::new(program)
+                .arg("version")
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if !found {
+                assert!(
+                    std::env::var("GITFLEET_REQUIRE_TOOLS").as_deref() != Ok("1"),
+                    "{tool} is required (GITFLEET_REQUIRE_TOOLS=1): {install}"
+                );
+                eprintln!(
+                    "note: no {tool} on PATH: the sample fleet's {} is left out",
+                    folders.trim()
+                );
+                ignored.push_str(folders);
+            }
+        }
+        if !ignored.is_empty() {
+            self.write(".gitfleetignore", &ignored);
         }
     }
 
@@ -161,10 +185,19 @@ pub struct Run {
     pub stderr: String,
 }
 
+/// The demo age key that opens the sample fleet's SOPS-encrypted Secret (outside the fleet's
+/// folder, so never read as a hub resource).
+pub fn sample_age_key() -> PathBuf {
+    manifest_dir().join("examples/demo-age-key.txt")
+}
+
+/// The real binary with `args`, given the sample's demo age key (a key only opens SOPS files:
+/// a repository without them reads as it would without the key).
 pub fn gitfleet(args: &[&str]) -> Run {
     let out: Output = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
         .args(args)
         .env_remove("GITFLEET_REPO")
+        .env("GITFLEET_AGE_KEY_FILE", sample_age_key())
         .output()
         .expect("gitfleet runs");
     Run {
