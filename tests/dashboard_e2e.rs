@@ -47,10 +47,25 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// chromedriver and the browsers it starts, in a process group of their own: a test that
+/// fails before it closes its session leaves no browser behind.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
 /// chromedriver on a free port, once it answers.
-fn start_chromedriver(chromedriver: &Path) -> (Killed, String) {
+fn start_chromedriver(chromedriver: &Path) -> (Driver, String) {
+    use std::os::unix::process::CommandExt as _;
     let port = free_port();
     let child = Command::new(chromedriver)
+        .process_group(0)
         .arg(format!("--port={port}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -60,7 +75,7 @@ fn start_chromedriver(chromedriver: &Path) -> (Killed, String) {
     common::daemon::await_until("chromedriver to answer", || {
         ureq::get(&format!("{addr}/status")).call().is_ok()
     });
-    (Killed(child), addr)
+    (Driver(child), addr)
 }
 
 /// `tool` as a path: chromedriver needs the browser's file, not a name to look up.
