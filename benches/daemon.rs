@@ -1345,15 +1345,21 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
     };
     let full_read = read("/api/v1/placements")?;
     let page = format!("GET /api/v1/placements?offset={}&limit=20", placements / 2);
+    // The dashboard's matrix: its first page, and one from the middle of both axes.
+    let matrix = format!(
+        "GET /matrix?offset={}&moffset={}",
+        placements / 2,
+        clusters / 2
+    );
     let small_reads = [
         ("GET /api/v1/summary".to_string(), read("/api/v1/summary")?),
         (page.clone(), read(&page[4..])?),
+        ("GET /matrix".to_string(), read("/matrix")?),
+        (matrix.clone(), read(&matrix[4..])?),
     ];
     if std::env::var_os("GITFLEET_DAEMON_BENCH_LOG").is_some() {
         eprintln!("{}", daemon.log.lock().unwrap().join("\n"));
     }
-    drop(daemon);
-    rt.block_on(sim.shutdown());
 
     let profile = if cfg!(debug_assertions) {
         "debug build"
@@ -1412,6 +1418,18 @@ fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
         SCALE_STATUS_POLL.as_millis(),
         window.as_secs()
     );
+    // `GITFLEET_DAEMON_BENCH_HOLD=SECONDS` keeps the settled daemon up that long, for a
+    // browser to measure the dashboard against it (tests/dashboard_e2e.rs's
+    // `matrix_first_paint`).
+    if let Some(hold) = std::env::var("GITFLEET_DAEMON_BENCH_HOLD")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        println!("dashboard: {}/matrix, held for {hold} s", daemon.addr);
+        std::thread::sleep(Duration::from_secs(hold));
+    }
+    drop(daemon);
+    rt.block_on(sim.shutdown());
     Ok(())
 }
 

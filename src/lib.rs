@@ -64,6 +64,7 @@ pub mod state;
 pub(crate) mod text_table;
 pub mod timestamp;
 pub(crate) mod trimmed_output;
+pub mod web;
 pub mod webhook;
 
 // Kubernetes' text formats live in their own crate, which the simulator shares.

@@ -157,19 +157,7 @@ fn fleet_repo() -> Repo {
 }
 
 fn gitfleet(helm: &Path, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
-        .args(args)
-        .env_remove("GITFLEET_REPO")
-        .env("GITFLEET_HELM", helm)
-        // Renderings are logged at debug.
-        .env("GITFLEET_LOG", "info,gitfleet::sources=debug")
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    common::sources::gitfleet(("GITFLEET_HELM", helm), args)
 }
 
 #[test]
@@ -474,25 +462,7 @@ fn without_helm_the_error_says_how_to_install_it() {
 
 /// `gitfleet run --once` with `state`; its log lines.
 fn run_once(helm: &Path, repo: &Repo, members: &Members, state: &Path) -> Vec<String> {
-    let run = gitfleet(
-        helm,
-        &[
-            "run",
-            "--once",
-            "--repo",
-            repo.path().to_str().unwrap(),
-            "--kubeconfig",
-            members.kubeconfig.to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-        ],
-    );
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    run.stderr.lines().map(str::to_string).collect()
+    common::sources::run_once(("GITFLEET_HELM", helm), repo, members, state)
 }
 
 fn renders(log: &[String]) -> usize {

@@ -13,7 +13,6 @@ use common::kubectl::Kubectl as _;
 use common::members::{Backend, Members};
 use common::{Repo, Run};
 use std::path::Path;
-use std::process::Command;
 
 on_both_backends!(each_environment_gets_its_overlay_and_a_restart_builds_nothing_again);
 
@@ -104,19 +103,7 @@ fn fleet_repo() -> Repo {
 }
 
 fn gitfleet(kustomize: &Path, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
-        .args(args)
-        .env_remove("GITFLEET_REPO")
-        .env("GITFLEET_KUSTOMIZE", kustomize)
-        // Builds are logged at debug.
-        .env("GITFLEET_LOG", "info,gitfleet::sources=debug")
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    common::sources::gitfleet(("GITFLEET_KUSTOMIZE", kustomize), args)
 }
 
 /// The name kustomize gives the generated ConfigMap (a hash of its content), from a rendering.
@@ -280,25 +267,7 @@ fn without_kustomize_the_error_says_how_to_install_it() {
 
 /// `gitfleet run --once` with `state`; its log lines.
 fn run_once(kustomize: &Path, repo: &Repo, members: &Members, state: &Path) -> Vec<String> {
-    let run = gitfleet(
-        kustomize,
-        &[
-            "run",
-            "--once",
-            "--repo",
-            repo.path().to_str().unwrap(),
-            "--kubeconfig",
-            members.kubeconfig.to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-        ],
-    );
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    run.stderr.lines().map(str::to_string).collect()
+    common::sources::run_once(("GITFLEET_KUSTOMIZE", kustomize), repo, members, state)
 }
 
 fn builds(log: &[String]) -> Vec<&String> {

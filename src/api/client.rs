@@ -139,12 +139,28 @@ pub fn placements_where(server: &str, query: &str) -> Result<wire::Placements, C
     )
 }
 
-/// The daemon's placements, as `GET /api/v1/placements` answers (for `gitfleet status`).
+/// How many placements one page of [`placements`] asks for: at 1,000 clusters a placement's
+/// status is about 100 KiB, so a page stays near 10 MiB however large the fleet.
+pub const PAGE: usize = 100;
+
+/// The daemon's placements (for `gitfleet status`), read a page at a time as kubectl reads a
+/// long list in chunks: no single answer holds the whole fleet, so neither the daemon nor this
+/// client serialises or parses one document of every placement and cluster. The head fields
+/// are the first page's.
 pub fn placements(server: &str) -> Result<wire::Placements, ClientError> {
-    get(
-        &endpoint(server, "/api/v1/placements"),
-        "the placements status",
-    )
+    let page = |offset: usize| placements_where(server, &format!("offset={offset}&limit={PAGE}"));
+    let mut doc = page(0)?;
+    let matched = doc.matched.unwrap_or(doc.placements.len());
+    while doc.placements.len() < matched {
+        let next = page(doc.placements.len())?;
+        if next.placements.is_empty() {
+            // Placements removed between pages.
+            break;
+        }
+        doc.placements.extend(next.placements);
+    }
+    doc.matched = None;
+    Ok(doc)
 }
 
 #[cfg(test)]
@@ -181,6 +197,64 @@ mod tests {
         server.join().unwrap();
         assert_eq!(doc.head.as_deref(), Some(head.as_str()));
         assert_eq!(doc.branch, "main");
+    }
+
+    /// `gitfleet status` reads the placements a page at a time, each request asking for the
+    /// next offset, until it has as many as the first page said matched.
+    #[test]
+    fn placements_are_read_a_page_at_a_time() {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let total = PAGE + PAGE / 2;
+        let server = std::thread::spawn(move || {
+            let mut asked = Vec::new();
+            for _ in 0..2 {
+                let (mut conn, _) = listener.accept().unwrap();
+                let mut request = [0u8; 1024];
+                let n = conn.read(&mut request).unwrap();
+                let line = String::from_utf8_lossy(&request[..n])
+                    .lines()
+                    .next()
+                    .unwrap()
+                    .to_string();
+                let offset: usize = line
+                    .split("offset=")
+                    .nth(1)
+                    .and_then(|r| r.split('&').next())
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                asked.push(line);
+                let items: Vec<String> = (offset..total.min(offset + PAGE))
+                    .map(|i| format!(r#"{{"id":"crp/p{i:03}","strategy":"RollingUpdate","target":1,"selected":[],"applying":[],"removing":[],"waiting":[],"upToDate":[],"clusters":{{}},"conditions":[]}}"#))
+                    .collect();
+                let body = format!(
+                    r#"{{"branch":"main","head":null,"matched":{total},"placements":[{}]}}"#,
+                    items.join(",")
+                );
+                write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .unwrap();
+            }
+            asked
+        });
+        let doc = placements(&format!("http://127.0.0.1:{port}")).unwrap();
+        let asked = server.join().unwrap();
+        assert_eq!(doc.placements.len(), total);
+        assert_eq!(doc.placements[PAGE].id, format!("crp/p{PAGE:03}"));
+        assert_eq!(doc.matched, None);
+        assert!(
+            asked[0].contains(&format!("offset=0&limit={PAGE}")),
+            "{asked:?}"
+        );
+        assert!(
+            asked[1].contains(&format!("offset={PAGE}&limit={PAGE}")),
+            "{asked:?}"
+        );
     }
 
     /// `https://` URLs speak TLS: the daemon's address sees a TLS ClientHello (a handshake

@@ -392,10 +392,7 @@ impl PlacementStatus {
             || self.clusters.values().any(|c| {
                 c.last_error.is_some() || c.health == crate::rollout::BindingHealth::Failed
             })
-            || self.conditions.iter().any(|c| {
-                c.type_.ends_with(crate::schedule::kubefleet::SCHEDULED)
-                    && c.reason == crate::snapshot::INVALID_RESOURCE_SELECTORS
-            })
+            || self.is_held()
     }
 
     /// Whether it is in `state` (`staged`: whether `staged` holds its id, the caller knowing
@@ -407,5 +404,174 @@ impl PlacementStatus {
             PlacementState::Failed => self.has_failure(),
             PlacementState::Staged => staged.contains(self.id.as_str()),
         }
+    }
+}
+
+/// `GET /api/v1/members`: the members as the scheduler sees them (the repository's
+/// `MemberCluster`/`ManagedCluster` joined with the live inventory), paged like the placements.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Members {
+    pub members: Vec<Member>,
+    /// How many members the query matched (all of them without a filter).
+    pub matched: usize,
+}
+
+/// One member: health, labels, taints and properties.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    pub name: String,
+    pub healthy: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_reason: Option<String>,
+    /// The labels KubeFleet sees (the `MemberCluster`'s).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The labels OCM sees (the `ManagedCluster`'s), when it is one.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub ocm_labels: std::collections::BTreeMap<String, String>,
+    /// `key=value:Effect`, KubeFleet's and OCM's taints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<String>,
+    /// Properties as written (quantities): the live inventory's and the declared ones.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub properties: std::collections::BTreeMap<String, String>,
+}
+
+impl Member {
+    pub fn of(c: &crate::schedule::Cluster) -> Member {
+        let taint = |k: &str, v: &str, e: String| match v {
+            "" => format!("{k}:{e}"),
+            v => format!("{k}={v}:{e}"),
+        };
+        Member {
+            name: c.name.clone(),
+            healthy: c.healthy,
+            health_reason: c.health_reason.clone(),
+            labels: c.labels.clone(),
+            ocm_labels: if c.ocm_member {
+                c.ocm_labels.clone()
+            } else {
+                Default::default()
+            },
+            taints: c
+                .taints
+                .iter()
+                .map(|t| taint(&t.key, &t.value, format!("{:?}", t.effect)))
+                .chain(
+                    c.ocm_taints
+                        .iter()
+                        .map(|t| taint(&t.key, &t.value, format!("{:?}", t.effect))),
+                )
+                .collect(),
+            properties: c.properties.clone(),
+        }
+    }
+
+    /// Whether `selector` (`key`, `key=value`, `key!=value`, comma-separated: all must hold)
+    /// matches its labels.
+    pub fn has_labels(&self, selector: &str) -> bool {
+        selector
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .all(|term| {
+                if let Some((k, v)) = term.split_once("!=") {
+                    self.labels.get(k.trim()).is_none_or(|l| l != v.trim())
+                } else if let Some((k, v)) = term.split_once('=') {
+                    let v = v.trim_start_matches('=');
+                    self.labels.get(k.trim()).is_some_and(|l| l == v.trim())
+                } else {
+                    self.labels.contains_key(term)
+                }
+            })
+    }
+}
+
+/// What is happening to a placement on one cluster, as the dashboard's matrix colours it; a
+/// cluster in more than one is shown in the first that holds, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClusterPlacementState {
+    /// Its last push failed, its manifests cannot be rendered, or an object is unavailable.
+    Failed,
+    /// The member changed what was placed there (re-applied at the next step), or, under
+    /// ReportDiff, it differs from what the placement declares.
+    Drifted,
+    /// Being applied or removed.
+    Applying,
+    /// Held back: waiting for the rollout's budget, a stage, a wait or an approval; or the
+    /// placement is held for invalid resource selectors.
+    Held,
+    /// Every object is available.
+    Available,
+    /// Selected, not applied yet (or applied, not yet available).
+    Scheduled,
+}
+
+impl ClusterPlacementState {
+    pub const ALL: [ClusterPlacementState; 6] = [
+        ClusterPlacementState::Scheduled,
+        ClusterPlacementState::Applying,
+        ClusterPlacementState::Available,
+        ClusterPlacementState::Failed,
+        ClusterPlacementState::Drifted,
+        ClusterPlacementState::Held,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClusterPlacementState::Failed => "failed",
+            ClusterPlacementState::Drifted => "drifted",
+            ClusterPlacementState::Applying => "applying",
+            ClusterPlacementState::Held => "held",
+            ClusterPlacementState::Available => "available",
+            ClusterPlacementState::Scheduled => "scheduled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ClusterPlacementState> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl PlacementStatus {
+    /// Held for invalid resource selectors: it keeps what it placed as it is.
+    pub fn is_held(&self) -> bool {
+        self.conditions.iter().any(|c| {
+            c.type_.ends_with(crate::schedule::kubefleet::SCHEDULED)
+                && c.reason == crate::snapshot::INVALID_RESOURCE_SELECTORS
+        })
+    }
+
+    /// Where this placement stands on `cluster`; `None` when it neither selects the cluster
+    /// nor has anything there.
+    pub fn cluster_state(&self, cluster: &str) -> Option<ClusterPlacementState> {
+        use crate::rollout::BindingHealth;
+        let has = |list: &[String]| list.iter().any(|c| c == cluster);
+        let stored = self.clusters.get(cluster);
+        if !has(&self.selected) && stored.is_none() && !has(&self.removing) {
+            return None;
+        }
+        let state = if self.failed.contains_key(cluster)
+            || self.render_errors.contains_key(cluster)
+            || stored.is_some_and(|c| c.last_error.is_some() || c.health == BindingHealth::Failed)
+        {
+            ClusterPlacementState::Failed
+        } else if stored.is_some_and(|c| {
+            c.recheck.is_some() || c.health == BindingHealth::DiffReported && !c.diffs.is_empty()
+        }) {
+            ClusterPlacementState::Drifted
+        } else if has(&self.applying) || has(&self.removing) {
+            ClusterPlacementState::Applying
+        } else if has(&self.waiting) || self.is_held() {
+            ClusterPlacementState::Held
+        } else if stored.is_some_and(|c| c.revision.is_some() && c.health.is_ready()) {
+            ClusterPlacementState::Available
+        } else {
+            ClusterPlacementState::Scheduled
+        };
+        Some(state)
     }
 }

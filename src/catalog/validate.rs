@@ -319,7 +319,7 @@ fn push_typed<T: ApiObject + Clone + Send + Sync + 'static>(
         });
         return;
     }
-    let typed: T = match decode(&cat.objects[i].value) {
+    let typed: T = match decode(&cat.objects[i].value).map_err(T::decode_problem) {
         Ok(t) => t,
         Err(p) => {
             // A type error on a value YAML read as a boolean or number: say so.

@@ -72,6 +72,11 @@ pub struct RunArgs {
     /// File holding the webhook secret; enables `POST /hooks/git`.
     #[arg(long, env = "GITFLEET_WEBHOOK_SECRET_FILE")]
     pub webhook_secret_file: Option<PathBuf>,
+    /// File holding a token the web dashboard (`/`) then asks for: open it once with
+    /// `?token=TOKEN` (kept in an HttpOnly cookie) or send `Authorization: Bearer TOKEN`.
+    /// Without it the dashboard is open to whoever reaches --listen, as the status API is.
+    #[arg(long, env = "GITFLEET_DASHBOARD_TOKEN_FILE", value_name = "FILE")]
+    pub dashboard_token_file: Option<PathBuf>,
     /// Reconcile the head until the rollout settles or has to wait, then exit (1 if the head is
     /// rejected or a push failed).
     #[arg(long, env = "GITFLEET_ONCE")]
@@ -300,7 +305,25 @@ fn state_identity(dir: &std::path::Path) -> String {
     )
 }
 
+/// The dashboard's token from `--dashboard-token-file`, trimmed; an empty one is refused.
+fn dashboard_token(args: &RunArgs) -> Result<Option<Arc<[u8]>>> {
+    let Some(f) = &args.dashboard_token_file else {
+        return Ok(None);
+    };
+    let token = std::fs::read(f)
+        .with_context(|| format!("cannot read the dashboard token {}", f.display()))?;
+    let token = token.trim_ascii();
+    if token.is_empty() {
+        bail!(
+            "the dashboard token file {} is empty (or only whitespace): put a token in it",
+            f.display()
+        );
+    }
+    Ok(Some(Arc::from(token)))
+}
+
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
+    let dashboard_token = dashboard_token(args)?;
     let webhook_secret = match &args.webhook_secret_file {
         Some(f) => {
             let secret = std::fs::read(f)
@@ -446,6 +469,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             webhook_secret: webhook_secret.map(Arc::from),
             wake: wake_tx,
             ready_fetch_failures: args.ready_fetch_failures,
+            dashboard_token,
         };
         let limits = crate::daemon::server::Limits::default();
         crate::daemon::open_files::raise_and_log(limits.connections);
@@ -506,6 +530,7 @@ async fn run_elected(
         webhook_secret: webhook_secret.map(Arc::from),
         wake: wake_tx,
         ready_fetch_failures: args.ready_fetch_failures,
+        dashboard_token: dashboard_token(args)?,
     };
     let limits = crate::daemon::server::Limits::default();
     crate::daemon::open_files::raise_and_log(limits.connections);

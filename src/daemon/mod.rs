@@ -20,6 +20,7 @@
 //! its state is saved.
 
 pub mod approvals;
+pub mod dashboard;
 pub mod deliver;
 pub mod error;
 pub mod leader;
@@ -195,6 +196,10 @@ pub struct Status {
     pub inventory: Option<Arc<Inventory>>,
     #[serde(skip)]
     pub schedule: Vec<Arc<PlacementSchedule>>,
+    /// The members as the last look scheduled them (declarations joined with the inventory):
+    /// `/api/v1/members`.
+    #[serde(skip)]
+    pub fleet: Option<Arc<crate::schedule::Fleet>>,
     pub reconciles: u64,
     pub commits_rejected: u64,
     /// Staged update runs and their approval requests (`/api/v1/updateruns`,

@@ -1080,6 +1080,9 @@ impl<D: Deliverer> Daemon<D> {
         if let Some(inv) = inventory {
             st.inventory = Some(inv);
         }
+        if let Some((_, _, fleet)) = &self.fleet_memo {
+            st.fleet = Some(fleet.clone());
+        }
         if let (Some(placements), Some(schedule)) = (placements, schedule) {
             st.placements = placements;
             st.schedule = schedule;

@@ -93,6 +93,9 @@ pub struct Api {
     pub wake: mpsc::UnboundedSender<()>,
     /// `/readyz` fails once this many fetches of the git source failed in a row (0: never).
     pub ready_fetch_failures: u32,
+    /// The dashboard's token (`--dashboard-token-file`); `None`: the dashboard is open, as
+    /// the status API is.
+    pub dashboard_token: Option<Arc<[u8]>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -338,10 +341,10 @@ async fn webhook(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Res
 /// the timeout, 405, a body that cannot be read) come as plain text or empty: give them the
 /// same JSON problem body as ours.
 async fn json_errors(res: Response) -> Response {
-    let is_json = res
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    // The dashboard answers its errors as pages.
+    let is_json = res.headers().get(header::CONTENT_TYPE).is_some_and(|v| {
+        v.as_bytes().starts_with(b"application/json") || v.as_bytes().starts_with(b"text/html")
+    });
     if !(res.status().is_client_error() || res.status().is_server_error()) || is_json {
         return res;
     }
@@ -367,6 +370,7 @@ fn documents(api: Api) -> Router<Api> {
         .route("/api/v1/placements", get(placements))
         .route("/api/v1/placements/{*id}", get(placement))
         .route("/api/v1/inventory", get(inventory))
+        .route("/api/v1/members", get(more::members_doc))
         .route("/api/v1/updateruns", get(update_runs))
         .route("/api/v1/updateruns/{*name}", get(more::update_run))
         .route("/api/v1/approvalrequests", get(approval_requests))
@@ -382,6 +386,7 @@ pub fn router(api: Api, limits: &Limits) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .merge(documents(api.clone()))
+        .merge(super::dashboard::routes(api.clone()))
         .route("/hooks/git", post(webhook))
         .fallback(|| async { problem(StatusCode::NOT_FOUND, "not found") })
         .with_state(api)
@@ -743,6 +748,7 @@ mod tests {
             webhook_secret: secret.map(Arc::from),
             wake,
             ready_fetch_failures: 3,
+            dashboard_token: None,
         };
         (api, rx)
     }
@@ -883,6 +889,7 @@ mod tests {
         // 0 turns the check off; a success (the count back at 0) makes the daemon ready again.
         let off = Api {
             ready_fetch_failures: 0,
+            dashboard_token: None,
             ..api.clone()
         };
         assert_eq!(call(&off, "GET", "/readyz", &[], vec![]).await.0, 200);
@@ -1041,7 +1048,7 @@ mod tests {
             (code, doc),
             (
                 400,
-                json!({"error": "unknown query parameter \"ready\" (the ones known are state, name, cluster, offset, limit and unready)"})
+                json!({"error": "unknown query parameter \"ready\" (the ones known are state, name, cluster, clusterState, offset, limit and unready)"})
             )
         );
         let (code, doc) = call(&api, "GET", "/api/v1/placements?unready=maybe", &[], vec![]).await;

@@ -156,6 +156,71 @@ pub async fn update_run(State(api): State<Api>, Path(id): Path<String>) -> Respo
     }
 }
 
+/// What `GET /api/v1/members`' query asks for: `name` (contained in the member's name),
+/// `label` (`key`, `key=value`, `key!=value`, comma-separated), `offset`, `limit`.
+#[derive(Debug, Default, PartialEq)]
+pub struct MembersQuery {
+    pub name: Option<String>,
+    pub label: Option<String>,
+    pub offset: usize,
+    pub limit: Option<usize>,
+}
+
+pub fn members_query(query: Option<&str>) -> Result<MembersQuery, String> {
+    let mut q = MembersQuery::default();
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = percent_decode(raw).ok_or_else(|| format!("{key}={raw}: bad %-encoding"))?;
+        match key {
+            "name" => q.name = Some(value).filter(|n| !n.is_empty()),
+            "label" => q.label = Some(value).filter(|n| !n.is_empty()),
+            "limit" => q.limit = Some(count("limit", &value)?),
+            "offset" => q.offset = count("offset", &value)?,
+            other => {
+                return Err(format!(
+                    "unknown query parameter {other:?} (the ones known are name, label, \
+                     offset and limit)"
+                ))
+            }
+        }
+    }
+    Ok(q)
+}
+
+/// The members a query asks for, from the last look's fleet.
+pub fn members(st: &Status, q: &MembersQuery) -> crate::api::Members {
+    let all = st.fleet.as_ref().map_or(&[][..], |f| &f.clusters[..]);
+    let matching = all
+        .iter()
+        .filter(|c| q.name.as_ref().is_none_or(|n| c.name.contains(n.as_str())));
+    let mut matched = 0;
+    let mut members = Vec::new();
+    for c in matching {
+        let m = crate::api::Member::of(c);
+        if q.label.as_ref().is_some_and(|l| !m.has_labels(l)) {
+            continue;
+        }
+        if matched >= q.offset && members.len() < q.limit.unwrap_or(usize::MAX) {
+            members.push(m);
+        }
+        matched += 1;
+    }
+    crate::api::Members { members, matched }
+}
+
+pub async fn members_doc(State(api): State<Api>, uri: axum::http::Uri) -> Response {
+    let query = match members_query(uri.query()) {
+        Ok(q) => q,
+        Err(e) => return problem(StatusCode::BAD_REQUEST, &e),
+    };
+    let doc = members(&status_of(&api), &query);
+    json_ok(&doc)
+}
+
 /// What `GET /api/v1/placements`'s query asks for; anything it does not know is refused,
 /// naming it.
 #[derive(Debug, Default, PartialEq)]
@@ -166,6 +231,8 @@ pub struct PlacementsQuery {
     pub name: Option<String>,
     /// Placements that select this cluster or have it among their clusters.
     pub cluster: Option<String>,
+    /// Placements with a cluster in any of these states (none: all).
+    pub cluster_states: Vec<crate::api::ClusterPlacementState>,
     /// Skip this many of the matching placements.
     pub offset: usize,
     pub limit: Option<usize>,
@@ -183,6 +250,18 @@ impl PlacementsQuery {
             && self.cluster.as_ref().is_none_or(|c| {
                 p.selected.iter().any(|s| s == c) || p.clusters.contains_key(c.as_str())
             })
+            && (self.cluster_states.is_empty() || self.has_cluster_in_state(p))
+    }
+
+    fn has_cluster_in_state(&self, p: &PlacementStatus) -> bool {
+        let clusters = p
+            .selected
+            .iter()
+            .chain(p.clusters.keys())
+            .chain(&p.removing);
+        clusters
+            .filter_map(|c| p.cluster_state(c))
+            .any(|s| self.cluster_states.contains(&s))
     }
 }
 
@@ -211,6 +290,17 @@ pub fn placements_query(query: Option<&str>) -> Result<PlacementsQuery, String> 
                     q.states.push(s.parse()?);
                 }
             }
+            ("clusterState", list) => {
+                for s in list.split(',').filter(|s| !s.is_empty()) {
+                    q.cluster_states
+                        .push(crate::api::ClusterPlacementState::parse(s).ok_or_else(|| {
+                            format!(
+                                "clusterState={s}: the states are scheduled, applying, \
+                                 available, failed, drifted and held"
+                            )
+                        })?);
+                }
+            }
             ("name", n) => q.name = Some(n.to_string()).filter(|n| !n.is_empty()),
             ("cluster", c) => q.cluster = Some(c.to_string()).filter(|c| !c.is_empty()),
             ("limit", n) => q.limit = Some(count("limit", n)?),
@@ -218,7 +308,7 @@ pub fn placements_query(query: Option<&str>) -> Result<PlacementsQuery, String> 
             (other, _) => {
                 return Err(format!(
                     "unknown query parameter {other:?} (the ones known are state, name, \
-                     cluster, offset, limit and unready)"
+                     cluster, clusterState, offset, limit and unready)"
                 ))
             }
         }
@@ -227,7 +317,7 @@ pub fn placements_query(query: Option<&str>) -> Result<PlacementsQuery, String> 
 }
 
 /// `%XX` and `+` decoded; `None` for a broken escape or bytes that are not UTF-8.
-fn percent_decode(s: &str) -> Option<String> {
+pub fn percent_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -267,6 +357,7 @@ mod tests {
                 states: vec![PlacementState::Failed, PlacementState::Staged],
                 name: Some("web/a".into()),
                 cluster: Some("m1".into()),
+                cluster_states: vec![],
                 offset: 5,
                 limit: Some(10),
             }

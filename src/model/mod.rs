@@ -174,11 +174,18 @@ pub trait ApiObject: serde::de::DeserializeOwned {
     /// Every rule the API server, its CEL rules and the admission webhooks enforce for this object
     /// on its own (cross-object rules live in the catalog).
     fn validate(&self) -> Vec<Problem>;
+
+    /// A decoding problem as this kind's diagnostic says it: where gitfleet's types are
+    /// stricter than the kind's admission (an enum the CRD does not have), the problem says
+    /// whose rule it is.
+    fn decode_problem(problem: Problem) -> Problem {
+        problem
+    }
 }
 
 /// Decode then validate: `Ok` with the typed object, or every problem found.
 pub fn decode_valid<T: ApiObject>(value: &serde_json::Value) -> Result<T, Vec<Problem>> {
-    let typed: T = decode(value).map_err(|p| vec![p])?;
+    let typed: T = decode(value).map_err(|p| vec![T::decode_problem(p)])?;
     let problems = typed.validate();
     if problems.is_empty() {
         Ok(typed)

@@ -467,6 +467,20 @@ impl OcmPlacement {
 }
 
 impl ApiObject for OcmPlacement {
+    /// A label or claim selector's operator is a Kubernetes LabelSelector operator, which
+    /// OCM's CRD does not enumerate: a hub admits another and fails only when it schedules.
+    fn decode_problem(mut problem: Problem) -> Problem {
+        let selector_operator =
+            problem.field.contains(".matchExpressions[") && problem.field.ends_with(".operator");
+        if selector_operator && problem.message.starts_with("unknown variant") {
+            problem.message = format!(
+                "{} ({OWN_RULE}; its scheduler cannot evaluate the selector)",
+                problem.message
+            );
+        }
+        problem
+    }
+
     fn validate(&self) -> Vec<Problem> {
         let mut p = Problems::default();
         check_name(&self.metadata, None, &mut p);
@@ -1263,9 +1277,10 @@ spec:
             "  predicates: [{requiredClusterSelector: {labelSelector: {matchLabels: {'bad key!': x}}}}]\n",
             "  predicates: [{requiredClusterSelector: {claimSelector: {matchExpressions: [{key: a, operator: In}]}}}]\n",
             "  decisionStrategy: {groupStrategy: {decisionGroups: [{groupName: ab, groupClusterSelector: {labelSelector: {matchExpressions: [{key: 'a b', operator: Exists}]}}}]}}\n",
+            "  predicates: [{requiredClusterSelector: {labelSelector: {matchExpressions: [{key: a, operator: Foo, values: [b]}]}}}]\n",
         ] {
             let messages: Vec<String> = match decode::<OcmPlacement>(&value(&placement(spec))) {
-                Err(e) => vec![e.message],
+                Err(e) => vec![OcmPlacement::decode_problem(e).message],
                 Ok(p) => p.validate().into_iter().map(|p| p.message).collect(),
             };
             assert!(!messages.is_empty(), "{spec}");

@@ -13,6 +13,7 @@ pub mod kubectl;
 pub mod members;
 pub mod signing;
 pub mod sim;
+pub mod sources;
 pub mod testbed;
 
 /// The lines a child process writes to `pipe` (its stdout or stderr), as they come, read on a

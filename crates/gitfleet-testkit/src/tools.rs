@@ -41,6 +41,22 @@ pub const SOPS: Tool = Tool {
         "GOBIN=~/.cache/gitfleet/tools/bin go install github.com/getsops/sops/v3/cmd/sops@v3.13.3",
 };
 
+/// Debian's chromium, which the dashboard's browser tests drive (headless) through
+/// chromedriver.
+pub const CHROMIUM: Tool = Tool {
+    name: "chromium",
+    env: "GITFLEET_CHROMIUM",
+    version_arg: "--version",
+    install: "apt-get install -y chromium chromium-driver",
+};
+
+pub const CHROMEDRIVER: Tool = Tool {
+    name: "chromedriver",
+    env: "GITFLEET_CHROMEDRIVER",
+    version_arg: "--version",
+    install: "apt-get install -y chromium chromium-driver",
+};
+
 impl Tool {
     /// The tool's binary, or `None` (with a note naming `what` is skipped) when it is missing.
     /// Panics when it is missing under `GITFLEET_REQUIRE_TOOLS=1`.
