@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use super::server::{status_of, Api};
 use super::status_api::{self, MembersQuery, PlacementsQuery};
-use crate::api::{ClusterPlacementState, PlacementStatus, Placements};
+use crate::api::{ClusterPlacementState, PlacementStatus};
 use crate::web::pages::{self, Paging};
 
 /// The dashboard's routes, behind the token (when there is one) and with its headers.
@@ -390,20 +390,7 @@ async fn runs(State(api): State<Api>) -> Response {
 async fn source(State(api): State<Api>) -> Response {
     let (summary, doc) = {
         let st = status_of(&api);
-        let doc = Placements::<&PlacementStatus> {
-            branch: st.branch.clone(),
-            head: st.head.clone(),
-            serving: st.serving.clone(),
-            not_serving: st.not_serving.clone(),
-            verified: st.verified.clone(),
-            rejected: st.rejected.clone(),
-            warnings: st.warnings.clone(),
-            held: st.held.clone(),
-            source: Some(st.source.clone()),
-            placements: vec![],
-            matched: None,
-            leader: st.leader.clone(),
-        };
+        let doc = st.placements_head::<&PlacementStatus>();
         (status_api::summary(&st), doc)
     };
     html(pages::source::page(&pages::source::Source {

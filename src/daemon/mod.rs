@@ -224,6 +224,25 @@ impl Status {
     pub fn changed(&mut self) {
         self.generation = self.generation.wrapping_add(1);
     }
+
+    /// The placements document's head fields, with no placements: what every reader of the
+    /// document shows above them.
+    pub fn placements_head<P>(&self) -> crate::api::Placements<P> {
+        crate::api::Placements {
+            branch: self.branch.clone(),
+            head: self.head.clone(),
+            serving: self.serving.clone(),
+            not_serving: self.not_serving.clone(),
+            verified: self.verified.clone(),
+            rejected: self.rejected.clone(),
+            warnings: self.warnings.clone(),
+            held: self.held.clone(),
+            source: Some(self.source.clone()),
+            placements: vec![],
+            matched: None,
+            leader: self.leader.clone(),
+        }
+    }
 }
 
 /// Everything that makes the daemon look at the branch again.

@@ -217,20 +217,7 @@ async fn placements(State(api): State<Api>, uri: Uri) -> Response {
             .into_iter()
             .map(String::from)
             .collect();
-        let doc = crate::api::Placements::<()> {
-            branch: st.branch.clone(),
-            head: st.head.clone(),
-            serving: st.serving.clone(),
-            not_serving: st.not_serving.clone(),
-            verified: st.verified.clone(),
-            rejected: st.rejected.clone(),
-            warnings: st.warnings.clone(),
-            held: st.held.clone(),
-            source: Some(st.source.clone()),
-            placements: vec![],
-            matched: None,
-            leader: st.leader.clone(),
-        };
+        let doc = st.placements_head::<()>();
         (doc, st.placements.clone(), staged)
     };
     let staged = staged.iter().map(String::as_str).collect();
