@@ -23,9 +23,10 @@
 //! file: diagnostics, `render` and `plan` trace each object to it
 //! ([`crate::catalog::unrendered::rendered_by`]).
 
-use super::cache::{Cache, Key, Outcome};
-use super::kustomize::{join_path, on_path, resolve, EntryKind, Tree, TRANSIENT};
-use super::runner::{Limits, RunError, Tool};
+use super::cache::{Key, Outcome};
+use super::cached_tool::CachedTool;
+use super::kustomize::{join_path, resolve, EntryKind, Tree, TRANSIENT};
+use super::runner::{Limits, RunError};
 use crate::catalog::{Diagnostic, SourceFile};
 use crate::model::helm_release::HelmRelease;
 use crate::model::scope::{Scope, ScopeTable};
@@ -33,7 +34,7 @@ use crate::model::Origin;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 pub use crate::model::helm_release::FILE_NAME;
 
@@ -259,58 +260,41 @@ pub fn inputs(
 /// Renders Helm releases with a helm program, its renderings cached.
 #[derive(Debug)]
 pub struct Helm {
-    tool: Tool,
-    limits: Limits,
-    cache: Cache,
-    version: OnceLock<Result<String, RunError>>,
+    tool: CachedTool,
 }
 
 impl Helm {
     /// `program` (a path, or a name looked up on PATH; `helm` when `None`); renderings kept
     /// under `cache_dir` as well as in memory.
     pub fn new(program: Option<PathBuf>, cache_dir: Option<PathBuf>, limits: Limits) -> Self {
-        let program = program.unwrap_or_else(|| PathBuf::from("helm"));
         Helm {
-            tool: Tool {
-                name: "helm",
-                program: on_path(&program),
-                install: INSTALL,
-            },
-            limits,
-            cache: Cache::new(cache_dir),
-            version: OnceLock::new(),
+            tool: CachedTool::new("helm", INSTALL, program, cache_dir, limits),
         }
     }
 
     /// Whether the program exists (a rendering may still fail).
     pub fn found(&self) -> bool {
-        self.tool.program.is_file()
+        self.tool.found()
     }
 
     /// How many renderings were run rather than found in the cache.
     pub fn renders(&self) -> u64 {
-        self.cache.misses()
+        self.tool.runs()
     }
 
     fn version(&self) -> Result<&str, RunError> {
-        self.version
-            .get_or_init(|| {
-                self.cache.tool_version(&self.tool.program, || {
-                    let dir = tempfile::tempdir().map_err(|e| RunError::Io {
-                        tool: "helm",
-                        message: e.to_string(),
-                    })?;
-                    let out = self.tool.run_with(
-                        &["version", "--template", "{{ .Version }}"],
-                        dir.path(),
-                        &helm_env(dir.path()),
-                        &self.limits,
-                    )?;
-                    Ok(String::from_utf8_lossy(&out).trim().to_string())
-                })
-            })
-            .as_deref()
-            .map_err(Clone::clone)
+        self.tool.version(|tool| {
+            let dir = tempfile::tempdir().map_err(|e| RunError::Io {
+                tool: "helm",
+                message: e.to_string(),
+            })?;
+            let out = tool.run(
+                &["version", "--template", "{{ .Version }}"],
+                dir.path(),
+                &helm_env(dir.path()),
+            )?;
+            Ok(String::from_utf8_lossy(&out).trim().to_string())
+        })
     }
 
     /// Renders the releases among `found`; their renderings as files named by their release
@@ -435,7 +419,7 @@ impl Helm {
             parts.push(id);
         }
         let key = Key::of(parts);
-        let outcome = self.cache.get_or_render(
+        let outcome = self.tool.cache.get_or_render(
             &key,
             || {
                 tracing::debug!(release = %file, "rendering with helm");
@@ -520,10 +504,7 @@ impl Helm {
                 .replace(&format!("{}/", files.display()), "")
                 .replace(&inline, "spec.values")
         };
-        let out = match self
-            .tool
-            .run_with(&args, &files, &helm_env(&home), &self.limits)
-        {
+        let out = match self.tool.run(&args, &files, &helm_env(&home)) {
             Ok(out) => out,
             Err(e) if e.is_transient() => return Err(format!("{TRANSIENT}{}", shown(e))),
             Err(e) => return Err(shown(e)),

@@ -15,14 +15,15 @@
 //! itself: diagnostics, `render` and `plan` trace each rendered object to it
 //! ([`rendered_by`]).
 
-use super::cache::{Cache, Key, Outcome};
-use super::runner::{Limits, RunError, Tool};
+use super::cache::{Key, Outcome};
+use super::cached_tool::CachedTool;
+use super::runner::{Limits, RunError};
 use crate::catalog::{Diagnostic, SourceFile};
 use crate::model::Origin;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use crate::catalog::unrendered::{rendered_by, KUSTOMIZATION_FILES as FILE_NAMES};
 
@@ -243,50 +244,33 @@ pub fn inputs(
 /// Builds Kustomize folders with a kustomize program, its renderings cached.
 #[derive(Debug)]
 pub struct Kustomize {
-    tool: Tool,
-    limits: Limits,
-    cache: Cache,
-    version: OnceLock<Result<String, RunError>>,
+    tool: CachedTool,
 }
 
 impl Kustomize {
     /// `program` (a path, or a name looked up on PATH; `kustomize` when `None`); renderings kept
     /// under `cache_dir` as well as in memory.
     pub fn new(program: Option<PathBuf>, cache_dir: Option<PathBuf>, limits: Limits) -> Self {
-        let program = program.unwrap_or_else(|| PathBuf::from("kustomize"));
         Kustomize {
-            tool: Tool {
-                name: "kustomize",
-                program: on_path(&program),
-                install: INSTALL,
-            },
-            limits,
-            cache: Cache::new(cache_dir),
-            version: OnceLock::new(),
+            tool: CachedTool::new("kustomize", INSTALL, program, cache_dir, limits),
         }
     }
 
     /// Whether the program exists (a build may still fail).
     pub fn found(&self) -> bool {
-        self.tool.program.is_file()
+        self.tool.found()
     }
 
     /// How many builds were run rather than found in the cache.
     pub fn builds(&self) -> u64 {
-        self.cache.misses()
+        self.tool.runs()
     }
 
     fn version(&self) -> Result<&str, RunError> {
-        let dir = std::env::temp_dir();
-        self.version
-            .get_or_init(|| {
-                self.cache.tool_version(&self.tool.program, || {
-                    let out = self.tool.run(&["version"], &dir, &self.limits)?;
-                    Ok(String::from_utf8_lossy(&out).trim().to_string())
-                })
-            })
-            .as_deref()
-            .map_err(Clone::clone)
+        self.tool.version(|tool| {
+            let out = tool.run(&["version"], &std::env::temp_dir(), &[])?;
+            Ok(String::from_utf8_lossy(&out).trim().to_string())
+        })
     }
 
     /// Builds the root kustomizations among `found`; their renderings as files named by their
@@ -354,7 +338,7 @@ impl Kustomize {
                 parts.push(id);
             }
             let key = Key::of(parts);
-            let outcome = self.cache.get_or_render(
+            let outcome = self.tool.cache.get_or_render(
                 &key,
                 || {
                     tracing::debug!(kustomization = %k.file, "building with kustomize");
@@ -424,7 +408,7 @@ impl Kustomize {
         // kustomize's messages name the temporary folder; the repository's paths are what the
         // user knows.
         let shown = |e: RunError| e.to_string().replace(&format!("{}/", files.display()), "");
-        match self.tool.run(&args, &files, &self.limits) {
+        match self.tool.run(&args, &files, &[]) {
             Ok(out) => Ok(Arc::new(out)),
             Err(e) if e.is_transient() => Err(format!("{TRANSIENT}{}", shown(e))),
             Err(e) => Err(shown(e)),
@@ -434,20 +418,6 @@ impl Kustomize {
 
 /// Marks a failure that running again may not repeat (not cached).
 pub(super) const TRANSIENT: &str = "\u{0}transient:";
-
-/// `program` as a path: a bare name is looked up on this process's PATH (the tool runs with an
-/// empty one).
-pub(super) fn on_path(program: &Path) -> PathBuf {
-    if program.components().count() != 1 {
-        return program.to_path_buf();
-    }
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| program.to_path_buf())
-}
 
 #[cfg(test)]
 mod tests;

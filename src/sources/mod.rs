@@ -12,6 +12,7 @@
 //! commit invalid (never served), as any other problem of the commit.
 
 pub mod cache;
+pub mod cached_tool;
 pub mod helm;
 pub mod keys;
 pub mod kustomize;
