@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 on_both_backends!(an_encrypted_secret_reaches_the_members_decrypted_and_nothing_else_shows_it);
+on_both_backends!(a_secret_in_a_kustomize_folder_is_decrypted_before_kustomize_builds_it);
 
 const FLEET: &str = r#"
 anonymousAuth: true
@@ -108,6 +109,11 @@ impl Fixture {
 
     /// Writes `app/secret.yaml` encrypted by sops (Flux's rule: only data and stringData).
     fn write_encrypted_secret(&self, password: &str) {
+        self.write_encrypted_secret_at("app/secret.yaml", password);
+    }
+
+    /// Writes `path` encrypted by sops, as [`Fixture::write_encrypted_secret`].
+    fn write_encrypted_secret_at(&self, path: &str, password: &str) {
         let out = gitfleet_testkit::tools::sops_encrypt(
             &self.sops,
             "secret.yaml",
@@ -117,7 +123,24 @@ impl Fixture {
         );
         let text = String::from_utf8(out).unwrap();
         assert!(!text.contains(&b64(password)), "{text}");
-        self.repo.write("app/secret.yaml", &text);
+        self.repo.write(path, &text);
+    }
+
+    /// `app/db/`: a kustomization that renames and labels the encrypted Secret beside it,
+    /// which kustomize can only do to the decrypted file.
+    fn write_kustomized_secret(&self, password: &str) {
+        self.repo.write(
+            "app/db/kustomization.yaml",
+            "apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namePrefix: prod-
+labels:
+- pairs: {tier: db}
+resources:
+- secret.yaml
+",
+        );
+        self.write_encrypted_secret_at("app/db/secret.yaml", password);
     }
 
     /// The binary with `args`, and no key from this process's environment (`env` adds some).
@@ -354,6 +377,119 @@ fn an_encrypted_secret_reaches_the_members_decrypted_and_nothing_else_shows_it(b
     }
     let log = daemon.stop_and_read_log().join("\n");
     assert_hidden("the daemon's log", &log, password);
+    for file in common::walk(state.path()) {
+        let bytes = std::fs::read(&file).unwrap();
+        assert_hidden(
+            &file.display().to_string(),
+            &String::from_utf8_lossy(&bytes),
+            password,
+        );
+    }
+}
+
+/// Both tools a kustomized SOPS Secret needs, or `None` (the test then says why).
+fn sops_and_kustomize() -> Option<(PathBuf, PathBuf)> {
+    let sops = gitfleet_testkit::tools::SOPS.find("the SOPS tests")?;
+    let kustomize = gitfleet_testkit::tools::KUSTOMIZE.find("the SOPS tests")?;
+    Some((sops, kustomize))
+}
+
+#[test]
+fn a_kustomized_secret_is_refused_without_the_key_or_with_a_changed_value() {
+    let Some((sops, kustomize)) = sops_and_kustomize() else {
+        return;
+    };
+    let f = Fixture::new(sops);
+    f.write_kustomized_secret("hunter2-kustomized");
+    f.repo.commit("kustomized secret");
+    let repo = f.repo.path().to_str().unwrap();
+    let tool = [("GITFLEET_KUSTOMIZE", kustomize.as_path())];
+    let run = f.gitfleet(&["validate", "--repo", repo], &tool);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "app/db/kustomization.yaml:1: Kustomization app/db: kustomize build: \
+             app/db/secret.yaml: cannot decrypt: no age key is given to decrypt it (encrypted for {})",
+            f.recipient
+        )),
+        "{}",
+        run.stderr
+    );
+    let key = f.key_file();
+    let with_key = [
+        ("GITFLEET_KUSTOMIZE", kustomize.as_path()),
+        ("SOPS_AGE_KEY_FILE", key.as_path()),
+    ];
+    let run = f.gitfleet(&["render", "--repo", repo, "--cluster", "alpha"], &with_key);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("prod-db"), "{}", run.stdout);
+    assert_hidden("render", &run.stdout, "hunter2-kustomized");
+    // A value changed without sops: the whole file's MAC refuses it before kustomize runs.
+    let text = std::fs::read_to_string(f.repo.path().join("app/db/secret.yaml")).unwrap();
+    f.repo
+        .write("app/db/secret.yaml", &text.replace("name: db", "name: db2"));
+    f.repo.commit("renamed without sops");
+    let run = f.gitfleet(&["validate", "--repo", repo], &with_key);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr
+            .contains("app/db/secret.yaml: cannot decrypt: its MAC does not match its values"),
+        "{}",
+        run.stderr
+    );
+}
+
+fn a_secret_in_a_kustomize_folder_is_decrypted_before_kustomize_builds_it(backend: Backend) {
+    let Some((sops, kustomize)) = sops_and_kustomize() else {
+        return;
+    };
+    let members = Members::start(backend, FLEET);
+    let f = Fixture::new(sops);
+    let password = "hunter2-kustomized-delivered";
+    f.write_kustomized_secret(password);
+    f.repo.commit("kustomized secret");
+    let state = tempfile::tempdir().unwrap();
+    let webhook = state.path().join("webhook-secret");
+    std::fs::write(&webhook, "s3cret").unwrap();
+    let key = f.key_file();
+    let daemon = Daemon::start_with(
+        f.repo.path(),
+        &members.kubeconfig,
+        &state.path().join("state"),
+        &webhook,
+        "10m",
+        &[],
+        &[
+            ("SOPS_AGE_KEY_FILE", key.as_os_str()),
+            ("GITFLEET_KUSTOMIZE", kustomize.as_os_str()),
+        ],
+    );
+    for ctx in ["alpha", "beta"] {
+        await_until(&format!("the kustomized Secret on {ctx}"), || {
+            let (code, out, _) = members.kubectl(
+                ctx,
+                &[
+                    "get",
+                    "secret",
+                    "prod-db",
+                    "-n",
+                    "app",
+                    "-o",
+                    "jsonpath={.data.password} {.metadata.labels.tier}",
+                ],
+            );
+            code == 0 && out.trim() == format!("{} db", b64(password))
+        });
+    }
+    let mut response = ureq::get(&format!("{}/api/v1/placements", daemon.addr))
+        .call()
+        .unwrap();
+    let status = response.body_mut().read_to_string().unwrap();
+    assert_hidden("the placements API", &status, password);
+    let log = daemon.stop_and_read_log().join("\n");
+    assert_hidden("the daemon's log", &log, password);
+    // The rendering is kept in memory only: nothing under the state folder, the render cache
+    // included, holds the value.
     for file in common::walk(state.path()) {
         let bytes = std::fs::read(&file).unwrap();
         assert_hidden(

@@ -33,6 +33,17 @@ impl Key {
 /// deterministic as a success for the same inputs; a transient one is never stored).
 pub type Outcome = Result<Arc<Vec<u8>>, String>;
 
+/// Where an outcome may be kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Nowhere: running again may give another outcome.
+    Not,
+    /// In this process only: the output holds decrypted values, which never reach the disk.
+    InMemory,
+    /// In memory and, when the cache has a folder, on disk.
+    Everywhere,
+}
+
 #[derive(Debug, Default)]
 pub struct Cache {
     memory: Mutex<HashMap<Key, Outcome>>,
@@ -51,13 +62,12 @@ impl Cache {
         }
     }
 
-    /// The outcome of `key`, from memory or disk, or from `render` (stored unless `keep` says
-    /// it is transient).
+    /// The outcome of `key`, from memory or disk, or from `render`, stored where `keep` says.
     pub fn get_or_render(
         &self,
         key: &Key,
         render: impl FnOnce() -> Outcome,
-        keep: impl FnOnce(&Outcome) -> bool,
+        keep: impl FnOnce(&Outcome) -> Keep,
     ) -> Outcome {
         if let Some(hit) = self.memory.lock().expect("cache lock").get(key) {
             return hit.clone();
@@ -71,12 +81,13 @@ impl Cache {
         self.misses
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let outcome = render();
-        if keep(&outcome) {
+        let keep = keep(&outcome);
+        if keep != Keep::Not {
             self.remember(key, &outcome);
-            if let (Some(file), Ok(bytes)) = (&file, &outcome) {
-                // A cache that cannot be written only costs a rendering after a restart.
-                let _ = write_atomically(file, bytes);
-            }
+        }
+        if let (Keep::Everywhere, Some(file), Ok(bytes)) = (keep, &file, &outcome) {
+            // A cache that cannot be written only costs a rendering after a restart.
+            let _ = write_atomically(file, bytes);
         }
         outcome
     }
@@ -156,7 +167,7 @@ mod tests {
         assert_ne!(key, other);
         let cache = Cache::new(Some(dir.path().to_path_buf()));
         let render = |text: &'static str| move || Ok(Arc::new(text.as_bytes().to_vec()));
-        let keep = |_: &Outcome| true;
+        let keep = |_: &Outcome| Keep::Everywhere;
         assert_eq!(
             cache
                 .get_or_render(&key, render("a"), keep)
@@ -185,7 +196,9 @@ mod tests {
         // A transient failure is not kept.
         let failing = Cache::new(None);
         let fail = || Err("timed out".to_string());
-        failing.get_or_render(&other, fail, |_| false).unwrap_err();
+        failing
+            .get_or_render(&other, fail, |_| Keep::Not)
+            .unwrap_err();
         assert_eq!(
             failing
                 .get_or_render(&other, render("b"), keep)
@@ -194,6 +207,28 @@ mod tests {
             b"b"
         );
         assert_eq!(failing.misses(), 2);
+    }
+
+    #[test]
+    fn an_output_kept_in_memory_never_reaches_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = Key::of(["kustomize", "v5.8.2", "apps/db", "tree-1"]);
+        let cache = Cache::new(Some(dir.path().to_path_buf()));
+        let render = |text: &'static str| move || Ok(Arc::new(text.as_bytes().to_vec()));
+        let in_memory = |_: &Outcome| Keep::InMemory;
+        cache
+            .get_or_render(&key, render("plain"), in_memory)
+            .unwrap();
+        cache.get_or_render(&key, render("x"), in_memory).unwrap();
+        assert_eq!(cache.misses(), 1);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // A new process renders it again.
+        let restarted = Cache::new(Some(dir.path().to_path_buf()));
+        let again = restarted
+            .get_or_render(&key, render("again"), in_memory)
+            .unwrap();
+        assert_eq!(again.as_slice(), b"again");
+        assert_eq!(restarted.misses(), 1);
     }
 
     #[test]

@@ -25,7 +25,7 @@
 
 use super::cache::{Key, Outcome};
 use super::cached_tool::CachedTool;
-use super::kustomize::{join_path, resolve, EntryKind, Tree, TRANSIENT};
+use super::kustomize::{join_path, keep, resolve, EntryKind, Tree, TRANSIENT};
 use super::runner::{Limits, RunError};
 use crate::catalog::{Diagnostic, SourceFile};
 use crate::model::helm_release::HelmRelease;
@@ -425,7 +425,7 @@ impl Helm {
                 tracing::debug!(release = %file, "rendering with helm");
                 self.run(&release, &inputs, tree, read)
             },
-            |o| !matches!(o, Err(e) if e.starts_with(TRANSIENT)),
+            |o| keep(o, false),
         );
         outcome.map_err(|message| {
             let message = message.trim_start_matches(TRANSIENT).to_string();

@@ -15,9 +15,10 @@
 //! itself: diagnostics, `render` and `plan` trace each rendered object to it
 //! ([`rendered_by`]).
 
-use super::cache::{Key, Outcome};
+use super::cache::{Keep, Key, Outcome};
 use super::cached_tool::CachedTool;
 use super::runner::{Limits, RunError};
+use super::Keys;
 use crate::catalog::{Diagnostic, SourceFile};
 use crate::model::Origin;
 use serde_json::Value;
@@ -274,12 +275,14 @@ impl Kustomize {
     }
 
     /// Builds the root kustomizations among `found`; their renderings as files named by their
-    /// kustomization files, and one diagnostic per kustomization that cannot be built.
+    /// kustomization files, and one diagnostic per kustomization that cannot be built. SOPS
+    /// files in the folders are decrypted with `keys` before kustomize reads them.
     pub fn build(
         &self,
         found: &[Kustomization],
         tree: &Tree,
         read: &dyn Fn(&str) -> Result<Vec<u8>, String>,
+        keys: &Keys,
     ) -> (Vec<SourceFile>, Vec<Diagnostic>) {
         let diagnostic = |k: &Kustomization, file: &str, message: String| Diagnostic {
             origin: Origin {
@@ -338,13 +341,14 @@ impl Kustomize {
                 parts.push(id);
             }
             let key = Key::of(parts);
+            let decrypted = std::cell::Cell::new(false);
             let outcome = self.tool.cache.get_or_render(
                 &key,
                 || {
                     tracing::debug!(kustomization = %k.file, "building with kustomize");
-                    self.render(k, &inputs, tree, read)
+                    self.render(k, &inputs, tree, read, keys, &decrypted)
                 },
-                |o| !matches!(o, Err(e) if e.starts_with(TRANSIENT)),
+                |o| keep(o, decrypted.get()),
             );
             match outcome {
                 Ok(bytes) => files.push(SourceFile {
@@ -364,13 +368,17 @@ impl Kustomize {
         (files, problems)
     }
 
-    /// Writes the folders `inputs` names from git into a temporary folder and builds `k` there.
+    /// Writes the folders `inputs` names from git into a temporary folder and builds `k` there;
+    /// SOPS files are written decrypted (their MAC verified, as a whole file), and `decrypted`
+    /// is set when one was.
     fn render(
         &self,
         k: &Kustomization,
         inputs: &Inputs,
         tree: &Tree,
         read: &dyn Fn(&str) -> Result<Vec<u8>, String>,
+        keys: &Keys,
+        decrypted: &std::cell::Cell<bool>,
     ) -> Outcome {
         let work =
             tempfile::tempdir().map_err(|e| format!("{TRANSIENT}a temporary folder: {e}"))?;
@@ -384,7 +392,11 @@ impl Kustomize {
                 match kind {
                     EntryKind::Tree => std::fs::create_dir_all(&target),
                     EntryKind::Blob if written.insert(path.clone()) => {
-                        let bytes = read(path).map_err(|e| format!("reading {path}: {e}"))?;
+                        let mut bytes = read(path).map_err(|e| format!("reading {path}: {e}"))?;
+                        if let Some(plain) = super::decrypt_input(path, &bytes, keys)? {
+                            bytes = plain;
+                            decrypted.set(true);
+                        }
                         std::fs::write(&target, bytes)
                     }
                     _ => Ok(()),
@@ -418,6 +430,16 @@ impl Kustomize {
 
 /// Marks a failure that running again may not repeat (not cached).
 pub(super) const TRANSIENT: &str = "\u{0}transient:";
+
+/// Where an outcome is kept: a transient failure nowhere, an output holding decrypted values
+/// in memory only.
+pub(super) fn keep(outcome: &Outcome, decrypted: bool) -> Keep {
+    match outcome {
+        Err(e) if e.starts_with(TRANSIENT) => Keep::Not,
+        Ok(_) if decrypted => Keep::InMemory,
+        _ => Keep::Everywhere,
+    }
+}
 
 #[cfg(test)]
 mod tests;

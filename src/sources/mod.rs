@@ -133,7 +133,10 @@ fn render_folders(
         let object = repo.find_object(id).map_err(|e| e.to_string())?;
         Ok(object.detach().data)
     };
-    let (mut rendered, mut problems) = sources.kustomize.build(&files.kustomizations, &tree, &read);
+    let (mut rendered, mut problems) =
+        sources
+            .kustomize
+            .build(&files.kustomizations, &tree, &read, &sources.keys);
     let (charts, chart_problems) = sources.helm.render_all(&files.helm, &tree, &read);
     rendered.extend(charts);
     problems.extend(chart_problems);
@@ -165,6 +168,42 @@ pub fn prepare(files: &mut CommitFiles, keys: &Keys) {
     if !problems.is_empty() {
         files.problems.extend(problems);
         files.problems.sort();
+    }
+}
+
+/// The decrypted content of `bytes`, a file a rendering tool reads, when it is a SOPS file:
+/// the same rules as for a SOPS file of the commit ([`decrypt_file`]), its problem as one
+/// message that names the file and field.
+fn decrypt_input(path: &str, bytes: &[u8], keys: &Keys) -> Result<Option<Vec<u8>>, String> {
+    if !sops::may_be_encrypted(bytes) {
+        return Ok(None);
+    }
+    if ![".yaml", ".yml", ".json"]
+        .iter()
+        .any(|ext| path.ends_with(ext))
+    {
+        return Err(format!(
+            "{path} is encrypted by SOPS in a format gitfleet does not decrypt: it decrypts \
+             YAML and JSON files (name them .yaml, .yml or .json), not dotenv, INI or binary \
+             files"
+        ));
+    }
+    let mut file = SourceFile {
+        path: path.to_string(),
+        content: bytes.to_vec(),
+    };
+    match decrypt_file(&mut file, keys) {
+        Ok(()) if file.content == bytes => Ok(None),
+        Ok(()) => Ok(Some(file.content)),
+        Err(d) => {
+            let at = match (d.origin.document, d.field.as_str()) {
+                (0, "") => String::new(),
+                (0, field) => format!(" ({field})"),
+                (n, "") => format!(" (document {n})"),
+                (n, field) => format!(" (document {n}, {field})"),
+            };
+            Err(format!("{path}{at}: {}", d.message))
+        }
     }
 }
 
