@@ -6,14 +6,7 @@ use super::*;
 fn external_strategy_is_scheduled_but_not_pushed() {
     let mut cat = commit("1", "");
     cat.placements[0].spec.spec.strategy.type_ = Some(RolloutStrategyType::External);
-    let fleet = Fleet::build(&cat, None);
-    let schedule = crate::schedule::schedule_commit(
-        &cat,
-        &crate::snapshot::invalid_selections(&cat),
-        &fleet,
-        &Default::default(),
-        0,
-    );
+    let (fleet, schedule) = scheduled(&cat, &Default::default());
     assert_eq!(schedule[0].selected, MEMBERS);
     let d = decide(
         &cat,

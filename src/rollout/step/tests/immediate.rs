@@ -9,14 +9,7 @@ use super::*;
 fn immediate_pacing_gives_every_cluster_now_what_rolling_gives_it_in_turn() {
     let (state, mut previous) = settled_on_v1();
     let v2 = commit("2", "");
-    let fleet = Fleet::build(&v2, None);
-    let schedule = crate::schedule::schedule_commit(
-        &v2,
-        &crate::snapshot::invalid_selections(&v2),
-        &fleet,
-        &previous,
-        0,
-    );
+    let (fleet, schedule) = scheduled(&v2, &previous);
     let rolling = decide(&v2, "c2", &schedule, &fleet, &state, Pacing::Rolling);
     let now = decide(&v2, "c2", &schedule, &fleet, &state, Pacing::Immediate);
     let (rolled, immediate) = (applied(&rolling), applied(&now));
@@ -31,13 +24,7 @@ fn immediate_pacing_gives_every_cluster_now_what_rolling_gives_it_in_turn() {
     assert!(now.steps[0].waiting.is_empty());
     // A fresh schedule (what `apply` has, with no bindings kept) steps the same way.
     previous.clear();
-    let fresh = crate::schedule::schedule_commit(
-        &v2,
-        &crate::snapshot::invalid_selections(&v2),
-        &fleet,
-        &previous,
-        0,
-    );
+    let (_, fresh) = scheduled(&v2, &previous);
     let from_nothing = decide(
         &v2,
         "c2",
@@ -59,14 +46,7 @@ fn immediate_pacing_gives_every_cluster_now_what_rolling_gives_it_in_turn() {
 fn immediate_pacing_pushes_external_placements_that_rolling_leaves_to_staged_runs() {
     let mut cat = commit("1", "");
     cat.placements[0].spec.spec.strategy.type_ = Some(RolloutStrategyType::External);
-    let fleet = Fleet::build(&cat, None);
-    let schedule = crate::schedule::schedule_commit(
-        &cat,
-        &crate::snapshot::invalid_selections(&cat),
-        &fleet,
-        &Default::default(),
-        0,
-    );
+    let (fleet, schedule) = scheduled(&cat, &Default::default());
     let state = RolloutState::default();
     let now = decide(&cat, "c1", &schedule, &fleet, &state, Pacing::Immediate);
     assert_eq!(applied(&now).len(), MEMBERS.len());
@@ -89,14 +69,7 @@ fn immediate_pacing_sweeps_members_and_leaves_unreachable_ones_alone() {
                   \x20   - clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchExpressions: [{key: kubernetes-fleet.io/member-name, operator: In, values: [m2]}]}}]}\n\
                   \x20     jsonPatchOverrides: [{op: replace, path: /spec/missing, value: 1}]\n";
     let cat = commit("1", broken);
-    let fleet = Fleet::build(&cat, None);
-    let schedule = crate::schedule::schedule_commit(
-        &cat,
-        &crate::snapshot::invalid_selections(&cat),
-        &fleet,
-        &Default::default(),
-        0,
-    );
+    let (fleet, schedule) = scheduled(&cat, &Default::default());
     let unreachable: BTreeMap<String, String> = [("m4".to_string(), "down".to_string())].into();
     let app: PlacementKey = "crp/app".parse().unwrap();
     let step_with = |only: Option<&BTreeSet<PlacementKey>>| {

@@ -77,14 +77,7 @@ fn a_memoized_step_decides_what_a_full_step_decides() {
                     0,
                 );
             }
-            let fleet = Fleet::build(cat, None);
-            let mut schedule = crate::schedule::schedule_commit(
-                cat,
-                &crate::snapshot::invalid_selections(cat),
-                &fleet,
-                &previous,
-                0,
-            );
+            let (fleet, mut schedule) = scheduled(cat, &previous);
             let input = Input {
                 cat,
                 commit: sha,

@@ -48,6 +48,17 @@ fn commit_yaml(image_tag: &str, extra: &str) -> String {
     yaml
 }
 
+/// The fleet `cat` declares, and its placements scheduled after `previous`.
+fn scheduled(
+    cat: &Catalog,
+    previous: &crate::schedule::Previous,
+) -> (Fleet, Vec<Arc<PlacementSchedule>>) {
+    let fleet = Fleet::build(cat, None);
+    let invalid = crate::snapshot::invalid_selections(cat);
+    let schedule = crate::schedule::schedule_commit(cat, &invalid, &fleet, previous, 0);
+    (fleet, schedule)
+}
+
 fn decide(
     cat: &Catalog,
     commit: &str,
@@ -91,14 +102,7 @@ fn roll_at(
     health: BindingHealth,
     now: u64,
 ) -> (Vec<String>, Vec<String>) {
-    let fleet = Fleet::build(cat, None);
-    let mut schedule = crate::schedule::schedule_commit(
-        cat,
-        &crate::snapshot::invalid_selections(cat),
-        &fleet,
-        previous,
-        0,
-    );
+    let (fleet, mut schedule) = scheduled(cat, previous);
     let d = decide(cat, sha, &schedule, &fleet, state, Pacing::Rolling);
     let applied: Vec<String> = d
         .work

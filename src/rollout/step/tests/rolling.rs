@@ -14,14 +14,7 @@ fn overridden_clusters_are_those_whose_manifests_the_overrides_change() {
                \x20   - clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchExpressions: [{key: kubernetes-fleet.io/member-name, operator: In, values: [m2, m3]}]}}]}\n\
                \x20     jsonPatchOverrides: [{op: add, path: /metadata/labels, value: {marked: 'yes'}}]\n";
     let cat = commit("1", cro);
-    let fleet = Fleet::build(&cat, None);
-    let schedule = crate::schedule::schedule_commit(
-        &cat,
-        &crate::snapshot::invalid_selections(&cat),
-        &fleet,
-        &Default::default(),
-        0,
-    );
+    let (fleet, schedule) = scheduled(&cat, &Default::default());
     // maxUnavailable 1, maxSurge 1: the first step only; render every cluster through it.
     let d = decide(
         &cat,
