@@ -347,15 +347,25 @@ fn push_typed<T: ApiObject + Clone + Send + Sync + 'static>(
     }
 }
 
-/// Envelope contents must be objects of the right scope (and namespace).
+/// Envelope contents must be objects of the right scope (and namespace). KubeFleet's hub
+/// admits any envelope its CRD allows; its work generator checks the carried objects when it
+/// places them (`pkg/controllers/workgenerator`), so a problem there fails only that placement's
+/// work. gitfleet refuses the commit instead, and says so.
 fn check_envelopes(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
+    const AT_PLACEMENT: &str = " (gitfleet's own rule: KubeFleet's hub admits the envelope, and \
+         its work generator refuses the carried object when it places it)";
     for (i, o) in cat.objects.iter().enumerate() {
         if cat.classes[i] != Class::Hub {
             continue;
         }
         if let Some(Err(problems)) = crate::model::envelope::envelope_contents(o, &cat.scopes) {
             for p in problems {
-                diags.push(cat.diagnostic(i, &p.field, p.message));
+                let message = if p.field.starts_with("data.") {
+                    format!("{}{AT_PLACEMENT}", p.message)
+                } else {
+                    p.message
+                };
+                diags.push(cat.diagnostic(i, &p.field, message));
             }
         }
     }
