@@ -560,3 +560,13 @@ fn members(prev: &Snapshot, next: &Snapshot, time: u64, out: &mut Vec<Event>) {
 
 #[cfg(test)]
 mod tests;
+
+/// Events made by hand, for the sinks' tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    pub fn event(kind: Kind) -> Event {
+        Event::new(kind, 100, String::new())
+    }
+}

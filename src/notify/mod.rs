@@ -6,4 +6,7 @@
 //! with `try_send` and never waits; a full queue drops and counts. The events know nothing of
 //! sinks, and the sinks nothing of the rollout.
 
+pub mod config;
+pub mod deliver;
 pub mod events;
+pub mod sinks;
