@@ -6,6 +6,7 @@
 //! with `try_send` and never waits; a full queue drops and counts. The events know nothing of
 //! sinks, and the sinks nothing of the rollout.
 
+pub mod comment;
 pub mod config;
 pub mod deliver;
 pub mod events;
