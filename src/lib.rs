@@ -52,6 +52,7 @@ pub(crate) mod follow;
 pub mod lint;
 pub(crate) mod members;
 pub mod model;
+pub mod notify;
 pub mod plan;
 pub mod push;
 pub mod render;

@@ -84,6 +84,22 @@ pub struct PlanArgs {
     /// The daemon's thresholds, to warn when it would hold the head as a mass deletion.
     #[command(flatten)]
     pub deletion_guard: crate::cli::flags::DeletionGuardArgs,
+    /// Also post the plan (markdown) as one comment on the pull request (GitLab: merge
+    /// request), found again by a hidden marker and updated in place by later runs. The token
+    /// is read from GITFLEET_FORGE_TOKEN (GitHub: a token that may write pull-request comments;
+    /// GitLab: an access token with `api`). The exit code is the plan's; a failed post exits 1.
+    #[arg(long, env = "GITFLEET_COMMENT_ON", value_enum, value_name = "FORGE")]
+    pub comment_on: Option<crate::notify::comment::Forge>,
+    /// With --comment-on: the API's base URL (default: https://api.github.com,
+    /// https://gitlab.com/api/v4).
+    #[arg(long, env = "GITFLEET_FORGE_API_URL", value_name = "URL")]
+    pub forge_api_url: Option<String>,
+    /// With --comment-on: GitHub's `OWNER/REPO`, or GitLab's project id or path.
+    #[arg(long, env = "GITFLEET_FORGE_REPOSITORY", value_name = "REPO")]
+    pub forge_repository: Option<String>,
+    /// With --comment-on: the pull request's number (GitLab: the merge request's iid).
+    #[arg(long, env = "GITFLEET_PULL_REQUEST", value_name = "N")]
+    pub pull_request: Option<u64>,
 }
 
 pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Result<ExitCode> {
@@ -94,6 +110,8 @@ pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Re
     }
     // Unreadable inputs are plain errors here (exit 1), as the plan's exit codes say.
     // Each commit's files are let go once analysed: from there on the plan reads the catalog.
+    // A --comment-on without what it needs is a usage error before any work.
+    comment_target(args)?;
     let sources = args.sources.load(None)?;
     let analyzed = |rev: &str| -> Result<(CommitFiles, Catalog, Vec<Diagnostic>)> {
         let mut commit =
@@ -178,6 +196,20 @@ pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Re
         ..plan
     };
     print_plan(&plan, args, color)?;
+    if let Some(target) = comment_target(args)? {
+        let mut markdown = String::new();
+        crate::plan::format::write_markdown(&mut markdown, &plan, args.max_bytes)
+            .map_err(|_| anyhow!("cannot format the plan"))?;
+        let done = crate::notify::comment::upsert(&target, &args.path, &markdown)?;
+        eprintln!(
+            "{}",
+            match done {
+                crate::notify::comment::Upserted::Created => "plan posted as a new comment".into(),
+                crate::notify::comment::Upserted::Updated(id) =>
+                    format!("plan comment {id} updated"),
+            }
+        );
+    }
     Ok(
         if !plan.errors.is_empty()
             || plan.summary.render_errors > 0
@@ -190,6 +222,38 @@ pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Re
             ExitCode::SUCCESS
         },
     )
+}
+
+/// Where `--comment-on` posts, checked before anything is read.
+fn comment_target(args: &PlanArgs) -> Result<Option<crate::notify::comment::Target>> {
+    use crate::notify::comment::{Forge, Target};
+    let Some(forge) = args.comment_on else {
+        return Ok(None);
+    };
+    let usage = |m: &str| crate::cli::flags::UsageError(format!("--comment-on: {m}"));
+    let repository = args
+        .forge_repository
+        .clone()
+        .ok_or_else(|| usage("give --forge-repository (GITFLEET_FORGE_REPOSITORY)"))?;
+    let number = args
+        .pull_request
+        .ok_or_else(|| usage("give --pull-request (GITFLEET_PULL_REQUEST)"))?;
+    let token = std::env::var("GITFLEET_FORGE_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| usage("set GITFLEET_FORGE_TOKEN to a token that may comment"))?;
+    let api_url = args.forge_api_url.clone().unwrap_or_else(|| match forge {
+        Forge::GitHub => "https://api.github.com".into(),
+        Forge::GitLab => "https://gitlab.com/api/v4".into(),
+    });
+    Ok(Some(Target {
+        forge,
+        api_url,
+        repository,
+        number,
+        token: crate::notify::config::Secret::new(token),
+    }))
 }
 
 /// Prints the plan as it is formatted (its diffs can be many times the manifests' size, so the

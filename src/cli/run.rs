@@ -118,6 +118,11 @@ pub struct RunArgs {
         default_value_t = 3
     )]
     pub ready_fetch_failures: u32,
+    /// The notifications file: the sinks events are sent to (CloudEvents webhooks, Slack,
+    /// Teams, commit statuses on GitHub, GitLab, Gitea) and the dashboard URL they link to
+    /// (docs/guides/notifications.md). Sending never delays a reconcile.
+    #[arg(long, env = "GITFLEET_NOTIFICATIONS", value_name = "FILE")]
+    pub notifications: Option<PathBuf>,
 }
 
 /// `--state`.
@@ -324,6 +329,14 @@ fn dashboard_token(args: &RunArgs) -> Result<Option<Arc<[u8]>>> {
 
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let dashboard_token = dashboard_token(args)?;
+    // Read (secrets and all) and checked before anything starts: a mistake is a usage error.
+    let notifications = match &args.notifications {
+        Some(f) => Some(
+            crate::notify::config::Config::load(f)
+                .map_err(|e| crate::cli::flags::UsageError(e.to_string()))?,
+        ),
+        None => None,
+    };
     let webhook_secret = match &args.webhook_secret_file {
         Some(f) => {
             let secret = std::fs::read(f)
@@ -456,10 +469,18 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     if let Some(election) = election {
-        return runtime.block_on(run_elected(args, opts, deliverer, webhook_secret, election));
+        return runtime.block_on(run_elected(
+            args,
+            opts,
+            deliverer,
+            webhook_secret,
+            election,
+            notifications,
+        ));
     }
     runtime.block_on(async move {
-        let daemon = Daemon::open(opts, deliverer)?;
+        let mut daemon = Daemon::open(opts, deliverer)?;
+        let notifier = notifications.map(|config| start_notifications(&mut daemon, config));
         let status = daemon.status.clone();
         let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
         let listener = crate::daemon::server::bind(args.listen).await?;
@@ -481,6 +502,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         // exits with the server's error instead of running on without its API).
         let result = server.supervise(daemon.run(wake_rx, shutdown.clone()), &shutdown).await;
         let served = server.finish().await;
+        if let Some(n) = notifier {
+            n.finish(NOTIFICATIONS_GRACE).await;
+        }
         result?;
         served?;
         let st = status.lock().unwrap();
@@ -508,6 +532,7 @@ async fn run_elected(
     deliverer: PushDeliverer,
     webhook_secret: Option<Vec<u8>>,
     election: crate::daemon::leader::Election,
+    notifications: Option<crate::notify::config::Config>,
 ) -> Result<ExitCode> {
     use crate::daemon::leader::{self, Leadership, Role, Seen};
     let (client, namespace) = args.hosting.connect().await?;
@@ -597,6 +622,8 @@ async fn run_elected(
         );
         let mut daemon = Daemon::open_with(opts, deliverer, Arc::new(store))?;
         daemon.lead(status.clone(), metrics.clone(), leadership);
+        // Only the leader tells: followers publish nothing of their own.
+        let _notifier = notifications.map(|config| start_notifications(&mut daemon, config));
         daemon.run(wake_rx, shutdown.clone()).await
     };
     let lost = async {
@@ -631,6 +658,26 @@ async fn run_elected(
     let _ = elector.await;
     server.finish().await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long queued notifications may take to be sent when the daemon stops (`--once`'s last
+/// commit status included).
+const NOTIFICATIONS_GRACE: Duration = Duration::from_secs(10);
+
+/// Starts delivering `config`'s notifications from what `daemon` publishes.
+fn start_notifications<D: crate::daemon::Deliverer>(
+    daemon: &mut Daemon<D>,
+    config: crate::notify::config::Config,
+) -> crate::notify::deliver::Notifier {
+    let sinks: Vec<&str> = config.sinks.iter().map(|s| s.name.as_str()).collect();
+    tracing::info!(sinks = ?sinks, "notifications: sending to these sinks");
+    let (offer, notifier) = crate::notify::deliver::start(
+        config,
+        daemon.metrics.notifications.clone(),
+        crate::timestamp::now_unix,
+    );
+    daemon.notify(offer);
+    notifier
 }
 
 /// Mirrors the election into the status (`gitfleet status`) and `/metrics`.

@@ -1,7 +1,7 @@
 //! The daemon's Prometheus metrics (`GET /metrics`, text exposition format): commits seen and
 //! rejected, reconcile duration, applies and errors per member, member health, rollout progress,
 //! approvals accepted and refused (by reason), staged update runs by state, renderings the
-//! Kustomize and Helm sources ran (not found in their cache).
+//! Kustomize and Helm sources ran (not found in their cache), notifications by sink and outcome.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -47,6 +47,8 @@ pub struct Metrics {
     pub leader: Family<Labels, Gauge>,
     /// Renderings run by a tool (`kustomize`, `helm`), not found in the render cache.
     pub source_renders: Family<Labels, Counter>,
+    /// Notifications by sink and outcome (`sent`, `retried`, `failed`, `dropped`).
+    pub notifications: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -159,7 +161,14 @@ impl Default for Metrics {
             "When a fetch of the git source last succeeded (Unix seconds; 0: never)",
             git_last_fetch_success.clone(),
         );
+        let notifications = Family::<Labels, Counter>::default();
+        registry.register(
+            "notifications",
+            "Notifications by sink and outcome: sent, retried (each retry), failed (given up), dropped (a full queue; sink \"\" for snapshots)",
+            notifications.clone(),
+        );
         Self {
+            notifications,
             git_fetch_errors,
             git_last_fetch_success,
             members_shown: Default::default(),

@@ -427,6 +427,8 @@ pub struct Daemon<D: Deliverer> {
     /// absorbed together, so that a flood of them (a restart at fleet scale, where one look
     /// is long) leaves the members' workers most of the CPU.
     last_look: Duration,
+    /// `--notifications`: where each look's status is offered (never waited on).
+    notify: Option<crate::notify::deliver::Offer>,
 }
 
 impl<D: Deliverer> Daemon<D> {
@@ -512,6 +514,7 @@ impl<D: Deliverer> Daemon<D> {
             watched: BTreeMap::new(),
             leadership: None,
             last_look: Duration::ZERO,
+            notify: None,
         })
     }
 
@@ -540,6 +543,29 @@ impl<D: Deliverer> Daemon<D> {
         // previous leader applied after its last save is adopted, so that a placement deleted
         // meanwhile is still pruned. Pairs the state knows are left as they are.
         self.rebuild = true;
+    }
+
+    /// Offers every published status to `offer` (`--notifications`).
+    pub fn notify(&mut self, offer: crate::notify::deliver::Offer) {
+        self.notify = Some(offer);
+    }
+
+    /// Hands the published status to the notifications, if any (cheap: shared parts shared).
+    fn offer_status(&self) {
+        let Some(offer) = &self.notify else { return };
+        let snapshot = {
+            let st = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            crate::notify::events::Snapshot {
+                serving: st.serving.clone(),
+                rejected: st.rejected.clone(),
+                held: st.held.clone(),
+                placements: st.placements.clone(),
+                runs: st.runs.update_runs.clone(),
+                approvals: st.runs.approval_requests.clone(),
+                inventory: st.inventory.clone(),
+            }
+        };
+        offer.offer(snapshot);
     }
 
     /// Whether this process may act on members now: always with a state directory; under
@@ -685,6 +711,7 @@ impl<D: Deliverer> Daemon<D> {
             let looking = Instant::now();
             let action = self.look(&mut follower).await?;
             self.last_look = looking.elapsed();
+            self.offer_status();
             if self.opts.once && !action.keeps_once_going(started.elapsed()) {
                 self.compact_state().await;
                 return Ok(());

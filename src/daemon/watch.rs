@@ -209,7 +209,11 @@ async fn watch_kind(
                 let change = MemberChange {
                     member: target.name.clone(),
                     placement_label: labels.get(PLACEMENT_LABEL).cloned(),
-                    what: format!("{} {name} {verb} on the member", kind.1),
+                    what: format!(
+                        "{} {name} {verb} {}",
+                        kind.1,
+                        crate::rollout::state::CHANGED_ON_THE_MEMBER
+                    ),
                     deleted: verb == "deleted",
                     object: Some(crate::push::ObjectRef {
                         api_version: kind.0.clone(),

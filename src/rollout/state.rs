@@ -62,6 +62,10 @@ pub struct LastProbe {
 /// (docs/guides/concepts.md).
 pub const ELIGIBLE_FOR: u64 = 300;
 
+/// How a re-apply's reason ends when the members' watch saw the member change an object (not
+/// a restart or the periodic resync): what counts as drift for notifications.
+pub const CHANGED_ON_THE_MEMBER: &str = "on the member";
+
 impl RolloutState {
     /// Marks what `placement_label` (every placement when `None`) put on `member` for a
     /// re-apply at the next step, because of `why`. A deletion makes the cluster not available

@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod git_http;
 pub mod kubectl;
 pub mod members;
+pub mod receiver;
 pub mod signing;
 pub mod sim;
 pub mod sources;
