@@ -398,6 +398,31 @@ async fn the_dashboard_shows_the_fleet_and_follows_an_approval_live() {
     visit(&c, &base, "/source", "source.png").await;
     visit(&c, &base, "/placements/crp/telemetry", "placement.png").await;
 
+    // A placement's page shows its policy as the API carries it (the spec's, as declared).
+    let policy = &get_json(&base, "/api/v1/placements/crp/shop-app")["policy"];
+    assert_eq!(policy["placementType"], "PickN", "{policy}");
+    assert_eq!(policy["numberOfClusters"], 3, "{policy}");
+    visit(&c, &base, "/placements/crp/shop-app", "placement-policy.png").await;
+    let text = c
+        .find(Locator::Css("#policy"))
+        .await
+        .unwrap()
+        .find(Locator::XPath(".."))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for shown in [
+        "Placement type\nPickN",
+        "Number of clusters\n3",
+        "required: labels environment in (canary,production); kubernetes-fleet.io/node-count Ge 3",
+        "preferred (weight 40): labels tier=premium",
+        "key region, max skew 1, when unsatisfiable DoNotSchedule",
+    ] {
+        assert!(text.contains(shown), "{shown:?} not in {text:?}");
+    }
+
     // The matrix shows what the API reports: read both until they are of the same status
     // (the rollout moves meanwhile).
     visit(&c, &base, "/matrix", "matrix.png").await;

@@ -996,6 +996,8 @@ mod tests {
                 id: id.into(),
                 strategy: crate::rollout::Strategy::RollingUpdate,
                 target: clusters.len(),
+                policy: None,
+                ocm_policy: None,
                 selected: vec![],
                 applying: applying.iter().map(|c| c.to_string()).collect(),
                 removing: vec![],
