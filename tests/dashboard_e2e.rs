@@ -346,6 +346,50 @@ async fn the_dashboard_shows_the_fleet_and_follows_an_approval_live() {
         "the soak, with its time left",
     )
     .await;
+    // The time left counts down every second between status changes: the same element (not
+    // one a poll swapped in) shows less while the status's ETag stays the same.
+    let time_left = "document.querySelector('[data-run=\"telemetry-rollout-1\"] .time-left')";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let before = get(&base, "/runs", &[]).1["etag"].clone();
+        let was = c
+            .execute(
+                &format!("window.ticking = {time_left}; return window.ticking.textContent;"),
+                vec![],
+            )
+            .await
+            .unwrap();
+        let mut ticked = false;
+        for _ in 0..25 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = c
+                .execute(
+                    "return window.ticking.isConnected ? window.ticking.textContent : null;",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            if now.is_null() {
+                break;
+            }
+            if now != was {
+                let text = now.as_str().unwrap().to_string();
+                assert!(
+                    text.ends_with('s') && text.starts_with(|c: char| c.is_ascii_digit()),
+                    "{text}"
+                );
+                ticked = true;
+                break;
+            }
+        }
+        if ticked && get(&base, "/runs", &[]).1["etag"] == before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the time left never ticked between status changes"
+        );
+    }
     c.execute("window.notReloaded = true;", vec![])
         .await
         .unwrap();
