@@ -179,11 +179,17 @@ fn kubefleet_rules(policy: &crate::model::placement::PlacementPolicy) -> Markup 
         .as_ref()
         .and_then(|a| a.cluster_affinity.as_ref());
     let required = affinity
-        .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
         .map(|r| r.cluster_selector_terms.as_slice())
         .unwrap_or_default();
     let preferred = affinity
-        .map(|a| a.preferred_during_scheduling_ignored_during_execution.as_slice())
+        .map(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_slice()
+        })
         .unwrap_or_default();
     html! {
         h3 { "Affinity" }
