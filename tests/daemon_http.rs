@@ -313,3 +313,139 @@ fn an_empty_webhook_secret_file_is_refused_at_start() {
         run.stderr
     );
 }
+
+/// A command line's outcome with `env` set.
+fn gitfleet_env(args: &[&str], env: &[(&str, &std::path::Path)]) -> common::Run {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("gitfleet runs");
+    common::Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// With `--token-file`, `/api/v1` needs the token: `status`, `wait` and `plan --server` send
+/// it from their `--token-file` (or `GITFLEET_TOKEN_FILE`) and work; without it, or with
+/// another, they fail at once saying which flag gives it, and never print a token. The
+/// probes and the metrics stay open, and the daemon's log never holds the token.
+#[test]
+fn status_and_wait_need_the_token_of_a_daemon_started_with_one() {
+    let sim = SimFleet::start(FLEET);
+    let repo = Repo::new();
+    repo.write(
+        "members.yaml",
+        "apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+         metadata: {name: alpha}\n\
+         spec: {identity: {name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}\n",
+    );
+    repo.commit("members");
+    let dir = tempfile::tempdir().unwrap();
+    let (secret, token, wrong) = (
+        dir.path().join("secret"),
+        dir.path().join("token"),
+        dir.path().join("wrong"),
+    );
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    std::fs::write(&token, "tok-4f1c9a\n").unwrap();
+    std::fs::write(&wrong, "tok-000000\n").unwrap();
+    let daemon = Daemon::start_with(
+        repo.path(),
+        &sim.kubeconfig,
+        &dir.path().join("state"),
+        &secret,
+        "1m",
+        &["--token-file".as_ref(), token.as_os_str()],
+        &[],
+    );
+    // The probes need no token: a kubelet has none.
+    await_until("the daemon is ready", || {
+        request(
+            &daemon,
+            "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            b"",
+        )
+        .0 == "HTTP/1.1 200 OK"
+    });
+    let (status, _, _) = request(
+        &daemon,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"",
+    );
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let (status, body, _) = request(
+        &daemon,
+        "GET /api/v1/summary HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"",
+    );
+    assert_eq!(status, "HTTP/1.1 401 Unauthorized", "{body}");
+    assert!(body.contains("Authorization: Bearer"), "{body}");
+
+    let server = daemon.addr.as_str();
+    let token_flag = token.to_str().unwrap();
+    let plan = [
+        "plan",
+        "--repo",
+        repo.path().to_str().unwrap(),
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--server",
+        server,
+    ];
+    for args in [
+        vec!["status", "--server", server],
+        vec!["wait", "--server", server, "--timeout", "5m"],
+        plan.to_vec(),
+    ] {
+        let run = gitfleet_env(&args, &[]);
+        assert_eq!(run.code, 1, "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("needs its API token")
+                && run.stderr.contains("--token-file")
+                && run.stderr.contains("GITFLEET_TOKEN_FILE"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        let mut with_wrong = args.clone();
+        with_wrong.extend(["--token-file", wrong.to_str().unwrap()]);
+        let run = gitfleet_env(&with_wrong, &[]);
+        assert_eq!(run.code, 1, "{with_wrong:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("refused the token"),
+            "{with_wrong:?}: {}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("tok-"), "{}", run.stderr);
+    }
+
+    let run = gitfleet_env(
+        &["status", "--server", server, "--token-file", token_flag],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = gitfleet_env(
+        &["status", "--server", server, "-o", "json"],
+        &[("GITFLEET_TOKEN_FILE", &token)],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("\"placements\""), "{}", run.stdout);
+    let run = gitfleet_env(
+        &["wait", "--server", server, "--timeout", "1m"],
+        &[("GITFLEET_TOKEN_FILE", &token)],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("served"), "{}", run.stdout);
+    assert!(!run.stdout.contains("tok-") && !run.stderr.contains("tok-"));
+    let mut with_token = plan.to_vec();
+    with_token.extend(["--token-file", token_flag]);
+    let run = gitfleet_env(&with_token, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    let log = daemon.stop_and_read_log().join("\n");
+    assert!(!log.contains("tok-"), "the token is in the log:\n{log}");
+}

@@ -2,8 +2,11 @@
 //! chromedriver, against the daemon of `gitfleet quickstart` (`gitfleet run`'s daemon on eight
 //! simulated members, with a staged run that soaks, then asks for an approval). Each page
 //! renders without console errors, the matrix shows the states the status API reports, a
-//! pending approval and then its acceptance appear without a reload, and a link with filters
-//! opens the same view. Screenshots of the pages are written for review (the path is printed).
+//! pending approval and then its acceptance appear without a reload, a timed wait's time left
+//! counts down between status changes, and a link with filters opens the same view. Against
+//! `gitfleet run` on two simulated members: failed, drifted and held cells where the API
+//! reports them, and a Secret's values never on a placement's page. Screenshots of the pages
+//! are written for review (the path is printed).
 //!
 //! The token and the headers are checked without a browser, against `gitfleet run`.
 
@@ -346,6 +349,50 @@ async fn the_dashboard_shows_the_fleet_and_follows_an_approval_live() {
         "the soak, with its time left",
     )
     .await;
+    // The time left counts down every second between status changes: the same element (not
+    // one a poll swapped in) shows less while the status's ETag stays the same.
+    let time_left = "document.querySelector('[data-run=\"telemetry-rollout-1\"] .time-left')";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let before = get(&base, "/runs", &[]).1["etag"].clone();
+        let was = c
+            .execute(
+                &format!("window.ticking = {time_left}; return window.ticking.textContent;"),
+                vec![],
+            )
+            .await
+            .unwrap();
+        let mut ticked = false;
+        for _ in 0..25 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = c
+                .execute(
+                    "return window.ticking.isConnected ? window.ticking.textContent : null;",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            if now.is_null() {
+                break;
+            }
+            if now != was {
+                let text = now.as_str().unwrap().to_string();
+                assert!(
+                    text.ends_with('s') && text.starts_with(|c: char| c.is_ascii_digit()),
+                    "{text}"
+                );
+                ticked = true;
+                break;
+            }
+        }
+        if ticked && get(&base, "/runs", &[]).1["etag"] == before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the time left never ticked between status changes"
+        );
+    }
     c.execute("window.notReloaded = true;", vec![])
         .await
         .unwrap();
@@ -398,6 +445,37 @@ async fn the_dashboard_shows_the_fleet_and_follows_an_approval_live() {
     visit(&c, &base, "/source", "source.png").await;
     visit(&c, &base, "/placements/crp/telemetry", "placement.png").await;
 
+    // A placement's page shows its policy as the API carries it (the spec's, as declared).
+    let policy = &get_json(&base, "/api/v1/placements/crp/shop-app")["policy"];
+    assert_eq!(policy["placementType"], "PickN", "{policy}");
+    assert_eq!(policy["numberOfClusters"], 3, "{policy}");
+    visit(
+        &c,
+        &base,
+        "/placements/crp/shop-app",
+        "placement-policy.png",
+    )
+    .await;
+    let text = c
+        .find(Locator::Css("#policy"))
+        .await
+        .unwrap()
+        .find(Locator::XPath(".."))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for shown in [
+        "Placement type\nPickN",
+        "Number of clusters\n3",
+        "required: labels environment in (canary,production); kubernetes-fleet.io/node-count Ge 3",
+        "preferred (weight 40): labels tier=premium",
+        "key region, max skew 1, when unsatisfiable DoNotSchedule",
+    ] {
+        assert!(text.contains(shown), "{shown:?} not in {text:?}");
+    }
+
     // The matrix shows what the API reports: read both until they are of the same status
     // (the rollout moves meanwhile).
     visit(&c, &base, "/matrix", "matrix.png").await;
@@ -447,6 +525,195 @@ async fn the_dashboard_shows_the_fleet_and_follows_an_approval_live() {
     eprintln!("screenshots: {}", screenshot_dir().display());
 }
 
+/// A namespace `name` with ConfigMap `settings` (`mode: blue`), what else is given, and a
+/// ClusterResourcePlacement `name` of it with `strategy`.
+fn app(name: &str, more: &str, strategy: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {{team: {name}}}}}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {name}}}\ndata: {{mode: blue}}\n---\n\
+         {more}\
+         apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata: {{name: {name}}}\n\
+         spec:\n  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: {name}}}]\n  strategy: {strategy}\n"
+    )
+}
+
+/// A placement's cluster's state as the status API reports it.
+fn api_state(addr: &str, id: &str, cluster: &str) -> Option<String> {
+    let p: gitfleet::api::PlacementStatus =
+        serde_json::from_value(get_json(addr, &format!("/api/v1/placements/{id}"))).ok()?;
+    p.cluster_state(cluster).map(|s| s.as_str().to_string())
+}
+
+/// The matrix shows a failed, a drifted and a held cell where the status API reports them:
+/// `guarded` (IfNotDrifted) fails on alpha once someone changes its ConfigMap there, `report`
+/// (ReportDiff) is drifted on beta, which runs other values, and `held` is held on both once
+/// its selectors turn invalid. And a Secret's values (the repository's and the member's) never
+/// reach the placement's page, whose diffs mask them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_matrix_shows_failed_drifted_and_held_cells_and_masks_secrets() {
+    use common::kubectl::Kubectl as _;
+    use gitfleet_testkit::tools::{CHROMEDRIVER, CHROMIUM};
+    let what = "the dashboard's browser tests";
+    let (Some(chromium), Some(chromedriver)) = (CHROMIUM.find(what), CHROMEDRIVER.find(what))
+    else {
+        return;
+    };
+    let sim = common::sim::SimFleet::start(common::TWO_MEMBERS);
+    let repo = common::Repo::new();
+    repo.write("members/alpha.yaml", &common::member_cluster("alpha"));
+    repo.write("members/beta.yaml", &common::member_cluster("beta"));
+    repo.write(
+        "guarded.yaml",
+        &app(
+            "guarded",
+            "",
+            "{applyStrategy: {whenToApply: IfNotDrifted}}",
+        ),
+    );
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: report}\n\
+                  type: Opaque\nstringData: {password: repo-pw-7f3a91}\n---\n";
+    repo.write(
+        "report.yaml",
+        &app("report", secret, "{applyStrategy: {type: ReportDiff}}"),
+    );
+    repo.write("held.yaml", &app("held", "", "{type: RollingUpdate}"));
+    repo.commit("three placements");
+    // beta runs other values of report's objects, made by someone else.
+    sim.apply(
+        "beta",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: report}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: report}\ndata: {mode: red}\n---\n\
+         apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: report}\n\
+         type: Opaque\nstringData: {password: member-pw-c2d8e4}\n",
+        &[],
+    );
+    let state = tempfile::tempdir().unwrap();
+    let hook = state.path().join("hook");
+    std::fs::write(&hook, "s3cret\n").unwrap();
+    let daemon = common::daemon::Daemon::start(
+        repo.path(),
+        &sim.kubeconfig,
+        &state.path().join("state"),
+        &hook,
+        "1h",
+    );
+    let base = daemon.addr.clone();
+    let state_of = |id: &str, cluster: &str| api_state(&base, id, cluster);
+    common::daemon::await_until("guarded and held available on both members", || {
+        ["crp/guarded", "crp/held"].iter().all(|id| {
+            ["alpha", "beta"]
+                .iter()
+                .all(|m| state_of(id, m).as_deref() == Some("available"))
+        })
+    });
+    let (code, _, err) = sim.kubectl(
+        "alpha",
+        &[
+            "patch",
+            "configmap",
+            "settings",
+            "-n",
+            "guarded",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"mode":"red"}}"#,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    // `held` takes its namespaces by label, which selects the reserved kube-held too.
+    repo.write(
+        "kube-held.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: kube-held, labels: {team: held}}\n",
+    );
+    repo.write(
+        "held.yaml",
+        &app("held", "", "{type: RollingUpdate}").replace(
+            "name: held}]",
+            "labelSelector: {matchLabels: {team: held}}}]",
+        ),
+    );
+    repo.commit("held selects by label");
+    common::daemon::await_until("failed, drifted and held cells in the API", || {
+        state_of("crp/guarded", "alpha").as_deref() == Some("failed")
+            && state_of("crp/report", "beta").as_deref() == Some("drifted")
+            && state_of("crp/held", "alpha").as_deref() == Some("held")
+            && state_of("crp/held", "beta").as_deref() == Some("held")
+    });
+
+    let (_driver, driver) = start_chromedriver(&chromedriver);
+    let c = browser(&driver, &chromium).await;
+    visit(&c, &base, "/matrix", "matrix-states.png").await;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let page = loop {
+        let (api, page) = (api_states(&base), page_states(&c).await);
+        if !api.is_empty() && api == page {
+            break page;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the matrix never showed the API's states:\nAPI  {api:?}\npage {page:?}"
+        );
+        c.refresh().await.unwrap();
+    };
+    let cell = |id: &str, m: &str| page[id].get(m).map(String::as_str);
+    assert_eq!(cell("crp/guarded", "alpha"), Some("failed"), "{page:?}");
+    assert_eq!(cell("crp/report", "beta"), Some("drifted"), "{page:?}");
+    assert_eq!(cell("crp/held", "alpha"), Some("held"), "{page:?}");
+    assert_eq!(cell("crp/held", "beta"), Some("held"), "{page:?}");
+    // The matrix filtered by state shows those cells' placements only.
+    visit(&c, &base, "/matrix?state=drifted", "matrix-drifted.png").await;
+    let rows: Vec<String> = page_states(&c).await.into_keys().collect();
+    assert_eq!(rows, ["crp/report"]);
+
+    // The Secret's diff is on the page, its values are not (in any encoding).
+    visit(&c, &base, "/placements/crp/report", "placement-secret.png").await;
+    let source = c.source().await.unwrap();
+    let doc = get_json(&base, "/api/v1/placements/crp/report");
+    let secret_diff = doc["clusters"]["beta"]["diffs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find(|d| d.contains("Secret report/creds"))
+        .unwrap_or_else(|| panic!("no diff of the Secret on beta: {doc:#}"))
+        .to_string();
+    assert!(secret_diff.contains("(hidden)"), "{secret_diff}");
+    assert!(
+        source.contains(
+            &secret_diff
+                .replace('&', "&amp;")
+                .replace('"', "&quot;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+        ) || source.contains(
+            &secret_diff
+                .replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+        ),
+        "the Secret's diff {secret_diff:?} is not on the page:\n{source}"
+    );
+    let b64 = |s: &str| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    };
+    for value in ["repo-pw-7f3a91", "member-pw-c2d8e4"] {
+        for shown in [value.to_string(), b64(value)] {
+            assert!(
+                !source.contains(&shown),
+                "{shown} is on the page:\n{source}"
+            );
+        }
+    }
+    // Nor in the API the page is made from.
+    let doc = doc.to_string();
+    for value in ["repo-pw-7f3a91", "member-pw-c2d8e4"] {
+        assert!(!doc.contains(value) && !doc.contains(&b64(value)), "{doc}");
+    }
+    assert!(console_errors(&c).await.is_empty());
+    c.close().await.unwrap();
+}
+
 fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, BTreeMap<String, String>) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .max_redirects(0)
@@ -466,7 +733,7 @@ fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, BTreeMap<Strin
     (r.status().as_u16(), headers)
 }
 
-/// With `--dashboard-token-file`, the pages need the token; `?token=` trades it for an
+/// With `--dashboard-token-file` (the older name of `--token-file`), the pages need the token; `?token=` trades it for an
 /// HttpOnly, SameSite=Strict cookie and a redirect to the address without it. Every answer
 /// carries the headers of a read-only app.
 #[test]
@@ -535,8 +802,11 @@ fn the_dashboard_token_and_headers() {
         code == 304 || code == 200 && h["etag"] != etag,
         "{code} {h:?}"
     );
-    // The JSON API is not behind the dashboard's token.
-    assert_eq!(get(addr, "/api/v1/summary", &[]).0, 200);
+    // The JSON API is behind the same token (the older flag name still says so); the
+    // probes are not.
+    assert_eq!(get(addr, "/api/v1/summary", &[]).0, 401);
+    assert_eq!(get(addr, "/api/v1/summary", &bearer).0, 200);
+    assert_eq!(get(addr, "/healthz", &[]).0, 200);
 }
 
 /// The matrix page's first paint and weight in chromium, against a running dashboard

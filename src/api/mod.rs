@@ -223,6 +223,15 @@ pub struct PlacementStatus {
     pub id: String,
     pub strategy: crate::rollout::Strategy,
     pub target: usize,
+    /// A KubeFleet placement's scheduling policy as its spec declares it (`spec.policy`,
+    /// `PickAll` when the spec has none): placement type, cluster names or number of
+    /// clusters, affinity, topology spread constraints, tolerations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::model::placement::PlacementPolicy>,
+    /// An OCM Placement's spec as declared: cluster sets, number of clusters, predicates,
+    /// prioritizers, tolerations, decision strategy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ocm_policy: Option<crate::model::ocm::OcmPlacementSpec>,
     pub selected: Vec<String>,
     pub applying: Vec<String>,
     pub removing: Vec<String>,

@@ -71,7 +71,7 @@ pub fn request_named(key: &str, commit: &str) -> Option<Request> {
 
 /// The requests a running daemon knows: those runs wait on or will reach, and those it has
 /// already accepted an approval for (a tag is judged the same before and after it counted).
-fn daemon_requests(server: &str) -> Result<Vec<Request>> {
+fn daemon_requests(server: &crate::api::client::Daemon) -> Result<Vec<Request>> {
     let view = crate::api::client::approvals(server)?;
     Ok(daemon_known(view))
 }
@@ -108,6 +108,8 @@ pub struct VerifyApprovalArgs {
     /// Or ask a running daemon which requests exist and at which commits.
     #[arg(long, env = "GITFLEET_SERVER")]
     pub server: Option<String>,
+    #[command(flatten)]
+    pub token: crate::cli::flags::TokenArgs,
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: VerifyFormat,
 }
@@ -156,7 +158,7 @@ fn judge_tag(args: &VerifyApprovalArgs) -> Result<Result<Approval, Rejection>> {
             let (commit, _) = object::read_commit_signature(&args.repo, commit)?;
             request_named(&key, &commit).into_iter().collect()
         }
-        (None, Some(server)) => daemon_requests(server)?,
+        (None, Some(server)) => daemon_requests(&args.token.daemon(server)?)?,
         (None, None) => unreachable!("clap requires --commit or --server"),
     };
     let tag = object::read_tag(&args.repo, &name)?;
@@ -208,6 +210,8 @@ pub struct ApproveArgs {
     /// The running daemon that knows the request and the commit its run was initialised at.
     #[arg(long, env = "GITFLEET_SERVER", default_value = "http://127.0.0.1:7070")]
     pub server: String,
+    #[command(flatten)]
+    pub token: crate::cli::flags::TokenArgs,
     /// Or the daemon's state directory (`run --state-dir`), read without locking or writing
     /// anything: the daemon may be running or stopped. Wins over --server.
     #[arg(long = "state", visible_alias = "state-dir", value_name = "DIR")]
@@ -338,7 +342,7 @@ struct Known {
 
 fn known_requests(args: &ApproveArgs) -> Result<Known> {
     let Some(dir) = &args.state else {
-        let view = crate::api::client::approvals(&args.server)?;
+        let view = crate::api::client::approvals(&args.token.daemon(&args.server)?)?;
         return Ok(Known {
             from: format!("the daemon at {}", args.server),
             open: view.requests,
@@ -433,7 +437,7 @@ pub fn approve(args: &ApproveArgs) -> Result<ExitCode> {
     }
     // Refusals the daemon had before this tag: they are not its verdict on it.
     let refused_before: Vec<Rejection> = match (&args.state, args.wait.is_zero()) {
-        (None, false) => crate::api::client::approvals(&args.server)
+        (None, false) => crate::api::client::approvals(&args.token.daemon(&args.server)?)
             .map(|v| v.rejections)
             .unwrap_or_default(),
         _ => Vec::new(),
@@ -475,8 +479,9 @@ fn await_verdict(
         args.server
     );
     let deadline = std::time::Instant::now() + args.wait;
+    let daemon = args.token.daemon(&args.server)?;
     loop {
-        let view = crate::api::client::approvals(&args.server)?;
+        let view = crate::api::client::approvals(&daemon)?;
         if let Some(a) = view.approvals.iter().find(|a| a.request == key) {
             println!(
                 "accepted: {key} approved by {} (key {})",

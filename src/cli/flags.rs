@@ -244,3 +244,27 @@ impl DeletionGuardArgs {
         }
     }
 }
+
+/// `--token-file`, for the commands that read a running daemon (`--server`): the token of a
+/// daemon started with `--token-file`, sent as `Authorization: Bearer`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TokenArgs {
+    /// File holding the daemon's API token (the file its `run --token-file` reads), for a
+    /// daemon that asks for one.
+    #[arg(long, env = "GITFLEET_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+}
+
+impl TokenArgs {
+    /// The daemon at `url`, shown the token when there is one.
+    pub fn daemon(
+        &self,
+        url: &str,
+    ) -> Result<crate::api::client::Daemon, crate::api::client::TokenFileError> {
+        let token = match &self.token_file {
+            Some(f) => Some(crate::api::client::read_token(f)?),
+            None => None,
+        };
+        Ok(crate::api::client::Daemon::new(url, token))
+    }
+}

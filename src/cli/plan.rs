@@ -49,6 +49,8 @@ pub struct PlanArgs {
     /// current bindings from.
     #[arg(long, conflicts_with = "inventory")]
     pub server: Option<String>,
+    #[command(flatten)]
+    pub token: crate::cli::flags::TokenArgs,
     /// State directory with the current bindings (as for `schedule`), what each cluster runs
     /// and the staged update runs' records: runs are shown as the daemon has them, and a run
     /// that would move clusters back to an older snapshot is reported.
@@ -148,10 +150,13 @@ pub(super) fn plan(args: &PlanArgs, color: crate::cli::flags::ColorChoice) -> Re
     let plan = if head_diags.is_empty() && signature_errors.is_empty() {
         // A running daemon gives the live inventory and the bindings as they are.
         let (inventory, previous) = match &args.server {
-            Some(url) => (
-                Some(crate::api::client::inventory(url)?),
-                crate::api::client::schedule(url)?,
-            ),
+            Some(url) => {
+                let daemon = args.token.daemon(url)?;
+                (
+                    Some(crate::api::client::inventory(&daemon)?),
+                    crate::api::client::schedule(&daemon)?,
+                )
+            }
             // Base and head see the same inventory; a live one probes their members once.
             None => (
                 load_inventory(&args.inventory, &[&head_cat, &base_cat])?,

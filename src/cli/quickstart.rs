@@ -428,7 +428,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             webhook_secret: None,
             wake: wake_tx,
             ready_fetch_failures: 0,
-            dashboard_token: None,
+            token: None,
         };
         let mut http =
             crate::daemon::server::spawn(listener, api, crate::daemon::server::Limits::default())?;

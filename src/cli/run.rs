@@ -72,11 +72,19 @@ pub struct RunArgs {
     /// File holding the webhook secret; enables `POST /hooks/git`.
     #[arg(long, env = "GITFLEET_WEBHOOK_SECRET_FILE")]
     pub webhook_secret_file: Option<PathBuf>,
-    /// File holding a token the web dashboard (`/`) then asks for: open it once with
-    /// `?token=TOKEN` (kept in an HttpOnly cookie) or send `Authorization: Bearer TOKEN`.
-    /// Without it the dashboard is open to whoever reaches --listen, as the status API is.
-    #[arg(long, env = "GITFLEET_DASHBOARD_TOKEN_FILE", value_name = "FILE")]
-    pub dashboard_token_file: Option<PathBuf>,
+    /// File holding a token the status API (`/api/v1`) and the web dashboard (`/`) then ask
+    /// for: send `Authorization: Bearer TOKEN` (`status`, `wait`, `plan --server` and
+    /// `approve` take --token-file), or open the dashboard once with `?token=TOKEN` (kept in an
+    /// HttpOnly cookie). /healthz, /readyz, /metrics and /hooks/git stay open (the webhook has
+    /// its own secret). Without it, whoever reaches --listen reads the status.
+    /// (`--dashboard-token-file` and GITFLEET_DASHBOARD_TOKEN_FILE, its older names, still work.)
+    #[arg(
+        long,
+        env = "GITFLEET_TOKEN_FILE",
+        value_name = "FILE",
+        alias = "dashboard-token-file"
+    )]
+    pub token_file: Option<PathBuf>,
     /// Reconcile the head until the rollout settles or has to wait, then exit (1 if the head is
     /// rejected or a push failed).
     #[arg(long, env = "GITFLEET_ONCE")]
@@ -310,17 +318,21 @@ fn state_identity(dir: &std::path::Path) -> String {
     )
 }
 
-/// The dashboard's token from `--dashboard-token-file`, trimmed; an empty one is refused.
-fn dashboard_token(args: &RunArgs) -> Result<Option<Arc<[u8]>>> {
-    let Some(f) = &args.dashboard_token_file else {
+/// The API's token from `--token-file` (or the older GITFLEET_DASHBOARD_TOKEN_FILE), trimmed;
+/// an empty one is refused.
+fn api_token(args: &RunArgs) -> Result<Option<Arc<[u8]>>> {
+    let old = std::env::var_os("GITFLEET_DASHBOARD_TOKEN_FILE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let Some(f) = args.token_file.as_ref().or(old.as_ref()) else {
         return Ok(None);
     };
-    let token = std::fs::read(f)
-        .with_context(|| format!("cannot read the dashboard token {}", f.display()))?;
+    let token =
+        std::fs::read(f).with_context(|| format!("cannot read the token file {}", f.display()))?;
     let token = token.trim_ascii();
     if token.is_empty() {
         bail!(
-            "the dashboard token file {} is empty (or only whitespace): put a token in it",
+            "the token file {} is empty (or only whitespace): put a token in it",
             f.display()
         );
     }
@@ -328,7 +340,7 @@ fn dashboard_token(args: &RunArgs) -> Result<Option<Arc<[u8]>>> {
 }
 
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
-    let dashboard_token = dashboard_token(args)?;
+    let token = api_token(args)?;
     // Read (secrets and all) and checked before anything starts: a mistake is a usage error.
     let notifications = match &args.notifications {
         Some(f) => Some(
@@ -490,7 +502,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             webhook_secret: webhook_secret.map(Arc::from),
             wake: wake_tx,
             ready_fetch_failures: args.ready_fetch_failures,
-            dashboard_token,
+            token,
         };
         let limits = crate::daemon::server::Limits::default();
         crate::daemon::open_files::raise_and_log(limits.connections);
@@ -555,7 +567,7 @@ async fn run_elected(
         webhook_secret: webhook_secret.map(Arc::from),
         wake: wake_tx,
         ready_fetch_failures: args.ready_fetch_failures,
-        dashboard_token: dashboard_token(args)?,
+        token: api_token(args)?,
     };
     let limits = crate::daemon::server::Limits::default();
     crate::daemon::open_files::raise_and_log(limits.connections);

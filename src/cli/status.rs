@@ -36,6 +36,8 @@ pub struct StatusArgs {
     /// The daemon's address (its --listen).
     #[arg(long, env = "GITFLEET_SERVER", default_value = "http://127.0.0.1:7070")]
     pub server: String,
+    #[command(flatten)]
+    pub token: crate::cli::flags::TokenArgs,
     /// One placement (`crp/NAME`, `rp/NS/NAME`, `ocm/NS/NAME`, or a bare CRP name), described.
     pub placement: Option<String>,
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
@@ -51,12 +53,13 @@ pub struct StatusArgs {
 
 /// What one look at the daemon shows: the document (to tell a change) and its text.
 fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
+    let daemon = &args.token.daemon(&args.server)?;
     let Some(want) = &args.placement else {
-        let doc = crate::api::client::placements(&args.server)?;
-        let (runs, requests) = crate::api::client::update_runs(&args.server)?;
+        let doc = crate::api::client::placements(daemon)?;
+        let (runs, requests) = crate::api::client::update_runs(daemon)?;
         // Refused tags are shown beside the requests: otherwise only the log says why an
         // approval did not count.
-        let refused = crate::api::client::approvals(&args.server)
+        let refused = crate::api::client::approvals(daemon)
             .map(|v| v.rejections)
             .unwrap_or_default();
         let all = crate::api::StatusDocument {
@@ -92,7 +95,7 @@ fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
         format!("crp/{want}")
     };
     // One placement is read alone, not found in the whole fleet's document.
-    let Some(p) = crate::api::client::placement(&args.server, &id)? else {
+    let Some(p) = crate::api::client::placement(daemon, &id)? else {
         bail!("the daemon at {} has no placement {id}", args.server);
     };
     let p = &p;
@@ -135,6 +138,7 @@ fn watch_status(args: &StatusArgs) -> Result<ExitCode> {
             let look = {
                 let args = StatusArgs {
                     server: args.server.clone(),
+                    token: args.token.clone(),
                     placement: args.placement.clone(),
                     output: args.output,
                     watch: false,

@@ -43,6 +43,8 @@ pub struct WaitArgs {
     /// The daemon's address (its --listen).
     #[arg(long, env = "GITFLEET_SERVER", default_value = "http://127.0.0.1:7070")]
     pub server: String,
+    #[command(flatten)]
+    pub token: crate::cli::flags::TokenArgs,
     /// The commit to wait for: with --repo any revision of it (default HEAD), else a commit id
     /// or a prefix of one (default: the daemon's branch head when wait starts).
     #[arg(long, value_name = "REV")]
@@ -249,19 +251,21 @@ fn resolve(args: &WaitArgs) -> Result<Option<String>> {
 
 pub fn wait(args: &WaitArgs) -> Result<ExitCode> {
     let mut want = resolve(args)?;
+    let daemon = args.token.daemon(&args.server)?;
     let only = placement_ids(&args.placements);
     let started = Instant::now();
     let mut last_reason = String::new();
     let mut answered = false;
     loop {
-        let asked = match ask(args, &mut want, &only) {
+        let asked = match ask(args, &daemon, &mut want, &only) {
             Ok(v) => {
                 answered = true;
                 v
             }
             // A daemon that answered once and stops is restarting (an upgrade, a new
-            // leader): waited for like anything else, until the timeout.
-            Err(e) if answered => Asked {
+            // leader): waited for like anything else, until the timeout. A refused token is
+            // not: asking again would be refused again.
+            Err(e) if answered && !e.is_unauthorized() => Asked {
                 want: want.clone().unwrap_or_default(),
                 verdict: Verdict::Waiting(format!("{e}; asking again")),
             },
@@ -324,7 +328,10 @@ impl std::ops::Deref for Look {
 /// Reads the daemon without its whole placements document: the placements named one by one,
 /// else the summary and the placements unready, failed or in a staged run (a settled fleet's
 /// answer is empty, however large the fleet).
-fn look(server: &str, only: &[String]) -> Result<Look, crate::api::client::ClientError> {
+fn look(
+    server: &crate::api::client::Daemon,
+    only: &[String],
+) -> Result<Look, crate::api::client::ClientError> {
     use crate::api::client;
     let query = if only.is_empty() {
         "state=unready,failed,staged".to_string()
@@ -353,10 +360,11 @@ fn look(server: &str, only: &[String]) -> Result<Look, crate::api::client::Clien
 /// One look at the daemon.
 fn ask(
     args: &WaitArgs,
+    daemon: &crate::api::client::Daemon,
     want: &mut Option<String>,
     only: &[String],
 ) -> Result<Asked, crate::api::client::ClientError> {
-    let doc = look(&args.server, only)?;
+    let doc = look(daemon, only)?;
     let want_now = match &*want {
         Some(w) => w.clone(),
         None => match &doc.head {
@@ -378,7 +386,7 @@ fn ask(
                 })
         });
         let runs = if served {
-            crate::api::client::update_runs(&args.server)?.0.update_runs
+            crate::api::client::update_runs(daemon)?.0.update_runs
         } else {
             Vec::new()
         };

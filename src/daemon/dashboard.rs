@@ -10,19 +10,18 @@
 //! script and stylesheet (no inline script, no framing), `X-Frame-Options: DENY`,
 //! `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`.
 //!
-//! With `--dashboard-token-file`, every dashboard request needs the token: as
+//! With `--token-file`, every dashboard request needs the token ([`super::access`]): as
 //! `Authorization: Bearer <token>`, or once as `?token=<token>`, which answers with a redirect
-//! to the same page without it and an HttpOnly, SameSite=Strict cookie holding it. Tokens are
-//! compared in constant time (as SHA-256 digests, so their lengths do not show either).
+//! to the same page without it and an HttpOnly, SameSite=Strict cookie holding it.
 
 use axum::extract::{Path, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::http::{header, HeaderValue, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use sha2::{Digest, Sha256};
 
+use super::access;
 use super::server::{status_of, Api};
 use super::status_api::{self, MembersQuery, PlacementsQuery};
 use crate::api::{ClusterPlacementState, PlacementStatus};
@@ -67,30 +66,6 @@ async fn headers(mut res: Response) -> Response {
     res
 }
 
-const COOKIE: &str = "gitfleet_dashboard";
-
-fn same_token(token: &[u8], given: &str) -> bool {
-    let (a, b) = (
-        Sha256::digest(token),
-        Sha256::digest(given.trim().as_bytes()),
-    );
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
-}
-
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
-}
-
 /// The query without its `token` parameter, and that parameter's value.
 fn without_token(query: Option<&str>) -> (String, Option<String>) {
     let mut token = None;
@@ -110,22 +85,14 @@ fn without_token(query: Option<&str>) -> (String, Option<String>) {
 }
 
 async fn token(State(api): State<Api>, request: Request, next: Next) -> Response {
-    let Some(expected) = api.dashboard_token.clone() else {
+    let Some(expected) = api.token.clone() else {
         return next.run(request).await;
     };
-    let headers = request.headers();
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if bearer
-        .or(cookie(headers, COOKIE))
-        .is_some_and(|t| same_token(&expected, t))
-    {
+    if access::shows(&expected, request.headers()) {
         return next.run(request).await;
     }
     let (rest, given) = without_token(request.uri().query());
-    if let Some(given) = given.filter(|t| same_token(&expected, t)) {
+    if let Some(given) = given.filter(|t| access::same_token(&expected, t)) {
         let path = request.uri().path();
         let location = if rest.is_empty() {
             path.to_string()
@@ -135,7 +102,8 @@ async fn token(State(api): State<Api>, request: Request, next: Next) -> Response
         // The token is in a cookie the page's script cannot read, sent only to this origin's
         // own requests; the address bar (and history) keeps the link without it.
         let cookie = format!(
-            "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+            "{}={}; HttpOnly; SameSite=Strict; Path=/",
+            access::COOKIE,
             crate::web::encode(&given)
         );
         let mut res = StatusCode::SEE_OTHER.into_response();
@@ -403,14 +371,6 @@ async fn source(State(api): State<Api>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(same_token(b"s3cret", "s3cret"));
-        assert!(same_token(b"s3cret", "s3cret\n"));
-        assert!(!same_token(b"s3cret", "s3cre"));
-        assert!(!same_token(b"s3cret", ""));
-    }
 
     #[test]
     fn the_token_parameter_is_taken_out_of_the_query() {

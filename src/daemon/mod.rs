@@ -19,6 +19,7 @@
 //! into. Shutdown is a `CancellationToken` the loop selects on; the step in flight finishes and
 //! its state is saved.
 
+pub mod access;
 pub mod approvals;
 pub mod dashboard;
 pub mod deliver;

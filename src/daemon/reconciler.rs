@@ -803,7 +803,11 @@ impl<D: Deliverer> Daemon<D> {
                 .get_or_create(&metrics::labels(&[("state", phase.name())]))
                 .set(n as i64);
         }
-        self.publish(Some(inventory), decision.steps, Some(schedule));
+        self.publish(
+            Some(inventory),
+            decision.steps,
+            Some((schedule, &analyzed.cat)),
+        );
         tracing::debug!(
             target: "gitfleet::daemon::timing",
             save_ms = saved.as_millis() as u64,
@@ -970,12 +974,17 @@ impl<D: Deliverer> Daemon<D> {
 
     /// Replaces the status snapshot the server reads (built first, then swapped in, so that
     /// the server never waits for it to be built).
+    /// The schedule comes with the catalog it was made from (the placements' specs).
     fn publish(
         &mut self,
         inventory: Option<Arc<Inventory>>,
         steps: Vec<Arc<StepSummary>>,
-        schedule: Option<Vec<Arc<PlacementSchedule>>>,
+        scheduled: Option<(Vec<Arc<PlacementSchedule>>, &crate::catalog::Catalog)>,
     ) {
+        let (schedule, cat) = match scheduled {
+            Some((s, cat)) => (Some(s), Some(cat)),
+            None => (None, None),
+        };
         let mut published = std::mem::take(&mut self.published);
         let placements: Option<Vec<Arc<PlacementStatus>>> = schedule.as_ref().map(|schedule| {
             // By key, built when a status is worked out (looking each placement up in the list
@@ -1018,7 +1027,10 @@ impl<D: Deliverer> Daemon<D> {
                                 .collect()
                         })
                         .unwrap_or_default();
+                    let (policy, ocm_policy) = cat.map_or((None, None), |c| policies(c, &key));
                     let status = PlacementStatus {
+                        policy,
+                        ocm_policy,
                         selected: sched.map(|p| p.selected.clone()).unwrap_or_default(),
                         conditions,
                         per_cluster,
@@ -1113,6 +1125,36 @@ impl PartialEq for MemberDeclarations {
                 .iter()
                 .zip(&other.0)
                 .all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
+    }
+}
+
+/// A placement's policy as its spec in `cat` declares it: KubeFleet's `spec.policy` (PickAll
+/// when absent), or an OCM Placement's spec; neither for a ManifestWork.
+fn policies(
+    cat: &crate::catalog::Catalog,
+    key: &crate::model::PlacementKey,
+) -> (
+    Option<crate::model::placement::PlacementPolicy>,
+    Option<crate::model::ocm::OcmPlacementSpec>,
+) {
+    use crate::model::PlacementKind;
+    match key.kind {
+        PlacementKind::ClusterResourcePlacement | PlacementKind::ResourcePlacement => (
+            cat.placement(&key.name, key.namespace.as_deref())
+                .map(|p| p.spec.spec.policy.clone().unwrap_or_default()),
+            None,
+        ),
+        PlacementKind::OcmPlacement => (
+            None,
+            cat.ocm_placements
+                .iter()
+                .find(|p| {
+                    p.spec.metadata.name == key.name
+                        && cat.objects[p.index].namespace == key.namespace
+                })
+                .map(|p| p.spec.spec.clone()),
+        ),
+        PlacementKind::ManifestWork => (None, None),
     }
 }
 

@@ -15,6 +15,9 @@
 //! - `GET /api/v1/inventory` (the inventory file format), `GET /api/v1/schedule`
 //! - `POST /hooks/git` with `X-Hub-Signature-256` or `X-Gitlab-Token` (401 otherwise)
 //!
+//! With `--token-file`, `/api/v1` and the dashboard need its token ([`super::access`]); the
+//! probes, `/metrics` and the webhook never do.
+//!
 //! Errors are JSON problem bodies of our own, `{"error": "..."}`, never Kubernetes `Status`.
 //!
 //! axum routes, hyper serves HTTP/1.1. The listener may face an untrusted network (a webhook
@@ -93,9 +96,9 @@ pub struct Api {
     pub wake: mpsc::UnboundedSender<()>,
     /// `/readyz` fails once this many fetches of the git source failed in a row (0: never).
     pub ready_fetch_failures: u32,
-    /// The dashboard's token (`--dashboard-token-file`); `None`: the dashboard is open, as
-    /// the status API is.
-    pub dashboard_token: Option<Arc<[u8]>>,
+    /// The token of `/api/v1` and the dashboard (`--token-file`, [`super::access`]); `None`:
+    /// both are open to whoever reaches the listener.
+    pub token: Option<Arc<[u8]>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -363,7 +366,14 @@ fn documents(api: Api) -> Router<Api> {
         .route("/api/v1/approvalrequests", get(approval_requests))
         .route("/api/v1/schedule", get(schedule))
         .route("/api/v1/approvals", get(approvals))
-        .route_layer(axum::middleware::from_fn_with_state(api, more::etags))
+        .route_layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            more::etags,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            api,
+            super::access::api,
+        ))
 }
 
 /// The routes, with the body limit and the request timeout.
@@ -735,7 +745,7 @@ mod tests {
             webhook_secret: secret.map(Arc::from),
             wake,
             ready_fetch_failures: 3,
-            dashboard_token: None,
+            token: None,
         };
         (api, rx)
     }
@@ -786,6 +796,73 @@ mod tests {
         let (code, doc) = call(&api, "POST", "/hooks/git", &[("X-Gitlab-Token", "s")], body).await;
         assert_eq!((code, doc), (202, json!({"status": "fetching"})));
         assert!(rx.try_recv().is_ok());
+    }
+
+    /// With a token, every `/api/v1` document needs it; the probes and the metrics, which a
+    /// kubelet and Prometheus read without one, do not.
+    #[tokio::test]
+    async fn the_api_needs_the_token_and_the_probes_do_not() {
+        let (mut api, _rx) = api(None);
+        api.token = Some(Arc::from(&b"s3cret"[..]));
+        {
+            let mut st = status_of(&api);
+            st.reconciles = 1;
+        }
+        for path in [
+            "/api/v1/summary",
+            "/api/v1/placements",
+            "/api/v1/placements/crp/x",
+            "/api/v1/members",
+            "/api/v1/updateruns",
+            "/api/v1/approvals",
+            "/api/v1/schedule",
+        ] {
+            let (code, doc) = call(&api, "GET", path, &[], Vec::new()).await;
+            assert_eq!(code, 401, "{path}: {doc}");
+            assert!(
+                doc["error"].as_str().unwrap().contains("--token-file"),
+                "{path}: {doc}"
+            );
+            let (code, doc) = call(
+                &api,
+                "GET",
+                path,
+                &[("Authorization", "Bearer s3cre")],
+                Vec::new(),
+            )
+            .await;
+            assert_eq!(code, 401, "{path}: {doc}");
+            assert!(
+                doc["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("not the API's token"),
+                "{path}: {doc}"
+            );
+            assert!(!doc.to_string().contains("s3cre"), "{path}: {doc}");
+        }
+        let (code, doc) = call(
+            &api,
+            "GET",
+            "/api/v1/summary",
+            &[("Authorization", "Bearer s3cret")],
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(code, 200, "{doc}");
+        let (code, _) = call(
+            &api,
+            "GET",
+            "/api/v1/summary",
+            &[("Cookie", "gitfleet_dashboard=s3cret")],
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(code, 200, "the dashboard's cookie opens the API too");
+        for path in ["/healthz", "/readyz", "/metrics"] {
+            let (code, doc) = call(&api, "GET", path, &[], Vec::new()).await;
+            assert_eq!(code, 200, "{path}: {doc}");
+        }
     }
 
     #[tokio::test]
@@ -876,7 +953,7 @@ mod tests {
         // 0 turns the check off; a success (the count back at 0) makes the daemon ready again.
         let off = Api {
             ready_fetch_failures: 0,
-            dashboard_token: None,
+            token: None,
             ..api.clone()
         };
         assert_eq!(call(&off, "GET", "/readyz", &[], vec![]).await.0, 200);
@@ -919,6 +996,8 @@ mod tests {
                 id: id.into(),
                 strategy: crate::rollout::Strategy::RollingUpdate,
                 target: clusters.len(),
+                policy: None,
+                ocm_policy: None,
                 selected: vec![],
                 applying: applying.iter().map(|c| c.to_string()).collect(),
                 removing: vec![],

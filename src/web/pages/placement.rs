@@ -1,4 +1,5 @@
-//! One placement: its strategy and policy snapshot, its conditions with KubeFleet's (or
+//! One placement: its strategy and scheduling policy (type, clusters, affinity, topology
+//! spread, tolerations) as the API's document carries it, its policy snapshot, its conditions with KubeFleet's (or
 //! OCM's) reasons, each cluster's scheduling decision with reasons and scores, where it stands
 //! on each cluster with the objects placed there (names only), drift and diffs, and the staged
 //! runs that move it.
@@ -27,6 +28,8 @@ pub fn page(v: &Placement<'_>) -> Markup {
             h2 #policy { "Policy" }
             dl.facts {
                 div { dt { "Strategy" } dd { (format!("{:?}", p.strategy)) } }
+                @if let Some(policy) = &p.policy { (kubefleet_facts(policy)) }
+                @if let Some(spec) = &p.ocm_policy { (ocm_facts(spec)) }
                 div { dt { "Clusters wanted" } dd { (p.target) } }
                 div { dt { "Selected" } dd { (p.selected.len()) } }
                 @if let Some(s) = v.schedule {
@@ -36,6 +39,8 @@ pub fn page(v: &Placement<'_>) -> Markup {
                 div { dt { "Ready" } dd { @if p.is_ready() { span.ok { "yes" } } @else { span.bad { "no" } } } }
             }
             @if let Some(n) = &p.note { p { (n) } }
+            @if let Some(policy) = &p.policy { (kubefleet_rules(policy)) }
+            @if let Some(spec) = &p.ocm_policy { (ocm_rules(spec)) }
             @if !p.selected_resources.is_empty() {
                 h3 { "Selected resources" }
                 ul.kv { @for r in &p.selected_resources { li { code { (r) } } } }
@@ -109,4 +114,213 @@ pub fn page(v: &Placement<'_>) -> Markup {
         }
     };
     layout(Page::Placement, &p.id, v.summary, body)
+}
+
+/// `env=prod, tier in (a,b), !legacy`: a label selector as kubectl writes one.
+fn labels(s: &crate::model::LabelSelector) -> String {
+    use crate::model::selector::SelectorOperator as Op;
+    let mut parts: Vec<String> = s
+        .match_labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    parts.extend(s.match_expressions.iter().map(|e| match e.operator {
+        Op::In => format!("{} in ({})", e.key, e.values.join(",")),
+        Op::NotIn => format!("{} notin ({})", e.key, e.values.join(",")),
+        Op::Exists => e.key.clone(),
+        Op::DoesNotExist => format!("!{}", e.key),
+    }));
+    if parts.is_empty() {
+        "every cluster".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// One cluster selector term: its labels, its properties, its sorter.
+fn term(t: &crate::model::placement::ClusterSelectorTerm) -> String {
+    let mut parts = Vec::new();
+    if let Some(l) = &t.label_selector {
+        parts.push(format!("labels {}", labels(l)));
+    }
+    if let Some(p) = &t.property_selector {
+        for e in &p.match_expressions {
+            parts.push(format!(
+                "{} {:?} {}",
+                e.name,
+                e.operator,
+                e.values.join(",")
+            ));
+        }
+    }
+    if let Some(s) = &t.property_sorter {
+        parts.push(format!("sorted by {} {:?}", s.name, s.sort_order));
+    }
+    if parts.is_empty() {
+        "every cluster".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
+fn kubefleet_facts(policy: &crate::model::placement::PlacementPolicy) -> Markup {
+    html! {
+        div { dt { "Placement type" } dd { (format!("{:?}", policy.placement_type)) } }
+        @if let Some(n) = policy.number_of_clusters { div { dt { "Number of clusters" } dd { (n) } } }
+        @if !policy.cluster_names.is_empty() {
+            div { dt { "Cluster names" } dd { (policy.cluster_names.join(", ")) } }
+        }
+    }
+}
+
+fn kubefleet_rules(policy: &crate::model::placement::PlacementPolicy) -> Markup {
+    let affinity = policy
+        .affinity
+        .as_ref()
+        .and_then(|a| a.cluster_affinity.as_ref());
+    let required = affinity
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.cluster_selector_terms.as_slice())
+        .unwrap_or_default();
+    let preferred = affinity
+        .map(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_slice()
+        })
+        .unwrap_or_default();
+    html! {
+        h3 { "Affinity" }
+        @if required.is_empty() && preferred.is_empty() { (none("No affinity.")) } @else {
+            ul.kv.affinity {
+                @for t in required { li { "required: " code { (term(t)) } } }
+                @for p in preferred { li { "preferred (weight " (p.weight) "): " code { (term(&p.preference)) } } }
+            }
+        }
+        h3 { "Topology spread" }
+        @if policy.topology_spread_constraints.is_empty() { (none("No topology spread constraints.")) } @else {
+            ul.kv.spread { @for c in &policy.topology_spread_constraints { li {
+                "key " code { (c.topology_key) } ", max skew " (c.max_skew.unwrap_or(1))
+                ", when unsatisfiable " (format!("{:?}", c.when_unsatisfiable.unwrap_or_default()))
+            } } }
+        }
+        h3 { "Tolerations" }
+        @if policy.tolerations.is_empty() { (none("No tolerations.")) } @else {
+            ul.kv.tolerations { @for t in &policy.tolerations { li { code {
+                (if t.key.is_empty() { "*" } else { &t.key })
+                " " (format!("{:?}", t.operator.unwrap_or_default()))
+                @if !t.value.is_empty() { " " (t.value) }
+                @if let Some(e) = t.effect { " " (format!("{e:?}")) }
+            } } } }
+        }
+    }
+}
+
+fn ocm_facts(spec: &crate::model::ocm::OcmPlacementSpec) -> Markup {
+    html! {
+        div { dt { "Placement type" } dd { "OCM Placement" } }
+        div { dt { "Number of clusters" } dd { @match spec.number_of_clusters { Some(n) => (n), None => "every feasible cluster" } } }
+        @if !spec.cluster_sets.is_empty() { div { dt { "Cluster sets" } dd { (spec.cluster_sets.join(", ")) } } }
+    }
+}
+
+fn ocm_rules(spec: &crate::model::ocm::OcmPlacementSpec) -> Markup {
+    // OCM's predicates, prioritizers and tolerations, as declared (compact JSON: their
+    // shapes are OCM's, and readers of an OCM placement know them).
+    html! {
+        h3 { "Predicates" }
+        @if spec.predicates.is_empty() { (none("No predicates: every cluster of the sets.")) } @else {
+            ul.kv { @for p in &spec.predicates { li { code { (json(p)) } } } }
+        }
+        h3 { "Prioritizers" }
+        p { code { (json(&spec.prioritizer_policy)) } }
+        h3 { "Tolerations" }
+        @if spec.tolerations.is_empty() { (none("No tolerations.")) } @else {
+            ul.kv.tolerations { @for t in &spec.tolerations { li { code { (json(t)) } } } }
+        }
+    }
+}
+
+/// Compact JSON of a part of a spec.
+fn json(v: &impl serde::Serialize) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(json: serde_json::Value) -> PlacementStatus {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn summary() -> Summary {
+        serde_json::from_value(serde_json::json!({
+            "branch": "main", "members": 0,
+            "placements": {"total": 1, "ready": 0, "unready": 1, "failed": 0, "staged": 0},
+            "clusters": {"selected": 0, "applying": 0, "removing": 0, "waiting": 0,
+                "upToDate": 0, "available": 0, "pending": 0, "failed": 0, "diffReported": 0},
+            "updateRuns": {"total": 0, "inProgress": 0, "pendingApprovals": 0}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_policy_is_shown_as_declared() {
+        let p = status(serde_json::json!({
+            "id": "crp/shop", "strategy": "RollingUpdate", "target": 3,
+            "selected": [], "applying": [], "removing": [], "waiting": [], "upToDate": [],
+            "clusters": {}, "conditions": [],
+            "policy": {
+                "placementType": "PickN", "numberOfClusters": 3,
+                "affinity": {"clusterAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"clusterSelectorTerms": [
+                        {"labelSelector": {"matchLabels": {"env": "prod"},
+                            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]},
+                         "propertySelector": {"matchExpressions": [
+                            {"name": "kubernetes-fleet.io/node-count", "operator": "Ge", "values": ["3"]}]}}]},
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 60, "preference": {"propertySorter": {
+                            "name": "resources.kubernetes-fleet.io/available-cpu", "sortOrder": "Descending"}}}]}},
+                "topologySpreadConstraints": [{"maxSkew": 2, "topologyKey": "region"}],
+                "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
+            }
+        }));
+        let html = page(&Placement {
+            summary: &summary(),
+            status: &p,
+            schedule: None,
+            runs: &[],
+        })
+        .into_string();
+        for shown in [
+            "<dt>Placement type</dt><dd>PickN</dd>",
+            "<dt>Number of clusters</dt><dd>3</dd>",
+            "required: <code>labels env=prod, tier in (a,b); kubernetes-fleet.io/node-count Ge 3</code>",
+            "preferred (weight 60): <code>sorted by resources.kubernetes-fleet.io/available-cpu Descending</code>",
+            "key <code>region</code>, max skew 2, when unsatisfiable DoNotSchedule",
+            "<code>dedicated Exists NoSchedule</code>",
+        ] {
+            assert!(html.contains(shown), "{shown} not in {html}");
+        }
+    }
+
+    #[test]
+    fn a_placement_without_a_policy_in_the_document_shows_none() {
+        let p = status(serde_json::json!({
+            "id": "mw/a/b", "strategy": "RollingUpdate", "target": 1,
+            "selected": [], "applying": [], "removing": [], "waiting": [], "upToDate": [],
+            "clusters": {}, "conditions": []
+        }));
+        let html = page(&Placement {
+            summary: &summary(),
+            status: &p,
+            schedule: None,
+            runs: &[],
+        })
+        .into_string();
+        assert!(!html.contains("Placement type"), "{html}");
+    }
 }

@@ -82,7 +82,7 @@ fn run(v: &Runs<'_>, r: &UpdateRun) -> Markup {
                 " · " (r.state) " · started " (ago(v.now, r.created_at))
                 " · commit " code { (short(Some(&r.init_commit))) }
                 " · waiting for " strong.waiting { (r.waiting_for) }
-                @if let Some(end) = r.wait_ends { " · wait ends in " strong.time-left { (duration(end.saturating_sub(v.now))) } }
+                @if let Some(end) = r.wait_ends { " · wait ends in " (time_left(v, end, "strong")) }
             }
             ol.timeline {
                 @for (i, s) in r.status.stages_status.iter().enumerate() {
@@ -131,7 +131,7 @@ fn task(v: &Runs<'_>, r: &UpdateRun, t: &TaskStatus, is_current: bool) -> Markup
             StageTaskType::TimedWait => span.task {
                 "timed wait: "
                 @if run_status::is_true(&t.conditions, run_status::WAIT_TIME_ELAPSED) { "elapsed" }
-                @else if let Some(end) = ends { (duration(end.saturating_sub(v.now))) " left" }
+                @else if let Some(end) = ends { (time_left(v, end, "span")) " left" }
                 @else { "not started" }
             },
             StageTaskType::Approval => span.task {
@@ -143,6 +143,20 @@ fn task(v: &Runs<'_>, r: &UpdateRun, t: &TaskStatus, is_current: bool) -> Markup
                     span.unknown { "pending: " code.command { (approve_command(req)) } }
                 } @else { "not reached" }
             },
+        }
+    }
+}
+
+/// The time left until `end` (the daemon's Unix seconds), as of the page's `now`; the page
+/// script counts it down every second from `data-ends` and `data-now` (the daemon's clock, so
+/// a browser whose clock differs still counts right).
+fn time_left(v: &Runs<'_>, end: u64, tag: &str) -> Markup {
+    let text = duration(end.saturating_sub(v.now));
+    html! {
+        @if tag == "strong" {
+            strong.time-left data-ends=(end) data-now=(v.now) { (text) }
+        } @else {
+            span.time-left data-ends=(end) data-now=(v.now) { (text) }
         }
     }
 }
