@@ -32,6 +32,8 @@ fn placement(id: &str, f: impl FnOnce(&mut PlacementStatus)) -> Arc<PlacementSta
         per_cluster: Default::default(),
         failed: Default::default(),
         ready: Default::default(),
+        policy: None,
+        ocm_policy: None,
     };
     f(&mut p);
     Arc::new(p)
