@@ -1,11 +1,11 @@
 package main
 
-// The fleet file, in the format `gitfleet sim --fleet` reads (src/sim/fleet_file.rs), so a test
-// describes its members once and runs them on either backend. The test bed honours what a real
-// control plane can honour: member names and contexts, ports, and node pools (count, cpu,
-// memory, allocatable, pods, instance type, labels, taints, ready, unschedulable). What only a
-// simulator can do (injected faults, bearer tokens, a chosen Kubernetes version) is ignored with a
-// note on stderr.
+// The fleet file, in the format `gitfleet sim --fleet` reads
+// (crates/gitfleet-sim/src/fleet_file.rs), so a test describes its members once and runs them on
+// either backend. The test bed honours what a real control plane can honour: member names and
+// contexts, ports, and node pools (count, cpu, memory, allocatable, pods, instance type, labels,
+// taints, ready, unschedulable). What only a simulator can do (injected faults, bearer tokens, a
+// chosen Kubernetes version) is ignored with a note on stderr.
 
 import (
 	"fmt"
