@@ -45,7 +45,11 @@
 //!
 //! The simulator shares the machine (and its cores) with the daemon, as it would in the quick
 //! start. `GITFLEET_DAEMON_BENCH="commits,idle_seconds"` changes the sizes (default 20,30);
-//! `GITFLEET_DAEMON_PARTS=latency,faults,idle,real latency,scale,kustomize` runs only the parts
+//! - **a run waiting for its approval**: the daemon's CPU, reconciles and log lines over the
+//!   idle window with a staged run waiting for an approval, against the same daemon settled,
+//!   see [`waiting`].
+//!
+//! `GITFLEET_DAEMON_PARTS=latency,faults,idle,waiting,real latency,scale,kustomize` runs only the parts
 //! named (`scale` and `kustomize` run only when named);
 //! `GITFLEET_DAEMON_REAL_COMMITS` the commits on real members (default 10).
 
@@ -65,6 +69,8 @@ use std::time::{Duration, Instant};
 
 #[path = "support/testbed.rs"]
 mod testbed;
+#[path = "daemon_parts/waiting.rs"]
+mod waiting;
 
 /// The latency part's fleet sizes: `GITFLEET_DAEMON_LATENCY_MEMBERS="10,100"` (default 10).
 fn latency_members() -> Vec<usize> {
@@ -185,6 +191,8 @@ struct DaemonProcess {
     agent: ureq::Agent,
     /// The last lines of its log, for error messages.
     log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// How many lines it has logged.
+    lines: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl DaemonProcess {
@@ -215,9 +223,11 @@ impl DaemonProcess {
             .map_err(|e| format!("cannot start gitfleet run: {e}"))?;
         let stderr = child.stderr.take().expect("piped");
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (tx, rx) = mpsc::channel();
         {
             let log = log.clone();
+            let lines = lines.clone();
             let mut keep = std::env::var_os("GITFLEET_DAEMON_BENCH_LOGFILE").and_then(|f| {
                 std::fs::OpenOptions::new()
                     .create(true)
@@ -235,6 +245,7 @@ impl DaemonProcess {
                     if let Some(a) = v["fields"]["listen"].as_str() {
                         let _ = tx.send(a.to_string());
                     }
+                    lines.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let mut log = log.lock().unwrap();
                     log.push(line.chars().take(400).collect());
                     if log.len() > 12 {
@@ -251,11 +262,16 @@ impl DaemonProcess {
             addr: format!("http://{addr}"),
             agent: ureq::Agent::new_with_defaults(),
             log,
+            lines,
         })
     }
 
     fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    fn lines(&self) -> usize {
+        self.lines.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn get(&self, path: &str) -> Result<String> {
@@ -1884,7 +1900,7 @@ fn main() -> ExitCode {
         .and_then(|n| n.parse::<usize>().ok())
         .unwrap_or(10)
         .max(1);
-    let parts: [(&str, &dyn Fn() -> Result<()>); 6] = [
+    let parts: [(&str, &dyn Fn() -> Result<()>); 7] = [
         ("latency", &|| {
             latency_members()
                 .into_iter()
@@ -1892,6 +1908,7 @@ fn main() -> ExitCode {
         }),
         ("faults", &|| faults(&rt, commits)),
         ("idle", &|| idle(&rt, window)),
+        ("waiting", &|| waiting::waiting(&rt, window)),
         ("real latency", &|| latency_real(real_commits)),
         ("scale", &|| scale(&rt)),
         ("kustomize", &|| kustomize(&rt)),
