@@ -124,7 +124,9 @@ pub fn of(p: &PlacementPlan, clusters: &[ClusterPlan]) -> Story {
         for o in c
             .objects
             .iter()
-            .filter(|o| o.placement == p.key && o.change == Change::Removed)
+            // The change first: few objects are removed, and this runs for every object of
+            // every cluster once per placement.
+            .filter(|o| o.change == Change::Removed && o.placement == p.key)
         {
             let k = &o.key;
             if k.group().is_empty() && k.kind() == "Namespace" {
