@@ -114,17 +114,22 @@ pub enum TokenFileError {
     Empty { file: std::path::PathBuf },
 }
 
-/// The HTTP(S) client: rustls on ring (the provider kube uses; ureq's default would need it as a
-/// feature of its own), trusting the platform's certificate store as kubectl and curl do.
-fn agent() -> ureq::Agent {
-    let tls = ureq::tls::TlsConfig::builder()
+/// TLS for gitfleet's HTTP(S) clients: rustls on ring (the provider kube uses; ureq's default
+/// would need it as a feature of its own), trusting the platform's certificate store as kubectl
+/// and curl do.
+pub(crate) fn tls_config() -> ureq::tls::TlsConfig {
+    ureq::tls::TlsConfig::builder()
         .root_certs(ureq::tls::RootCerts::PlatformVerifier)
         .unversioned_rustls_crypto_provider(std::sync::Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
-        .build();
+        .build()
+}
+
+/// The daemon API's client.
+fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
-        .tls_config(tls)
+        .tls_config(tls_config())
         .build()
         .new_agent()
 }

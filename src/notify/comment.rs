@@ -127,14 +127,8 @@ fn path_of(url: &str) -> String {
 }
 
 fn agent() -> ureq::Agent {
-    let tls = ureq::tls::TlsConfig::builder()
-        .root_certs(ureq::tls::RootCerts::PlatformVerifier)
-        .unversioned_rustls_crypto_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .build();
     ureq::Agent::config_builder()
-        .tls_config(tls)
+        .tls_config(crate::api::client::tls_config())
         .user_agent(concat!("gitfleet/", env!("CARGO_PKG_VERSION")))
         .timeout_global(Some(std::time::Duration::from_secs(60)))
         .build()
