@@ -174,6 +174,58 @@ fn assert_hidden(what: &str, text: &str, password: &str) {
     );
 }
 
+/// `gitfleet run` on the fixture's repository with its key (and `env`), its state in `state`.
+fn start_daemon(
+    f: &Fixture,
+    members: &Members,
+    state: &Path,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Daemon {
+    let webhook = state.join("webhook-secret");
+    std::fs::write(&webhook, "s3cret").unwrap();
+    let key = f.key_file();
+    let mut env = env.to_vec();
+    env.push(("SOPS_AGE_KEY_FILE", key.as_os_str()));
+    Daemon::start_with(
+        f.repo.path(),
+        &members.kubeconfig,
+        &state.join("state"),
+        &webhook,
+        "10m",
+        &[],
+        &env,
+    )
+}
+
+/// `password` is in none of the daemon's API answers, its log, nor any file under `state`
+/// (the state and the render cache); stops the daemon.
+fn assert_nothing_else_shows(daemon: Daemon, state: &Path, password: &str) {
+    let get = |path: &str| -> String {
+        match ureq::get(&format!("{}{path}", daemon.addr)).call() {
+            Ok(mut r) => r.body_mut().read_to_string().unwrap_or_default(),
+            Err(e) => panic!("GET {path}: {e}"),
+        }
+    };
+    for path in [
+        "/api/v1/placements",
+        "/api/v1/schedule",
+        "/api/v1/inventory",
+        "/metrics",
+    ] {
+        assert_hidden(path, &get(path), password);
+    }
+    let log = daemon.stop_and_read_log().join("\n");
+    assert_hidden("the daemon's log", &log, password);
+    for file in common::walk(state) {
+        let bytes = std::fs::read(&file).unwrap();
+        assert_hidden(
+            &file.display().to_string(),
+            &String::from_utf8_lossy(&bytes),
+            password,
+        );
+    }
+}
+
 #[test]
 fn without_the_key_the_commit_is_invalid_and_the_error_names_the_file() {
     let Some(sops) = gitfleet_testkit::tools::SOPS.find("the SOPS tests") else {
@@ -332,18 +384,7 @@ fn an_encrypted_secret_reaches_the_members_decrypted_and_nothing_else_shows_it(b
     f.write_encrypted_secret(password);
     f.repo.commit("secret");
     let state = tempfile::tempdir().unwrap();
-    let webhook = state.path().join("webhook-secret");
-    std::fs::write(&webhook, "s3cret").unwrap();
-    let key = f.key_file();
-    let daemon = Daemon::start_with(
-        f.repo.path(),
-        &members.kubeconfig,
-        &state.path().join("state"),
-        &webhook,
-        "10m",
-        &[],
-        &[("SOPS_AGE_KEY_FILE", key.as_os_str())],
-    );
+    let daemon = start_daemon(&f, &members, state.path(), &[]);
     for ctx in ["alpha", "beta"] {
         await_until(&format!("the Secret on {ctx}"), || {
             let (code, out, _) = members.kubectl(
@@ -361,30 +402,7 @@ fn an_encrypted_secret_reaches_the_members_decrypted_and_nothing_else_shows_it(b
             code == 0 && out.trim() == b64(password)
         });
     }
-    let get = |path: &str| -> String {
-        match ureq::get(&format!("{}{path}", daemon.addr)).call() {
-            Ok(mut r) => r.body_mut().read_to_string().unwrap_or_default(),
-            Err(e) => panic!("GET {path}: {e}"),
-        }
-    };
-    for path in [
-        "/api/v1/placements",
-        "/api/v1/schedule",
-        "/api/v1/inventory",
-        "/metrics",
-    ] {
-        assert_hidden(path, &get(path), password);
-    }
-    let log = daemon.stop_and_read_log().join("\n");
-    assert_hidden("the daemon's log", &log, password);
-    for file in common::walk(state.path()) {
-        let bytes = std::fs::read(&file).unwrap();
-        assert_hidden(
-            &file.display().to_string(),
-            &String::from_utf8_lossy(&bytes),
-            password,
-        );
-    }
+    assert_nothing_else_shows(daemon, state.path(), password);
 }
 
 /// Both tools a kustomized SOPS Secret needs, or `None` (the test then says why).
@@ -449,20 +467,11 @@ fn a_secret_in_a_kustomize_folder_is_decrypted_before_kustomize_builds_it(backen
     f.write_kustomized_secret(password);
     f.repo.commit("kustomized secret");
     let state = tempfile::tempdir().unwrap();
-    let webhook = state.path().join("webhook-secret");
-    std::fs::write(&webhook, "s3cret").unwrap();
-    let key = f.key_file();
-    let daemon = Daemon::start_with(
-        f.repo.path(),
-        &members.kubeconfig,
-        &state.path().join("state"),
-        &webhook,
-        "10m",
-        &[],
-        &[
-            ("SOPS_AGE_KEY_FILE", key.as_os_str()),
-            ("GITFLEET_KUSTOMIZE", kustomize.as_os_str()),
-        ],
+    let daemon = start_daemon(
+        &f,
+        &members,
+        state.path(),
+        &[("GITFLEET_KUSTOMIZE", kustomize.as_os_str())],
     );
     for ctx in ["alpha", "beta"] {
         await_until(&format!("the kustomized Secret on {ctx}"), || {
@@ -481,21 +490,7 @@ fn a_secret_in_a_kustomize_folder_is_decrypted_before_kustomize_builds_it(backen
             code == 0 && out.trim() == format!("{} db", b64(password))
         });
     }
-    let mut response = ureq::get(&format!("{}/api/v1/placements", daemon.addr))
-        .call()
-        .unwrap();
-    let status = response.body_mut().read_to_string().unwrap();
-    assert_hidden("the placements API", &status, password);
-    let log = daemon.stop_and_read_log().join("\n");
-    assert_hidden("the daemon's log", &log, password);
-    // The rendering is kept in memory only: nothing under the state folder, the render cache
+    // The rendering is kept in memory only: no file under the state folder, the render cache
     // included, holds the value.
-    for file in common::walk(state.path()) {
-        let bytes = std::fs::read(&file).unwrap();
-        assert_hidden(
-            &file.display().to_string(),
-            &String::from_utf8_lossy(&bytes),
-            password,
-        );
-    }
+    assert_nothing_else_shows(daemon, state.path(), password);
 }
