@@ -4,7 +4,9 @@
 //! member event, so the two should cost alike: the waiting daemon is reported as a ratio of the
 //! settled one, measured in the same run.
 
-use super::*;
+use super::common::*;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
 
 /// Nine members, three per environment.
 fn member_names() -> Vec<String> {
