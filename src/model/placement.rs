@@ -533,6 +533,16 @@ fn validate_placement(pl: &Placement, p: &mut Problems) {
         validate_policy(policy, p);
     }
     validate_strategy(&spec.strategy, is_v1, p);
+    super::status::check(
+        pl.status.as_ref(),
+        &[
+            "conditions",
+            "observedResourceIndex",
+            "placementStatuses",
+            "selectedResources",
+        ],
+        p,
+    );
 }
 
 fn validate_selectors(pl: &Placement, p: &mut Problems) {
@@ -1585,5 +1595,232 @@ mod tests {
             "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].labelSelector.matchExpressions[0].values[0]",
             "{got:?}"
         );
+    }
+    /// One test per rule of the CRDs (schema and CEL), KubeFleet's webhook
+    /// (pkg/utils/validator/placement.go) and gitfleet's own, named after the rule: the
+    /// breaking document names the field, the edge case is admitted.
+    mod rules {
+        use super::{crp, SEL};
+        use crate::model::testing::rule_tests;
+
+        fn policy(p: &str) -> String {
+            crp(&format!("{SEL}  policy: {p}\n"))
+        }
+        fn strategy(s: &str) -> String {
+            crp(&format!("{SEL}  strategy: {s}\n"))
+        }
+        /// A PickN policy with the given cluster affinity.
+        fn affinity(ca: &str) -> String {
+            policy(&format!(
+                "{{placementType: PickN, numberOfClusters: 1, affinity: {{clusterAffinity: {ca}}}}}"
+            ))
+        }
+        fn required(terms: &str) -> String {
+            affinity(&format!(
+                "{{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{terms}]}}}}"
+            ))
+        }
+        fn preferred(weight: i32, preference: &str) -> String {
+            affinity(&format!(
+                "{{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: {weight}, preference: {preference}}}]}}"
+            ))
+        }
+        fn property(expr: &str) -> String {
+            required(&format!("{{propertySelector: {{matchExpressions: [{expr}]}}}}"))
+        }
+        fn named(name: &str) -> String {
+            crp(SEL).replace("{name: crp}", &format!("{{name: '{name}'}}"))
+        }
+        fn selectors(items: &[&str]) -> String {
+            crp(&format!("  resourceSelectors: [{}]\n", items.join(", ")))
+        }
+        fn namespaces(n: usize) -> String {
+            let items: Vec<String> = (0..n)
+                .map(|i| format!("{{group: '', version: v1, kind: Namespace, name: ns{i}}}"))
+                .collect();
+            crp(&format!("  resourceSelectors: [{}]\n", items.join(", ")))
+        }
+        fn list(n: usize, item: impl Fn(usize) -> String) -> String {
+            (0..n).map(item).collect::<Vec<_>>().join(", ")
+        }
+        fn rp(sel: &str) -> String {
+            format!("apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ResourcePlacement\nmetadata: {{name: rp, namespace: app}}\nspec:\n  resourceSelectors: [{sel}]\n")
+        }
+        const NS: &str = "{group: '', version: v1, kind: Namespace, name: app}";
+        const NS_WITH: &str = "{group: '', version: v1, kind: Namespace, name: app, selectionScope: NamespaceWithResourceSelectors}";
+        const CM: &str = "{group: '', version: v1, kind: ConfigMap, name: c}";
+        const REQ: &str = "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms";
+        const PREF: &str = "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]";
+        const EXPR: &str = "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySelector.matchExpressions[0]";
+
+        rule_tests! { super::Placement;
+            // Metadata: the API server's name rule, the webhook's length limit.
+            name_is_required: named("") => "metadata.name", "name is required";
+                ok: named("a");
+            name_at_most_63_characters: named(&"a".repeat(64)) => "metadata.name", "cannot have length exceeding 63";
+                ok: named(&"a".repeat(63));
+            name_is_a_dns_subdomain: named("Web_2") => "metadata.name", "RFC 1123 subdomain";
+                ok: named("web.v2");
+            // Resource selectors: the CRD's item counts and required fields, the webhook's rules.
+            resource_selectors_required: crp("  resourceSelectors: []\n") => "spec.resourceSelectors", "at least one";
+                ok: namespaces(1);
+            resource_selectors_at_most_100: namespaces(101) => "spec.resourceSelectors", "at most 100 items";
+                ok: namespaces(100);
+            resource_selector_version_required: selectors(&["{group: '', version: '', kind: Namespace, name: a}"]) => "spec.resourceSelectors[0].version", "Required value";
+                ok: selectors(&[NS]);
+            resource_selector_kind_required: selectors(&["{group: '', version: v1, kind: '', name: a}"]) => "spec.resourceSelectors[0].kind", "Required value";
+                ok: selectors(&[NS]);
+            resource_selector_name_and_label_selector_exclusive: selectors(&["{group: '', version: v1, kind: Namespace, name: a, labelSelector: {}}"]) => "spec.resourceSelectors[0]", "mutually exclusive";
+                ok: selectors(&["{group: '', version: v1, kind: Namespace, labelSelector: {}}"]);
+            resource_selector_label_keys_are_qualified_names: selectors(&["{group: '', version: v1, kind: Namespace, labelSelector: {matchLabels: {'bad key!': v}}}"]) => "spec.resourceSelectors[0].labelSelector.matchLabels", "key \"bad key!\"";
+                ok: selectors(&["{group: '', version: v1, kind: Namespace, labelSelector: {matchLabels: {'example.com/k': v}}}"]);
+            resource_selector_label_values_are_label_values: selectors(&["{group: '', version: v1, kind: Namespace, labelSelector: {matchLabels: {k: '-v'}}}"]) => "spec.resourceSelectors[0].labelSelector.matchLabels", "value \"-v\"";
+                ok: selectors(&["{group: '', version: v1, kind: Namespace, labelSelector: {matchLabels: {k: ''}}}"]);
+            label_selector_in_requires_values: selectors(&["{group: '', version: v1, kind: Namespace, labelSelector: {matchExpressions: [{key: k, operator: In, values: []}]}}"]) => "spec.resourceSelectors[0].labelSelector.matchExpressions[0].values", "must be specified";
+                ok: selectors(&["{group: '', version: v1, kind: Namespace, labelSelector: {matchExpressions: [{key: k, operator: In, values: [v]}]}}"]);
+            label_selector_exists_refuses_values: selectors(&["{group: '', version: v1, kind: Namespace, labelSelector: {matchExpressions: [{key: k, operator: Exists, values: [v]}]}}"]) => "spec.resourceSelectors[0].labelSelector.matchExpressions[0].values", "may not be specified";
+                ok: selectors(&["{group: '', version: v1, kind: Namespace, labelSelector: {matchExpressions: [{key: k, operator: Exists}]}}"]);
+            label_selector_operator_is_an_enum: selectors(&["{group: '', version: v1, kind: Namespace, labelSelector: {matchExpressions: [{key: k, operator: Has}]}}"]) => "spec.resourceSelectors[0].labelSelector.matchExpressions[0].operator", "unknown variant";
+                ok: selectors(&["{group: '', version: v1, kind: Namespace, labelSelector: {matchExpressions: [{key: k, operator: DoesNotExist}]}}"]);
+            resource_placement_cannot_select_a_namespace: rp(NS) => "spec.resourceSelectors[0]", "cannot select a Namespace";
+                ok: rp(CM);
+            namespace_with_resource_selectors_selects_by_name: selectors(&["{group: '', version: v1, kind: Namespace, selectionScope: NamespaceWithResourceSelectors}"]) => "spec.resourceSelectors[0].name", "must select by name";
+                ok: selectors(&[NS_WITH, CM]);
+            namespace_with_resource_selectors_at_most_one: selectors(&[NS_WITH, &NS_WITH.replace("app", "b")]) => "spec.resourceSelectors[0].selectionScope", "only one Namespace selector";
+                ok: selectors(&[NS_WITH]);
+            namespace_with_resource_selectors_is_the_only_namespace_selector: selectors(&[NS_WITH, &NS.replace("app", "b")]) => "spec.resourceSelectors[0].selectionScope", "the only Namespace selector";
+                ok: selectors(&[NS_WITH, CM]);
+            selection_scope_is_an_enum: selectors(&["{group: '', version: v1, kind: Namespace, name: a, selectionScope: Everything}"]) => "spec.resourceSelectors[0].selectionScope", "unknown variant";
+                ok: selectors(&["{group: '', version: v1, kind: Namespace, name: a, selectionScope: NamespaceOnly}"]);
+            resource_selector_unknown_field: selectors(&["{group: '', version: v1, kind: Namespace, nme: a}"]) => "spec.resourceSelectors[0].nme", "unknown field";
+                ok: selectors(&[NS]);
+            // Spec.
+            revision_history_limit_at_least_1: crp(&format!("{SEL}  revisionHistoryLimit: 0\n")) => "spec.revisionHistoryLimit", "between 1 and 1000";
+                ok: crp(&format!("{SEL}  revisionHistoryLimit: 1\n"));
+            revision_history_limit_at_most_1000: crp(&format!("{SEL}  revisionHistoryLimit: 1001\n")) => "spec.revisionHistoryLimit", "between 1 and 1000";
+                ok: crp(&format!("{SEL}  revisionHistoryLimit: 1000\n"));
+            namespace_accessible_is_for_cluster_resource_placements: rp(CM).replace("spec:\n", "spec:\n  statusReportingScope: NamespaceAccessible\n") => "spec.statusReportingScope", "ClusterResourcePlacement only";
+                ok: rp(CM).replace("spec:\n", "spec:\n  statusReportingScope: ClusterScopeOnly\n");
+            namespace_accessible_selects_exactly_one_namespace: selectors(&[CM]).replace("spec:\n", "spec:\n  statusReportingScope: NamespaceAccessible\n") => "spec.statusReportingScope", "exactly one resource selector of kind Namespace";
+                ok: selectors(&[NS]).replace("spec:\n", "spec:\n  statusReportingScope: NamespaceAccessible\n");
+            // Policy, by placement type (the webhook's validatePolicyFor*PlacementType).
+            placement_type_is_an_enum: policy("{placementType: PickSome}") => "spec.policy.placementType", "unknown variant";
+                ok: policy("{placementType: PickAll}");
+            pick_fixed_cluster_names_at_most_100: policy(&format!("{{placementType: PickFixed, clusterNames: [{}]}}", list(101, |i| format!("c{i}")))) => "spec.policy.clusterNames", "at most 100 items";
+                ok: policy(&format!("{{placementType: PickFixed, clusterNames: [{}]}}", list(100, |i| format!("c{i}"))));
+            pick_fixed_cluster_names_unique: policy("{placementType: PickFixed, clusterNames: [a, a]}") => "spec.policy.clusterNames[1]", "duplicate cluster name";
+                ok: policy("{placementType: PickFixed, clusterNames: [a, b]}");
+            pick_fixed_cluster_names_are_valid_names: policy("{placementType: PickFixed, clusterNames: [Bad_Name]}") => "spec.policy.clusterNames[0]", "not a valid cluster name";
+                ok: policy(&format!("{{placementType: PickFixed, clusterNames: [{}]}}", "a".repeat(63)));
+            pick_fixed_cluster_names_at_most_63_characters: policy(&format!("{{placementType: PickFixed, clusterNames: [{}]}}", "a".repeat(64))) => "spec.policy.clusterNames[0]", "at most 63 characters";
+                ok: policy("{placementType: PickFixed, clusterNames: [a.b]}");
+            pick_fixed_refuses_affinity: policy("{placementType: PickFixed, clusterNames: [a], affinity: {}}") => "spec.policy.affinity", "must be nil for policy type PickFixed";
+                ok: policy("{placementType: PickFixed, clusterNames: [a]}");
+            pick_fixed_refuses_number_of_clusters: policy("{placementType: PickFixed, clusterNames: [a], numberOfClusters: 1}") => "spec.policy.numberOfClusters", "must be nil for policy type PickFixed";
+                ok: policy("{placementType: PickFixed, clusterNames: [a]}");
+            pick_fixed_refuses_topology_spread: policy("{placementType: PickFixed, clusterNames: [a], topologySpreadConstraints: [{topologyKey: r}]}") => "spec.policy.topologySpreadConstraints", "PickFixed";
+                ok: policy("{placementType: PickFixed, clusterNames: [a], topologySpreadConstraints: []}");
+            pick_fixed_refuses_tolerations: policy("{placementType: PickFixed, clusterNames: [a], tolerations: [{key: k, operator: Exists}]}") => "spec.policy.tolerations", "PickFixed";
+                ok: policy("{placementType: PickFixed, clusterNames: [a], tolerations: []}");
+            pick_all_refuses_cluster_names: policy("{placementType: PickAll, clusterNames: [a]}") => "spec.policy.clusterNames", "PickAll";
+                ok: policy("{placementType: PickAll, clusterNames: []}");
+            pick_all_refuses_number_of_clusters: policy("{placementType: PickAll, numberOfClusters: 1}") => "spec.policy.numberOfClusters", "PickAll";
+                ok: policy("{placementType: PickAll}");
+            pick_all_refuses_topology_spread: policy("{placementType: PickAll, topologySpreadConstraints: [{topologyKey: r}]}") => "spec.policy.topologySpreadConstraints", "PickAll";
+                ok: policy("{placementType: PickAll, topologySpreadConstraints: []}");
+            pick_all_refuses_preferred_affinity: policy("{placementType: PickAll, affinity: {clusterAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, preference: {}}]}}}") => "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution", "will be ignored";
+                ok: policy("{placementType: PickAll, affinity: {clusterAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {clusterSelectorTerms: [{}]}}}}");
+            pick_n_requires_number_of_clusters: policy("{placementType: PickN}") => "spec.policy.numberOfClusters", "cannot be nil";
+                ok: policy("{placementType: PickN, numberOfClusters: 1}");
+            pick_n_number_of_clusters_not_negative: policy("{placementType: PickN, numberOfClusters: -1}") => "spec.policy.numberOfClusters", "cannot be -1";
+                ok: policy("{placementType: PickN, numberOfClusters: 0}");
+            pick_n_refuses_cluster_names: policy("{placementType: PickN, numberOfClusters: 1, clusterNames: [a]}") => "spec.policy.clusterNames", "PickN";
+                ok: policy("{placementType: PickN, numberOfClusters: 1, clusterNames: []}");
+            // Topology spread constraints (CRD).
+            topology_key_required: policy("{placementType: PickN, numberOfClusters: 1, topologySpreadConstraints: [{topologyKey: ''}]}") => "spec.policy.topologySpreadConstraints[0].topologyKey", "Required value";
+                ok: policy("{placementType: PickN, numberOfClusters: 1, topologySpreadConstraints: [{topologyKey: r}]}");
+            max_skew_at_least_1: policy("{placementType: PickN, numberOfClusters: 1, topologySpreadConstraints: [{topologyKey: r, maxSkew: 0}]}") => "spec.policy.topologySpreadConstraints[0].maxSkew", "at least 1";
+                ok: policy("{placementType: PickN, numberOfClusters: 1, topologySpreadConstraints: [{topologyKey: r, maxSkew: 1}]}");
+            when_unsatisfiable_is_an_enum: policy("{placementType: PickN, numberOfClusters: 1, topologySpreadConstraints: [{topologyKey: r, whenUnsatisfiable: Maybe}]}") => "spec.policy.topologySpreadConstraints[0].whenUnsatisfiable", "unknown variant";
+                ok: policy("{placementType: PickN, numberOfClusters: 1, topologySpreadConstraints: [{topologyKey: r, whenUnsatisfiable: ScheduleAnyway}]}");
+            // Cluster affinity.
+            required_cluster_selector_terms_at_most_10: required(&list(11, |_| "{}".into())) => REQ, "must have at most 10 items";
+                ok: required(&list(10, |_| "{}".into()));
+            required_cluster_selector_terms_not_empty_is_gitfleets_own: required("") => REQ, "its own rule, not KubeFleet's";
+                ok: required("{}");
+            required_terms_refuse_property_sorter: required("{propertySorter: {name: x, sortOrder: Ascending}}") => format!("{REQ}[0].propertySorter"), "not allowed in required";
+                ok: required("{propertySelector: {matchExpressions: [{name: x, operator: Gt, values: ['1']}]}}");
+            cluster_label_selector_values_are_label_values: required("{labelSelector: {matchExpressions: [{key: env, operator: In, values: ['-x']}]}}") => format!("{REQ}[0].labelSelector.matchExpressions[0].values[0]"), "";
+                ok: required("{labelSelector: {matchExpressions: [{key: env, operator: In, values: [x]}]}}");
+            cluster_label_selector_keys_are_qualified_names: required("{labelSelector: {matchExpressions: [{key: 'a/b/c', operator: Exists}]}}") => format!("{REQ}[0].labelSelector.matchExpressions[0].key"), "";
+                ok: required("{labelSelector: {matchExpressions: [{key: 'example.com/b', operator: Exists}]}}");
+            preferred_weight_at_least_minus_100: preferred(-101, "{}") => format!("{PREF}.weight"), "between -100 and 100";
+                ok: preferred(-100, "{}");
+            preferred_weight_at_most_100: preferred(101, "{}") => format!("{PREF}.weight"), "between -100 and 100";
+                ok: preferred(100, "{}");
+            preferred_terms_refuse_property_selector: preferred(1, "{propertySelector: {matchExpressions: []}}") => format!("{PREF}.preference.propertySelector"), "not allowed in preferred";
+                ok: preferred(1, "{propertySorter: {name: x, sortOrder: Descending}}");
+            property_sorter_name_is_a_property_name: preferred(1, "{propertySorter: {name: 'bad name', sortOrder: Ascending}}") => format!("{PREF}.preference.propertySorter.name"), "invalid property name";
+                ok: preferred(1, "{propertySorter: {name: resources.kubernetes-fleet.io/available-cpu, sortOrder: Ascending}}");
+            property_sorter_sort_order_is_an_enum: preferred(1, "{propertySorter: {name: x, sortOrder: Up}}") => format!("{PREF}.preference.propertySorter.sortOrder"), "unknown variant";
+                ok: preferred(1, "{propertySorter: {name: x, sortOrder: Ascending}}");
+            property_selector_name_is_a_property_name: property("{name: resources.kubernetes-fleet.io/used-cpu, operator: Gt, values: ['1']}") => format!("{EXPR}.name"), "invalid resource property";
+                ok: property("{name: resources.kubernetes-fleet.io/total-cpu, operator: Gt, values: ['1']}");
+            property_selector_name_required: property("{name: '', operator: Gt, values: ['1']}") => format!("{EXPR}.name"), "Required value";
+                ok: property("{name: x, operator: Gt, values: ['1']}");
+            property_selector_exactly_one_value: property("{name: cpu, operator: Gt, values: ['1', '2']}") => format!("{EXPR}.values"), "exactly one value";
+                ok: property("{name: cpu, operator: Gt, values: ['1']}");
+            property_selector_value_is_a_quantity: property("{name: cpu, operator: Gt, values: [lots]}") => format!("{EXPR}.values[0]"), "not a valid quantity";
+                ok: property("{name: cpu, operator: Gt, values: [1500m]}");
+            property_selector_operator_is_an_enum: property("{name: cpu, operator: In, values: ['1']}") => format!("{EXPR}.operator"), "unknown variant";
+                ok: property("{name: cpu, operator: Ne, values: ['1']}");
+            property_requirements_are_consistent: property("{name: cpu, operator: Gt, values: ['4']}, {name: cpu, operator: Lt, values: ['2']}") => format!("{REQ}[0].propertySelector.matchExpressions"), "exclude all values";
+                ok: property("{name: cpu, operator: Ge, values: ['2']}, {name: cpu, operator: Le, values: ['2']}");
+            // Tolerations (CRD and webhook).
+            tolerations_at_most_100: policy(&format!("{{tolerations: [{}]}}", list(101, |i| format!("{{key: k{i}, operator: Exists}}")))) => "spec.policy.tolerations", "at most 100 items";
+                ok: policy(&format!("{{tolerations: [{}]}}", list(100, |i| format!("{{key: k{i}, operator: Exists}}"))));
+            toleration_exists_refuses_a_value: policy("{tolerations: [{key: a, operator: Exists, value: b}]}") => "spec.policy.tolerations[0].value", "needs to be empty";
+                ok: policy("{tolerations: [{operator: Exists}]}");
+            toleration_equal_requires_a_key: policy("{tolerations: [{value: b}]}") => "spec.policy.tolerations[0].key", "cannot be empty";
+                ok: policy("{tolerations: [{key: a}]}");
+            toleration_value_is_a_label_value: policy("{tolerations: [{key: a, value: 'b c'}]}") => "spec.policy.tolerations[0].value", "not a valid label value";
+                ok: policy(&format!("{{tolerations: [{{key: a, value: {}}}]}}", "v".repeat(63)));
+            toleration_key_is_a_qualified_name: policy("{tolerations: [{key: 'a/b/c', operator: Exists}]}") => "spec.policy.tolerations[0].key", "not a valid qualified name";
+                ok: policy("{tolerations: [{key: example.com/a, operator: Exists}]}");
+            tolerations_unique: policy("{tolerations: [{key: a, value: b}, {key: a, value: b}]}") => "spec.policy.tolerations[1]", "must be unique";
+                ok: policy("{tolerations: [{key: a, value: b}, {key: a, value: c}]}");
+            toleration_operator_is_an_enum: policy("{tolerations: [{key: a, operator: Has}]}") => "spec.policy.tolerations[0].operator", "unknown variant";
+                ok: policy("{tolerations: [{key: a, operator: Exists}]}");
+            // Strategy.
+            v1_has_no_delete_strategy: strategy("{deleteStrategy: {propagationPolicy: Abandon}}").replace("/v1beta1", "/v1") => "spec.strategy.deleteStrategy", "v1beta1 only";
+                ok: strategy("{deleteStrategy: {propagationPolicy: Abandon}}");
+            v1_has_no_report_back_strategy: strategy("{reportBackStrategy: {type: Disabled}}").replace("/v1beta1", "/v1") => "spec.strategy.reportBackStrategy", "v1beta1 only";
+                ok: strategy("{reportBackStrategy: {type: Disabled}}");
+            report_back_mirror_requires_destination: strategy("{reportBackStrategy: {type: Mirror}}") => "spec.strategy.reportBackStrategy", "a destination must be specified";
+                ok: strategy("{reportBackStrategy: {type: Mirror, destination: OriginalResource}}");
+            report_back_type_is_an_enum: strategy("{reportBackStrategy: {type: Always}}") => "spec.strategy.reportBackStrategy.type", "unknown variant";
+                ok: strategy("{reportBackStrategy: {}}");
+            rollout_type_is_an_enum: strategy("{type: BlueGreen}") => "spec.strategy.type", "unknown variant";
+                ok: strategy("{type: External}");
+            rolling_update_not_with_external: strategy("{type: External, rollingUpdate: {maxSurge: 1}}") => "spec.strategy.rollingUpdate", "not valid for External";
+                ok: strategy("{type: RollingUpdate, rollingUpdate: {maxSurge: 1}}");
+            max_unavailable_matches_the_pattern: strategy("{rollingUpdate: {maxUnavailable: '101%'}}") => "spec.strategy.rollingUpdate.maxUnavailable", "must match";
+                ok: strategy("{rollingUpdate: {maxUnavailable: '100%'}}");
+            max_surge_matches_the_pattern: strategy("{rollingUpdate: {maxSurge: '-1'}}") => "spec.strategy.rollingUpdate.maxSurge", "must match";
+                ok: strategy("{rollingUpdate: {maxSurge: 0}}");
+            unavailable_period_seconds_not_negative: strategy("{rollingUpdate: {unavailablePeriodSeconds: -1}}") => "spec.strategy.rollingUpdate.unavailablePeriodSeconds", "at least 0";
+                ok: strategy("{rollingUpdate: {unavailablePeriodSeconds: 0}}");
+            server_side_apply_config_only_with_server_side_apply: strategy("{applyStrategy: {type: ClientSideApply, serverSideApplyConfig: {force: true}}}") => "spec.strategy.applyStrategy.serverSideApplyConfig", "only valid with type ServerSideApply";
+                ok: strategy("{applyStrategy: {type: ServerSideApply, serverSideApplyConfig: {force: true}}}");
+            apply_type_is_an_enum: strategy("{applyStrategy: {type: Replace}}") => "spec.strategy.applyStrategy.type", "unknown variant";
+                ok: strategy("{applyStrategy: {type: ReportDiff}}");
+            when_to_take_over_is_an_enum: strategy("{applyStrategy: {whenToTakeOver: Sometimes}}") => "spec.strategy.applyStrategy.whenToTakeOver", "unknown variant";
+                ok: strategy("{applyStrategy: {whenToTakeOver: IfNoDiff}}");
+            // Status: the subresource drops it unvalidated, strict decoding refuses unknown fields.
+            status_unknown_field_refused: format!("{}status: {{bogus: 1}}\n", crp(SEL)) => "status.bogus", "unknown field `bogus`";
+                ok: format!("{}status: {{observedResourceIndex: 3, conditions: not-a-list}}\n", crp(SEL));
+            status_condition_unknown_field_refused: format!("{}status: {{conditions: [{{type: Scheduled, status: 'True', severity: high}}]}}\n", crp(SEL)) => "status.conditions[0].severity", "unknown field `severity`";
+                ok: format!("{}status: {{conditions: [{{type: Scheduled, status: 3, reason: r, message: m, lastTransitionTime: x, observedGeneration: 1}}]}}\n", crp(SEL));
+        }
     }
 }
