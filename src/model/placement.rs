@@ -994,7 +994,14 @@ fn validate_tolerations(tolerations: &[Toleration], p: &mut Problems) {
                 format!("{:?} is not a valid qualified name", t.key),
             );
         }
-        if tolerations[..i].contains(t) {
+        // The webhook compares tolerations after the CRD has defaulted `operator` to Equal.
+        let same = |o: &Toleration| {
+            o.key == t.key
+                && o.value == t.value
+                && o.effect == t.effect
+                && o.operator.unwrap_or_default() == op
+        };
+        if tolerations[..i].iter().any(same) {
             p.push(
                 tf,
                 format!("toleration {t:?} already exists, tolerations must be unique"),
@@ -1144,162 +1151,6 @@ mod tests {
             "{}",
             err.message
         );
-    }
-
-    #[test]
-    fn rules_each_name_their_field() {
-        let cases: &[(&str, &str, &str)] = &[
-            ("  resourceSelectors: []\n", "spec.resourceSelectors", "at least one"),
-            (
-                "  resourceSelectors: [{group: '', version: v1, kind: Namespace, name: a, labelSelector: {}}]\n",
-                "spec.resourceSelectors[0]",
-                "mutually exclusive",
-            ),
-            (
-                "  resourceSelectors: [{group: '', version: v1, kind: Namespace, selectionScope: NamespaceWithResourceSelectors}]\n",
-                "spec.resourceSelectors[0].name",
-                "must select by name",
-            ),
-            (
-                &format!("{SEL}  revisionHistoryLimit: 0\n"),
-                "spec.revisionHistoryLimit",
-                "between 1 and 1000",
-            ),
-            (
-                &format!("{SEL}  policy: {{placementType: PickFixed, clusterNames: [a, a]}}\n"),
-                "spec.policy.clusterNames[1]",
-                "duplicate",
-            ),
-            (
-                &format!("{SEL}  policy: {{placementType: PickFixed, clusterNames: [Bad_Name]}}\n"),
-                "spec.policy.clusterNames[0]",
-                "not a valid cluster name",
-            ),
-            (
-                &format!("{SEL}  policy: {{placementType: PickFixed, clusterNames: [a], numberOfClusters: 1}}\n"),
-                "spec.policy.numberOfClusters",
-                "must be nil for policy type PickFixed",
-            ),
-            (
-                &format!("{SEL}  policy: {{placementType: PickFixed, clusterNames: [a], tolerations: [{{key: k, operator: Exists}}]}}\n"),
-                "spec.policy.tolerations",
-                "PickFixed",
-            ),
-            (
-                &format!("{SEL}  policy: {{placementType: PickAll, numberOfClusters: 1}}\n"),
-                "spec.policy.numberOfClusters",
-                "PickAll",
-            ),
-            (
-                &format!("{SEL}  policy: {{placementType: PickAll, topologySpreadConstraints: [{{topologyKey: r}}]}}\n"),
-                "spec.policy.topologySpreadConstraints",
-                "PickAll",
-            ),
-            (
-                &format!("{SEL}  policy:\n    placementType: PickAll\n    affinity: {{clusterAffinity: {{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: 1, preference: {{}}}}]}}}}\n"),
-                "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-                "will be ignored",
-            ),
-            (
-                &format!("{SEL}  policy: {{placementType: PickN}}\n"),
-                "spec.policy.numberOfClusters",
-                "cannot be nil",
-            ),
-            (
-                &format!("{SEL}  policy: {{placementType: PickN, numberOfClusters: -1}}\n"),
-                "spec.policy.numberOfClusters",
-                "cannot be -1",
-            ),
-            (
-                &format!("{SEL}  policy: {{placementType: PickN, numberOfClusters: 1, clusterNames: [a]}}\n"),
-                "spec.policy.clusterNames",
-                "PickN",
-            ),
-            (
-                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySorter: {{name: x, sortOrder: Ascending}}}}]}}}}}}\n"),
-                "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySorter",
-                "not allowed in required",
-            ),
-            (
-                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: 1, preference: {{propertySelector: {{matchExpressions: []}}}}}}]}}}}\n"),
-                "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.propertySelector",
-                "not allowed in preferred",
-            ),
-            (
-                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: 101, preference: {{}}}}]}}}}\n"),
-                "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
-                "between -100 and 100",
-            ),
-            (
-                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySelector: {{matchExpressions: [{{name: resources.kubernetes-fleet.io/used-cpu, operator: Gt, values: ['1']}}]}}}}]}}}}}}\n"),
-                "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySelector.matchExpressions[0].name",
-                "invalid resource property",
-            ),
-            (
-                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySelector: {{matchExpressions: [{{name: cpu, operator: Gt, values: ['1', '2']}}]}}}}]}}}}}}\n"),
-                "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySelector.matchExpressions[0].values",
-                "exactly one value",
-            ),
-            (
-                &format!("{SEL}  policy:\n    placementType: PickN\n    numberOfClusters: 1\n    affinity: {{clusterAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{clusterSelectorTerms: [{{propertySelector: {{matchExpressions: [{{name: cpu, operator: Gt, values: [lots]}}]}}}}]}}}}}}\n"),
-                "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[0].propertySelector.matchExpressions[0].values[0]",
-                "not a valid quantity",
-            ),
-            (
-                &format!("{SEL}  policy: {{placementType: PickN, numberOfClusters: 1, topologySpreadConstraints: [{{topologyKey: r, maxSkew: 0}}]}}\n"),
-                "spec.policy.topologySpreadConstraints[0].maxSkew",
-                "at least 1",
-            ),
-            (
-                &format!("{SEL}  policy: {{tolerations: [{{key: a, operator: Exists, value: b}}]}}\n"),
-                "spec.policy.tolerations[0].value",
-                "needs to be empty",
-            ),
-            (
-                &format!("{SEL}  policy: {{tolerations: [{{value: b}}]}}\n"),
-                "spec.policy.tolerations[0].key",
-                "cannot be empty",
-            ),
-            (
-                &format!("{SEL}  policy: {{tolerations: [{{key: a, value: b}}, {{key: a, value: b}}]}}\n"),
-                "spec.policy.tolerations[1]",
-                "must be unique",
-            ),
-            (
-                &format!("{SEL}  strategy: {{type: External, rollingUpdate: {{maxSurge: 1}}}}\n"),
-                "spec.strategy.rollingUpdate",
-                "not valid for External",
-            ),
-            (
-                &format!("{SEL}  strategy: {{rollingUpdate: {{maxSurge: '101%'}}}}\n"),
-                "spec.strategy.rollingUpdate.maxSurge",
-                "must match",
-            ),
-            (
-                &format!("{SEL}  strategy: {{applyStrategy: {{type: ClientSideApply, serverSideApplyConfig: {{force: true}}}}}}\n"),
-                "spec.strategy.applyStrategy.serverSideApplyConfig",
-                "only valid with type ServerSideApply",
-            ),
-            (
-                "  resourceSelectors: [{group: '', version: v1, kind: ConfigMap}]\n  statusReportingScope: NamespaceAccessible\n",
-                "spec.statusReportingScope",
-                "exactly one resource selector of kind Namespace",
-            ),
-        ];
-        for (spec, field, message) in cases {
-            let doc = crp(spec);
-            let v: Value = crate::yaml::from_str(&doc).unwrap();
-            let got: Vec<(String, String)> = decode::<Placement>(&v)
-                .unwrap()
-                .validate()
-                .into_iter()
-                .map(|p| (p.field, p.message))
-                .collect();
-            assert!(
-                got.iter().any(|(f, m)| f == field && m.contains(message)),
-                "spec {spec:?}: expected {field}: …{message}…, got {got:?}"
-            );
-        }
     }
 
     fn problems_of(spec: &str) -> Vec<(String, String)> {
@@ -1789,6 +1640,8 @@ mod tests {
                 ok: policy("{tolerations: [{key: example.com/a, operator: Exists}]}");
             tolerations_unique: policy("{tolerations: [{key: a, value: b}, {key: a, value: b}]}") => "spec.policy.tolerations[1]", "must be unique";
                 ok: policy("{tolerations: [{key: a, value: b}, {key: a, value: c}]}");
+            tolerations_unique_after_defaulting: policy("{tolerations: [{key: a, value: b}, {key: a, operator: Equal, value: b}]}") => "spec.policy.tolerations[1]", "must be unique";
+                ok: policy("{tolerations: [{key: a, operator: Exists}, {key: a, operator: Equal}]}");
             toleration_operator_is_an_enum: policy("{tolerations: [{key: a, operator: Has}]}") => "spec.policy.tolerations[0].operator", "unknown variant";
                 ok: policy("{tolerations: [{key: a, operator: Exists}]}");
             // Strategy.
