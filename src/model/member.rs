@@ -302,9 +302,16 @@ impl ApiObject for ManagedCluster {
         if name.is_empty() {
             p.push("metadata.name", "Required value: name is required");
         } else if !is_dns1123_label(name) {
+            // OCM's webhook (validateManagedClusterObj) returns early when there are no client
+            // configs, dropping this error: then only gitfleet refuses the name.
+            let own = if self.spec.managed_cluster_client_configs.is_empty() {
+                " (gitfleet's own rule here: OCM's webhook skips it for a cluster without client configs, but OCM names the cluster's namespace after it, so the cluster cannot register)"
+            } else {
+                ""
+            };
             p.push(
                 "metadata.name",
-                format!("metadata.name format is not correct: {DNS1123_LABEL_MESSAGE}"),
+                format!("metadata.name format is not correct: {DNS1123_LABEL_MESSAGE}{own}"),
             );
         }
         for (i, c) in self.spec.managed_cluster_client_configs.iter().enumerate() {
@@ -1343,7 +1350,9 @@ spec:
             rule_tests! { super::super::ManagedCluster;
                 managed_cluster_name_required: managed_named("") => "metadata.name", "name is required";
                     ok: managed_named("a");
-                managed_cluster_name_is_a_dns_label: managed_named("cluster.one") => "metadata.name", "format is not correct";
+                managed_cluster_name_is_a_dns_label: managed_named("cluster.one").replace("hubAcceptsClient: true", "hubAcceptsClient: true, managedClusterClientConfigs: [{url: 'https://a'}]") => "metadata.name", "format is not correct: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+                    ok: managed_named(&"a".repeat(63));
+                managed_cluster_name_without_client_configs_is_gitfleets_own: managed_named("cluster.one") => "metadata.name", "gitfleet's own rule here";
                     ok: managed_named(&"a".repeat(63));
                 managed_cluster_name_at_most_63_characters: managed_named(&"a".repeat(64)) => "metadata.name", "format is not correct";
                     ok: managed_named("cluster-1");

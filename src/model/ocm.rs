@@ -900,10 +900,7 @@ pub(crate) fn validate_manifests(f: &str, manifests: &[Value], p: &mut Problems)
         p.push(f, "Workload manifests should not be empty");
         return;
     }
-    let size: usize = manifests
-        .iter()
-        .map(|m| serde_json::to_vec(m).map_or(0, |b| b.len()))
-        .sum();
+    let size: usize = manifests.iter().map(manifest_size).sum();
     if size > MAX_MANIFEST_BYTES {
         p.push(
             f,
@@ -928,7 +925,9 @@ pub(crate) fn validate_manifests(f: &str, manifests: &[Value], p: &mut Problems)
             (
                 "apiVersion",
                 &api_version,
-                "Object 'apiVersion' is missing in manifest",
+                // OCM's webhook decodes the manifest as unstructured, which requires a kind
+                // but not an apiVersion; no work agent can apply it.
+                "Object 'apiVersion' is missing in manifest (gitfleet's own rule: OCM's work webhook admits it, but no work agent can apply an object without one)",
             ),
             ("kind", &kind, "Object 'Kind' is missing in manifest"),
             ("metadata.name", &name, "name must be set in manifest"),
@@ -960,6 +959,31 @@ pub(crate) fn validate_manifests(f: &str, manifests: &[Value], p: &mut Problems)
             );
         }
     }
+}
+
+/// A manifest's size as OCM's work webhook counts it: the protobuf size of the `Manifest`
+/// wrapping the raw JSON the API server hands it (Go's encoding: compact, with `<`, `>`, `&`,
+/// U+2028 and U+2029 escaped as `\uXXXX`).
+fn manifest_size(m: &Value) -> usize {
+    // The length of a protobuf varint.
+    fn varint(n: usize) -> usize {
+        (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize
+    }
+    let Ok(json) = serde_json::to_string(m) else {
+        return 0;
+    };
+    let escapes: usize = json
+        .chars()
+        .map(|c| match c {
+            '<' | '>' | '&' => 5,
+            '\u{2028}' | '\u{2029}' => 3,
+            _ => 0,
+        })
+        .sum();
+    let raw = json.len() + escapes;
+    // RawExtension{Raw} inside Manifest{RawExtension}: a tag and a length each.
+    let extension = 1 + varint(raw) + raw;
+    1 + varint(extension) + extension
 }
 
 fn validate_rollout(rs: &OcmRolloutStrategy, f: &str, p: &mut Problems) {
@@ -1635,7 +1659,7 @@ spec:
             (
                 mwrs(&big, refs),
                 "spec.manifestWorkTemplate.workload.manifests",
-                "the size of manifests is 512079 bytes which exceeds the 512000 limit",
+                "the size of manifests is 512087 bytes which exceeds the 512000 limit",
             ),
             (
                 mwrs("[hello]", refs),
@@ -1645,7 +1669,7 @@ spec:
             (
                 mwrs("[{kind: ConfigMap, metadata: {name: cm}}]", refs),
                 "spec.manifestWorkTemplate.workload.manifests[0].apiVersion",
-                "Object 'apiVersion' is missing in manifest",
+                "Object 'apiVersion' is missing in manifest (gitfleet's own rule: OCM's work webhook admits it, but no work agent can apply an object without one)",
             ),
             (
                 mwrs("[{apiVersion: v1, metadata: {name: cm}}]", refs),
@@ -1788,10 +1812,12 @@ spec:
         fn rollout(strategy: &str) -> String {
             mwrs(&format!("[{CM}]"), &format!("[{{name: p, rolloutStrategy: {strategy}}}]"))
         }
-        /// One ConfigMap whose manifests take exactly `bytes` bytes as JSON.
+        /// One ConfigMap whose manifest takes exactly `bytes` bytes as OCM's webhook counts
+        /// them: its JSON and, for a JSON of this size, 8 bytes of protobuf framing (two tags
+        /// and two 3-byte lengths).
         fn sized(bytes: usize) -> String {
             let frame = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"k": ""}});
-            let pad = bytes - serde_json::to_vec(&frame).unwrap().len();
+            let pad = bytes - 8 - serde_json::to_vec(&frame).unwrap().len();
             one(&format!("{{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm}}, data: {{k: {}}}}}", "x".repeat(pad)))
         }
 
@@ -1802,9 +1828,11 @@ spec:
                     ok: one(CM);
                 manifests_at_most_512000_bytes: sized(MAX_MANIFEST_BYTES + 1) => "spec.manifestWorkTemplate.workload.manifests", "exceeds the 512000 limit";
                     ok: sized(MAX_MANIFEST_BYTES);
+                manifest_size_counts_go_json_escapes: one(&format!("{{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm}}, data: {{k: '{}'}}}}", "<".repeat(MAX_MANIFEST_BYTES / 6 + 1))) => "spec.manifestWorkTemplate.workload.manifests", "exceeds the 512000 limit";
+                    ok: one(&format!("{{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm}}, data: {{k: '{}'}}}}", "<".repeat(MAX_MANIFEST_BYTES / 6 - 20)));
                 manifest_is_an_object: mwrs("[hello]", REFS) => "spec.manifestWorkTemplate.workload.manifests[0]", "must be a JSON object";
                     ok: one(CM);
-                manifest_api_version_required: one("{kind: ConfigMap, metadata: {name: cm}}") => "spec.manifestWorkTemplate.workload.manifests[0].apiVersion", "'apiVersion' is missing";
+                manifest_api_version_required_is_gitfleets_own: one("{kind: ConfigMap, metadata: {name: cm}}") => "spec.manifestWorkTemplate.workload.manifests[0].apiVersion", "gitfleet's own rule";
                     ok: one("{apiVersion: v1, kind: ConfigMap, metadata: {name: cm}}");
                 manifest_kind_required: one("{apiVersion: v1, metadata: {name: cm}}") => "spec.manifestWorkTemplate.workload.manifests[0].kind", "'Kind' is missing";
                     ok: one("{apiVersion: v1, kind: ConfigMap, metadata: {name: cm}}");
