@@ -216,7 +216,6 @@ fn metadata_is_checked_as_the_api_server_checks_it() {
     );
 }
 
-
 /// A CustomResourceDefinition of the test's own: a status of two fields (`phase` a required
 /// string, `n` an integer ≥ 0), with the status subresource (as every fleet kind with a status
 /// has it) or without any status.
@@ -252,18 +251,56 @@ fn status_fields_are_checked_as_the_api_server_checks_them() {
     let cro = "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourceOverride\nmetadata: {name: cro}\nspec:\n  clusterResourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}]\n  policy:\n    overrideRules: [{jsonPatchOverrides: [{op: add, path: /metadata/labels/a, value: b}]}]\nstatus: {}\n";
     // (what, kind of the test's CRD, its status, the fleet object with the same status shape)
     let cases: Vec<(&str, &str, &str, String)> = vec![
-        ("a valid status", "Probe", "{phase: ok}", crp("{observedResourceIndex: '1'}")),
-        ("an unknown status field", "Probe", "{phase: ok, bogus: 1}", crp("{observedResourceIndex: '1', bogus: 1}")),
-        ("an unknown field in a status object", "Probe", "{phase: ok, deep: {a: 1}}", crp("{conditions: [{type: Scheduled, status: 'True', severity: high}]}")),
-        ("a status field of the wrong type", "Probe", "{phase: 3}", crp("{observedResourceIndex: 3}")),
-        ("a status field out of range", "Probe", "{phase: ok, n: -1}", crp("{conditions: [{type: Scheduled, status: 'True', observedGeneration: -1}]}")),
-        ("a status without its required field", "Probe", "{n: 1}", crp("{conditions: [{type: Scheduled}]}")),
+        (
+            "a valid status",
+            "Probe",
+            "{phase: ok}",
+            crp("{observedResourceIndex: '1'}"),
+        ),
+        (
+            "an unknown status field",
+            "Probe",
+            "{phase: ok, bogus: 1}",
+            crp("{observedResourceIndex: '1', bogus: 1}"),
+        ),
+        (
+            "an unknown field in a status object",
+            "Probe",
+            "{phase: ok, deep: {a: 1}}",
+            crp("{conditions: [{type: Scheduled, status: 'True', severity: high}]}"),
+        ),
+        (
+            "a status field of the wrong type",
+            "Probe",
+            "{phase: 3}",
+            crp("{observedResourceIndex: 3}"),
+        ),
+        (
+            "a status field out of range",
+            "Probe",
+            "{phase: ok, n: -1}",
+            crp("{conditions: [{type: Scheduled, status: 'True', observedGeneration: -1}]}"),
+        ),
+        (
+            "a status without its required field",
+            "Probe",
+            "{n: 1}",
+            crp("{conditions: [{type: Scheduled}]}"),
+        ),
         ("a status that is not an object", "Probe", "x", crp("x")),
-        ("a status on a kind that declares none", "Bare", "{}", cro.to_string()),
+        (
+            "a status on a kind that declares none",
+            "Bare",
+            "{}",
+            cro.to_string(),
+        ),
     ];
 
     let repo = Repo::new();
-    repo.write("namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n");
+    repo.write(
+        "namespace.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n",
+    );
     for (i, (_, _, _, yaml)) in cases.iter().enumerate() {
         // One placement name per case: two of one name would be a duplicate object.
         let yaml = yaml.replace("{name: web}", &format!("{{name: web-{i}}}"));

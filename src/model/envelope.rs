@@ -333,7 +333,9 @@ fn check_shape(field: &str, prefix: &str, obj: &Value, p: &mut Problems) {
     if text("kind").is_none() {
         p.push(
             format!("{field}.kind"),
-            format!("{prefix}Required value: the carried object must have a kind ({SHAPE_OWN_RULE})"),
+            format!(
+                "{prefix}Required value: the carried object must have a kind ({SHAPE_OWN_RULE})"
+            ),
         );
     }
     let name = obj
@@ -760,7 +762,8 @@ mod tests {
     mod rules {
         use crate::model::testing::rule_tests;
 
-        const CR: &str = "{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {name: r}}";
+        const CR: &str =
+            "{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {name: r}}";
 
         fn envelope(data: &str) -> String {
             format!("apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourceEnvelope\nmetadata: {{name: e}}\ndata: {data}\n")

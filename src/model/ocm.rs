@@ -1749,10 +1749,15 @@ spec:
             let items: Vec<String> = (0..n)
                 .map(|i| format!("{{topologyKey: k{i}, topologyKeyType: Label{extra}}}"))
                 .collect();
-            placement(&format!("  spreadPolicy: {{spreadConstraints: [{}]}}\n", items.join(", ")))
+            placement(&format!(
+                "  spreadPolicy: {{spreadConstraints: [{}]}}\n",
+                items.join(", ")
+            ))
         }
         fn predicate(selector: &str) -> String {
-            placement(&format!("  predicates: [{{requiredClusterSelector: {selector}}}]\n"))
+            placement(&format!(
+                "  predicates: [{{requiredClusterSelector: {selector}}}]\n"
+            ))
         }
         fn groups(g: &str) -> String {
             placement(&format!("  decisionStrategy: {{groupStrategy: {g}}}\n"))
@@ -1804,13 +1809,17 @@ spec:
                 ok: placement("  prioritizerPolicy: {configurations: [{scoreCoordinate: {type: AddOn, addOn: {resourceName: r, scoreName: s}}}]}\n");
         }
 
-        const CM: &str = "{apiVersion: v1, kind: ConfigMap, metadata: {name: cm, namespace: default}}";
+        const CM: &str =
+            "{apiVersion: v1, kind: ConfigMap, metadata: {name: cm, namespace: default}}";
         const REFS: &str = "[{name: p}]";
         fn one(manifest: &str) -> String {
             mwrs(&format!("[{manifest}]"), REFS)
         }
         fn rollout(strategy: &str) -> String {
-            mwrs(&format!("[{CM}]"), &format!("[{{name: p, rolloutStrategy: {strategy}}}]"))
+            mwrs(
+                &format!("[{CM}]"),
+                &format!("[{{name: p, rolloutStrategy: {strategy}}}]"),
+            )
         }
         /// One ConfigMap whose manifest takes exactly `bytes` bytes as OCM's webhook counts
         /// them: its JSON and, for a JSON of this size, 8 bytes of protobuf framing (two tags
@@ -1818,7 +1827,10 @@ spec:
         fn sized(bytes: usize) -> String {
             let frame = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"k": ""}});
             let pad = bytes - 8 - serde_json::to_vec(&frame).unwrap().len();
-            one(&format!("{{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm}}, data: {{k: {}}}}}", "x".repeat(pad)))
+            one(&format!(
+                "{{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm}}, data: {{k: {}}}}}",
+                "x".repeat(pad)
+            ))
         }
 
         mod manifest_work_replica_set {

@@ -1113,7 +1113,10 @@ mod tests {
             let items: Vec<String> = (0..count)
                 .map(|i| format!("{{group: '', version: v1, kind: Namespace, name: ns{i}}}"))
                 .collect();
-            cro(&items.join(", "), &format!("{{jsonPatchOverrides: [{PATCH}]}}"))
+            cro(
+                &items.join(", "),
+                &format!("{{jsonPatchOverrides: [{PATCH}]}}"),
+            )
         }
         fn with_placement(pl: &str) -> String {
             cro_rule(&format!("{{jsonPatchOverrides: [{PATCH}]}}"))

@@ -1477,7 +1477,9 @@ mod tests {
             ))
         }
         fn property(expr: &str) -> String {
-            required(&format!("{{propertySelector: {{matchExpressions: [{expr}]}}}}"))
+            required(&format!(
+                "{{propertySelector: {{matchExpressions: [{expr}]}}}}"
+            ))
         }
         fn named(name: &str) -> String {
             crp(SEL).replace("{name: crp}", &format!("{{name: '{name}'}}"))

@@ -1506,7 +1506,11 @@ status:
             strategy(&format!("  - name: a\n{body}"))
         }
         fn stages(n: usize) -> String {
-            strategy(&(0..n).map(|i| format!("  - name: s{i}\n")).collect::<String>())
+            strategy(
+                &(0..n)
+                    .map(|i| format!("  - name: s{i}\n"))
+                    .collect::<String>(),
+            )
         }
         fn named_stage(name: &str) -> String {
             strategy(&format!("  - name: '{name}'\n"))
@@ -1515,7 +1519,9 @@ status:
             doc.replace("/v1beta1", "/v1alpha1")
         }
         fn run_ok(extra: &str) -> String {
-            run(&format!("placementName: p, stagedRolloutStrategyName: s{extra}"))
+            run(&format!(
+                "placementName: p, stagedRolloutStrategyName: s{extra}"
+            ))
         }
         fn approval(spec: &str) -> String {
             format!("apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterApprovalRequest\nmetadata: {{name: r}}\nspec: {{{spec}}}\n")

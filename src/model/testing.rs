@@ -38,10 +38,7 @@ pub fn expect_one<T: ApiObject>(cases: &[(String, &str, &str)]) {
 pub fn findings<T: ApiObject>(yaml: &str) -> Vec<(String, String)> {
     match super::decode_valid::<T>(&value(yaml)) {
         Ok(_) => vec![],
-        Err(problems) => problems
-            .into_iter()
-            .map(|p| (p.field, p.message))
-            .collect(),
+        Err(problems) => problems.into_iter().map(|p| (p.field, p.message)).collect(),
     }
 }
 

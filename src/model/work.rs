@@ -584,7 +584,8 @@ executor: {subject: {type: ServiceAccount}}
     mod rules {
         use crate::model::testing::rule_tests;
 
-        const CM: &str = "{apiVersion: v1, kind: ConfigMap, metadata: {name: cm, namespace: default}}";
+        const CM: &str =
+            "{apiVersion: v1, kind: ConfigMap, metadata: {name: cm, namespace: default}}";
 
         fn work(spec_extra: &str) -> String {
             format!("apiVersion: work.open-cluster-management.io/v1\nkind: ManifestWork\nmetadata: {{name: w, namespace: cluster1}}\nspec:\n  workload: {{manifests: [{CM}]}}\n{spec_extra}")
