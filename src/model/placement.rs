@@ -96,20 +96,73 @@ pub enum PlacementType {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", from = "PolicyFields")]
 pub struct PlacementPolicy {
-    #[serde(default)]
     pub placement_type: PlacementType,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cluster_names: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub number_of_clusters: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
+    /// Which lists were written, empty or not: the CRD's CEL rules test presence (`has()`).
+    #[serde(skip)]
+    pub written: WrittenLists,
+}
+
+/// The lists of a policy that its document writes (an empty list is written; `null` is not).
+/// Not part of the policy's value: two policies that differ only here are equal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WrittenLists {
+    pub cluster_names: bool,
+    pub topology_spread_constraints: bool,
+    pub tolerations: bool,
+}
+
+impl PartialEq for WrittenLists {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+/// A policy as written, before [`PlacementPolicy`] forgets which lists were absent.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PolicyFields {
+    #[serde(default)]
+    placement_type: PlacementType,
+    #[serde(default)]
+    cluster_names: Option<Vec<String>>,
+    #[serde(default)]
+    number_of_clusters: Option<i32>,
+    #[serde(default)]
+    affinity: Option<Affinity>,
+    #[serde(default)]
+    topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
+    #[serde(default)]
+    tolerations: Option<Vec<Toleration>>,
+}
+
+impl From<PolicyFields> for PlacementPolicy {
+    fn from(f: PolicyFields) -> Self {
+        PlacementPolicy {
+            written: WrittenLists {
+                cluster_names: f.cluster_names.is_some(),
+                topology_spread_constraints: f.topology_spread_constraints.is_some(),
+                tolerations: f.tolerations.is_some(),
+            },
+            placement_type: f.placement_type,
+            cluster_names: f.cluster_names.unwrap_or_default(),
+            number_of_clusters: f.number_of_clusters,
+            affinity: f.affinity,
+            topology_spread_constraints: f.topology_spread_constraints.unwrap_or_default(),
+            tolerations: f.tolerations.unwrap_or_default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -613,8 +666,51 @@ fn validate_selectors(pl: &Placement, p: &mut Problems) {
     }
 }
 
+/// The CRD's CEL rules refuse a list that may not be set for the placement type even when it
+/// is written empty (`has()` is true); the webhook's rules, which follow, catch a non-empty one.
+fn validate_written_lists(policy: &PlacementPolicy, p: &mut Problems) {
+    let w = policy.written;
+    let ty = policy.placement_type;
+    let refused: &[(&str, bool, bool)] = match ty {
+        PlacementType::PickFixed => &[
+            (
+                "topologySpreadConstraints",
+                w.topology_spread_constraints,
+                policy.topology_spread_constraints.is_empty(),
+            ),
+            ("tolerations", w.tolerations, policy.tolerations.is_empty()),
+        ],
+        PlacementType::PickAll => &[
+            (
+                "clusterNames",
+                w.cluster_names,
+                policy.cluster_names.is_empty(),
+            ),
+            (
+                "topologySpreadConstraints",
+                w.topology_spread_constraints,
+                policy.topology_spread_constraints.is_empty(),
+            ),
+        ],
+        PlacementType::PickN => &[(
+            "clusterNames",
+            w.cluster_names,
+            policy.cluster_names.is_empty(),
+        )],
+    };
+    for &(field, written, empty) in refused {
+        if written && empty {
+            p.push(
+                format!("spec.policy.{field}"),
+                format!("{field} cannot be set when placementType is {ty:?}, not even to an empty list (a CEL rule of the CRD); leave it out"),
+            );
+        }
+    }
+}
+
 fn validate_policy(policy: &PlacementPolicy, p: &mut Problems) {
     let f = "spec.policy";
+    validate_written_lists(policy, p);
     // The webhook refuses any `affinity` with PickFixed, an empty one included.
     let has_affinity = policy.affinity.is_some();
     match policy.placement_type {
@@ -1572,15 +1668,15 @@ mod tests {
             pick_fixed_refuses_number_of_clusters: policy("{placementType: PickFixed, clusterNames: [a], numberOfClusters: 1}") => "spec.policy.numberOfClusters", "must be nil for policy type PickFixed";
                 ok: policy("{placementType: PickFixed, clusterNames: [a]}");
             pick_fixed_refuses_topology_spread: policy("{placementType: PickFixed, clusterNames: [a], topologySpreadConstraints: [{topologyKey: r}]}") => "spec.policy.topologySpreadConstraints", "PickFixed";
-                ok: policy("{placementType: PickFixed, clusterNames: [a], topologySpreadConstraints: []}");
+                ok: policy("{placementType: PickFixed, clusterNames: [a], topologySpreadConstraints: null}");
             pick_fixed_refuses_tolerations: policy("{placementType: PickFixed, clusterNames: [a], tolerations: [{key: k, operator: Exists}]}") => "spec.policy.tolerations", "PickFixed";
-                ok: policy("{placementType: PickFixed, clusterNames: [a], tolerations: []}");
+                ok: policy("{placementType: PickFixed, clusterNames: [a], tolerations: null}");
             pick_all_refuses_cluster_names: policy("{placementType: PickAll, clusterNames: [a]}") => "spec.policy.clusterNames", "PickAll";
-                ok: policy("{placementType: PickAll, clusterNames: []}");
+                ok: policy("{placementType: PickAll, clusterNames: null}");
             pick_all_refuses_number_of_clusters: policy("{placementType: PickAll, numberOfClusters: 1}") => "spec.policy.numberOfClusters", "PickAll";
                 ok: policy("{placementType: PickAll}");
             pick_all_refuses_topology_spread: policy("{placementType: PickAll, topologySpreadConstraints: [{topologyKey: r}]}") => "spec.policy.topologySpreadConstraints", "PickAll";
-                ok: policy("{placementType: PickAll, topologySpreadConstraints: []}");
+                ok: policy("{placementType: PickAll, topologySpreadConstraints: null}");
             pick_all_refuses_preferred_affinity: policy("{placementType: PickAll, affinity: {clusterAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, preference: {}}]}}}") => "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution", "will be ignored";
                 ok: policy("{placementType: PickAll, affinity: {clusterAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {clusterSelectorTerms: [{}]}}}}");
             pick_n_requires_number_of_clusters: policy("{placementType: PickN}") => "spec.policy.numberOfClusters", "cannot be nil";
@@ -1588,7 +1684,18 @@ mod tests {
             pick_n_number_of_clusters_not_negative: policy("{placementType: PickN, numberOfClusters: -1}") => "spec.policy.numberOfClusters", "cannot be -1";
                 ok: policy("{placementType: PickN, numberOfClusters: 0}");
             pick_n_refuses_cluster_names: policy("{placementType: PickN, numberOfClusters: 1, clusterNames: [a]}") => "spec.policy.clusterNames", "PickN";
-                ok: policy("{placementType: PickN, numberOfClusters: 1, clusterNames: []}");
+                ok: policy("{placementType: PickN, numberOfClusters: 1, clusterNames: null}");
+            // The CRD's CEL rules test presence: a list written empty is set.
+            pick_fixed_refuses_empty_topology_spread: policy("{placementType: PickFixed, clusterNames: [a], topologySpreadConstraints: []}") => "spec.policy.topologySpreadConstraints", "not even to an empty list";
+                ok: policy("{placementType: PickFixed, clusterNames: []}");
+            pick_fixed_refuses_empty_tolerations: policy("{placementType: PickFixed, clusterNames: [a], tolerations: []}") => "spec.policy.tolerations", "not even to an empty list";
+                ok: policy("{placementType: PickFixed, clusterNames: [a]}");
+            pick_all_refuses_empty_cluster_names: policy("{placementType: PickAll, clusterNames: []}") => "spec.policy.clusterNames", "not even to an empty list";
+                ok: policy("{placementType: PickAll, tolerations: []}");
+            pick_all_refuses_empty_topology_spread: policy("{placementType: PickAll, topologySpreadConstraints: []}") => "spec.policy.topologySpreadConstraints", "not even to an empty list";
+                ok: policy("{placementType: PickAll}");
+            pick_n_refuses_empty_cluster_names: policy("{placementType: PickN, numberOfClusters: 1, clusterNames: []}") => "spec.policy.clusterNames", "not even to an empty list";
+                ok: policy("{placementType: PickN, numberOfClusters: 1, topologySpreadConstraints: [], tolerations: []}");
             // Topology spread constraints (CRD).
             topology_key_required: policy("{placementType: PickN, numberOfClusters: 1, topologySpreadConstraints: [{topologyKey: ''}]}") => "spec.policy.topologySpreadConstraints[0].topologyKey", "Required value";
                 ok: policy("{placementType: PickN, numberOfClusters: 1, topologySpreadConstraints: [{topologyKey: r}]}");
