@@ -462,6 +462,7 @@ fn settled(placement: &str, n: usize) -> ClusterState {
         not_available: vec![],
         last_error: None,
         recheck: None,
+        drift: false,
         delivered_by: None,
         updated_at: NOW,
         objects: std::sync::Arc::new(

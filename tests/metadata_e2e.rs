@@ -215,3 +215,156 @@ fn metadata_is_checked_as_the_api_server_checks_it() {
         "{accepted} accepted, {refused} refused"
     );
 }
+
+/// A CustomResourceDefinition of the test's own: a status of two fields (`phase` a required
+/// string, `n` an integer ≥ 0), with the status subresource (as every fleet kind with a status
+/// has it) or without any status.
+fn probe_crd(plural: &str, kind: &str, with_status: bool) -> String {
+    let (subresources, status) = if with_status {
+        (
+            "    subresources: {status: {}}\n",
+            "          status: {type: object, required: [phase], properties: {phase: {type: string}, n: {type: integer, minimum: 0}}}\n",
+        )
+    } else {
+        ("", "")
+    };
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {plural}.example.com}}\nspec:\n  group: example.com\n  names: {{kind: {kind}, plural: {plural}, singular: {}, listKind: {kind}List}}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n{subresources}    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec: {{type: object, properties: {{size: {{type: integer}}}}}}\n{status}",
+        kind.to_lowercase()
+    )
+}
+
+/// What a real API server does with a CRD object's `status` under `--validate=strict`, and
+/// gitfleet the same with its kinds: with the status subresource the status is dropped before
+/// validation (wrong types, a missing required field, a status that is not even an object are
+/// admitted) but strict decoding refuses unknown fields in it, at any depth; a CRD without a
+/// status refuses the field. Each case is one status on the test's own CRD (the oracle) and the
+/// same shape of status on a fleet kind given to `gitfleet validate`; they must agree.
+#[test]
+fn status_fields_are_checked_as_the_api_server_checks_them() {
+    if !available(Backend::Real) {
+        return;
+    }
+    let crp = |status: &str| {
+        format!("apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\nmetadata: {{name: web}}\nspec:\n  resourceSelectors: [{{group: '', version: v1, kind: Namespace, name: app}}]\nstatus: {status}\n")
+    };
+    let cro = "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourceOverride\nmetadata: {name: cro}\nspec:\n  clusterResourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}]\n  policy:\n    overrideRules: [{jsonPatchOverrides: [{op: add, path: /metadata/labels/a, value: b}]}]\nstatus: {}\n";
+    // (what, kind of the test's CRD, its status, the fleet object with the same status shape)
+    let cases: Vec<(&str, &str, &str, String)> = vec![
+        (
+            "a valid status",
+            "Probe",
+            "{phase: ok}",
+            crp("{observedResourceIndex: '1'}"),
+        ),
+        (
+            "an unknown status field",
+            "Probe",
+            "{phase: ok, bogus: 1}",
+            crp("{observedResourceIndex: '1', bogus: 1}"),
+        ),
+        (
+            "an unknown field in a status object",
+            "Probe",
+            "{phase: ok, deep: {a: 1}}",
+            crp("{conditions: [{type: Scheduled, status: 'True', severity: high}]}"),
+        ),
+        (
+            "a status field of the wrong type",
+            "Probe",
+            "{phase: 3}",
+            crp("{observedResourceIndex: 3}"),
+        ),
+        (
+            "a status field out of range",
+            "Probe",
+            "{phase: ok, n: -1}",
+            crp("{conditions: [{type: Scheduled, status: 'True', observedGeneration: -1}]}"),
+        ),
+        (
+            "a status without its required field",
+            "Probe",
+            "{n: 1}",
+            crp("{conditions: [{type: Scheduled}]}"),
+        ),
+        ("a status that is not an object", "Probe", "x", crp("x")),
+        (
+            "a status on a kind that declares none",
+            "Bare",
+            "{}",
+            cro.to_string(),
+        ),
+    ];
+
+    let repo = Repo::new();
+    repo.write(
+        "namespace.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n",
+    );
+    for (i, (_, _, _, yaml)) in cases.iter().enumerate() {
+        // One placement name per case: two of one name would be a duplicate object.
+        let yaml = yaml.replace("{name: web}", &format!("{{name: web-{i}}}"));
+        repo.write(&format!("case-{i:02}.yaml"), &yaml);
+    }
+    repo.commit("cases");
+    let run = gitfleet(&["validate", "--repo", &repo.path().display().to_string()]);
+    let refused_by_gitfleet = |i: usize| {
+        let file = format!("case-{i:02}.yaml:");
+        run.stderr
+            .lines()
+            .filter(|l| l.starts_with(&file))
+            .collect::<Vec<_>>()
+    };
+
+    let members = Members::start(Backend::Real, FLEET);
+    members.apply("hub", &probe_crd("probes", "Probe", true), &[]);
+    members.apply("hub", &probe_crd("bares", "Bare", false), &[]);
+    let (code, _, err) = members.kubectl(
+        "hub",
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=120s",
+        ],
+    );
+    assert_eq!(code, 0, "the CRDs are not established: {err}");
+
+    let mut disagreements = Vec::new();
+    let (mut accepted, mut refused) = (0, 0);
+    for (i, (what, kind, status, _)) in cases.iter().enumerate() {
+        let probe = format!("apiVersion: example.com/v1\nkind: {kind}\nmetadata: {{name: p, namespace: default}}\nspec: {{size: 1}}\nstatus: {status}\n");
+        let (code, _, server_err) = members.kubectl_stdin(
+            "hub",
+            &["apply", "--dry-run=server", "--validate=strict", "-f", "-"],
+            &probe,
+        );
+        let ours = refused_by_gitfleet(i);
+        match (code == 0, ours.is_empty()) {
+            (true, true) => accepted += 1,
+            (false, false) => refused += 1,
+            (server, _) => disagreements.push(format!(
+                "{what}: the API server {}, gitfleet {}",
+                if server {
+                    "accepts".to_string()
+                } else {
+                    format!("refuses ({})", server_err.trim())
+                },
+                if ours.is_empty() {
+                    "accepts".to_string()
+                } else {
+                    format!("refuses ({})", ours.join("; "))
+                }
+            )),
+        }
+    }
+    assert!(
+        disagreements.is_empty(),
+        "gitfleet and the API server disagree:\n{}",
+        disagreements.join("\n")
+    );
+    // The oracle's own facts, so that a change of the server's behaviour is seen: three
+    // refusals (unknown fields, a status where none is declared), five admissions.
+    assert_eq!((accepted, refused), (5, 3));
+}

@@ -8,6 +8,7 @@ mod common;
 use std::ffi::OsStr;
 
 use common::daemon::{await_until, Daemon};
+use common::kubectl::Kubectl as _;
 use common::members::{Backend, Members};
 use common::receiver::{Answer, Received, Receiver};
 use common::Repo;
@@ -259,6 +260,30 @@ sinks:
             .any(|r| r.body["state"] == "success")
     });
     assert_eq!(receiver.at("/hang").len(), 1);
+
+    // An object deleted on a member is drift, found and then restored; a resync is not.
+    members.kubectl(
+        "alpha",
+        &["delete", "configmap", "shop-config", "-n", "shop"],
+    );
+    await_until("the drift found and restored", || {
+        types(&receiver.at("/events")).contains(&"io.gitfleet.drift.restored".to_string())
+    });
+    let drift: Vec<_> = receiver
+        .at("/events")
+        .into_iter()
+        .filter(|e| {
+            e.body["type"]
+                .as_str()
+                .unwrap()
+                .starts_with("io.gitfleet.drift.")
+        })
+        .collect();
+    assert_eq!(
+        types(&drift),
+        ["io.gitfleet.drift.found", "io.gitfleet.drift.restored"]
+    );
+    assert_eq!(drift[0].body["data"]["clusters"], json!(["alpha"]));
 
     let log = daemon.stop_and_read_log().join("\n");
     for secret in [TOKEN, "glpat-notify-e2e-secret", "slack-secret-path"] {

@@ -70,7 +70,52 @@ fn base_name(path: &str) -> &str {
 }
 
 fn inside(path: &str, folder: &str) -> bool {
-    folder.is_empty() || path == folder || path.starts_with(&format!("{folder}/"))
+    folder.is_empty()
+        || path
+            .strip_prefix(folder)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// What a set of findings covers, looked up by a path's own folders rather than against every
+/// finding: a commit is read whole, and a fleet may hold hundreds of Kustomize folders among
+/// thousands of files.
+#[derive(Debug, Default)]
+pub struct Covered {
+    /// Folders whose every file is covered (`""`: the root).
+    folders: std::collections::HashSet<String>,
+    /// Single files covered ([`Tool::HelmValues`]).
+    files: std::collections::HashSet<String>,
+}
+
+impl Covered {
+    pub fn of(found: &[Unrendered]) -> Self {
+        let mut covered = Covered::default();
+        for u in found {
+            covered.add(u);
+        }
+        covered
+    }
+
+    fn add(&mut self, u: &Unrendered) {
+        match u.tool {
+            Tool::HelmValues => self.files.insert(u.folder.clone()),
+            _ => self.folders.insert(u.folder.clone()),
+        };
+    }
+
+    /// Whether the file at `path` (relative to the path's root) is one of the findings'.
+    pub fn covers(&self, path: &str) -> bool {
+        self.files.contains(path) || self.in_folder(path)
+    }
+
+    /// Whether `path` is inside (or is) a covered folder.
+    fn in_folder(&self, path: &str) -> bool {
+        self.folders.contains("")
+            || self.folders.contains(path)
+            || path
+                .match_indices('/')
+                .any(|(i, _)| self.folders.contains(&path[..i]))
+    }
 }
 
 /// A Kubernetes object names its kind at the top level; a values file does not.
@@ -98,13 +143,10 @@ pub fn find<'a>(paths: &[&str], content: impl Fn(&str) -> Option<&'a [u8]>) -> V
             marker: path.to_string(),
         });
     }
-    let covered = |found: &[Unrendered], path: &str| {
-        found
-            .iter()
-            .any(|u| u.tool != Tool::HelmValues && inside(path, &u.folder))
-    };
+    // Templates folders join as they are found; values files cover nothing else.
+    let mut covered = Covered::of(&found);
     for path in paths {
-        if covered(&found, path) {
+        if covered.in_folder(path) {
             continue;
         }
         let Some(bytes) = content(path) else {
@@ -117,11 +159,13 @@ pub fn find<'a>(paths: &[&str], content: impl Fn(&str) -> Option<&'a [u8]>) -> V
             .find(|t| *t == "templates" || t.ends_with("/templates"));
         if let Some(folder) = templates {
             if bytes.windows(2).any(|w| w == b"{{") {
-                found.push(Unrendered {
+                let templates = Unrendered {
                     tool: Tool::HelmTemplates,
                     folder: folder.to_string(),
                     marker: path.to_string(),
-                });
+                };
+                covered.add(&templates);
+                found.push(templates);
                 continue;
             }
         }

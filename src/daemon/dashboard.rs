@@ -73,12 +73,12 @@ fn without_token(query: Option<&str>) -> (String, Option<String>) {
         .unwrap_or_default()
         .split('&')
         .filter(|p| !p.is_empty())
-        .filter(|p| match p.strip_prefix("token=") {
-            Some(t) => {
-                token = status_api::percent_decode(t);
+        .filter(|p| match status_api::query_pairs(Some(p)).next() {
+            Some((key, value)) if key == "token" => {
+                token = Some(value.into_owned());
                 false
             }
-            None => true,
+            _ => true,
         })
         .collect();
     (rest.join("&"), token)
@@ -171,13 +171,8 @@ const MEMBERS_PER_PAGE: usize = 50;
 /// Query parameters the dashboard's pages take (unknown ones are ignored: a link with more
 /// still opens).
 fn params(uri: &Uri) -> std::collections::BTreeMap<String, String> {
-    uri.query()
-        .unwrap_or_default()
-        .split('&')
-        .filter_map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            Some((k.to_string(), status_api::percent_decode(v)?))
-        })
+    status_api::query_pairs(uri.query())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect()
 }
 

@@ -794,7 +794,7 @@ impl<D: Deliverer> Daemon<D> {
             let marked = self.state.recheck(
                 &c.member,
                 c.placement_label.as_deref(),
-                &c.what,
+                (&c.what, c.cause),
                 c.deleted,
                 now,
             );

@@ -487,6 +487,7 @@ impl<D: Deliverer> Daemon<D> {
                         not_available: vec![],
                         last_error: None,
                         recheck: Some("adopted from the member's record".into()),
+                        drift: false,
                         // What a staged run delivered there: a finished run is known by it.
                         delivered_by: r.run.clone(),
                         updated_at: now,

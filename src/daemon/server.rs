@@ -989,6 +989,7 @@ mod tests {
         use crate::rollout::{BindingHealth, ClusterState};
         let cluster = |health, recheck: Option<&str>| ClusterState {
             recheck: recheck.map(String::from),
+            drift: false,
             ..ClusterState::with_health(health)
         };
         let placement = |id: &str, applying: &[&str], clusters: Vec<(&str, ClusterState)>| {

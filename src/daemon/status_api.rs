@@ -168,16 +168,10 @@ pub struct MembersQuery {
 
 pub fn members_query(query: Option<&str>) -> Result<MembersQuery, String> {
     let mut q = MembersQuery::default();
-    for pair in query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = percent_decode(raw).ok_or_else(|| format!("{key}={raw}: bad %-encoding"))?;
-        match key {
-            "name" => q.name = Some(value).filter(|n| !n.is_empty()),
-            "label" => q.label = Some(value).filter(|n| !n.is_empty()),
+    for (key, value) in query_pairs(query) {
+        match &*key {
+            "name" => q.name = Some(value.into_owned()).filter(|n| !n.is_empty()),
+            "label" => q.label = Some(value.into_owned()).filter(|n| !n.is_empty()),
             "limit" => q.limit = Some(count("limit", &value)?),
             "offset" => q.offset = count("offset", &value)?,
             other => {
@@ -272,14 +266,8 @@ fn count(key: &str, n: &str) -> Result<usize, String> {
 
 pub fn placements_query(query: Option<&str>) -> Result<PlacementsQuery, String> {
     let mut q = PlacementsQuery::default();
-    for pair in query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = percent_decode(raw).ok_or_else(|| format!("{key}={raw}: bad %-encoding"))?;
-        match (key, value.as_str()) {
+    for (key, value) in query_pairs(query) {
+        match (&*key, &*value) {
             ("unready", "" | "true") => q.states.push(PlacementState::Unready),
             ("unready", "false") => {}
             ("unready", other) => {
@@ -316,29 +304,12 @@ pub fn placements_query(query: Option<&str>) -> Result<PlacementsQuery, String> 
     Ok(q)
 }
 
-/// `%XX` and `+` decoded; `None` for a broken escape or bytes that are not UTF-8.
-pub fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
+/// The pairs of a URL's query string, `%XX` and `+` decoded as browsers and `curl` encode them
+/// (`application/x-www-form-urlencoded`); empty pairs are skipped.
+pub fn query_pairs(
+    query: Option<&str>,
+) -> impl Iterator<Item = (std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)> {
+    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
 }
 
 #[cfg(test)]

@@ -34,6 +34,8 @@ pub struct MemberChange {
     pub placement_label: Option<String>,
     /// For logs and status, e.g. `ConfigMap default/app-config deleted on the member`.
     pub what: String,
+    /// Seen changed on the member (drift), or maybe changed while the watch was down.
+    pub cause: crate::rollout::state::RecheckCause,
     pub deleted: bool,
     /// The object that changed (`None` for a restarted watch).
     pub object: Option<crate::push::ObjectRef>,
@@ -162,6 +164,7 @@ async fn watch_kind(
                 member: target.name.clone(),
                 placement_label: None,
                 what: format!("watch of {} restarted", kind.1),
+                cause: crate::rollout::state::RecheckCause::MayHaveChanged,
                 deleted: false,
                 object: None,
             });
@@ -209,11 +212,8 @@ async fn watch_kind(
                 let change = MemberChange {
                     member: target.name.clone(),
                     placement_label: labels.get(PLACEMENT_LABEL).cloned(),
-                    what: format!(
-                        "{} {name} {verb} {}",
-                        kind.1,
-                        crate::rollout::state::CHANGED_ON_THE_MEMBER
-                    ),
+                    what: format!("{} {name} {verb} on the member", kind.1),
+                    cause: crate::rollout::state::RecheckCause::ChangedOnTheMember,
                     deleted: verb == "deleted",
                     object: Some(crate::push::ObjectRef {
                         api_version: kind.0.clone(),

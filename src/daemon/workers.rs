@@ -589,6 +589,7 @@ mod tests {
                 rendered: format!("r{index}"),
             }),
             recheck: Some("the daemon started".into()),
+            drift: false,
             ..ClusterState::with_health(health)
         };
         let mut state = RolloutState::default();

@@ -306,6 +306,11 @@ fn validate_envelope(meta: &ObjectMeta, data: &Map<String, Value>) -> Vec<Proble
     p.0
 }
 
+/// The envelope CRD types each entry only as an object, so a hub admits an entry without
+/// `apiVersion`, `kind` or name; KubeFleet's work generator or the member's applier then fails.
+const SHAPE_OWN_RULE: &str =
+    "gitfleet's own rule: a hub admits the envelope, but no member can apply the object";
+
 /// A carried object must be a JSON object with `apiVersion`, `kind` and `metadata.name`.
 fn check_shape(field: &str, prefix: &str, obj: &Value, p: &mut Problems) {
     let Some(map) = obj.as_object() else {
@@ -322,13 +327,15 @@ fn check_shape(field: &str, prefix: &str, obj: &Value, p: &mut Problems) {
     if text("apiVersion").is_none() {
         p.push(
             format!("{field}.apiVersion"),
-            format!("{prefix}Required value: the carried object must have an apiVersion"),
+            format!("{prefix}Required value: the carried object must have an apiVersion ({SHAPE_OWN_RULE})"),
         );
     }
     if text("kind").is_none() {
         p.push(
             format!("{field}.kind"),
-            format!("{prefix}Required value: the carried object must have a kind"),
+            format!(
+                "{prefix}Required value: the carried object must have a kind ({SHAPE_OWN_RULE})"
+            ),
         );
     }
     let name = obj
@@ -338,7 +345,7 @@ fn check_shape(field: &str, prefix: &str, obj: &Value, p: &mut Problems) {
     if name.is_none() {
         p.push(
             format!("{field}.metadata.name"),
-            format!("{prefix}Required value: the carried object must have a metadata.name"),
+            format!("{prefix}Required value: the carried object must have a metadata.name ({SHAPE_OWN_RULE})"),
         );
     }
 }
@@ -569,9 +576,9 @@ mod tests {
             (
                 envelope("ClusterResourceEnvelope", None, json!({"x": {"metadata": {}}})),
                 vec![
-                    ("data.x.apiVersion", "Required value: the carried object must have an apiVersion"),
-                    ("data.x.kind", "Required value: the carried object must have a kind"),
-                    ("data.x.metadata.name", "Required value: the carried object must have a metadata.name"),
+                    ("data.x.apiVersion", "Required value: the carried object must have an apiVersion (gitfleet's own rule: a hub admits the envelope, but no member can apply the object)"),
+                    ("data.x.kind", "Required value: the carried object must have a kind (gitfleet's own rule: a hub admits the envelope, but no member can apply the object)"),
+                    ("data.x.metadata.name", "Required value: the carried object must have a metadata.name (gitfleet's own rule: a hub admits the envelope, but no member can apply the object)"),
                 ],
             ),
             (
@@ -707,7 +714,7 @@ mod tests {
             ),
             (
                 json!({"x": "kind: ConfigMap\nmetadata: {name: c, namespace: app}\n"}),
-                vec![("data.x.apiVersion", "Required value: the carried object must have an apiVersion")],
+                vec![("data.x.apiVersion", "Required value: the carried object must have an apiVersion (gitfleet's own rule: a hub admits the envelope, but no member can apply the object)")],
             ),
             (json!({"x": "a: [unclosed"}), vec![("data.x", "")]),
             (json!({"x": 3}), vec![("data.x", "must be a string holding YAML or JSON manifests")]),
@@ -749,5 +756,43 @@ mod tests {
             EnvelopeKind::of_value(&v),
             Some(EnvelopeKind::ResourceEnvelope)
         );
+    }
+    /// One test per rule of the envelope CRDs and gitfleet's own, named after the rule: the
+    /// breaking document names the field, the edge case is admitted.
+    mod rules {
+        use crate::model::testing::rule_tests;
+
+        const CR: &str =
+            "{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {name: r}}";
+
+        fn envelope(data: &str) -> String {
+            format!("apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourceEnvelope\nmetadata: {{name: e}}\ndata: {data}\n")
+        }
+        fn entries(n: usize) -> String {
+            let items: Vec<String> = (0..n).map(|i| format!("e{i}: {CR}")).collect();
+            envelope(&format!("{{{}}}", items.join(", ")))
+        }
+        fn one(obj: &str) -> String {
+            envelope(&format!("{{x: {obj}}}"))
+        }
+
+        rule_tests! { super::ClusterResourceEnvelope;
+            envelope_name_is_a_dns_subdomain: one(CR).replace("name: e}", "name: E_1}") => "metadata.name", "DNS-1123 subdomain";
+                ok: one(CR).replace("name: e}", "name: e.1}");
+            envelope_data_at_least_one_entry: entries(0) => "data", "at least one object";
+                ok: entries(1);
+            envelope_data_at_most_50_entries: entries(51) => "data", "at most 50 entries";
+                ok: entries(50);
+            envelope_data_required: envelope("{}").replace("data: {}\n", "") => "", "missing field `data`";
+                ok: entries(1);
+            envelope_entry_is_an_object: one("text") => "data.x", "must be a Kubernetes object (a map)";
+                ok: one(CR);
+            envelope_entry_api_version_is_gitfleets_own: one("{kind: ClusterRole, metadata: {name: r}}") => "data.x.apiVersion", "gitfleet's own rule";
+                ok: one(CR);
+            envelope_entry_kind_is_gitfleets_own: one("{apiVersion: v1, metadata: {name: r}}") => "data.x.kind", "gitfleet's own rule";
+                ok: one(CR);
+            envelope_entry_name_is_gitfleets_own: one("{apiVersion: v1, kind: ClusterRole, metadata: {}}") => "data.x.metadata.name", "gitfleet's own rule";
+                ok: one(CR);
+        }
     }
 }

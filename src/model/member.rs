@@ -191,6 +191,18 @@ impl ApiObject for MemberCluster {
                 "unknown field \"deleteOptions\" (v1beta1 only)",
             );
         }
+        let status: &[&str] = if self.is_v1() {
+            &["agentStatus", "conditions", "properties", "resourceUsage"]
+        } else {
+            &[
+                "agentStatus",
+                "conditions",
+                "namespaces",
+                "properties",
+                "resourceUsage",
+            ]
+        };
+        super::status::check(self.status.as_ref(), status, &mut p);
         p.0
     }
 }
@@ -290,9 +302,16 @@ impl ApiObject for ManagedCluster {
         if name.is_empty() {
             p.push("metadata.name", "Required value: name is required");
         } else if !is_dns1123_label(name) {
+            // OCM's webhook (validateManagedClusterObj) returns early when there are no client
+            // configs, dropping this error: then only gitfleet refuses the name.
+            let own = if self.spec.managed_cluster_client_configs.is_empty() {
+                " (gitfleet's own rule here: OCM's webhook skips it for a cluster without client configs, but OCM names the cluster's namespace after it, so the cluster cannot register)"
+            } else {
+                ""
+            };
             p.push(
                 "metadata.name",
-                format!("metadata.name format is not correct: {DNS1123_LABEL_MESSAGE}"),
+                format!("metadata.name format is not correct: {DNS1123_LABEL_MESSAGE}{own}"),
             );
         }
         for (i, c) in self.spec.managed_cluster_client_configs.iter().enumerate() {
@@ -335,6 +354,18 @@ impl ApiObject for ManagedCluster {
                 }
             }
         }
+        super::status::check(
+            self.status.as_ref(),
+            &[
+                "allocatable",
+                "capacity",
+                "clusterClaims",
+                "conditions",
+                "managedNamespaces",
+                "version",
+            ],
+            &mut p,
+        );
         p.0
     }
 }
@@ -460,6 +491,7 @@ impl ApiObject for ManagedClusterSet {
                 p.push(nf, format!("Duplicate value: {:?}", ns.name));
             }
         }
+        super::status::check(self.status.as_ref(), &["conditions"], &mut p);
         p.0
     }
 }
@@ -499,6 +531,7 @@ impl ApiObject for ManagedClusterSetBinding {
                 "The ManagedClusterSetBinding must have the same name as the target ManagedClusterSet",
             );
         }
+        super::status::check(self.status.as_ref(), &["conditions"], &mut p);
         p.0
     }
 }
@@ -1245,5 +1278,135 @@ spec:
             "{}",
             d.warnings[0].message
         );
+    }
+    /// One test per rule of the CRDs, KubeFleet's member-cluster webhook
+    /// (pkg/utils/validator/membercluster.go) and OCM's registration webhook, named after the
+    /// rule: the breaking document names the field, the edge case is admitted.
+    mod rules {
+        use super::{BINDING, MEMBER_EXAMPLE, SET};
+        use crate::model::testing::rule_tests;
+
+        fn member(extra: &str) -> String {
+            format!("{MEMBER_EXAMPLE}{extra}")
+        }
+        fn member_named(name: &str) -> String {
+            member("").replace("name: kind-cluster-1", &format!("name: '{name}'"))
+        }
+        fn taints(list: &str) -> String {
+            member(&format!("  taints: [{list}]\n"))
+        }
+        fn n_taints(n: usize) -> String {
+            taints(
+                &(0..n)
+                    .map(|i| format!("{{key: k{i}, effect: NoSchedule}}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+        }
+        fn managed(spec: &str) -> String {
+            format!("apiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\nmetadata: {{name: cluster1}}\nspec: {{hubAcceptsClient: true{spec}}}\n")
+        }
+        fn managed_named(name: &str) -> String {
+            managed("").replace("name: cluster1", &format!("name: '{name}'"))
+        }
+        fn set(spec: &str) -> String {
+            format!("{SET}spec: {spec}\n")
+        }
+        fn v1beta1(doc: String) -> String {
+            doc.replace("/v1beta2", "/v1beta1")
+        }
+
+        rule_tests! { super::MemberCluster;
+            member_name_at_most_63_characters: member_named(&"a".repeat(64)) => "metadata.name", "max length is 63";
+                ok: member_named(&"a".repeat(63));
+            member_name_is_a_dns_subdomain: member_named("Kind_1") => "metadata.name", "RFC 1123 subdomain";
+                ok: member_named("kind.cluster-1");
+            heartbeat_period_at_least_1: member("  heartbeatPeriodSeconds: 0\n") => "spec.heartbeatPeriodSeconds", "between 1 and 600";
+                ok: member("  heartbeatPeriodSeconds: 1\n");
+            heartbeat_period_at_most_600: member("  heartbeatPeriodSeconds: 601\n") => "spec.heartbeatPeriodSeconds", "between 1 and 600";
+                ok: member("  heartbeatPeriodSeconds: 600\n");
+            member_taints_at_most_100: n_taints(101) => "spec.taints", "at most 100 items";
+                ok: n_taints(100);
+            member_taint_key_is_a_qualified_name: taints("{key: 'a/b/c', effect: NoSchedule}") => "spec.taints[0].key", "invalid taint key";
+                ok: taints("{key: example.com/gpu, effect: NoSchedule}");
+            member_taint_value_is_a_label_value: taints(&format!("{{key: a, value: {}, effect: NoSchedule}}", "v".repeat(64))) => "spec.taints[0].value", "invalid taint value";
+                ok: taints(&format!("{{key: a, value: {}, effect: NoSchedule}}", "v".repeat(63)));
+            member_taints_unique: taints("{key: a, value: b, effect: NoSchedule}, {key: a, value: b, effect: NoSchedule}") => "spec.taints[1]", "taints must be unique";
+                ok: taints("{key: a, value: b, effect: NoSchedule}, {key: a, value: c, effect: NoSchedule}");
+            member_taint_effect_is_an_enum: taints("{key: a, effect: NoExecute}") => "spec.taints[0].effect", "unknown variant";
+                ok: taints("{key: a, effect: NoSchedule}");
+            member_v1_has_no_delete_options: member("  deleteOptions: {validationMode: Skip}\n").replace("/v1beta1", "/v1") => "spec.deleteOptions", "v1beta1 only";
+                ok: member("  deleteOptions: {validationMode: Skip}\n");
+            member_status_unknown_field_refused: format!("{}status: {{bogus: 1}}\n", member("")) => "status.bogus", "unknown field `bogus`";
+                ok: format!("{}status: {{namespaces: {{a: b}}, properties: {{}}}}\n", member(""));
+            member_v1_status_has_no_namespaces: format!("{}status: {{namespaces: {{}}}}\n", member("")).replace("/v1beta1", "/v1") => "status.namespaces", "unknown field";
+                ok: format!("{}status: {{agentStatus: []}}\n", member("")).replace("/v1beta1", "/v1");
+            member_identity_required: "apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\nmetadata: {name: m}\nspec: {}\n" => "spec", "missing field `identity`";
+                ok: member("");
+        }
+
+        mod managed_cluster {
+            use super::*;
+            rule_tests! { super::super::ManagedCluster;
+                managed_cluster_name_required: managed_named("") => "metadata.name", "name is required";
+                    ok: managed_named("a");
+                managed_cluster_name_is_a_dns_label: managed_named("cluster.one").replace("hubAcceptsClient: true", "hubAcceptsClient: true, managedClusterClientConfigs: [{url: 'https://a'}]") => "metadata.name", "format is not correct: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+                    ok: managed_named(&"a".repeat(63));
+                managed_cluster_name_without_client_configs_is_gitfleets_own: managed_named("cluster.one") => "metadata.name", "gitfleet's own rule here";
+                    ok: managed_named(&"a".repeat(63));
+                managed_cluster_name_at_most_63_characters: managed_named(&"a".repeat(64)) => "metadata.name", "format is not correct";
+                    ok: managed_named("cluster-1");
+                client_config_url_is_https: managed(", managedClusterClientConfigs: [{url: 'http://api.example.com'}]") => "spec.managedClusterClientConfigs[0].url", "is invalid in client configs";
+                    ok: managed(", managedClusterClientConfigs: [{url: 'HTTPS://api.example.com:6443'}]");
+                client_config_ca_bundle_is_base64: managed(", managedClusterClientConfigs: [{url: 'https://a', caBundle: 'not base64!'}]") => "spec.managedClusterClientConfigs[0].caBundle", "base64";
+                    ok: managed(", managedClusterClientConfigs: [{url: 'https://a', caBundle: 'LS0tLS1CRUdJTg=='}]");
+                managed_taint_key_pattern: managed(", taints: [{key: 'a/b/c', effect: NoSelect}]") => "spec.taints[0].key", "must match";
+                    ok: managed(&format!(", taints: [{{key: example.com/{}, effect: NoSelect}}]", "k".repeat(100)));
+                managed_taint_key_at_most_316_characters: managed(&format!(", taints: [{{key: {}, effect: NoSelect}}]", "k".repeat(317))) => "spec.taints[0].key", "no more than 316 characters";
+                    ok: managed(&format!(", taints: [{{key: {}, effect: NoSelect}}]", "k".repeat(316)));
+                managed_taint_value_at_most_1024_characters: managed(&format!(", taints: [{{key: a, value: {}, effect: NoSelect}}]", "v".repeat(1025))) => "spec.taints[0].value", "no more than 1024 characters";
+                    ok: managed(&format!(", taints: [{{key: a, value: {}, effect: NoSelect}}]", "v".repeat(1024)));
+                managed_taint_effect_is_an_enum: managed(", taints: [{key: a, effect: NoSchedule}]") => "spec.taints[0].effect", "unknown variant";
+                    ok: managed(", taints: [{key: a, effect: NoSelectIfNew}]");
+                managed_cluster_status_unknown_field_refused: format!("{}status: {{version: {{}}, bogus: 1}}\n", managed("")) => "status.bogus", "unknown field `bogus`";
+                    ok: format!("{}status: {{version: {{}}, clusterClaims: [], managedNamespaces: []}}\n", managed(""));
+                managed_taint_time_added_is_a_date_time: managed(", taints: [{key: a, effect: NoSelect, timeAdded: yesterday}]") => "spec.taints[0].timeAdded", "not an RFC 3339 date-time";
+                    ok: managed(", taints: [{key: a, effect: NoSelect, timeAdded: '2024-01-02T03:04:05Z'}]");
+            }
+        }
+
+        mod cluster_set {
+            use super::*;
+            rule_tests! { super::super::ManagedClusterSet;
+                v1beta2_selector_type_has_no_legacy: set("{clusterSelector: {selectorType: LegacyClusterSetLabel}}") => "spec.clusterSelector.selectorType", "Unsupported value";
+                    ok: set("{clusterSelector: {selectorType: ExclusiveClusterSetLabel}}");
+                v1beta1_selector_type_has_no_exclusive: v1beta1(set("{clusterSelector: {selectorType: ExclusiveClusterSetLabel}}")) => "spec.clusterSelector.selectorType", "Unsupported value";
+                    ok: v1beta1(set("{clusterSelector: {selectorType: LegacyClusterSetLabel}}"));
+                cluster_set_label_selector_syntax: set("{clusterSelector: {selectorType: LabelSelector, labelSelector: {matchLabels: {'a/b/c': x}}}}") => "spec.clusterSelector.labelSelector.matchLabels", "key \"a/b/c\"";
+                    ok: set("{clusterSelector: {selectorType: LabelSelector, labelSelector: {matchLabels: {'a/b': x}}}}");
+                managed_namespaces_not_in_v1beta1: v1beta1(set("{managedNamespaces: [{name: a}]}")) => "spec.managedNamespaces", "v1beta2 only";
+                    ok: set("{managedNamespaces: [{name: a}]}");
+                managed_namespace_name_required: set("{managedNamespaces: [{name: ''}]}") => "spec.managedNamespaces[0].name", "Required value";
+                    ok: set("{managedNamespaces: [{name: a}]}");
+                managed_namespace_name_is_a_dns_label: set("{managedNamespaces: [{name: a.b}]}") => "spec.managedNamespaces[0].name", "RFC 1123 label";
+                    ok: set(&format!("{{managedNamespaces: [{{name: {}}}]}}", "a".repeat(63)));
+                cluster_set_status_unknown_field_refused: format!("{}status: {{members: 1}}\n", set("{}")) => "status.members", "unknown field `members`";
+                    ok: format!("{}status: {{conditions: []}}\n", set("{}"));
+                managed_namespace_names_unique: set("{managedNamespaces: [{name: a}, {name: a}]}") => "spec.managedNamespaces[1].name", "Duplicate value";
+                    ok: set("{managedNamespaces: [{name: a}, {name: b}]}");
+            }
+        }
+
+        mod cluster_set_binding {
+            use super::*;
+            rule_tests! { super::super::ManagedClusterSetBinding;
+                binding_cluster_set_required: BINDING.replace("clusterSet: global", "clusterSet: ''") => "spec.clusterSet", "at least 1 character";
+                    ok: BINDING;
+                binding_status_unknown_field_refused: format!("{BINDING}status: {{bound: true}}\n") => "status.bound", "unknown field `bound`";
+                    ok: format!("{BINDING}status: {{conditions: []}}\n");
+                binding_names_its_set: BINDING.replace("clusterSet: global", "clusterSet: other") => "spec.clusterSet", "same name as the target ManagedClusterSet";
+                    ok: BINDING;
+            }
+        }
     }
 }

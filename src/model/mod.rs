@@ -15,6 +15,7 @@ pub use gitfleet_kube_text::quantity;
 pub mod scope;
 pub mod selector;
 pub mod staged;
+mod status;
 #[cfg(test)]
 mod testing;
 pub mod work;

@@ -521,6 +521,16 @@ impl ApiObject for OcmPlacement {
                 );
             }
         }
+        super::status::check(
+            self.status.as_ref(),
+            &[
+                "conditions",
+                "decisionGroups",
+                "lastScoreUpdateTime",
+                "numberOfSelectedClusters",
+            ],
+            &mut p,
+        );
         p.0
     }
 }
@@ -853,6 +863,11 @@ impl ApiObject for ManifestWorkReplicaSet {
                 validate_rollout(rs, &format!("{f}.rolloutStrategy"), &mut p);
             }
         }
+        super::status::check(
+            self.status.as_ref(),
+            &["conditions", "placementSummary", "summary"],
+            &mut p,
+        );
         p.0
     }
 }
@@ -885,10 +900,7 @@ pub(crate) fn validate_manifests(f: &str, manifests: &[Value], p: &mut Problems)
         p.push(f, "Workload manifests should not be empty");
         return;
     }
-    let size: usize = manifests
-        .iter()
-        .map(|m| serde_json::to_vec(m).map_or(0, |b| b.len()))
-        .sum();
+    let size: usize = manifests.iter().map(manifest_size).sum();
     if size > MAX_MANIFEST_BYTES {
         p.push(
             f,
@@ -913,7 +925,9 @@ pub(crate) fn validate_manifests(f: &str, manifests: &[Value], p: &mut Problems)
             (
                 "apiVersion",
                 &api_version,
-                "Object 'apiVersion' is missing in manifest",
+                // OCM's webhook decodes the manifest as unstructured, which requires a kind
+                // but not an apiVersion; no work agent can apply it.
+                "Object 'apiVersion' is missing in manifest (gitfleet's own rule: OCM's work webhook admits it, but no work agent can apply an object without one)",
             ),
             ("kind", &kind, "Object 'Kind' is missing in manifest"),
             ("metadata.name", &name, "name must be set in manifest"),
@@ -945,6 +959,31 @@ pub(crate) fn validate_manifests(f: &str, manifests: &[Value], p: &mut Problems)
             );
         }
     }
+}
+
+/// A manifest's size as OCM's work webhook counts it: the protobuf size of the `Manifest`
+/// wrapping the raw JSON the API server hands it (Go's encoding: compact, with `<`, `>`, `&`,
+/// U+2028 and U+2029 escaped as `\uXXXX`).
+fn manifest_size(m: &Value) -> usize {
+    // The length of a protobuf varint.
+    fn varint(n: usize) -> usize {
+        (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize
+    }
+    let Ok(json) = serde_json::to_string(m) else {
+        return 0;
+    };
+    let escapes: usize = json
+        .chars()
+        .map(|c| match c {
+            '<' | '>' | '&' => 5,
+            '\u{2028}' | '\u{2029}' => 3,
+            _ => 0,
+        })
+        .sum();
+    let raw = json.len() + escapes;
+    // RawExtension{Raw} inside Manifest{RawExtension}: a tag and a length each.
+    let extension = 1 + varint(raw) + raw;
+    1 + varint(extension) + extension
 }
 
 fn validate_rollout(rs: &OcmRolloutStrategy, f: &str, p: &mut Problems) {
@@ -1620,7 +1659,7 @@ spec:
             (
                 mwrs(&big, refs),
                 "spec.manifestWorkTemplate.workload.manifests",
-                "the size of manifests is 512079 bytes which exceeds the 512000 limit",
+                "the size of manifests is 512087 bytes which exceeds the 512000 limit",
             ),
             (
                 mwrs("[hello]", refs),
@@ -1630,7 +1669,7 @@ spec:
             (
                 mwrs("[{kind: ConfigMap, metadata: {name: cm}}]", refs),
                 "spec.manifestWorkTemplate.workload.manifests[0].apiVersion",
-                "Object 'apiVersion' is missing in manifest",
+                "Object 'apiVersion' is missing in manifest (gitfleet's own rule: OCM's work webhook admits it, but no work agent can apply an object without one)",
             ),
             (
                 mwrs("[{apiVersion: v1, metadata: {name: cm}}]", refs),
@@ -1693,6 +1732,145 @@ spec:
         }
         for bad in ["", "m", "5", "five minutes", "5d"] {
             assert!(!is_progress_deadline(bad), "{bad}");
+        }
+    }
+    /// One test per rule of OCM's Placement and ManifestWorkReplicaSet CRDs, OCM's work webhook
+    /// and gitfleet's own, named after the rule: the breaking document names the field, the
+    /// edge case is admitted.
+    mod rules {
+        use super::{mwrs, placement, MAX_MANIFEST_BYTES};
+        use crate::model::testing::rule_tests;
+
+        const OWN: &str = "gitfleet's own rule: an OCM hub admits it";
+        const PRED: &str = "spec.predicates[0].requiredClusterSelector";
+        const GROUP: &str = "spec.decisionStrategy.groupStrategy";
+
+        fn spread(n: usize, extra: &str) -> String {
+            let items: Vec<String> = (0..n)
+                .map(|i| format!("{{topologyKey: k{i}, topologyKeyType: Label{extra}}}"))
+                .collect();
+            placement(&format!(
+                "  spreadPolicy: {{spreadConstraints: [{}]}}\n",
+                items.join(", ")
+            ))
+        }
+        fn predicate(selector: &str) -> String {
+            placement(&format!(
+                "  predicates: [{{requiredClusterSelector: {selector}}}]\n"
+            ))
+        }
+        fn groups(g: &str) -> String {
+            placement(&format!("  decisionStrategy: {{groupStrategy: {g}}}\n"))
+        }
+        fn weight(w: i32) -> String {
+            placement(&format!("  prioritizerPolicy: {{mode: Additive, configurations: [{{scoreCoordinate: {{builtIn: Balance}}, weight: {w}}}]}}\n"))
+        }
+
+        rule_tests! { super::OcmPlacement;
+            number_of_clusters_not_negative_is_gitfleets_own: placement("  numberOfClusters: -1\n") => "spec.numberOfClusters", OWN;
+                ok: placement("  numberOfClusters: 0\n");
+            predicate_label_selector_syntax_is_gitfleets_own: predicate("{labelSelector: {matchLabels: {'bad key!': x}}}") => format!("{PRED}.labelSelector.matchLabels"), OWN;
+                ok: predicate("{labelSelector: {matchLabels: {'example.com/key': x}}}");
+            predicate_label_selector_operator_is_gitfleets_own: predicate("{labelSelector: {matchExpressions: [{key: a, operator: Foo, values: [b]}]}}") => format!("{PRED}.labelSelector.matchExpressions[0].operator"), OWN;
+                ok: predicate("{labelSelector: {matchExpressions: [{key: a, operator: NotIn, values: [b]}]}}");
+            predicate_claim_selector_syntax_is_gitfleets_own: predicate("{claimSelector: {matchExpressions: [{key: a, operator: In}]}}") => format!("{PRED}.claimSelector.matchExpressions[0].values"), OWN;
+                ok: predicate("{claimSelector: {matchExpressions: [{key: a, operator: In, values: [b]}]}}");
+            prioritizer_weight_at_least_minus_10: weight(-11) => "spec.prioritizerPolicy.configurations[0].weight", "between -10 and 10";
+                ok: weight(-10);
+            prioritizer_weight_at_most_10: weight(11) => "spec.prioritizerPolicy.configurations[0].weight", "between -10 and 10";
+                ok: weight(10);
+            spread_constraints_at_most_8: spread(9, "") => "spec.spreadPolicy.spreadConstraints", "at most 8 items";
+                ok: spread(8, "");
+            spread_topology_key_pattern: placement("  spreadPolicy: {spreadConstraints: [{topologyKey: 'a b', topologyKeyType: Claim}]}\n") => "spec.spreadPolicy.spreadConstraints[0].topologyKey", "must match";
+                ok: placement("  spreadPolicy: {spreadConstraints: [{topologyKey: example.com/zone, topologyKeyType: Claim}]}\n");
+            spread_topology_key_type_is_an_enum: placement("  spreadPolicy: {spreadConstraints: [{topologyKey: zone, topologyKeyType: Annotation}]}\n") => "spec.spreadPolicy.spreadConstraints[0].topologyKeyType", "unknown variant";
+                ok: placement("  spreadPolicy: {spreadConstraints: [{topologyKey: zone, topologyKeyType: Label}]}\n");
+            spread_max_skew_at_least_1: spread(1, ", maxSkew: 0") => "spec.spreadPolicy.spreadConstraints[0].maxSkew", "greater than or equal to 1";
+                ok: spread(1, ", maxSkew: 1");
+            toleration_key_pattern: placement("  tolerations: [{key: -gpu, operator: Exists}]\n") => "spec.tolerations[0].key", "must match";
+                ok: placement("  tolerations: [{key: '', operator: Exists}]\n");
+            toleration_value_at_most_1024_characters: placement(&format!("  tolerations: [{{key: gpu, value: {}}}]\n", "v".repeat(1025))) => "spec.tolerations[0].value", "no more than 1024 characters";
+                ok: placement(&format!("  tolerations: [{{key: gpu, value: {}}}]\n", "v".repeat(1024)));
+            toleration_operator_is_gitfleets_own: placement("  tolerations: [{key: a, operator: Gt}]\n") => "spec.tolerations[0].operator", OWN;
+                ok: placement("  tolerations: [{key: a, operator: Equal, value: b}]\n");
+            clusters_per_decision_group_pattern: groups("{clustersPerDecisionGroup: '0%'}") => format!("{GROUP}.clustersPerDecisionGroup"), "must match";
+                ok: groups("{clustersPerDecisionGroup: '100%'}");
+            decision_group_name_pattern: groups("{decisionGroups: [{groupName: a, groupClusterSelector: {}}]}") => format!("{GROUP}.decisionGroups[0].groupName"), "must match";
+                ok: groups(&format!("{{decisionGroups: [{{groupName: {}, groupClusterSelector: {{}}}}]}}", "a".repeat(63)));
+            decision_group_name_at_most_63_characters: groups(&format!("{{decisionGroups: [{{groupName: {}, groupClusterSelector: {{}}}}]}}", "a".repeat(64))) => format!("{GROUP}.decisionGroups[0].groupName"), "must match";
+                ok: groups("{decisionGroups: [{groupName: ab, groupClusterSelector: {}}]}");
+            decision_group_selector_syntax_is_gitfleets_own: groups("{decisionGroups: [{groupName: ab, groupClusterSelector: {labelSelector: {matchLabels: {'-x': v}}}}]}") => format!("{GROUP}.decisionGroups[0].groupClusterSelector.labelSelector.matchLabels"), OWN;
+                ok: groups("{decisionGroups: [{groupName: ab, groupClusterSelector: {labelSelector: {matchLabels: {x: v}}}}]}");
+            score_rate_limit_pattern: placement("  scoreRateLimit: 1h30m\n") => "spec.scoreRateLimit", "must match";
+                ok: placement("  scoreRateLimit: 90s\n");
+            placement_status_unknown_field_refused: placement("  numberOfClusters: 1\nstatus: {numberOfSelectedClusters: 1, selected: []}\n") => "status.selected", "unknown field `selected`";
+                ok: placement("  numberOfClusters: 1\nstatus: {numberOfSelectedClusters: many, decisionGroups: [], lastScoreUpdateTime: x}\n");
+            score_coordinate_type_is_an_enum: placement("  prioritizerPolicy: {configurations: [{scoreCoordinate: {type: Other}}]}\n") => "spec.prioritizerPolicy.configurations[0].scoreCoordinate.type", "unknown variant";
+                ok: placement("  prioritizerPolicy: {configurations: [{scoreCoordinate: {type: AddOn, addOn: {resourceName: r, scoreName: s}}}]}\n");
+        }
+
+        const CM: &str =
+            "{apiVersion: v1, kind: ConfigMap, metadata: {name: cm, namespace: default}}";
+        const REFS: &str = "[{name: p}]";
+        fn one(manifest: &str) -> String {
+            mwrs(&format!("[{manifest}]"), REFS)
+        }
+        fn rollout(strategy: &str) -> String {
+            mwrs(
+                &format!("[{CM}]"),
+                &format!("[{{name: p, rolloutStrategy: {strategy}}}]"),
+            )
+        }
+        /// One ConfigMap whose manifest takes exactly `bytes` bytes as OCM's webhook counts
+        /// them: its JSON and, for a JSON of this size, 8 bytes of protobuf framing (two tags
+        /// and two 3-byte lengths).
+        fn sized(bytes: usize) -> String {
+            let frame = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"k": ""}});
+            let pad = bytes - 8 - serde_json::to_vec(&frame).unwrap().len();
+            one(&format!(
+                "{{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm}}, data: {{k: {}}}}}",
+                "x".repeat(pad)
+            ))
+        }
+
+        mod manifest_work_replica_set {
+            use super::*;
+            rule_tests! { super::super::ManifestWorkReplicaSet;
+                manifests_not_empty: mwrs("[]", REFS) => "spec.manifestWorkTemplate.workload.manifests", "should not be empty";
+                    ok: one(CM);
+                manifests_at_most_512000_bytes: sized(MAX_MANIFEST_BYTES + 1) => "spec.manifestWorkTemplate.workload.manifests", "exceeds the 512000 limit";
+                    ok: sized(MAX_MANIFEST_BYTES);
+                manifest_size_counts_go_json_escapes: one(&format!("{{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm}}, data: {{k: '{}'}}}}", "<".repeat(MAX_MANIFEST_BYTES / 6 + 1))) => "spec.manifestWorkTemplate.workload.manifests", "exceeds the 512000 limit";
+                    ok: one(&format!("{{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm}}, data: {{k: '{}'}}}}", "<".repeat(MAX_MANIFEST_BYTES / 6 - 20)));
+                manifest_is_an_object: mwrs("[hello]", REFS) => "spec.manifestWorkTemplate.workload.manifests[0]", "must be a JSON object";
+                    ok: one(CM);
+                manifest_api_version_required_is_gitfleets_own: one("{kind: ConfigMap, metadata: {name: cm}}") => "spec.manifestWorkTemplate.workload.manifests[0].apiVersion", "gitfleet's own rule";
+                    ok: one("{apiVersion: v1, kind: ConfigMap, metadata: {name: cm}}");
+                manifest_kind_required: one("{apiVersion: v1, metadata: {name: cm}}") => "spec.manifestWorkTemplate.workload.manifests[0].kind", "'Kind' is missing";
+                    ok: one("{apiVersion: v1, kind: ConfigMap, metadata: {name: cm}}");
+                manifest_name_required: one("{apiVersion: v1, kind: ConfigMap, metadata: {}}") => "spec.manifestWorkTemplate.workload.manifests[0].metadata.name", "name must be set";
+                    ok: one("{apiVersion: v1, kind: ConfigMap, metadata: {name: cm}}");
+                manifest_no_generate_name: one("{apiVersion: v1, kind: ConfigMap, metadata: {name: cm, generateName: cm-}}") => "spec.manifestWorkTemplate.workload.manifests[0].metadata.generateName", "must not be set";
+                    ok: one("{apiVersion: v1, kind: ConfigMap, metadata: {name: cm}}");
+                manifests_unique: mwrs(&format!("[{CM}, {CM}]"), REFS) => "spec.manifestWorkTemplate.workload.manifests[1]", "duplicate manifest";
+                    ok: mwrs(&format!("[{CM}, {}]", CM.replace("namespace: default", "namespace: other")), REFS);
+                placement_refs_required: mwrs(&format!("[{CM}]"), "[]") => "spec.placementRefs", "at least one placement reference";
+                    ok: one(CM);
+                placement_ref_name_required: mwrs(&format!("[{CM}]"), "[{name: ''}]") => "spec.placementRefs[0].name", "Required value";
+                    ok: one(CM);
+                progress_deadline_pattern: rollout("{type: All, all: {progressDeadline: soon}}") => "spec.placementRefs[0].rolloutStrategy.all.progressDeadline", "must match";
+                    ok: rollout("{type: All, all: {progressDeadline: None}}");
+                max_failures_pattern: rollout("{type: All, all: {maxFailures: '101%'}}") => "spec.placementRefs[0].rolloutStrategy.all.maxFailures", "must match";
+                    ok: rollout("{type: All, all: {maxFailures: '100%'}}");
+                max_concurrency_pattern: rollout("{type: Progressive, progressive: {maxConcurrency: '200%'}}") => "spec.placementRefs[0].rolloutStrategy.progressive.maxConcurrency", "must match";
+                    ok: rollout("{type: Progressive, progressive: {maxConcurrency: '0'}}");
+                per_group_max_failures_pattern: rollout("{type: ProgressivePerGroup, progressivePerGroup: {maxFailures: many}}") => "spec.placementRefs[0].rolloutStrategy.progressivePerGroup.maxFailures", "must match";
+                    ok: rollout("{type: ProgressivePerGroup, progressivePerGroup: {maxFailures: 3}}");
+                replica_set_status_unknown_field_refused: format!("{}status: {{summary: {{}}, total: 1}}\n", one(CM)) => "status.total", "unknown field `total`";
+                    ok: format!("{}status: {{summary: {{}}, placementSummary: []}}\n", one(CM));
+                rollout_type_is_an_enum: rollout("{type: Canary}") => "spec.placementRefs[0].rolloutStrategy.type", "unknown variant";
+                    ok: rollout("{type: All}");
+            }
         }
     }
 }

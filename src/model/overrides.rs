@@ -30,8 +30,6 @@ pub struct ClusterResourceOverride {
     pub kind: String,
     pub metadata: ObjectMeta,
     pub spec: ClusterResourceOverrideSpec,
-    #[serde(default, skip_serializing)]
-    pub status: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,8 +49,6 @@ pub struct ResourceOverride {
     pub kind: String,
     pub metadata: ObjectMeta,
     pub spec: ResourceOverrideSpec,
-    #[serde(default, skip_serializing)]
-    pub status: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1080,5 +1076,163 @@ mod tests {
                 "Too many: 11: must have at most 10 items".to_string()
             )]
         );
+    }
+    /// One test per rule of the CRDs and of KubeFleet's webhook
+    /// (pkg/utils/validator/clusterresourceoverride.go, resourceoverride.go), named after it.
+    mod rules {
+        use super::{CRO_HEAD, CRO_SEL, RO_HEAD};
+        use crate::model::testing::rule_tests;
+
+        const PATCH: &str = "{op: add, path: /metadata/labels/a, value: b}";
+
+        /// A ClusterResourceOverride with these selectors and one rule.
+        fn cro(selectors: &str, rule: &str) -> String {
+            format!("{CRO_HEAD}  clusterResourceSelectors: [{selectors}]\n  policy:\n    overrideRules: [{rule}]\n")
+        }
+        fn cro_rule(rule: &str) -> String {
+            cro("{group: '', version: v1, kind: Namespace, name: app}", rule)
+        }
+        fn cro_rules(rules: &str) -> String {
+            format!("{CRO_HEAD}{CRO_SEL}  policy:\n    overrideRules: [{rules}]\n")
+        }
+        fn patches(list: &str) -> String {
+            cro_rule(&format!("{{jsonPatchOverrides: [{list}]}}"))
+        }
+        fn path(path: &str) -> String {
+            patches(&format!("{{op: add, path: '{path}', value: x}}"))
+        }
+        fn terms(terms: &str) -> String {
+            cro_rule(&format!(
+                "{{clusterSelector: {{clusterSelectorTerms: [{terms}]}}, jsonPatchOverrides: [{PATCH}]}}"
+            ))
+        }
+        fn n(count: usize, item: &str) -> String {
+            vec![item; count].join(", ")
+        }
+        fn namespaces(count: usize) -> String {
+            let items: Vec<String> = (0..count)
+                .map(|i| format!("{{group: '', version: v1, kind: Namespace, name: ns{i}}}"))
+                .collect();
+            cro(
+                &items.join(", "),
+                &format!("{{jsonPatchOverrides: [{PATCH}]}}"),
+            )
+        }
+        fn with_placement(pl: &str) -> String {
+            cro_rule(&format!("{{jsonPatchOverrides: [{PATCH}]}}"))
+                .replace("spec:\n", &format!("spec:\n  placement: {pl}\n"))
+        }
+        fn named(name: &str) -> String {
+            cro_rule(&format!("{{jsonPatchOverrides: [{PATCH}]}}"))
+                .replace("{name: cro}", &format!("{{name: '{name}'}}"))
+        }
+        const TERMS: &str = "policy.overrideRules[0].clusterSelector.clusterSelectorTerms";
+        const NS: &str = "{group: '', version: v1, kind: Namespace, name: app}";
+
+        rule_tests! { super::ClusterResourceOverride;
+            name_is_required: named("") => "metadata.name", "name is required";
+                ok: named("a");
+            name_is_a_dns_subdomain: named("Bad_Name") => "metadata.name", "DNS-1123 subdomain";
+                ok: named("a.b-c");
+            placement_name_required: with_placement("{name: ''}") => "spec.placement.name", "placement name is required";
+                ok: with_placement("{name: crp}");
+            cluster_override_placement_not_namespaced: with_placement("{name: rp, scope: Namespaced}") => "spec.placement.scope", "cannot be Namespaced scope";
+                ok: with_placement("{name: crp, scope: Cluster}");
+            placement_scope_is_an_enum: with_placement("{name: crp, scope: Fleet}") => "spec.placement.scope", "unknown variant";
+                ok: with_placement("{name: crp, scope: Cluster}");
+            cluster_resource_selectors_required: namespaces(0) => "spec.clusterResourceSelectors", "at least one resource selector";
+                ok: namespaces(1);
+            cluster_resource_selectors_at_most_20: namespaces(21) => "spec.clusterResourceSelectors", "at most 20 items";
+                ok: namespaces(20);
+            cluster_resource_selector_no_label_selector: cro("{group: '', version: v1, kind: Namespace, labelSelector: {}}", &format!("{{jsonPatchOverrides: [{PATCH}]}}")) => "spec.clusterResourceSelectors[0].labelSelector", "label selector is not supported";
+                ok: namespaces(1);
+            cluster_resource_selector_name_required: cro("{group: '', version: v1, kind: Namespace}", &format!("{{jsonPatchOverrides: [{PATCH}]}}")) => "spec.clusterResourceSelectors[0].name", "resource name is required";
+                ok: namespaces(1);
+            cluster_resource_selector_version_required: cro("{group: '', version: '', kind: Namespace, name: a}", &format!("{{jsonPatchOverrides: [{PATCH}]}}")) => "spec.clusterResourceSelectors[0].version", "Required value";
+                ok: namespaces(1);
+            cluster_resource_selector_kind_required: cro("{group: '', version: v1, kind: '', name: a}", &format!("{{jsonPatchOverrides: [{PATCH}]}}")) => "spec.clusterResourceSelectors[0].kind", "Required value";
+                ok: namespaces(1);
+            cluster_resource_selectors_unique: cro(&format!("{NS}, {NS}"), &format!("{{jsonPatchOverrides: [{PATCH}]}}")) => "spec.clusterResourceSelectors[1]", "must be unique";
+                ok: cro(&format!("{NS}, {}", NS.replace("}", ", selectionScope: NamespaceOnly}")), &format!("{{jsonPatchOverrides: [{PATCH}]}}"));
+            override_rules_required: cro_rules("") => "spec.policy.overrideRules", "at least one override rule";
+                ok: cro_rules(&format!("{{jsonPatchOverrides: [{PATCH}]}}"));
+            override_rules_at_most_20: cro_rules(&n(21, &format!("{{jsonPatchOverrides: [{PATCH}]}}"))) => "spec.policy.overrideRules", "at most 20 items";
+                ok: cro_rules(&n(20, &format!("{{jsonPatchOverrides: [{PATCH}]}}")));
+            override_type_is_an_enum: cro_rule("{overrideType: Replace}") => "spec.policy.overrideRules[0].overrideType", "unknown variant";
+                ok: cro_rule("{overrideType: Delete}");
+            override_cluster_selector_terms_required: cro_rule(&format!("{{clusterSelector: {{}}, jsonPatchOverrides: [{PATCH}]}}")) => "spec.policy.overrideRules[0].clusterSelector", "missing field `clusterSelectorTerms`";
+                ok: terms("");
+            override_cluster_selector_terms_at_most_10: terms(&n(11, "{labelSelector: {}}")) => format!("spec.{TERMS}"), "must have at most 10 items";
+                ok: terms(&n(10, "{labelSelector: {}}"));
+            override_term_refuses_property_selector: terms("{labelSelector: {}, propertySelector: {matchExpressions: []}}") => format!("spec.{TERMS}[0].propertySelector"), "only labelSelector is supported";
+                ok: terms("{labelSelector: {}}");
+            override_term_refuses_property_sorter: terms("{labelSelector: {}, propertySorter: {name: x, sortOrder: Ascending}}") => format!("spec.{TERMS}[0].propertySorter"), "only labelSelector is supported";
+                ok: terms("{labelSelector: {}}");
+            override_term_requires_label_selector: terms("{}") => format!("spec.{TERMS}[0].labelSelector"), "labelSelector is required";
+                ok: terms("{labelSelector: {}}");
+            override_term_label_selector_keys_are_qualified_names: terms("{labelSelector: {matchLabels: {'a/b/c': x}}}") => format!("spec.{TERMS}[0].labelSelector.matchLabels"), "key \"a/b/c\"";
+                ok: terms("{labelSelector: {matchLabels: {'a.io/b': x}}}");
+            override_term_label_selector_values_are_label_values: terms("{labelSelector: {matchExpressions: [{key: a, operator: In, values: ['x y']}]}}") => format!("spec.{TERMS}[0].labelSelector.matchExpressions[0].values[0]"), "";
+                ok: terms("{labelSelector: {matchExpressions: [{key: a, operator: In, values: [x_y]}]}}");
+            delete_refuses_json_patch_overrides: cro_rule(&format!("{{overrideType: Delete, jsonPatchOverrides: [{PATCH}]}}")) => "spec.policy.overrideRules[0].jsonPatchOverrides", "cannot be set when the overrideType is Delete";
+                ok: cro_rule("{overrideType: Delete, jsonPatchOverrides: []}");
+            json_patch_requires_json_patch_overrides: patches("") => "spec.policy.overrideRules[0].jsonPatchOverrides", "cannot be empty";
+                ok: patches(PATCH);
+            json_patch_overrides_at_most_20: patches(&n(21, PATCH)) => "spec.policy.overrideRules[0].jsonPatchOverrides", "at most 20 items";
+                ok: patches(&n(20, PATCH));
+            json_patch_op_is_an_enum: patches("{op: move, path: /spec/x}") => "spec.policy.overrideRules[0].jsonPatchOverrides[0].op", "unknown variant";
+                ok: patches("{op: remove, path: /spec/x}");
+            remove_has_no_value: patches("{op: remove, path: /spec/x, value: 1}") => "spec.policy.overrideRules[0].jsonPatchOverrides[0].value", "remove operation cannot have value";
+                ok: patches("{op: replace, path: /spec/x, value: 1}");
+            patch_path_required: path("") => "spec.policy.overrideRules[0].jsonPatchOverrides[0].path", "path cannot be empty";
+                ok: path("/spec");
+            patch_path_starts_with_slash: path("spec/x") => "spec.policy.overrideRules[0].jsonPatchOverrides[0].path", "must start with /";
+                ok: path("/spec/x");
+            patch_path_not_type_meta: path("/apiVersion") => "spec.policy.overrideRules[0].jsonPatchOverrides[0].path", "cannot override typeMeta fields";
+                ok: path("/apiVersions");
+            patch_path_not_metadata_itself: path("/metadata") => "spec.policy.overrideRules[0].jsonPatchOverrides[0].path", "cannot override field metadata";
+                ok: path("/metadata/annotations");
+            patch_path_metadata_only_labels_and_annotations: path("/metadata/name") => "spec.policy.overrideRules[0].jsonPatchOverrides[0].path", "except annotations and labels";
+                ok: path("/metadata/labels/a");
+            patch_path_not_status: path("/status/phase") => "spec.policy.overrideRules[0].jsonPatchOverrides[0].path", "cannot override status fields";
+                ok: path("/statuses");
+            patch_path_no_empty_segments: path("/spec//x") => "spec.policy.overrideRules[0].jsonPatchOverrides[0].path", "cannot contain empty segments";
+                ok: path("/spec/x");
+            status_refused: format!("{}status: {{}}\n", cro_rule(&format!("{{jsonPatchOverrides: [{PATCH}]}}"))) => "status", "unknown field `status`";
+                ok: cro_rule(&format!("{{jsonPatchOverrides: [{PATCH}]}}"));
+            unknown_fields_refused: cro_rule(&format!("{{jsonPatchOverrides: [{PATCH}], priority: 1}}")) => "spec.policy.overrideRules[0].priority", "unknown field";
+                ok: cro_rule(&format!("{{jsonPatchOverrides: [{PATCH}]}}"));
+        }
+
+        fn ro(selectors: &str) -> String {
+            format!("{RO_HEAD}  resourceSelectors: [{selectors}]\n  policy:\n    overrideRules: [{{jsonPatchOverrides: [{PATCH}]}}]\n")
+        }
+        fn deployments(count: usize) -> String {
+            let items: Vec<String> = (0..count)
+                .map(|i| format!("{{group: apps, version: v1, kind: Deployment, name: d{i}}}"))
+                .collect();
+            ro(&items.join(", "))
+        }
+        const DEPLOY: &str = "{group: apps, version: v1, kind: Deployment, name: web}";
+
+        mod resource_override {
+            use super::*;
+            rule_tests! { super::super::ResourceOverride;
+                resource_selectors_required: deployments(0) => "spec.resourceSelectors", "at least one resource selector";
+                    ok: deployments(1);
+                resource_selectors_at_most_20: deployments(21) => "spec.resourceSelectors", "at most 20 items";
+                    ok: deployments(20);
+                resource_selector_name_required: ro("{group: apps, version: v1, kind: Deployment, name: ''}") => "spec.resourceSelectors[0].name", "resource name is required";
+                    ok: ro(DEPLOY);
+                resource_selectors_unique: ro(&format!("{DEPLOY}, {DEPLOY}")) => "spec.resourceSelectors[1]", "must be unique";
+                    ok: ro(&format!("{DEPLOY}, {}", DEPLOY.replace("web", "api")));
+                namespaced_placement_reference_allowed: ro(DEPLOY).replace("spec:\n", "spec:\n  placement: {name: ''}\n") => "spec.placement.name", "placement name is required";
+                    ok: ro(DEPLOY).replace("spec:\n", "spec:\n  placement: {name: rp, scope: Namespaced}\n");
+                resource_override_status_refused: format!("{}status: {{}}\n", ro(DEPLOY)) => "status", "unknown field `status`";
+                    ok: ro(DEPLOY);
+                no_label_selector_field: ro("{group: apps, version: v1, kind: Deployment, name: web, labelSelector: {}}") => "spec.resourceSelectors[0].labelSelector", "unknown field";
+                    ok: ro(DEPLOY);
+            }
+        }
     }
 }

@@ -11,6 +11,7 @@
 
 use super::metadata::NameRule;
 use super::object::ObjectMeta;
+use super::status::unknown_fields;
 use super::{ApiObject, Problem, Problems};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -60,27 +61,6 @@ impl ApiObject for PlacementDecision {
             }
         }
         p.0
-    }
-}
-
-/// The fields of `value` (when it is an object) that `known` does not list, as the API server's
-/// strict decoding names them. A value of another type is the status's, which is not checked.
-fn unknown_fields(value: &Value, field: &str, known: &[&str], p: &mut Problems) {
-    let Some(object) = value.as_object() else {
-        return;
-    };
-    for key in object.keys().filter(|k| !known.contains(&k.as_str())) {
-        p.push(
-            format!("{field}.{key}"),
-            format!(
-                "unknown field `{key}`, expected one of {}",
-                known
-                    .iter()
-                    .map(|k| format!("`{k}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        );
     }
 }
 
@@ -177,5 +157,28 @@ mod tests {
                 "Required value: name is required".to_string()
             )]
         );
+    }
+    /// One test per rule, named after it: the breaking document names the field, the edge case
+    /// is admitted.
+    mod rules {
+        use super::HEAD;
+        use crate::model::testing::rule_tests;
+
+        fn named(name: &str) -> String {
+            HEAD.replace("name: web-decision-1", &format!("name: '{name}'"))
+        }
+
+        rule_tests! { super::PlacementDecision;
+            decision_name_required: named("") => "metadata.name", "name is required";
+                ok: named("").replace("name: ''", "generateName: web-");
+            decision_name_is_a_dns_subdomain: named("Web_1") => "metadata.name", "RFC 1123 subdomain";
+                ok: named(&format!("{}.b", "a".repeat(251)));
+            status_unknown_field_refused: format!("{HEAD}status: {{decisions: [], extra: 1}}\n") => "status.extra", "unknown field `extra`";
+                ok: format!("{HEAD}status: {{decisions: []}}\n");
+            decision_unknown_field_refused: format!("{HEAD}status: {{decisions: [{{clusterName: a, reason: '', weight: 1}}]}}\n") => "status.decisions[0].weight", "unknown field `weight`";
+                ok: format!("{HEAD}status: {{decisions: [{{clusterName: a, reason: '', score: 1}}]}}\n");
+            unknown_top_level_field_refused: format!("{HEAD}spec: {{}}\n") => "spec", "unknown field `spec`";
+                ok: HEAD;
+        }
     }
 }

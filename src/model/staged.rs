@@ -38,6 +38,17 @@ pub const MAX_REFERENCE: usize = 255;
 const STAGE_NAME_PATTERN: &str = "^[a-z0-9]+$";
 const MAX_CONCURRENCY_PATTERN: &str = "^(100|[1-9][0-9]?)%$";
 const WAIT_TIME_PATTERN: &str = r"^(?:(?:0|[1-9][0-9]*)(\.[0-9]+)?(?:s|m|h))+$";
+/// The status fields of an update run's CRD; the last is not in v1alpha1.
+const RUN_STATUS_FIELDS: &[&str] = &[
+    "appliedStrategy",
+    "conditions",
+    "deletionStageStatus",
+    "policyObservedClusterCount",
+    "policySnapshotIndexUsed",
+    "stagedUpdateStrategySnapshot",
+    "stagesStatus",
+    "resourceSnapshotIndexUsed",
+];
 const BUDGET_MESSAGE: &str = "If supplied value is String should match regex '^(100|[0-9]{1,2})%$' or If supplied value is Integer must be greater than or equal to 0";
 
 fn version_of(api_version: &str) -> &str {
@@ -75,8 +86,7 @@ pub struct StagedUpdateStrategy {
     pub kind: String,
     pub metadata: ObjectMeta,
     pub spec: UpdateStrategySpec,
-    #[serde(default, skip_serializing)]
-    pub status: Option<Value>,
+    // The CRD declares no status: strict decoding refuses one.
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -585,6 +595,12 @@ impl ApiObject for StagedUpdateRun {
         if spec.state.is_some() && is_v1alpha1(&self.api_version) {
             p.push("spec.state", "unknown field \"state\" (not in v1alpha1)");
         }
+        let fields: &[&str] = if is_v1alpha1(&self.api_version) {
+            &RUN_STATUS_FIELDS[..RUN_STATUS_FIELDS.len() - 1]
+        } else {
+            RUN_STATUS_FIELDS
+        };
+        super::status::check(self.status.as_ref(), fields, &mut p);
         p.0
     }
 }
@@ -640,6 +656,7 @@ impl ApiObject for ApprovalRequest {
             &mut p,
         );
         check_reference("spec.targetStage", &self.spec.target_stage, None, &mut p);
+        super::status::check(self.status.as_ref(), &["conditions"], &mut p);
         p.0
     }
 }
@@ -711,6 +728,7 @@ impl ApiObject for ClusterResourcePlacementEviction {
             Some(MAX_REFERENCE),
             &mut p,
         );
+        super::status::check(self.status.as_ref(), &["conditions"], &mut p);
         p.0
     }
 }
@@ -724,8 +742,7 @@ pub struct ClusterResourcePlacementDisruptionBudget {
     pub kind: String,
     pub metadata: ObjectMeta,
     pub spec: PlacementDisruptionBudgetSpec,
-    #[serde(default, skip_serializing)]
-    pub status: Option<Value>,
+    // The CRD declares no status: strict decoding refuses one.
 }
 
 /// At most one of the two; with neither, no eviction is ever allowed.
@@ -1478,5 +1495,159 @@ status:
         let pick_n = placement("  policy: {placementType: PickN, numberOfClusters: 3}\n");
         assert!(pct.problems_with_placement(&pick_n).is_empty());
         assert!(max.problems_with_placement(&pick_n).is_empty());
+    }
+    /// One test per rule of the CRDs (schema and CEL), KubeFleet's webhooks and gitfleet's own,
+    /// named after the rule: the breaking document names the field, the edge case is admitted.
+    mod rules {
+        use super::{run, strategy};
+        use crate::model::testing::rule_tests;
+
+        fn stage(body: &str) -> String {
+            strategy(&format!("  - name: a\n{body}"))
+        }
+        fn stages(n: usize) -> String {
+            strategy(
+                &(0..n)
+                    .map(|i| format!("  - name: s{i}\n"))
+                    .collect::<String>(),
+            )
+        }
+        fn named_stage(name: &str) -> String {
+            strategy(&format!("  - name: '{name}'\n"))
+        }
+        fn alpha(doc: String) -> String {
+            doc.replace("/v1beta1", "/v1alpha1")
+        }
+        fn run_ok(extra: &str) -> String {
+            run(&format!(
+                "placementName: p, stagedRolloutStrategyName: s{extra}"
+            ))
+        }
+        fn approval(spec: &str) -> String {
+            format!("apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterApprovalRequest\nmetadata: {{name: r}}\nspec: {{{spec}}}\n")
+        }
+        fn eviction(spec: &str) -> String {
+            format!("apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacementEviction\nmetadata: {{name: e}}\nspec: {{{spec}}}\n")
+        }
+        fn budget(spec: &str) -> String {
+            format!("apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacementDisruptionBudget\nmetadata: {{name: b}}\nspec: {{{spec}}}\n")
+        }
+
+        rule_tests! { super::StagedUpdateStrategy;
+            stages_at_most_31: stages(32) => "spec.stages", "at most 31 items";
+                ok: stages(31);
+            stage_name_required: named_stage("") => "spec.stages[0].name", "Required value";
+                ok: named_stage("a");
+            stage_name_at_most_63_characters: named_stage(&"a".repeat(64)) => "spec.stages[0].name", "no more than 63 characters";
+                ok: named_stage(&"a".repeat(63));
+            stage_name_pattern: named_stage("Canary-1") => "spec.stages[0].name", "must match '^[a-z0-9]+$'";
+                ok: named_stage("canary1");
+            stage_names_unique_is_gitfleets_own: strategy("  - name: a\n  - name: a\n") => "spec.stages[1].name", "gitfleet's own check";
+                ok: strategy("  - name: a\n  - name: b\n");
+            stage_label_selector_syntax: stage("    labelSelector: {matchLabels: {'bad key!': x}}\n") => "spec.stages[0].labelSelector.matchLabels", "key \"bad key!\"";
+                ok: stage("    labelSelector: {matchLabels: {env: canary}}\n");
+            max_concurrency_at_least_1: stage("    maxConcurrency: 0\n") => "spec.stages[0].maxConcurrency", "at least 1";
+                ok: stage("    maxConcurrency: 1\n");
+            max_concurrency_percent_pattern: stage("    maxConcurrency: '0%'\n") => "spec.stages[0].maxConcurrency", "must match";
+                ok: stage("    maxConcurrency: '100%'\n");
+            max_concurrency_not_in_v1alpha1: alpha(stage("    maxConcurrency: 1\n")) => "spec.stages[0].maxConcurrency", "not in v1alpha1";
+                ok: alpha(stage(""));
+            before_stage_tasks_at_most_1: stage("    beforeStageTasks: [{type: Approval}, {type: Approval}]\n") => "spec.stages[0].beforeStageTasks", "at most 1 items";
+                ok: stage("    beforeStageTasks: [{type: Approval}]\n");
+            before_stage_tasks_not_in_v1alpha1: alpha(stage("    beforeStageTasks: [{type: Approval}]\n")) => "spec.stages[0].beforeStageTasks", "not in v1alpha1";
+                ok: alpha(stage("    afterStageTasks: [{type: Approval}]\n"));
+            before_stage_task_not_timed_wait: stage("    beforeStageTasks: [{type: TimedWait, waitTime: 1h}]\n") => "spec.stages[0].beforeStageTasks[0].type", "cannot be TimedWait";
+                ok: stage("    beforeStageTasks: [{type: Approval}]\n");
+            before_stage_approval_has_no_wait_time: stage("    beforeStageTasks: [{type: Approval, waitTime: 1h}]\n") => "spec.stages[0].beforeStageTasks[0].waitTime", "waitTime is not allowed";
+                ok: stage("    beforeStageTasks: [{type: Approval}]\n");
+            after_stage_tasks_at_most_2: stage("    afterStageTasks: [{type: Approval}, {type: TimedWait, waitTime: 1m}, {type: Approval}]\n") => "spec.stages[0].afterStageTasks", "at most 2 items";
+                ok: stage("    afterStageTasks: [{type: Approval}, {type: TimedWait, waitTime: 1m}]\n");
+            after_stage_task_types_differ: stage("    afterStageTasks: [{type: Approval}, {type: Approval}]\n") => "spec.stages[0].afterStageTasks[1].type", "two tasks of the same type";
+                ok: stage("    afterStageTasks: [{type: TimedWait, waitTime: 1m}, {type: Approval}]\n");
+            after_stage_approval_has_no_wait_time: stage("    afterStageTasks: [{type: Approval, waitTime: 1h}]\n") => "spec.stages[0].afterStageTasks[0].waitTime", "waitTime is not allowed";
+                ok: stage("    afterStageTasks: [{type: Approval}]\n");
+            after_stage_timed_wait_requires_wait_time: stage("    afterStageTasks: [{type: TimedWait}]\n") => "spec.stages[0].afterStageTasks[0].waitTime", "waitTime is required";
+                ok: stage("    afterStageTasks: [{type: TimedWait, waitTime: 1s}]\n");
+            wait_time_pattern: stage("    afterStageTasks: [{type: TimedWait, waitTime: 100ms}]\n") => "spec.stages[0].afterStageTasks[0].waitTime", "must match";
+                ok: stage("    afterStageTasks: [{type: TimedWait, waitTime: 1h30m0.5s}]\n");
+            wait_time_positive: stage("    afterStageTasks: [{type: TimedWait, waitTime: 0s}]\n") => "spec.stages[0].afterStageTasks[0].waitTime", "wait duration <= 0";
+                ok: stage("    afterStageTasks: [{type: TimedWait, waitTime: 0.1s}]\n");
+            strategy_status_refused: format!("{}status: {{}}\n", stages(1)) => "status", "unknown field `status`";
+                ok: stages(1);
+            stage_task_type_is_an_enum: stage("    afterStageTasks: [{type: Sleep}]\n") => "spec.stages[0].afterStageTasks[0].type", "unknown variant";
+                ok: stage("    afterStageTasks: [{type: Approval}]\n");
+        }
+
+        mod update_run {
+            use super::*;
+            rule_tests! { super::super::StagedUpdateRun;
+                run_name_at_most_63_characters: run_ok("").replace("name: run", &format!("name: {}", "a".repeat(64))) => "metadata.name", "max length is 63";
+                    ok: run_ok("").replace("name: run", &format!("name: {}", "a".repeat(63)));
+                placement_name_required: run("placementName: '', stagedRolloutStrategyName: s") => "spec.placementName", "Required value";
+                    ok: run_ok("");
+                placement_name_at_most_255_characters: run(&format!("placementName: {}, stagedRolloutStrategyName: s", "p".repeat(256))) => "spec.placementName", "no more than 255 characters";
+                    ok: run(&format!("placementName: {}, stagedRolloutStrategyName: s", "p".repeat(255)));
+                strategy_name_required: run("placementName: p, stagedRolloutStrategyName: ''") => "spec.stagedRolloutStrategyName", "Required value";
+                    ok: run_ok("");
+                strategy_name_field_required: run("placementName: p") => "spec", "missing field `stagedRolloutStrategyName`";
+                    ok: run_ok("");
+                resource_snapshot_index_is_a_non_negative_integer: run_ok(", resourceSnapshotIndex: '-1'") => "spec.resourceSnapshotIndex", "expected an integer >= 0";
+                    ok: run_ok(", resourceSnapshotIndex: '0'");
+                state_not_in_v1alpha1: alpha(run_ok(", state: Run")) => "spec.state", "not in v1alpha1";
+                    ok: alpha(run_ok(""));
+                run_status_unknown_field_refused: format!("{}status: {{stagesStatus: 1, bogus: 1}}\n", run_ok("")) => "status.bogus", "unknown field `bogus`";
+                    ok: format!("{}status: {{stagesStatus: 1, resourceSnapshotIndexUsed: '0'}}\n", run_ok(""));
+                run_status_v1alpha1_has_no_resource_snapshot_index_used: alpha(format!("{}status: {{resourceSnapshotIndexUsed: '0'}}\n", run_ok(""))) => "status.resourceSnapshotIndexUsed", "unknown field";
+                    ok: alpha(format!("{}status: {{policySnapshotIndexUsed: '0'}}\n", run_ok("")));
+                state_is_an_enum: run_ok(", state: Pause") => "spec.state", "unknown variant";
+                    ok: run_ok(", state: Stop");
+            }
+        }
+
+        mod approval_request {
+            use super::*;
+            rule_tests! { super::super::ApprovalRequest;
+                parent_stage_rollout_required: approval("parentStageRollout: '', targetStage: s") => "spec.parentStageRollout", "Required value";
+                    ok: approval("parentStageRollout: r, targetStage: s");
+                approval_status_condition_unknown_field_refused: format!("{}status: {{conditions: [{{type: Approved, status: 'True', by: me}}]}}\n", approval("parentStageRollout: r, targetStage: s")) => "status.conditions[0].by", "unknown field `by`";
+                    ok: format!("{}status: {{conditions: [{{type: Approved, status: 'True'}}]}}\n", approval("parentStageRollout: r, targetStage: s"));
+                target_stage_required: approval("parentStageRollout: r, targetStage: ''") => "spec.targetStage", "Required value";
+                    ok: approval("parentStageRollout: r, targetStage: s");
+            }
+        }
+
+        mod eviction {
+            use super::*;
+            rule_tests! { super::super::ClusterResourcePlacementEviction;
+                eviction_placement_name_required: eviction("placementName: '', clusterName: c") => "spec.placementName", "Required value";
+                    ok: eviction("placementName: p, clusterName: c");
+                eviction_placement_name_at_most_255_characters: eviction(&format!("placementName: {}, clusterName: c", "p".repeat(256))) => "spec.placementName", "no more than 255 characters";
+                    ok: eviction(&format!("placementName: {}, clusterName: c", "p".repeat(255)));
+                eviction_status_unknown_field_refused: format!("{}status: {{phase: done}}\n", eviction("placementName: p, clusterName: c")) => "status.phase", "unknown field `phase`";
+                    ok: format!("{}status: {{conditions: []}}\n", eviction("placementName: p, clusterName: c"));
+                eviction_cluster_name_required: eviction("placementName: p, clusterName: ''") => "spec.clusterName", "Required value";
+                    ok: eviction("placementName: p, clusterName: c");
+                eviction_cluster_name_at_most_255_characters: eviction(&format!("placementName: p, clusterName: {}", "c".repeat(256))) => "spec.clusterName", "no more than 255 characters";
+                    ok: eviction(&format!("placementName: p, clusterName: {}", "c".repeat(255)));
+            }
+        }
+
+        mod disruption_budget {
+            use super::*;
+            rule_tests! { super::super::ClusterResourcePlacementDisruptionBudget;
+                budget_not_both_fields: budget("maxUnavailable: 1, minAvailable: 1") => "spec", "cannot be specified";
+                    ok: budget("minAvailable: 1");
+                budget_status_refused: format!("{}status: {{}}\n", budget("minAvailable: 1")) => "status", "unknown field `status`";
+                    ok: budget("minAvailable: 1");
+                budget_max_unavailable_not_negative: budget("maxUnavailable: -1") => "spec.maxUnavailable", "greater than or equal to 0";
+                    ok: budget("maxUnavailable: 0");
+                budget_max_unavailable_percent_pattern: budget("maxUnavailable: '101%'") => "spec.maxUnavailable", "should match regex";
+                    ok: budget("maxUnavailable: '100%'");
+                budget_min_available_not_negative: budget("minAvailable: -1") => "spec.minAvailable", "greater than or equal to 0";
+                    ok: budget("minAvailable: 0");
+                budget_min_available_percent_pattern: budget("minAvailable: '5'") => "spec.minAvailable", "should match regex";
+                    ok: budget("minAvailable: '0%'");
+            }
+        }
     }
 }

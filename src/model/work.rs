@@ -60,6 +60,11 @@ impl ApiObject for ManifestWork {
             &mut p,
         );
         validate_config("spec", &self.spec, &mut p);
+        super::status::check(
+            self.status.as_ref(),
+            &["conditions", "resourceStatus"],
+            &mut p,
+        );
         p.0
     }
 }
@@ -573,5 +578,48 @@ executor: {subject: {type: ServiceAccount}}
             "{}",
             err.message
         );
+    }
+    /// One test per rule of OCM's ManifestWork CRD and work webhook, named after the rule: the
+    /// breaking document names the field, the edge case is admitted.
+    mod rules {
+        use crate::model::testing::rule_tests;
+
+        const CM: &str =
+            "{apiVersion: v1, kind: ConfigMap, metadata: {name: cm, namespace: default}}";
+
+        fn work(spec_extra: &str) -> String {
+            format!("apiVersion: work.open-cluster-management.io/v1\nkind: ManifestWork\nmetadata: {{name: w, namespace: cluster1}}\nspec:\n  workload: {{manifests: [{CM}]}}\n{spec_extra}")
+        }
+        fn configs(c: &str) -> String {
+            work(&format!("  manifestConfigs: [{c}]\n"))
+        }
+        fn orphans(rule: &str) -> String {
+            work(&format!("  deleteOption: {{propagationPolicy: SelectivelyOrphan, selectivelyOrphans: {{orphaningRules: [{rule}]}}}}\n"))
+        }
+
+        rule_tests! { super::ManifestWork;
+            work_name_is_a_dns_subdomain: work("").replace("name: w,", "name: W_1,") => "metadata.name", "RFC 1123 subdomain";
+                ok: work("").replace("name: w,", "name: w.1,");
+            work_namespace_required: work("").replace(", namespace: cluster1}", "}") => "metadata.namespace", "Required value";
+                ok: work("");
+            work_manifests_not_empty: work("").replace(&format!("manifests: [{CM}]"), "manifests: []") => "spec.workload.manifests", "should not be empty";
+                ok: work("");
+            manifest_config_resource_required: configs("{resourceIdentifier: {resource: '', name: cm, namespace: default}}") => "spec.manifestConfigs[0].resourceIdentifier.resource", "Required value";
+                ok: configs("{resourceIdentifier: {resource: configmaps, name: cm, namespace: default}}");
+            manifest_config_name_required: configs("{resourceIdentifier: {resource: configmaps, name: '', namespace: default}}") => "spec.manifestConfigs[0].resourceIdentifier.name", "Required value";
+                ok: configs("{resourceIdentifier: {resource: configmaps, name: '*', namespace: default}}");
+            field_manager_starts_with_work_agent: configs("{resourceIdentifier: {resource: configmaps, name: cm}, updateStrategy: {type: ServerSideApply, serverSideApply: {fieldManager: mine}}}") => "spec.manifestConfigs[0].updateStrategy.serverSideApply.fieldManager", "should match '^work-agent'";
+                ok: configs("{resourceIdentifier: {resource: configmaps, name: cm}, updateStrategy: {type: ServerSideApply, serverSideApply: {fieldManager: work-agent-x}}}");
+            update_strategy_type_is_an_enum: configs("{resourceIdentifier: {resource: configmaps, name: cm}, updateStrategy: {type: Replace}}") => "spec.manifestConfigs[0].updateStrategy.type", "unknown variant";
+                ok: configs("{resourceIdentifier: {resource: configmaps, name: cm}, updateStrategy: {type: Update}}");
+            orphaning_rule_name_required: orphans("{group: '', resource: configmaps, namespace: default}") => "spec.deleteOption.selectivelyOrphans.orphaningRules[0]", "missing field `name`";
+                ok: orphans("{group: '', resource: configmaps, namespace: default, name: cm}");
+            orphaning_rule_resource_required: orphans("{group: '', name: cm, namespace: default}") => "spec.deleteOption.selectivelyOrphans.orphaningRules[0]", "missing field `resource`";
+                ok: orphans("{resource: configmaps, name: cm}");
+            work_status_unknown_field_refused: format!("{}status: {{resourceStatus: {{}}, applied: true}}\n", work("")) => "status.applied", "unknown field `applied`";
+                ok: format!("{}status: {{resourceStatus: {{manifests: []}}, conditions: []}}\n", work(""));
+            propagation_policy_is_an_enum: work("  deleteOption: {propagationPolicy: Background}\n") => "spec.deleteOption.propagationPolicy", "unknown variant";
+                ok: work("  deleteOption: {propagationPolicy: Orphan}\n");
+        }
     }
 }

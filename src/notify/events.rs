@@ -352,12 +352,6 @@ fn first_failure(p: &PlacementStatus) -> String {
         })
 }
 
-/// A re-apply asked for by the members' watch (an object changed or deleted there), not by a
-/// restart or the periodic resync: what drift is.
-fn drifted(reason: Option<&String>) -> bool {
-    reason.is_some_and(|r| r.ends_with(crate::rollout::state::CHANGED_ON_THE_MEMBER))
-}
-
 fn placement(
     prev: Option<&PlacementStatus>,
     p: &PlacementStatus,
@@ -415,13 +409,13 @@ fn drift(
 ) {
     let was = |c: &str| {
         prev.and_then(|q| q.clusters.get(c))
-            .is_some_and(|s| drifted(s.recheck.as_ref()))
+            .is_some_and(|s| s.drift)
     };
     let mut found = Vec::new();
     let mut why = None;
     let mut restored = Vec::new();
     for (c, s) in &p.clusters {
-        if drifted(s.recheck.as_ref()) && !was(c) {
+        if s.drift && !was(c) {
             why = why.or(s.recheck.clone());
             found.push(c.clone());
         } else if s.recheck.is_none() && was(c) && s.last_error.is_none() {

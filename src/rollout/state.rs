@@ -62,9 +62,14 @@ pub struct LastProbe {
 /// (docs/guides/concepts.md).
 pub const ELIGIBLE_FOR: u64 = 300;
 
-/// How a re-apply's reason ends when the members' watch saw the member change an object (not
-/// a restart or the periodic resync): what counts as drift for notifications.
-pub const CHANGED_ON_THE_MEMBER: &str = "on the member";
+/// Why a cluster is re-applied at the next step ([`RolloutState::recheck`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecheckCause {
+    /// The members' watch saw an object changed or deleted on the member: drift.
+    ChangedOnTheMember,
+    /// Something may have changed unseen: a restarted watch, a start, the periodic resync.
+    MayHaveChanged,
+}
 
 impl RolloutState {
     /// Marks what `placement_label` (every placement when `None`) put on `member` for a
@@ -75,7 +80,7 @@ impl RolloutState {
         &mut self,
         member: &str,
         placement_label: Option<&str>,
-        why: &str,
+        (why, cause): (&str, RecheckCause),
         deleted: bool,
         now: u64,
     ) -> usize {
@@ -90,6 +95,7 @@ impl RolloutState {
             }
             if let Some(c) = Arc::make_mut(ps).clusters.get_mut(member) {
                 c.recheck = Some(why.to_string());
+                c.drift = cause == RecheckCause::ChangedOnTheMember;
                 if deleted && c.health != BindingHealth::Failed {
                     c.health = BindingHealth::Pending;
                     c.updated_at = now;
@@ -131,6 +137,7 @@ impl RolloutState {
         for ps in self.placements.values_mut() {
             for c in Arc::make_mut(ps).clusters.values_mut() {
                 c.recheck = Some(why.to_string());
+                c.drift = false;
             }
         }
     }
@@ -233,6 +240,10 @@ pub struct ClusterState {
     /// its health, and cleared by that push. Why, for status and logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recheck: Option<String>,
+    /// The re-check is for a change the members' watch saw on the member (not a start or a
+    /// resync): what notifications call drift. Cleared with `recheck`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drift: bool,
     /// The staged update run that delivered `revision`, as the member's record names it too:
     /// what a finished run is known by when the state is rebuilt from the members.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -264,6 +275,7 @@ impl PlacementState {
         let mut saved = self.clone();
         for c in saved.clusters.values_mut() {
             c.recheck = None;
+            c.drift = false;
         }
         std::borrow::Cow::Owned(saved)
     }
@@ -303,6 +315,7 @@ impl ClusterState {
             not_available,
             last_error,
             recheck: _,
+            drift: _,
             delivered_by,
             updated_at: _,
             objects,
@@ -333,6 +346,7 @@ impl ClusterState {
             not_available: vec![],
             last_error: None,
             recheck: None,
+            drift: false,
             delivered_by: None,
             updated_at: 0,
             objects: Default::default(),
@@ -548,10 +562,17 @@ mod tests {
             ps.clusters
                 .insert("m2".into(), cluster(BindingHealth::Available));
         }
-        let marked = s.recheck("m1", Some("crp.app"), "ConfigMap app/x deleted", true, 9);
+        let marked = s.recheck(
+            "m1",
+            Some("crp.app"),
+            ("ConfigMap app/x deleted", RecheckCause::ChangedOnTheMember),
+            true,
+            9,
+        );
         assert_eq!(marked, 1);
         let app = &s.placements[&"crp/app".parse().unwrap()];
         assert_eq!(app.clusters["m1"].health, BindingHealth::Pending);
+        assert!(app.clusters["m1"].drift, "a change the watch saw is drift");
         assert_eq!(
             app.clusters["m1"].recheck.as_deref(),
             Some("ConfigMap app/x deleted")
@@ -560,9 +581,19 @@ mod tests {
         let other = &s.placements[&"crp/other".parse().unwrap()];
         assert_eq!(other.clusters["m1"].recheck, None);
         // A change that is not a deletion keeps the health; `None` marks every placement.
-        assert_eq!(s.recheck("m2", None, "watch restarted", false, 9), 2);
+        assert_eq!(
+            s.recheck(
+                "m2",
+                None,
+                ("watch restarted", RecheckCause::MayHaveChanged),
+                false,
+                9
+            ),
+            2
+        );
         let other = &s.placements[&"crp/other".parse().unwrap()];
         assert_eq!(other.clusters["m2"].health, BindingHealth::Available);
         assert!(other.clusters["m2"].recheck.is_some());
+        assert!(!other.clusters["m2"].drift, "a restarted watch is no drift");
     }
 }

@@ -56,6 +56,9 @@ pub struct CommitFiles {
     /// The Helm releases, charts and values files, whose files are not in `files`:
     /// [`crate::sources`] renders the releases.
     pub helm: Vec<crate::sources::helm::Found>,
+    /// The commit's whole tree, by path, when a tool renders some of its folders (so the
+    /// renderers need not walk it again); `None` otherwise.
+    pub tree: Option<crate::sources::kustomize::Tree>,
 }
 
 impl CommitFiles {
@@ -300,6 +303,8 @@ pub fn read_commit_cached(
     } = set_aside_unrendered(files, &others, &prefix);
     files.sort_by(|a, b| a.path.cmp(&b.path));
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    let rendered = !kustomizations.is_empty() || !helm.is_empty();
+    let tree = rendered.then(|| tree_of(tree.id, &recorder.records));
     Ok(CommitFiles {
         commit: commit_id,
         message,
@@ -308,7 +313,34 @@ pub fn read_commit_cached(
         problems,
         kustomizations,
         helm,
+        tree,
     })
+}
+
+/// Every entry of a commit's tree by repository path, as the renderers read it.
+fn tree_of(
+    root: gix::ObjectId,
+    records: &[gix::traverse::tree::recorder::Entry],
+) -> crate::sources::kustomize::Tree {
+    use crate::sources::kustomize::EntryKind;
+    let mut tree = crate::sources::kustomize::Tree {
+        root: root.to_string(),
+        ..Default::default()
+    };
+    for r in records {
+        let kind = if r.mode.is_tree() {
+            EntryKind::Tree
+        } else if r.mode.is_link() {
+            EntryKind::Link
+        } else if r.mode.is_commit() {
+            EntryKind::Commit
+        } else {
+            EntryKind::Blob
+        };
+        tree.entries
+            .insert(r.filepath.to_string(), (kind, r.oid.to_string()));
+    }
+    tree
 }
 
 /// A commit's files once those a tool renders are set aside.
@@ -375,9 +407,10 @@ fn set_aside_unrendered(files: Vec<SourceFile>, others: &[String], prefix: &str)
             unrendered::Tool::HelmTemplates => problems.push(u.diagnostic(prefix)),
         }
     }
+    let covered = unrendered::Covered::of(&found);
     let kept = files
         .into_iter()
-        .filter(|f| !found.iter().any(|u| u.covers(&relative(f))))
+        .filter(|f| !covered.covers(&f.path[prefix.len()..]))
         .collect();
     SetAside {
         files: kept,

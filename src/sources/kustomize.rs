@@ -70,7 +70,7 @@ pub enum EntryKind {
 }
 
 /// A commit's tree as the kustomizations need it: every entry by path, with its git id.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Tree {
     /// The id of the root tree.
     pub root: String,
@@ -189,12 +189,12 @@ pub struct Inputs {
     pub folders: Vec<(String, String)>,
 }
 
-/// The inputs of the kustomization in `folder`; `read` gives a kustomization file's bytes.
-/// A refusal names the kustomization file it is in.
+/// The inputs of the kustomization in `folder`; `read` gives a kustomization file's
+/// [`references`]. A refusal names the kustomization file it is in.
 pub fn inputs(
     tree: &Tree,
     folder: &str,
-    read: &dyn Fn(&str) -> Result<Vec<u8>, String>,
+    read: &dyn Fn(&str) -> Result<Vec<String>, String>,
 ) -> Result<Inputs, (String, Refusal)> {
     let mut seen = BTreeSet::new();
     let mut queue = vec![folder.to_string()];
@@ -214,8 +214,7 @@ pub fn inputs(
         if tree.kind(&file) != Some(EntryKind::Blob) {
             continue;
         }
-        let content = read(&file).map_err(|e| refuse(Refusal::Unreadable(e)))?;
-        let references = references(&content).map_err(|e| refuse(Refusal::Unreadable(e)))?;
+        let references = read(&file).map_err(|e| refuse(Refusal::Unreadable(e)))?;
         for reference in references {
             if is_remote(&reference) {
                 return Err(refuse(Refusal::Remote { reference }));
@@ -246,6 +245,9 @@ pub fn inputs(
 #[derive(Debug)]
 pub struct Kustomize {
     tool: CachedTool,
+    /// Each kustomization file's [`references`] by its blob id: every commit walks every
+    /// kustomization, and most commits change none.
+    references: std::sync::Mutex<std::collections::HashMap<String, Result<Vec<String>, String>>>,
 }
 
 impl Kustomize {
@@ -254,6 +256,7 @@ impl Kustomize {
     pub fn new(program: Option<PathBuf>, cache_dir: Option<PathBuf>, limits: Limits) -> Self {
         Kustomize {
             tool: CachedTool::new("kustomize", INSTALL, program, cache_dir, limits),
+            references: Default::default(),
         }
     }
 
@@ -297,17 +300,17 @@ impl Kustomize {
             field: String::new(),
             message,
         };
+        let refs = |file: &str| self.references_of(tree, file, read);
         let walked: Vec<_> = found
             .iter()
-            .map(|k| (k, inputs(tree, &k.folder, read)))
+            .map(|k| (k, inputs(tree, &k.folder, &refs)))
             .collect();
         // Used by another: named by another's resources, bases or components (whether or not
         // that one can be built, so a broken overlay does not turn its base into a root).
         let used: BTreeSet<String> = found
             .iter()
             .flat_map(|k| {
-                let content = read(&k.file).unwrap_or_default();
-                references(&content)
+                refs(&k.file)
                     .unwrap_or_default()
                     .into_iter()
                     .filter_map(|r| resolve(&k.folder, &r))
@@ -366,6 +369,27 @@ impl Kustomize {
             }
         }
         (files, problems)
+    }
+
+    /// The [`references`] of the kustomization file at `file`, read once per blob.
+    fn references_of(
+        &self,
+        tree: &Tree,
+        file: &str,
+        read: &dyn Fn(&str) -> Result<Vec<u8>, String>,
+    ) -> Result<Vec<String>, String> {
+        let id = tree.id(file);
+        if let Some(known) = self.references.lock().expect("references lock").get(id) {
+            return known.clone();
+        }
+        let found = references(&read(file)?);
+        let mut known = self.references.lock().expect("references lock");
+        // Bounded as the render cache is: a long-running daemon sees many commits.
+        if known.len() >= 4096 {
+            known.clear();
+        }
+        known.insert(id.to_string(), found.clone());
+        found
     }
 
     /// Writes the folders `inputs` names from git into a temporary folder and builds `k` there;

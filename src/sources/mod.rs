@@ -90,43 +90,14 @@ fn render_folders(
     files: &mut CommitFiles,
     sources: &Sources,
 ) -> Result<(), SourceError> {
-    if files.kustomizations.is_empty() && files.helm.is_empty() {
+    let Some(tree) = files.tree.take() else {
         return Ok(());
-    }
-    let read_err = |e: &dyn std::fmt::Display| SourceError::Read {
-        what: "the tree for its Kustomize and Helm folders".into(),
+    };
+    let repo = gix::open(repo_path).map_err(|e| SourceError::Read {
+        what: "the files of its Kustomize and Helm folders".into(),
         commit: files.commit.clone(),
         message: e.to_string(),
-    };
-    let repo = gix::open(repo_path).map_err(|e| read_err(&e))?;
-    let id = gix::ObjectId::from_hex(files.commit.as_bytes()).map_err(|e| read_err(&e))?;
-    let commit = repo
-        .find_object(id)
-        .map(|o| o.try_into_commit())
-        .map_err(|e| read_err(&e))?
-        .map_err(|e| read_err(&e))?;
-    let root = commit.tree().map_err(|e| read_err(&e))?;
-    let mut recorder = gix::traverse::tree::Recorder::default();
-    root.traverse()
-        .breadthfirst(&mut recorder)
-        .map_err(|e| read_err(&e))?;
-    let mut tree = kustomize::Tree {
-        root: root.id.to_string(),
-        ..Default::default()
-    };
-    for r in &recorder.records {
-        let kind = if r.mode.is_tree() {
-            kustomize::EntryKind::Tree
-        } else if r.mode.is_link() {
-            kustomize::EntryKind::Link
-        } else if r.mode.is_commit() {
-            kustomize::EntryKind::Commit
-        } else {
-            kustomize::EntryKind::Blob
-        };
-        tree.entries
-            .insert(r.filepath.to_string(), (kind, r.oid.to_string()));
-    }
+    })?;
     let read = |path: &str| -> Result<Vec<u8>, String> {
         let (_, id) = tree.entries.get(path).ok_or("not in the commit")?;
         let id = gix::ObjectId::from_hex(id.as_bytes()).map_err(|e| e.to_string())?;

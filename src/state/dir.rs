@@ -1222,6 +1222,7 @@ mod tests {
                     not_available: vec![],
                     last_error: None,
                     recheck: None,
+                    drift: false,
                     delivered_by: None,
                     updated_at: 9,
                 },
@@ -1346,6 +1347,7 @@ mod tests {
             not_available: vec![],
             last_error: Some(error.into()),
             recheck: None,
+            drift: false,
             delivered_by: None,
             updated_at: 7,
             objects: Arc::new(
@@ -1534,6 +1536,7 @@ mod tests {
                     not_available: vec![],
                     last_error: Some(error.into()),
                     recheck: None,
+                    drift: false,
                     delivered_by: None,
                     updated_at: 1,
                     objects: Default::default(),

@@ -407,6 +407,7 @@ mod tests {
                     not_available: vec![],
                     last_error: None,
                     recheck: None,
+                    drift: false,
                     delivered_by: None,
                     updated_at: n,
                     objects: Default::default(),

@@ -179,6 +179,7 @@ fn drift_is_what_the_watch_saw_not_the_resync() {
         vec![placement("crp/shop", |p| {
             let c = p.clusters.get_mut("m1").unwrap();
             c.recheck = Some("ConfigMap shop/cfg deleted on the member".into());
+            c.drift = true;
             c.health = BindingHealth::Pending;
         })],
     );

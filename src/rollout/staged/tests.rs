@@ -710,8 +710,16 @@ fn a_finished_runs_clusters_are_healed_with_what_it_delivered() {
     assert!(s.applied.is_empty(), "{s:?}");
     // The member deletes an object of m3; m5's last confirmation left it pending. A newer
     // commit (new content, no new run) is served meanwhile.
-    w.state
-        .recheck("m3", None, "Namespace app deleted", true, now);
+    w.state.recheck(
+        "m3",
+        None,
+        (
+            "Namespace app deleted",
+            crate::rollout::state::RecheckCause::ChangedOnTheMember,
+        ),
+        true,
+        now,
+    );
     let app: crate::model::PlacementKey = "crp/app".parse().unwrap();
     std::sync::Arc::make_mut(w.state.placements.get_mut(&app).unwrap())
         .clusters

@@ -105,6 +105,7 @@ pub fn absorb(
                     not_available: observed.not_available,
                     last_error: None,
                     recheck: None,
+                    drift: false,
                     delivered_by,
                     updated_at: now,
                 };
@@ -165,6 +166,7 @@ pub fn absorb(
                             not_available: vec![],
                             last_error: None,
                             recheck: None,
+                            drift: false,
                             delivered_by: None,
                             updated_at: now,
                         });

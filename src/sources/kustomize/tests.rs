@@ -79,6 +79,7 @@ fn the_inputs_are_the_folders_reached_and_hostile_references_are_refused() {
             .map(|c| c.as_bytes().to_vec())
             .ok_or_else(|| "missing".to_string())
     };
+    let read = |p: &str| references(&read(p)?);
     let got = inputs(&t, "app/prod", &read).unwrap();
     assert_eq!(
         got.folders,

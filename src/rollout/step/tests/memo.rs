@@ -72,7 +72,10 @@ fn a_memoized_step_decides_what_a_full_step_decides() {
                 state.recheck(
                     "m3",
                     Some("crp.other"),
-                    "ConfigMap other/o deleted",
+                    (
+                        "ConfigMap other/o deleted",
+                        crate::rollout::state::RecheckCause::ChangedOnTheMember,
+                    ),
                     true,
                     0,
                 );

@@ -121,7 +121,16 @@ fn a_cluster_marked_for_recheck_is_reapplied_once_with_what_it_runs() {
         BindingHealth::Available,
     );
     assert!(none.is_empty());
-    state.recheck("m3", Some("crp.app"), "ConfigMap app/x deleted", true, 5);
+    state.recheck(
+        "m3",
+        Some("crp.app"),
+        (
+            "ConfigMap app/x deleted",
+            crate::rollout::state::RecheckCause::ChangedOnTheMember,
+        ),
+        true,
+        5,
+    );
     assert_eq!(
         state.placements[&app()].clusters["m3"].health,
         BindingHealth::Pending
