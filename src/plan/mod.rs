@@ -433,12 +433,13 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
     let sel = (Selections::new(base.cat), Selections::new(head.cat));
     let mut clusters = compare_clusters(base, head, &sel, opts.context);
     let changed = changed_clusters(&clusters);
+    let removed = story::removed_by_placement(&clusters);
     let mut placements = Vec::new();
     for id in ids {
         let b = base_by.get(id).copied();
         let h = head_by.get(id).copied();
         let mut p = compare_placement(base, head, &sel, b, h, &changed);
-        p.story = story::of(&p, &clusters);
+        p.story = story::of(&p, removed.get(id).map_or(&[][..], Vec::as_slice));
         placements.push(p);
     }
     let mut summary = Summary::default();

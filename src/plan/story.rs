@@ -3,7 +3,8 @@
 //! a run that rolls back or cannot start, clusters lost and gained) and how risky they are, so
 //! that the riskiest come first. Decided here, in the core; the formats only word it.
 
-use super::{Change, ClusterPlan, PlacementPlan, RunNoteKind};
+use super::{Change, ClusterPlan, ObjectDiff, PlacementPlan, RunNoteKind};
+use crate::model::PlacementKey;
 use crate::rollout::strategy::Strategy;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -113,33 +114,42 @@ const WORKLOADS: &[(&str, &str)] = &[
     ("batch", "CronJob"),
 ];
 
-/// The story of `p`, from its own plan and the clusters' object diffs (all clusters, before
-/// `--cluster` narrows what is printed).
-pub fn of(p: &PlacementPlan, clusters: &[ClusterPlan]) -> Story {
+/// The objects each placement removes, with the cluster each goes from: one pass over every
+/// cluster's diffs (all clusters, before `--cluster` narrows what is printed) for the stories
+/// of all placements.
+pub fn removed_by_placement(
+    clusters: &[ClusterPlan],
+) -> BTreeMap<&PlacementKey, Vec<(&str, &ObjectDiff)>> {
+    let mut removed: BTreeMap<&PlacementKey, Vec<(&str, &ObjectDiff)>> = BTreeMap::new();
+    for c in clusters {
+        for o in c.objects.iter().filter(|o| o.change == Change::Removed) {
+            removed
+                .entry(&o.placement)
+                .or_default()
+                .push((c.cluster.as_str(), o));
+        }
+    }
+    removed
+}
+
+/// The story of `p`, from its own plan and the objects it removes ([`removed_by_placement`]).
+pub fn of(p: &PlacementPlan, removed: &[(&str, &ObjectDiff)]) -> Story {
     let mut out = Vec::new();
     // Objects removed, by object, with the clusters they go from.
     let mut namespaces: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut workloads: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for c in clusters {
-        for o in c
-            .objects
-            .iter()
-            // The change first: few objects are removed, and this runs for every object of
-            // every cluster once per placement.
-            .filter(|o| o.change == Change::Removed && o.placement == p.key)
-        {
-            let k = &o.key;
-            if k.group().is_empty() && k.kind() == "Namespace" {
-                namespaces
-                    .entry(k.name().to_string())
-                    .or_default()
-                    .push(c.cluster.clone());
-            } else if WORKLOADS.contains(&(k.group(), k.kind())) {
-                workloads
-                    .entry(o.object.clone())
-                    .or_default()
-                    .push(c.cluster.clone());
-            }
+    for (cluster, o) in removed {
+        let k = &o.key;
+        if k.group().is_empty() && k.kind() == "Namespace" {
+            namespaces
+                .entry(k.name().to_string())
+                .or_default()
+                .push(cluster.to_string());
+        } else if WORKLOADS.contains(&(k.group(), k.kind())) {
+            workloads
+                .entry(o.object.clone())
+                .or_default()
+                .push(cluster.to_string());
         }
     }
     if !namespaces.is_empty() {
