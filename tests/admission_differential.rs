@@ -30,7 +30,7 @@ use std::process::{Child, Command, Stdio};
 
 /// At most this many schema mutations per object, taken evenly from all it reaches, to keep
 /// the test within a few minutes on the test bed.
-const MUTATIONS_PER_OBJECT: usize = 60;
+const MUTATIONS_PER_OBJECT: usize = 100;
 
 /// A disagreement that is expected: the hub on the test bed admits what gitfleet refuses,
 /// because a rule outside the CRDs refuses it on a real hub (KubeFleet's or OCM's validating
@@ -46,6 +46,8 @@ struct Known {
 
 const KUBEFLEET_OVERRIDES: &str =
     "KubeFleet's override webhook (validateOverridePolicy, pkg/utils/validator/resourceoverride.go)";
+
+const KUBEFLEET_OVERRIDE_SELECTORS: &str = "KubeFleet's override webhook (validateClusterResourceSelectors, pkg/utils/validator/clusterresourceoverride.go)";
 
 /// Every expected disagreement; any other fails the test, and so does one that no longer occurs.
 const KNOWN: &[Known] = &[
@@ -102,7 +104,12 @@ const KNOWN: &[Known] = &[
     Known {
         case: "empty object spec.clusterResourceSelectors",
         gitfleet_says: "label selector is not supported for resource selection",
-        why: "KubeFleet's override webhook (validateClusterResourceSelectors, pkg/utils/validator/clusterresourceoverride.go)",
+        why: KUBEFLEET_OVERRIDE_SELECTORS,
+    },
+    Known {
+        case: "null spec.clusterResourceSelectors",
+        gitfleet_says: "resource name is required for resource selection",
+        why: KUBEFLEET_OVERRIDE_SELECTORS,
     },
     Known {
         case: "matchExpressions[0].values",
@@ -117,7 +124,7 @@ const KNOWN: &[Known] = &[
 ];
 
 /// Objects of kinds and versions gitfleet reads that the sample fleet does not hold, added to
-/// it as one more file so their schemas are held to the hub too. `eastus-prod-1` is a managed
+/// it as files of their own so their schemas are held to the hub too. `eastus-prod-1` is a managed
 /// cluster of the sample: its namespace is the one registration makes on a hub.
 const SEEDS: &str = "\
 apiVersion: work.open-cluster-management.io/v1
@@ -142,6 +149,42 @@ spec:
   resourceSelectors: [{group: '', version: v1, kind: Namespace, name: reports}]
   policy: {placementType: PickN, numberOfClusters: 1}
   strategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1}}
+---
+apiVersion: cluster.kubernetes-fleet.io/v1
+kind: MemberCluster
+metadata: {name: seed-member}
+spec:
+  identity: {kind: ServiceAccount, name: fleet-member-agent, namespace: fleet-system, apiGroup: ''}
+  heartbeatPeriodSeconds: 60
+---
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourceOverride
+metadata: {name: seed-cro}
+spec:
+  clusterResourceSelectors: [{group: '', version: v1, kind: Namespace, name: reports}]
+  policy:
+    overrideRules:
+    - clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchLabels: {environment: staging}}}]}
+      jsonPatchOverrides: [{op: add, path: /metadata/labels/seed, value: x}]
+---
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: StagedUpdateStrategy
+metadata: {name: seed-strategy, namespace: shop}
+spec:
+  stages:
+  - name: all
+    labelSelector: {matchLabels: {environment: staging}}
+    afterStageTasks: [{type: TimedWait, waitTime: 1h}]
+---
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourcePlacementDisruptionBudget
+metadata: {name: payments-app}
+spec: {maxUnavailable: 1}
+---
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourcePlacementEviction
+metadata: {name: seed-eviction}
+spec: {placementName: payments-app, clusterName: eastus-prod-1}
 ";
 
 /// One step of a path into a JSON value.
@@ -656,10 +699,17 @@ fn gitfleet_validate_admits_what_a_real_hub_admits() {
                 .collect(),
         })
         .collect();
-    samples.push(Sample {
-        path: "admission-seeds.yaml".into(),
-        docs: gitfleet_kube_text::yaml::documents(SEEDS).unwrap(),
-    });
+    // One file each: a case's verdict is read from its own file.
+    for (i, seed) in gitfleet_kube_text::yaml::documents(SEEDS)
+        .unwrap()
+        .into_iter()
+        .enumerate()
+    {
+        samples.push(Sample {
+            path: format!("admission-seeds/{i}.yaml"),
+            docs: vec![seed],
+        });
+    }
     let schemas = schemas(&crds);
 
     let members = hub::start_with_crds(&crds);
