@@ -62,7 +62,7 @@ const KNOWN: &[Known] = &[
         why: "OCM's work webhook (validatePlaceManifests, pkg/work/webhook/v1alpha1) refuses a ManifestWorkReplicaSet without manifests (\"Workload manifests should not be empty\")",
     },
     Known {
-        case: "ManifestWork/seed-work: null spec",
+        case: "ManifestWork/seed-",
         gitfleet_says: "Workload manifests should not be empty",
         why: "OCM's work webhook (ManifestWorkWebhook.validateRequest, pkg/work/webhook/v1) refuses a ManifestWork without manifests",
     },
@@ -75,6 +75,11 @@ const KNOWN: &[Known] = &[
         case: "rolloutStrategy.type",
         gitfleet_says: "not built in gitfleet",
         why: "gitfleet's own rule: it sends the works to every selected cluster at once",
+    },
+    Known {
+        case: "feedbackScrapeType",
+        gitfleet_says: "not built in gitfleet",
+        why: "gitfleet's own rule: it reports no status feedback back from members",
     },
     Known {
         case: "null data.",
@@ -185,6 +190,39 @@ apiVersion: placement.kubernetes-fleet.io/v1beta1
 kind: ClusterResourcePlacementEviction
 metadata: {name: seed-eviction}
 spec: {placementName: payments-app, clusterName: eastus-prod-1}
+---
+apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata: {name: seed-orphans, namespace: eastus-prod-1}
+spec:
+  deleteOption:
+    propagationPolicy: SelectivelyOrphan
+    selectivelyOrphans:
+      orphaningRules: [{group: '', resource: configmaps, namespace: default, name: orphan}]
+  manifestConfigs:
+  - resourceIdentifier: {group: '', resource: configmaps, namespace: default, name: orphan}
+    updateStrategy: {type: ServerSideApply}
+  workload:
+    manifests:
+    - {apiVersion: v1, kind: ConfigMap, metadata: {name: orphan, namespace: default}}
+---
+apiVersion: placement.kubernetes-fleet.io/v1alpha1
+kind: ResourceOverride
+metadata: {name: seed-ro, namespace: reports}
+spec:
+  resourceSelectors: [{group: '', version: v1, kind: ConfigMap, name: seed-config}]
+  policy:
+    overrideRules:
+    - clusterSelector: {clusterSelectorTerms: [{labelSelector: {matchLabels: {environment: staging}}}]}
+      jsonPatchOverrides: [{op: add, path: /metadata/labels/seed, value: x}]
+---
+apiVersion: placement.kubernetes-fleet.io/v1alpha1
+kind: ClusterStagedUpdateStrategy
+metadata: {name: seed-alpha}
+spec:
+  stages:
+  - name: all
+    labelSelector: {matchLabels: {environment: staging}}
 ";
 
 /// One step of a path into a JSON value.
