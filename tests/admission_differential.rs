@@ -2,16 +2,19 @@
 //! object of examples/fleet-repo (its plain files; Kustomize and Helm folders are rendered by
 //! their tools) and mutations of them generated from the installed CRDs' own
 //! `openAPIV3Schema` (the served version of each object's `apiVersion`): for the fields the
-//! object reaches, an unknown field, a wrong type, a value outside an enum, below a minimum or
-//! above a maximum, over `maxItems` or `maxLength`, a pattern violation, a required field
-//! removed; and on every object, metadata gone wrong (a bad label key, a 64-character label
-//! value, an annotation key `a/b/c`, an invalid name).
+//! object reaches, an unknown field, a wrong type, a value outside an enum and each value of
+//! it, below a minimum or above a maximum, over `maxItems` or `maxLength`, a pattern violation,
+//! a required field removed, `null`, an empty object for an absent one; and on every object,
+//! metadata gone wrong (a bad label key, a 64-character label value, an annotation key `a/b/c`,
+//! an invalid name). Seed objects add the kinds and versions the sample lacks.
 //!
 //! The oracle is a test-bed API server (a real kube-apiserver) with KubeFleet's and OCM's CRDs
 //! installed: each case is a server-side dry-run create with strict field validation (what
 //! `kubectl apply --dry-run=server --validate=strict` sends for a new object; an `AlreadyExists`
 //! answer means it passed validation). gitfleet's verdict is `gitfleet validate`'s on the sample
-//! repository with that object in place of the original (the same analysis, in process).
+//! repository with that object in place of the original (the same analysis, in process): its
+//! diagnostics on the object's own file, as what other objects make of a changed one (a
+//! reference that no longer fits) is no admission of it.
 //! Every disagreement is printed as a table; the test fails on any that is not a listed known
 //! difference, and when a listed one no longer occurs.
 //!
@@ -751,9 +754,9 @@ fn gitfleet_validate_admits_what_a_real_hub_admits() {
     let schemas = schemas(&crds);
 
     let members = hub::start_with_crds(&crds);
-    let plain: Vec<gitfleet::catalog::SourceFile> =
-        repository(&samples, usize::MAX, 0, &Value::Null);
-    hub::create_namespaces(&members, &plain);
+    // No file replaced: the sample (and seeds) as written.
+    let as_written = repository(&samples, usize::MAX, 0, &Value::Null);
+    hub::create_namespaces(&members, &as_written);
     let (code, _, err) = members.kubectl("hub", &["create", "namespace", "eastus-prod-1"]);
     assert_eq!(code, 0, "kubectl create namespace eastus-prod-1: {err}");
     let proxy = Proxy::start(&members.kubeconfig);
