@@ -13,76 +13,10 @@
 //! CRD schemas and CEL rules; the webhooks' rules are `gitfleet validate`'s unit tests.
 
 mod common;
+use common::hub::{self, fleet_files, is_kustomization};
 use common::kubectl::Kubectl as _;
-use common::members::{available, Backend, Members};
-use std::io::Write as _;
+use common::members::{available, Backend};
 use std::path::{Path, PathBuf};
-
-const FLEET: &str = "anonymousAuth: true\nmembers:\n  - name: hub\n";
-
-/// The folder of CRDs, if present (see the module doc).
-fn crds_dir() -> Option<PathBuf> {
-    let dir = match std::env::var_os("GITFLEET_CRDS_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => common::manifest_dir().join("../shared/crds"),
-    };
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    let required = std::env::var("GITFLEET_REQUIRE_CRDS").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "GITFLEET_REQUIRE_CRDS=1 but the CRDs are not at {}: set GITFLEET_CRDS_DIR to a folder holding KubeFleet's config/crd/bases and OCM's cluster and work CRDs",
-        dir.display()
-    );
-    let _ = writeln!(
-        std::io::stderr(),
-        "\nnote: the sample fleet's server-side dry run is SKIPPED: no CRDs at {} (set GITFLEET_CRDS_DIR)\n",
-        dir.display()
-    );
-    None
-}
-
-const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
-
-/// Whether `dir` holds a kustomization file.
-fn is_kustomization(dir: &Path) -> bool {
-    KUSTOMIZATION_FILES.iter().any(|n| dir.join(n).is_file())
-}
-
-/// Whether `dir` is a Helm chart or release folder (rendered by helm, not read file by file;
-/// the release's objects go on real API servers in tests/helm_e2e.rs).
-fn is_helm(dir: &Path) -> bool {
-    ["Chart.yaml", "helmrelease.yaml"]
-        .iter()
-        .any(|n| dir.join(n).is_file())
-}
-
-/// The files gitfleet reads as objects: YAML and JSON, outside folders whose name starts with
-/// a dot (`.inventory` is the inventory, not the fleet), outside Kustomize folders (built by
-/// kustomize, see [`kustomize_renderings`]) and Helm folders, and no SOPS-encrypted file (its
-/// `sops` metadata is no Secret field: gitfleet decrypts it first, tests/sops_e2e.rs).
-fn fleet_files(root: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = common::walk(root)
-        .into_iter()
-        .filter(|f| {
-            let rel = f.strip_prefix(root).unwrap();
-            let hidden = rel
-                .components()
-                .any(|c| c.as_os_str().to_string_lossy().starts_with('.'));
-            let ext = f.extension().and_then(|e| e.to_str()).unwrap_or_default();
-            let rendered = f
-                .ancestors()
-                .skip(1)
-                .take_while(|d| d.starts_with(root))
-                .any(|d| is_kustomization(d) || is_helm(d));
-            let encrypted = std::fs::read_to_string(f).is_ok_and(|t| t.contains("\nsops:\n"));
-            !hidden && !rendered && !encrypted && matches!(ext, "yaml" | "yml" | "json")
-        })
-        .collect();
-    files.sort();
-    files
-}
 
 /// What kustomize renders from each overlay of the samples (`*/overlays/*`: the root
 /// kustomizations), written into `out`; none, with a note, without kustomize.
@@ -134,7 +68,7 @@ fn every_sample_file_passes_a_server_side_dry_run() {
     if !available(Backend::Real) {
         return;
     }
-    let Some(crds) = crds_dir() else {
+    let Some(crds) = hub::crds_dir("the sample fleet's server-side dry run") else {
         return;
     };
     let root = common::manifest_dir().join("examples/fleet-repo");
@@ -144,27 +78,7 @@ fn every_sample_file_passes_a_server_side_dry_run() {
     files.extend(kustomize_renderings(&root, rendered.path()));
     let shown = |f: &Path| f.strip_prefix(&root).unwrap_or(f).display().to_string();
 
-    let members = Members::start(Backend::Real, FLEET);
-    let crd_files = fleet_files(&crds);
-    assert!(crd_files.len() > 20, "{} CRD files", crd_files.len());
-    for f in &crd_files {
-        // `create`, not client-side `apply`: the largest CRDs exceed its annotation limit.
-        let path = f.display().to_string();
-        let (code, _, err) = members.kubectl("hub", &["create", "-f", &path]);
-        assert_eq!(code, 0, "kubectl create -f {path}: {err}");
-    }
-    let (code, _, err) = members.kubectl(
-        "hub",
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=120s",
-        ],
-    );
-    assert_eq!(code, 0, "the CRDs are not established: {err}");
-
+    let members = hub::start_with_crds(&crds);
     // The namespaces the samples declare exist before the objects that live in them.
     let sources: Vec<gitfleet::catalog::SourceFile> = files
         .iter()
@@ -173,18 +87,7 @@ fn every_sample_file_passes_a_server_side_dry_run() {
             content: std::fs::read(f).unwrap(),
         })
         .collect();
-    let (cat, _) = gitfleet::analyze(&sources);
-    let namespaces: Vec<&str> = cat
-        .objects
-        .iter()
-        .filter(|o| o.gvk.group.is_empty() && o.gvk.kind == "Namespace")
-        .map(|o| o.name.as_str())
-        .collect();
-    assert!(!namespaces.is_empty());
-    for ns in namespaces {
-        let (code, _, err) = members.kubectl("hub", &["create", "namespace", ns]);
-        assert_eq!(code, 0, "kubectl create namespace {ns}: {err}");
-    }
+    hub::create_namespaces(&members, &sources);
 
     let mut refused = Vec::new();
     for f in &files {

@@ -314,10 +314,16 @@ const SHAPE_OWN_RULE: &str =
 /// A carried object must be a JSON object with `apiVersion`, `kind` and `metadata.name`.
 fn check_shape(field: &str, prefix: &str, obj: &Value, p: &mut Problems) {
     let Some(map) = obj.as_object() else {
+        // The CRD refuses every other type, but admits `null` as an entry.
+        let own = if obj.is_null() {
+            format!(" ({SHAPE_OWN_RULE})")
+        } else {
+            String::new()
+        };
         p.push(
             field,
             format!(
-                "{prefix}must be a Kubernetes object (a map), not {}",
+                "{prefix}must be a Kubernetes object (a map), not {}{own}",
                 type_name(obj)
             ),
         );
@@ -786,6 +792,8 @@ mod tests {
             envelope_data_required: envelope("{}").replace("data: {}\n", "") => "", "missing field `data`";
                 ok: entries(1);
             envelope_entry_is_an_object: one("text") => "data.x", "must be a Kubernetes object (a map)";
+                ok: one(CR);
+            envelope_null_entry_is_gitfleets_own: one("null") => "data.x", "not null (gitfleet's own rule";
                 ok: one(CR);
             envelope_entry_api_version_is_gitfleets_own: one("{kind: ClusterRole, metadata: {name: r}}") => "data.x.apiVersion", "gitfleet's own rule";
                 ok: one(CR);

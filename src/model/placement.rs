@@ -563,24 +563,21 @@ fn validate_placement(pl: &Placement, p: &mut Problems) {
             );
         }
     }
-    if spec.status_reporting_scope == Some(StatusReportingScope::NamespaceAccessible) {
-        if pl.is_namespaced() {
-            p.push(
-                "spec.statusReportingScope",
-                "NamespaceAccessible applies to ClusterResourcePlacement only",
-            );
-        } else if spec
+    // The CRD's CEL rule is on ClusterResourcePlacement only; KubeFleet ignores the scope on a
+    // ResourcePlacement (its namespace status sync skips them), so a hub admits it there.
+    if spec.status_reporting_scope == Some(StatusReportingScope::NamespaceAccessible)
+        && !pl.is_namespaced()
+        && spec
             .resource_selectors
             .iter()
             .filter(|s| s.is_namespace())
             .count()
             != 1
-        {
-            p.push(
-                "spec.statusReportingScope",
-                "NamespaceAccessible requires exactly one resource selector of kind Namespace",
-            );
-        }
+    {
+        p.push(
+            "spec.statusReportingScope",
+            "NamespaceAccessible requires exactly one resource selector of kind Namespace",
+        );
     }
     if let Some(policy) = &spec.policy {
         validate_policy(policy, p);
@@ -1162,16 +1159,8 @@ fn validate_strategy(s: &RolloutStrategy, is_v1: bool, p: &mut Problems) {
             }
         }
     }
-    if let Some(a) = &s.apply_strategy {
-        if a.server_side_apply_config.is_some()
-            && a.type_.unwrap_or_default() != ApplyStrategyType::ServerSideApply
-        {
-            p.push(
-                format!("{f}.applyStrategy.serverSideApplyConfig"),
-                "serverSideApplyConfig is only valid with type ServerSideApply",
-            );
-        }
-    }
+    // `serverSideApplyConfig` under another apply type is admitted: KubeFleet honors it only
+    // under ServerSideApply and no webhook refuses it, and neither does gitfleet.
 }
 
 #[cfg(test)]
@@ -1648,8 +1637,6 @@ mod tests {
                 ok: crp(&format!("{SEL}  revisionHistoryLimit: 1\n"));
             revision_history_limit_at_most_1000: crp(&format!("{SEL}  revisionHistoryLimit: 1001\n")) => "spec.revisionHistoryLimit", "between 1 and 1000";
                 ok: crp(&format!("{SEL}  revisionHistoryLimit: 1000\n"));
-            namespace_accessible_is_for_cluster_resource_placements: rp(CM).replace("spec:\n", "spec:\n  statusReportingScope: NamespaceAccessible\n") => "spec.statusReportingScope", "ClusterResourcePlacement only";
-                ok: rp(CM).replace("spec:\n", "spec:\n  statusReportingScope: ClusterScopeOnly\n");
             namespace_accessible_selects_exactly_one_namespace: selectors(&[CM]).replace("spec:\n", "spec:\n  statusReportingScope: NamespaceAccessible\n") => "spec.statusReportingScope", "exactly one resource selector of kind Namespace";
                 ok: selectors(&[NS]).replace("spec:\n", "spec:\n  statusReportingScope: NamespaceAccessible\n");
             // Policy, by placement type (the webhook's validatePolicyFor*PlacementType).
@@ -1772,8 +1759,6 @@ mod tests {
                 ok: strategy("{rollingUpdate: {maxSurge: 0}}");
             unavailable_period_seconds_not_negative: strategy("{rollingUpdate: {unavailablePeriodSeconds: -1}}") => "spec.strategy.rollingUpdate.unavailablePeriodSeconds", "at least 0";
                 ok: strategy("{rollingUpdate: {unavailablePeriodSeconds: 0}}");
-            server_side_apply_config_only_with_server_side_apply: strategy("{applyStrategy: {type: ClientSideApply, serverSideApplyConfig: {force: true}}}") => "spec.strategy.applyStrategy.serverSideApplyConfig", "only valid with type ServerSideApply";
-                ok: strategy("{applyStrategy: {type: ServerSideApply, serverSideApplyConfig: {force: true}}}");
             apply_type_is_an_enum: strategy("{applyStrategy: {type: Replace}}") => "spec.strategy.applyStrategy.type", "unknown variant";
                 ok: strategy("{applyStrategy: {type: ReportDiff}}");
             when_to_take_over_is_an_enum: strategy("{applyStrategy: {whenToTakeOver: Sometimes}}") => "spec.strategy.applyStrategy.whenToTakeOver", "unknown variant";
@@ -1783,6 +1768,31 @@ mod tests {
                 ok: format!("{}status: {{observedResourceIndex: 3, conditions: not-a-list}}\n", crp(SEL));
             status_condition_unknown_field_refused: format!("{}status: {{conditions: [{{type: Scheduled, status: 'True', severity: high}}]}}\n", crp(SEL)) => "status.conditions[0].severity", "unknown field `severity`";
                 ok: format!("{}status: {{conditions: [{{type: Scheduled, status: 3, reason: r, message: m, lastTransitionTime: x, observedGeneration: 1}}]}}\n", crp(SEL));
+        }
+        /// The CRD's CEL rule on the scope is on ClusterResourcePlacement only, and KubeFleet
+        /// ignores the scope on a ResourcePlacement: a hub admits it, so gitfleet does.
+        /// KubeFleet honors `serverSideApplyConfig` only under ServerSideApply and no webhook
+        /// refuses it under another type: a hub admits it, so gitfleet does.
+        #[test]
+        fn server_side_apply_config_under_another_type_is_admitted() {
+            let yaml = strategy(
+                "{applyStrategy: {type: ClientSideApply, serverSideApplyConfig: {force: true}}}",
+            );
+            assert_eq!(
+                crate::model::testing::findings::<super::Placement>(&yaml),
+                vec![]
+            );
+        }
+        #[test]
+        fn namespace_accessible_on_a_resource_placement_is_admitted() {
+            let yaml = rp(CM).replace(
+                "spec:\n",
+                "spec:\n  statusReportingScope: NamespaceAccessible\n",
+            );
+            assert_eq!(
+                crate::model::testing::findings::<super::Placement>(&yaml),
+                vec![]
+            );
         }
     }
 }

@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 pub mod compat_corpus;
 pub mod daemon;
 pub mod git_http;
+pub mod hub;
 pub mod kubectl;
 pub mod members;
 pub mod receiver;
