@@ -8,6 +8,7 @@
 //! clusters) to measure other sizes.
 
 use gitfleet::catalog::SourceFile;
+use gitfleet_testkit::bench::git::git;
 use gitfleet_testkit::bench::plan::{generate_plan, PlanFleet};
 use gitfleet_testkit::bench::FleetSpec;
 use std::path::Path;
@@ -93,7 +94,7 @@ fn commit_both(fleet: &PlanFleet, repo: &Path) -> Result<(), String> {
     write_files(repo, &fleet.head)?;
     git(repo, &["add", "-A"])?;
     git(repo, &["commit", "-qm", "head"])?;
-    git(repo, &["tag", "head"])
+    git(repo, &["tag", "head"]).map(drop)
 }
 
 fn write_files(repo: &Path, files: &[SourceFile]) -> Result<(), String> {
@@ -105,28 +106,4 @@ fn write_files(repo: &Path, files: &[SourceFile]) -> Result<(), String> {
         std::fs::write(&path, &f.content).map_err(|e| e.to_string())?;
     }
     Ok(())
-}
-
-fn git(repo: &Path, args: &[&str]) -> Result<(), String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args([
-            "-c",
-            "user.name=bench",
-            "-c",
-            "user.email=bench@gitfleet.invalid",
-        ])
-        .args(args)
-        .output()
-        .map_err(|e| format!("git: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
 }

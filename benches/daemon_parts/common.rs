@@ -27,27 +27,7 @@ pub(super) const SCALE_STATUS_POLL: Duration = Duration::from_millis(500);
 // git
 // ---------------------------------------------------------------------------------------------
 
-pub(super) fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@gitfleet.invalid")
-        .env("GIT_COMMITTER_NAME", "bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@gitfleet.invalid")
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
+pub(super) use gitfleet_testkit::bench::git::git;
 
 /// A bare repository the daemon follows and a working clone that pushes into it.
 pub(super) struct Repos {

@@ -89,6 +89,12 @@ pub fn start_with_crds(crds: &Path) -> Members {
         let (code, _, err) = members.kubectl("hub", &["create", "-f", &path]);
         assert_eq!(code, 0, "kubectl create -f {path}: {err}");
     }
+    await_crds(&members);
+    members
+}
+
+/// Waits until every CRD on the hub is established (served).
+pub fn await_crds(members: &Members) {
     let (code, _, err) = members.kubectl(
         "hub",
         &[
@@ -100,7 +106,6 @@ pub fn start_with_crds(crds: &Path) -> Members {
         ],
     );
     assert_eq!(code, 0, "the CRDs are not established: {err}");
-    members
 }
 
 /// Creates on the hub the namespaces `sources` declare, so the objects that live in them can

@@ -15,6 +15,7 @@ use std::fmt;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+pub mod git;
 pub mod manifest;
 pub mod plan;
 
