@@ -23,7 +23,7 @@ struct Tally {
 
 impl Tally {
     /// One case: the server's exit code and error, and the lines gitfleet refused it with.
-    fn record(&mut self, what: &str, (code, server_err): (i32, &str), ours: &[&str]) {
+    fn record(&mut self, what: &str, (code, server_err): (i32, &str), ours: &[String]) {
         match (code == 0, ours.is_empty()) {
             (true, true) => self.accepted += 1,
             (false, false) => self.refused += 1,
@@ -52,6 +52,35 @@ impl Tally {
         );
         (self.accepted, self.refused)
     }
+}
+
+/// `gitfleet validate` on one repository holding `files` and one file per case: the lines it
+/// refused each case with, by case.
+fn refusals(files: &[(&str, &str)], cases: impl Iterator<Item = String>) -> Vec<Vec<String>> {
+    let repo = Repo::new();
+    for (path, text) in files {
+        repo.write(path, text);
+    }
+    let names: Vec<String> = cases
+        .enumerate()
+        .map(|(i, yaml)| {
+            let name = format!("case-{i:02}.yaml");
+            repo.write(&name, &yaml);
+            name
+        })
+        .collect();
+    repo.commit("cases");
+    let run = gitfleet(&["validate", "--repo", &repo.path().display().to_string()]);
+    names
+        .iter()
+        .map(|name| {
+            let file = format!("{name}:");
+            (run.stderr.lines())
+                .filter(|l| l.starts_with(&file))
+                .map(String::from)
+                .collect()
+        })
+        .collect()
 }
 
 /// One case: a name, and the object (YAML).
@@ -199,19 +228,7 @@ fn metadata_is_checked_as_the_api_server_checks_it() {
         return;
     }
     let cases = cases();
-    let repo = Repo::new();
-    for (i, (_, yaml)) in cases.iter().enumerate() {
-        repo.write(&format!("case-{i:02}.yaml"), yaml);
-    }
-    repo.commit("cases");
-    let run = gitfleet(&["validate", "--repo", &repo.path().display().to_string()]);
-    let refused_by_gitfleet = |i: usize| {
-        let file = format!("case-{i:02}.yaml:");
-        run.stderr
-            .lines()
-            .filter(|l| l.starts_with(&file))
-            .collect::<Vec<_>>()
-    };
+    let refused_by_gitfleet = refusals(&[], cases.iter().map(|(_, yaml)| yaml.clone()));
 
     let members = Members::start(Backend::Real, FLEET);
     let mut tally = Tally::default();
@@ -221,7 +238,7 @@ fn metadata_is_checked_as_the_api_server_checks_it() {
             &["create", "--dry-run=server", "--validate=strict", "-f", "-"],
             yaml,
         );
-        tally.record(what, (code, &server_err), &refused_by_gitfleet(i));
+        tally.record(what, (code, &server_err), &refused_by_gitfleet[i]);
     }
     eprintln!(
         "metadata cases: {} ({} accepted and {} refused by both, {} disagreements)",
@@ -317,25 +334,13 @@ fn status_fields_are_checked_as_the_api_server_checks_them() {
         ),
     ];
 
-    let repo = Repo::new();
-    repo.write(
-        "namespace.yaml",
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n",
+    let namespace = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n";
+    // One placement name per case: two of one name would be a duplicate object.
+    let refused_by_gitfleet = refusals(
+        &[("namespace.yaml", namespace)],
+        (cases.iter().enumerate())
+            .map(|(i, (_, _, _, yaml))| yaml.replace("{name: web}", &format!("{{name: web-{i}}}"))),
     );
-    for (i, (_, _, _, yaml)) in cases.iter().enumerate() {
-        // One placement name per case: two of one name would be a duplicate object.
-        let yaml = yaml.replace("{name: web}", &format!("{{name: web-{i}}}"));
-        repo.write(&format!("case-{i:02}.yaml"), &yaml);
-    }
-    repo.commit("cases");
-    let run = gitfleet(&["validate", "--repo", &repo.path().display().to_string()]);
-    let refused_by_gitfleet = |i: usize| {
-        let file = format!("case-{i:02}.yaml:");
-        run.stderr
-            .lines()
-            .filter(|l| l.starts_with(&file))
-            .collect::<Vec<_>>()
-    };
 
     let members = Members::start(Backend::Real, FLEET);
     members.apply("hub", &probe_crd("probes", "Probe", true), &[]);
@@ -350,7 +355,7 @@ fn status_fields_are_checked_as_the_api_server_checks_them() {
             &["apply", "--dry-run=server", "--validate=strict", "-f", "-"],
             &probe,
         );
-        tally.record(what, (code, &server_err), &refused_by_gitfleet(i));
+        tally.record(what, (code, &server_err), &refused_by_gitfleet[i]);
     }
     // The oracle's own facts, so that a change of the server's behaviour is seen: three
     // refusals (unknown fields, a status where none is declared), five admissions.
