@@ -215,6 +215,7 @@ pub(super) fn check_calls(expr: &IdedExpr) -> Result<(), String> {
                         if let Some(sig) = signature(&call.func_name) {
                             check_call(sig, target, &call.args)?;
                         }
+                        check_standard(&call.func_name, &call.args)?;
                         stack.extend(target);
                     }
                 }
@@ -289,6 +290,7 @@ fn check_call(sig: &Signature, target: Option<&IdedExpr>, args: &[IdedExpr]) -> 
             && params.len() == args.len()
             && params.iter().zip(args).all(|(p, a)| fits(*p, known(a)))
     });
+    let accepted = accepted && target.is_none_or(|t| list_elements_fit(sig.name, t));
     if !accepted {
         return Err(format!(
             "compilation failed: found no matching overload for '{}' (OCM declares {})",
@@ -305,6 +307,85 @@ fn check_call(sig: &Signature, target: Option<&IdedExpr>, args: &[IdedExpr]) -> 
         }
     }
     Ok(())
+}
+
+/// Standard functions given a library type they do not take: `string` converts IPs and CIDRs
+/// only, and `==`/`!=` compare a library value only with one of its type.
+fn check_standard(name: &str, args: &[IdedExpr]) -> Result<(), String> {
+    let error = || {
+        Err(format!(
+            "compilation failed: found no matching overload for '{name}' applied to a {} value",
+            args.iter()
+                .find_map(|a| match known(a) {
+                    Known::Opaque(t) => Some(t),
+                    _ => None,
+                })
+                .unwrap_or("library")
+        ))
+    };
+    match (name, args) {
+        ("string", [a]) => match known(a) {
+            Known::Opaque(t) if t != "IP" && t != "CIDR" => error(),
+            _ => Ok(()),
+        },
+        ("_==_" | "_!=_", [a, b]) => {
+            let (a, b) = (known(a), known(b));
+            let opaque = matches!(a, Known::Opaque(_)) || matches!(b, Known::Opaque(_));
+            if opaque && a != b && a != Known::Unknown && b != Known::Unknown {
+                error()
+            } else {
+                Ok(())
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// cel-go declares the list functions for lists of some element types only: a list literal
+/// whose elements are all of one other type (`['a'].sum()`, `[[1]].isSorted()`) does not
+/// type-check; elements of mixed types make a `list(dyn)`, which does.
+fn list_elements_fit(name: &str, target: &IdedExpr) -> bool {
+    let Expr::List(list) = &target.expr else {
+        return true;
+    };
+    let kind = |e: &IdedExpr| match &e.expr {
+        Expr::Literal(l) => Some(std::mem::discriminant(l)),
+        _ => None,
+    };
+    let nested = |e: &IdedExpr| matches!(e.expr, Expr::List(_) | Expr::Map(_));
+    let first = match list.elements.first() {
+        Some(f) => f,
+        None => return true,
+    };
+    if let Known::Opaque(_) = known(first) {
+        // A list of one library type: no list function but indexOf takes it.
+        let same = list.elements.iter().all(|e| known(e) == known(first));
+        return !(same && matches!(name, "sum" | "isSorted" | "min" | "max"));
+    }
+    if nested(first) {
+        let same = list
+            .elements
+            .iter()
+            .all(|e| std::mem::discriminant(&e.expr) == std::mem::discriminant(&first.expr));
+        return !(same && matches!(name, "sum" | "isSorted" | "min" | "max"));
+    }
+    let Some(k) = kind(first) else {
+        return true;
+    };
+    if !list.elements.iter().all(|e| kind(e) == Some(k)) {
+        return true;
+    }
+    let Expr::Literal(l) = &first.expr else {
+        return true;
+    };
+    match name {
+        "sum" => matches!(
+            l,
+            LiteralValue::Int(_) | LiteralValue::UInt(_) | LiteralValue::Double(_)
+        ),
+        // A list of nulls type-checks (and fails at evaluation).
+        _ => true,
+    }
 }
 
 fn usage(sig: &Signature) -> String {
@@ -327,4 +408,126 @@ fn usage(sig: &Signature) -> String {
         })
         .collect::<Vec<_>>()
         .join(" or ")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::schedule::ocm::cel::{run_cases, Want};
+    use cel::Value;
+
+    /// What cel-go's checker rejects in OCM's environment is a compile error here; what it
+    /// accepts and fails at evaluation fails there too (checked with cel-go v0.29 and
+    /// k8s.io/apiserver v0.37.2 by hand).
+    #[test]
+    fn calls_cel_go_rejects_do_not_compile() {
+        let c = || Want::CompileError("compilation failed: ");
+        let t = || Want::Value(Value::Bool(true));
+        run_cases(&[
+            (
+                "add a string",
+                "quantity('1').add('2') == quantity('3')",
+                c(),
+            ),
+            (
+                "add a double",
+                "quantity('1').add(1.5) == quantity('2.5')",
+                c(),
+            ),
+            ("containsIP an int", "cidr('1.2.3.0/24').containsIP(1)", c()),
+            (
+                "containsCIDR an IP",
+                "cidr('1.2.3.0/24').containsCIDR(ip('1.2.3.4'))",
+                c(),
+            ),
+            (
+                "containsIP a CIDR",
+                "cidr('1.2.3.0/24').containsIP(cidr('1.2.3.0/24'))",
+                c(),
+            ),
+            (
+                "getHost with an argument",
+                "url('http://x').getHost(1) == ''",
+                c(),
+            ),
+            ("ip of an int", "ip(1) == ip('1.2.3.4')", c()),
+            ("format.named of an int", "format.named(1).hasValue()", c()),
+            ("sign of an int", "sign(1) == 1", c()),
+            ("isURL of an int", "isURL(1)", c()),
+            (
+                "family with an argument",
+                "ip('1.2.3.4').family(1) == 4",
+                c(),
+            ),
+            (
+                "quantity against semver",
+                "quantity('1').isLessThan(semver('1.0.0'))",
+                c(),
+            ),
+            (
+                "semver against quantity",
+                "semver('1.0.0').isLessThan(quantity('1'))",
+                c(),
+            ),
+            ("indexOf without argument", "[1].indexOf() == 0", c()),
+            ("string indexOf of an int", "'a'.indexOf(1) == 0", c()),
+            (
+                "masked of an IP",
+                "ip('1.2.3.4').masked() == ip('1.2.3.4')",
+                c(),
+            ),
+            ("family of a URL", "url('http://x').family() == 4", c()),
+            (
+                "getHost of a quantity",
+                "quantity('1').getHost() == ''",
+                c(),
+            ),
+            (
+                "validate two strings",
+                "format.dns1123Label().validate('a', 'b').hasValue()",
+                c(),
+            ),
+            ("isQuantity of two", "isQuantity('1', '2')", c()),
+            ("ip.isCanonical of an int", "ip.isCanonical(1)", c()),
+            (
+                "string of a URL",
+                "string(url('http://x')) == 'http://x'",
+                c(),
+            ),
+            ("string of a quantity", "string(quantity('1')) == '1'", c()),
+            ("quantity equals an int", "quantity('1') == 1", c()),
+            ("IP equals a string", "ip('1.2.3.4') == '1.2.3.4'", c()),
+            (
+                "isSorted of quantities",
+                "[quantity('1'), quantity('2')].isSorted()",
+                c(),
+            ),
+            ("sum with an argument", "[1, 2].sum(0) == 3", c()),
+            (
+                "type names",
+                "net.IP == net.IP && type(cidr('1.2.3.0/24')) != net.IP",
+                t(),
+            ),
+            (
+                "sign of a difference",
+                "quantity('1').sub(quantity('1')).sign() == 0",
+                c(),
+            ),
+            (
+                "indexOf of IPs",
+                "[ip('1.2.3.4')].indexOf(ip('1.2.3.4')) == 0",
+                t(),
+            ),
+            (
+                "indexOf of quantities",
+                "[quantity('1k')].indexOf(quantity('1000')) == 0",
+                t(),
+            ),
+            (
+                "a format constant as a field",
+                "format.dns1123Label.validate('a').hasValue()",
+                c(),
+            ),
+            ("an unknown net name", "net.Foo == 1", c()),
+        ]);
+    }
 }

@@ -43,20 +43,30 @@ fn list<'a>(ftx: &FunctionContext, this: &'a Value) -> Result<&'a [Value], Execu
     }
 }
 
-/// `<list>.isSorted()`.
+/// A value cel-go can `Compare` (a `traits.Comparer`).
+fn comparable(v: &Value) -> bool {
+    matches!(
+        v,
+        Value::Int(_)
+            | Value::UInt(_)
+            | Value::Float(_)
+            | Value::String(_)
+            | Value::Bool(_)
+            | Value::Bytes(_)
+    )
+}
+
+/// `<list>.isSorted()`: false only where an element compares greater than the next; two
+/// elements that do not compare with each other (`['a', 1]`) are an error value in cel-go,
+/// which is not "greater", so they do not unsort the list.
 pub(super) fn is_sorted(ftx: &FunctionContext, this: &Value) -> Result<bool, ExecutionError> {
     let items = list(ftx, this)?;
-    for pair in items.windows(2) {
-        match compare(&pair[0], &pair[1]) {
-            Some(Ordering::Greater) => return Ok(false),
-            Some(_) => {}
-            None => return Err(ftx.error("no such overload")),
-        }
+    if !items.iter().all(comparable) {
+        return Err(ftx.error("no such overload"));
     }
-    if let [only] = items {
-        compare(only, only).ok_or_else(|| ftx.error("no such overload"))?;
-    }
-    Ok(true)
+    Ok(!items
+        .windows(2)
+        .any(|pair| compare(&pair[0], &pair[1]) == Some(Ordering::Greater)))
 }
 
 /// `<list>.sum()`: ints and uints overflow as errors, as in cel-go.
@@ -84,9 +94,13 @@ pub(super) fn sum(ftx: &FunctionContext, this: &Value) -> Result<Value, Executio
         })
 }
 
-/// `<list>.min()` and `<list>.max()`, by function name: the first of equal elements.
+/// `<list>.min()` and `<list>.max()`, by function name: the first of equal elements; as in
+/// `isSorted`, elements that do not compare with the best so far do not replace it.
 pub(super) fn extreme(ftx: &FunctionContext, this: &Value) -> Result<Value, ExecutionError> {
     let items = list(ftx, this)?;
+    if !items.iter().all(comparable) {
+        return Err(ftx.error("no such overload"));
+    }
     let replace_when = if ftx.name == "min" {
         Ordering::Greater
     } else {
@@ -95,15 +109,8 @@ pub(super) fn extreme(ftx: &FunctionContext, this: &Value) -> Result<Value, Exec
     let mut best: Option<&Value> = None;
     for next in items {
         best = Some(match best {
-            None => {
-                compare(next, next).ok_or_else(|| ftx.error("no such overload"))?;
-                next
-            }
-            Some(b) => match compare(b, next) {
-                Some(o) if o == replace_when => next,
-                Some(_) => b,
-                None => return Err(ftx.error("no such overload")),
-            },
+            Some(b) if compare(b, next) != Some(replace_when) => b,
+            _ => next,
         });
     }
     best.cloned()
@@ -264,8 +271,36 @@ mod tests {
             (
                 "isSorted of lists",
                 "[[1], [2]].isSorted()",
+                Want::CompileError("found no matching overload for 'isSorted'"),
+            ),
+            (
+                "isSorted of nulls",
+                "[null].isSorted()",
                 Want::EvalError("no such overload"),
             ),
+            (
+                "isSorted of a list and an int",
+                "[[1], 1].isSorted()",
+                Want::EvalError("no such overload"),
+            ),
+            ("isSorted of strings and ints", "['a', 1].isSorted()", t()),
+            ("min of strings and ints", "[1, 'a'].min() == 1", t()),
+            (
+                "sum of strings",
+                "['a'].sum()",
+                Want::CompileError("found no matching overload for 'sum'"),
+            ),
+            (
+                "sum of ints and doubles",
+                "[1, 1.5].sum()",
+                Want::EvalError("no such overload"),
+            ),
+            (
+                "sum of mixed",
+                "[1, 'a'].sum()",
+                Want::EvalError("no such overload"),
+            ),
+            ("indexOf of lists", "[[1], [2]].indexOf([2]) == 1", t()),
             ("the list of a cluster", "['b', 'a', 'c'].max() == 'c'", t()),
         ]);
     }

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A `*url.URL`, the parts the library reads.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct GoUrl {
     scheme: String,
     opaque: String,
@@ -32,6 +32,27 @@ pub(super) struct GoUrl {
     raw_query: String,
     fragment: String,
 }
+
+/// Equal when `URL.String()` is: the path compares escaped, as it prints.
+impl PartialEq for GoUrl {
+    fn eq(&self, o: &Self) -> bool {
+        let key = |u: &GoUrl| {
+            (
+                u.scheme.clone(),
+                u.opaque.clone(),
+                u.user.clone(),
+                u.host.clone(),
+                u.escaped_path(),
+                u.force_query,
+                u.raw_query.clone(),
+                u.fragment.clone(),
+            )
+        };
+        key(self) == key(o)
+    }
+}
+
+impl Eq for GoUrl {}
 
 impl Opaque for GoUrl {
     fn runtime_type_name(&self) -> &str {
@@ -591,6 +612,8 @@ mod tests {
             ("getQuery empty", "url('https://example.com/path?').getQuery() == {}", t()),
             ("getQuery none", "url('https://example.com/path').getQuery() == {}", t()),
             ("different URLs", "url('https://example.com/a') == url('https://example.com/b')", f()),
+            ("equal printed", "url('http://x/a%20b') == url('http://x/a b')", t()),
+            ("fragments", "url('https://example.com/a?x=1#frag') == url('https://example.com/a?x=1')", f()),
             ("getHost of a string", "'https://example.com'.getHost()", Want::CompileError("found no matching overload for 'getHost'")),
         ]);
     }
