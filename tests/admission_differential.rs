@@ -6,7 +6,10 @@
 //! it, below a minimum or above a maximum, over `maxItems` or `maxLength`, a pattern violation,
 //! a required field removed, `null`, an empty object for an absent one; and on every object,
 //! metadata gone wrong (a bad label key, a 64-character label value, an annotation key `a/b/c`,
-//! an invalid name). Seed objects add the kinds and versions the sample lacks.
+//! an invalid name). Seed objects add the kinds and versions the sample lacks. The status is
+//! dropped on create before it is validated, so inside it only unknown fields are refused: its
+//! cases are an unknown field in each object the status reaches (every one of them, not a share),
+//! on status seeds whose statuses populate every field their CRD declares.
 //!
 //! The oracle is a test-bed API server (a real kube-apiserver) with KubeFleet's and OCM's CRDs
 //! installed: each case is a server-side dry-run create with strict field validation (what
@@ -228,6 +231,10 @@ spec:
     labelSelector: {matchLabels: {environment: staging}}
 ";
 
+/// Objects with every field of their CRD's `status` populated (the sample and the seeds above
+/// have none), one of each kind and version that has a status. Only their status is mutated.
+const STATUS_SEEDS: &str = include_str!("admission_differential/status_seeds.yaml");
+
 /// One step of a path into a JSON value.
 #[derive(Debug, Clone)]
 enum Seg {
@@ -384,6 +391,7 @@ fn walk(schema: &Value, value: &Value, path: &[Seg], top: bool, out: &mut Vec<Mu
                     }
                 }
                 for (k, sub) in props {
+                    // The status has cases of its own (see `status_mutations`).
                     if top && matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status") {
                         continue;
                     }
@@ -470,6 +478,36 @@ fn present(schema: &Value, value: &Value, path: &[Seg], out: &mut Vec<Mutation>)
         });
     }
     walk(schema, value, path, false, out);
+}
+
+/// An unknown field in each object `value` (a status, or what it holds) reaches beside its
+/// `schema`, in every item of its lists and every entry of its maps: the only rule the server
+/// applies to a status on create.
+fn status_mutations(schema: &Value, value: &Value, path: &[Seg], out: &mut Vec<Mutation>) {
+    match value {
+        Value::Object(fields) => {
+            if !is_true(schema, "x-kubernetes-preserve-unknown-fields") {
+                out.push(Mutation {
+                    label: "unknown field in status",
+                    path: child(path, Seg::Key("gitfleetUnknownField".into())),
+                    value: Some(json!("x")),
+                });
+            }
+            for (k, v) in fields {
+                let sub = schema["properties"]
+                    .get(k)
+                    .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()))
+                    .unwrap_or(&Value::Null);
+                status_mutations(sub, v, &child(path, Seg::Key(k.clone())), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                status_mutations(&schema["items"], item, &child(path, Seg::Index(i)), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The metadata mutations every object gets.
@@ -751,6 +789,17 @@ fn gitfleet_validate_admits_what_a_real_hub_admits() {
             docs: vec![seed],
         });
     }
+    let status_seeds = samples.len();
+    for (i, seed) in gitfleet_kube_text::yaml::documents(STATUS_SEEDS)
+        .unwrap()
+        .into_iter()
+        .enumerate()
+    {
+        samples.push(Sample {
+            path: format!("admission-status-seeds/{i}.yaml"),
+            docs: vec![seed],
+        });
+    }
     let schemas = schemas(&crds);
 
     let members = hub::start_with_crds(&crds);
@@ -772,6 +821,7 @@ fn gitfleet_validate_admits_what_a_real_hub_admits() {
 
     let metadata_labels: Vec<&str> = metadata_mutations().iter().map(|m| m.label).collect();
     let mut generated = 0;
+    let mut status_cases = 0;
     let (mut cases, mut both_admit, mut both_refuse) = (0, 0, 0);
     let mut known_seen = vec![0usize; KNOWN.len()];
     let mut table = Vec::new();
@@ -788,16 +838,36 @@ fn gitfleet_validate_admits_what_a_real_hub_admits() {
                 Some((g, v)) => (g.to_string(), v.to_string()),
                 None => (String::new(), api_version.to_string()),
             };
+            let schema = schemas.get(&(group, version, kind.clone()));
             let mut mutations = Vec::new();
-            if let Some(schema) = schemas.get(&(group, version, kind.clone())) {
-                walk(schema, original, &[], true, &mut mutations);
+            let mut in_status = Vec::new();
+            if let Some(schema) = schema {
+                if fi < status_seeds {
+                    walk(schema, original, &[], true, &mut mutations);
+                }
+                if let Some(status) = original.get("status") {
+                    let path = [Seg::Key("status".into())];
+                    status_mutations(
+                        &schema["properties"]["status"],
+                        status,
+                        &path,
+                        &mut in_status,
+                    );
+                }
             }
             generated += mutations.len();
+            status_cases += in_status.len();
             let mut all: Vec<(&str, String, Value)> =
                 vec![("as written", "as written".into(), original.clone())];
+            let metadata = if fi < status_seeds {
+                metadata_mutations()
+            } else {
+                vec![]
+            };
             for m in spread(mutations, MUTATIONS_PER_OBJECT)
                 .into_iter()
-                .chain(metadata_mutations())
+                .chain(metadata)
+                .chain(in_status)
             {
                 all.push((m.label, m.name(), m.apply(original)));
             }
@@ -871,7 +941,7 @@ fn gitfleet_validate_admits_what_a_real_hub_admits() {
     drop(proxy);
     let known_total: usize = known_seen.iter().sum();
     eprintln!(
-        "admission differential: {cases} cases (of {generated} schema mutations, at most {MUTATIONS_PER_OBJECT} per object), {} agree ({both_admit} admitted by both, {both_refuse} refused by both), {known_total} known differences, {unexplained} unexplained\n{}",
+        "admission differential: {cases} cases (of {generated} schema mutations, at most {MUTATIONS_PER_OBJECT} per object, and {status_cases} unknown fields in statuses), {} agree ({both_admit} admitted by both, {both_refuse} refused by both), {known_total} known differences, {unexplained} unexplained\n{}",
         both_admit + both_refuse,
         table.join("\n")
     );

@@ -191,18 +191,7 @@ impl ApiObject for MemberCluster {
                 "unknown field \"deleteOptions\" (v1beta1 only)",
             );
         }
-        let status: &[&str] = if self.is_v1() {
-            &["agentStatus", "conditions", "properties", "resourceUsage"]
-        } else {
-            &[
-                "agentStatus",
-                "conditions",
-                "namespaces",
-                "properties",
-                "resourceUsage",
-            ]
-        };
-        super::status::check(self.status.as_ref(), status, &mut p);
+        super::status::check(&self.api_version, &self.kind, self.status.as_ref(), &mut p);
         p.0
     }
 }
@@ -354,18 +343,7 @@ impl ApiObject for ManagedCluster {
                 }
             }
         }
-        super::status::check(
-            self.status.as_ref(),
-            &[
-                "allocatable",
-                "capacity",
-                "clusterClaims",
-                "conditions",
-                "managedNamespaces",
-                "version",
-            ],
-            &mut p,
-        );
+        super::status::check(&self.api_version, &self.kind, self.status.as_ref(), &mut p);
         p.0
     }
 }
@@ -491,7 +469,7 @@ impl ApiObject for ManagedClusterSet {
                 p.push(nf, format!("Duplicate value: {:?}", ns.name));
             }
         }
-        super::status::check(self.status.as_ref(), &["conditions"], &mut p);
+        super::status::check(&self.api_version, &self.kind, self.status.as_ref(), &mut p);
         p.0
     }
 }
@@ -531,7 +509,7 @@ impl ApiObject for ManagedClusterSetBinding {
                 "The ManagedClusterSetBinding must have the same name as the target ManagedClusterSet",
             );
         }
-        super::status::check(self.status.as_ref(), &["conditions"], &mut p);
+        super::status::check(&self.api_version, &self.kind, self.status.as_ref(), &mut p);
         p.0
     }
 }

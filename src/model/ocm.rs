@@ -521,16 +521,7 @@ impl ApiObject for OcmPlacement {
                 );
             }
         }
-        super::status::check(
-            self.status.as_ref(),
-            &[
-                "conditions",
-                "decisionGroups",
-                "lastScoreUpdateTime",
-                "numberOfSelectedClusters",
-            ],
-            &mut p,
-        );
+        super::status::check(&self.api_version, &self.kind, self.status.as_ref(), &mut p);
         p.0
     }
 }
@@ -863,11 +854,7 @@ impl ApiObject for ManifestWorkReplicaSet {
                 validate_rollout(rs, &format!("{f}.rolloutStrategy"), &mut p);
             }
         }
-        super::status::check(
-            self.status.as_ref(),
-            &["conditions", "placementSummary", "summary"],
-            &mut p,
-        );
+        super::status::check(&self.api_version, &self.kind, self.status.as_ref(), &mut p);
         p.0
     }
 }

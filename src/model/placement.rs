@@ -583,16 +583,7 @@ fn validate_placement(pl: &Placement, p: &mut Problems) {
         validate_policy(policy, p);
     }
     validate_strategy(&spec.strategy, is_v1, p);
-    super::status::check(
-        pl.status.as_ref(),
-        &[
-            "conditions",
-            "observedResourceIndex",
-            "placementStatuses",
-            "selectedResources",
-        ],
-        p,
-    );
+    super::status::check(&pl.api_version, &pl.kind.to_string(), pl.status.as_ref(), p);
 }
 
 fn validate_selectors(pl: &Placement, p: &mut Problems) {

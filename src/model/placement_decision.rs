@@ -11,17 +11,12 @@
 
 use super::metadata::NameRule;
 use super::object::ObjectMeta;
-use super::status::unknown_fields;
 use super::{ApiObject, Problem, Problems};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The `PlacementDecision` kind.
 pub const PLACEMENT_DECISION: &str = "PlacementDecision";
-
-/// The fields the CRD declares in `status` and in each of `status.decisions`.
-const STATUS_FIELDS: &[&str] = &["decisions"];
-const DECISION_FIELDS: &[&str] = &["clusterName", "reason", "score"];
 
 /// A PlacementDecision: metadata, and a status kept as it is written (see the module doc for why
 /// its types are not checked).
@@ -47,19 +42,7 @@ impl ApiObject for PlacementDecision {
         {
             p.push("metadata.name", format!("Invalid value: {name:?}: {msg}"));
         }
-        if let Some(status) = &self.status {
-            unknown_fields(status, "status", STATUS_FIELDS, &mut p);
-            if let Some(decisions) = status.get("decisions").and_then(Value::as_array) {
-                for (i, d) in decisions.iter().enumerate() {
-                    unknown_fields(
-                        d,
-                        &format!("status.decisions[{i}]"),
-                        DECISION_FIELDS,
-                        &mut p,
-                    );
-                }
-            }
-        }
+        super::status::check(&self.api_version, &self.kind, self.status.as_ref(), &mut p);
         p.0
     }
 }

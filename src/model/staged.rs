@@ -39,16 +39,6 @@ const STAGE_NAME_PATTERN: &str = "^[a-z0-9]+$";
 const MAX_CONCURRENCY_PATTERN: &str = "^(100|[1-9][0-9]?)%$";
 const WAIT_TIME_PATTERN: &str = r"^(?:(?:0|[1-9][0-9]*)(\.[0-9]+)?(?:s|m|h))+$";
 /// The status fields of an update run's CRD; the last is not in v1alpha1.
-const RUN_STATUS_FIELDS: &[&str] = &[
-    "appliedStrategy",
-    "conditions",
-    "deletionStageStatus",
-    "policyObservedClusterCount",
-    "policySnapshotIndexUsed",
-    "stagedUpdateStrategySnapshot",
-    "stagesStatus",
-    "resourceSnapshotIndexUsed",
-];
 const BUDGET_MESSAGE: &str = "If supplied value is String should match regex '^(100|[0-9]{1,2})%$' or If supplied value is Integer must be greater than or equal to 0";
 
 fn version_of(api_version: &str) -> &str {
@@ -576,6 +566,10 @@ impl ApiObject for StagedUpdateRun {
             Some(MAX_REFERENCE),
             &mut p,
         );
+        // Required in v1alpha1 only (later versions take the latest snapshot when it is absent).
+        if spec.resource_snapshot_index.is_none() && is_v1alpha1(&self.api_version) {
+            p.push("spec.resourceSnapshotIndex", "Required value");
+        }
         if let Some(idx) = spec.resource_snapshot_index.as_deref() {
             if !idx.is_empty() && parse_go_atoi_non_negative(idx).is_none() {
                 p.push(
@@ -595,12 +589,7 @@ impl ApiObject for StagedUpdateRun {
         if spec.state.is_some() && is_v1alpha1(&self.api_version) {
             p.push("spec.state", "unknown field \"state\" (not in v1alpha1)");
         }
-        let fields: &[&str] = if is_v1alpha1(&self.api_version) {
-            &RUN_STATUS_FIELDS[..RUN_STATUS_FIELDS.len() - 1]
-        } else {
-            RUN_STATUS_FIELDS
-        };
-        super::status::check(self.status.as_ref(), fields, &mut p);
+        super::status::check(&self.api_version, &self.kind, self.status.as_ref(), &mut p);
         p.0
     }
 }
@@ -656,7 +645,7 @@ impl ApiObject for ApprovalRequest {
             &mut p,
         );
         check_reference("spec.targetStage", &self.spec.target_stage, None, &mut p);
-        super::status::check(self.status.as_ref(), &["conditions"], &mut p);
+        super::status::check(&self.api_version, &self.kind, self.status.as_ref(), &mut p);
         p.0
     }
 }
@@ -728,7 +717,7 @@ impl ApiObject for ClusterResourcePlacementEviction {
             Some(MAX_REFERENCE),
             &mut p,
         );
-        super::status::check(self.status.as_ref(), &["conditions"], &mut p);
+        super::status::check(&self.api_version, &self.kind, self.status.as_ref(), &mut p);
         p.0
     }
 }
@@ -1277,7 +1266,7 @@ status:
                 "invalid resource snapshot index `-1` provided, expected an integer >= 0",
             ),
             (
-                run("placementName: p, stagedRolloutStrategyName: s, state: Run").replace("/v1beta1", "/v1alpha1"),
+                run("placementName: p, stagedRolloutStrategyName: s, state: Run, resourceSnapshotIndex: '0'").replace("/v1beta1", "/v1alpha1"),
                 "spec.state",
                 "unknown field \"state\" (not in v1alpha1)",
             ),
@@ -1594,11 +1583,13 @@ status:
                 resource_snapshot_index_is_a_non_negative_integer: run_ok(", resourceSnapshotIndex: '-1'") => "spec.resourceSnapshotIndex", "expected an integer >= 0";
                     ok: run_ok(", resourceSnapshotIndex: '0'");
                 state_not_in_v1alpha1: alpha(run_ok(", state: Run")) => "spec.state", "not in v1alpha1";
-                    ok: alpha(run_ok(""));
+                    ok: alpha(run_ok(", resourceSnapshotIndex: '0'"));
+                resource_snapshot_index_required_in_v1alpha1: alpha(run_ok("")) => "spec.resourceSnapshotIndex", "Required value";
+                    ok: alpha(run_ok(", resourceSnapshotIndex: ''"));
                 run_status_unknown_field_refused: format!("{}status: {{stagesStatus: 1, bogus: 1}}\n", run_ok("")) => "status.bogus", "unknown field `bogus`";
                     ok: format!("{}status: {{stagesStatus: 1, resourceSnapshotIndexUsed: '0'}}\n", run_ok(""));
-                run_status_v1alpha1_has_no_resource_snapshot_index_used: alpha(format!("{}status: {{resourceSnapshotIndexUsed: '0'}}\n", run_ok(""))) => "status.resourceSnapshotIndexUsed", "unknown field";
-                    ok: alpha(format!("{}status: {{policySnapshotIndexUsed: '0'}}\n", run_ok("")));
+                run_status_v1alpha1_has_no_resource_snapshot_index_used: alpha(format!("{}status: {{resourceSnapshotIndexUsed: '0'}}\n", run_ok(", resourceSnapshotIndex: '0'"))) => "status.resourceSnapshotIndexUsed", "unknown field";
+                    ok: alpha(format!("{}status: {{policySnapshotIndexUsed: '0'}}\n", run_ok(", resourceSnapshotIndex: '0'")));
                 state_is_an_enum: run_ok(", state: Pause") => "spec.state", "unknown variant";
                     ok: run_ok(", state: Stop");
             }

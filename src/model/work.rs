@@ -60,11 +60,7 @@ impl ApiObject for ManifestWork {
             &mut p,
         );
         validate_config("spec", &self.spec, &mut p);
-        super::status::check(
-            self.status.as_ref(),
-            &["conditions", "resourceStatus"],
-            &mut p,
-        );
+        super::status::check(&self.api_version, &self.kind, self.status.as_ref(), &mut p);
         p.0
     }
 }
