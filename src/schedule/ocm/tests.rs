@@ -1074,8 +1074,8 @@ fn cel_selectors_select_as_ocm_does() {
     assert_eq!(misconfigured_of(&r).0, "False");
 }
 
-/// An expression that does not compile, or calls a function of OCM's environment gitfleet does
-/// not provide, makes the placement misconfigured with no decisions (predicate.go returns
+/// An expression that does not compile, or calls a function of OCM's library with arguments
+/// cel-go's checker rejects, makes the placement misconfigured with no decisions (predicate.go returns
 /// Misconfigured with the compile error).
 #[test]
 fn cel_compile_errors_make_the_placement_misconfigured() {
@@ -1090,7 +1090,7 @@ fn cel_compile_errors_make_the_placement_misconfigured() {
             "app",
             "quantity",
             json!({"predicates": [{"requiredClusterSelector": {"celSelector": {"celExpressions": [
-                "quantity(managedCluster.metadata.labels['mem']).isLessThan(quantity('1Gi'))"
+                "quantity(managedCluster.metadata.labels['mem']).isLessThan('1Gi')"
             ]}}}]}),
         ),
         placement(
@@ -1115,7 +1115,7 @@ fn cel_compile_errors_make_the_placement_misconfigured() {
     assert!(r.selected.is_empty());
     assert_eq!(
         misconfigured_of(&r).2,
-        "Predicate:compilation failed: function 'quantity' of OCM's CEL environment is not supported by gitfleet (\"quantity(managedCluster.metadata.labels['mem']).isLessThan(quantity('1Gi'))\")"
+        "Predicate:compilation failed: found no matching overload for 'isLessThan' (OCM declares <Semver>.isLessThan(<Semver>) or <Quantity>.isLessThan(<Quantity>)) (\"quantity(managedCluster.metadata.labels['mem']).isLessThan('1Gi')\")"
     );
     // `scores` is a member function in OCM (ManagedClusterLib's MemberOverload): called as a
     // global one, cel-go's checker finds no overload.
@@ -1123,21 +1123,31 @@ fn cel_compile_errors_make_the_placement_misconfigured() {
     assert!(r.selected.is_empty());
     assert_eq!(
         misconfigured_of(&r).2,
-        "Predicate:compilation failed: found no matching overload for 'scores' (OCM declares <ManagedCluster>.scores(<string>) <list>) (\"scores(managedCluster, 'test-addon').size() > 0\")"
+        "Predicate:compilation failed: found no matching overload for 'scores' (OCM declares <ManagedCluster>.scores(<string>)) (\"scores(managedCluster, 'test-addon').size() > 0\")"
     );
 }
 
 /// OCM's library functions in a placement: `scores` reads the inventory's add-on scores
 /// (sdk-go managedcluster.go clusterScores; the README example of a CEL selector on an
-/// AddOnPlacementScore), `semver` compares versions (ocm pkg/placement/helpers/cel_test.go).
+/// AddOnPlacementScore), `semver` compares versions (ocm pkg/placement/helpers/cel_test.go),
+/// `quantity` and `cidr` compare label values.
 /// A cluster whose expression fails at evaluation is filtered, the placement is not
 /// misconfigured.
 #[test]
 fn cel_library_functions_select_clusters() {
     let cat = commit(vec![
-        cluster("hot", json!({"version": "1.31.2"})),
-        cluster("cool", json!({"version": "1.29.0"})),
-        cluster("unscored", json!({"version": "not-a-version"})),
+        cluster(
+            "hot",
+            json!({"version": "1.31.2", "memory": "128Gi", "api-ip": "10.1.2.3"}),
+        ),
+        cluster(
+            "cool",
+            json!({"version": "1.29.0", "memory": "68719476736", "api-ip": "192.168.0.1"}),
+        ),
+        cluster(
+            "unscored",
+            json!({"version": "not-a-version", "memory": "lots", "api-ip": "10.0.0.1"}),
+        ),
         placement(
             "app",
             "scores",
@@ -1150,6 +1160,21 @@ fn cel_library_functions_select_clusters() {
             "semver",
             json!({"predicates": [{"requiredClusterSelector": {"celSelector": {"celExpressions": [
                 "semver(managedCluster.metadata.labels['version']).isLessThan(semver('1.30.0'))"
+            ]}}}]}),
+        ),
+        // Kubernetes' quantity and CIDR libraries (quantity_test.go, cidr_test.go) on labels.
+        placement(
+            "app",
+            "quantity",
+            json!({"predicates": [{"requiredClusterSelector": {"celSelector": {"celExpressions": [
+                "quantity(managedCluster.metadata.labels['memory']).isGreaterThan(quantity('64Gi'))"
+            ]}}}]}),
+        ),
+        placement(
+            "app",
+            "cidr",
+            json!({"predicates": [{"requiredClusterSelector": {"celSelector": {"celExpressions": [
+                "cidr('10.0.0.0/8').containsIP(managedCluster.metadata.labels['api-ip'])"
             ]}}}]}),
         ),
     ]);
@@ -1175,6 +1200,12 @@ fn cel_library_functions_select_clusters() {
     let r = one(&cat, &f, "semver", &[], NOW);
     assert_eq!(r.selected, ["cool"]);
     assert_eq!(misconfigured_of(&r).0, "False");
+    // 68719476736 is 64Gi exactly, not greater; "lots" is no quantity: an evaluation error.
+    let r = one(&cat, &f, "quantity", &[], NOW);
+    assert_eq!(r.selected, ["hot"]);
+    assert_eq!(misconfigured_of(&r).0, "False");
+    let r = one(&cat, &f, "cidr", &[], NOW);
+    assert_eq!(r.selected, ["hot", "unscored"]);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,13 +13,11 @@
 //!   made (`instantiation failed: ...`, so the placement is misconfigured); a pattern computed
 //!   at evaluation fails there (no match).
 //!
-//! cel-go checks how a library function is called when it compiles; cel-rust does not, so
-//! [`check_calls`] does it here: a call of one of these functions with the wrong receiver style
-//! or number of arguments, or with a literal of the wrong type, is a compile error, as in OCM.
+//! `isGreaterThan`, `isLessThan` and `compareTo` are also the quantity library's
+//! ([`super::quantity`]): one function here compares two semvers or two quantities.
 //!
 //! Pure: the scores are a parameter.
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 use cel::extractors::{Arguments, This};
 use cel::objects::{Key, Map, Opaque};
 use cel::{Context, ExecutionError, FunctionContext, Value};
@@ -29,190 +27,6 @@ use std::sync::Arc;
 
 /// Each cluster's AddOnPlacementScore values, by cluster name then score name.
 pub(super) type ScoreTable = HashMap<String, BTreeMap<String, i64>>;
-
-/// How OCM declares a library function: receiver or global, and its parameters.
-struct Signature {
-    name: &'static str,
-    member: bool,
-    /// The parameter lists it accepts after the receiver.
-    params: &'static [&'static [Param]],
-    /// How OCM's library documents the call, for the error message.
-    usage: &'static str,
-}
-
-#[derive(Clone, Copy)]
-enum Param {
-    String,
-    Int,
-    Semver,
-}
-
-const SIGNATURES: &[Signature] = &[
-    Signature {
-        name: "scores",
-        member: true,
-        params: &[&[Param::String]],
-        usage: "<ManagedCluster>.scores(<string>) <list>",
-    },
-    Signature {
-        name: "parseJSON",
-        member: true,
-        params: &[&[]],
-        usage: "<string>.parseJSON() <dyn>",
-    },
-    Signature {
-        name: "find",
-        member: true,
-        params: &[&[Param::String]],
-        usage: "<string>.find(<string>) <string>",
-    },
-    Signature {
-        name: "findAll",
-        member: true,
-        params: &[&[Param::String], &[Param::String, Param::Int]],
-        usage: "<string>.findAll(<string>[, <int>]) <list(string)>",
-    },
-    Signature {
-        name: "semver",
-        member: false,
-        params: &[&[Param::String]],
-        usage: "semver(<string>) <Semver>",
-    },
-    Signature {
-        name: "isSemver",
-        member: false,
-        params: &[&[Param::String]],
-        usage: "isSemver(<string>) <bool>",
-    },
-    Signature {
-        name: "isGreaterThan",
-        member: true,
-        params: &[&[Param::Semver]],
-        usage: "<Semver>.isGreaterThan(<Semver>) <bool>",
-    },
-    Signature {
-        name: "isLessThan",
-        member: true,
-        params: &[&[Param::Semver]],
-        usage: "<Semver>.isLessThan(<Semver>) <bool>",
-    },
-    Signature {
-        name: "compareTo",
-        member: true,
-        params: &[&[Param::Semver]],
-        usage: "<Semver>.compareTo(<Semver>) <int>",
-    },
-    Signature {
-        name: "major",
-        member: true,
-        params: &[&[]],
-        usage: "<Semver>.major() <int>",
-    },
-    Signature {
-        name: "minor",
-        member: true,
-        params: &[&[]],
-        usage: "<Semver>.minor() <int>",
-    },
-    Signature {
-        name: "patch",
-        member: true,
-        params: &[&[]],
-        usage: "<Semver>.patch() <int>",
-    },
-];
-
-/// A call in `expr` that OCM's type checker would reject (a library function called
-/// the wrong way, or with a literal of the wrong type: `compilation failed: ...`), or whose
-/// program OCM could not make (an invalid literal regex: `instantiation failed: ...`).
-pub(super) fn check_calls(expr: &IdedExpr) -> Result<(), String> {
-    let mut stack = vec![expr];
-    while let Some(e) = stack.pop() {
-        match &e.expr {
-            Expr::Call(call) => {
-                if let Some(sig) = SIGNATURES.iter().find(|s| s.name == call.func_name) {
-                    check_call(sig, call.target.as_deref(), &call.args)?;
-                }
-                if let Some(t) = &call.target {
-                    stack.push(t);
-                }
-                stack.extend(call.args.iter());
-            }
-            Expr::Comprehension(c) => {
-                stack.extend([
-                    &c.iter_range,
-                    &c.accu_init,
-                    &c.loop_cond,
-                    &c.loop_step,
-                    &c.result,
-                ]);
-            }
-            Expr::List(l) => stack.extend(l.elements.iter()),
-            Expr::Map(m) => stack.extend(m.entries.iter().flat_map(|en| match &en.expr {
-                EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
-                EntryExpr::StructField(f) => vec![&f.value],
-            })),
-            Expr::Struct(s) => stack.extend(s.entries.iter().flat_map(|en| match &en.expr {
-                EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
-                EntryExpr::StructField(f) => vec![&f.value],
-            })),
-            Expr::Select(s) => stack.push(&s.operand),
-            Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
-        }
-    }
-    Ok(())
-}
-
-fn check_call(sig: &Signature, target: Option<&IdedExpr>, args: &[IdedExpr]) -> Result<(), String> {
-    let no_overload = || format!("compilation failed: {}", no_overload(sig));
-    if target.is_some() != sig.member {
-        return Err(no_overload());
-    }
-    // A literal receiver: `parseJSON`, `find` and `findAll` take a string; `scores` takes a map
-    // and the semver methods a semver, which no literal is.
-    if let Some(lit) = target.and_then(literal) {
-        let takes_string = matches!(sig.name, "parseJSON" | "find" | "findAll");
-        if !(takes_string && matches!(lit, LiteralValue::String(_))) {
-            return Err(no_overload());
-        }
-    }
-    let fits = |params: &[Param]| {
-        params.len() == args.len()
-            && params.iter().zip(args).all(|(param, arg)| {
-                literal(arg).is_none_or(|lit| match param {
-                    Param::String => matches!(lit, LiteralValue::String(_)),
-                    Param::Int => matches!(lit, LiteralValue::Int(_)),
-                    Param::Semver => false,
-                })
-            })
-    };
-    if !sig.params.iter().any(|p| fits(p)) {
-        return Err(no_overload());
-    }
-    // OptimizeRegex: a literal pattern is compiled with the program.
-    if matches!(sig.name, "find" | "findAll") {
-        if let Some(LiteralValue::String(pattern)) = args.first().and_then(literal) {
-            if let Err(e) = regex::Regex::new(pattern.inner()) {
-                return Err(format!("instantiation failed: Illegal regex: {e}"));
-            }
-        }
-    }
-    Ok(())
-}
-
-fn literal(e: &IdedExpr) -> Option<&LiteralValue> {
-    match &e.expr {
-        Expr::Literal(l) => Some(l),
-        _ => None,
-    }
-}
-
-fn no_overload(sig: &Signature) -> String {
-    format!(
-        "found no matching overload for '{}' (OCM declares {})",
-        sig.name, sig.usage
-    )
-}
 
 /// Registers the library's functions on an evaluation context; `scores` reads `table`.
 pub(super) fn register(context: &mut Context<'_, '_>, table: Arc<ScoreTable>) {
@@ -435,5 +249,11 @@ fn as_semver<'a>(ftx: &FunctionContext, v: &'a Value) -> Result<&'a Semver, Exec
 }
 
 fn compare(ftx: &FunctionContext, a: &Value, b: &Value) -> Result<Ordering, ExecutionError> {
+    if let (Some(x), Some(y)) = (
+        super::quantity::as_quantity(a),
+        super::quantity::as_quantity(b),
+    ) {
+        return Ok(x.cmp(y));
+    }
     Ok(as_semver(ftx, a)?.precedence(as_semver(ftx, b)?))
 }

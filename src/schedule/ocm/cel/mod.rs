@@ -15,9 +15,16 @@
 //!   Format and Semver.
 //!
 //! Evaluated with cel-rust (`cel`), on its standard environment (optional types included) plus
-//! the strings extension, and [`library`]: `scores`, `parseJSON`, the semver functions and the
-//! regex `find`/`findAll`, with
-//! OCM's semantics. Where gitfleet differs, because it is not cel-go:
+//! the strings extension, and OCM's whole library with cel-go's semantics, one module per
+//! source:
+//! - [`library`]: OCM's `scores` and `parseJSON` (sdk-go pkg/cel/library), Kubernetes' semver
+//!   and regex libraries;
+//! - [`quantity`], [`net`] (IP and CIDR), [`url`], [`format`] and [`lists`]: Kubernetes'
+//!   libraries of the same names (k8s.io/apiserver pkg/cel/library, as `BaseEnvOpts` registers
+//!   them, without version options: all their functions);
+//! - [`check`]: the compile-time check of their calls.
+//!
+//! Where gitfleet differs, because it is not cel-go:
 //! - `managedCluster` is built from what gitfleet knows of the cluster: `metadata.name`,
 //!   `metadata.labels` (the ManagedCluster's, with the cluster-set label), `spec.taints`,
 //!   `status.clusterClaims` from its properties (as claims are for the claim selector), and
@@ -26,59 +33,32 @@
 //!   (`status.version`, conditions, ...), so a reference to it is an evaluation error (no match).
 //! - `scores(resource)` reads the cluster's inventory `addOnScores`, whatever the resource name
 //!   (the inventory does not say which AddOnPlacementScore a score comes from; see [`library`]).
-//! - The other Kubernetes libraries (quantity, IP, CIDR, URL, format, list helpers) are not
-//!   provided: an expression that calls one is reported as a compile
-//!   error naming it, so the placement is misconfigured instead of selecting wrongly.
+//! - Each library module says where its values or error texts differ from Go's (an evaluation
+//!   error is no match whatever its text).
 //! - cel-go limits an expression's runtime cost (`celconfig.RuntimeCELCostBudget` per cluster,
 //!   `PerCallLimit`); cel-rust has no cost model, so an expression costly enough to exceed the
 //!   budget (no match in OCM) is evaluated in full here.
 //! - cel-rust parses but does not type-check. Undeclared variables are caught at compile time
 //!   here as in cel-go (any name but `managedCluster` and those the comprehension macros bind),
-//!   and so are calls of OCM's library functions of the wrong shape ([`library::check_calls`]);
+//!   and so are calls of OCM's library functions of the wrong shape ([`check::check_calls`]);
 //!   other type errors (`1 + "a"`), and a call to a function no environment declares, fail at
 //!   evaluation (no match), where cel-go fails at compilation; compile error texts are
 //!   cel-rust's.
 //!
 //! Pure: values in, values out.
 
+mod check;
+mod format;
 mod library;
+mod lists;
+mod net;
+mod quantity;
+mod url;
 
 use super::super::fleet::Cluster;
 use library::ScoreTable;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
-
-/// Functions OCM's CEL environment declares that gitfleet does not provide (module doc), by the
-/// library that declares them in OCM (k8s.io/apiserver/pkg/cel/library, registered by
-/// open-cluster-management.io/sdk-go pkg/cel/common/values.go `BaseEnvOpts`).
-const NOT_PROVIDED: &[&str] = &[
-    // Quantity
-    "quantity",
-    "isQuantity",
-    "asInteger",
-    "asApproximateFloat",
-    "isInteger",
-    "sign",
-    "add",
-    "sub",
-    // IP, CIDR, URLs
-    "ip",
-    "isIP",
-    "cidr",
-    "isCIDR",
-    "url",
-    "isURL",
-    "getScheme",
-    "getHost",
-    "getHostname",
-    "getPort",
-    "getEscapedPath",
-    "getQuery",
-    // Lists, Format
-    "isSorted",
-    "sum",
-    "format",
-];
 
 /// The type names cel-go declares (`type(x) == double`), which cel-rust lists as variables.
 const TYPE_NAMES: &[&str] = &[
@@ -125,6 +105,8 @@ impl CelSelector {
                 .filter(|v| {
                     *v != "managedCluster"
                         && !TYPE_NAMES.contains(v)
+                        // Namespaces of functions and types, which `check_calls` checks.
+                        && !check::NAMESPACES.contains(v)
                         && !bound.iter().any(|b| b == v)
                 })
                 .collect();
@@ -134,18 +116,7 @@ impl CelSelector {
                     "compilation failed: undeclared reference to '{v}' ({e:?})"
                 ));
             }
-            let mut missing: Vec<&str> = refs
-                .functions()
-                .into_iter()
-                .filter(|f| NOT_PROVIDED.contains(f))
-                .collect();
-            missing.sort_unstable();
-            if let Some(f) = missing.first() {
-                return Err(format!(
-                    "compilation failed: function '{f}' of OCM's CEL environment is not supported by gitfleet ({e:?})"
-                ));
-            }
-            library::check_calls(program.expression()).map_err(|err| format!("{err} ({e:?})"))?;
+            check::check_calls(program.expression()).map_err(|err| format!("{err} ({e:?})"))?;
             programs.push(program);
         }
         let scores = if programs
@@ -168,15 +139,22 @@ impl CelSelector {
 
     /// Does the cluster satisfy every expression?
     pub(super) fn matches(&self, cluster: &Cluster) -> bool {
-        let Ok(managed) = cel::to_value(managed_cluster(cluster)) else {
+        let Some(context) = self.context(cluster) else {
             return false;
         };
-        let mut context = cel::Context::with_env(self.env.clone());
-        library::register(&mut context, self.scores.clone());
-        context.add_variable_from_value("managedCluster", managed);
         self.programs
             .iter()
             .all(|p| matches!(p.execute(&context), Ok(cel::Value::Bool(true))))
+    }
+
+    /// The evaluation context of `cluster`: the functions and `managedCluster`.
+    fn context(&self, cluster: &Cluster) -> Option<cel::Context<'_, '_>> {
+        let managed = cel::to_value(managed_cluster(cluster)).ok()?;
+        let mut context = cel::Context::with_env(self.env.clone());
+        library::register(&mut context, self.scores.clone());
+        register(&mut context).expect("no library function shadows a standard overload");
+        context.add_variable_from_value("managedCluster", managed);
+        Some(context)
     }
 }
 
@@ -208,7 +186,19 @@ fn environment() -> cel::Env {
     // OCM's BaseEnvOpts include cel-go's ext.Strings().
     env.add_extension(cel::extensions::strings)
         .expect("the strings extension declares no name twice");
+    // Overloads of names the standard library or the strings extension declare.
+    net::declare(&mut env).expect("string(IP) and string(CIDR) are new overloads");
+    lists::declare(&mut env).expect("indexOf and lastIndexOf on lists are new overloads");
     env
+}
+
+/// Registers the Kubernetes libraries' functions that are not overloads of the environment's.
+fn register(context: &mut cel::Context<'_, '_>) -> Result<(), cel::DeclarationError> {
+    quantity::register(context)?;
+    net::register(context)?;
+    url::register(context)?;
+    format::register(context)?;
+    lists::register(context)
 }
 
 /// The ManagedCluster as the selector sees it (module doc).
@@ -258,6 +248,45 @@ fn managed_cluster(c: &Cluster) -> Value {
         "spec": {"taints": taints},
         "status": status,
     })
+}
+
+/// What an expression gives, for the libraries' tests: its value, or its compile or
+/// evaluation error's text.
+#[cfg(test)]
+pub(super) fn eval(expr: &str) -> Result<cel::Value, String> {
+    let selector = CelSelector::compile(&[expr.to_string()], &[])?;
+    let context = selector
+        .context(&Cluster::default())
+        .expect("an empty cluster converts");
+    selector.programs[0]
+        .execute(&context)
+        .map_err(|e| format!("evaluation failed: {e}"))
+}
+
+/// What a test case expects of an expression.
+#[cfg(test)]
+pub(super) enum Want {
+    Value(cel::Value),
+    /// An evaluation error whose text contains this.
+    EvalError(&'static str),
+    /// A compile error whose text contains this.
+    CompileError(&'static str),
+}
+
+/// Runs table-driven cases `(name, expression, expected)`, naming the failing case.
+#[cfg(test)]
+pub(super) fn run_cases(cases: &[(&str, &str, Want)]) {
+    for (name, expr, want) in cases {
+        let got = eval(expr);
+        match (want, &got) {
+            (Want::Value(v), Ok(g)) if v == g => {}
+            (Want::EvalError(e), Err(g)) if g.starts_with("evaluation failed") && g.contains(e) => {
+            }
+            (Want::CompileError(e), Err(g))
+                if !g.starts_with("evaluation failed") && g.contains(e) => {}
+            _ => panic!("{name}: {expr}: got {got:?}"),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -499,10 +528,10 @@ mod tests {
                 "{expr}: {err}"
             );
         }
-        assert_eq!(
-            compile(&["quantity('1Gi').isLessThan(quantity('2Gi'))"], &[]).err().unwrap(),
-            "compilation failed: function 'quantity' of OCM's CEL environment is not supported by gitfleet (\"quantity('1Gi').isLessThan(quantity('2Gi'))\")"
-        );
+        assert!(matches(
+            &["quantity('1Gi').isLessThan(quantity('2Gi'))"],
+            &cluster("c", &[], &[])
+        ));
         let c = cluster("c", &[], &[]);
         assert!(!matches(&["managedCluster.metadata.name"], &c));
         assert!(!matches(
