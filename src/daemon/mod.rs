@@ -210,6 +210,9 @@ pub struct Status {
     /// Approval requests, accepted approvals and refused tags (`/api/v1/approvals`).
     #[serde(skip)]
     pub approvals: crate::api::ApprovalsView,
+    /// The evictions of the commit served, as judged (`/api/v1/evictions`).
+    #[serde(skip)]
+    pub evictions: crate::api::Evictions,
     /// `--state kubernetes`: who leads (`None` with a state directory: this process acts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader: Option<LeaderStatus>,
