@@ -174,7 +174,11 @@ impl<D: Deliverer> Daemon<D> {
         })
         .await?;
         self.state = state;
-        Ok(saved?)
+        let saved = saved?;
+        if self.saved_evictions != self.state.evictions {
+            self.saved_evictions = self.state.evictions.clone();
+        }
+        Ok(saved)
     }
 
     /// The rules between the head and the commit being served (a staged update run's
@@ -336,6 +340,7 @@ impl<D: Deliverer> Daemon<D> {
                 let store = self.store.clone();
                 // What the file holds is not what the status shows: the next save writes.
                 self.schedule_saved_for = None;
+                self.state.evictions = self.saved_evictions.clone();
                 blocking(move || store.load_schedule()).await??.1
             }
         };

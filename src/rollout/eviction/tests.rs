@@ -68,11 +68,21 @@ const BA3: B = ("test-cluster-3", BindingState::Bound, true);
 const BU4: B = ("test-cluster-4", BindingState::Bound, false);
 const UA5: B = ("test-cluster-5", BindingState::Unscheduled, true);
 
+/// A TestIsEvictionAllowed case: name, policy, bindings, budget, allowed, available bindings.
+type Case = (
+    &'static str,
+    PlacementPolicy,
+    &'static [B],
+    PlacementDisruptionBudgetSpec,
+    bool,
+    usize,
+);
+
 /// TestIsEvictionAllowed, every case, by KubeFleet's name.
 #[test]
 fn is_eviction_allowed() {
     #[rustfmt::skip]
-    let cases: &[(&str, PlacementPolicy, &[B], PlacementDisruptionBudgetSpec, bool, usize)] = &[
+    let cases: &[Case] = &[
         ("MaxUnavailable specified as Integer zero, one available binding - block eviction", pick_n(1), &[BA2], max(IntOrPercent::Int(0)), false, 1),
         ("MaxUnavailable specified as Integer zero, one unavailable bindings - block eviction", pick_n(1), &[S1], max(IntOrPercent::Int(0)), false, 0),
         ("MaxUnavailable specified as Integer one, one unavailable binding - block eviction", pick_n(1), &[S1], max(IntOrPercent::Int(1)), false, 0),
