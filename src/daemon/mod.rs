@@ -411,6 +411,8 @@ pub struct Daemon<D: Deliverer> {
     read_cache: reconciler::ReadCache,
     /// Catalogs of older commits that staged update runs render from, by commit id.
     run_catalogs: BTreeMap<String, Arc<crate::catalog::Catalog>>,
+    /// Which of those commits the state still needs, remembered per placement.
+    render_commits: crate::rollout::staged::RenderCommits,
     /// Reads and judges approval tags.
     approvals: approvals::ApprovalGate,
     /// The last head whose signature was judged (`--verify-commits`): its signer, or why it
@@ -519,6 +521,7 @@ impl<D: Deliverer> Daemon<D> {
             schedule_memo: Default::default(),
             read_cache: Default::default(),
             run_catalogs: BTreeMap::new(),
+            render_commits: Default::default(),
             changes,
             changes_rx: Some(changes_rx),
             watched: BTreeMap::new(),

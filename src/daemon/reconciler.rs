@@ -205,7 +205,7 @@ impl<D: Deliverer> Daemon<D> {
         &mut self,
         commit: &str,
     ) -> Result<BTreeMap<String, Arc<crate::catalog::Catalog>>> {
-        let mut wanted = crate::rollout::staged::render_commits(&self.state);
+        let mut wanted = self.render_commits.of(&self.state);
         wanted.remove(commit);
         self.run_catalogs.retain(|c, _| wanted.contains(c));
         for c in wanted {

@@ -20,6 +20,7 @@ pub mod rollback;
 pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Weak};
 
 use super::approval::{Approval, Request};
 use super::rolling::{self, Revision};
@@ -275,18 +276,47 @@ pub fn heal(
 /// The commits runs render from that a step may need besides its own: those of runs still
 /// going, and those that delivered what a cluster runs now ([`heal`] renders them again).
 pub fn render_commits(state: &super::RolloutState) -> BTreeSet<String> {
-    let going = state
-        .runs
-        .values()
-        .filter(|r| !r.is_terminal() && !r.render_commit.is_empty())
-        .map(|r| r.render_commit.clone());
-    let delivered = state
-        .placements
-        .values()
-        .flat_map(|p| p.clusters.values())
-        .filter_map(|c| c.delivered_by.as_ref())
-        .map(|d| d.render_commit.clone());
-    going.chain(delivered).collect()
+    RenderCommits::default().of(state)
+}
+
+/// [`render_commits`] for a daemon that asks at every reconcile: each placement's deliveries
+/// are remembered with the placement state they were read from, so only the placements a
+/// reconcile changed (a new `Arc`, copied on write) are walked again.
+#[derive(Debug, Default)]
+pub struct RenderCommits {
+    /// A `Weak` keeps the allocation, so an equal pointer is the same unchanged state, and
+    /// does not count as a holder for `Arc::make_mut` (which would otherwise copy it).
+    delivered: BTreeMap<PlacementKey, (Weak<super::state::PlacementState>, BTreeSet<String>)>,
+}
+
+impl RenderCommits {
+    pub fn of(&mut self, state: &super::RolloutState) -> BTreeSet<String> {
+        self.delivered
+            .retain(|key, _| state.placements.contains_key(key));
+        let mut commits: BTreeSet<String> = state
+            .runs
+            .values()
+            .filter(|r| !r.is_terminal() && !r.render_commit.is_empty())
+            .map(|r| r.render_commit.clone())
+            .collect();
+        for (key, ps) in &state.placements {
+            let fresh = self
+                .delivered
+                .get(key)
+                .is_some_and(|(seen, _)| std::ptr::eq(seen.as_ptr(), Arc::as_ptr(ps)));
+            if !fresh {
+                let by = ps
+                    .clusters
+                    .values()
+                    .filter_map(|c| c.delivered_by.as_ref())
+                    .map(|d| d.render_commit.clone())
+                    .collect();
+                self.delivered.insert(key.clone(), (Arc::downgrade(ps), by));
+            }
+            commits.extend(self.delivered[key].1.iter().cloned());
+        }
+        commits
+    }
 }
 
 /// The placement a run targets: `crp/NAME` for a `ClusterStagedUpdateRun`, `rp/NS/NAME` for a

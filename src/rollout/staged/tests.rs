@@ -1152,3 +1152,51 @@ fn run_progress_round_trips_through_the_state_format() {
     let old: RolloutState = serde_json::from_str(r#"{"placements": {}}"#).unwrap();
     assert!(old.runs.is_empty());
 }
+
+#[test]
+fn remembered_render_commits_follow_every_change_of_a_placement() {
+    use crate::model::{PlacementKey, PlacementKind};
+    use crate::rollout::{ClusterState, PlacementState};
+    use std::sync::Arc;
+
+    let delivered = |commit: &str| {
+        let mut c = ClusterState::with_health(BindingHealth::Available);
+        c.delivered_by = Some(super::RunDelivery {
+            run: "r".into(),
+            stage: "s".into(),
+            resource_snapshot_index: 0,
+            resource_snapshot: "h".into(),
+            render_commit: commit.into(),
+            init_commit: commit.into(),
+        });
+        c
+    };
+    let key = |n: &str| PlacementKey::new(PlacementKind::ClusterResourcePlacement, None, n);
+    let mut state = RolloutState::default();
+    for (p, commit) in [("a", "c1"), ("b", "c2")] {
+        let mut ps = PlacementState::default();
+        ps.clusters.insert("m1".into(), delivered(commit));
+        ps.clusters.insert(
+            "m2".into(),
+            ClusterState::with_health(BindingHealth::Available),
+        );
+        state.placements.insert(key(p), Arc::new(ps));
+    }
+    let mut memo = super::RenderCommits::default();
+    let names = |s: std::collections::BTreeSet<String>| s.into_iter().collect::<Vec<_>>();
+    assert_eq!(names(memo.of(&state)), ["c1", "c2"]);
+
+    // Changed through copy-on-write, as a step changes it: seen, though the memo saw it before.
+    let a = state.placements.get_mut(&key("a")).unwrap();
+    Arc::make_mut(a)
+        .clusters
+        .insert("m2".into(), delivered("c3"));
+    assert_eq!(names(memo.of(&state)), ["c1", "c2", "c3"]);
+    Arc::make_mut(state.placements.get_mut(&key("a")).unwrap())
+        .clusters
+        .clear();
+    assert_eq!(names(memo.of(&state)), ["c2"]);
+    state.placements.remove(&key("b"));
+    assert_eq!(names(memo.of(&state)), Vec::<String>::new());
+    assert_eq!(memo.of(&state), super::render_commits(&state));
+}
