@@ -991,18 +991,32 @@ fn validate_rollout(rs: &OcmRolloutStrategy, f: &str, p: &mut Problems) {
             }
         }
     };
+    // `minSuccessTime` is a `metav1.Duration`: the API server refuses what Go cannot parse.
+    let check_duration = |field: String, v: &Option<String>, p: &mut Problems| {
+        if let Some(s) = v {
+            if go_duration_secs(s).is_none() {
+                p.push(
+                    field,
+                    format!("{s:?} is not a duration (such as 30s, 5m or 1h30m)"),
+                );
+            }
+        }
+    };
     if let Some(c) = &rs.all {
+        check_duration(format!("{f}.all.minSuccessTime"), &c.min_success_time, p);
         check_deadline(format!("{f}.all.progressDeadline"), &c.progress_deadline, p);
         check_count(format!("{f}.all.maxFailures"), &c.max_failures, p);
     }
     if let Some(c) = &rs.progressive {
         let g = format!("{f}.progressive");
+        check_duration(format!("{g}.minSuccessTime"), &c.min_success_time, p);
         check_deadline(format!("{g}.progressDeadline"), &c.progress_deadline, p);
         check_count(format!("{g}.maxFailures"), &c.max_failures, p);
         check_count(format!("{g}.maxConcurrency"), &c.max_concurrency, p);
     }
     if let Some(c) = &rs.progressive_per_group {
         let g = format!("{f}.progressivePerGroup");
+        check_duration(format!("{g}.minSuccessTime"), &c.min_success_time, p);
         check_deadline(format!("{g}.progressDeadline"), &c.progress_deadline, p);
         check_count(format!("{g}.maxFailures"), &c.max_failures, p);
     }
@@ -1010,10 +1024,54 @@ fn validate_rollout(rs: &OcmRolloutStrategy, f: &str, p: &mut Problems) {
 
 /// The CRD pattern `^(([0-9])+[h|m|s])|None$` taken literally, as the API server does: a run of
 /// digits followed by `h`, `m`, `s` or `|` at the start, or `None` at the end (so `5m30s` passes).
-fn is_progress_deadline(s: &str) -> bool {
+pub(crate) fn is_progress_deadline(s: &str) -> bool {
     let digits = s.bytes().take_while(u8::is_ascii_digit).count();
     (digits > 0 && matches!(s.as_bytes().get(digits), Some(b'h' | b'm' | b's' | b'|')))
         || s.ends_with("None")
+}
+
+/// A Go duration (`time.ParseDuration`: `300ms`, `-1.5h`, `2h45m`; units ns, us, µs, ms, s,
+/// m, h) in whole seconds, rounded up; a negative one is 0. `None` when Go would not parse it.
+pub fn go_duration_secs(s: &str) -> Option<u64> {
+    let body = s.strip_prefix(['-', '+']).unwrap_or(s);
+    let negative = s.starts_with('-');
+    if body == "0" {
+        return Some(0);
+    }
+    if body.is_empty() {
+        return None;
+    }
+    let mut rest = body;
+    let mut nanos: f64 = 0.0;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number = &rest[..number_len];
+        if number.is_empty() || number == "." || number.matches('.').count() > 1 {
+            return None;
+        }
+        let value: f64 = number.parse().ok()?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        nanos += value * scale;
+    }
+    if negative {
+        return Some(0);
+    }
+    Some((nanos / 1e9).ceil() as u64)
 }
 
 /// `^((100|[0-9]{1,2})%|[0-9]+)$`.
@@ -1721,6 +1779,26 @@ spec:
             assert!(!is_progress_deadline(bad), "{bad}");
         }
     }
+
+    /// Go's `time.ParseDuration`, as `metav1.Duration` reads `minSuccessTime`.
+    #[test]
+    fn go_durations_parse_as_go_does() {
+        for (text, secs) in [
+            ("0", 0),
+            ("90s", 90),
+            ("5m30s", 330),
+            ("1.5h", 5400),
+            ("300ms", 1),
+            ("2h45m", 9900),
+            ("-5m", 0),
+            ("+10s", 10),
+        ] {
+            assert_eq!(go_duration_secs(text), Some(secs), "{text}");
+        }
+        for bad in ["", "5", "5d", "m", ".s", "1..5s", "five"] {
+            assert_eq!(go_duration_secs(bad), None, "{bad}");
+        }
+    }
     /// One test per rule of OCM's Placement and ManifestWorkReplicaSet CRDs, OCM's work webhook
     /// and gitfleet's own, named after the rule: the breaking document names the field, the
     /// edge case is admitted.
@@ -1845,6 +1923,8 @@ spec:
                     ok: one(CM);
                 placement_ref_name_required: mwrs(&format!("[{CM}]"), "[{name: ''}]") => "spec.placementRefs[0].name", "Required value";
                     ok: one(CM);
+                min_success_time_is_a_duration: rollout("{type: Progressive, progressive: {minSuccessTime: soon}}") => "spec.placementRefs[0].rolloutStrategy.progressive.minSuccessTime", "not a duration";
+                    ok: rollout("{type: Progressive, progressive: {minSuccessTime: 1m30s}}");
                 progress_deadline_pattern: rollout("{type: All, all: {progressDeadline: soon}}") => "spec.placementRefs[0].rolloutStrategy.all.progressDeadline", "must match";
                     ok: rollout("{type: All, all: {progressDeadline: None}}");
                 max_failures_pattern: rollout("{type: All, all: {maxFailures: '101%'}}") => "spec.placementRefs[0].rolloutStrategy.all.maxFailures", "must match";
