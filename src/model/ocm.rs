@@ -824,6 +824,32 @@ impl LocalPlacementReference {
     }
 }
 
+impl OcmRolloutStrategy {
+    /// What takes effect: the type (default `All`) with that type's settings only, so two
+    /// strategies that roll out alike compare equal.
+    pub fn effective(&self) -> OcmRolloutStrategy {
+        let type_ = self.type_.unwrap_or_default();
+        OcmRolloutStrategy {
+            type_: Some(type_),
+            all: (type_ == OcmRolloutType::All).then(|| self.all.clone().unwrap_or_default()),
+            progressive: (type_ == OcmRolloutType::Progressive)
+                .then(|| self.progressive.clone().unwrap_or_default()),
+            progressive_per_group: (type_ == OcmRolloutType::ProgressivePerGroup)
+                .then(|| self.progressive_per_group.clone().unwrap_or_default()),
+        }
+    }
+}
+
+impl LocalPlacementReference {
+    /// The strategy that takes effect ([`OcmRolloutStrategy::effective`]).
+    pub fn effective_strategy(&self) -> OcmRolloutStrategy {
+        self.rollout_strategy
+            .clone()
+            .unwrap_or_default()
+            .effective()
+    }
+}
+
 impl ApiObject for ManifestWorkReplicaSet {
     fn validate(&self) -> Vec<Problem> {
         let mut p = Problems::default();
@@ -860,25 +886,9 @@ impl ApiObject for ManifestWorkReplicaSet {
 }
 
 /// What of OCM's work API gitfleet does not carry out: refused, never accepted and
-/// ignored. Workloads go to every selected cluster at once; the work options gitfleet does not
-/// honour are [`super::work::not_built`]'s.
+/// ignored: the work options gitfleet does not honour ([`super::work::not_built`]'s).
 pub fn not_built(m: &ManifestWorkReplicaSet) -> Vec<Problem> {
-    const NOT_BUILT: &str = "not built in gitfleet";
-    let mut problems = Problems(super::work::not_built(
-        "spec.manifestWorkTemplate",
-        &m.spec.manifest_work_template,
-    ));
-    let p = &mut problems;
-    for (i, r) in m.spec.placement_refs.iter().enumerate() {
-        let ty = r.rollout_type();
-        if ty != OcmRolloutType::All {
-            p.push(
-                format!("spec.placementRefs[{i}].rolloutStrategy.type"),
-                format!("{NOT_BUILT}: rolloutStrategy type {ty:?}; gitfleet sends the works to every selected cluster at once (type All); for staged rollouts use a ClusterResourcePlacement with a staged update strategy"),
-            );
-        }
-    }
-    problems.0
+    super::work::not_built("spec.manifestWorkTemplate", &m.spec.manifest_work_template)
 }
 
 /// The OCM work webhook's manifest rules; `f` is the manifests' field path.
@@ -991,13 +1001,14 @@ fn validate_rollout(rs: &OcmRolloutStrategy, f: &str, p: &mut Problems) {
             }
         }
     };
-    // `minSuccessTime` is a `metav1.Duration`: the API server refuses what Go cannot parse.
+    // `minSuccessTime` is a `metav1.Duration` in a string the CRD does not constrain: OCM's
+    // controller cannot read what Go's duration parser refuses.
     let check_duration = |field: String, v: &Option<String>, p: &mut Problems| {
         if let Some(s) = v {
             if go_duration_secs(s).is_none() {
                 p.push(
                     field,
-                    format!("{s:?} is not a duration (such as 30s, 5m or 1h30m)"),
+                    format!("{s:?} is not a duration such as 30s, 5m or 1h30m (gitfleet's own rule: an OCM hub admits it; OCM's controller cannot read it)"),
                 );
             }
         }
@@ -1560,7 +1571,7 @@ spec:
 
     #[test]
     fn manifest_work_replica_set_decodes_with_defaults() {
-        // Valid by OCM's rules; what gitfleet does not carry out is refused.
+        // Valid by OCM's rules; what gitfleet does not carry out is refused (the executor).
         // manifestConfigs' update strategies and deleteOption's orphaning are honoured.
         assert_eq!(problems::<ManifestWorkReplicaSet>(MWRS), vec![]);
         let fields: Vec<String> = not_built(&typed(MWRS))
@@ -1576,11 +1587,8 @@ spec:
             .collect();
         assert_eq!(
             fields,
-            [
-                "spec.manifestWorkTemplate.executor",
-                "spec.placementRefs[1].rolloutStrategy.type",
-                "spec.placementRefs[2].rolloutStrategy.type",
-            ]
+            ["spec.manifestWorkTemplate.executor"],
+            "every rollout type is carried out"
         );
         let built = "apiVersion: work.open-cluster-management.io/v1alpha1\nkind: ManifestWorkReplicaSet\n\
             metadata: {name: m, namespace: default}\nspec:\n  placementRefs: [{name: p, rolloutStrategy: {type: All}}]\n\
@@ -1923,7 +1931,7 @@ spec:
                     ok: one(CM);
                 placement_ref_name_required: mwrs(&format!("[{CM}]"), "[{name: ''}]") => "spec.placementRefs[0].name", "Required value";
                     ok: one(CM);
-                min_success_time_is_a_duration: rollout("{type: Progressive, progressive: {minSuccessTime: soon}}") => "spec.placementRefs[0].rolloutStrategy.progressive.minSuccessTime", "not a duration";
+                min_success_time_is_a_duration_is_gitfleets_own: rollout("{type: Progressive, progressive: {minSuccessTime: soon}}") => "spec.placementRefs[0].rolloutStrategy.progressive.minSuccessTime", OWN;
                     ok: rollout("{type: Progressive, progressive: {minSuccessTime: 1m30s}}");
                 progress_deadline_pattern: rollout("{type: All, all: {progressDeadline: soon}}") => "spec.placementRefs[0].rolloutStrategy.all.progressDeadline", "must match";
                     ok: rollout("{type: All, all: {progressDeadline: None}}");
