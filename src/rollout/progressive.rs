@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::ocm::{
     go_duration_secs, is_progress_deadline, MandatoryDecisionGroup, OcmRolloutStrategy,
@@ -486,6 +486,35 @@ fn per_group(
         }
     }
     decision(rollout, timed_out, breach)
+}
+
+/// What a Placement's step knows of the replica sets that name it: the type of their
+/// `rolloutStrategy`, and why it cannot be carried out, if it cannot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaSetRollout {
+    pub type_: OcmRolloutType,
+    pub error: Option<String>,
+}
+
+/// OCM's `ManifestWorkReplicaSetSummary`: of the clusters that have the current workloads, how
+/// many have them applied, available, degraded (failed) and progressing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaSetSummary {
+    pub total: usize,
+    pub applied: usize,
+    pub available: usize,
+    pub degraded: usize,
+    pub progressing: usize,
+}
+
+/// OCM's `placementsSummary` entry of a replica set's status for one Placement.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementSummary {
+    pub name: String,
+    /// `<decision groups> (<clusters with the workloads> / <selected clusters> clusters applied)`.
+    pub available_decision_groups: String,
+    pub summary: ReplicaSetSummary,
 }
 
 #[cfg(test)]

@@ -130,6 +130,8 @@ pub struct StepSummary {
     /// Held for invalid resource selectors ([`PlacementSchedule::held`]): nothing of it is
     /// applied, pruned or swept, and the deletion guard counts none of its objects as deleted.
     pub held: bool,
+    /// An OCM Placement that ManifestWorkReplicaSets name: their rollout strategy.
+    pub replica_sets: Option<super::progressive::ReplicaSetRollout>,
 }
 
 impl StepSummary {
@@ -153,6 +155,7 @@ impl StepSummary {
             objects: BTreeMap::new(),
             settled: None,
             held: false,
+            replica_sets: None,
         }
     }
 

@@ -35,9 +35,13 @@ pub(super) fn step(
         Pacing::Rolling => pace_of(cx, p),
         Pacing::Immediate => None,
     };
+    step.replica_sets = replica_sets_of(cx, p);
     let pace = match pace {
         Some(Err(e)) => {
             // OCM reports the placement NotAsExpected and rolls nothing out.
+            if let Some(r) = &mut step.replica_sets {
+                r.error = Some(e.to_string());
+            }
             step.note = Some(format!("rolloutStrategy: {e}"));
             step.target = ps.selected.len();
             return (step, work);
@@ -156,6 +160,22 @@ fn pace_of(
         return None;
     }
     Some(progressive::Strategy::of(Some(&strategy)))
+}
+
+/// The rollout type of the replica sets that name Placement `p`; `None` if none does.
+fn replica_sets_of(cx: &Context, p: &Placement) -> Option<progressive::ReplicaSetRollout> {
+    if p.key.kind != PlacementKind::OcmPlacement {
+        return None;
+    }
+    let (_, r) = cx
+        .input
+        .cat
+        .replica_set_refs(p.key.namespace.as_deref(), &p.key.name)
+        .next()?;
+    Some(progressive::ReplicaSetRollout {
+        type_: r.rollout_type(),
+        error: None,
+    })
 }
 
 /// The placement's decision groups; one group of every selected cluster when it has none.

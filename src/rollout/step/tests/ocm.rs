@@ -232,3 +232,83 @@ fn immediate_pacing_ignores_the_strategy() {
     applied.sort();
     assert_eq!(applied, names(MEMBERS));
 }
+
+/// The replica sets' status as OCM's controller reports it (manifestworkreplicaset_deploy_test.go,
+/// manifestworkreplicaset_status_test.go): PlacementVerified, PlacementRolledOut and
+/// ManifestworkApplied with the counts of its placement summary, through the rollout.
+#[test]
+fn replica_set_status_follows_the_rollout() {
+    use crate::rollout::conditions::{of_step, replica_set_summary};
+    let cat = ocm_commit("1", "{type: ProgressivePerGroup}");
+    let (mut state, mut previous) = (RolloutState::default(), Default::default());
+    let status = |l: &Looked, state: &RolloutState, previous: &crate::schedule::Previous| {
+        let key = &l.summary.placement;
+        let (sched, stored) = (&previous[key], state.placements.get(key).map(|p| &**p));
+        let conditions: Vec<(String, String, String)> = of_step(&l.summary, Some(sched), stored)
+            .0
+            .into_iter()
+            .filter(|c| {
+                !matches!(
+                    c.type_.as_str(),
+                    "PlacementSatisfied" | "PlacementMisconfigured"
+                )
+            })
+            .map(|c| (c.type_, c.status, c.reason))
+            .collect();
+        (
+            conditions,
+            replica_set_summary(&l.summary, sched, stored).unwrap(),
+        )
+    };
+    let c = |t: &str, s: &str, r: &str| (t.to_string(), s.to_string(), r.to_string());
+    let first = look(&cat, &mut state, &mut previous, BindingHealth::Pending, 0);
+    let (conditions, summary) = status(&first, &state, &previous);
+    assert_eq!(
+        conditions,
+        [
+            c("PlacementVerified", "True", "AsExpected"),
+            c("PlacementRolledOut", "False", "Progressing"),
+            c("ManifestworkApplied", "False", "Processing"),
+        ]
+    );
+    assert_eq!(
+        summary.available_decision_groups,
+        "2 (2 / 4 clusters applied)"
+    );
+    assert_eq!((summary.summary.total, summary.summary.progressing), (2, 2));
+    look(
+        &cat,
+        &mut state,
+        &mut previous,
+        BindingHealth::Available,
+        10,
+    );
+    look(
+        &cat,
+        &mut state,
+        &mut previous,
+        BindingHealth::Available,
+        20,
+    );
+    let done = look(
+        &cat,
+        &mut state,
+        &mut previous,
+        BindingHealth::Available,
+        30,
+    );
+    let (conditions, summary) = status(&done, &state, &previous);
+    assert_eq!(
+        conditions,
+        [
+            c("PlacementVerified", "True", "AsExpected"),
+            c("PlacementRolledOut", "True", "Complete"),
+            c("ManifestworkApplied", "True", "AsExpected"),
+        ]
+    );
+    assert_eq!(
+        summary.available_decision_groups,
+        "2 (4 / 4 clusters applied)"
+    );
+    assert_eq!((summary.summary.applied, summary.summary.available), (4, 4));
+}
