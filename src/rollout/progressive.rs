@@ -488,6 +488,65 @@ fn per_group(
     decision(rollout, timed_out, breach)
 }
 
+/// The order the strategy rolls out in when every cluster succeeds as soon as it is applied
+/// (no soak, no deadline): the clusters of each step, for `gitfleet plan`.
+pub fn order(strategy: &Strategy, groups: &[DecisionGroup]) -> Vec<Vec<ClusterRollout>> {
+    let quick = Strategy {
+        min_success_time: 0,
+        progress_deadline: None,
+        ..strategy.clone()
+    };
+    let mut done: Vec<ClusterRollout> = Vec::new();
+    let mut steps = Vec::new();
+    loop {
+        let d = decide(&quick, groups, &done, 0);
+        let batch: Vec<ClusterRollout> = d
+            .to_rollout
+            .into_iter()
+            .filter(|c| c.status == Status::ToApply)
+            .collect();
+        if batch.is_empty() {
+            return steps;
+        }
+        done.extend(batch.iter().map(|c| ClusterRollout {
+            status: Status::Succeeded,
+            since: Some(0),
+            ..c.clone()
+        }));
+        steps.push(batch);
+    }
+}
+
+/// [`order`] in words: `group 0 (m1, m2), then group 1 (m3, m4)`.
+pub fn order_line(steps: &[Vec<ClusterRollout>]) -> String {
+    let step_line = |batch: &Vec<ClusterRollout>| {
+        let mut by_group: Vec<(&GroupKey, Vec<&str>)> = Vec::new();
+        for c in batch {
+            match by_group.iter_mut().find(|(g, _)| **g == c.group) {
+                Some((_, cs)) => cs.push(&c.cluster),
+                None => by_group.push((&c.group, vec![&c.cluster])),
+            }
+        }
+        by_group
+            .iter()
+            .map(|(g, cs)| {
+                let name = if g.name.is_empty() {
+                    format!("group {}", g.index)
+                } else {
+                    format!("group {} {}", g.index, g.name)
+                };
+                format!("{name} ({})", cs.join(", "))
+            })
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    steps
+        .iter()
+        .map(step_line)
+        .collect::<Vec<_>>()
+        .join(", then ")
+}
+
 /// What a Placement's step knows of the replica sets that name it: the type of their
 /// `rolloutStrategy`, and why it cannot be carried out, if it cannot.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -771,3 +771,20 @@ fn mandatory_groups_by_name_then_index() {
     assert_eq!(idx(&[m(Some("zzz"), None)]), Vec::<usize>::new());
     assert_eq!(idx(&[]), Vec::<usize>::new());
 }
+
+/// `gitfleet plan`'s order: the mandatory group first, then by name `maxConcurrency` at a time
+/// (Progressive), or group by group (ProgressivePerGroup).
+#[test]
+fn order_is_the_rollout_when_every_cluster_succeeds() {
+    let s = strategy(json!({"type": "Progressive", "progressive": {
+        "mandatoryDecisionGroups": [{"groupIndex": 1}], "maxConcurrency": 2, "minSuccessTime": "1h"}}));
+    assert_eq!(
+        order_line(&order(&s, &groups(SIX))),
+        "group 1 (cluster4, cluster5, cluster6), then group 0 group1 (cluster1, cluster2), then group 0 group1 (cluster3)"
+    );
+    let s = per_group("None", json!({}));
+    assert_eq!(
+        order_line(&order(&s, &groups(SIX))),
+        "group 0 group1 (cluster1, cluster2, cluster3), then group 1 (cluster4, cluster5, cluster6)"
+    );
+}

@@ -56,6 +56,7 @@ pub use absorb::absorb;
 pub use external::run_key_of;
 use memo::Settled;
 pub use memo::StepMemo;
+pub use ocm::groups_of as ocm_groups_of;
 pub use pace::{rolling_params, target_of, Pace, Pacing};
 use render::Renderings;
 use sweep::sweep;

@@ -179,7 +179,7 @@ fn replica_sets_of(cx: &Context, p: &Placement) -> Option<progressive::ReplicaSe
 }
 
 /// The placement's decision groups; one group of every selected cluster when it has none.
-pub(crate) fn groups_of(ps: &PlacementSchedule) -> Vec<DecisionGroup> {
+pub fn groups_of(ps: &PlacementSchedule) -> Vec<DecisionGroup> {
     if ps.decision_groups.is_empty() {
         return vec![DecisionGroup {
             group_name: String::new(),
