@@ -10,7 +10,8 @@
 # rust:1.95-bookworm, and that plus this machine's Go for golang:1.26-bookworm (which builds
 # kustomize and helm from the Go module proxy). GITFLEET_IMAGE_BASES=pull uses the real ones.
 #
-#   bash deploy/check-image.sh    # needs root (or buildah's rootless setup)
+#   bash deploy/check-image.sh               # needs root (or buildah's rootless setup)
+#   bash deploy/check-image.sh --build-only  # builds the image, checks nothing
 #
 # What it checks, in the built image:
 #   - the entrypoint is gitfleet, running as uid 65532 with HOME on the cache volume;
@@ -20,6 +21,13 @@
 #     members served by the image's own `gitfleet sim`, with its state on a mounted volume.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+build_only=false
+case "${1:-}" in
+  "") ;;
+  --build-only) build_only=true ;;
+  *) echo "usage: bash deploy/check-image.sh [--build-only]" >&2; exit 2 ;;
+esac
 
 bases=${GITFLEET_IMAGE_BASES:-standin}
 tag=${GITFLEET_IMAGE_TAG:-localhost/gitfleet:check}
@@ -88,6 +96,11 @@ standin_bases() {
     buildah commit -q "$ctr" "$rust_image" >/dev/null
     buildah rm "$ctr" >/dev/null
   fi
+  # GOPATH=/go as in the real image, where the Go caches are mounted (below).
+  if have_image "$go_image" \
+    && [[ $(buildah inspect --type image --format '{{.OCIv1.Config.Env}}' "$go_image") != *GOPATH=/go* ]]; then
+    buildah rmi "$go_image" >/dev/null
+  fi
   if ! have_image "$go_image"; then
     local goroot
     goroot=$(go env GOROOT)
@@ -98,7 +111,8 @@ standin_bases() {
     mkdir -p "$mnt/usr/local/go"
     cp -a "$goroot"/. "$mnt/usr/local/go/"
     buildah umount "$ctr" >/dev/null
-    buildah config --env PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    buildah config --env GOPATH=/go \
+      --env PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       "$ctr"
     buildah commit -q "$ctr" "$go_image" >/dev/null
     buildah rm "$ctr" >/dev/null
@@ -113,14 +127,27 @@ case "$bases" in
 esac
 
 # Crates and the build's target folder live outside the image (bind mounts for the RUN steps),
-# so a second build compiles only what changed.
+# so a second build compiles only what changed. Go's module and build caches are this machine's
+# own: kustomize and helm, built here as the Dockerfile builds them (CGO off, -trimpath, the same
+# Go in the stand-in), are then not compiled a second time.
 mkdir -p "$cache/registry" "$cache/target"
+go_mounts=()
+if command -v go >/dev/null; then
+  gomodcache=$(go env GOMODCACHE)
+  gocache=$(go env GOCACHE)
+  mkdir -p "$gomodcache" "$gocache"
+  go_mounts=(-v "$gomodcache:/go/pkg/mod" -v "$gocache:/root/.cache/go-build")
+fi
 say "building $tag from deploy/Dockerfile"
 commit=$(git rev-parse HEAD)
 buildah bud --isolation chroot "${pull[@]}" --layers --build-arg GITFLEET_COMMIT="$commit" \
-  -v "$cache/registry:/usr/local/cargo/registry" -v "$cache/target:/src/target" \
+  -v "$cache/registry:/usr/local/cargo/registry" -v "$cache/target:/src/target" "${go_mounts[@]}" \
   -f deploy/Dockerfile -t "$tag" . >"$cache/build.log" 2>&1 \
   || { tail -40 "$cache/build.log" >&2; say "the image did not build (log: $cache/build.log)"; exit 1; }
+if $build_only; then
+  say "built $tag (--build-only: not checked)"
+  exit 0
+fi
 
 field() { buildah inspect --type image --format "{{$1}}" "$tag"; }
 [[ $(field .OCIv1.Config.User) == 65532:65532 ]] || fail "the image runs as '$(field .OCIv1.Config.User)', not 65532:65532"
