@@ -392,7 +392,8 @@ pub fn replica_set_summary(
         let Some(c) = stored.and_then(|p| p.clusters.get(cluster)) else {
             continue;
         };
-        if step.desired.get(cluster).is_none() || c.revision.as_ref() != step.desired.get(cluster) {
+        let desired = step.desired.get(cluster);
+        if desired.is_none() || c.revision.as_ref() != desired {
             continue;
         }
         summary.total += 1;

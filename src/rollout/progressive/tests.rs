@@ -499,7 +499,7 @@ fn per_group_failures_without_deadline() {
         &per_group("None", json!({})),
         NINE,
         &first_group((Succeeded, -60)),
-        &[failing.clone()],
+        std::slice::from_ref(&failing),
         &[],
         true,
         None,
@@ -656,7 +656,9 @@ fn determine_rollout_status() {
         deadline: Some(90),
         now: NOW,
     };
-    let cases: &[(&str, Status, Option<i64>, Option<Status>, Option<Status>)] = &[
+    // name, status, since, in the rollout as, timed out as
+    type Case<'a> = (&'a str, Status, Option<i64>, Option<Status>, Option<Status>);
+    let cases: &[Case] = &[
         // name, status, since, in rollout as, timed out as
         ("ToApply status", ToApply, None, Some(ToApply), None),
         ("Skip status", Status::Skip, None, None, None),
