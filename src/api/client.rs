@@ -219,6 +219,11 @@ pub fn approvals(server: &Daemon) -> Result<crate::api::ApprovalsView, ClientErr
     get(server, "/api/v1/approvals", "the approval requests")
 }
 
+/// The evictions of the commit served, as judged (`GET /api/v1/evictions`).
+pub fn evictions(server: &Daemon) -> Result<wire::Evictions, ClientError> {
+    get(server, "/api/v1/evictions", "the evictions")
+}
+
 /// The fleet in a few numbers, as `GET /api/v1/summary` answers: what `status` and `wait`
 /// read first, whatever the fleet's size.
 pub fn summary(server: &Daemon) -> Result<wire::Summary, ClientError> {

@@ -125,6 +125,55 @@ pub struct ApprovalRequests {
     pub approval_requests: Vec<ApprovalRequest>,
 }
 
+/// `GET /api/v1/evictions`: the `ClusterResourcePlacementEviction`s of the commit served, as
+/// they were judged ([`crate::rollout::eviction`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Evictions {
+    pub evictions: Vec<Eviction>,
+}
+
+/// One eviction: the `kubectl get clusterresourceplacementeviction` columns and its conditions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Eviction {
+    pub name: String,
+    pub placement_name: String,
+    pub cluster_name: String,
+    /// The `Valid` condition's status (`True`, `False`).
+    pub valid: String,
+    /// The `Executed` condition's status, empty for an invalid eviction.
+    pub executed: String,
+    pub conditions: Vec<crate::schedule::Condition>,
+}
+
+impl Evictions {
+    /// The evictions of a rollout state, by name.
+    pub fn of(state: &crate::rollout::RolloutState) -> Evictions {
+        use crate::rollout::eviction::{EXECUTED, VALID};
+        let status = |r: &crate::rollout::eviction::EvictionRecord, t: &str| {
+            r.conditions
+                .iter()
+                .find(|c| c.type_ == t)
+                .map_or(String::new(), |c| c.status.clone())
+        };
+        Evictions {
+            evictions: state
+                .evictions
+                .iter()
+                .map(|(name, r)| Eviction {
+                    name: name.clone(),
+                    placement_name: r.placement_name.clone(),
+                    cluster_name: r.cluster_name.clone(),
+                    valid: status(r, VALID),
+                    executed: status(r, EXECUTED),
+                    conditions: r.conditions.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// What `gitfleet status -o json|yaml` prints: the placements document with the runs and
 /// their approval requests.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -137,6 +186,9 @@ pub struct StatusDocument {
     /// Approval tags the daemon refused, with why (`/api/v1/approvals`' `rejections`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused_approvals: Vec<Rejection>,
+    /// The evictions of the commit served (`/api/v1/evictions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evictions: Vec<Eviction>,
 }
 
 /// One staged update run: the `kubectl get clusterstagedupdaterun` columns, where it stands, and its whole status.

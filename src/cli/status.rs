@@ -62,11 +62,16 @@ fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
         let refused = crate::api::client::approvals(daemon)
             .map(|v| v.rejections)
             .unwrap_or_default();
+        // A daemon from before evictions has no such document: none to show.
+        let evictions = crate::api::client::evictions(daemon)
+            .map(|e| e.evictions)
+            .unwrap_or_default();
         let all = crate::api::StatusDocument {
             placements: doc,
             update_runs: runs.update_runs,
             approval_requests: requests.approval_requests,
             refused_approvals: refused,
+            evictions,
         };
         let text = match args.output {
             StatusFormat::Table | StatusFormat::Wide => {
@@ -82,7 +87,7 @@ fn status_once(args: &StatusArgs) -> Result<(serde_json::Value, String)> {
                     view::table(&all.placements, now, wide),
                     crate::daemon::runs::tables(&all.update_runs, &all.approval_requests, now),
                     view::refused_approvals(&all.refused_approvals)
-                )
+                ) + &view::evictions(&all.evictions)
             }
             StatusFormat::Json => format!("{}\n", serde_json::to_string_pretty(&all)?),
             StatusFormat::Yaml => crate::yaml::to_string(&all)?,

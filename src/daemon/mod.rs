@@ -210,6 +210,9 @@ pub struct Status {
     /// Approval requests, accepted approvals and refused tags (`/api/v1/approvals`).
     #[serde(skip)]
     pub approvals: crate::api::ApprovalsView,
+    /// The evictions of the commit served, as judged (`/api/v1/evictions`).
+    #[serde(skip)]
+    pub evictions: crate::api::Evictions,
     /// `--state kubernetes`: who leads (`None` with a state directory: this process acts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader: Option<LeaderStatus>,
@@ -375,6 +378,10 @@ pub struct Daemon<D: Deliverer> {
     analyzed: Vec<Arc<Analyzed>>,
     /// The schedule last saved to the store, as the next reconcile's previous results.
     previous: Option<crate::schedule::Previous>,
+    /// The eviction verdicts last saved with it: a reconcile that fails after judging an
+    /// eviction leaves its verdict in the state but not its unscheduled binding, and the next
+    /// one, which starts from the saved schedule, starts from these verdicts too.
+    saved_evictions: BTreeMap<String, crate::rollout::eviction::EvictionRecord>,
     /// The status last published for each settled placement, by its settled step's number
     /// ([`crate::rollout::StepSummary::settled`]).
     published: HashMap<crate::model::PlacementKey, (u64, Arc<PlacementStatus>)>,
@@ -478,6 +485,7 @@ impl<D: Deliverer> Daemon<D> {
         }));
         let gate = approvals::ApprovalGate::new(opts.repo.clone(), opts.verifier.clone());
         let deliverer = Arc::new(deliverer);
+        let saved_evictions = state.evictions.clone();
         Ok(Self {
             probes: probes::Probes::new(deliverer.clone()),
             workers: workers::Workers::new(deliverer.clone()),
@@ -501,6 +509,7 @@ impl<D: Deliverer> Daemon<D> {
             last_head: None,
             analyzed: Vec::new(),
             previous: Some(previous),
+            saved_evictions,
             schedule_saved_for: None,
             published: HashMap::default(),
             metered: HashMap::default(),

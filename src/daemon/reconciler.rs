@@ -174,7 +174,11 @@ impl<D: Deliverer> Daemon<D> {
         })
         .await?;
         self.state = state;
-        Ok(saved?)
+        let saved = saved?;
+        if self.saved_evictions != self.state.evictions {
+            self.saved_evictions = self.state.evictions.clone();
+        }
+        Ok(saved)
     }
 
     /// The rules between the head and the commit being served (a staged update run's
@@ -336,6 +340,7 @@ impl<D: Deliverer> Daemon<D> {
                 let store = self.store.clone();
                 // What the file holds is not what the status shows: the next save writes.
                 self.schedule_saved_for = None;
+                self.state.evictions = self.saved_evictions.clone();
                 blocking(move || store.load_schedule()).await??.1
             }
         };
@@ -398,46 +403,66 @@ impl<D: Deliverer> Daemon<D> {
         let mut memo = std::mem::take(&mut self.step_memo);
         let mut schedule_memo = std::mem::take(&mut self.schedule_memo);
         let (step_commit, step_analyzed) = (commit.clone(), analyzed.clone());
-        let (state, schedule, decision, (memo, schedule_memo), previous) = blocking(move || {
-            let cat = &step_analyzed.cat;
-            let started = std::time::Instant::now();
-            let invalid = &step_analyzed.invalid;
-            let schedule = schedule_commit_memoized(
-                cat,
-                invalid,
-                &fleet,
-                &previous,
-                now as i64,
-                &mut schedule_memo,
-            );
-            let scheduled = started.elapsed();
-            let input = Input {
-                cat,
-                commit: &step_commit,
-                schedule: &schedule,
-                fleet: &fleet,
-                unreachable: &unreachable,
-                only: None,
-                now,
-                staged,
-                selected: Some(&step_analyzed.selected),
-            };
-            let decision =
-                crate::rollout::step_memoized(&input, &state, Pacing::Rolling, &mut memo);
-            tracing::debug!(
-                target: "gitfleet::daemon::timing",
-                schedule_ms = scheduled.as_millis() as u64,
-                step_ms = (started.elapsed() - scheduled).as_millis() as u64,
-                work = decision.work.len(),
-                reused = memo.reused(),
-                schedules_reused = schedule_memo.reused(),
-                fleet_reused,
-                "scheduled and stepped"
-            );
-            (state, schedule, decision, (memo, schedule_memo), previous)
-        })
-        .await?;
+        let (state, schedule, decision, (memo, schedule_memo), previous, judged) =
+            blocking(move || {
+                let (mut state, mut previous) = (state, previous);
+                let cat = &step_analyzed.cat;
+                let started = std::time::Instant::now();
+                let invalid = &step_analyzed.invalid;
+                // Evictions first: an executed one unschedules its binding before the scheduler
+                // runs, as KubeFleet's scheduler sees the binding gone.
+                let (records, judged) = crate::rollout::eviction::evict(cat, &mut previous, &state);
+                state.evictions = records;
+                let schedule = schedule_commit_memoized(
+                    cat,
+                    invalid,
+                    &fleet,
+                    &previous,
+                    now as i64,
+                    &mut schedule_memo,
+                );
+                let scheduled = started.elapsed();
+                let input = Input {
+                    cat,
+                    commit: &step_commit,
+                    schedule: &schedule,
+                    fleet: &fleet,
+                    unreachable: &unreachable,
+                    only: None,
+                    now,
+                    staged,
+                    selected: Some(&step_analyzed.selected),
+                };
+                let decision =
+                    crate::rollout::step_memoized(&input, &state, Pacing::Rolling, &mut memo);
+                tracing::debug!(
+                    target: "gitfleet::daemon::timing",
+                    schedule_ms = scheduled.as_millis() as u64,
+                    step_ms = (started.elapsed() - scheduled).as_millis() as u64,
+                    work = decision.work.len(),
+                    reused = memo.reused(),
+                    schedules_reused = schedule_memo.reused(),
+                    fleet_reused,
+                    "scheduled and stepped"
+                );
+                (
+                    state,
+                    schedule,
+                    decision,
+                    (memo, schedule_memo),
+                    previous,
+                    judged,
+                )
+            })
+            .await?;
         self.state = state;
+        for j in &judged {
+            self.log_eviction(j);
+        }
+        // An executed eviction changed the bindings the step started from.
+        let executed = judged
+            .iter()
+            .any(|j| matches!(j.verdict, crate::rollout::eviction::Verdict::Executed(_)));
         self.step_memo = memo;
         self.schedule_memo = schedule_memo;
         Ok(Stepped {
@@ -445,7 +470,7 @@ impl<D: Deliverer> Daemon<D> {
             schedule,
             decision,
             now,
-            saved: previous_is_saved.then_some(previous),
+            saved: (previous_is_saved && !executed).then_some(previous),
         })
     }
 
@@ -818,6 +843,7 @@ impl<D: Deliverer> Daemon<D> {
         {
             let mut st = self.status.lock().unwrap();
             st.runs = super::runs::Runs::of(&self.state);
+            st.evictions = crate::api::Evictions::of(&self.state);
             st.changed();
             // Requests this step reached are listed at once; their tags are judged at the next
             // reconcile, which the step asks for straight away.
@@ -900,6 +926,23 @@ impl<D: Deliverer> Daemon<D> {
                     ("placement", &placement),
                     ("state", state),
                 ]));
+            }
+        }
+    }
+
+    /// An eviction is logged once, when it is judged.
+    fn log_eviction(&self, j: &crate::rollout::eviction::Judged) {
+        use crate::rollout::eviction::Verdict;
+        let (eviction, placement, cluster) = (&j.name, &j.placement, &j.cluster);
+        match &j.verdict {
+            Verdict::Executed(m) => {
+                tracing::info!(%eviction, %placement, %cluster, "eviction executed: {m}")
+            }
+            Verdict::Blocked(m) => {
+                tracing::warn!(%eviction, %placement, %cluster, "eviction not executed: {m}")
+            }
+            Verdict::Invalid(m) => {
+                tracing::warn!(%eviction, %placement, %cluster, "eviction invalid: {m}")
             }
         }
     }

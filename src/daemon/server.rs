@@ -280,6 +280,10 @@ async fn approval_requests(State(api): State<Api>) -> Response {
     })
 }
 
+async fn evictions(State(api): State<Api>) -> Response {
+    json_ok(&status_of(&api).evictions)
+}
+
 async fn inventory(State(api): State<Api>) -> Response {
     match &status_of(&api).inventory {
         Some(inv) => json_ok(inv),
@@ -366,6 +370,7 @@ fn documents(api: Api) -> Router<Api> {
         .route("/api/v1/approvalrequests", get(approval_requests))
         .route("/api/v1/schedule", get(schedule))
         .route("/api/v1/approvals", get(approvals))
+        .route("/api/v1/evictions", get(evictions))
         .route_layer(axum::middleware::from_fn_with_state(
             api.clone(),
             more::etags,

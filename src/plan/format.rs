@@ -6,8 +6,8 @@
 
 use super::story::{Consequence, Risk};
 use super::{
-    Change, ClusterMove, ClusterPlan, ClusterReason, ObjectDiff, PlacementPlan, Plan,
-    RolloutImpact, RunNote, RunNoteKind, Score, StageImpact, Transition,
+    Change, ClusterMove, ClusterPlan, ClusterReason, EvictionOutcome, EvictionPlan, ObjectDiff,
+    PlacementPlan, Plan, RolloutImpact, RunNote, RunNoteKind, Score, StageImpact, Transition,
 };
 use crate::rollout::Strategy;
 use std::fmt::{self, Write as _};
@@ -80,6 +80,17 @@ pub fn write_text(out: &mut impl fmt::Write, plan: &Plan, color: bool) -> fmt::R
             writeln!(out, "{} {}: {e}", p.red_bold("error:"), c.cluster)?;
         }
     }
+    if !plan.evictions.is_empty() {
+        writeln!(out, "\nevictions:")?;
+        for e in &plan.evictions {
+            let line = eviction_line(e);
+            let line = match e.outcome {
+                EvictionOutcome::Executed => p.red(&line),
+                _ => p.yellow(&line),
+            };
+            writeln!(out, "{line}")?;
+        }
+    }
     let (shown, unchanged) = split_placements(plan);
     for pl in shown {
         out.write_char('\n')?;
@@ -117,6 +128,24 @@ pub fn write_text(out: &mut impl fmt::Write, plan: &Plan, color: bool) -> fmt::R
         }
     }
     Ok(())
+}
+
+/// One eviction: the cluster the placement loses, or why it does not.
+fn eviction_line(e: &EvictionPlan) -> String {
+    let what = match e.outcome {
+        EvictionOutcome::Executed => format!("{} loses {}", e.placement, e.cluster),
+        EvictionOutcome::Blocked => format!("{} keeps {} (not executed)", e.placement, e.cluster),
+        EvictionOutcome::Invalid => format!("{} of {} (invalid)", e.cluster, e.placement),
+    };
+    format!(
+        "  {} {}: {what}: {}",
+        match e.outcome {
+            EvictionOutcome::Executed => "-",
+            _ => "!",
+        },
+        e.name,
+        e.message
+    )
 }
 
 fn text_placement(out: &mut impl fmt::Write, p: &Paint, pl: &PlacementPlan) -> fmt::Result {
@@ -202,6 +231,17 @@ pub fn write_markdown(w: &mut impl fmt::Write, plan: &Plan, max_bytes: usize) ->
         );
         for warning in &plan.warnings {
             let _ = writeln!(out, "> - `{}`", warning.replace('`', "'"));
+        }
+        out.push('\n');
+    }
+    if !plan.evictions.is_empty() {
+        out.push_str("Evictions:\n");
+        for e in &plan.evictions {
+            let _ = writeln!(
+                out,
+                "- `{}`",
+                eviction_line(e).trim_start().replace('`', "'")
+            );
         }
         out.push('\n');
     }
@@ -1210,6 +1250,7 @@ mod tests {
             },
             placements: vec![placement("app", Change::Added)],
             clusters,
+            evictions: vec![],
         }
     }
 

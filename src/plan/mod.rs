@@ -71,6 +71,56 @@ pub struct Plan {
     pub summary: Summary,
     pub placements: Vec<PlacementPlan>,
     pub clusters: Vec<ClusterPlan>,
+    /// The `ClusterResourcePlacementEviction`s the head brings, judged as the daemon would
+    /// judge them ([`crate::rollout::eviction::preview`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evictions: Vec<EvictionPlan>,
+}
+
+/// One eviction the head brings: whether it would execute (the placement then loses the
+/// cluster), and the message of the condition that decides it, with the disruption budget's
+/// counts when one applies.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EvictionPlan {
+    pub name: String,
+    /// The placement, by id (`crp/NAME`).
+    pub placement: String,
+    pub cluster: String,
+    /// `executed`, `blocked` or `invalid`.
+    pub outcome: EvictionOutcome,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EvictionOutcome {
+    Executed,
+    Blocked,
+    Invalid,
+}
+
+impl EvictionPlan {
+    fn of(j: &crate::rollout::eviction::Judged) -> EvictionPlan {
+        use crate::rollout::eviction::Verdict;
+        let (outcome, message) = match &j.verdict {
+            Verdict::Executed(m) => (EvictionOutcome::Executed, m.clone()),
+            Verdict::Blocked(m) => (EvictionOutcome::Blocked, m.clone()),
+            Verdict::Invalid(m) => (EvictionOutcome::Invalid, m.to_string()),
+        };
+        EvictionPlan {
+            name: j.name.clone(),
+            placement: PlacementKey::new(
+                PlacementKind::ClusterResourcePlacement,
+                None,
+                &j.placement,
+            )
+            .to_string(),
+            cluster: j.cluster.clone(),
+            outcome,
+            message,
+        }
+    }
 }
 
 impl Plan {
@@ -260,6 +310,8 @@ struct Scheduled {
     head_fleet: Fleet,
     base_schedule: Vec<Arc<PlacementSchedule>>,
     head_schedule: Vec<Arc<PlacementSchedule>>,
+    /// The evictions the head brings, judged.
+    evictions: Vec<crate::rollout::eviction::Judged>,
 }
 
 fn schedule_both(base_cat: &Catalog, head_cat: &Catalog, inputs: &Inputs) -> Scheduled {
@@ -275,10 +327,13 @@ fn schedule_both(base_cat: &Catalog, head_cat: &Catalog, inputs: &Inputs) -> Sch
         inputs.now_unix,
     );
     // The base's results are the head's previous ones (shared, not copied: they are large).
-    let as_previous: Previous = base_schedule
+    let mut as_previous: Previous = base_schedule
         .iter()
         .map(|p| (p.key.clone(), p.clone()))
         .collect();
+    // The head's evictions act on them before the head is scheduled, as in the daemon.
+    let evictions =
+        crate::rollout::eviction::preview(base_cat, head_cat, &mut as_previous, inputs.rollout);
     let head_schedule = schedule_commit(
         head_cat,
         &head_invalid,
@@ -291,6 +346,7 @@ fn schedule_both(base_cat: &Catalog, head_cat: &Catalog, inputs: &Inputs) -> Sch
         head_fleet,
         base_schedule,
         head_schedule,
+        evictions,
     }
 }
 
@@ -323,6 +379,7 @@ pub fn plan_catalogs(
     );
     Plan {
         warnings: new_warnings(base_cat, head_cat),
+        evictions: sides.evictions.iter().map(EvictionPlan::of).collect(),
         ..plan
     }
 }
@@ -359,6 +416,7 @@ pub fn deletion_guard(
         head_fleet,
         base_schedule,
         head_schedule,
+        evictions: _,
     } = schedule_both(base_cat, head_cat, inputs);
     let none = BTreeMap::new();
     let decide =
@@ -418,6 +476,7 @@ pub fn invalid(base: &str, head: &str, errors: Vec<String>) -> Plan {
         summary: Summary::default(),
         placements: vec![],
         clusters: vec![],
+        evictions: vec![],
     }
 }
 
@@ -477,6 +536,7 @@ pub fn compare(base: &World, head: &World, opts: &Options) -> Plan {
         summary,
         placements,
         clusters,
+        evictions: vec![],
     }
 }
 
@@ -1811,5 +1871,97 @@ mod tests {
             text.contains("run r1 rolls back: The updateRun r1 moves clusters m2, m3"),
             "{text}"
         );
+    }
+
+    /// `gitfleet plan` shows which cluster an eviction the head brings takes the placement
+    /// from, and whether the disruption budget allows it (the base taken as rolled out).
+    #[test]
+    fn plan_shows_what_an_eviction_takes_and_whether_the_budget_allows_it() {
+        let members = |tainted: bool| {
+            (1..=3)
+                .map(|i| {
+                    let taint = if tainted && i == 1 {
+                        ", taints: [{key: evict, value: 'yes', effect: NoSchedule}]"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "---\napiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n\
+                         metadata: {{name: m{i}}}\n\
+                         spec: {{identity: {{name: a, kind: ServiceAccount, namespace: fleet-system, apiGroup: ''}}{taint}}}\n"
+                    )
+                })
+                .collect::<String>()
+        };
+        let crp = "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\n\
+            metadata: {name: app}\n\
+            spec: {resourceSelectors: [{group: '', version: v1, kind: Namespace, name: app}], policy: {placementType: PickAll}}\n";
+        let eviction = "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacementEviction\n\
+            metadata: {name: e1}\nspec: {placementName: app, clusterName: m1}\n";
+        let budget = |min: u32| {
+            format!(
+                "---\napiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacementDisruptionBudget\n\
+                 metadata: {{name: app}}\nspec: {{minAvailable: {min}}}\n"
+            )
+        };
+        let catalog = |y: String| {
+            let (cat, diags) = crate::analyze(&[crate::catalog::SourceFile {
+                path: "fleet.yaml".into(),
+                content: format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: app}}\n{y}")
+                    .into_bytes(),
+            }]);
+            assert!(diags.is_empty(), "{diags:#?}");
+            cat
+        };
+        let previous = Previous::new();
+        let inputs = Inputs {
+            inventory: None,
+            previous: &previous,
+            rollout: None,
+            now_unix: 0,
+        };
+        let base = catalog(format!("{}{crp}{}", members(false), budget(2)));
+        let allowed = catalog(format!("{}{crp}{}{eviction}", members(true), budget(2)));
+        let plan = plan_catalogs(("b", &base), ("h", &allowed), &inputs, &Options::default());
+        assert_eq!(
+            plan.evictions,
+            vec![EvictionPlan {
+                name: "e1".into(),
+                placement: "crp/app".into(),
+                cluster: "m1".into(),
+                outcome: EvictionOutcome::Executed,
+                message: "Eviction is allowed by specified ClusterResourcePlacementDisruptionBudget, availablePlacements: 3, totalPlacements: 3".into(),
+            }]
+        );
+        let lost: Vec<&str> = plan.placements[0]
+            .lost
+            .iter()
+            .map(|m| m.cluster.as_str())
+            .collect();
+        assert_eq!(lost, ["m1"]);
+        let text = format::text(&plan, false);
+        assert!(
+            text.contains("- e1: crp/app loses m1: Eviction is allowed"),
+            "{text}"
+        );
+
+        let blocked = catalog(format!("{}{crp}{}{eviction}", members(true), budget(3)));
+        let plan = plan_catalogs(("b", &base), ("h", &blocked), &inputs, &Options::default());
+        assert_eq!(plan.evictions[0].outcome, EvictionOutcome::Blocked);
+        assert!(plan.placements[0].lost.is_empty());
+        let text = format::text(&plan, false);
+        assert!(
+            text.contains("! e1: crp/app keeps m1 (not executed): Eviction is blocked by specified ClusterResourcePlacementDisruptionBudget, availablePlacements: 3, totalPlacements: 3"),
+            "{text}"
+        );
+
+        // Judged already: an eviction the base has is not judged again.
+        let plan = plan_catalogs(
+            ("b", &blocked),
+            ("h", &blocked),
+            &inputs,
+            &Options::default(),
+        );
+        assert!(plan.evictions.is_empty());
     }
 }

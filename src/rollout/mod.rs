@@ -18,6 +18,7 @@
 //! - [`guard`]: the mass-deletion guard: which new commits are held, and what releases them;
 //! - [`serve`]: which commit is served: the head, the one served before, or none;
 //! - [`staged`]: staged update runs (External strategy), stage by stage;
+//! - [`eviction`]: KubeFleet's evictions within their disruption budgets, each judged once;
 //! - [`approval`]: the approval requests of staged runs and what an accepted approval records;
 //! - [`wake`]: when to look again after a step.
 //!
@@ -26,6 +27,7 @@
 
 pub mod approval;
 pub mod conditions;
+pub mod eviction;
 pub mod guard;
 pub mod preview;
 pub mod progressive;

@@ -48,6 +48,11 @@ pub struct RolloutState {
     /// those deliveries (and the members' records) name. Kept while a cluster names the run.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub ended_runs: BTreeSet<String>,
+    /// Evictions judged, by name, while the repository keeps them ([`super::eviction`]): an
+    /// eviction is judged once. Absent in state files written before evictions were carried
+    /// out.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub evictions: BTreeMap<String, super::eviction::EvictionRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

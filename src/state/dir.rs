@@ -869,6 +869,7 @@ fn rest_of(state: &RolloutState) -> RolloutState {
         members: state.members.clone(),
         runs: state.runs.clone(),
         ended_runs: state.ended_runs.clone(),
+        evictions: state.evictions.clone(),
     }
 }
 
@@ -890,6 +891,7 @@ fn same_rest(rest: &RolloutState, state: &RolloutState) -> bool {
         members,
         runs,
         ended_runs,
+        evictions,
     } = rest;
     *serving == state.serving
         && *rejected == state.rejected
@@ -898,6 +900,7 @@ fn same_rest(rest: &RolloutState, state: &RolloutState) -> bool {
         && *members == state.members
         && *runs == state.runs
         && *ended_runs == state.ended_runs
+        && *evictions == state.evictions
 }
 
 /// A placement's part of `daemon.json`, kept compact: written out pretty ([`pretty_part`]).

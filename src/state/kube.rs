@@ -389,6 +389,7 @@ impl<O: Objects> StateBackend for KubeStore<O> {
                 members: state.members.clone(),
                 runs: state.runs.clone(),
                 ended_runs: state.ended_runs.clone(),
+                evictions: state.evictions.clone(),
             },
         };
         let head_name = layout::head_name(&self.prefix);

@@ -293,10 +293,96 @@ pub fn refused_approvals(refused: &[crate::rollout::approval::Rejection]) -> Str
     )
 }
 
+/// The evictions, as `kubectl get clusterresourceplacementeviction` lists them, with the
+/// message of the condition that decided each.
+pub fn evictions(evictions: &[crate::api::Eviction]) -> String {
+    if evictions.is_empty() {
+        return String::new();
+    }
+    let mut rows = vec![[
+        "EVICTION",
+        "PLACEMENT",
+        "CLUSTER",
+        "VALID",
+        "EXECUTED",
+        "MESSAGE",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for e in evictions {
+        let dash = |s: &str| {
+            if s.is_empty() {
+                "-".to_string()
+            } else {
+                s.to_string()
+            }
+        };
+        rows.push(vec![
+            e.name.clone(),
+            e.placement_name.clone(),
+            e.cluster_name.clone(),
+            dash(&e.valid),
+            dash(&e.executed),
+            e.conditions
+                .last()
+                .map_or(String::new(), |c| c.message.clone()),
+        ]);
+    }
+    format!("\nEVICTIONS\n{}", crate::text_table::render(&rows))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Invalid evictions have no `Executed`; each row says what decided it.
+    #[test]
+    fn evictions_are_listed_with_the_deciding_message() {
+        use crate::rollout::eviction::{EvictionRecord, Verdict};
+        let mut state = crate::rollout::RolloutState::default();
+        for (name, v) in [
+            (
+                "e1",
+                Verdict::Executed(
+                    "Eviction is allowed, no ClusterResourcePlacementDisruptionBudget specified"
+                        .into(),
+                ),
+            ),
+            (
+                "e2",
+                Verdict::Invalid(crate::rollout::eviction::INVALID_MISSING_CRP),
+            ),
+        ] {
+            state.evictions.insert(
+                name.into(),
+                EvictionRecord {
+                    placement_name: "app".into(),
+                    cluster_name: "m1".into(),
+                    conditions: v.conditions(),
+                },
+            );
+        }
+        let text = evictions(&crate::api::Evictions::of(&state).evictions);
+        let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+        assert_eq!(lines[1], "EVICTIONS");
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>()[..5],
+            ["EVICTION", "PLACEMENT", "CLUSTER", "VALID", "EXECUTED"]
+        );
+        assert!(
+            lines[3].starts_with("e1")
+                && lines[3].contains("True")
+                && lines[3].ends_with("specified"),
+            "{text}"
+        );
+        assert!(
+            lines[4].contains(" False ")
+                && lines[4].contains(" - ")
+                && lines[4].ends_with("targeted by eviction"),
+            "{text}"
+        );
+    }
 
     /// As the server sends it (through the same types).
     fn doc() -> Placements {
