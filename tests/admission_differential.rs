@@ -78,11 +78,6 @@ const KNOWN: &[Known] = &[
         why: "gitfleet's own rule: it applies with its own credentials and impersonates no executor",
     },
     Known {
-        case: "rolloutStrategy.type",
-        gitfleet_says: "not built in gitfleet",
-        why: "gitfleet's own rule: it sends the works to every selected cluster at once",
-    },
-    Known {
         case: "feedbackScrapeType",
         gitfleet_says: "not built in gitfleet",
         why: "gitfleet's own rule: it reports no status feedback back from members",

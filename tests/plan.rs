@@ -828,3 +828,45 @@ mod shared_diffs {
         assert!(first.iter().all(|o| Arc::strong_count(&o.diff) == 3));
     }
 }
+
+/// An OCM Placement's replica set with a ProgressivePerGroup rollout: the plan shows the order
+/// by decision group (two groups of two clusters, as OCM's clustersPerDecisionGroup makes them).
+#[test]
+fn an_ocm_progressive_rollout_shows_its_order_by_decision_group() {
+    let repo = Repo::new();
+    let mut hub = String::from(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata: {name: all}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSetBinding\nmetadata: {name: all, namespace: app}\nspec: {clusterSet: all}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\nmetadata: {name: p, namespace: app}\n\
+         spec:\n  clusterSets: [all]\n  decisionStrategy: {groupStrategy: {clustersPerDecisionGroup: 2}}\n",
+    );
+    for m in ["m1", "m2", "m3", "m4"] {
+        hub.push_str(&format!(
+            "---\napiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\nmetadata:\n  name: {m}\n  labels: {{cluster.open-cluster-management.io/clusterset: all}}\nspec: {{hubAcceptsClient: true}}\n"
+        ));
+    }
+    repo.write("hub.yaml", &hub);
+    let rs = |tag: &str| {
+        format!(
+            "apiVersion: work.open-cluster-management.io/v1alpha1\nkind: ManifestWorkReplicaSet\nmetadata: {{name: rs, namespace: app}}\n\
+             spec:\n  placementRefs: [{{name: p, rolloutStrategy: {{type: ProgressivePerGroup}}}}]\n  manifestWorkTemplate:\n    workload:\n      manifests:\n\
+             \x20     - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: rs, namespace: default}}, data: {{tag: '{tag}'}}}}\n"
+        )
+    };
+    repo.write("rs.yaml", &rs("1"));
+    repo.commit("a replica set");
+    repo.write("rs.yaml", &rs("2"));
+    repo.commit("a new template");
+    let dir = repo.path().to_str().unwrap();
+    let run = gitfleet(&["plan", "--repo", dir, "--base", "HEAD~1", "--head", "HEAD"]);
+    // Exit 2: the head changes the fleet.
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains(
+            "rollout: ProgressivePerGroup: group 0 (m1, m2), then group 1 (m3, m4) (each step once the one before is available)"
+        ),
+        "{}",
+        run.stdout
+    );
+}

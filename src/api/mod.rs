@@ -308,6 +308,10 @@ pub struct PlacementStatus {
     /// [`shared_status`]).
     #[serde(default, skip_serializing_if = "shared_status::PerCluster::is_empty")]
     pub per_cluster: shared_status::PerCluster,
+    /// An OCM Placement that ManifestWorkReplicaSets name: their rollout's counts, as OCM's
+    /// `placementsSummary` entry for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_sets: Option<crate::rollout::progressive::PlacementSummary>,
     /// Clusters whose last push failed, with the error (KubeFleet's failedPlacements).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub failed: std::collections::BTreeMap<String, String>,

@@ -709,6 +709,27 @@ impl Catalog {
         indexed.or_else(|| self.placements.iter().find(is))
     }
 
+    /// The placement references of the ManifestWorkReplicaSets that name OCM Placement
+    /// `name` of `namespace`, with the index of their object: whose `rolloutStrategy` paces
+    /// the placement's workloads.
+    pub fn replica_set_refs<'c>(
+        &'c self,
+        namespace: Option<&'c str>,
+        name: &'c str,
+    ) -> impl Iterator<Item = (usize, &'c crate::model::ocm::LocalPlacementReference)> + 'c {
+        self.manifest_work_replica_sets
+            .iter()
+            .filter(move |m| self.objects[m.index].namespace.as_deref() == namespace)
+            .flat_map(move |m| {
+                m.spec
+                    .spec
+                    .placement_refs
+                    .iter()
+                    .filter(move |r| r.name == name)
+                    .map(move |r| (m.index, r))
+            })
+    }
+
     /// Counts of objects by kind, for the one-line summary.
     pub fn counts_by_kind(&self) -> BTreeMap<String, usize> {
         let mut counts = BTreeMap::new();

@@ -23,7 +23,37 @@ pub(super) fn run(
     check_placement_scopes(cat, diags);
     check_overrides(cat, diags);
     check_update_runs(cat, diags);
+    check_replica_set_strategies(cat, diags);
     check_declared_properties(cat, diags);
+}
+
+/// gitfleet's own rule: the ManifestWorkReplicaSets that name one Placement name it with one
+/// `rolloutStrategy`, as their workloads reach each of its clusters together (OCM keeps a
+/// work per replica set and paces each on its own).
+fn check_replica_set_strategies(cat: &Catalog, diags: &mut Vec<Diagnostic>) {
+    let mut first: BTreeMap<(Option<&str>, &str), (usize, crate::model::ocm::OcmRolloutStrategy)> =
+        BTreeMap::new();
+    for m in &cat.manifest_work_replica_sets {
+        let ns = cat.objects[m.index].namespace.as_deref();
+        for (i, r) in m.spec.spec.placement_refs.iter().enumerate() {
+            let strategy = r.effective_strategy();
+            match first.get(&(ns, r.name.as_str())) {
+                None => {
+                    first.insert((ns, r.name.as_str()), (m.index, strategy));
+                }
+                Some((other, s)) if *s != strategy => diags.push(cat.diagnostic(
+                    m.index,
+                    &format!("spec.placementRefs[{i}].rolloutStrategy"),
+                    format!(
+                        "differs from the rolloutStrategy {} gives Placement {:?} (gitfleet's own rule: gitfleet delivers the workloads of the replica sets of one Placement to each cluster together, so they share one rolloutStrategy)",
+                        cat.objects[*other].display_name(),
+                        r.name
+                    ),
+                )),
+                Some(_) => {}
+            }
+        }
+    }
 }
 
 /// The properties members declare: a wrong declaration is an error, the earlier spelling a

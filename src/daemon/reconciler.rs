@@ -1057,6 +1057,8 @@ impl<D: Deliverer> Daemon<D> {
                     let shared_sched = by_key.get(&s.placement).copied();
                     let sched = shared_sched.map(|p| &**p);
                     let (conditions, per_cluster) = conditions::of_step(s, sched, stored);
+                    let replica_sets =
+                        sched.and_then(|p| conditions::replica_set_summary(s, p, stored));
                     let per_cluster = crate::api::shared_status::PerCluster::of(
                         s.clone(),
                         shared_sched.cloned(),
@@ -1078,6 +1080,7 @@ impl<D: Deliverer> Daemon<D> {
                         selected: sched.map(|p| p.selected.clone()).unwrap_or_default(),
                         conditions,
                         per_cluster,
+                        replica_sets,
                         failed,
                         ready: Default::default(),
                         selected_resources: s.selected_resources.clone(),

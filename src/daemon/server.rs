@@ -1019,6 +1019,7 @@ mod tests {
                 selected_resources: vec![],
                 conditions: vec![],
                 per_cluster: Default::default(),
+                replica_sets: None,
                 failed: Default::default(),
                 ready: Default::default(),
             })

@@ -824,6 +824,32 @@ impl LocalPlacementReference {
     }
 }
 
+impl OcmRolloutStrategy {
+    /// What takes effect: the type (default `All`) with that type's settings only, so two
+    /// strategies that roll out alike compare equal.
+    pub fn effective(&self) -> OcmRolloutStrategy {
+        let type_ = self.type_.unwrap_or_default();
+        OcmRolloutStrategy {
+            type_: Some(type_),
+            all: (type_ == OcmRolloutType::All).then(|| self.all.clone().unwrap_or_default()),
+            progressive: (type_ == OcmRolloutType::Progressive)
+                .then(|| self.progressive.clone().unwrap_or_default()),
+            progressive_per_group: (type_ == OcmRolloutType::ProgressivePerGroup)
+                .then(|| self.progressive_per_group.clone().unwrap_or_default()),
+        }
+    }
+}
+
+impl LocalPlacementReference {
+    /// The strategy that takes effect ([`OcmRolloutStrategy::effective`]).
+    pub fn effective_strategy(&self) -> OcmRolloutStrategy {
+        self.rollout_strategy
+            .clone()
+            .unwrap_or_default()
+            .effective()
+    }
+}
+
 impl ApiObject for ManifestWorkReplicaSet {
     fn validate(&self) -> Vec<Problem> {
         let mut p = Problems::default();
@@ -860,25 +886,9 @@ impl ApiObject for ManifestWorkReplicaSet {
 }
 
 /// What of OCM's work API gitfleet does not carry out: refused, never accepted and
-/// ignored. Workloads go to every selected cluster at once; the work options gitfleet does not
-/// honour are [`super::work::not_built`]'s.
+/// ignored: the work options gitfleet does not honour ([`super::work::not_built`]'s).
 pub fn not_built(m: &ManifestWorkReplicaSet) -> Vec<Problem> {
-    const NOT_BUILT: &str = "not built in gitfleet";
-    let mut problems = Problems(super::work::not_built(
-        "spec.manifestWorkTemplate",
-        &m.spec.manifest_work_template,
-    ));
-    let p = &mut problems;
-    for (i, r) in m.spec.placement_refs.iter().enumerate() {
-        let ty = r.rollout_type();
-        if ty != OcmRolloutType::All {
-            p.push(
-                format!("spec.placementRefs[{i}].rolloutStrategy.type"),
-                format!("{NOT_BUILT}: rolloutStrategy type {ty:?}; gitfleet sends the works to every selected cluster at once (type All); for staged rollouts use a ClusterResourcePlacement with a staged update strategy"),
-            );
-        }
-    }
-    problems.0
+    super::work::not_built("spec.manifestWorkTemplate", &m.spec.manifest_work_template)
 }
 
 /// The OCM work webhook's manifest rules; `f` is the manifests' field path.
@@ -991,18 +1001,33 @@ fn validate_rollout(rs: &OcmRolloutStrategy, f: &str, p: &mut Problems) {
             }
         }
     };
+    // `minSuccessTime` is a `metav1.Duration` in a string the CRD does not constrain: OCM's
+    // controller cannot read what Go's duration parser refuses.
+    let check_duration = |field: String, v: &Option<String>, p: &mut Problems| {
+        if let Some(s) = v {
+            if go_duration_secs(s).is_none() {
+                p.push(
+                    field,
+                    format!("{s:?} is not a duration such as 30s, 5m or 1h30m (gitfleet's own rule: an OCM hub admits it; OCM's controller cannot read it)"),
+                );
+            }
+        }
+    };
     if let Some(c) = &rs.all {
+        check_duration(format!("{f}.all.minSuccessTime"), &c.min_success_time, p);
         check_deadline(format!("{f}.all.progressDeadline"), &c.progress_deadline, p);
         check_count(format!("{f}.all.maxFailures"), &c.max_failures, p);
     }
     if let Some(c) = &rs.progressive {
         let g = format!("{f}.progressive");
+        check_duration(format!("{g}.minSuccessTime"), &c.min_success_time, p);
         check_deadline(format!("{g}.progressDeadline"), &c.progress_deadline, p);
         check_count(format!("{g}.maxFailures"), &c.max_failures, p);
         check_count(format!("{g}.maxConcurrency"), &c.max_concurrency, p);
     }
     if let Some(c) = &rs.progressive_per_group {
         let g = format!("{f}.progressivePerGroup");
+        check_duration(format!("{g}.minSuccessTime"), &c.min_success_time, p);
         check_deadline(format!("{g}.progressDeadline"), &c.progress_deadline, p);
         check_count(format!("{g}.maxFailures"), &c.max_failures, p);
     }
@@ -1010,10 +1035,54 @@ fn validate_rollout(rs: &OcmRolloutStrategy, f: &str, p: &mut Problems) {
 
 /// The CRD pattern `^(([0-9])+[h|m|s])|None$` taken literally, as the API server does: a run of
 /// digits followed by `h`, `m`, `s` or `|` at the start, or `None` at the end (so `5m30s` passes).
-fn is_progress_deadline(s: &str) -> bool {
+pub(crate) fn is_progress_deadline(s: &str) -> bool {
     let digits = s.bytes().take_while(u8::is_ascii_digit).count();
     (digits > 0 && matches!(s.as_bytes().get(digits), Some(b'h' | b'm' | b's' | b'|')))
         || s.ends_with("None")
+}
+
+/// A Go duration (`time.ParseDuration`: `300ms`, `-1.5h`, `2h45m`; units ns, us, µs, ms, s,
+/// m, h) in whole seconds, rounded up; a negative one is 0. `None` when Go would not parse it.
+pub fn go_duration_secs(s: &str) -> Option<u64> {
+    let body = s.strip_prefix(['-', '+']).unwrap_or(s);
+    let negative = s.starts_with('-');
+    if body == "0" {
+        return Some(0);
+    }
+    if body.is_empty() {
+        return None;
+    }
+    let mut rest = body;
+    let mut nanos: f64 = 0.0;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number = &rest[..number_len];
+        if number.is_empty() || number == "." || number.matches('.').count() > 1 {
+            return None;
+        }
+        let value: f64 = number.parse().ok()?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        nanos += value * scale;
+    }
+    if negative {
+        return Some(0);
+    }
+    Some((nanos / 1e9).ceil() as u64)
 }
 
 /// `^((100|[0-9]{1,2})%|[0-9]+)$`.
@@ -1502,7 +1571,7 @@ spec:
 
     #[test]
     fn manifest_work_replica_set_decodes_with_defaults() {
-        // Valid by OCM's rules; what gitfleet does not carry out is refused.
+        // Valid by OCM's rules; what gitfleet does not carry out is refused (the executor).
         // manifestConfigs' update strategies and deleteOption's orphaning are honoured.
         assert_eq!(problems::<ManifestWorkReplicaSet>(MWRS), vec![]);
         let fields: Vec<String> = not_built(&typed(MWRS))
@@ -1518,11 +1587,8 @@ spec:
             .collect();
         assert_eq!(
             fields,
-            [
-                "spec.manifestWorkTemplate.executor",
-                "spec.placementRefs[1].rolloutStrategy.type",
-                "spec.placementRefs[2].rolloutStrategy.type",
-            ]
+            ["spec.manifestWorkTemplate.executor"],
+            "every rollout type is carried out"
         );
         let built = "apiVersion: work.open-cluster-management.io/v1alpha1\nkind: ManifestWorkReplicaSet\n\
             metadata: {name: m, namespace: default}\nspec:\n  placementRefs: [{name: p, rolloutStrategy: {type: All}}]\n\
@@ -1721,6 +1787,26 @@ spec:
             assert!(!is_progress_deadline(bad), "{bad}");
         }
     }
+
+    /// Go's `time.ParseDuration`, as `metav1.Duration` reads `minSuccessTime`.
+    #[test]
+    fn go_durations_parse_as_go_does() {
+        for (text, secs) in [
+            ("0", 0),
+            ("90s", 90),
+            ("5m30s", 330),
+            ("1.5h", 5400),
+            ("300ms", 1),
+            ("2h45m", 9900),
+            ("-5m", 0),
+            ("+10s", 10),
+        ] {
+            assert_eq!(go_duration_secs(text), Some(secs), "{text}");
+        }
+        for bad in ["", "5", "5d", "m", ".s", "1..5s", "five"] {
+            assert_eq!(go_duration_secs(bad), None, "{bad}");
+        }
+    }
     /// One test per rule of OCM's Placement and ManifestWorkReplicaSet CRDs, OCM's work webhook
     /// and gitfleet's own, named after the rule: the breaking document names the field, the
     /// edge case is admitted.
@@ -1845,6 +1931,8 @@ spec:
                     ok: one(CM);
                 placement_ref_name_required: mwrs(&format!("[{CM}]"), "[{name: ''}]") => "spec.placementRefs[0].name", "Required value";
                     ok: one(CM);
+                min_success_time_is_a_duration_is_gitfleets_own: rollout("{type: Progressive, progressive: {minSuccessTime: soon}}") => "spec.placementRefs[0].rolloutStrategy.progressive.minSuccessTime", OWN;
+                    ok: rollout("{type: Progressive, progressive: {minSuccessTime: 1m30s}}");
                 progress_deadline_pattern: rollout("{type: All, all: {progressDeadline: soon}}") => "spec.placementRefs[0].rolloutStrategy.all.progressDeadline", "must match";
                     ok: rollout("{type: All, all: {progressDeadline: None}}");
                 max_failures_pattern: rollout("{type: All, all: {maxFailures: '101%'}}") => "spec.placementRefs[0].rolloutStrategy.all.maxFailures", "must match";

@@ -1027,7 +1027,7 @@ fn rollout_impact(
         run_notes: vec![],
     };
     if h.key.kind == PlacementKind::OcmPlacement {
-        return Some(impact(Strategy::Ocm, "the ManifestWorkReplicaSets that use this Placement roll out by their own rolloutStrategy".into()));
+        return Some(impact(Strategy::Ocm, ocm_rollout_description(head, h)));
     }
     if h.key.kind == PlacementKind::ManifestWork {
         return Some(impact(
@@ -1100,6 +1100,33 @@ fn rollout_impact(
         max_surge: Some(budget.max_surge),
         ..impact(Strategy::RollingUpdate, description)
     })
+}
+
+/// How the replica sets of OCM Placement `h` roll out: at once, or their progressive order by
+/// decision group ([`crate::rollout::progressive::order`]).
+fn ocm_rollout_description(head: &World, h: &PlacementSchedule) -> String {
+    use crate::rollout::progressive;
+    let Some((_, r)) = head
+        .cat
+        .replica_set_refs(h.key.namespace.as_deref(), &h.key.name)
+        .next()
+    else {
+        return "no ManifestWorkReplicaSet uses this Placement".into();
+    };
+    let type_ = r.rollout_type();
+    if type_ == crate::model::ocm::OcmRolloutType::All {
+        return "the ManifestWorkReplicaSets that use this Placement roll out to every cluster at once (rolloutStrategy All)".into();
+    }
+    match progressive::Strategy::of(Some(&r.effective_strategy())) {
+        Ok(s) => {
+            let groups = crate::rollout::step::ocm_groups_of(h);
+            format!(
+                "{type_:?}: {} (each step once the one before is available)",
+                progressive::order_line(&progressive::order(&s, &groups))
+            )
+        }
+        Err(e) => format!("rolloutStrategy {type_:?} cannot be carried out: {e}"),
+    }
 }
 
 /// Whether the head has a staged update run for `key` that the base has not (or has otherwise).

@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 
+use super::progressive::{PlacementSummary, ReplicaSetSummary};
 use super::rolling::{BindingHealth, Revision};
 use super::state::PlacementState;
 use super::step::StepSummary;
@@ -320,7 +321,9 @@ pub fn of_step(
         return (vec![], vec![]);
     };
     if !sched.key.kind.is_kubefleet() {
-        return (sched.conditions.clone(), vec![]);
+        let mut conditions = sched.conditions.clone();
+        conditions.extend(replica_set_conditions(step, sched, stored));
+        return (conditions, vec![]);
     }
     // By cluster: a lookup per selected cluster in the list was quadratic in the clusters.
     let decisions: std::collections::HashMap<&str, &ClusterDecision> = sched
@@ -371,6 +374,97 @@ pub fn of_step(
     let scheduled = sched.conditions.iter().find(|c| c.type_ == "Scheduled");
     let placement = placement_conditions(sched.key.kind, scheduled, &per_cluster, step.report_diff);
     (placement, per_cluster)
+}
+
+/// OCM's status of the ManifestWorkReplicaSets that name an OCM Placement, for that Placement
+/// (its `placementsSummary` entry); `None` when none names it. As OCM's controller counts
+/// (manifestworkreplicaset_deploy_reconcile.go, manifestworkreplicaset_status_reconcile.go): the
+/// clusters whose work is the current template, and of those the applied, available,
+/// progressing and degraded ones.
+pub fn replica_set_summary(
+    step: &StepSummary,
+    sched: &PlacementSchedule,
+    stored: Option<&PlacementState>,
+) -> Option<PlacementSummary> {
+    step.replica_sets.as_ref()?;
+    let mut summary = ReplicaSetSummary::default();
+    for cluster in &sched.selected {
+        let Some(c) = stored.and_then(|p| p.clusters.get(cluster)) else {
+            continue;
+        };
+        let desired = step.desired.get(cluster);
+        if desired.is_none() || c.revision.as_ref() != desired {
+            continue;
+        }
+        summary.total += 1;
+        summary.applied += 1;
+        match c.health {
+            BindingHealth::Pending => summary.progressing += 1,
+            BindingHealth::Failed => summary.degraded += 1,
+            BindingHealth::Available
+            | BindingHealth::AvailableUntrackable { .. }
+            | BindingHealth::DiffReported => summary.available += 1,
+        }
+    }
+    let groups = sched.decision_groups.len().max(1);
+    Some(PlacementSummary {
+        name: sched.key.name.clone(),
+        available_decision_groups: format!(
+            "{groups} ({} / {} clusters applied)",
+            summary.total,
+            sched.selected.len()
+        ),
+        summary,
+    })
+}
+
+/// The replica sets' conditions for the Placement: `PlacementVerified` (the strategy can be
+/// carried out and some cluster has the workloads), `PlacementRolledOut` (every selected
+/// cluster has them available) and `ManifestworkApplied` (every cluster with them has them
+/// available, or still progressing).
+fn replica_set_conditions(
+    step: &StepSummary,
+    sched: &PlacementSchedule,
+    stored: Option<&PlacementState>,
+) -> Vec<Condition> {
+    let Some(rollout) = &step.replica_sets else {
+        return vec![];
+    };
+    let Some(PlacementSummary { summary: s, .. }) = replica_set_summary(step, sched, stored) else {
+        return vec![];
+    };
+    let verified = if rollout.error.is_some() {
+        cond(
+            "PlacementVerified",
+            "False",
+            "NotAsExpected",
+            rollout.error.clone().unwrap_or_default(),
+        )
+    } else if s.total == 0 {
+        cond("PlacementVerified", "False", "PlacementDecisionEmpty", "")
+    } else {
+        cond("PlacementVerified", "True", "AsExpected", "")
+    };
+    let rolled_out = if s.available == sched.selected.len() {
+        cond("PlacementRolledOut", "True", "Complete", "")
+    } else {
+        cond("PlacementRolledOut", "False", "Progressing", "")
+    };
+    let applied = if s.total == 0 {
+        let reason = if rollout.error.is_none() {
+            "PlacementDecisionEmpty"
+        } else {
+            "NotAsExpected"
+        };
+        cond("ManifestworkApplied", "False", reason, "")
+    } else if s.available == s.total && s.progressing == 0 && s.degraded == 0 {
+        cond("ManifestworkApplied", "True", "AsExpected", "")
+    } else if s.progressing > 0 && s.degraded == 0 {
+        cond("ManifestworkApplied", "False", "Processing", "")
+    } else {
+        cond("ManifestworkApplied", "False", "NotAsExpected", "")
+    };
+    vec![verified, rolled_out, applied]
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 //! - [`state`]: what a rollout remembers between steps (values; `crate::state` stores them);
 //! - [`conditions`]: the placements' status conditions;
 //! - [`preview`]: the rolling step played forward, for `gitfleet plan`;
+//! - [`progressive`]: OCM's rollout strategies (All, Progressive, ProgressivePerGroup);
 //! - [`guard`]: the mass-deletion guard: which new commits are held, and what releases them;
 //! - [`serve`]: which commit is served: the head, the one served before, or none;
 //! - [`staged`]: staged update runs (External strategy), stage by stage;
@@ -29,6 +30,7 @@ pub mod conditions;
 pub mod eviction;
 pub mod guard;
 pub mod preview;
+pub mod progressive;
 pub mod rolling;
 pub mod serve;
 pub mod staged;

@@ -30,6 +30,7 @@ fn placement(id: &str, f: impl FnOnce(&mut PlacementStatus)) -> Arc<PlacementSta
         selected_resources: vec![],
         conditions: vec![],
         per_cluster: Default::default(),
+        replica_sets: None,
         failed: Default::default(),
         ready: Default::default(),
         policy: None,

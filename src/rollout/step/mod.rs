@@ -56,6 +56,7 @@ pub use absorb::absorb;
 pub use external::run_key_of;
 use memo::Settled;
 pub use memo::StepMemo;
+pub use ocm::groups_of as ocm_groups_of;
 pub use pace::{rolling_params, target_of, Pace, Pacing};
 use render::Renderings;
 use sweep::sweep;
@@ -130,6 +131,8 @@ pub struct StepSummary {
     /// Held for invalid resource selectors ([`PlacementSchedule::held`]): nothing of it is
     /// applied, pruned or swept, and the deletion guard counts none of its objects as deleted.
     pub held: bool,
+    /// An OCM Placement that ManifestWorkReplicaSets name: their rollout strategy.
+    pub replica_sets: Option<super::progressive::ReplicaSetRollout>,
 }
 
 impl StepSummary {
@@ -153,6 +156,7 @@ impl StepSummary {
             objects: BTreeMap::new(),
             settled: None,
             held: false,
+            replica_sets: None,
         }
     }
 

@@ -13,6 +13,7 @@ mod external;
 mod held;
 mod immediate;
 mod memo;
+mod ocm;
 mod removed;
 mod rolling;
 
