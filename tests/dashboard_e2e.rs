@@ -417,8 +417,11 @@ async fn the_dashboard_shows_the_fleet_and_follows_an_approval_live() {
     // them.
     let command = q.next_line("with the command", |l| l.contains("tag -s"));
     assert!(command.trim_start().starts_with("git "), "{command}");
+    // A new machine's HOME may name no git identity; the tag's tagger is given here.
     let tagged = Command::new("sh")
         .args(["-c", command.trim()])
+        .env("GIT_COMMITTER_NAME", "approver")
+        .env("GIT_COMMITTER_EMAIL", "approver@example.com")
         .status()
         .unwrap();
     assert!(tagged.success(), "{command}");
