@@ -348,20 +348,7 @@ fn settled(base: &Catalog, head: &Catalog, previous: &Previous) -> (Previous, Ro
             b.state = BindingState::Bound;
             ps.clusters.insert(
                 b.cluster.clone(),
-                super::ClusterState {
-                    revision: None,
-                    attempted: None,
-                    commit: None,
-                    health: BindingHealth::Available,
-                    diffs: vec![],
-                    not_available: vec![],
-                    last_error: None,
-                    recheck: None,
-                    drift: false,
-                    delivered_by: None,
-                    updated_at: 0,
-                    objects: Default::default(),
-                },
+                super::ClusterState::with_health(BindingHealth::Available),
             );
         }
         state.placements.insert(key.clone(), Arc::new(ps));

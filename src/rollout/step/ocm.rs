@@ -146,16 +146,7 @@ fn pace_of(
     cx: &Context,
     p: &Placement,
 ) -> Option<Result<progressive::Strategy, progressive::StrategyError>> {
-    if p.key.kind != PlacementKind::OcmPlacement {
-        return None;
-    }
-    // The replica sets of one Placement share its strategy (the catalog checks it).
-    let (_, r) = cx
-        .input
-        .cat
-        .replica_set_refs(p.key.namespace.as_deref(), &p.key.name)
-        .next()?;
-    let strategy = r.effective_strategy();
+    let strategy = first_replica_set_ref(cx, p)?.effective_strategy();
     if strategy.type_ == Some(OcmRolloutType::All) {
         return None;
     }
@@ -164,18 +155,26 @@ fn pace_of(
 
 /// The rollout type of the replica sets that name Placement `p`; `None` if none does.
 fn replica_sets_of(cx: &Context, p: &Placement) -> Option<progressive::ReplicaSetRollout> {
+    Some(progressive::ReplicaSetRollout {
+        type_: first_replica_set_ref(cx, p)?.rollout_type(),
+        error: None,
+    })
+}
+
+/// The first replica set's reference to OCM Placement `p`: the replica sets of one Placement
+/// share its strategy (the catalog checks it).
+fn first_replica_set_ref<'a>(
+    cx: &Context<'_, 'a>,
+    p: &Placement,
+) -> Option<&'a crate::model::ocm::LocalPlacementReference> {
     if p.key.kind != PlacementKind::OcmPlacement {
         return None;
     }
-    let (_, r) = cx
-        .input
+    cx.input
         .cat
         .replica_set_refs(p.key.namespace.as_deref(), &p.key.name)
-        .next()?;
-    Some(progressive::ReplicaSetRollout {
-        type_: r.rollout_type(),
-        error: None,
-    })
+        .next()
+        .map(|(_, r)| r)
 }
 
 /// The placement's decision groups; one group of every selected cluster when it has none.
