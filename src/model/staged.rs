@@ -676,6 +676,15 @@ pub struct PlacementEvictionSpec {
 }
 
 impl ClusterResourcePlacementEviction {
+    /// The ClusterResourcePlacement it evicts from (`crp/NAME`).
+    pub fn placement_key(&self) -> super::PlacementKey {
+        super::PlacementKey::new(
+            super::PlacementKind::ClusterResourcePlacement,
+            None,
+            &self.spec.placement_name,
+        )
+    }
+
     /// The webhook's rule against the placement it names (when that placement exists): a
     /// PickFixed placement cannot be evicted from.
     pub fn problems_with_placement(&self, placement: &Placement) -> Vec<Problem> {

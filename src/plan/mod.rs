@@ -110,12 +110,7 @@ impl EvictionPlan {
         };
         EvictionPlan {
             name: j.name.clone(),
-            placement: PlacementKey::new(
-                PlacementKind::ClusterResourcePlacement,
-                None,
-                &j.placement,
-            )
-            .to_string(),
+            placement: j.placement.to_string(),
             cluster: j.cluster.clone(),
             outcome,
             message,
@@ -1106,26 +1101,20 @@ fn rollout_impact(
 /// decision group ([`crate::rollout::progressive::order`]).
 fn ocm_rollout_description(head: &World, h: &PlacementSchedule) -> String {
     use crate::rollout::progressive;
-    let Some((_, r)) = head
-        .cat
-        .replica_set_refs(h.key.namespace.as_deref(), &h.key.name)
-        .next()
-    else {
+    let Some(r) = progressive::replica_set_ref(head.cat, &h.key) else {
         return "no ManifestWorkReplicaSet uses this Placement".into();
     };
     let type_ = r.rollout_type();
-    if type_ == crate::model::ocm::OcmRolloutType::All {
-        return "the ManifestWorkReplicaSets that use this Placement roll out to every cluster at once (rolloutStrategy All)".into();
-    }
-    match progressive::Strategy::of(Some(&r.effective_strategy())) {
-        Ok(s) => {
+    match progressive::Strategy::of_progressive(r) {
+        None => "the ManifestWorkReplicaSets that use this Placement roll out to every cluster at once (rolloutStrategy All)".into(),
+        Some(Ok(s)) => {
             let groups = crate::rollout::step::ocm_groups_of(h);
             format!(
                 "{type_:?}: {} (each step once the one before is available)",
                 progressive::order_line(&progressive::order(&s, &groups))
             )
         }
-        Err(e) => format!("rolloutStrategy {type_:?} cannot be carried out: {e}"),
+        Some(Err(e)) => format!("rolloutStrategy {type_:?} cannot be carried out: {e}"),
     }
 }
 

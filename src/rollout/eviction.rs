@@ -214,7 +214,7 @@ fn allowed(t: &Target, budget: &PlacementDisruptionBudgetSpec) -> (bool, usize) 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Judged {
     pub name: String,
-    pub placement: String,
+    pub placement: PlacementKey,
     pub cluster: String,
     pub verdict: Verdict,
 }
@@ -265,7 +265,7 @@ fn judge_all(
         );
         judged.push(Judged {
             name: name.clone(),
-            placement: spec.placement_name.clone(),
+            placement: e.spec.placement_key(),
             cluster: spec.cluster_name.clone(),
             verdict,
         });
@@ -279,8 +279,7 @@ fn unschedule(previous: &mut Previous, judged: &[Judged]) {
         if !matches!(j.verdict, Verdict::Executed(_)) {
             continue;
         }
-        let key = PlacementKey::new(PlacementKind::ClusterResourcePlacement, None, &j.placement);
-        if let Some(s) = previous.get_mut(&key) {
+        if let Some(s) = previous.get_mut(&j.placement) {
             let s = Arc::make_mut(s);
             if let Some(b) = s.bindings.iter_mut().find(|b| b.cluster == j.cluster) {
                 // Unscheduled without a state to go back to: picked again, it starts over.
@@ -331,11 +330,7 @@ fn settled(base: &Catalog, head: &Catalog, previous: &Previous) -> (Previous, Ro
     }
     let mut settled = Previous::new();
     for e in &head.evictions {
-        let key = PlacementKey::new(
-            PlacementKind::ClusterResourcePlacement,
-            None,
-            &e.spec.spec.placement_name,
-        );
+        let key = e.spec.placement_key();
         let Some(s) = previous.get(&key) else {
             continue;
         };

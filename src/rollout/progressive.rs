@@ -97,7 +97,34 @@ pub enum StrategyError {
     Threshold { field: &'static str, value: String },
 }
 
+/// The first reference to OCM Placement `key` of the ManifestWorkReplicaSets in `cat`: the
+/// replica sets of one Placement share its strategy (the catalog checks it). `None` for
+/// another kind of placement, or a Placement no replica set names.
+pub fn replica_set_ref<'c>(
+    cat: &'c crate::catalog::Catalog,
+    key: &'c crate::model::PlacementKey,
+) -> Option<&'c crate::model::ocm::LocalPlacementReference> {
+    if key.kind != crate::model::PlacementKind::OcmPlacement {
+        return None;
+    }
+    cat.replica_set_refs(key.namespace.as_deref(), &key.name)
+        .next()
+        .map(|(_, r)| r)
+}
+
 impl Strategy {
+    /// The strategy of replica set reference `r` when it is progressive; `None` for `All`
+    /// (every cluster at once).
+    pub fn of_progressive(
+        r: &crate::model::ocm::LocalPlacementReference,
+    ) -> Option<Result<Strategy, StrategyError>> {
+        let strategy = r.effective_strategy();
+        if strategy.type_ == Some(OcmRolloutType::All) {
+            return None;
+        }
+        Some(Strategy::of(Some(&strategy)))
+    }
+
     /// The strategy `rs` asks for, with OCM's defaults (type `All`, no deadline, no failures
     /// tolerated, every cluster at once).
     pub fn of(rs: Option<&OcmRolloutStrategy>) -> Result<Strategy, StrategyError> {

@@ -337,10 +337,9 @@ impl ClusterState {
     }
 }
 
-#[cfg(test)]
 impl ClusterState {
     /// A cluster of which only `health` is known (nothing recorded as pushed): what tests build
-    /// on, changing the fields they are about.
+    /// on, changing the fields they are about, and what `plan` assumes of a rolled-out base.
     pub fn with_health(health: BindingHealth) -> ClusterState {
         ClusterState {
             revision: None,

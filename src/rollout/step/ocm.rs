@@ -12,8 +12,6 @@ use std::collections::BTreeSet;
 
 use super::render::Renderings;
 use super::{Context, Pacing, Placement, StepSummary};
-use crate::model::ocm::OcmRolloutType;
-use crate::model::PlacementKind;
 use crate::rollout::progressive::{self, ClusterRollout, GroupKey, Status};
 use crate::rollout::rolling::{BindingHealth, Revision};
 use crate::rollout::state::ClusterState;
@@ -146,35 +144,15 @@ fn pace_of(
     cx: &Context,
     p: &Placement,
 ) -> Option<Result<progressive::Strategy, progressive::StrategyError>> {
-    let strategy = first_replica_set_ref(cx, p)?.effective_strategy();
-    if strategy.type_ == Some(OcmRolloutType::All) {
-        return None;
-    }
-    Some(progressive::Strategy::of(Some(&strategy)))
+    progressive::Strategy::of_progressive(progressive::replica_set_ref(cx.input.cat, p.key)?)
 }
 
 /// The rollout type of the replica sets that name Placement `p`; `None` if none does.
 fn replica_sets_of(cx: &Context, p: &Placement) -> Option<progressive::ReplicaSetRollout> {
     Some(progressive::ReplicaSetRollout {
-        type_: first_replica_set_ref(cx, p)?.rollout_type(),
+        type_: progressive::replica_set_ref(cx.input.cat, p.key)?.rollout_type(),
         error: None,
     })
-}
-
-/// The first replica set's reference to OCM Placement `p`: the replica sets of one Placement
-/// share its strategy (the catalog checks it).
-fn first_replica_set_ref<'a>(
-    cx: &Context<'_, 'a>,
-    p: &Placement,
-) -> Option<&'a crate::model::ocm::LocalPlacementReference> {
-    if p.key.kind != PlacementKind::OcmPlacement {
-        return None;
-    }
-    cx.input
-        .cat
-        .replica_set_refs(p.key.namespace.as_deref(), &p.key.name)
-        .next()
-        .map(|(_, r)| r)
 }
 
 /// The placement's decision groups; one group of every selected cluster when it has none.
