@@ -1450,3 +1450,105 @@ on_both_backends!(
     a_finished_run_is_not_run_again_after_the_state_directory_is_lost,
     a_run_lost_part_way_resumes_with_what_the_records_name,
 );
+
+/// The OCM side of staged rollouts: a ManifestWorkReplicaSet rolled out `Progressive` with
+/// `maxConcurrency: 1` and a `minSuccessTime` of an hour, through the daemon and its test clock.
+/// After OCM's test/integration/work/manifestworkreplicaset_test.go ("rolling with min success
+/// time"), with three clusters: one cluster gets the work; once it is available it soaks, and the
+/// next gets the work only after the hour (in the Placement's decision order, by name); the
+/// Placement's `replicaSets` summary counts as OCM's `placementsSummary` and
+/// `PlacementRolledOut` turns True when the last cluster is available.
+fn a_replica_set_rolls_out_one_cluster_per_soak(backend: common::members::Backend) {
+    let members = Members::start(backend, &fleet_of(&THREE));
+    let repo = Repo::new();
+    let mut hub = String::from(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: apps}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata: {name: all}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSetBinding\nmetadata: {name: all, namespace: apps}\nspec: {clusterSet: all}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\nmetadata: {name: all, namespace: apps}\nspec: {clusterSets: [all]}\n",
+    );
+    for c in THREE {
+        hub.push_str(&format!(
+            "---\napiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\nmetadata:\n  name: {c}\n  labels: {{cluster.open-cluster-management.io/clusterset: all}}\nspec: {{hubAcceptsClient: true}}\n"
+        ));
+    }
+    repo.write("hub.yaml", &hub);
+    repo.write(
+        "wave.yaml",
+        "apiVersion: work.open-cluster-management.io/v1alpha1
+kind: ManifestWorkReplicaSet
+metadata: {name: wave, namespace: apps}
+spec:
+  placementRefs:
+  - name: all
+    rolloutStrategy: {type: Progressive, progressive: {maxConcurrency: 1, minSuccessTime: 1h}}
+  manifestWorkTemplate:
+    workload:
+      manifests:
+      - {apiVersion: v1, kind: ConfigMap, metadata: {name: wave, namespace: default}, data: {a: '1'}}
+",
+    );
+    repo.commit("a progressive replica set");
+    let state = members.dir().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let skew = members.dir().join("clock-skew");
+    std::fs::write(&skew, "0").unwrap();
+    let secret = state.join("secret");
+    std::fs::write(&secret, "s").unwrap();
+    let daemon = Daemon::start_with(
+        repo.path(),
+        &members.kubeconfig,
+        &state,
+        &secret,
+        "1m",
+        &[],
+        &[("GITFLEET_TEST_CLOCK_SKEW_FILE", skew.as_os_str())],
+    );
+    let has_wave = |m: &str| members.exists(m, &["configmap", "wave", "-n", "default"]);
+    let placement = || get_json(&daemon.addr, "/api/v1/placements/ocm/apps/all");
+    let summary = |p: &serde_json::Value| p["replicaSets"]["summary"].clone();
+    let rolled_out = |p: &serde_json::Value| {
+        p["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "PlacementRolledOut"))
+            .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    for (n, cluster) in THREE.iter().enumerate() {
+        if n > 0 {
+            // The previous cluster soaks an hour on the daemon's clock before this one starts.
+            std::fs::write(&skew, (n as u64 * 3600 + 60).to_string()).unwrap();
+            wake(&repo, n as u32);
+        }
+        // The summary counts the clusters with the work; each with it is available in the end.
+        let want = serde_json::json!({
+            "total": n + 1, "applied": n + 1, "available": n + 1, "degraded": 0, "progressing": 0
+        });
+        common::daemon::await_until(&format!("{cluster} has the work, available"), || {
+            summary(&placement()) == want
+        });
+        for (i, other) in THREE.iter().enumerate() {
+            assert_eq!(
+                has_wave(other),
+                i <= n,
+                "after {} soak(s), {other} has the work only if it is among the first {}",
+                n,
+                n + 1
+            );
+        }
+        let expected = if n + 1 == THREE.len() {
+            "True"
+        } else {
+            "False"
+        };
+        assert_eq!(rolled_out(&placement()), expected, "{:#}", placement());
+    }
+}
+
+on_both_backends!(
+    #[cfg_attr(
+        not(feature = "test-hooks"),
+        ignore = "needs the daemon's test clock: cargo test --features test-hooks"
+    )]
+    a_replica_set_rolls_out_one_cluster_per_soak
+);
