@@ -106,6 +106,35 @@ pub fn page(v: &Placement<'_>) -> Markup {
                 }
             }
         }
+        @let works: Vec<(&String, &crate::feedback::WorkStatus)> = p.clusters.iter().filter_map(|(c, s)| Some((c, s.work_status.as_deref()?))).collect();
+        @if !works.is_empty() {
+            section aria-labelledby="feedback" {
+                h2 #feedback { "Status feedback" }
+                table.list {
+                    thead { tr { th scope="col" { "Cluster" } th scope="col" { "Object" } th scope="col" { "Values" } th scope="col" { "Conditions" } } }
+                    tbody {
+                        @for (c, w) in &works {
+                            @if !w.conditions.is_empty() {
+                                tr {
+                                    th scope="row" { (c) }
+                                    td { "the work" }
+                                    td {}
+                                    td { ul.kv { @for k in &w.conditions { li { (k.type_) " " (condition_status(&k.status)) " " code { (k.reason) } @if !k.message.is_empty() { " " (k.message) } } } } }
+                                }
+                            }
+                            @for m in &w.resource_status.manifests {
+                                tr {
+                                    th scope="row" { (c) }
+                                    td { code { (m.resource_meta.kind) " " @if !m.resource_meta.namespace.is_empty() { (m.resource_meta.namespace) "/" } (m.resource_meta.name) } }
+                                    td { ul.kv { @for f in &m.status_feedback.values { li { (f.name) " " code { (f.field_value.to_string()) } } } } }
+                                    td { ul.kv { @for k in &m.conditions { li { (k.type_) " " (condition_status(&k.status)) " " code { (k.reason) } @if !k.message.is_empty() { " " (k.message) } } } } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
         @if !v.runs.is_empty() {
             section aria-labelledby="runs" {
                 h2 #runs { "Staged runs" }
