@@ -166,9 +166,9 @@ pub struct PushArgs {
     #[arg(long, env = "GITFLEET_RETRY_BUDGET", default_value = "30s", value_parser = parse_duration)]
     pub retry_budget: Duration,
     /// OCM work feedback: report a value that is not an integer, string or bool (a map, a list,
-    /// a float, several matches) as `JsonRaw`, as OCM's work agent does with its
-    /// `RawFeedbackJsonString` feature gate; without it such a value is an error of
-    /// `StatusFeedbackSynced`, as by OCM's default.
+    /// a float) as `JsonRaw`, and a path's several matches as the list of them, as OCM's work
+    /// agent does with its `RawFeedbackJsonString` feature gate; without it such a value is an
+    /// error of `StatusFeedbackSynced` and the first match is taken, as by OCM's default.
     #[arg(long, env = "GITFLEET_FEEDBACK_RAW_JSON")]
     pub feedback_raw_json: bool,
 }
