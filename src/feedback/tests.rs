@@ -77,7 +77,16 @@ fn raw(name: &str, s: &str) -> FeedbackValue {
 #[test]
 fn test_status_reader() {
     let big = json!({"apiVersion": "v1", "kind": "Pod", "status": {"big": "x".repeat(1100)}});
-    let cases: Vec<(&str, Value, FeedbackRule, RawJson, bool, Vec<FeedbackValue>)> = vec![
+    /// Name, object, rule, raw JSON, whether it fails, the values.
+    type Case = (
+        &'static str,
+        Value,
+        FeedbackRule,
+        RawJson,
+        bool,
+        Vec<FeedbackValue>,
+    );
+    let cases: Vec<Case> = vec![
         (
             "deployment values",
             deployment(),
