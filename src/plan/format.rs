@@ -1325,6 +1325,24 @@ mod tests {
         }
     }
 
+    /// A work's declared feedback is one line per resource, in text and in markdown.
+    #[test]
+    fn declared_feedback_is_listed_under_its_placement() {
+        let mut pl = placement("web", Change::Added);
+        pl.feedback = vec![super::super::DeclaredFeedback {
+            work: "ManifestWork alpha/web".into(),
+            resource: "deployments.apps default/web".into(),
+            manifests: vec!["Deployment default/web".into()],
+            feedback: vec!["WellKnownStatus".into(), "image=.spec.image".into()],
+            conditions: vec!["Ready: CEL true".into()],
+        }];
+        let line = "feedback of ManifestWork alpha/web deployments.apps default/web (Deployment default/web): values WellKnownStatus, image=.spec.image; conditions Ready: CEL true";
+        let mut text = String::new();
+        text_placement(&mut text, &Paint(false), &pl).unwrap();
+        assert!(text.contains(&format!("  {line}\n")), "{text}");
+        assert!(markdown_placement(&pl).contains(&format!("- {line}\n")));
+    }
+
     #[test]
     fn markdown_cap_that_fits_everything_adds_no_note() {
         let plan = big_plan();
