@@ -351,5 +351,42 @@ mod tests {
         })
         .into_string();
         assert!(!html.contains("Placement type"), "{html}");
+        assert!(!html.contains("Status feedback"), "{html}");
+    }
+
+    /// An OCM work's feedback values and rule conditions, per cluster and object.
+    #[test]
+    fn a_works_status_feedback_is_a_table_of_its_own() {
+        let p = status(serde_json::json!({
+            "id": "mw/alpha/web", "strategy": "OCM", "target": 1,
+            "selected": ["alpha"], "applying": [], "removing": [], "waiting": [], "upToDate": ["alpha"],
+            "conditions": [],
+            "clusters": {"alpha": {"health": {"state": "available"}, "updatedAt": 1, "workStatus": {
+                "conditions": [{"type": "Ready", "status": "True", "reason": "ConditionRulesAggregated", "message": "up"}],
+                "resourceStatus": {"manifests": [{
+                    "resourceMeta": {"group": "apps", "version": "v1", "kind": "Deployment",
+                        "resource": "deployments", "namespace": "default", "name": "web"},
+                    "statusFeedback": {"values": [
+                        {"name": "ReadyReplicas", "fieldValue": {"type": "Integer", "integer": 2}}]},
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "ConditionRuleEvaluated", "message": "up"}]
+                }]}
+            }}}
+        }));
+        let html = page(&Placement {
+            summary: &summary(),
+            status: &p,
+            schedule: None,
+            runs: &[],
+        })
+        .into_string();
+        for shown in [
+            "<h2 id=\"feedback\">Status feedback</h2>",
+            "<code>Deployment default/web</code>",
+            "<li>ReadyReplicas <code>2</code></li>",
+            "<code>ConditionRuleEvaluated</code> up",
+            "<td>the work</td>",
+        ] {
+            assert!(html.contains(shown), "{shown} not in {html}");
+        }
     }
 }
