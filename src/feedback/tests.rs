@@ -466,8 +466,9 @@ fn well_known_rules_of_other_kinds_set_nothing_and_messages_fall_back() {
     assert_eq!(conditions::evaluate(&[custom], &job())[0].message, "done");
 }
 
-/// helpers_test.go TestAggregateManifestConditions, for the conditions rules set: False wins,
-/// then Unknown; Progressing is True when any is; one manifest's message is kept.
+/// pkg/work/spoke/conditions/helpers.go AggregateManifestConditions, read from its code (it
+/// has no unit test of its own), for the conditions rules set: False wins, then Unknown;
+/// Progressing is True when any is; one manifest's message is kept.
 #[test]
 fn rule_conditions_aggregate_as_ocm_aggregates_them() {
     let manifest = |conditions: Vec<Condition>| ManifestCondition {
