@@ -855,8 +855,8 @@ mod tests {
     }
 
     /// Paths as OCM's tests and documents write them (ocm
-    /// pkg/work/spoke/statusfeedback/reader_test.go, TestStatusReader; client-go
-    /// util/jsonpath/jsonpath_test.go for the syntax), and what client-go finds.
+    /// pkg/work/spoke/statusfeedback/reader_test.go, TestStatusReader) and the rest of the
+    /// syntax, with what client-go's jsonpath.go finds (read from its code).
     #[test]
     fn paths_find_what_client_go_finds() {
         let d = deployment();
