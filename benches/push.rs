@@ -321,6 +321,7 @@ async fn capacity_on(
         parallel_requests: in_flight,
         retry_budget: Duration::from_secs(30),
         writer: gitfleet::push::writer::Identity::process("bench"),
+        feedback_raw_json: Default::default(),
     };
     let pushed = round(kubeconfig, &members, &opts).await;
     let failed = pushed.results.iter().filter(|m| m.failed()).count();
@@ -373,6 +374,7 @@ fn main() {
             parallel_requests: 8,
             retry_budget: Duration::from_secs(2),
             writer: gitfleet::push::writer::Identity::process("bench"),
+            feedback_raw_json: Default::default(),
         };
         let first = round(&kubeconfig, &members, &opts).await;
         report("create", &first, objects);

@@ -460,6 +460,7 @@ fn settled(placement: &str, n: usize) -> ClusterState {
         health: BindingHealth::AvailableUntrackable { since: NOW },
         diffs: vec![],
         not_available: vec![],
+        work_status: None,
         last_error: None,
         recheck: None,
         drift: false,

@@ -13,6 +13,7 @@
 //! - [`snapshot`]: resource selection, sanitisation, canonical hashes, snapshot indices;
 //! - [`schedule`]: which members each placement picks (KubeFleet and OCM semantics);
 //! - [`render`]: each member's manifests (overrides, envelopes, apply waves);
+//! - [`feedback`]: what OCM works' feedback and condition rules read from a live object;
 //! - [`rollout`]: one step for one commit — what each member gets now, paced — taken by
 //!   `gitfleet run` (the [`daemon`]), `gitfleet apply` ([`cli`]) and `gitfleet plan`;
 //! - [`plan`]: what a change does to the fleet, for review;
@@ -48,6 +49,7 @@ mod cli;
 mod compat_corpus;
 pub mod daemon;
 pub(crate) mod fast_hash;
+pub mod feedback;
 pub(crate) mod follow;
 pub mod lint;
 pub(crate) mod members;

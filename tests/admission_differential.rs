@@ -78,11 +78,6 @@ const KNOWN: &[Known] = &[
         why: "gitfleet's own rule: it applies with its own credentials and impersonates no executor",
     },
     Known {
-        case: "feedbackScrapeType",
-        gitfleet_says: "not built in gitfleet",
-        why: "gitfleet's own rule: it reports no status feedback back from members",
-    },
-    Known {
         case: "null data.",
         gitfleet_says: "gitfleet's own rule",
         why: "gitfleet's own rule: a null envelope entry holds no object any member could apply",

@@ -490,14 +490,14 @@ fn a_work_outside_any_cluster_namespace_is_reported_not_delivered() {
         .unwrap_or_else(|| panic!("{v:#}"));
     assert_eq!(lost["selected"], serde_json::json!([]));
     assert_eq!(lost["conditions"][0]["reason"], "ClusterNotFound");
-    // What of the work API is not built is refused, naming file and field.
+    // A feedback rule that cannot be read is refused, naming file and field.
     repo.write(
         "works/lost.yaml",
         &work(
             "alpha",
             "fb",
             &[("x", "1")],
-            "  manifestConfigs:\n  - resourceIdentifier: {resource: configmaps, name: x, namespace: default}\n    feedbackRules: [{type: WellKnownStatus}]\n",
+            "  manifestConfigs:\n  - resourceIdentifier: {resource: configmaps, name: x, namespace: default}\n    feedbackRules: [{type: JSONPaths, jsonPaths: [{name: a, path: data.a}]}]\n",
         ),
     );
     repo.commit("feedback");
@@ -506,8 +506,8 @@ fn a_work_outside_any_cluster_namespace_is_reported_not_delivered() {
     let all = format!("{}{}", run.stdout, run.stderr);
     assert!(
         all.contains("works/lost.yaml")
-            && all.contains("spec.manifestConfigs[0].feedbackRules")
-            && all.contains("not built in gitfleet"),
+            && all.contains("spec.manifestConfigs[0].feedbackRules[0].jsonPaths[0].path")
+            && all.contains("unrecognized identifier data"),
         "{all}"
     );
 }

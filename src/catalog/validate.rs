@@ -271,7 +271,10 @@ fn decode_fleet_objects(
                     .last()
                     .filter(|e| e.index == i)
                 {
-                    for p in crate::model::ocm::not_built(&e.spec) {
+                    let template = &e.spec.spec.manifest_work_template;
+                    for p in crate::model::ocm::not_built(&e.spec).into_iter().chain(
+                        crate::feedback::validate("spec.manifestWorkTemplate", template),
+                    ) {
                         diags.push(cat.diagnostic(i, &p.field, p.message));
                     }
                 }
@@ -312,7 +315,10 @@ fn decode_fleet_objects(
                 push_typed(cat, i, diags, decoded, |c| &mut c.manifest_works);
                 // What of OCM's work API gitfleet does not carry out is refused (17.5).
                 if let Some(e) = cat.manifest_works.last().filter(|e| e.index == i) {
-                    for p in crate::model::work::not_built("spec", &e.spec.spec) {
+                    for p in crate::model::work::not_built("spec", &e.spec.spec)
+                        .into_iter()
+                        .chain(crate::feedback::validate("spec", &e.spec.spec))
+                    {
                         diags.push(cat.diagnostic(i, &p.field, p.message));
                     }
                 }

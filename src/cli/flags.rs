@@ -165,6 +165,12 @@ pub struct PushArgs {
     /// 2m).
     #[arg(long, env = "GITFLEET_RETRY_BUDGET", default_value = "30s", value_parser = parse_duration)]
     pub retry_budget: Duration,
+    /// OCM work feedback: report a value that is not an integer, string or bool (a map, a list,
+    /// a float) as `JsonRaw`, and a path's several matches as the list of them, as OCM's work
+    /// agent does with its `RawFeedbackJsonString` feature gate; without it such a value is an
+    /// error of `StatusFeedbackSynced` and the first match is taken, as by OCM's default.
+    #[arg(long, env = "GITFLEET_FEEDBACK_RAW_JSON")]
+    pub feedback_raw_json: bool,
 }
 
 impl PushArgs {
@@ -176,6 +182,15 @@ impl PushArgs {
             parallel_requests: usize::from(self.parallel_requests),
             retry_budget: self.retry_budget,
             writer: crate::push::writer::Identity::process("apply"),
+            feedback_raw_json: self.raw_json(),
+        }
+    }
+
+    pub fn raw_json(&self) -> crate::feedback::RawJson {
+        if self.feedback_raw_json {
+            crate::feedback::RawJson::On
+        } else {
+            crate::feedback::RawJson::Off
         }
     }
 }

@@ -413,6 +413,7 @@ pub fn run(args: &QuickstartArgs) -> Result<ExitCode> {
             parallel_requests: 8,
             retry_budget: Duration::from_secs(30),
             writer: crate::push::writer::Identity::daemon(&format!("quickstart {}", dir.display())),
+            feedback_raw_json: Default::default(),
             clock: crate::timestamp::now_unix,
             watches: Default::default(),
             slots: Default::default(),

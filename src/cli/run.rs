@@ -472,6 +472,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             (StateKind::Kubernetes, _) => format!("lease {}", args.hosting.lease_name),
             (StateKind::Directory, dir) => state_identity(dir.as_deref().unwrap_or(".".as_ref())),
         }),
+        feedback_raw_json: args.push.raw_json(),
         clock: crate::timestamp::now_unix,
         watches: Default::default(),
         slots: Default::default(),

@@ -26,6 +26,8 @@ pub struct PushDeliverer {
     pub retry_budget: std::time::Duration,
     /// Marks the records of the placements it writes (see [`crate::push::writer`]).
     pub writer: crate::push::writer::Identity,
+    /// How OCM feedback values that are not scalars are reported.
+    pub feedback_raw_json: crate::feedback::RawJson,
     /// Unix seconds, for the untrackable-availability clock.
     pub clock: fn() -> u64,
     /// The watches of what was delivered (`gitfleet run`).
@@ -152,6 +154,7 @@ impl Deliverer for PushDeliverer {
             parallel_requests: self.parallel_requests,
             retry_budget: self.retry_budget,
             writer: self.writer.clone(),
+            feedback_raw_json: self.feedback_raw_json,
         };
         let targets = members.iter().map(|m| m.target.clone()).collect();
         crate::push::fleet::records_of(&self.kubeconfig, &self.kubeconfig_path, targets, &opts)
@@ -183,6 +186,7 @@ impl Deliverer for PushDeliverer {
             parallel_requests: self.parallel_requests,
             retry_budget: self.retry_budget,
             writer: self.writer.clone(),
+            feedback_raw_json: self.feedback_raw_json,
         };
         let results = push_fleet(
             &self.kubeconfig,
@@ -206,6 +210,12 @@ impl Deliverer for PushDeliverer {
                 let observed = Observed {
                     diffs: p.objects.iter().flat_map(diff_lines).collect(),
                     not_available: not_available(p),
+                    work_status: crate::feedback::WorkStatus::of(
+                        p.objects
+                            .iter()
+                            .filter_map(|o| o.feedback.clone())
+                            .collect(),
+                    ),
                 };
                 by_key.insert(
                     (m.member.clone(), p.placement.clone()),

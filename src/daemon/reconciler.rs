@@ -510,6 +510,7 @@ impl<D: Deliverer> Daemon<D> {
                         health: BindingHealth::Pending,
                         diffs: vec![],
                         not_available: vec![],
+                        work_status: None,
                         last_error: None,
                         recheck: Some("adopted from the member's record".into()),
                         drift: false,

@@ -540,6 +540,7 @@ mod tests {
                 crate::rollout::Observed {
                     diffs: vec![],
                     not_available: vec![why.to_string()],
+                    work_status: None,
                 },
             )
         };

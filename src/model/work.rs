@@ -70,17 +70,81 @@ impl ApiObject for ManifestWork {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ManifestConfigOption {
     pub resource_identifier: ResourceIdentifier,
-    /// Not built: refused (see [`not_built`]).
+    /// What of the resource's live object is read back into the work's status
+    /// ([`crate::feedback`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub feedback_rules: Vec<Value>,
+    pub feedback_rules: Vec<FeedbackRule>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_strategy: Option<UpdateStrategy>,
-    /// Not built: refused.
+    /// Conditions of the manifest worked out from its live object ([`crate::feedback`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub condition_rules: Vec<Value>,
-    /// Not built (it only matters for feedback): refused.
+    pub condition_rules: Vec<ConditionRule>,
+    /// Poll (the CRD default) or Watch: when OCM's agent reads the object again. gitfleet reads
+    /// it at every push of the work either way (docs/reference/compatibility.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub feedback_scrape_type: Option<Value>,
+    pub feedback_scrape_type: Option<FeedbackScrapeType>,
+}
+
+/// `feedbackRules[]`: which of the live object's fields are reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FeedbackRule {
+    #[serde(rename = "type")]
+    pub type_: FeedbackType,
+    /// For `JSONPaths` (OCM ignores them under `WellKnownStatus`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub json_paths: Vec<JsonPathRule>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FeedbackType {
+    /// The kind's well-known status fields (Deployment, DaemonSet, Job, Pod).
+    WellKnownStatus,
+    #[serde(rename = "JSONPaths")]
+    JsonPaths,
+}
+
+/// `jsonPaths[]`: a named Kubernetes JSONPath.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JsonPathRule {
+    pub name: String,
+    /// Only read when the object is of this version (empty: any).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    pub path: String,
+}
+
+/// `conditionRules[]`: a condition of the manifest worked out from its live object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConditionRule {
+    pub condition: String,
+    #[serde(rename = "type")]
+    pub type_: ConditionRuleType,
+    /// For `CEL`: all must be true (variable `object`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cel_expressions: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Variables `object` and `result`; a non-empty string wins over `message`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message_expression: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConditionRuleType {
+    /// OCM's own rule for the condition and kind (`Complete` of a Job or a Pod).
+    WellKnownConditions,
+    #[serde(rename = "CEL")]
+    Cel,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FeedbackScrapeType {
+    #[default]
+    Poll,
+    Watch,
 }
 
 /// A resource by group, resource (plural, lowercase), namespace and name.
@@ -94,6 +158,38 @@ pub struct ResourceIdentifier {
     pub name: String,
     #[serde(default)]
     pub namespace: String,
+}
+
+impl std::fmt::Display for ResourceIdentifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.resource)?;
+        if !self.group.is_empty() {
+            write!(f, ".{}", self.group)?;
+        }
+        match self.namespace.as_str() {
+            "" => write!(f, " {}", self.name),
+            ns => write!(f, " {ns}/{}", self.name),
+        }
+    }
+}
+
+impl ResourceIdentifier {
+    /// Whether a manifest may be the resource this names: same group, namespace and name
+    /// (wildcards as the work agent reads them), and a kind whose plural the resource is, as
+    /// near as can be told without the member's discovery.
+    pub fn may_name(&self, manifest: &Value) -> bool {
+        fn text(v: Option<&Value>) -> &str {
+            v.and_then(Value::as_str).unwrap_or_default()
+        }
+        let api_version = text(manifest.get("apiVersion"));
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let kind = text(manifest.get("kind")).to_lowercase();
+        let meta = manifest.get("metadata");
+        group == self.group
+            && wildcard_match(text(meta.and_then(|m| m.get("namespace"))), &self.namespace)
+            && wildcard_match(text(meta.and_then(|m| m.get("name"))), &self.name)
+            && self.resource.starts_with(kind.trim_end_matches('y'))
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -189,6 +285,15 @@ pub struct ResourceOptions {
     pub update: UpdateMode,
     /// Left on the member when no longer delivered (the work does not own it).
     pub orphan: bool,
+    /// What is read back from its live object, when the work asks anything.
+    pub rules: Option<StatusRules>,
+}
+
+/// The feedback and condition rules that hold for one resource.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusRules {
+    pub feedback: Vec<FeedbackRule>,
+    pub conditions: Vec<ConditionRule>,
 }
 
 impl Default for ResourceOptions {
@@ -199,6 +304,7 @@ impl Default for ResourceOptions {
                 field_manager: None,
             },
             orphan: false,
+            rules: None,
         }
     }
 }
@@ -273,7 +379,29 @@ impl WorkConfig {
                     }),
             },
         };
-        ResourceOptions { update, orphan }
+        // FindManifestConfiguration: the feedback rules and the condition rules of the first
+        // matching entry that has any, each on its own.
+        let mut matching = self
+            .manifest_configs
+            .iter()
+            .filter(|c| matches(&c.resource_identifier));
+        let rules = StatusRules {
+            feedback: matching
+                .clone()
+                .find(|c| !c.feedback_rules.is_empty())
+                .map(|c| c.feedback_rules.clone())
+                .unwrap_or_default(),
+            conditions: matching
+                .find(|c| !c.condition_rules.is_empty())
+                .map(|c| c.condition_rules.clone())
+                .unwrap_or_default(),
+        };
+        let rules = (rules != StatusRules::default()).then_some(rules);
+        ResourceOptions {
+            update,
+            orphan,
+            rules,
+        }
     }
 }
 
@@ -319,6 +447,7 @@ pub(crate) fn validate_config(
                 p.push(format!("{f}.resourceIdentifier.{field}"), "Required value");
             }
         }
+        validate_rules(&f, c, p);
         if let Some(fm) = c
             .update_strategy
             .as_ref()
@@ -334,6 +463,38 @@ pub(crate) fn validate_config(
     }
 }
 
+/// The CRD's rules on one entry's feedback and condition rules (`f` is the entry's path): names
+/// and conditions are list-map keys, so unique; a CEL rule names its condition.
+fn validate_rules(f: &str, c: &ManifestConfigOption, p: &mut Problems) {
+    for (j, rule) in c.feedback_rules.iter().enumerate() {
+        let mut names = std::collections::BTreeSet::new();
+        for (k, path) in rule.json_paths.iter().enumerate() {
+            if !names.insert(path.name.as_str()) {
+                p.push(
+                    format!("{f}.feedbackRules[{j}].jsonPaths[{k}]"),
+                    format!("Duplicate value: {{\"name\":{:?}}}", path.name),
+                );
+            }
+        }
+    }
+    let mut conditions = std::collections::BTreeSet::new();
+    for (j, rule) in c.condition_rules.iter().enumerate() {
+        let at = format!("{f}.conditionRules[{j}]");
+        if rule.type_ == ConditionRuleType::Cel && rule.condition.is_empty() {
+            p.push(
+                &at,
+                "Invalid value: \"object\": Condition is required for CEL rules",
+            );
+        }
+        if !conditions.insert(rule.condition.as_str()) {
+            p.push(
+                &at,
+                format!("Duplicate value: {{\"condition\":{:?}}}", rule.condition),
+            );
+        }
+    }
+}
+
 /// What of the work API gitfleet does not carry out: refused, never accepted and ignored.
 /// `prefix` is the template's path (`spec` or `spec.manifestWorkTemplate`).
 pub fn not_built(prefix: &str, t: &super::ocm::ManifestWorkTemplate) -> Vec<Problem> {
@@ -342,26 +503,6 @@ pub fn not_built(prefix: &str, t: &super::ocm::ManifestWorkTemplate) -> Vec<Prob
     let p = &mut problems;
     for (i, c) in t.manifest_configs.iter().enumerate() {
         let f = format!("{prefix}.manifestConfigs[{i}]");
-        if !c.feedback_rules.is_empty() {
-            p.push(
-                format!("{f}.feedbackRules"),
-                format!("{NOT_BUILT}: status feedback is not reported back; remove feedbackRules"),
-            );
-        }
-        if c.feedback_scrape_type.is_some() {
-            p.push(
-                format!("{f}.feedbackScrapeType"),
-                format!(
-                    "{NOT_BUILT}: status feedback is not reported back; remove feedbackScrapeType"
-                ),
-            );
-        }
-        if !c.condition_rules.is_empty() {
-            p.push(
-                format!("{f}.conditionRules"),
-                format!("{NOT_BUILT}: manifest conditions (and Complete) are not evaluated; remove conditionRules"),
-            );
-        }
         if c.update_strategy
             .as_ref()
             .and_then(|s| s.server_side_apply.as_ref())
@@ -379,7 +520,7 @@ pub fn not_built(prefix: &str, t: &super::ocm::ManifestWorkTemplate) -> Vec<Prob
     {
         p.push(
             format!("{prefix}.deleteOption.ttlSecondsAfterFinished"),
-            format!("{NOT_BUILT}: works are never completed (no condition rules), so never deleted after a TTL; remove ttlSecondsAfterFinished"),
+            format!("{NOT_BUILT}: a work is never deleted once its manifests are Complete; remove ttlSecondsAfterFinished"),
         );
     }
     if t.executor.is_some() {
@@ -472,6 +613,40 @@ manifestConfigs:
         );
     }
 
+    /// ocm pkg/work/helper/helper_test.go TestFindManifestConfiguration: the first matching
+    /// entry with feedback rules gives them, and the first with condition rules gives those,
+    /// each on its own; nothing matches, or nothing asks: no rules.
+    #[test]
+    fn status_rules_are_found_as_find_manifest_configuration_finds_them() {
+        let c = config(
+            r#"
+manifestConfigs:
+- resourceIdentifier: {group: "", resource: configmaps, name: test, namespace: "test*"}
+  feedbackRules: [{type: WellKnownStatus}]
+- resourceIdentifier: {group: "", resource: nodes, name: node1}
+  conditionRules: [{type: WellKnownConditions, condition: Other}]
+- resourceIdentifier: {group: "", resource: configmaps, name: test, namespace: testns}
+  feedbackRules: [{type: JSONPaths}]
+- resourceIdentifier: {group: "", resource: configmaps, name: "*", namespace: testns}
+  conditionRules: [{type: WellKnownConditions, condition: Completed}]
+  updateStrategy: {type: Update}
+"#,
+        );
+        let rules = |r, n, ns| c.for_resource("", r, ns, n).rules;
+        let found = rules("configmaps", "test", "testns").expect("rules");
+        assert_eq!(found.feedback[0].type_, FeedbackType::WellKnownStatus);
+        assert_eq!(found.feedback.len(), 1);
+        assert_eq!(found.conditions[0].condition, "Completed");
+        assert_eq!(rules("configmaps", "test1", "other"), None);
+        assert_eq!(rules("secrets", "test", "testns"), None);
+        // "no feedbackRules, conditionRules, or updateStrategy": a match that asks nothing.
+        let bare = config("manifestConfigs: [{resourceIdentifier: {resource: configmaps, name: '*', namespace: 'test*'}}]");
+        assert_eq!(
+            bare.for_resource("", "configmaps", "testns", "test").rules,
+            None
+        );
+    }
+
     #[test]
     fn delete_options_orphan_as_ocm_owns() {
         let orphan = config("deleteOption: {propagationPolicy: Orphan}");
@@ -523,7 +698,7 @@ deleteOption:
 manifestConfigs:
 - resourceIdentifier: {resource: configmaps, name: a}
   feedbackRules: [{type: WellKnownStatus}]
-  conditionRules: [{type: WellKnownCompletions}]
+  conditionRules: [{type: WellKnownConditions, condition: Complete}]
   updateStrategy:
     type: ServerSideApply
     serverSideApply: {ignoreFields: [{condition: OnSpokePresent, jsonPaths: [.data]}]}
@@ -535,8 +710,6 @@ executor: {subject: {type: ServiceAccount}}
         assert_eq!(
             fields,
             [
-                "spec.manifestConfigs[0].feedbackRules",
-                "spec.manifestConfigs[0].conditionRules",
                 "spec.manifestConfigs[0].updateStrategy.serverSideApply.ignoreFields",
                 "spec.deleteOption.ttlSecondsAfterFinished",
                 "spec.executor",
@@ -614,6 +787,20 @@ executor: {subject: {type: ServiceAccount}}
                 ok: orphans("{resource: configmaps, name: cm}");
             work_status_unknown_field_refused: format!("{}status: {{resourceStatus: {{}}, applied: true}}\n", work("")) => "status.applied", "unknown field `applied`";
                 ok: format!("{}status: {{resourceStatus: {{manifests: []}}, conditions: []}}\n", work(""));
+            feedback_rule_type_is_an_enum: configs("{resourceIdentifier: {resource: configmaps, name: cm}, feedbackRules: [{type: WellKnownStatuses}]}") => "spec.manifestConfigs[0].feedbackRules[0].type", "unknown variant `WellKnownStatuses`";
+                ok: configs("{resourceIdentifier: {resource: configmaps, name: cm}, feedbackRules: [{type: JSONPaths, jsonPaths: [{name: a, path: .data.a}]}]}");
+            json_path_needs_a_path: configs("{resourceIdentifier: {resource: configmaps, name: cm}, feedbackRules: [{type: JSONPaths, jsonPaths: [{name: a}]}]}") => "spec.manifestConfigs[0].feedbackRules[0].jsonPaths[0]", "missing field `path`";
+                ok: configs("{resourceIdentifier: {resource: configmaps, name: cm}, feedbackRules: [{type: JSONPaths, jsonPaths: [{name: a, path: .data.a, version: v1}]}]}");
+            json_path_names_are_unique: configs("{resourceIdentifier: {resource: configmaps, name: cm}, feedbackRules: [{type: JSONPaths, jsonPaths: [{name: a, path: .a}, {name: a, path: .b}]}]}") => "spec.manifestConfigs[0].feedbackRules[0].jsonPaths[1]", "Duplicate value";
+                ok: configs("{resourceIdentifier: {resource: configmaps, name: cm}, feedbackRules: [{type: JSONPaths, jsonPaths: [{name: a, path: .a}, {name: b, path: .b}]}]}");
+            condition_rule_type_is_an_enum: configs("{resourceIdentifier: {resource: configmaps, name: cm}, conditionRules: [{type: WellKnownCompletions, condition: Complete}]}") => "spec.manifestConfigs[0].conditionRules[0].type", "unknown variant `WellKnownCompletions`";
+                ok: configs("{resourceIdentifier: {resource: configmaps, name: cm}, conditionRules: [{type: WellKnownConditions, condition: Complete}]}");
+            condition_rule_needs_its_condition: configs("{resourceIdentifier: {resource: configmaps, name: cm}, conditionRules: [{type: CEL, condition: '', celExpressions: ['true']}]}") => "spec.manifestConfigs[0].conditionRules[0]", "Condition is required for CEL rules";
+                ok: configs("{resourceIdentifier: {resource: configmaps, name: cm}, conditionRules: [{type: CEL, condition: Ready, celExpressions: ['true']}]}");
+            condition_rules_are_unique_by_condition: configs("{resourceIdentifier: {resource: configmaps, name: cm}, conditionRules: [{type: WellKnownConditions, condition: Complete}, {type: CEL, condition: Complete}]}") => "spec.manifestConfigs[0].conditionRules[1]", "Duplicate value";
+                ok: configs("{resourceIdentifier: {resource: configmaps, name: cm}, conditionRules: [{type: WellKnownConditions, condition: Complete}, {type: CEL, condition: Ready}]}");
+            feedback_scrape_type_is_an_enum: configs("{resourceIdentifier: {resource: configmaps, name: cm}, feedbackScrapeType: Push}") => "spec.manifestConfigs[0].feedbackScrapeType", "unknown variant `Push`";
+                ok: configs("{resourceIdentifier: {resource: configmaps, name: cm}, feedbackScrapeType: Watch}");
             propagation_policy_is_an_enum: work("  deleteOption: {propagationPolicy: Background}\n") => "spec.deleteOption.propagationPolicy", "unknown variant";
                 ok: work("  deleteOption: {propagationPolicy: Orphan}\n");
         }

@@ -179,6 +179,9 @@ fn text_placement(out: &mut impl fmt::Write, p: &Paint, pl: &PlacementPlan) -> f
     if let Some(r) = resources_line(pl, |s| s.to_string()) {
         writeln!(out, "  resources: {r}")?;
     }
+    for f in feedback_lines(pl) {
+        writeln!(out, "  {f}")?;
+    }
     if let Some(r) = &pl.rollout {
         writeln!(out, "  rollout: {}", rollout_description(r))?;
         for s in &r.stages {
@@ -501,6 +504,9 @@ fn markdown_placement(pl: &PlacementPlan) -> String {
     if let Some(r) = resources_line(pl, |id| format!("`{id}`")) {
         let _ = writeln!(s, "- resources: {r}");
     }
+    for f in feedback_lines(pl) {
+        let _ = writeln!(s, "- {}", escape(&f));
+    }
     if let Some(r) = &pl.rollout {
         let _ = writeln!(s, "- rollout: {}", escape(&rollout_description(r)));
         for n in &r.run_notes {
@@ -669,6 +675,33 @@ fn split_placements(plan: &Plan) -> (Vec<&PlacementPlan>, usize) {
         .collect();
     let unchanged = plan.placements.len() - shown.len();
     (shown, unchanged)
+}
+
+/// The feedback and condition rules an OCM key's works declare, one line per resource.
+fn feedback_lines(p: &PlacementPlan) -> Vec<String> {
+    p.feedback
+        .iter()
+        .map(|f| {
+            let manifests = if f.manifests.is_empty() {
+                "no manifest of the workload".to_string()
+            } else {
+                f.manifests.join(", ")
+            };
+            let mut parts = Vec::new();
+            if !f.feedback.is_empty() {
+                parts.push(format!("values {}", f.feedback.join(", ")));
+            }
+            if !f.conditions.is_empty() {
+                parts.push(format!("conditions {}", f.conditions.join("; ")));
+            }
+            format!(
+                "feedback of {} {} ({manifests}): {}",
+                f.work,
+                f.resource,
+                parts.join("; ")
+            )
+        })
+        .collect()
 }
 
 /// The clusters the head cannot place on, but for those already told as lost (with the reason).
@@ -1202,6 +1235,7 @@ mod tests {
 
     fn placement(name: &str, change: Change) -> PlacementPlan {
         PlacementPlan {
+            feedback: vec![],
             key: PlacementKey::new(PlacementKind::ClusterResourcePlacement, None, name),
             change,
             changed_fields: vec![],
@@ -1289,6 +1323,24 @@ mod tests {
                 "{note}"
             );
         }
+    }
+
+    /// A work's declared feedback is one line per resource, in text and in markdown.
+    #[test]
+    fn declared_feedback_is_listed_under_its_placement() {
+        let mut pl = placement("web", Change::Added);
+        pl.feedback = vec![super::super::DeclaredFeedback {
+            work: "ManifestWork alpha/web".into(),
+            resource: "deployments.apps default/web".into(),
+            manifests: vec!["Deployment default/web".into()],
+            feedback: vec!["WellKnownStatus".into(), "image=.spec.image".into()],
+            conditions: vec!["Ready: CEL true".into()],
+        }];
+        let line = "feedback of ManifestWork alpha/web deployments.apps default/web (Deployment default/web): values WellKnownStatus, image=.spec.image; conditions Ready: CEL true";
+        let mut text = String::new();
+        text_placement(&mut text, &Paint(false), &pl).unwrap();
+        assert!(text.contains(&format!("  {line}\n")), "{text}");
+        assert!(markdown_placement(&pl).contains(&format!("- {line}\n")));
     }
 
     #[test]

@@ -194,6 +194,124 @@ pub struct PlacementPlan {
     /// when it means nothing a reviewer must weigh.
     #[serde(skip_serializing_if = "story::Story::is_empty")]
     pub story: story::Story,
+    /// An OCM key's feedback and condition rules, as the head's works declare them: what the
+    /// status will report once applied (the values exist only then).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feedback: Vec<DeclaredFeedback>,
+}
+
+/// One `manifestConfigs` entry with rules, of a work an OCM key delivers.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeclaredFeedback {
+    /// `ManifestWork NS/NAME` or `ManifestWorkReplicaSet NS/NAME`.
+    pub work: String,
+    /// The entry's `resourceIdentifier`: `RESOURCE[.GROUP] [NAMESPACE/]NAME`, wildcards as
+    /// written.
+    pub resource: String,
+    /// The workload's manifests of that group, namespace and name whose kind is the resource's
+    /// (the member's discovery has the last word on the resource): `Kind [ns/]name`.
+    pub manifests: Vec<String>,
+    /// `WellKnownStatus`, or `NAME=PATH` for each JSONPath (`@VERSION` when it names one).
+    pub feedback: Vec<String>,
+    /// `CONDITION: WellKnownConditions` or `CONDITION: CEL EXPR && EXPR`.
+    pub conditions: Vec<String>,
+}
+
+/// The feedback an OCM key's works declare, in the head's catalog.
+fn declared_feedback(world: &World, key: &PlacementKey) -> Vec<DeclaredFeedback> {
+    let cat = world.cat;
+    let mut works: Vec<(String, &crate::model::ocm::ManifestWorkTemplate)> = Vec::new();
+    match key.kind {
+        PlacementKind::ManifestWork => {
+            for e in &cat.manifest_works {
+                let ns = &cat.objects[e.index].namespace;
+                if e.spec.metadata.name == key.name && *ns == key.namespace {
+                    let ns = ns.as_deref().unwrap_or_default();
+                    works.push((format!("ManifestWork {ns}/{}", key.name), &e.spec.spec));
+                }
+            }
+        }
+        PlacementKind::OcmPlacement => {
+            for e in &cat.manifest_work_replica_sets {
+                let ns = &cat.objects[e.index].namespace;
+                if *ns == key.namespace
+                    && e.spec
+                        .spec
+                        .placement_refs
+                        .iter()
+                        .any(|r| r.name == key.name)
+                {
+                    let ns = ns.as_deref().unwrap_or_default();
+                    works.push((
+                        format!("ManifestWorkReplicaSet {ns}/{}", e.spec.metadata.name),
+                        &e.spec.spec.manifest_work_template,
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+    let mut out = Vec::new();
+    for (work, t) in works {
+        for c in &t.manifest_configs {
+            if c.feedback_rules.is_empty() && c.condition_rules.is_empty() {
+                continue;
+            }
+            out.push(DeclaredFeedback {
+                work: work.clone(),
+                resource: c.resource_identifier.to_string(),
+                manifests: t
+                    .workload
+                    .manifests
+                    .iter()
+                    .filter(|m| c.resource_identifier.may_name(m))
+                    .map(|m| {
+                        fn text(v: Option<&Value>) -> &str {
+                            v.and_then(Value::as_str).unwrap_or_default()
+                        }
+                        let meta = m.get("metadata");
+                        let kind = text(m.get("kind"));
+                        let name = text(meta.and_then(|x| x.get("name")));
+                        match text(meta.and_then(|x| x.get("namespace"))) {
+                            "" => format!("{kind} {name}"),
+                            ns => format!("{kind} {ns}/{name}"),
+                        }
+                    })
+                    .collect(),
+                feedback: c
+                    .feedback_rules
+                    .iter()
+                    .flat_map(|r| match r.type_ {
+                        crate::model::work::FeedbackType::WellKnownStatus => {
+                            vec!["WellKnownStatus".to_string()]
+                        }
+                        crate::model::work::FeedbackType::JsonPaths => r
+                            .json_paths
+                            .iter()
+                            .map(|p| match p.version.as_str() {
+                                "" => format!("{}={}", p.name, p.path.trim()),
+                                v => format!("{}={}@{v}", p.name, p.path.trim()),
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+                conditions: c
+                    .condition_rules
+                    .iter()
+                    .map(|r| match r.type_ {
+                        crate::model::work::ConditionRuleType::WellKnownConditions => {
+                            format!("{}: WellKnownConditions", r.condition)
+                        }
+                        crate::model::work::ConditionRuleType::Cel => {
+                            format!("{}: CEL {}", r.condition, r.cel_expressions.join(" && "))
+                        }
+                    })
+                    .collect(),
+            });
+        }
+    }
+    out
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -895,6 +1013,11 @@ fn compare_placement(
     let rollout = h
         .filter(|_| !head_held)
         .and_then(|h| rollout_impact((base, head), &sel.1, h, b, &kept, changed, change));
+    let feedback = if h.is_some() {
+        declared_feedback(head, &key)
+    } else {
+        Vec::new()
+    };
     PlacementPlan {
         policy_snapshot_index: Transition {
             base: b.and_then(|p| p.policy_snapshot_index),
@@ -914,6 +1037,7 @@ fn compare_placement(
         condition,
         rollout,
         story: Default::default(),
+        feedback,
     }
 }
 

@@ -95,6 +95,7 @@ pub struct Member {
     /// How long a mark holds: longer than any push of one member can take (its retry budget
     /// bounds it), so only a writer that is gone loses its mark.
     mark_ttl: Duration,
+    raw_json: crate::feedback::RawJson,
 }
 
 fn to_value(o: DynamicObject) -> Value {
@@ -112,6 +113,7 @@ impl Member {
             writer: opts.writer.clone(),
             commit: opts.commit.clone(),
             mark_ttl: opts.retry_budget + MARK_MARGIN,
+            raw_json: opts.feedback_raw_json,
         }
     }
 
@@ -1149,16 +1151,42 @@ async fn apply_object(
     };
     // An OCM work's options for this object, found by its resource as the work agent finds
     // them (the member's discovery names the resource).
+    let resource = m.resource_name(&object).unwrap_or_default();
     let options = match work {
         Some(w) => w.for_resource(
             object.group(),
-            &m.resource_name(&object).unwrap_or_default(),
+            &resource,
             object.namespace.as_deref().unwrap_or_default(),
             name,
         ),
         None => ResourceOptions::default(),
     };
     let orphan = options.orphan;
+    // The work's rules, read from the object as the member holds it after the write.
+    let meta = options
+        .rules
+        .as_ref()
+        .map(|_| crate::feedback::ResourceMeta {
+            group: object.group().to_string(),
+            version: object
+                .api_version
+                .rsplit_once('/')
+                .map_or(object.api_version.as_str(), |(_, v)| v)
+                .to_string(),
+            kind: object.kind.clone(),
+            resource,
+            namespace: object.namespace.clone().unwrap_or_default(),
+            name: object.name.clone(),
+        });
+    let feedback = |live: &Value| {
+        let rules = options.rules.as_ref()?;
+        Some(crate::feedback::read(
+            meta.clone()?,
+            rules,
+            live,
+            m.raw_json,
+        ))
+    };
     let done = |r: ObjectResult, created: bool| Ok(((r, orphan), created));
     match (&options.update, &live) {
         // ReadOnly: never written; only read, its availability reported.
@@ -1170,12 +1198,14 @@ async fn apply_object(
                     "not found on the member (updateStrategy ReadOnly: never created)".into(),
                 ),
             });
+            r.feedback = live.as_ref().and_then(feedback);
             return done(r, false);
         }
         // CreateOnly: what exists is never updated.
         (UpdateMode::CreateOnly, Some(live)) => {
             let mut r = ObjectResult::new(object, Outcome::Unchanged);
             r.availability = Some(availability(r.object.group(), &r.object.kind, live));
+            r.feedback = feedback(live);
             return done(r, false);
         }
         _ => {}
@@ -1360,6 +1390,7 @@ async fn apply_object(
         obscure_secret(&r.object.kind, &mut r.diffs);
     }
     r.availability = Some(availability(r.object.group(), &r.object.kind, &applied));
+    r.feedback = feedback(&applied);
     done(r, live.is_none())
 }
 
@@ -1622,6 +1653,7 @@ mod tests {
             parallel_requests: 4,
             retry_budget: Duration::from_secs(10),
             writer: super::super::writer::Identity::process("test"),
+            feedback_raw_json: Default::default(),
         };
         // How many requests a push of `push` makes through `connection`.
         let requests = |connection: Connection| {

@@ -85,6 +85,8 @@ pub struct PushOptions {
     pub retry_budget: Duration,
     /// Who writes: marks each placement's record while writing it (see [`writer`]).
     pub writer: writer::Identity,
+    /// How OCM feedback values that are not scalars are reported.
+    pub feedback_raw_json: crate::feedback::RawJson,
 }
 
 /// What happened to one object.
@@ -201,6 +203,10 @@ pub struct ObjectResult {
     pub diffs: Vec<Diff>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub availability: Option<Availability>,
+    /// An OCM work's feedback and condition rules read from the live object, as the work's
+    /// `status.resourceStatus.manifests[]` entry ([`crate::feedback`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<crate::feedback::ManifestCondition>,
 }
 
 impl ObjectResult {
@@ -211,6 +217,7 @@ impl ObjectResult {
             error: None,
             diffs: Vec::new(),
             availability: None,
+            feedback: None,
         }
     }
 

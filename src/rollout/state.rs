@@ -238,6 +238,11 @@ pub struct ClusterState {
     /// for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_available: Vec<String>,
+    /// An OCM work's status as its feedback and condition rules read it at the last push
+    /// (only for manifests that have rules; [`crate::feedback`]). Shared: published statuses
+    /// read it through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_status: Option<Arc<crate::feedback::WorkStatus>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// The member changed what this placement put there (an object deleted or modified, seen
@@ -318,6 +323,7 @@ impl ClusterState {
             health,
             diffs,
             not_available,
+            work_status,
             last_error,
             recheck: _,
             drift: _,
@@ -331,6 +337,7 @@ impl ClusterState {
             && *health == other.health
             && *diffs == other.diffs
             && *not_available == other.not_available
+            && *work_status == other.work_status
             && *last_error == other.last_error
             && *objects == other.objects
             && *delivered_by == other.delivered_by
@@ -348,6 +355,7 @@ impl ClusterState {
             health,
             diffs: vec![],
             not_available: vec![],
+            work_status: None,
             last_error: None,
             recheck: None,
             drift: false,

@@ -111,6 +111,8 @@ pub struct Observed {
     pub diffs: Vec<String>,
     /// Objects not available yet, and why (`Deployment ns/name: 0/1 replicas available`).
     pub not_available: Vec<String>,
+    /// An OCM work's feedback and condition rules, as read from the objects that have them.
+    pub work_status: Option<crate::feedback::WorkStatus>,
 }
 
 /// How a piece of work ended, as push reports it.

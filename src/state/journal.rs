@@ -405,6 +405,7 @@ mod tests {
                     health: crate::rollout::BindingHealth::Pending,
                     diffs: vec![],
                     not_available: vec![],
+                    work_status: None,
                     last_error: None,
                     recheck: None,
                     drift: false,

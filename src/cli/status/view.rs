@@ -263,8 +263,48 @@ pub fn describe(p: &PlacementStatus) -> String {
         for n in &c.not_available {
             let _ = writeln!(out, "    not available: {n}");
         }
+        if let Some(w) = &c.work_status {
+            out.push_str(&work_status(w));
+        }
         if let Some(why) = &c.recheck {
             let _ = writeln!(out, "    re-applying: {why}");
+        }
+    }
+    out
+}
+
+/// An OCM work's status from its feedback and condition rules, indented under its cluster:
+/// the work's conditions, then per manifest its values and conditions.
+fn work_status(w: &crate::feedback::WorkStatus) -> String {
+    let mut out = String::new();
+    let cond = |c: &crate::schedule::Condition| {
+        let message = if c.message.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", c.message)
+        };
+        format!("{} {} ({}{message})", c.type_, c.status, c.reason)
+    };
+    for c in &w.conditions {
+        let _ = writeln!(out, "    work condition: {}", cond(c));
+    }
+    for m in &w.resource_status.manifests {
+        let r = &m.resource_meta;
+        let object = match r.namespace.as_str() {
+            "" => format!("{} {}", r.kind, r.name),
+            ns => format!("{} {ns}/{}", r.kind, r.name),
+        };
+        let values: Vec<String> = m
+            .status_feedback
+            .values
+            .iter()
+            .map(|v| format!("{}={}", v.name, v.field_value))
+            .collect();
+        if !values.is_empty() {
+            let _ = writeln!(out, "    feedback {object}: {}", values.join(", "));
+        }
+        for c in &m.conditions {
+            let _ = writeln!(out, "    condition {object}: {}", cond(c));
         }
     }
     out
@@ -450,6 +490,40 @@ mod tests {
         assert!(
             d.contains("error: 409 conflict with manager kubectl"),
             "{d}"
+        );
+    }
+
+    /// An OCM work's feedback values and rule conditions are listed under their cluster.
+    #[test]
+    fn describe_lists_a_works_feedback_and_conditions() {
+        let mut d = doc();
+        let status: crate::feedback::WorkStatus = serde_json::from_value(serde_json::json!({
+            "conditions": [{"type": "Ready", "status": "True", "reason": "ConditionRulesAggregated", "message": "up"}],
+            "resourceStatus": {"manifests": [{
+                "resourceMeta": {"group": "apps", "version": "v1", "kind": "Deployment",
+                    "resource": "deployments", "namespace": "app", "name": "web"},
+                "statusFeedback": {"values": [
+                    {"name": "ReadyReplicas", "fieldValue": {"type": "Integer", "integer": 1}},
+                    {"name": "phase", "fieldValue": {"type": "String", "string": "Up"}}]},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "ConditionRuleEvaluated", "message": "up"}]
+            }]}
+        }))
+        .unwrap();
+        d.placements[0].clusters.get_mut("b").unwrap().work_status = Some(status.into());
+        let text = describe(&d.placements[0]);
+        assert!(
+            text.contains("    work condition: Ready True (ConditionRulesAggregated: up)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    feedback Deployment app/web: ReadyReplicas=1, phase=\"Up\"\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "    condition Deployment app/web: Ready True (ConditionRuleEvaluated: up)\n"
+            ),
+            "{text}"
         );
     }
 

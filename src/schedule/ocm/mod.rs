@@ -29,7 +29,7 @@
 //! Pure: the fleet, the previous results and the clock are parameters. It must not know how a
 //! selection is rolled out or applied.
 
-mod cel;
+pub(crate) mod cel;
 mod groups;
 #[cfg(test)]
 mod tests;

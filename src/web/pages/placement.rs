@@ -106,6 +106,35 @@ pub fn page(v: &Placement<'_>) -> Markup {
                 }
             }
         }
+        @let works: Vec<(&String, &crate::feedback::WorkStatus)> = p.clusters.iter().filter_map(|(c, s)| Some((c, s.work_status.as_deref()?))).collect();
+        @if !works.is_empty() {
+            section aria-labelledby="feedback" {
+                h2 #feedback { "Status feedback" }
+                table.list {
+                    thead { tr { th scope="col" { "Cluster" } th scope="col" { "Object" } th scope="col" { "Values" } th scope="col" { "Conditions" } } }
+                    tbody {
+                        @for (c, w) in &works {
+                            @if !w.conditions.is_empty() {
+                                tr {
+                                    th scope="row" { (c) }
+                                    td { "the work" }
+                                    td {}
+                                    td { ul.kv { @for k in &w.conditions { li { (k.type_) " " (condition_status(&k.status)) " " code { (k.reason) } @if !k.message.is_empty() { " " (k.message) } } } } }
+                                }
+                            }
+                            @for m in &w.resource_status.manifests {
+                                tr {
+                                    th scope="row" { (c) }
+                                    td { code { (m.resource_meta.kind) " " @if !m.resource_meta.namespace.is_empty() { (m.resource_meta.namespace) "/" } (m.resource_meta.name) } }
+                                    td { ul.kv { @for f in &m.status_feedback.values { li { (f.name) " " code { (f.field_value.to_string()) } } } } }
+                                    td { ul.kv { @for k in &m.conditions { li { (k.type_) " " (condition_status(&k.status)) " " code { (k.reason) } @if !k.message.is_empty() { " " (k.message) } } } } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
         @if !v.runs.is_empty() {
             section aria-labelledby="runs" {
                 h2 #runs { "Staged runs" }
@@ -322,5 +351,42 @@ mod tests {
         })
         .into_string();
         assert!(!html.contains("Placement type"), "{html}");
+        assert!(!html.contains("Status feedback"), "{html}");
+    }
+
+    /// An OCM work's feedback values and rule conditions, per cluster and object.
+    #[test]
+    fn a_works_status_feedback_is_a_table_of_its_own() {
+        let p = status(serde_json::json!({
+            "id": "mw/alpha/web", "strategy": "OCM", "target": 1,
+            "selected": ["alpha"], "applying": [], "removing": [], "waiting": [], "upToDate": ["alpha"],
+            "conditions": [],
+            "clusters": {"alpha": {"health": {"state": "available"}, "updatedAt": 1, "workStatus": {
+                "conditions": [{"type": "Ready", "status": "True", "reason": "ConditionRulesAggregated", "message": "up"}],
+                "resourceStatus": {"manifests": [{
+                    "resourceMeta": {"group": "apps", "version": "v1", "kind": "Deployment",
+                        "resource": "deployments", "namespace": "default", "name": "web"},
+                    "statusFeedback": {"values": [
+                        {"name": "ReadyReplicas", "fieldValue": {"type": "Integer", "integer": 2}}]},
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "ConditionRuleEvaluated", "message": "up"}]
+                }]}
+            }}}
+        }));
+        let html = page(&Placement {
+            summary: &summary(),
+            status: &p,
+            schedule: None,
+            runs: &[],
+        })
+        .into_string();
+        for shown in [
+            "<h2 id=\"feedback\">Status feedback</h2>",
+            "<code>Deployment default/web</code>",
+            "<li>ReadyReplicas <code>2</code></li>",
+            "<code>ConditionRuleEvaluated</code> up",
+            "<td>the work</td>",
+        ] {
+            assert!(html.contains(shown), "{shown} not in {html}");
+        }
     }
 }

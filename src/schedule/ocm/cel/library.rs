@@ -28,8 +28,9 @@ use std::sync::Arc;
 /// Each cluster's AddOnPlacementScore values, by cluster name then score name.
 pub(super) type ScoreTable = HashMap<String, BTreeMap<String, i64>>;
 
-/// Registers the library's functions on an evaluation context; `scores` reads `table`.
-pub(super) fn register(context: &mut Context<'_, '_>, table: Arc<ScoreTable>) {
+/// Registers every function of the cluster selectors' library on an evaluation context;
+/// `scores` reads `table`.
+pub(super) fn register_ocm(context: &mut Context<'_, '_>, table: Arc<ScoreTable>) {
     let results = [
         context.add_function(
             "scores",
@@ -38,6 +39,32 @@ pub(super) fn register(context: &mut Context<'_, '_>, table: Arc<ScoreTable>) {
             },
         ),
         context.add_function("parseJSON", parse_json),
+    ];
+    for r in results {
+        r.expect("no library function shadows a standard overload");
+    }
+    register_kubernetes(context);
+}
+
+/// sdk-go's `ConditionsLib` (pkg/cel/library/conditions.go): `hasConditions(status)`, whether
+/// `status` is a map whose `conditions` is a list with an item.
+pub(super) fn register_conditions(context: &mut Context<'_, '_>) {
+    context
+        .add_function("hasConditions", |status: Value| -> bool {
+            let Value::Map(m) = status else {
+                return false;
+            };
+            matches!(
+                m.map.get(&Key::String(Arc::new("conditions".into()))),
+                Some(Value::List(l)) if !l.is_empty()
+            )
+        })
+        .expect("hasConditions is no standard overload");
+}
+
+/// Registers the Kubernetes regex and semver libraries on an evaluation context.
+pub(super) fn register_kubernetes(context: &mut Context<'_, '_>) {
+    let results = [
         context.add_function(
             "find",
             |ftx: &FunctionContext, This(s): This<Arc<String>>, re: Arc<String>| {

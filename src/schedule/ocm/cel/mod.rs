@@ -92,32 +92,8 @@ impl CelSelector {
         let env = Arc::new(environment());
         let mut programs = Vec::with_capacity(expressions.len());
         for e in expressions {
-            let program = env
-                .compile(e)
-                .map_err(|err| format!("compilation failed: {err}"))?;
-            let refs = program.references();
-            // cel-go declares one variable, `managedCluster`; any other name that no macro binds
-            // is an undeclared reference at compile time there.
-            let bound = macro_variables(e);
-            let mut undeclared: Vec<&str> = refs
-                .variables()
-                .into_iter()
-                .filter(|v| {
-                    *v != "managedCluster"
-                        && !TYPE_NAMES.contains(v)
-                        // Namespaces of functions and types, which `check_calls` checks.
-                        && !check::NAMESPACES.contains(v)
-                        && !bound.iter().any(|b| b == v)
-                })
-                .collect();
-            undeclared.sort_unstable();
-            if let Some(v) = undeclared.first() {
-                return Err(format!(
-                    "compilation failed: undeclared reference to '{v}' ({e:?})"
-                ));
-            }
-            check::check_calls(program.expression()).map_err(|err| format!("{err} ({e:?})"))?;
-            programs.push(program);
+            // cel-go declares one variable, `managedCluster`.
+            programs.push(compile_with(&env, e, &["managedCluster"])?);
         }
         let scores = if programs
             .iter()
@@ -151,7 +127,7 @@ impl CelSelector {
     fn context(&self, cluster: &Cluster) -> Option<cel::Context<'_, '_>> {
         let managed = cel::to_value(managed_cluster(cluster)).ok()?;
         let mut context = cel::Context::with_env(self.env.clone());
-        library::register(&mut context, self.scores.clone());
+        library::register_ocm(&mut context, self.scores.clone());
         register(&mut context).expect("no library function shadows a standard overload");
         context.add_variable_from_value("managedCluster", managed);
         Some(context)
@@ -179,6 +155,97 @@ fn macro_variables(source: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// `expression` compiled in `env` as cel-go compiles it in an environment that declares
+/// `variables`: a reference to any other name that no macro binds is undeclared, and calls of
+/// the library's functions are checked ([`check::check_calls`]). Errors are worded as OCM's
+/// (`compilation failed: ...`).
+fn compile_with(
+    env: &Arc<cel::Env>,
+    expression: &str,
+    variables: &[&str],
+) -> Result<cel::Program, String> {
+    let program = env
+        .compile(expression)
+        .map_err(|err| format!("compilation failed: {err}"))?;
+    let refs = program.references();
+    let bound = macro_variables(expression);
+    let mut undeclared: Vec<&str> = refs
+        .variables()
+        .into_iter()
+        .filter(|v| {
+            !variables.contains(v)
+                && !TYPE_NAMES.contains(v)
+                // Namespaces of functions and types, which `check_calls` checks.
+                && !check::NAMESPACES.contains(v)
+                && !bound.iter().any(|b| b == v)
+        })
+        .collect();
+    undeclared.sort_unstable();
+    if let Some(v) = undeclared.first() {
+        return Err(format!(
+            "compilation failed: undeclared reference to '{v}' ({expression:?})"
+        ));
+    }
+    check::check_calls(program.expression()).map_err(|err| format!("{err} ({expression:?})"))?;
+    Ok(program)
+}
+
+/// CEL expressions over a Kubernetes object, in the environment OCM's work agent evaluates
+/// condition rules in (ocm pkg/work/spoke/conditions/reader.go `celEnv`): sdk-go's
+/// `BaseEnvOpts` (the standard library, optional types, the strings extension and the
+/// Kubernetes libraries, as for cluster selectors) and sdk-go's `ConditionsLib`
+/// (`hasConditions`); neither `scores` nor `parseJSON`, which only the cluster selectors'
+/// environment declares. Pure.
+pub(crate) struct ObjectCel {
+    env: Arc<cel::Env>,
+}
+
+/// The functions only the cluster selectors' environment declares.
+const SELECTOR_ONLY: &[&str] = &["scores", "parseJSON"];
+
+impl ObjectCel {
+    pub(crate) fn new() -> ObjectCel {
+        ObjectCel {
+            env: Arc::new(environment()),
+        }
+    }
+
+    /// Compiles `expression` with `variables` declared.
+    pub(crate) fn compile(
+        &self,
+        expression: &str,
+        variables: &[&str],
+    ) -> Result<cel::Program, String> {
+        let program = compile_with(&self.env, expression, variables)?;
+        if let Some(f) = SELECTOR_ONLY
+            .iter()
+            .find(|f| program.references().has_function(f))
+        {
+            return Err(format!(
+                "compilation failed: undeclared reference to '{f}' ({expression:?})"
+            ));
+        }
+        Ok(program)
+    }
+
+    /// Evaluates `program` with the variables bound to JSON values.
+    pub(crate) fn evaluate(
+        &self,
+        program: &cel::Program,
+        variables: &[(&str, &Value)],
+    ) -> Result<cel::Value, String> {
+        let mut context = cel::Context::with_env(self.env.clone());
+        library::register_kubernetes(&mut context);
+        library::register_conditions(&mut context);
+        register(&mut context).expect("no library function shadows a standard overload");
+        for (name, value) in variables {
+            let v = cel::to_value(value).map_err(|e| e.to_string())?;
+            context.add_variable_from_value(*name, v);
+        }
+        program.execute(&context).map_err(|e| e.to_string())
+    }
 }
 
 fn environment() -> cel::Env {

@@ -1,0 +1,188 @@
+//! OCM ManifestWork status feedback end to end: `gitfleet run` follows a real git repository
+//! whose ManifestWork asks for a Deployment's well-known status, a JSONPath and a CEL condition
+//! rule; the values and conditions read back from the member show in the status API and in
+//! `gitfleet status`, as OCM reports them in the work's `status.resourceStatus`. On members
+//! served by `gitfleet sim` and by real API servers (the test bed).
+//!
+//! OCM's semantics are unit-tested in src/feedback (ported from OCM's reader tests); this
+//! checks that the values reach the user.
+
+mod common;
+
+use common::daemon::{await_until, Daemon};
+use common::members::{Backend, Members};
+use common::{gitfleet, Repo};
+use serde_json::{json, Value};
+
+on_both_backends!(a_works_feedback_and_conditions_reach_the_status);
+
+const FLEET: &str = r#"
+anonymousAuth: true
+members:
+  - name: alpha
+    nodes: [{count: 1, cpu: "4", memory: 16Gi, instanceType: D4}]
+"#;
+
+const WORK: &str = r#"apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata: {name: web, namespace: alpha}
+spec:
+  manifestConfigs:
+  - resourceIdentifier: {group: apps, resource: deployments, namespace: default, name: web}
+    feedbackRules:
+    - {type: WellKnownStatus}
+    - type: JSONPaths
+      jsonPaths:
+      - {name: image, path: '.spec.template.spec.containers[0].image'}
+      - {name: available, path: '.status.conditions[?(@.type=="Available")].status'}
+    conditionRules:
+    - type: CEL
+      condition: AllReady
+      celExpressions: ['object.status.readyReplicas == object.spec.replicas']
+      messageExpression: 'result ? "all " + string(object.spec.replicas) + " ready" : "not all ready"'
+  workload:
+    manifests:
+    - apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: web, namespace: default}
+      spec:
+        replicas: 1
+        selector: {matchLabels: {app: web}}
+        template:
+          metadata: {labels: {app: web}}
+          spec: {containers: [{name: web, image: 'web:1', resources: {requests: {cpu: 100m}}}]}
+"#;
+
+/// The work's status on `cluster` as the status API serves it, once it has any.
+fn work_status(daemon: &Daemon, cluster: &str) -> Option<Value> {
+    let run = gitfleet(&["status", "--server", &daemon.addr, "-o", "json"]);
+    if run.code != 0 {
+        return None;
+    }
+    let doc: Value = serde_json::from_str(&run.stdout).ok()?;
+    doc["placements"]
+        .as_array()?
+        .iter()
+        .find(|p| p["id"] == "mw/alpha/web")?["clusters"][cluster]
+        .get("workStatus")
+        .cloned()
+}
+
+fn value(manifest: &Value, name: &str) -> Value {
+    manifest["statusFeedback"]["values"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == name))
+        .map_or(Value::Null, |v| v["fieldValue"].clone())
+}
+
+fn a_works_feedback_and_conditions_reach_the_status(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = Repo::new();
+    repo.write("members/alpha.yaml", &common::member_cluster("alpha"));
+    repo.commit("the member");
+    repo.write("works/web.yaml", WORK);
+    repo.commit("a work with feedback rules");
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s").unwrap();
+    let daemon = Daemon::start(
+        repo.path(),
+        &members.kubeconfig,
+        &state.path().join("state"),
+        &secret,
+        "1m",
+    );
+    // Read again while the Deployment is not available; its values settle once it is.
+    let mut last = None;
+    await_until("the Deployment's feedback with every replica ready", || {
+        last = work_status(&daemon, "alpha");
+        last.as_ref().is_some_and(|w| {
+            let m = &w["resourceStatus"]["manifests"][0];
+            value(m, "ReadyReplicas") == json!({"type": "Integer", "integer": 1})
+        })
+    });
+    let w = last.unwrap();
+    let m = &w["resourceStatus"]["manifests"][0];
+    assert_eq!(
+        m["resourceMeta"],
+        json!({"group": "apps", "version": "v1", "kind": "Deployment",
+            "resource": "deployments", "namespace": "default", "name": "web"}),
+        "{w:#}"
+    );
+    // WellKnownStatus: OCM's Deployment paths; JSONPaths: each by its name.
+    assert_eq!(
+        value(m, "Replicas"),
+        json!({"type": "Integer", "integer": 1}),
+        "{w:#}"
+    );
+    assert_eq!(
+        value(m, "AvailableReplicas"),
+        json!({"type": "Integer", "integer": 1}),
+        "{w:#}"
+    );
+    assert_eq!(
+        value(m, "image"),
+        json!({"type": "String", "string": "web:1"}),
+        "{w:#}"
+    );
+    assert_eq!(
+        value(m, "available"),
+        json!({"type": "String", "string": "True"}),
+        "{w:#}"
+    );
+    let conditions = m["conditions"].as_array().unwrap();
+    assert_eq!(
+        conditions[0],
+        json!({"type": "StatusFeedbackSynced", "status": "True", "reason": "StatusFeedbackSynced", "message": ""}),
+        "{w:#}"
+    );
+    assert_eq!(
+        conditions[1],
+        json!({"type": "AllReady", "status": "True", "reason": "ConditionRuleEvaluated", "message": "all 1 ready"}),
+        "{w:#}"
+    );
+    // The work's own condition, aggregated from its manifests' rule conditions.
+    assert_eq!(
+        w["conditions"],
+        json!([{"type": "AllReady", "status": "True", "reason": "ConditionRulesAggregated", "message": "all 1 ready"}]),
+        "{w:#}"
+    );
+    // `gitfleet status` describes them under the cluster.
+    let run = gitfleet(&["status", "--server", &daemon.addr, "mw/alpha/web"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for line in [
+        "feedback Deployment default/web: ReadyReplicas=1, Replicas=1, AvailableReplicas=1, image=\"web:1\", available=\"True\"",
+        "condition Deployment default/web: AllReady True (ConditionRuleEvaluated: all 1 ready)",
+        "work condition: AllReady True (ConditionRulesAggregated: all 1 ready)",
+    ] {
+        assert!(run.stdout.contains(line), "{line}\n{}", run.stdout);
+    }
+    // `gitfleet plan` lists the rules the work declares (the values exist only once applied).
+    let path = repo.path().display().to_string();
+    let run = gitfleet(&[
+        "plan", "--repo", &path, "--base", "HEAD~1", "--head", "HEAD", "--format", "json",
+    ]);
+    // Exit 2: the head changes the fleet.
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let plan: Value = serde_json::from_str(&run.stdout).unwrap();
+    let declared = plan["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["kind"] == "ManifestWork")
+        .map(|p| p["feedback"][0].clone())
+        .unwrap_or_else(|| panic!("{plan:#}"));
+    assert_eq!(
+        declared["manifests"],
+        json!(["Deployment default/web"]),
+        "{declared:#}"
+    );
+    assert_eq!(
+        declared["feedback"],
+        json!([
+            "WellKnownStatus",
+            "image=.spec.template.spec.containers[0].image",
+            "available=.status.conditions[?(@.type==\"Available\")].status"
+        ])
+    );
+}
