@@ -375,18 +375,7 @@ fn a_replica_sets_template_options_hold_on_the_clusters_it_picks(backend: Backen
         );
     }
     let repo = Repo::new();
-    let mut hub = String::from(
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: apps}\n---\n\
-         apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata: {name: all}\n---\n\
-         apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSetBinding\nmetadata: {name: all, namespace: apps}\nspec: {clusterSet: all}\n---\n\
-         apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\nmetadata: {name: both, namespace: apps}\nspec: {clusterSets: [all]}\n",
-    );
-    for c in ["alpha", "beta"] {
-        hub.push_str(&format!(
-            "---\napiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\nmetadata:\n  name: {c}\n  labels: {{cluster.open-cluster-management.io/clusterset: all}}\nspec: {{hubAcceptsClient: true}}\n"
-        ));
-    }
-    repo.write("hub.yaml", &hub);
+    repo.write("hub.yaml", &common::ocm_hub("both", &["alpha", "beta"]));
     repo.write(
         "mwrs.yaml",
         "apiVersion: work.open-cluster-management.io/v1alpha1

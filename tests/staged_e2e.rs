@@ -1461,18 +1461,7 @@ on_both_backends!(
 fn a_replica_set_rolls_out_one_cluster_per_soak(backend: common::members::Backend) {
     let members = Members::start(backend, &fleet_of(&THREE));
     let repo = Repo::new();
-    let mut hub = String::from(
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: apps}\n---\n\
-         apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata: {name: all}\n---\n\
-         apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSetBinding\nmetadata: {name: all, namespace: apps}\nspec: {clusterSet: all}\n---\n\
-         apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\nmetadata: {name: all, namespace: apps}\nspec: {clusterSets: [all]}\n",
-    );
-    for c in THREE {
-        hub.push_str(&format!(
-            "---\napiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\nmetadata:\n  name: {c}\n  labels: {{cluster.open-cluster-management.io/clusterset: all}}\nspec: {{hubAcceptsClient: true}}\n"
-        ));
-    }
-    repo.write("hub.yaml", &hub);
+    repo.write("hub.yaml", &common::ocm_hub("all", &THREE));
     repo.write(
         "wave.yaml",
         "apiVersion: work.open-cluster-management.io/v1alpha1

@@ -39,6 +39,23 @@ members:
   - name: beta
 "#;
 
+/// An OCM hub for `clusters`: namespace `apps`, ManagedClusterSet `all` bound there, a
+/// `Placement` named `placement` in `apps` over the set, and a ManagedCluster per cluster in it.
+pub fn ocm_hub(placement: &str, clusters: &[&str]) -> String {
+    let mut hub = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: apps}}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata: {{name: all}}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSetBinding\nmetadata: {{name: all, namespace: apps}}\nspec: {{clusterSet: all}}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\nmetadata: {{name: {placement}, namespace: apps}}\nspec: {{clusterSets: [all]}}\n",
+    );
+    for c in clusters {
+        hub.push_str(&format!(
+            "---\napiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\nmetadata:\n  name: {c}\n  labels: {{cluster.open-cluster-management.io/clusterset: all}}\nspec: {{hubAcceptsClient: true}}\n"
+        ));
+    }
+    hub
+}
+
 /// A `MemberCluster` named `name`, no labels, default heartbeat.
 pub fn member_cluster(name: &str) -> String {
     format!(

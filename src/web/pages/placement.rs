@@ -285,6 +285,17 @@ mod tests {
         serde_json::from_value(json).unwrap()
     }
 
+    /// The page of `p`, with no schedule and no runs.
+    fn page_of(p: &PlacementStatus) -> String {
+        page(&Placement {
+            summary: &summary(),
+            status: p,
+            schedule: None,
+            runs: &[],
+        })
+        .into_string()
+    }
+
     fn summary() -> Summary {
         serde_json::from_value(serde_json::json!({
             "branch": "main", "members": 0,
@@ -317,13 +328,7 @@ mod tests {
                 "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
             }
         }));
-        let html = page(&Placement {
-            summary: &summary(),
-            status: &p,
-            schedule: None,
-            runs: &[],
-        })
-        .into_string();
+        let html = page_of(&p);
         for shown in [
             "<dt>Placement type</dt><dd>PickN</dd>",
             "<dt>Number of clusters</dt><dd>3</dd>",
@@ -343,13 +348,7 @@ mod tests {
             "selected": [], "applying": [], "removing": [], "waiting": [], "upToDate": [],
             "clusters": {}, "conditions": []
         }));
-        let html = page(&Placement {
-            summary: &summary(),
-            status: &p,
-            schedule: None,
-            runs: &[],
-        })
-        .into_string();
+        let html = page_of(&p);
         assert!(!html.contains("Placement type"), "{html}");
         assert!(!html.contains("Status feedback"), "{html}");
     }
@@ -372,13 +371,7 @@ mod tests {
                 }]}
             }}}
         }));
-        let html = page(&Placement {
-            summary: &summary(),
-            status: &p,
-            schedule: None,
-            runs: &[],
-        })
-        .into_string();
+        let html = page_of(&p);
         for shown in [
             "<h2 id=\"feedback\">Status feedback</h2>",
             "<code>Deployment default/web</code>",
