@@ -730,6 +730,41 @@ impl Catalog {
             })
     }
 
+    /// The work templates an OCM key delivers, with the index of their object: for a Placement,
+    /// those of the ManifestWorkReplicaSets that name it; for a plain ManifestWork, its own.
+    pub fn ocm_work_templates(
+        &self,
+        key: &crate::model::PlacementKey,
+    ) -> Vec<(usize, &crate::model::ocm::ManifestWorkTemplate)> {
+        use crate::model::PlacementKind;
+        match key.kind {
+            PlacementKind::ManifestWork => self
+                .manifest_works
+                .iter()
+                .filter(|w| {
+                    w.spec.metadata.name == key.name
+                        && self.objects[w.index].namespace == key.namespace
+                })
+                .map(|w| (w.index, &w.spec.spec))
+                .take(1)
+                .collect(),
+            PlacementKind::OcmPlacement => self
+                .manifest_work_replica_sets
+                .iter()
+                .filter(|m| {
+                    self.objects[m.index].namespace == key.namespace
+                        && m.spec
+                            .spec
+                            .placement_refs
+                            .iter()
+                            .any(|r| r.name == key.name)
+                })
+                .map(|m| (m.index, &m.spec.spec.manifest_work_template))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Counts of objects by kind, for the one-line summary.
     pub fn counts_by_kind(&self) -> BTreeMap<String, usize> {
         let mut counts = BTreeMap::new();

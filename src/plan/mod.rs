@@ -221,39 +221,15 @@ pub struct DeclaredFeedback {
 /// The feedback an OCM key's works declare, in the head's catalog.
 fn declared_feedback(world: &World, key: &PlacementKey) -> Vec<DeclaredFeedback> {
     let cat = world.cat;
-    let mut works: Vec<(String, &crate::model::ocm::ManifestWorkTemplate)> = Vec::new();
-    match key.kind {
-        PlacementKind::ManifestWork => {
-            for e in &cat.manifest_works {
-                let ns = &cat.objects[e.index].namespace;
-                if e.spec.metadata.name == key.name && *ns == key.namespace {
-                    let ns = ns.as_deref().unwrap_or_default();
-                    works.push((format!("ManifestWork {ns}/{}", key.name), &e.spec.spec));
-                }
-            }
-        }
-        PlacementKind::OcmPlacement => {
-            for e in &cat.manifest_work_replica_sets {
-                let ns = &cat.objects[e.index].namespace;
-                if *ns == key.namespace
-                    && e.spec
-                        .spec
-                        .placement_refs
-                        .iter()
-                        .any(|r| r.name == key.name)
-                {
-                    let ns = ns.as_deref().unwrap_or_default();
-                    works.push((
-                        format!("ManifestWorkReplicaSet {ns}/{}", e.spec.metadata.name),
-                        &e.spec.spec.manifest_work_template,
-                    ));
-                }
-            }
-        }
-        _ => {}
-    }
     let mut out = Vec::new();
-    for (work, t) in works {
+    for (index, t) in cat.ocm_work_templates(key) {
+        let o = &cat.objects[index];
+        let work = format!(
+            "{} {}/{}",
+            o.gvk.kind,
+            o.namespace.as_deref().unwrap_or_default(),
+            o.name
+        );
         for c in &t.manifest_configs {
             if c.feedback_rules.is_empty() && c.condition_rules.is_empty() {
                 continue;
@@ -266,52 +242,59 @@ fn declared_feedback(world: &World, key: &PlacementKey) -> Vec<DeclaredFeedback>
                     .manifests
                     .iter()
                     .filter(|m| c.resource_identifier.may_name(m))
-                    .map(|m| {
-                        fn text(v: Option<&Value>) -> &str {
-                            v.and_then(Value::as_str).unwrap_or_default()
-                        }
-                        let meta = m.get("metadata");
-                        let kind = text(m.get("kind"));
-                        let name = text(meta.and_then(|x| x.get("name")));
-                        match text(meta.and_then(|x| x.get("namespace"))) {
-                            "" => format!("{kind} {name}"),
-                            ns => format!("{kind} {ns}/{name}"),
-                        }
-                    })
+                    .map(manifest_text)
                     .collect(),
-                feedback: c
-                    .feedback_rules
-                    .iter()
-                    .flat_map(|r| match r.type_ {
-                        crate::model::work::FeedbackType::WellKnownStatus => {
-                            vec!["WellKnownStatus".to_string()]
-                        }
-                        crate::model::work::FeedbackType::JsonPaths => r
-                            .json_paths
-                            .iter()
-                            .map(|p| match p.version.as_str() {
-                                "" => format!("{}={}", p.name, p.path.trim()),
-                                v => format!("{}={}@{v}", p.name, p.path.trim()),
-                            })
-                            .collect(),
-                    })
-                    .collect(),
-                conditions: c
-                    .condition_rules
-                    .iter()
-                    .map(|r| match r.type_ {
-                        crate::model::work::ConditionRuleType::WellKnownConditions => {
-                            format!("{}: WellKnownConditions", r.condition)
-                        }
-                        crate::model::work::ConditionRuleType::Cel => {
-                            format!("{}: CEL {}", r.condition, r.cel_expressions.join(" && "))
-                        }
-                    })
-                    .collect(),
+                feedback: c.feedback_rules.iter().flat_map(feedback_texts).collect(),
+                conditions: c.condition_rules.iter().map(condition_text).collect(),
             });
         }
     }
     out
+}
+
+/// `Kind [ns/]name` of a workload manifest.
+fn manifest_text(m: &Value) -> String {
+    fn text(v: Option<&Value>) -> &str {
+        v.and_then(Value::as_str).unwrap_or_default()
+    }
+    let meta = m.get("metadata");
+    let kind = text(m.get("kind"));
+    let name = text(meta.and_then(|x| x.get("name")));
+    match text(meta.and_then(|x| x.get("namespace"))) {
+        "" => format!("{kind} {name}"),
+        ns => format!("{kind} {ns}/{name}"),
+    }
+}
+
+/// `WellKnownStatus`, or `NAME=PATH[@VERSION]` for each JSONPath of `rule`.
+fn feedback_texts(rule: &crate::model::work::FeedbackRule) -> Vec<String> {
+    match rule.type_ {
+        crate::model::work::FeedbackType::WellKnownStatus => vec!["WellKnownStatus".to_string()],
+        crate::model::work::FeedbackType::JsonPaths => rule
+            .json_paths
+            .iter()
+            .map(|p| match p.version.as_str() {
+                "" => format!("{}={}", p.name, p.path.trim()),
+                v => format!("{}={}@{v}", p.name, p.path.trim()),
+            })
+            .collect(),
+    }
+}
+
+/// `CONDITION: WellKnownConditions` or `CONDITION: CEL EXPR && EXPR`.
+fn condition_text(rule: &crate::model::work::ConditionRule) -> String {
+    match rule.type_ {
+        crate::model::work::ConditionRuleType::WellKnownConditions => {
+            format!("{}: WellKnownConditions", rule.condition)
+        }
+        crate::model::work::ConditionRuleType::Cel => {
+            format!(
+                "{}: CEL {}",
+                rule.condition,
+                rule.cel_expressions.join(" && ")
+            )
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]

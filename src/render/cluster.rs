@@ -13,7 +13,7 @@ use crate::model::ocm::ManifestWorkTemplate;
 use crate::model::placement::Placement;
 use crate::model::work::WorkConfig;
 use crate::model::Gvk;
-use crate::model::{PlacementKey, PlacementKind};
+use crate::model::PlacementKey;
 use crate::schedule::PlacementSchedule;
 use crate::snapshot::SelectedResource;
 use serde_json::Value;
@@ -82,27 +82,8 @@ pub fn ocm_workloads(cat: &Catalog, key: &PlacementKey) -> Vec<Manifest> {
             });
         }
     };
-    if key.kind == PlacementKind::ManifestWork {
-        if let Some(w) = cat.manifest_works.iter().find(|w| {
-            w.spec.metadata.name == key.name && cat.objects[w.index].namespace == key.namespace
-        }) {
-            push(&w.spec.spec);
-        }
-        return out;
-    }
-    for mwrs in &cat.manifest_work_replica_sets {
-        let same_ns = cat.objects[mwrs.index].namespace == key.namespace;
-        if !same_ns
-            || !mwrs
-                .spec
-                .spec
-                .placement_refs
-                .iter()
-                .any(|r| r.name == key.name)
-        {
-            continue;
-        }
-        push(&mwrs.spec.spec.manifest_work_template);
+    for (_, t) in cat.ocm_work_templates(key) {
+        push(t);
     }
     out
 }
