@@ -464,6 +464,7 @@ fn settled(placement: &str, n: usize) -> ClusterState {
         last_error: None,
         recheck: None,
         drift: false,
+        reread: false,
         delivered_by: None,
         updated_at: NOW,
         objects: std::sync::Arc::new(

@@ -10,11 +10,15 @@
 mod common;
 
 use common::daemon::{await_until, Daemon};
+use common::kubectl::Kubectl as _;
 use common::members::{Backend, Members};
 use common::{gitfleet, Repo};
 use serde_json::{json, Value};
 
-on_both_backends!(a_works_feedback_and_conditions_reach_the_status);
+on_both_backends!(
+    a_works_feedback_and_conditions_reach_the_status,
+    a_status_written_on_the_member_after_the_push_is_read_back_at_once,
+);
 
 const FLEET: &str = r#"
 anonymousAuth: true
@@ -184,5 +188,118 @@ fn a_works_feedback_and_conditions_reach_the_status(backend: Backend) {
             "image=.spec.template.spec.containers[0].image",
             "available=.status.conditions[?(@.type==\"Available\")].status"
         ])
+    );
+}
+
+/// A work delivering a custom resource and its definition, reading the `phase` an operator on
+/// the member writes into its status.
+const WIDGET_WORK: &str = r#"apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata: {name: widget, namespace: alpha}
+spec:
+  manifestConfigs:
+  - resourceIdentifier: {group: example.com, resource: widgets, namespace: default, name: web}
+    feedbackRules:
+    - type: JSONPaths
+      jsonPaths:
+      - {name: phase, path: .status.phase}
+  workload:
+    manifests:
+    - apiVersion: apiextensions.k8s.io/v1
+      kind: CustomResourceDefinition
+      metadata: {name: widgets.example.com}
+      spec:
+        group: example.com
+        scope: Namespaced
+        names: {plural: widgets, singular: widget, kind: Widget}
+        versions:
+        - name: v1
+          served: true
+          storage: true
+          subresources: {status: {}}
+          schema:
+            openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+    - apiVersion: example.com/v1
+      kind: Widget
+      metadata: {name: web, namespace: default}
+      spec: {size: 3}
+"#;
+
+/// The Widget's `phase` as the status API serves it, once the work has a status.
+fn widget_phase(daemon: &Daemon) -> Option<Value> {
+    let run = gitfleet(&["status", "--server", &daemon.addr, "-o", "json"]);
+    let doc: Value = serde_json::from_str(&run.stdout).ok()?;
+    let placement = doc["placements"]
+        .as_array()?
+        .iter()
+        .find(|p| p["id"] == "mw/alpha/widget")?
+        .clone();
+    let manifests = placement["clusters"]["alpha"]["workStatus"]["resourceStatus"]["manifests"]
+        .as_array()?
+        .clone();
+    let widget = manifests
+        .iter()
+        .find(|m| m["resourceMeta"]["kind"] == "Widget")?;
+    Some(value(widget, "phase"))
+}
+
+/// A status that changes after the push (an operator on the member reporting on its custom
+/// resource, a Job completing) reaches the work's status through the members' watch, as OCM's
+/// agent reports it, not at the next resync (ten minutes away here).
+fn a_status_written_on_the_member_after_the_push_is_read_back_at_once(backend: Backend) {
+    let members = Members::start(backend, FLEET);
+    let repo = Repo::new();
+    repo.write("members/alpha.yaml", &common::member_cluster("alpha"));
+    repo.write("works/widget.yaml", WIDGET_WORK);
+    repo.commit("a work reading a custom resource's status");
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("secret");
+    std::fs::write(&secret, "s").unwrap();
+    let daemon = Daemon::start_with(
+        repo.path(),
+        &members.kubeconfig,
+        &state.path().join("state"),
+        &secret,
+        "1h",
+        &[],
+        &[(
+            "GITFLEET_LOG",
+            "info,gitfleet::daemon::watch=debug".as_ref(),
+        )],
+    );
+    // Read at the push: the Widget exists, with no phase yet.
+    await_until("the Widget's feedback, without a phase", || {
+        widget_phase(&daemon) == Some(Value::Null)
+    });
+    daemon.await_log(&["watching", "Widget", "alpha"]);
+    for phase in ["Provisioning", "Ready"] {
+        let patch = format!(r#"{{"status":{{"phase":"{phase}"}}}}"#);
+        let (code, _, err) = members.kubectl(
+            "alpha",
+            &[
+                "patch",
+                "widgets.example.com",
+                "web",
+                "-n",
+                "default",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &patch,
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        await_until(&format!("the Widget's phase {phase} in the status"), || {
+            widget_phase(&daemon) == Some(json!({"type": "String", "string": phase}))
+        });
+    }
+    // A status update is no drift: nothing was restored, the spec is as committed.
+    let widget = members.get_json("alpha", &["widgets.example.com", "web", "-n", "default"]);
+    assert_eq!(widget["spec"]["size"], 3, "{widget:#}");
+    let log = daemon.stop_and_read_log();
+    assert!(
+        !log.iter().any(|l| l.contains("restoring it")),
+        "{}",
+        log.join("\n")
     );
 }

@@ -207,6 +207,12 @@ impl Deliverer for PushDeliverer {
         let mut by_key: BTreeMap<(String, String), Health> = BTreeMap::new();
         for m in &results {
             for p in &m.placements {
+                let read = p.objects.iter().filter(|o| o.feedback.is_some());
+                self.watches.status_reads.record(
+                    &m.member,
+                    &p.placement,
+                    read.map(|o| o.object.clone()).collect(),
+                );
                 let observed = Observed {
                     diffs: p.objects.iter().flat_map(diff_lines).collect(),
                     not_available: not_available(p),

@@ -361,6 +361,10 @@ pub struct Daemon<D: Deliverer> {
     workers: workers::Workers<D>,
     /// Deliveries finished since the last reconcile, absorbed by the next one.
     arrived: Vec<workers::Delivered>,
+    /// Status changes seen while work for their placement and member was with the workers:
+    /// that work may have read the status before the change, and its result clears the mark,
+    /// so they are marked again once it is absorbed.
+    rereads_after_delivery: Vec<watch::MemberChange>,
     /// What each placement's last logged step applied and removed: steps taken while its work
     /// is still with the workers decide the same again, and are not logged again.
     logged_steps: HashMap<crate::model::PlacementKey, String>,
@@ -492,6 +496,7 @@ impl<D: Deliverer> Daemon<D> {
             probes: probes::Probes::new(deliverer.clone()),
             workers: workers::Workers::new(deliverer.clone()),
             arrived: Vec::new(),
+            rereads_after_delivery: Vec::new(),
             logged_steps: HashMap::default(),
             logged_unhealthy: Default::default(),
             logged_waiting: Default::default(),
@@ -776,21 +781,31 @@ impl<D: Deliverer> Daemon<D> {
         if no_longer_recorded {
             return true;
         }
+        self.unabsorbed_work(&change.member, label)
+            .any(|w| match &w.action {
+                crate::rollout::Action::Remove { .. } => true,
+                crate::rollout::Action::Apply { manifests, .. } => !manifests
+                    .iter()
+                    .any(|m| crate::push::ObjectRef::of(&m.value) == *object),
+            })
+    }
+
+    /// The work for the placement labelled `label` on `member` whose result is not absorbed
+    /// yet: handed to the member's worker, or answered and waiting for the next look.
+    fn unabsorbed_work<'a>(
+        &'a self,
+        member: &'a str,
+        label: &'a str,
+    ) -> impl Iterator<Item = &'a Work> + 'a {
         let arrived = self
             .arrived
             .iter()
-            .filter(|d| d.member == change.member)
+            .filter(move |d| d.member == member)
             .flat_map(|d| d.results.iter().map(|(w, _)| w));
-        let mut works = self.workers.handed(&change.member).chain(arrived);
-        works.any(|w| {
-            label_of(&w.placement) == *label
-                && match &w.action {
-                    crate::rollout::Action::Remove { .. } => true,
-                    crate::rollout::Action::Apply { manifests, .. } => !manifests
-                        .iter()
-                        .any(|m| crate::push::ObjectRef::of(&m.value) == *object),
-                }
-        })
+        self.workers
+            .handed(member)
+            .chain(arrived)
+            .filter(move |w| w.placement.label_value() == label)
     }
 
     /// Marks what the members changed for a re-apply at the next step (and, for deletions,
@@ -801,6 +816,14 @@ impl<D: Deliverer> Daemon<D> {
         for c in changes {
             if self.deleted_by_own_work(&c) {
                 tracing::debug!(member = %c.member, "{}: pruned by this daemon", c.what);
+                continue;
+            }
+            if c.cause == crate::rollout::state::RecheckCause::StatusChanged
+                && c.placement_label
+                    .as_deref()
+                    .is_some_and(|label| self.unabsorbed_work(&c.member, label).next().is_some())
+            {
+                self.rereads_after_delivery.push(c);
                 continue;
             }
             let marked = self.state.recheck(

@@ -359,6 +359,10 @@ impl<D: Deliverer> Daemon<D> {
             }
             previous = keys.into_iter().zip(bindings).collect();
         }
+        // Status changes seen while their work was out are read again, now that its result
+        // (which cleared their marks) is in; those whose work is still out wait again.
+        let rereads = std::mem::take(&mut self.rereads_after_delivery);
+        self.member_changed(rereads);
         // A member that did not answer its probe is not pushed to now: its work fails at once
         // with the probe's error (and is retried next time), so it cannot hold up the step.
         let unreachable: BTreeMap<String, String> = inventory
@@ -514,6 +518,7 @@ impl<D: Deliverer> Daemon<D> {
                         last_error: None,
                         recheck: Some("adopted from the member's record".into()),
                         drift: false,
+                        reread: false,
                         // What a staged run delivered there: a finished run is known by it.
                         delivered_by: r.run.clone(),
                         updated_at: now,

@@ -995,6 +995,7 @@ mod tests {
         let cluster = |health, recheck: Option<&str>| ClusterState {
             recheck: recheck.map(String::from),
             drift: false,
+            reread: false,
             ..ClusterState::with_health(health)
         };
         let placement = |id: &str, applying: &[&str], clusters: Vec<(&str, ClusterState)>| {

@@ -1,15 +1,18 @@
 //! Watching what gitfleet put on members: one watch per member and kind it delivers, selected by
 //! gitfleet's managed-by label, so that a deletion or a change on a member is seen within
 //! seconds and the daemon re-applies (or, under IfNotDrifted and ReportDiff, reports) through
-//! the rollout core. The periodic resync (`--resync`) is the backstop for whatever a watch
-//! misses. I/O only: what a change means for the rollout is [`crate::rollout::RolloutState::recheck`].
+//! the rollout core. A status update is nothing to restore, but the status of an object an OCM
+//! work's rules read ([`StatusReads`]) is read again when it changes, as OCM's work agent
+//! reports it. The periodic resync (`--resync`) is the backstop for whatever a watch misses.
+//! I/O only: what a change means for the rollout is [`crate::rollout::RolloutState::recheck`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
 use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::config::Kubeconfig;
 use kube::core::GroupVersionKind;
@@ -19,11 +22,17 @@ use tokio::task::AbortHandle;
 use crate::members::MemberTarget;
 use crate::push::decorate::{FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, PLACEMENT_LABEL};
 use crate::push::record::RECORD_LABEL;
+use crate::push::ObjectRef;
+use crate::rollout::state::RecheckCause;
 
 /// After a watch cannot be set up or broke, the next try.
 const RETRY: Duration = Duration::from_secs(2);
 /// A watch request's server-side timeout; it is then resumed from the last version seen.
 const WATCH_TIMEOUT_SECONDS: u32 = 290;
+const _: () = assert!(
+    (WATCH_TIMEOUT_SECONDS as u64) < crate::members::connect::WATCH_READ_TIMEOUT.as_secs(),
+    "the server ends a watch before its client gives up on the silence"
+);
 
 /// Something on a member changed under gitfleet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,11 +43,48 @@ pub struct MemberChange {
     pub placement_label: Option<String>,
     /// For logs and status, e.g. `ConfigMap default/app-config deleted on the member`.
     pub what: String,
-    /// Seen changed on the member (drift), or maybe changed while the watch was down.
-    pub cause: crate::rollout::state::RecheckCause,
+    /// Seen changed on the member (drift), maybe changed while the watch was down, or only a
+    /// status that a work's rules read.
+    pub cause: RecheckCause,
     pub deleted: bool,
     /// The object that changed (`None` for a restarted watch).
-    pub object: Option<crate::push::ObjectRef>,
+    pub object: Option<ObjectRef>,
+}
+
+/// The objects whose status an OCM work's rules read, by member and placement, as each
+/// placement's last delivery to the member found them: a status update of one of them is
+/// read again; any other object's is nothing gitfleet reports.
+#[derive(Default)]
+pub struct StatusReads(RwLock<HashMap<String, HashMap<String, HashSet<ObjectRef>>>>);
+
+impl StatusReads {
+    /// What `placement` (its record key) reads on `member` now: replaces what it read before.
+    pub fn record(&self, member: &str, placement: &str, objects: HashSet<ObjectRef>) {
+        let mut reads = self.0.write().unwrap();
+        if objects.is_empty() {
+            let Some(of_member) = reads.get_mut(member) else {
+                return;
+            };
+            of_member.remove(placement);
+            if of_member.is_empty() {
+                reads.remove(member);
+            }
+            return;
+        }
+        reads
+            .entry(member.to_string())
+            .or_default()
+            .insert(placement.to_string(), objects);
+    }
+
+    /// Whether any placement reads `object`'s status on `member`.
+    pub fn covers(&self, member: &str, object: &ObjectRef) -> bool {
+        self.0
+            .read()
+            .unwrap()
+            .get(member)
+            .is_some_and(|m| m.values().any(|objects| objects.contains(object)))
+    }
 }
 
 /// `(apiVersion, kind)` of objects gitfleet delivers.
@@ -49,6 +95,8 @@ pub type Kind = (String, String);
 #[derive(Default)]
 pub struct Watches {
     running: Mutex<HashMap<(String, String, Kind), AbortHandle>>,
+    /// What the watches report status updates of; kept by the deliveries.
+    pub status_reads: Arc<StatusReads>,
 }
 
 impl Drop for Watches {
@@ -82,32 +130,87 @@ impl Watches {
                 target.clone(),
                 kind.clone(),
                 changes.clone(),
+                self.status_reads.clone(),
             ));
             running.insert(key, task.abort_handle());
         }
     }
 }
 
-/// Whether a created or changed object's last write was gitfleet's own apply or a status
-/// update (by its field managers: the newest entries, to the second, are all gitfleet's or
-/// all through the status subresource): nothing a re-check would restore. Otherwise every push
-/// would come back through the watch as a change and be pushed again, and so would every status
-/// update of a controller. Anyone else's write (kubectl, another controller's spec change)
-/// is newer than gitfleet's entry, or as new, and is checked.
-fn nothing_to_check(
-    managed: &Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>>,
-) -> bool {
+/// Who wrote a created or changed object last, by its field managers: the newest entries, to
+/// the second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LastWrite {
+    /// gitfleet's own apply: nothing a re-check would restore. Otherwise every push would come
+    /// back through the watch as a change and be pushed again.
+    Gitfleet,
+    /// A status update (with, in the same second, gitfleet's apply at most): nothing to
+    /// restore either, but what a work's rules read.
+    Status,
+    /// Anyone else (kubectl, another controller's spec change), newer than gitfleet's entry or
+    /// as new, or nobody known: checked.
+    Someone,
+}
+
+fn last_write(managed: &Option<Vec<ManagedFieldsEntry>>) -> LastWrite {
     let Some(entries) = managed.as_ref().filter(|e| !e.is_empty()) else {
-        return false;
+        return LastWrite::Someone;
     };
     let newest = entries.iter().filter_map(|e| e.time.as_ref()).max();
-    entries
-        .iter()
-        .filter(|e| e.time.as_ref() == newest)
-        .all(|e| {
-            e.manager.as_deref() == Some(FIELD_MANAGER)
-                || e.subresource.as_deref() == Some("status")
-        })
+    let last = || entries.iter().filter(|e| e.time.as_ref() == newest);
+    let gitfleets = |e: &&ManagedFieldsEntry| e.manager.as_deref() == Some(FIELD_MANAGER);
+    if last().all(|e| gitfleets(&e)) {
+        LastWrite::Gitfleet
+    } else if last().all(|e| gitfleets(&e) || e.subresource.as_deref() == Some("status")) {
+        LastWrite::Status
+    } else {
+        LastWrite::Someone
+    }
+}
+
+/// Writes whose field-manager entries carry no time, seen per object: the API server's scale
+/// subresource writes its entries back without one (k8s.io/apimachinery, managedfields'
+/// `ScaleHandler.ToParent`), so a `kubectl scale` is not the newest write by time. Such an
+/// entry of anyone but gitfleet and the status subresource that is new or changed since the
+/// object's last event, or the object's generation changed while it has one (a second scale
+/// changes no entry), is a write to check. Only objects with such entries are remembered.
+#[derive(Default)]
+struct UntimedWrites(HashMap<(Option<String>, String), u64>);
+
+impl UntimedWrites {
+    /// Whether `managed` holds untimed writes not seen in the object's last event (remembered
+    /// for the next; forgotten with the object).
+    fn changed(&mut self, object: &ObjectRef, meta: &ObjectMeta, deleted: bool) -> bool {
+        let key = (object.namespace.clone(), object.name.clone());
+        let fingerprint = untimed_fingerprint(meta);
+        let seen = match fingerprint {
+            Some(f) if !deleted => self.0.insert(key, f),
+            _ => self.0.remove(&key),
+        };
+        fingerprint.is_some_and(|f| seen != Some(f))
+    }
+}
+
+/// A digest of the entries without a time of anyone but gitfleet and the status subresource,
+/// with the generation, or `None` when there are none.
+fn untimed_fingerprint(meta: &ObjectMeta) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut untimed = meta.managed_fields.iter().flatten().filter(|e| {
+        e.time.is_none()
+            && e.manager.as_deref() != Some(FIELD_MANAGER)
+            && e.subresource.as_deref() != Some("status")
+    });
+    let first = untimed.next()?;
+    let mut digest = std::collections::hash_map::DefaultHasher::new();
+    meta.generation.hash(&mut digest);
+    for e in std::iter::once(first).chain(untimed) {
+        (&e.manager, &e.operation, &e.subresource, &e.api_version).hash(&mut digest);
+        e.fields_v1
+            .as_ref()
+            .map(|f| f.0.to_string())
+            .hash(&mut digest);
+    }
+    Some(digest.finish())
 }
 
 fn gvk_of((api_version, kind): &Kind) -> GroupVersionKind {
@@ -124,15 +227,17 @@ async fn watch_kind(
     target: MemberTarget,
     kind: Kind,
     changes: UnboundedSender<MemberChange>,
+    status_reads: Arc<StatusReads>,
 ) {
     let gvk = gvk_of(&kind);
     let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
     let mut listed_before = false;
+    let mut untimed = UntimedWrites::default();
     loop {
         if changes.is_closed() {
             return;
         }
-        let api = match crate::members::connect(&kubeconfig, &path, &target).await {
+        let api = match crate::members::connect_watching(&kubeconfig, &path, &target).await {
             Ok(client) => match kube::discovery::pinned_kind(&client, &gvk).await {
                 Ok((ar, _)) => Api::<DynamicObject>::all_with(client, &ar),
                 Err(e) => {
@@ -164,12 +269,13 @@ async fn watch_kind(
                 member: target.name.clone(),
                 placement_label: None,
                 what: format!("watch of {} restarted", kind.1),
-                cause: crate::rollout::state::RecheckCause::MayHaveChanged,
+                cause: RecheckCause::MayHaveChanged,
                 deleted: false,
                 object: None,
             });
         }
         listed_before = true;
+        tracing::debug!(member = %target.name, kind = %kind.1, "watching");
         // Watch from `version`, resuming after each server-side timeout, until it breaks.
         'watching: loop {
             let params = WatchParams::default()
@@ -202,25 +308,37 @@ async fn watch_kind(
                 if labels.contains_key(RECORD_LABEL) {
                     continue;
                 }
-                if verb != "deleted" && nothing_to_check(&obj.metadata.managed_fields) {
-                    continue;
-                }
-                let name = match &obj.metadata.namespace {
-                    Some(ns) => format!("{ns}/{}", obj.metadata.name.as_deref().unwrap_or("")),
-                    None => obj.metadata.name.clone().unwrap_or_default(),
+                let object = ObjectRef {
+                    api_version: kind.0.clone(),
+                    kind: kind.1.clone(),
+                    namespace: obj.metadata.namespace.clone().filter(|n| !n.is_empty()),
+                    name: obj.metadata.name.clone().unwrap_or_default(),
+                };
+                let last = if untimed.changed(&object, &obj.metadata, verb == "deleted") {
+                    LastWrite::Someone
+                } else {
+                    last_write(&obj.metadata.managed_fields)
+                };
+                let (cause, what) = match (verb, last) {
+                    ("deleted", _) | (_, LastWrite::Someone) => {
+                        (RecheckCause::ChangedOnTheMember, verb)
+                    }
+                    (_, LastWrite::Status) if status_reads.covers(&target.name, &object) => {
+                        (RecheckCause::StatusChanged, "status changed")
+                    }
+                    _ => continue,
+                };
+                let name = match &object.namespace {
+                    Some(ns) => format!("{ns}/{}", object.name),
+                    None => object.name.clone(),
                 };
                 let change = MemberChange {
                     member: target.name.clone(),
                     placement_label: labels.get(PLACEMENT_LABEL).cloned(),
-                    what: format!("{} {name} {verb} on the member", kind.1),
-                    cause: crate::rollout::state::RecheckCause::ChangedOnTheMember,
+                    what: format!("{} {name} {what} on the member", kind.1),
+                    cause,
                     deleted: verb == "deleted",
-                    object: Some(crate::push::ObjectRef {
-                        api_version: kind.0.clone(),
-                        kind: kind.1.clone(),
-                        namespace: obj.metadata.namespace.clone().filter(|n| !n.is_empty()),
-                        name: obj.metadata.name.clone().unwrap_or_default(),
-                    }),
+                    object: Some(object),
                 };
                 if changes.send(change).is_err() {
                     return;
@@ -235,11 +353,7 @@ async fn watch_kind(
 mod tests {
     use super::*;
 
-    fn entry(
-        manager: &str,
-        time: &str,
-        subresource: Option<&str>,
-    ) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+    fn entry(manager: &str, time: &str, subresource: Option<&str>) -> ManagedFieldsEntry {
         serde_json::from_value(serde_json::json!({
             "manager": manager,
             "operation": "Update",
@@ -251,31 +365,119 @@ mod tests {
 
     #[test]
     fn gitfleets_own_writes_and_status_updates_need_no_check_anyone_elses_do() {
+        use LastWrite::*;
         let (t1, t2) = ("2026-11-26T10:00:01Z", "2026-11-26T10:00:02Z");
-        let check = |entries: Vec<_>| !nothing_to_check(&Some(entries));
-        // Created or last applied by gitfleet; then a controller's status update.
-        assert!(!check(vec![entry("gitfleet", t1, None)]));
-        assert!(!check(vec![
-            entry("gitfleet", t1, None),
-            entry("kube-controller-manager", t2, Some("status")),
-        ]));
+        let last = |entries: Vec<_>| last_write(&Some(entries));
+        // Created or last applied by gitfleet; then a controller's status update, later or in
+        // the same second.
+        assert_eq!(last(vec![entry("gitfleet", t1, None)]), Gitfleet);
+        assert_eq!(
+            last(vec![
+                entry("gitfleet", t1, None),
+                entry("kube-controller-manager", t2, Some("status")),
+            ]),
+            Status
+        );
+        assert_eq!(
+            last(vec![
+                entry("gitfleet", t1, None),
+                entry("kube-controller-manager", t1, Some("status")),
+            ]),
+            Status
+        );
         // kubectl edited it after gitfleet's apply, or in the same second.
-        assert!(check(vec![
-            entry("gitfleet", t1, None),
-            entry("kubectl-edit", t2, None),
-        ]));
-        assert!(check(vec![
-            entry("gitfleet", t1, None),
-            entry("kubectl-edit", t1, None),
-        ]));
-        // Another controller changed its spec after gitfleet.
-        assert!(check(vec![
-            entry("gitfleet", t1, None),
-            entry("hpa", t2, None),
-        ]));
+        for t in [t2, t1] {
+            assert_eq!(
+                last(vec![
+                    entry("gitfleet", t1, None),
+                    entry("kubectl-edit", t, None),
+                ]),
+                Someone
+            );
+        }
+        // Another controller changed its spec after gitfleet, with its status.
+        assert_eq!(
+            last(vec![
+                entry("gitfleet", t1, None),
+                entry("hpa", t2, None),
+                entry("hpa", t2, Some("status")),
+            ]),
+            Someone
+        );
         // Nothing known of who wrote it.
-        assert!(check(vec![]));
-        assert!(!nothing_to_check(&None) && check(vec![]));
+        assert_eq!(last(vec![]), Someone);
+        assert_eq!(last_write(&None), Someone);
+    }
+
+    #[test]
+    fn a_scale_whose_entry_has_no_time_is_checked_once_and_again_when_the_generation_moves() {
+        let t1 = "2026-11-26T10:00:01Z";
+        let meta = |generation: i64, scaled: bool, status_at: &str| {
+            let mut entries = vec![
+                entry("gitfleet", t1, None),
+                entry("kube-controller-manager", status_at, Some("status")),
+            ];
+            if scaled {
+                let mut scale = entry("kubectl", t1, Some("scale"));
+                scale.time = None;
+                entries.push(scale);
+            }
+            ObjectMeta {
+                generation: Some(generation),
+                managed_fields: Some(entries),
+                ..ObjectMeta::default()
+            }
+        };
+        let web = ObjectRef {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("app".into()),
+            name: "web".into(),
+        };
+        let mut untimed = UntimedWrites::default();
+        let (t2, t3) = ("2026-11-26T10:00:02Z", "2026-11-26T10:00:03Z");
+        // By time alone, the scale's event is a status update (its entry has none).
+        assert_eq!(
+            last_write(&meta(2, true, t2).managed_fields),
+            LastWrite::Status
+        );
+        assert!(!untimed.changed(&web, &meta(1, false, t2), false));
+        assert!(untimed.changed(&web, &meta(2, true, t2), false), "scaled");
+        assert!(
+            !untimed.changed(&web, &meta(2, true, t3), false),
+            "its status"
+        );
+        assert!(
+            untimed.changed(&web, &meta(3, true, t3), false),
+            "scaled again"
+        );
+        // Taken back (the entry gone): nothing remembered, nothing to check.
+        assert!(!untimed.changed(&web, &meta(4, false, t3), false));
+        assert!(untimed.0.is_empty());
+        assert!(untimed.changed(&web, &meta(5, true, t3), false));
+        assert!(!untimed.changed(&web, &meta(5, true, t3), true) && untimed.0.is_empty());
+    }
+
+    #[test]
+    fn a_status_is_read_while_a_placements_last_delivery_read_it() {
+        let object = |name: &str| ObjectRef {
+            api_version: "example.com/v1".into(),
+            kind: "Widget".into(),
+            namespace: Some("default".into()),
+            name: name.into(),
+        };
+        let reads = StatusReads::default();
+        reads.record("m1", "mw.a", HashSet::from([object("a")]));
+        reads.record("m1", "mw.b", HashSet::from([object("a"), object("b")]));
+        assert!(reads.covers("m1", &object("a")) && reads.covers("m1", &object("b")));
+        assert!(!reads.covers("m2", &object("a")) && !reads.covers("m1", &object("c")));
+        // A later delivery without rules for `b` (or a removal) stops reading it; `a` is still
+        // read for the other placement.
+        reads.record("m1", "mw.b", HashSet::new());
+        assert!(reads.covers("m1", &object("a")) && !reads.covers("m1", &object("b")));
+        reads.record("m1", "mw.a", HashSet::new());
+        assert!(!reads.covers("m1", &object("a")));
+        assert!(reads.0.read().unwrap().is_empty());
     }
 
     #[test]

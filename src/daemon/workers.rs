@@ -88,7 +88,8 @@ pub struct Delivered {
 
 impl Delivered {
     /// Whether every result only confirms what `state` already holds: a re-read (refresh) of
-    /// the revision the cluster runs, whose health is the one recorded and ready. Absorbing
+    /// the revision the cluster runs, whose health (and work status) is the one recorded and
+    /// ready. Absorbing
     /// such results clears re-checks and nothing else the rollout decides on, so the loop may
     /// absorb them later, with others (a restart or resync confirms every binding this way).
     pub fn only_confirms(&self, state: &RolloutState) -> bool {
@@ -101,7 +102,7 @@ impl Delivered {
             else {
                 return false;
             };
-            let Outcome::Done(health, _) = outcome else {
+            let Outcome::Done(health, observed) = outcome else {
                 return false;
             };
             let ready = health.is_ready();
@@ -110,8 +111,11 @@ impl Delivered {
                 .get(&w.placement)
                 .and_then(|ps| ps.clusters.get(&w.cluster));
             ready
-                && recorded
-                    .is_some_and(|c| c.health == *health && c.revision.as_ref() == Some(revision))
+                && recorded.is_some_and(|c| {
+                    c.health == *health
+                        && c.revision.as_ref() == Some(revision)
+                        && c.work_status.as_deref() == observed.work_status.as_ref()
+                })
         })
     }
 }
@@ -625,6 +629,15 @@ mod tests {
         assert!(!confirms(
             apply("a", "m2", 1, true),
             done(BindingHealth::Pending)
+        ));
+        // A re-read whose work status (an OCM work's feedback) is not the one recorded.
+        let read = Observed {
+            work_status: Some(crate::feedback::WorkStatus::default()),
+            ..Observed::default()
+        };
+        assert!(!confirms(
+            apply("a", "m1", 1, true),
+            Outcome::Done(ready, read)
         ));
         let mut both = delivered(apply("a", "m1", 1, true), done(ready));
         both.results.push((apply("a", "m2", 1, true), done(ready)));

@@ -18,6 +18,12 @@ pub const CONTEXT_ANNOTATION: &str = "gitfleet.io/kubeconfig-context";
 /// not answer in time is unreachable for this attempt; callers retry with backoff.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a watch's connection may stay silent. A live API server says nothing between
+/// events but a bookmark about once a minute (k8s.io/apiserver's cacher), so [`READ_TIMEOUT`]
+/// would break every quiet watch, and each break is a re-check of the member. Longer than the
+/// server-side timeout a watch asks for (the server ends it first): only a dead connection
+/// trips it.
+pub const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(330);
 
 /// A member declared in the repository and the kubeconfig context that reaches it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -122,6 +128,20 @@ pub async fn connect(
     Ok(connection(kubeconfig, path, target).await?.client)
 }
 
+/// [`connect`] for watches: a client of its own, kept likewise, whose connections may stay
+/// silent for [`WATCH_READ_TIMEOUT`].
+pub async fn connect_watching(
+    kubeconfig: &Kubeconfig,
+    path: &Path,
+    target: &MemberTarget,
+) -> Result<kube::Client, MemberError> {
+    Ok(
+        connection_with(kubeconfig, path, target, WATCH_READ_TIMEOUT)
+            .await?
+            .client,
+    )
+}
+
 /// A member's client and the kinds discovery found it serving, kept together: see [`connect`]
 /// and [`Kinds`].
 #[derive(Clone)]
@@ -186,6 +206,15 @@ pub async fn connection(
     path: &Path,
     target: &MemberTarget,
 ) -> Result<Connection, MemberError> {
+    connection_with(kubeconfig, path, target, READ_TIMEOUT).await
+}
+
+async fn connection_with(
+    kubeconfig: &Kubeconfig,
+    path: &Path,
+    target: &MemberTarget,
+    read_timeout: Duration,
+) -> Result<Connection, MemberError> {
     let Some(own) = only_context(kubeconfig, &target.context) else {
         return Err(MemberError::NoContext {
             member: target.name.clone(),
@@ -193,7 +222,7 @@ pub async fn connection(
             context: target.context.clone(),
         });
     };
-    let key = clients::key(&own);
+    let key = clients::key(&own, read_timeout);
     if let Some(connection) = clients::get(&key) {
         return Ok(connection);
     }
@@ -210,7 +239,7 @@ pub async fn connection(
         .await
         .map_err(|e| config_error(format!("{e:#}")))?;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(READ_TIMEOUT);
+    config.read_timeout = Some(read_timeout);
     // Retries are ours (members::retry), bounded by a per-member budget; kube's own layer would
     // retry 429/503/504 up to 15 times on top of them.
     config.default_retry = false;
@@ -279,9 +308,13 @@ mod clients {
 
     static CLIENTS: Mutex<Vec<(Id, HashMap<Key, Connection>)>> = Mutex::new(Vec::new());
 
-    /// A digest, so the cache keeps no second copy of the credentials.
-    pub fn key(own: &kube::config::Kubeconfig) -> Key {
-        sha2::Sha256::digest(serde_json::to_vec(own).expect("kubeconfigs serialise")).into()
+    /// A digest, so the cache keeps no second copy of the credentials; with the read timeout,
+    /// which makes a watch's client another client.
+    pub fn key(own: &kube::config::Kubeconfig, read_timeout: std::time::Duration) -> Key {
+        let mut digest = sha2::Sha256::new();
+        digest.update(serde_json::to_vec(own).expect("kubeconfigs serialise"));
+        digest.update(read_timeout.as_millis().to_le_bytes());
+        digest.finalize().into()
     }
 
     pub fn get(key: &Key) -> Option<Connection> {
@@ -403,19 +436,32 @@ spec: {hubAcceptsClient: true}
         assert_eq!(own.contexts.len(), 1);
         assert_eq!(own.clusters.len(), 1, "only the context's cluster");
         assert_eq!(own.clusters[0].name, "c");
-        assert!(clients::get(&clients::key(&own)).is_none());
+        assert!(clients::get(&clients::key(&own, READ_TIMEOUT)).is_none());
         connect(&kc, Path::new("/tmp/kc"), &target).await.unwrap();
-        assert!(clients::get(&clients::key(&own)).is_some(), "kept");
+        assert!(
+            clients::get(&clients::key(&own, READ_TIMEOUT)).is_some(),
+            "kept"
+        );
+        // The watches' client is another, kept likewise.
+        assert!(clients::get(&clients::key(&own, WATCH_READ_TIMEOUT)).is_none());
+        connect_watching(&kc, Path::new("/tmp/kc"), &target)
+            .await
+            .unwrap();
+        assert!(clients::get(&clients::key(&own, WATCH_READ_TIMEOUT)).is_some());
         // Another member's entries of the same file do not change this member's key.
         let mut more = kc.clone();
         more.clusters[1].cluster.as_mut().unwrap().server = Some("https://127.0.0.1:3".into());
         assert_eq!(
-            clients::key(&only_context(&more, "a").unwrap()),
-            clients::key(&own)
+            clients::key(&only_context(&more, "a").unwrap(), READ_TIMEOUT),
+            clients::key(&own, READ_TIMEOUT)
         );
         // New credentials are another client.
         let rotated: Kubeconfig = crate::yaml::from_str(&text("two")).unwrap();
-        assert!(clients::get(&clients::key(&only_context(&rotated, "a").unwrap())).is_none());
+        assert!(clients::get(&clients::key(
+            &only_context(&rotated, "a").unwrap(),
+            READ_TIMEOUT
+        ))
+        .is_none());
     }
 
     #[tokio::test]

@@ -10,6 +10,6 @@ pub mod kubeconfig;
 pub mod retry;
 
 pub use connect::{
-    connect, connection, member_targets, read_kubeconfig, Connection, Kinds, MemberError,
+    connect_watching, connection, member_targets, read_kubeconfig, Connection, Kinds, MemberError,
     MemberTarget,
 };

@@ -74,6 +74,9 @@ pub enum RecheckCause {
     ChangedOnTheMember,
     /// Something may have changed unseen: a restarted watch, a start, the periodic resync.
     MayHaveChanged,
+    /// Only the status of an object an OCM work's rules read changed: the cluster is read
+    /// again (a push that changes nothing), no drift.
+    StatusChanged,
 }
 
 impl RolloutState {
@@ -99,6 +102,11 @@ impl RolloutState {
                 continue;
             }
             if let Some(c) = Arc::make_mut(ps).clusters.get_mut(member) {
+                if cause == RecheckCause::StatusChanged {
+                    c.reread = true;
+                    marked += 1;
+                    continue;
+                }
                 c.recheck = Some(why.to_string());
                 c.drift = cause == RecheckCause::ChangedOnTheMember;
                 if deleted && c.health != BindingHealth::Failed {
@@ -254,6 +262,11 @@ pub struct ClusterState {
     /// resync): what notifications call drift. Cleared with `recheck`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub drift: bool,
+    /// The status an OCM work's rules read changed on the member: pushed again at the next
+    /// step (a write that changes nothing) to read it. Not a re-check: nothing drifted, and
+    /// status keeps saying what it said. Cleared by that push; never saved.
+    #[serde(skip)]
+    pub reread: bool,
     /// The staged update run that delivered `revision`, as the member's record names it too:
     /// what a finished run is known by when the state is rebuilt from the members.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -279,13 +292,14 @@ impl PlacementState {
     /// restart (and a periodic resync) write every placement's state twice over, once marked
     /// and once cleared, for nothing a later start reads. Borrowed when nothing is marked.
     pub fn persisted(&self) -> std::borrow::Cow<'_, PlacementState> {
-        if self.clusters.values().all(|c| c.recheck.is_none()) {
+        if self.clusters.values().all(|c| !c.is_marked()) {
             return std::borrow::Cow::Borrowed(self);
         }
         let mut saved = self.clone();
         for c in saved.clusters.values_mut() {
             c.recheck = None;
             c.drift = false;
+            c.reread = false;
         }
         std::borrow::Cow::Owned(saved)
     }
@@ -313,6 +327,12 @@ impl PlacementState {
 }
 
 impl ClusterState {
+    /// Whether the cluster is pushed again at the next step although it is up to date: a
+    /// re-check ([`Self::recheck`]) or a re-read of status ([`Self::reread`]).
+    pub fn is_marked(&self) -> bool {
+        self.recheck.is_some() || self.reread
+    }
+
     /// Whether `other` says the same of the cluster, but for when it was last changed and
     /// whether it waits for a re-check (destructured, so that a new field is not forgotten).
     pub fn same_but_for_time_and_recheck(&self, other: &ClusterState) -> bool {
@@ -327,6 +347,7 @@ impl ClusterState {
             last_error,
             recheck: _,
             drift: _,
+            reread: _,
             delivered_by,
             updated_at: _,
             objects,
@@ -359,6 +380,7 @@ impl ClusterState {
             last_error: None,
             recheck: None,
             drift: false,
+            reread: false,
             delivered_by: None,
             updated_at: 0,
             objects: Default::default(),
@@ -607,5 +629,25 @@ mod tests {
         assert_eq!(other.clusters["m2"].health, BindingHealth::Available);
         assert!(other.clusters["m2"].recheck.is_some());
         assert!(!other.clusters["m2"].drift, "a restarted watch is no drift");
+    }
+
+    #[test]
+    fn a_status_change_is_read_again_without_calling_it_drift_and_is_never_saved() {
+        let mut s = RolloutState::default();
+        let key: crate::model::PlacementKey = "mw/m1/web".parse().unwrap();
+        let ps = Arc::make_mut(s.placements.entry(key.clone()).or_default());
+        ps.clusters
+            .insert("m1".into(), cluster(BindingHealth::Available));
+        let why = (
+            "Job default/x status changed on the member",
+            RecheckCause::StatusChanged,
+        );
+        assert_eq!(s.recheck("m1", None, why, false, 9), 1);
+        let c = &s.placements[&key].clusters["m1"];
+        assert!(c.reread && c.is_marked());
+        assert_eq!((c.recheck.as_deref(), c.drift), (None, false));
+        assert_eq!((c.health, c.updated_at), (BindingHealth::Available, 1));
+        let saved = s.placements[&key].persisted();
+        assert!(!saved.clusters["m1"].is_marked());
     }
 }

@@ -1227,6 +1227,7 @@ mod tests {
                     last_error: None,
                     recheck: None,
                     drift: false,
+                    reread: false,
                     delivered_by: None,
                     updated_at: 9,
                 },
@@ -1353,6 +1354,7 @@ mod tests {
             last_error: Some(error.into()),
             recheck: None,
             drift: false,
+            reread: false,
             delivered_by: None,
             updated_at: 7,
             objects: Arc::new(
@@ -1543,6 +1545,7 @@ mod tests {
                     last_error: Some(error.into()),
                     recheck: None,
                     drift: false,
+                    reread: false,
                     delivered_by: None,
                     updated_at: 1,
                     objects: Default::default(),

@@ -409,6 +409,7 @@ mod tests {
                     last_error: None,
                     recheck: None,
                     drift: false,
+                    reread: false,
                     delivered_by: None,
                     updated_at: n,
                     objects: Default::default(),

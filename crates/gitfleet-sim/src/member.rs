@@ -723,8 +723,10 @@ fn shaped_list(t: &Target, list: Value, shape: Shape, req: &Request) -> Response
 // ---------------------------------------------------------------------------------------------
 // Watch
 
-/// How often a watch that allows bookmarks gets one.
-const BOOKMARK_EVERY: Duration = Duration::from_secs(10);
+/// How often a watch that allows bookmarks gets one: about every minute, as from a real API
+/// server (k8s.io/apiserver, storage/cacher: `defaultBookmarkFrequency`), so that a client that
+/// cannot bear a quiet minute fails here too.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 
 fn watch(member: &Member, req: &Request, t: &Target, shape: Shape) -> Result<Response, ApiError> {
     let mut t = t.clone();

@@ -211,7 +211,7 @@ pub fn heal(
         if busy.contains(cluster.as_str()) {
             continue;
         }
-        let due = cs.recheck.is_some()
+        let due = cs.is_marked()
             || cs.health == rolling::BindingHealth::Pending
             || (cs.health == rolling::BindingHealth::Failed
                 && cs

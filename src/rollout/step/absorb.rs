@@ -107,6 +107,7 @@ pub fn absorb(
                     last_error: None,
                     recheck: None,
                     drift: false,
+                    reread: false,
                     delivered_by,
                     updated_at: now,
                 };
@@ -169,6 +170,7 @@ pub fn absorb(
                             last_error: None,
                             recheck: None,
                             drift: false,
+                            reread: false,
                             delivered_by: None,
                             updated_at: now,
                         });

@@ -226,5 +226,5 @@ pub(super) fn is_settled(
         && prev
             .clusters
             .values()
-            .all(|c| c.health == BindingHealth::Available && c.recheck.is_none())
+            .all(|c| c.health == BindingHealth::Available && !c.is_marked())
 }

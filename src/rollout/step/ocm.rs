@@ -91,8 +91,7 @@ pub(super) fn step(
             // (its availability read again by a push that changes nothing), failed or not.
             step.up_to_date.push(cluster.clone());
             let follow = |c: &ClusterState| {
-                matches!(c.health, BindingHealth::Pending | BindingHealth::Failed)
-                    || c.recheck.is_some()
+                matches!(c.health, BindingHealth::Pending | BindingHealth::Failed) || c.is_marked()
             };
             if current.is_some_and(follow) {
                 work.push(Work::apply(
@@ -110,7 +109,7 @@ pub(super) fn step(
         if settled && cx.pacing == Pacing::Rolling {
             step.up_to_date.push(cluster.clone());
             // What the member changed is re-applied, as a refresh.
-            if current.is_some_and(|c| c.recheck.is_some()) {
+            if current.is_some_and(ClusterState::is_marked) {
                 let rendered = (manifests, revision);
                 work.push(Work::apply(
                     key, cluster, rendered, strategy, stamp, false, true,

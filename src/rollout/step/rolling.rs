@@ -98,7 +98,7 @@ pub(super) fn step(
         let pending = prev
             .clusters
             .get(cluster)
-            .is_some_and(|c| c.health == BindingHealth::Pending || c.recheck.is_some());
+            .is_some_and(|c| c.health == BindingHealth::Pending || c.is_marked());
         if let Some(Some(rendered)) = desired.remove(cluster).filter(|_| pending) {
             let stamp = kf.resource_snapshot.clone();
             work.push(Work::apply(
