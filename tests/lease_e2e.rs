@@ -10,7 +10,7 @@
 mod common;
 use common::kubectl::Kubectl as _;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 
 use common::daemon::{await_until, Daemon};
@@ -77,6 +77,11 @@ fn settings(repo: &Repo, mode: &str) {
 
 /// A replica of `gitfleet run --state kubernetes` named `identity`.
 fn replica(repo: &Repo, members: &Members, identity: &str) -> Daemon {
+    replica_with(repo, members, identity, &[])
+}
+
+/// [`replica`] with more flags.
+fn replica_with(repo: &Repo, members: &Members, identity: &str, more: &[&str]) -> Daemon {
     let dir = members.dir().join(identity);
     std::fs::create_dir_all(&dir).unwrap();
     let secret = dir.join("secret");
@@ -103,6 +108,7 @@ fn replica(repo: &Repo, members: &Members, identity: &str) -> Daemon {
         .iter()
         .map(OsStr::new)
         .chain([kubeconfig.as_os_str()])
+        .chain(more.iter().map(OsStr::new))
         .collect();
     Daemon::start_with(
         repo.path(),
@@ -364,6 +370,149 @@ fn a_deposed_leaders_late_write_is_refused_by_the_api_server() {
     assert_eq!(third.load_rollout().unwrap().serving.as_deref(), Some("c1"));
 }
 
+/// The shards a replica says it holds, and the replicas it sees live (`None` before it says).
+fn shards_of(daemon: &Daemon) -> Option<(BTreeSet<u64>, BTreeSet<String>)> {
+    let shards = placements(daemon)["leader"]["shards"].clone();
+    let set = |v: &serde_json::Value| v.as_array().map(|a| a.to_vec());
+    Some((
+        set(&shards["held"])?
+            .iter()
+            .filter_map(serde_json::Value::as_u64)
+            .collect(),
+        set(&shards["live"])?
+            .iter()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect(),
+    ))
+}
+
+/// Whether `replicas` hold every one of `count` shards between them, each shard once, each
+/// replica at least one, and each sees exactly them live.
+fn split_among(replicas: &BTreeMap<&str, Daemon>, count: u64) -> bool {
+    let names: BTreeSet<String> = replicas.keys().map(|k| k.to_string()).collect();
+    let mut all = Vec::new();
+    for daemon in replicas.values() {
+        let Some((held, live)) = shards_of(daemon) else {
+            return false;
+        };
+        if held.is_empty() || live != names {
+            return false;
+        }
+        all.extend(held);
+    }
+    all.sort();
+    all == (0..count).collect::<Vec<_>>()
+}
+
+/// Three replicas with `--shards 8` divide the shards among them through the shard Leases; one
+/// is killed and the two others hold all of its shards as soon as its replica Lease has gone
+/// unrenewed for the lease duration, and the Leases in the hosting cluster name the same
+/// holders as the replicas say.
+#[test]
+fn replicas_split_the_shards_and_the_survivors_take_over_a_killed_ones() {
+    if !available(Backend::Real) {
+        return;
+    }
+    let members = Members::start(Backend::Real, FLEET);
+    let repo = fleet_repo();
+    let mut replicas: BTreeMap<&str, Daemon> = ["r1", "r2", "r3"]
+        .into_iter()
+        .map(|id| (id, replica_with(&repo, &members, id, &["--shards", "8"])))
+        .collect();
+    await_until("three replicas holding the 8 shards between them", || {
+        split_among(&replicas, 8)
+    });
+    let (r2_held, _) = shards_of(&replicas["r2"]).unwrap();
+    let killed_at = std::time::Instant::now();
+    drop(replicas.remove("r2"));
+    await_until("the two survivors holding all 8", || {
+        split_among(&replicas, 8)
+    });
+    eprintln!(
+        "r2's {} shards taken over {:.1} s after it was killed (lease duration 4 s)",
+        r2_held.len(),
+        killed_at.elapsed().as_secs_f64()
+    );
+    let leases = members.get_json(
+        "hosting",
+        &[
+            "leases",
+            "-n",
+            NAMESPACE,
+            "-l",
+            "gitfleet.io/shards-of=gitfleet,gitfleet.io/lease-role=shard",
+        ],
+    );
+    let mut holders = BTreeMap::new();
+    for l in leases["items"].as_array().unwrap() {
+        let name = l["metadata"]["name"].as_str().unwrap();
+        let shard: u64 = name.trim_start_matches("gitfleet-shard-").parse().unwrap();
+        holders.insert(
+            shard,
+            l["spec"]["holderIdentity"].as_str().unwrap().to_string(),
+        );
+    }
+    for (id, daemon) in &replicas {
+        for shard in shards_of(daemon).unwrap().0 {
+            assert_eq!(
+                holders.get(&shard).map(String::as_str),
+                Some(*id),
+                "{holders:?}"
+            );
+        }
+    }
+    assert_eq!(holders.len(), 8, "{holders:?}");
+}
+
+/// A shard's record refuses the write of an owner deposed by a successor's claim, on a real
+/// API server: the fencing a Lease alone does not give a replica that was paused past it.
+#[test]
+fn a_deposed_shard_owners_late_write_is_refused_by_the_api_server() {
+    if !available(Backend::Real) {
+        return;
+    }
+    use gitfleet::daemon::shards::claims::{self, ClaimError};
+    use gitfleet::daemon::shards::{Names, ReplicaId, ShardId};
+    let members = Members::start(Backend::Real, "members:\n  - name: hosting\n");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&members.kubeconfig).unwrap();
+        let options = kube::config::KubeConfigOptions {
+            context: Some("hosting".into()),
+            ..Default::default()
+        };
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(client, NAMESPACE);
+        let names = Names {
+            prefix: "fence".into(),
+        };
+        let (old, new) = (ReplicaId::from("old"), ReplicaId::from("new"));
+        let report = |n: &str| BTreeMap::from([("report".to_string(), n.to_string())]);
+        let mut by_old = claims::claim(&api, &names, ShardId(3), &old).await.unwrap();
+        claims::write(&api, &names, &mut by_old, &old, report("1"))
+            .await
+            .unwrap();
+        let mut by_new = claims::claim(&api, &names, ShardId(3), &new).await.unwrap();
+        let e = claims::write(&api, &names, &mut by_old, &old, report("2"))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ClaimError::Fenced { shard: ShardId(3) }), "{e}");
+        claims::write(&api, &names, &mut by_new, &new, report("3"))
+            .await
+            .unwrap();
+        let record = api.get("fence-shard-3-record").await.unwrap();
+        let data = record.data.unwrap();
+        assert_eq!(
+            (data["owner"].as_str(), data["report"].as_str()),
+            ("new", "3")
+        );
+    });
+}
+
 /// Flags that cannot work together are refused before anything starts (exit 64).
 #[test]
 fn state_flags_that_cannot_work_are_usage_errors() {
@@ -395,4 +544,7 @@ fn state_flags_that_cannot_work_are_usage_errors() {
     let r = run(&["--state", "kubernetes", "--once"]);
     assert_eq!(r.code, 64, "{}", r.stderr);
     assert!(r.stderr.contains("--once"), "{}", r.stderr);
+    let r = run(&["--state-dir", "s", "--shards", "4"]);
+    assert_eq!(r.code, 64, "{}", r.stderr);
+    assert!(r.stderr.contains("--shards"), "{}", r.stderr);
 }

@@ -266,6 +266,21 @@ pub struct LeaderStatus {
     pub leader: Option<String>,
     /// Whether this replica leads (and acts).
     pub leading: bool,
+    /// `--shards`: the member shards this replica holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<ShardsStatus>,
+}
+
+/// The member shards one replica holds, as it knows them (`--shards`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardsStatus {
+    /// How many shards the members are divided into.
+    pub count: u32,
+    /// The shards this replica holds and acts for.
+    pub held: Vec<u32>,
+    /// The live replicas as this one sees them, itself included.
+    pub live: Vec<String>,
 }
 
 /// One placement as the status API shows it (`GET /api/v1/placements`, [`Placements`]).

@@ -173,6 +173,11 @@ pub struct HostingArgs {
     /// This replica's name in the Lease (default: HOSTNAME, the pod's name in a cluster).
     #[arg(long, env = "GITFLEET_IDENTITY")]
     pub identity: Option<String>,
+    /// Divides the members into this many shards held by the live replicas through Leases
+    /// (0: none). Only the ownership is built: the leader still delivers to every member, so
+    /// the flag is not shown in the help yet (docs/architecture.md, "Sharding").
+    #[arg(long, env = "GITFLEET_SHARDS", default_value_t = 0, hide = true)]
+    pub shards: u32,
 }
 
 impl HostingArgs {
@@ -384,6 +389,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         )
         .into());
     }
+    if args.state == StateKind::Directory && args.hosting.shards > 0 {
+        return Err(crate::cli::flags::UsageError(
+            "--shards divides members among replicas: use it with --state kubernetes".into(),
+        )
+        .into());
+    }
     if args.state == StateKind::Kubernetes && args.once {
         return Err(crate::cli::flags::UsageError(
             "--once is one process acting alone: use it with --state directory".into(),
@@ -556,6 +567,7 @@ async fn run_elected(
             identity: identity.clone(),
             leader: None,
             leading: false,
+            shards: None,
         }),
         ..crate::daemon::Status::default()
     }));
@@ -593,6 +605,28 @@ async fn run_elected(
         metrics.clone(),
         identity.clone(),
     ));
+    let stop_shards = CancellationToken::new();
+    let sharder = (args.hosting.shards > 0).then(|| {
+        let sharding = crate::daemon::shards::leases::Sharding {
+            shards: args.hosting.shards,
+            names: crate::daemon::shards::Names {
+                prefix: election.lease_name.clone(),
+            },
+            identity: crate::daemon::shards::ReplicaId::from(identity.as_str()),
+            lease_duration: election.lease_duration,
+            renew_deadline: election.renew_deadline,
+            retry_period: election.retry_period,
+        };
+        let (owned_tx, owned_rx) = tokio::sync::watch::channel(Default::default());
+        tokio::spawn(publish_shards(owned_rx, status.clone(), sharding.clone()));
+        tokio::spawn(crate::daemon::shards::leases::run(
+            kube::Api::namespaced(client.clone(), &namespace),
+            kube::Api::namespaced(client.clone(), &namespace),
+            sharding,
+            owned_tx,
+            stop_shards.clone(),
+        ))
+    });
     let leadership = Leadership {
         seen: seen_rx.clone(),
         renew_deadline: election.renew_deadline,
@@ -667,6 +701,10 @@ async fn run_elected(
         tracing::error!(error = %format!("{e:#}"), "stopped acting; exiting so that this replica restarts as a follower");
         std::process::exit(1);
     }
+    stop_shards.cancel();
+    if let Some(sharder) = sharder {
+        let _ = sharder.await;
+    }
     stop_election.cancel();
     let _ = elector.await;
     server.finish().await?;
@@ -718,15 +756,58 @@ async fn publish_role(
         }
         {
             let mut st = status.lock().unwrap_or_else(|e| e.into_inner());
+            let shards = st.leader.take().and_then(|l| l.shards);
             st.leader = Some(crate::api::LeaderStatus {
                 identity: identity.clone(),
                 leader,
                 leading,
+                shards,
             });
             st.changed();
         }
         if seen.changed().await.is_err() {
             return;
+        }
+    }
+}
+
+/// Mirrors the shards this replica holds into the status (`gitfleet status`), as they change
+/// and as their renewals age past the renew deadline.
+async fn publish_shards(
+    mut owned: tokio::sync::watch::Receiver<crate::daemon::shards::leases::Owned>,
+    status: Arc<std::sync::Mutex<crate::daemon::Status>>,
+    sharding: crate::daemon::shards::leases::Sharding,
+) {
+    loop {
+        let shown = {
+            let o = owned.borrow_and_update();
+            let now = tokio::time::Instant::now();
+            crate::api::ShardsStatus {
+                count: sharding.shards,
+                held: o
+                    .acting_for(sharding.renew_deadline, now)
+                    .into_iter()
+                    .map(|s| s.0)
+                    .collect(),
+                live: o.live.iter().map(ToString::to_string).collect(),
+            }
+        };
+        {
+            let mut st = status.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(leader) = st.leader.as_mut() {
+                if leader.shards.as_ref() != Some(&shown) {
+                    leader.shards = Some(shown);
+                    st.changed();
+                }
+            }
+        }
+        tokio::select! {
+            changed = owned.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(sharding.retry_period) => {}
         }
     }
 }

@@ -31,6 +31,7 @@ pub mod probes;
 pub mod reconciler;
 pub mod runs;
 pub mod server;
+pub mod shards;
 pub mod status_api;
 pub mod watch;
 pub mod workers;

@@ -1,0 +1,200 @@
+//! What a replica does with the Leases it read, without I/O: which replicas are live, and for
+//! each shard whether to create, renew, take or release its Lease, or wait for another replica
+//! to let go of it. The Lease rules are the leader election's ([`crate::daemon::leader::decide`]):
+//! a record is taken only once it has not changed for its duration on this replica's own clock.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use tokio::time::Instant;
+
+use super::{ReplicaId, ShardId};
+use crate::daemon::leader::{decide, Decision, Observed};
+
+/// The Lease records this replica saw change, and when, by Lease name.
+#[derive(Debug, Default)]
+pub struct Observations(BTreeMap<String, Option<Observed>>);
+
+impl Observations {
+    fn decide(&mut self, me: &ReplicaId, lease: &Lease, now: Instant) -> Decision {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let seen = self.0.entry(name).or_default();
+        decide(me.as_str(), lease, seen, now)
+    }
+
+    /// Forgets the records of Leases that are gone.
+    fn keep(&mut self, names: &BTreeSet<String>) {
+        self.0.retain(|n, _| names.contains(n));
+    }
+}
+
+/// The replicas whose replica Lease (held by the replica itself, renewed every retry period)
+/// changed within its duration, and `me`.
+pub fn live_replicas(
+    me: &ReplicaId,
+    replica_leases: &[Lease],
+    seen: &mut Observations,
+    now: Instant,
+) -> BTreeSet<ReplicaId> {
+    let mut live = BTreeSet::from([me.clone()]);
+    for lease in replica_leases {
+        // Judged as a would-be taker: "Follow" means its holder renewed it in time.
+        let nobody = ReplicaId::from("");
+        if let Decision::Follow(holder) = seen.decide(&nobody, lease, now) {
+            live.insert(ReplicaId::from(holder.as_str()));
+        }
+    }
+    live
+}
+
+/// What to do with one shard's Lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShardAction {
+    /// No Lease yet, and the shard is this replica's: create it, held.
+    Create,
+    /// Held and still this replica's: renew it.
+    Renew,
+    /// This replica's, free or expired: take it (a replace with the resourceVersion read).
+    Take,
+    /// Held but another replica's now: stop acting for it, then release it.
+    Release,
+    /// This replica's, but another still holds it (releasing it, or about to expire).
+    Wait { holder: String },
+}
+
+/// Each shard's action among `shards`, given who should own what (`owners`) and the shard
+/// Leases as read. Shards neither held by nor owed to this replica have none.
+pub fn plan(
+    me: &ReplicaId,
+    owners: &BTreeMap<ShardId, ReplicaId>,
+    shard_leases: &BTreeMap<ShardId, Lease>,
+    seen: &mut Observations,
+    now: Instant,
+) -> BTreeMap<ShardId, ShardAction> {
+    let names = shard_leases
+        .values()
+        .filter_map(|l| l.metadata.name.clone())
+        .collect();
+    seen.keep(&names);
+    let mut actions = BTreeMap::new();
+    for (shard, owner) in owners {
+        let mine = owner == me;
+        let action = match (shard_leases.get(shard), mine) {
+            (None, true) => ShardAction::Create,
+            (None, false) => continue,
+            (Some(lease), _) => match (seen.decide(me, lease, now), mine) {
+                (Decision::Renew, true) => ShardAction::Renew,
+                (Decision::Renew, false) => ShardAction::Release,
+                (Decision::Take, true) => ShardAction::Take,
+                (Decision::Follow(holder), true) => ShardAction::Wait { holder },
+                (Decision::Take | Decision::Follow(_), false) => continue,
+            },
+        };
+        actions.insert(*shard, action);
+    }
+    // A shard this replica holds that no owner lists (fewer shards configured now): let go.
+    for (shard, lease) in shard_leases {
+        if !owners.contains_key(shard) && seen.decide(me, lease, now) == Decision::Renew {
+            actions.insert(*shard, ShardAction::Release);
+        }
+    }
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use std::time::Duration;
+
+    fn lease(name: &str, rv: &str, holder: Option<&str>, secs: i32) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                resource_version: Some(rv.into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_string),
+                lease_duration_seconds: Some(secs),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    fn id(s: &str) -> ReplicaId {
+        ReplicaId::from(s)
+    }
+
+    #[test]
+    fn a_replica_is_live_while_its_lease_changes_within_its_duration() {
+        let t0 = Instant::now();
+        let mut seen = Observations::default();
+        let leases = [
+            lease("r-b", "1", Some("b"), 4),
+            lease("r-c", "1", Some("c"), 4),
+        ];
+        let live = live_replicas(&id("a"), &leases, &mut seen, t0);
+        assert_eq!(live, BTreeSet::from([id("a"), id("b"), id("c")]));
+        // b renews, c does not: 5 s later only b is live.
+        let t1 = t0 + Duration::from_secs(5);
+        let leases = [
+            lease("r-b", "2", Some("b"), 4),
+            lease("r-c", "1", Some("c"), 4),
+        ];
+        let live = live_replicas(&id("a"), &leases, &mut seen, t1);
+        assert_eq!(live, BTreeSet::from([id("a"), id("b")]));
+        // A released replica Lease (no holder) is no replica.
+        let leases = [lease("r-b", "3", None, 1)];
+        let live = live_replicas(&id("a"), &leases, &mut seen, t1);
+        assert_eq!(live, BTreeSet::from([id("a")]));
+    }
+
+    #[test]
+    fn shards_are_created_renewed_taken_released_or_waited_for() {
+        let t0 = Instant::now();
+        let (a, b) = (id("a"), id("b"));
+        let owners = BTreeMap::from([
+            (ShardId(0), a.clone()),
+            (ShardId(1), a.clone()),
+            (ShardId(2), a.clone()),
+            (ShardId(3), b.clone()),
+            (ShardId(4), a.clone()),
+        ]);
+        let leases = BTreeMap::from([
+            (ShardId(1), lease("s-1", "1", Some("a"), 4)),
+            (ShardId(2), lease("s-2", "1", None, 1)),
+            (ShardId(3), lease("s-3", "1", Some("a"), 4)),
+            (ShardId(4), lease("s-4", "1", Some("b"), 4)),
+            // Shard 7 is beyond the shards configured now, and held.
+            (ShardId(7), lease("s-7", "1", Some("a"), 4)),
+        ]);
+        let mut seen = Observations::default();
+        let actions = plan(&a, &owners, &leases, &mut seen, t0);
+        assert_eq!(
+            actions,
+            BTreeMap::from([
+                (ShardId(0), ShardAction::Create),
+                (ShardId(1), ShardAction::Renew),
+                (ShardId(2), ShardAction::Take),
+                (ShardId(3), ShardAction::Release),
+                (ShardId(4), ShardAction::Wait { holder: "b".into() }),
+                (ShardId(7), ShardAction::Release),
+            ])
+        );
+        // b never released shard 4 nor renewed it: once its duration passed, a takes it.
+        let later = t0 + Duration::from_secs(4);
+        let actions = plan(&a, &owners, &leases, &mut seen, later);
+        assert_eq!(actions[&ShardId(4)], ShardAction::Take);
+        // b's view: shard 3 is owed to it but a still holds it; nothing of a's is b's to touch.
+        let actions = plan(&b, &owners, &leases, &mut Observations::default(), t0);
+        assert_eq!(
+            actions,
+            BTreeMap::from([
+                (ShardId(3), ShardAction::Wait { holder: "a".into() }),
+                (ShardId(4), ShardAction::Release),
+            ])
+        );
+    }
+}
