@@ -837,6 +837,8 @@ impl<D: Deliverer> Daemon<D> {
             if marked > 0 {
                 if c.deleted {
                     tracing::warn!(member = %c.member, "{}: restoring it", c.what);
+                } else if c.cause == crate::rollout::state::RecheckCause::StatusChanged {
+                    tracing::debug!(member = %c.member, "{}: reading it again", c.what);
                 } else {
                     tracing::debug!(member = %c.member, "{}: checking it", c.what);
                 }

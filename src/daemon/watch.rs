@@ -220,7 +220,9 @@ fn gvk_of((api_version, kind): &Kind) -> GroupVersionKind {
 
 /// Lists then watches one kind on one member, reporting every change to an object gitfleet
 /// manages (its own records excepted) until the channel closes. A broken watch is listed again
-/// and reported as "anything may have changed" for the member.
+/// and reported as "anything may have changed" for the member; so is a first watch that could
+/// not start at once (a kind whose CRD the same push created is served only after it): what
+/// the push applied may have changed before the watch began.
 async fn watch_kind(
     kubeconfig: Arc<Kubeconfig>,
     path: PathBuf,
@@ -232,11 +234,13 @@ async fn watch_kind(
     let gvk = gvk_of(&kind);
     let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
     let mut listed_before = false;
+    let mut attempts = 0u32;
     let mut untimed = UntimedWrites::default();
     loop {
         if changes.is_closed() {
             return;
         }
+        attempts += 1;
         let api = match crate::members::connect_watching(&kubeconfig, &path, &target).await {
             Ok(client) => match kube::discovery::pinned_kind(&client, &gvk).await {
                 Ok((ar, _)) => Api::<DynamicObject>::all_with(client, &ar),
@@ -263,12 +267,18 @@ async fn watch_kind(
                 continue;
             }
         };
-        if listed_before {
-            // Events between the broken watch and this list are lost: look at everything.
+        if listed_before || attempts > 1 {
+            // Events between the broken (or late) watch and this list are lost: look at
+            // everything.
+            let how = if listed_before {
+                "restarted"
+            } else {
+                "started late"
+            };
             let _ = changes.send(MemberChange {
                 member: target.name.clone(),
                 placement_label: None,
-                what: format!("watch of {} restarted", kind.1),
+                what: format!("watch of {} {how}", kind.1),
                 cause: RecheckCause::MayHaveChanged,
                 deleted: false,
                 object: None,
