@@ -293,6 +293,23 @@ fn a_status_written_on_the_member_after_the_push_is_read_back_at_once(backend: B
             widget_phase(&daemon) == Some(json!({"type": "String", "string": phase}))
         });
     }
+    // Counted as what they were: status changes, no drift.
+    let metrics = ureq::get(&format!("{}/metrics", daemon.addr))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    let series = |cause: &str| {
+        metrics.lines().find_map(|l| {
+            let rest = l.strip_prefix(&format!(
+                "gitfleet_member_changes_total{{member=\"alpha\",cause=\"{cause}\"}} "
+            ))?;
+            rest.parse::<u64>().ok()
+        })
+    };
+    assert!(series("status").is_some_and(|n| n >= 2), "{metrics}");
+    assert_eq!(series("changed"), None, "{metrics}");
     // A status update is no drift: nothing was restored, the spec is as committed.
     let widget = members.get_json("alpha", &["widgets.example.com", "web", "-n", "default"]);
     assert_eq!(widget["spec"]["size"], 3, "{widget:#}");

@@ -49,6 +49,9 @@ pub struct Metrics {
     pub source_renders: Family<Labels, Counter>,
     /// Notifications by sink and outcome (`sent`, `retried`, `failed`, `dropped`).
     pub notifications: Family<Labels, Counter>,
+    /// What the members' watches reported, by member and cause (`changed`, `watch_restarted`,
+    /// `status`): a steady rate of restarts says the watches keep breaking.
+    pub member_changes: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -167,7 +170,14 @@ impl Default for Metrics {
             "Notifications by sink and outcome: sent, retried (each retry), failed (given up), dropped (a full queue; sink \"\" for snapshots)",
             notifications.clone(),
         );
+        let member_changes = Family::<Labels, Counter>::default();
+        registry.register(
+            "member_changes",
+            "Changes the members' watches reported, by member and cause: changed (an object gitfleet applied, changed or deleted by someone else), watch_restarted (a watch broke or started late: everything re-checked), status (a status an OCM work reads)",
+            member_changes.clone(),
+        );
         Self {
+            member_changes,
             notifications,
             git_fetch_errors,
             git_last_fetch_success,

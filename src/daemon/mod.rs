@@ -819,29 +819,37 @@ impl<D: Deliverer> Daemon<D> {
                 tracing::debug!(member = %c.member, "{}: pruned by this daemon", c.what);
                 continue;
             }
-            if c.cause == crate::rollout::state::RecheckCause::StatusChanged
-                && c.placement_label
-                    .as_deref()
-                    .is_some_and(|label| self.unabsorbed_work(&c.member, label).next().is_some())
-            {
-                self.rereads_after_delivery.push(c);
-                continue;
-            }
-            let marked = self.state.recheck(
-                &c.member,
-                c.placement_label.as_deref(),
-                (&c.what, c.cause),
-                c.deleted,
-                now,
-            );
-            if marked > 0 {
-                if c.deleted {
-                    tracing::warn!(member = %c.member, "{}: restoring it", c.what);
-                } else if c.cause == crate::rollout::state::RecheckCause::StatusChanged {
-                    tracing::debug!(member = %c.member, "{}: reading it again", c.what);
-                } else {
-                    tracing::debug!(member = %c.member, "{}: checking it", c.what);
-                }
+            let labels = metrics::labels(&[("member", &c.member), ("cause", c.cause.name())]);
+            self.metrics.member_changes.get_or_create(&labels).inc();
+            self.mark_changed(c, now);
+        }
+    }
+
+    /// Marks one change for the next step; a status change seen while its placement's work is
+    /// out waits for that work's result ([`Self::rereads_after_delivery`]).
+    fn mark_changed(&mut self, c: watch::MemberChange, now: u64) {
+        if c.cause == crate::rollout::state::RecheckCause::StatusChanged
+            && c.placement_label
+                .as_deref()
+                .is_some_and(|label| self.unabsorbed_work(&c.member, label).next().is_some())
+        {
+            self.rereads_after_delivery.push(c);
+            return;
+        }
+        let marked = self.state.recheck(
+            &c.member,
+            c.placement_label.as_deref(),
+            (&c.what, c.cause),
+            c.deleted,
+            now,
+        );
+        if marked > 0 {
+            if c.deleted {
+                tracing::warn!(member = %c.member, "{}: restoring it", c.what);
+            } else if c.cause == crate::rollout::state::RecheckCause::StatusChanged {
+                tracing::debug!(member = %c.member, "{}: reading it again", c.what);
+            } else {
+                tracing::debug!(member = %c.member, "{}: checking it", c.what);
             }
         }
     }

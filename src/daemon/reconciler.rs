@@ -361,8 +361,9 @@ impl<D: Deliverer> Daemon<D> {
         }
         // Status changes seen while their work was out are read again, now that its result
         // (which cleared their marks) is in; those whose work is still out wait again.
-        let rereads = std::mem::take(&mut self.rereads_after_delivery);
-        self.member_changed(rereads);
+        for c in std::mem::take(&mut self.rereads_after_delivery) {
+            self.mark_changed(c, now);
+        }
         // A member that did not answer its probe is not pushed to now: its work fails at once
         // with the probe's error (and is retried next time), so it cannot hold up the step.
         let unreachable: BTreeMap<String, String> = inventory

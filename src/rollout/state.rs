@@ -79,6 +79,17 @@ pub enum RecheckCause {
     StatusChanged,
 }
 
+impl RecheckCause {
+    /// Its name in metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecheckCause::ChangedOnTheMember => "changed",
+            RecheckCause::MayHaveChanged => "watch_restarted",
+            RecheckCause::StatusChanged => "status",
+        }
+    }
+}
+
 impl RolloutState {
     /// Marks what `placement_label` (every placement when `None`) put on `member` for a
     /// re-apply at the next step, because of `why`. A deletion makes the cluster not available
