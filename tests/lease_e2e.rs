@@ -326,6 +326,19 @@ fn a_leader_whose_hosting_api_server_stops_stops_acting() {
     assert_eq!(status.code(), Some(1));
 }
 
+/// A client of the test bed's `hosting` API server.
+async fn hosting_client(members: &Members) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(&members.kubeconfig).unwrap();
+    let options = kube::config::KubeConfigOptions {
+        context: Some("hosting".into()),
+        ..Default::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
 /// Fencing on a real API server: once a second store has claimed the state, the first one's
 /// write carries a stale resourceVersion and the API server refuses it (409).
 #[test]
@@ -337,17 +350,7 @@ fn a_deposed_leaders_late_write_is_refused_by_the_api_server() {
     use gitfleet::state::{StateBackend, StateError};
     let members = Members::start(Backend::Real, "members:\n  - name: hosting\n");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let client = runtime.block_on(async {
-        let kubeconfig = kube::config::Kubeconfig::read_from(&members.kubeconfig).unwrap();
-        let options = kube::config::KubeConfigOptions {
-            context: Some("hosting".into()),
-            ..Default::default()
-        };
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-            .await
-            .unwrap();
-        kube::Client::try_from(config).unwrap()
-    });
+    let client = runtime.block_on(hosting_client(&members));
     let objects = || ConfigMaps::new(client.clone(), NAMESPACE, runtime.handle().clone());
     let mut state = gitfleet::rollout::RolloutState {
         serving: Some("c1".into()),
@@ -476,15 +479,7 @@ fn a_deposed_shard_owners_late_write_is_refused_by_the_api_server() {
     let members = Members::start(Backend::Real, "members:\n  - name: hosting\n");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let kubeconfig = kube::config::Kubeconfig::read_from(&members.kubeconfig).unwrap();
-        let options = kube::config::KubeConfigOptions {
-            context: Some("hosting".into()),
-            ..Default::default()
-        };
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-            .await
-            .unwrap();
-        let client = kube::Client::try_from(config).unwrap();
+        let client = hosting_client(&members).await;
         let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
             kube::Api::namespaced(client, NAMESPACE);
         let names = Names {

@@ -327,22 +327,30 @@ async fn release(api: &Api<Lease>, election: &Election) {
     }
 }
 
+/// A Lease as read: `name`, its resourceVersion, holder and duration (for tests of what
+/// replicas decide on it).
+#[cfg(test)]
+pub(crate) fn read_lease(name: &str, rv: &str, holder: Option<&str>, secs: i32) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            resource_version: Some(rv.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: holder.map(str::to_string),
+            lease_duration_seconds: Some(secs),
+            ..LeaseSpec::default()
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn lease(rv: &str, holder: Option<&str>, secs: i32) -> Lease {
-        Lease {
-            metadata: ObjectMeta {
-                resource_version: Some(rv.into()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(LeaseSpec {
-                holder_identity: holder.map(str::to_string),
-                lease_duration_seconds: Some(secs),
-                ..LeaseSpec::default()
-            }),
-        }
+        read_lease("gitfleet", rv, holder, secs)
     }
 
     #[test]

@@ -104,24 +104,8 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::coordination::v1::LeaseSpec;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use crate::daemon::leader::read_lease as lease;
     use std::time::Duration;
-
-    fn lease(name: &str, rv: &str, holder: Option<&str>, secs: i32) -> Lease {
-        Lease {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                resource_version: Some(rv.into()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(LeaseSpec {
-                holder_identity: holder.map(str::to_string),
-                lease_duration_seconds: Some(secs),
-                ..LeaseSpec::default()
-            }),
-        }
-    }
 
     fn id(s: &str) -> ReplicaId {
         ReplicaId::from(s)
