@@ -78,6 +78,11 @@ const KNOWN: &[Known] = &[
         why: "gitfleet's own rule: it applies with its own credentials and impersonates no executor",
     },
     Known {
+        case: "rolloutStrategy.type",
+        gitfleet_says: "so they share one rolloutStrategy",
+        why: "gitfleet's own rule: the replica sets of one Placement reach each cluster together, so they must agree on its rolloutStrategy (OCM keeps a work per replica set); here a status seed's replica set names the same Placement",
+    },
+    Known {
         case: "null data.",
         gitfleet_says: "gitfleet's own rule",
         why: "gitfleet's own rule: a null envelope entry holds no object any member could apply",
