@@ -1534,10 +1534,92 @@ spec:
     }
 }
 
+/// After OCM's test/integration/addon/addon_manager_upgrade_test.go ("rolling upgrade per group
+/// with MinSuccessTime"), with a ManifestWorkReplicaSet: a Placement whose decision groups are a
+/// canary (the cluster labelled `ring: canary`) and then the rest; `ProgressivePerGroup` gives
+/// the canary group the work first, and the next group, both its clusters at once, only after
+/// the canary soaked its hour.
+fn a_replica_set_rolls_out_group_by_group(backend: common::members::Backend) {
+    let members = Members::start(backend, &fleet_of(&THREE));
+    let repo = Repo::new();
+    let hub = common::ocm_hub("rings", &THREE)
+        .replace(
+            "spec: {clusterSets: [all]}",
+            "spec:\n  clusterSets: [all]\n  decisionStrategy:\n    groupStrategy:\n      \
+             decisionGroups:\n      - groupName: canary\n        \
+             groupClusterSelector: {labelSelector: {matchLabels: {ring: canary}}}",
+        )
+        .replace(
+            "name: m2\n  labels: {",
+            "name: m2\n  labels: {ring: canary, ",
+        );
+    repo.write("hub.yaml", &hub);
+    repo.write(
+        "rings.yaml",
+        "apiVersion: work.open-cluster-management.io/v1alpha1
+kind: ManifestWorkReplicaSet
+metadata: {name: rings, namespace: apps}
+spec:
+  placementRefs:
+  - name: rings
+    rolloutStrategy: {type: ProgressivePerGroup, progressivePerGroup: {minSuccessTime: 1h}}
+  manifestWorkTemplate:
+    workload:
+      manifests:
+      - {apiVersion: v1, kind: ConfigMap, metadata: {name: rings, namespace: default}, data: {a: '1'}}
+",
+    );
+    repo.commit("a replica set rolled out by decision group");
+    let state = members.dir().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let skew = members.dir().join("clock-skew");
+    std::fs::write(&skew, "0").unwrap();
+    let secret = state.join("secret");
+    std::fs::write(&secret, "s").unwrap();
+    let daemon = Daemon::start_with(
+        repo.path(),
+        &members.kubeconfig,
+        &state,
+        &secret,
+        "1m",
+        &[],
+        &[("GITFLEET_TEST_CLOCK_SKEW_FILE", skew.as_os_str())],
+    );
+    let has_work = |m: &str| members.exists(m, &["configmap", "rings", "-n", "default"]);
+    let placement = || get_json(&daemon.addr, "/api/v1/placements/ocm/apps/rings");
+    let summary = |n: usize| serde_json::json!({"total": n, "applied": n, "available": n, "degraded": 0, "progressing": 0});
+    // The canary group first: m2 alone (m1 sorts first by name, but it is in the next group).
+    common::daemon::await_until("the canary m2 has the work, available", || {
+        placement()["replicaSets"]["summary"] == summary(1)
+    });
+    assert!(has_work("m2") && !has_work("m1") && !has_work("m3"));
+    // Soaking, the next group waits however often the daemon looks.
+    wake(&repo, 1);
+    common::daemon::await_until("a look after the canary is available", || {
+        placement()["replicaSets"]["summary"] == summary(1)
+    });
+    assert!(!has_work("m1") && !has_work("m3"));
+    // The hour passes on the daemon's clock: the rest of the clusters, together.
+    std::fs::write(&skew, "3660").unwrap();
+    wake(&repo, 2);
+    common::daemon::await_until("m1 and m3 have the work, available", || {
+        placement()["replicaSets"]["summary"] == summary(3)
+    });
+    assert!(has_work("m1") && has_work("m3"));
+}
+
 on_both_backends!(
     #[cfg_attr(
         not(feature = "test-hooks"),
         ignore = "needs the daemon's test clock: cargo test --features test-hooks"
     )]
     a_replica_set_rolls_out_one_cluster_per_soak
+);
+
+on_both_backends!(
+    #[cfg_attr(
+        not(feature = "test-hooks"),
+        ignore = "needs the daemon's test clock: cargo test --features test-hooks"
+    )]
+    a_replica_set_rolls_out_group_by_group
 );
