@@ -20,6 +20,9 @@ use tokio_util::sync::CancellationToken;
 use super::ownership::{self, Observations, ShardAction};
 use super::{assign, claims, Names, ReplicaId, ShardId, GROUP_LABEL, ROLE_LABEL};
 
+/// A replica Lease unchanged for this many lease durations belongs to a replica gone for good.
+const GONE_AFTER_DURATIONS: u32 = 20;
+
 /// `--shards` and the election's timings, shared by every replica of a group.
 #[derive(Debug, Clone)]
 pub struct Sharding {
@@ -197,6 +200,20 @@ async fn round(
         .cloned()
         .collect();
     let live = ownership::live_replicas(me, &others, seen_replicas, now);
+    let after = GONE_AFTER_DURATIONS * sharding.lease_duration;
+    for (name, rv) in ownership::gone_replicas(&others, &live, seen_replicas, after, now) {
+        let unchanged = kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                resource_version: Some(rv),
+                uid: None,
+            }),
+            ..Default::default()
+        };
+        // Another replica may delete it first, or its replica renew it: either way, no error.
+        if leases.delete(&name, &unchanged).await.is_ok() {
+            tracing::info!(lease = %name, "deleted the Lease of a replica gone for good");
+        }
+    }
     let shard_leases: BTreeMap<ShardId, Lease> = listed
         .into_iter()
         .filter(|l| role(l, "shard"))

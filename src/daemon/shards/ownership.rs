@@ -47,6 +47,32 @@ pub fn live_replicas(
     live
 }
 
+/// The replica Leases (by name) of replicas gone for good: not live, and unchanged on this
+/// replica's clock for `after` (many lease durations). A replica whose pod was replaced leaves
+/// its Lease behind under its old identity; these are deleted (name and resourceVersion: a
+/// Lease renewed since is not).
+pub fn gone_replicas(
+    replica_leases: &[Lease],
+    live: &BTreeSet<ReplicaId>,
+    seen: &Observations,
+    after: std::time::Duration,
+    now: Instant,
+) -> Vec<(String, String)> {
+    replica_leases
+        .iter()
+        .filter(|l| {
+            let holder = l.spec.as_ref().and_then(|s| s.holder_identity.as_deref());
+            !holder.is_some_and(|h| live.contains(&ReplicaId::from(h)))
+        })
+        .filter_map(|l| {
+            let name = l.metadata.name.clone()?;
+            let rv = l.metadata.resource_version.clone()?;
+            let o = seen.0.get(&name)?.as_ref()?;
+            (now >= o.at + after).then_some((name, rv))
+        })
+        .collect()
+}
+
 /// What to do with one shard's Lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShardAction {
@@ -133,6 +159,24 @@ mod tests {
         let leases = [lease("r-b", "3", None, 1)];
         let live = live_replicas(&id("a"), &leases, &mut seen, t1);
         assert_eq!(live, BTreeSet::from([id("a")]));
+    }
+
+    #[test]
+    fn a_replica_lease_unchanged_for_long_is_gone_for_good() {
+        let t0 = Instant::now();
+        let mut seen = Observations::default();
+        let leases = [lease("r-b", "1", Some("b"), 4), lease("r-c", "1", None, 1)];
+        let live = live_replicas(&id("a"), &leases, &mut seen, t0);
+        let after = Duration::from_secs(40);
+        assert!(gone_replicas(&leases, &live, &seen, after, t0).is_empty());
+        // b keeps renewing; c was released and never came back.
+        let later = t0 + after;
+        let leases = [lease("r-b", "9", Some("b"), 4), lease("r-c", "1", None, 1)];
+        let live = live_replicas(&id("a"), &leases, &mut seen, later);
+        assert_eq!(
+            gone_replicas(&leases, &live, &seen, after, later),
+            [("r-c".to_string(), "1".to_string())]
+        );
     }
 
     #[test]
