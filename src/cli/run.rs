@@ -174,8 +174,9 @@ pub struct HostingArgs {
     #[arg(long, env = "GITFLEET_IDENTITY")]
     pub identity: Option<String>,
     /// Divides the members into this many shards held by the live replicas through Leases
-    /// (0: none). Only the ownership is built: the leader still delivers to every member, so
-    /// the flag is not shown in the help yet (docs/architecture.md, "Sharding").
+    /// (0: none): each replica pushes to and watches the members of the shards it holds, on
+    /// the leader's orders. The leader still probes every member itself, so the flag is not
+    /// shown in the help yet (docs/architecture.md, "Sharding").
     #[arg(long, env = "GITFLEET_SHARDS", default_value_t = 0, hide = true)]
     pub shards: u32,
 }
@@ -606,6 +607,7 @@ async fn run_elected(
         identity.clone(),
     ));
     let stop_shards = CancellationToken::new();
+    let mut owned = None;
     let sharder = (args.hosting.shards > 0).then(|| {
         let sharding = crate::daemon::shards::leases::Sharding {
             shards: args.hosting.shards,
@@ -618,6 +620,7 @@ async fn run_elected(
             retry_period: election.retry_period,
         };
         let (owned_tx, owned_rx) = tokio::sync::watch::channel(Default::default());
+        owned = Some(owned_rx.clone());
         tokio::spawn(publish_shards(owned_rx, status.clone(), sharding.clone()));
         tokio::spawn(crate::daemon::shards::leases::run(
             kube::Api::namespaced(client.clone(), &namespace),
@@ -630,6 +633,41 @@ async fn run_elected(
     let leadership = Leadership {
         seen: seen_rx.clone(),
         renew_deadline: election.renew_deadline,
+    };
+    // With shards, every replica pushes to the members of the shards it owns, the leader's
+    // orders in hand; the leader itself delivers only through those orders.
+    let hosting = |objects| crate::daemon::shards::remote::Hosting {
+        objects,
+        secrets: kube::Api::namespaced(client.clone(), &namespace),
+        names: crate::daemon::shards::Names {
+            prefix: election.lease_name.clone(),
+        },
+        shards: args.hosting.shards,
+        me: crate::daemon::shards::ReplicaId::from(identity.as_str()),
+    };
+    let delivering = match owned {
+        None => Delivering::Direct(Box::new(deliverer)),
+        Some(owned) => {
+            let local = Arc::new(deliverer);
+            let executor = Arc::new(crate::daemon::shards::executor::Executor::new(
+                hosting(kube::Api::namespaced(client.clone(), &namespace)),
+                election.renew_deadline,
+                local.clone(),
+                metrics.clone(),
+            ));
+            tokio::spawn(executor.run(owned, stop_shards.clone()));
+            // A push's own retries, and a shard's move to another owner, within the wait.
+            let answer_within =
+                args.push.retry_budget + 2 * election.lease_duration + Duration::from_secs(60);
+            Delivering::Sharded(Arc::new(
+                crate::daemon::shards::remote::ShardedDeliverer::new(
+                    local,
+                    hosting(kube::Api::namespaced(client.clone(), &namespace)),
+                    answer_within,
+                    metrics.shard_reports_refused.clone(),
+                ),
+            ))
+        }
     };
     let prefix = election.lease_name.clone();
     let lead = async {
@@ -667,11 +705,29 @@ async fn run_elected(
             load_ms = started.elapsed().as_millis() as u64,
             "leading: read and claimed the state"
         );
-        let mut daemon = Daemon::open_with(opts, deliverer, Arc::new(store))?;
-        daemon.lead(status.clone(), metrics.clone(), leadership);
-        // Only the leader tells: followers publish nothing of their own.
-        let _notifier = notifications.map(|config| start_notifications(&mut daemon, config));
-        daemon.run(wake_rx, shutdown.clone()).await
+        let leading = Leading {
+            store: Arc::new(store),
+            status: status.clone(),
+            metrics: metrics.clone(),
+            leadership,
+            notifications,
+        };
+        match delivering {
+            Delivering::Direct(deliverer) => {
+                leading
+                    .run(opts, *deliverer, wake_rx, shutdown.clone())
+                    .await
+            }
+            Delivering::Sharded(sharded) => {
+                sharded
+                    .clear_earlier()
+                    .await
+                    .context("cannot clear the orders of an earlier leader")?;
+                let records = kube::Api::namespaced(client.clone(), &namespace);
+                tokio::spawn(sharded.clone().collect(records, shutdown.clone()));
+                leading.run(opts, sharded, wake_rx, shutdown.clone()).await
+            }
+        }
     };
     let lost = async {
         let mut seen = seen_rx.clone();
@@ -709,6 +765,40 @@ async fn run_elected(
     let _ = elector.await;
     server.finish().await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How the leader reaches the members.
+enum Delivering {
+    Direct(Box<PushDeliverer>),
+    /// Through the owners of the members' shards.
+    Sharded(Arc<crate::daemon::shards::remote::ShardedDeliverer>),
+}
+
+/// What a replica that leads runs the daemon with.
+struct Leading {
+    store: Arc<dyn crate::state::StateBackend>,
+    status: Arc<std::sync::Mutex<crate::daemon::Status>>,
+    metrics: Arc<crate::daemon::metrics::Metrics>,
+    leadership: crate::daemon::leader::Leadership,
+    notifications: Option<crate::notify::config::Config>,
+}
+
+impl Leading {
+    async fn run<D: crate::daemon::Deliverer>(
+        self,
+        opts: RunOptions,
+        deliverer: D,
+        wake: tokio::sync::mpsc::UnboundedReceiver<()>,
+        shutdown: CancellationToken,
+    ) -> Result<()> {
+        let mut daemon = Daemon::open_with(opts, deliverer, self.store)?;
+        daemon.lead(self.status, self.metrics, self.leadership);
+        // Only the leader tells: followers publish nothing of their own.
+        let _notifier = self
+            .notifications
+            .map(|config| start_notifications(&mut daemon, config));
+        daemon.run(wake, shutdown).await
+    }
 }
 
 /// How long queued notifications may take to be sent when the daemon stops (`--once`'s last

@@ -52,6 +52,10 @@ pub struct Metrics {
     /// What the members' watches reported, by member and cause (`changed`, `watch_restarted`,
     /// `status`): a steady rate of restarts says the watches keep breaking.
     pub member_changes: Family<Labels, Counter>,
+    /// `--shards`: orders carried out, by shard and outcome (`delivered`, `fenced`).
+    pub shard_orders: Family<Labels, Counter>,
+    /// `--shards`, the leader: reports of deposed owners, refused.
+    pub shard_reports_refused: Counter,
 }
 
 impl Default for Metrics {
@@ -176,8 +180,22 @@ impl Default for Metrics {
             "Changes the members' watches reported, by member and cause: changed (an object gitfleet applied, changed or deleted by someone else), watch_restarted (a watch broke or started late: everything re-checked), status (a status an OCM work reads)",
             member_changes.clone(),
         );
+        let shard_orders = Family::<Labels, Counter>::default();
+        registry.register(
+            "shard_orders",
+            "--shards: orders this replica carried out for the shards it owns, by shard and outcome: delivered (reported to the leader), fenced (its claim of the shard was taken over first: not acted on)",
+            shard_orders.clone(),
+        );
+        let shard_reports_refused = Counter::default();
+        registry.register(
+            "shard_reports_refused",
+            "--shards, the leader: reports refused because their shard was claimed by another owner since (a deposed owner's)",
+            shard_reports_refused.clone(),
+        );
         Self {
             member_changes,
+            shard_orders,
+            shard_reports_refused,
             notifications,
             git_fetch_errors,
             git_last_fetch_success,

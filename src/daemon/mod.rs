@@ -116,6 +116,37 @@ pub trait Deliverer: Send + Sync + 'static {
     }
 }
 
+/// A deliverer shared with another part of the process (`--shards`: with the report collector).
+impl<T: Deliverer> Deliverer for Arc<T> {
+    fn probe(&self, members: &[Member]) -> impl Future<Output = Result<Inventory>> + Send {
+        T::probe(self, members)
+    }
+
+    fn deliver(
+        &self,
+        work: Vec<Work>,
+        commit: &str,
+        contexts: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Delivery> + Send {
+        T::deliver(self, work, commit, contexts)
+    }
+
+    fn records(
+        &self,
+        members: &[Member],
+    ) -> impl Future<Output = Vec<crate::push::fleet::MemberRecords>> + Send {
+        T::records(self, members)
+    }
+
+    fn watch(
+        &self,
+        members: &BTreeMap<String, (String, std::collections::BTreeSet<watch::Kind>)>,
+        changes: &UnboundedSender<watch::MemberChange>,
+    ) {
+        T::watch(self, members, changes);
+    }
+}
+
 /// What a delivery found: each work's outcome, and the members it could not reach or read at
 /// all (by name, with why), which the daemon marks unhealthy until a probe says otherwise.
 #[derive(Debug, Default)]
@@ -857,25 +888,10 @@ impl<D: Deliverer> Daemon<D> {
     /// Starts watches for the kinds `work` delivers to each member (`contexts`: member name to
     /// kubeconfig context).
     fn watch_delivered(&mut self, work: &[Work], contexts: &BTreeMap<String, String>) {
-        let mut new = false;
-        for w in work {
-            if let crate::rollout::Action::Apply { manifests, .. } = &w.action {
-                let kinds = self.watched.entry(w.cluster.clone()).or_default();
-                for m in manifests.iter() {
-                    let api_version = m.value["apiVersion"].as_str().unwrap_or_default();
-                    let kind = m.value["kind"].as_str().unwrap_or_default();
-                    new |= kinds.insert((api_version.to_string(), kind.to_string()));
-                }
-            }
-        }
-        if !new {
+        if !watch::add_delivered_kinds(work, &mut self.watched) {
             return;
         }
-        let members = self
-            .watched
-            .iter()
-            .filter_map(|(m, kinds)| Some((m.clone(), (contexts.get(m)?.clone(), kinds.clone()))))
-            .collect();
+        let members = watch::with_contexts(&self.watched, contexts);
         self.deliverer.watch(&members, &self.changes);
     }
 

@@ -6,7 +6,7 @@
 //! reports it. The periodic resync (`--resync`) is the backstop for whatever a watch misses.
 //! I/O only: what a change means for the rollout is [`crate::rollout::RolloutState::recheck`].
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -35,7 +35,7 @@ const _: () = assert!(
 );
 
 /// Something on a member changed under gitfleet.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MemberChange {
     pub member: String,
     /// The placement label of the object; `None`: anything on the member may have changed (a
@@ -90,6 +90,37 @@ impl StatusReads {
 /// `(apiVersion, kind)` of objects gitfleet delivers.
 pub type Kind = (String, String);
 
+/// The kinds of objects each member is given, by member.
+pub type Delivered = BTreeMap<String, BTreeSet<Kind>>;
+
+/// Adds the kinds `work` applies to each member's in `watched`; whether any is new.
+pub fn add_delivered_kinds(work: &[crate::rollout::Work], watched: &mut Delivered) -> bool {
+    let mut new = false;
+    for w in work {
+        if let crate::rollout::Action::Apply { manifests, .. } = &w.action {
+            let kinds = watched.entry(w.cluster.clone()).or_default();
+            for m in manifests.iter() {
+                let api_version = m.value["apiVersion"].as_str().unwrap_or_default();
+                let kind = m.value["kind"].as_str().unwrap_or_default();
+                new |= kinds.insert((api_version.to_string(), kind.to_string()));
+            }
+        }
+    }
+    new
+}
+
+/// `watched` with each member's kubeconfig context (`contexts`: member to context), as
+/// [`super::Deliverer::watch`] takes it; members without a context are left out.
+pub fn with_contexts(
+    watched: &Delivered,
+    contexts: &BTreeMap<String, String>,
+) -> BTreeMap<String, (String, BTreeSet<Kind>)> {
+    watched
+        .iter()
+        .filter_map(|(m, kinds)| Some((m.clone(), (contexts.get(m)?.clone(), kinds.clone()))))
+        .collect()
+}
+
 /// The watches running, by member, context and kind; each a task that reports into the
 /// daemon's channel until the member or kind is no longer delivered.
 #[derive(Default)]
@@ -108,6 +139,18 @@ impl Drop for Watches {
 }
 
 impl Watches {
+    /// Stops the watches of the members `keep` refuses (members this replica no longer acts
+    /// for): another replica watches them now.
+    pub fn keep_members(&self, keep: impl Fn(&str) -> bool) {
+        self.running.lock().unwrap().retain(|(member, _, _), task| {
+            let kept = keep(member);
+            if !kept {
+                task.abort();
+            }
+            kept
+        });
+    }
+
     /// Makes sure `kinds` are watched on `target` (started when new; the others of that member
     /// keep running: a kind delivered once may be delivered again, and watching costs little).
     pub fn ensure(

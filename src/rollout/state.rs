@@ -68,7 +68,7 @@ pub struct LastProbe {
 pub const ELIGIBLE_FOR: u64 = 300;
 
 /// Why a cluster is re-applied at the next step ([`RolloutState::recheck`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RecheckCause {
     /// The members' watch saw an object changed or deleted on the member: drift.
     ChangedOnTheMember,

@@ -42,7 +42,7 @@ impl std::fmt::Display for Strategy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApplyStrategy {
     pub type_: ApplyStrategyType,
     pub comparison: ComparisonOption,

@@ -105,7 +105,7 @@ pub enum Prune {
 }
 
 /// What push read on the member besides the health, one line each.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Observed {
     /// ReportDiff diffs, fields others changed under FullComparison.
     pub diffs: Vec<String>,
@@ -116,7 +116,7 @@ pub struct Observed {
 }
 
 /// How a piece of work ended, as push reports it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Outcome {
     /// Applied (or removed); the health of what is on the cluster now, and the differences
     /// push reported (ReportDiff diffs, fields others changed under FullComparison), one line

@@ -17,8 +17,35 @@ use super::{Names, ReplicaId, ShardId, GROUP_LABEL};
 pub struct Claim {
     pub shard: ShardId,
     pub name: String,
+    /// What this claim's reports carry: the leader accepts a report only while the record
+    /// still holds it ([`TOKEN_KEY`]), so a deposed owner's reports are refused.
+    pub token: ClaimToken,
     resource_version: String,
 }
+
+/// One claim of one shard's record, unique among every claim ever made of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct ClaimToken(String);
+
+impl ClaimToken {
+    fn new(me: &ReplicaId) -> ClaimToken {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        ClaimToken(format!("{me}@{nanos}"))
+    }
+
+    /// The token a record holds now (`None`: never claimed, or not a record).
+    pub fn of_record(record: &ConfigMap) -> Option<ClaimToken> {
+        let token = record.data.as_ref()?.get(TOKEN_KEY)?;
+        Some(ClaimToken(token.clone()))
+    }
+}
+
+/// The record's key that holds its current claim's token.
+pub const TOKEN_KEY: &str = "claim";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {
@@ -36,11 +63,12 @@ pub enum ClaimError {
 fn record(
     names: &Names,
     shard: ShardId,
-    owner: &ReplicaId,
+    (owner, token): (&ReplicaId, &ClaimToken),
     data: BTreeMap<String, String>,
 ) -> ConfigMap {
     let mut all = data;
     all.insert("owner".into(), owner.to_string());
+    all.insert(TOKEN_KEY.into(), token.0.clone());
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(names.shard_record(shard)),
@@ -64,7 +92,8 @@ pub async fn claim(
     me: &ReplicaId,
 ) -> Result<Claim, ClaimError> {
     let fail = |source| ClaimError::Api { shard, source };
-    let mut new = record(names, shard, me, BTreeMap::new());
+    let token = ClaimToken::new(me);
+    let mut new = record(names, shard, (me, &token), BTreeMap::new());
     let written = match api
         .get_opt(&names.shard_record(shard))
         .await
@@ -81,6 +110,7 @@ pub async fn claim(
         Ok(w) => Ok(Claim {
             shard,
             name: names.shard_record(shard),
+            token,
             resource_version: w.metadata.resource_version.unwrap_or_default(),
         }),
         // Another replica wrote between the read and the write: it is the newer claim.
@@ -98,7 +128,7 @@ pub async fn write(
     data: BTreeMap<String, String>,
 ) -> Result<(), ClaimError> {
     let shard = claim.shard;
-    let mut new = record(names, shard, me, data);
+    let mut new = record(names, shard, (me, &claim.token), data);
     new.metadata.resource_version = Some(claim.resource_version.clone());
     match api.replace(&claim.name, &Default::default(), &new).await {
         Ok(w) => {

@@ -41,6 +41,9 @@ pub struct Owned {
     pub shards: BTreeMap<ShardId, Instant>,
     /// The live replicas as it sees them, itself included.
     pub live: BTreeSet<ReplicaId>,
+    /// Each held shard's record as this replica claimed it when it took the shard: whoever
+    /// acts for the shard writes the record from there.
+    pub claims: BTreeMap<ShardId, claims::Claim>,
 }
 
 impl Owned {
@@ -122,6 +125,8 @@ pub async fn run(
             let before = o.shards.len();
             o.shards
                 .retain(|_, renewed| now < *renewed + sharding.renew_deadline);
+            let Owned { shards, claims, .. } = o;
+            claims.retain(|s, _| shards.contains_key(s));
             o.shards.len() != before
         });
         tokio::select! {
@@ -230,6 +235,7 @@ async fn round(
     owned.send_modify(|o| {
         for s in &leaving {
             o.shards.remove(s);
+            o.claims.remove(s);
         }
         o.live.clone_from(&live);
     });
@@ -268,6 +274,7 @@ async fn round(
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 owned.send_modify(|o| {
                     o.shards.remove(&shard);
+                    o.claims.remove(&shard);
                 });
                 claims.remove(&shard);
                 continue;
@@ -288,6 +295,11 @@ async fn round(
         }
         owned.send_modify(|o| {
             o.shards.insert(shard, Instant::now());
+            if let Some(c) = claims.get(&shard) {
+                if o.claims.get(&shard).map(|held| &held.token) != Some(&c.token) {
+                    o.claims.insert(shard, c.clone());
+                }
+            }
         });
     }
     Ok(())

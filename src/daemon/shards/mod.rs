@@ -15,13 +15,19 @@
 
 pub mod assign;
 pub mod claims;
+pub mod executor;
 pub mod leases;
+pub mod orders;
 pub mod ownership;
+pub mod remote;
+pub mod renderings;
 
 use std::fmt;
 
 /// A shard: members are divided among `--shards` of them by a digest of their name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct ShardId(pub u32);
 

@@ -1,0 +1,411 @@
+//! A shard owner's side of sharded delivery, on every replica: it watches the leader's orders,
+//! carries out those of the shards it acts for with its own pushes, and reports back under its
+//! claim of each shard's record. Before acting on a shard's orders it writes the record under
+//! that claim: once a successor has claimed the shard, the write is refused and this replica
+//! does not act (the fencing of [`super::claims`]). It watches the members it delivered to and
+//! reports what changes there; the watches of a shard that moves away stop.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::PostParams;
+use kube::runtime::watcher;
+use kube::Api;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::claims::{self, Claim, ClaimError, ClaimToken};
+use super::leases::Owned;
+use super::orders::{self, Order, OrderName, Report, ReportBody};
+use super::renderings::Fetched;
+use super::{assign, Names, ReplicaId, ShardId};
+use crate::daemon::deliver::PushDeliverer;
+use crate::daemon::metrics::{labels, Metrics};
+use crate::daemon::watch::{self, MemberChange};
+use crate::daemon::Deliverer as _;
+use crate::rollout::{Outcome, Work};
+
+/// Changes seen on the members are gathered this long before they are reported.
+const CHANGES_GATHERED_FOR: Duration = Duration::from_millis(200);
+/// After the hosting cluster failed a shard's record write, the next try.
+const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
+
+pub struct Executor {
+    /// Orders, reports and shard records, in the hosting cluster's namespace.
+    pub objects: Api<ConfigMap>,
+    pub renderings: Fetched,
+    pub names: Names,
+    pub me: ReplicaId,
+    pub shards: u32,
+    pub renew_deadline: Duration,
+    pub local: Arc<PushDeliverer>,
+    pub metrics: Arc<Metrics>,
+    /// The kinds delivered to each member this replica acts for, to be watched there.
+    watched: Mutex<watch::Delivered>,
+    reports: AtomicU64,
+}
+
+/// What a task of the executor ended with.
+enum Ended {
+    /// A shard's record was written under `claim` (or refused it: `fenced`) before acting on
+    /// `pending`.
+    Fence {
+        claim: Claim,
+        pending: Vec<(OrderName, Arc<Order>)>,
+        written: Result<(), Fence>,
+    },
+    /// An order was delivered; `reported`: and its report posted.
+    Order { name: OrderName, reported: bool },
+}
+
+enum Fence {
+    /// A successor claimed the shard: this replica stops acting for it.
+    Claimed,
+    /// The hosting cluster did not take the write: tried again.
+    Failed,
+}
+
+impl Executor {
+    pub fn new(
+        hosting: super::remote::Hosting,
+        renew_deadline: Duration,
+        local: Arc<PushDeliverer>,
+        metrics: Arc<Metrics>,
+    ) -> Executor {
+        Executor {
+            renderings: Fetched::new(hosting.secrets, hosting.names.clone()),
+            objects: hosting.objects,
+            names: hosting.names,
+            me: hosting.me,
+            shards: hosting.shards,
+            renew_deadline,
+            local,
+            metrics,
+            watched: Mutex::default(),
+            reports: AtomicU64::new(0),
+        }
+    }
+
+    /// Carries out the orders of the shards this replica acts for, until `stop`.
+    pub async fn run(
+        self: Arc<Self>,
+        mut owned: tokio::sync::watch::Receiver<Owned>,
+        stop: CancellationToken,
+    ) {
+        let (changes_tx, mut changes_rx) = tokio::sync::mpsc::unbounded_channel();
+        let selector = format!("{}={}", orders::ORDER_LABEL, self.names.prefix);
+        let stream = watcher(
+            self.objects.clone(),
+            watcher::Config::default().labels(&selector),
+        );
+        let mut stream = std::pin::pin!(stream);
+        let mut known: BTreeMap<OrderName, (ShardId, Arc<Order>)> = BTreeMap::new();
+        let mut listing: Option<BTreeSet<OrderName>> = None;
+        let mut delivered: HashSet<OrderName> = HashSet::new();
+        let mut claims: BTreeMap<ShardId, Claim> = BTreeMap::new();
+        let mut fenced: HashSet<ClaimToken> = HashSet::new();
+        // Shards whose record is being written, and orders being delivered.
+        let mut fencing: BTreeSet<ShardId> = BTreeSet::new();
+        let mut running: HashSet<OrderName> = HashSet::new();
+        let mut acting: BTreeSet<ShardId> = BTreeSet::new();
+        let mut tasks: JoinSet<Ended> = JoinSet::new();
+        let mut changes: Vec<MemberChange> = Vec::new();
+        loop {
+            let flush = async {
+                if changes.is_empty() {
+                    std::future::pending::<()>().await;
+                }
+                tokio::time::sleep(CHANGES_GATHERED_FOR).await;
+            };
+            tokio::select! {
+                () = stop.cancelled() => break,
+                event = stream.next() => match event {
+                    Some(Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm))) => {
+                        match orders::read_order(&cm) {
+                            Ok((name, shard, order)) => {
+                                if let Some(l) = listing.as_mut() {
+                                    l.insert(name.clone());
+                                }
+                                known.insert(name, (shard, Arc::new(order)));
+                            }
+                            Err(e) => tracing::warn!(error = %e, "an unreadable order: left alone"),
+                        }
+                    }
+                    Some(Ok(watcher::Event::Delete(cm))) => {
+                        let name = OrderName(cm.metadata.name.unwrap_or_default());
+                        known.remove(&name);
+                        delivered.remove(&name);
+                    }
+                    Some(Ok(watcher::Event::Init)) => listing = Some(BTreeSet::new()),
+                    Some(Ok(watcher::Event::InitDone)) => {
+                        // Orders deleted while the watch was down are gone from the listing.
+                        if let Some(listed) = listing.take() {
+                            known.retain(|n, _| listed.contains(n));
+                            delivered.retain(|n| listed.contains(n));
+                        }
+                    }
+                    Some(Err(e)) => tracing::warn!(error = %e, "watching the orders failed; resuming"),
+                    None => break,
+                },
+                changed = owned.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+                Some(ended) = tasks.join_next() => match ended {
+                    Ok(Ended::Order { name, reported }) => {
+                        running.remove(&name);
+                        if reported {
+                            delivered.insert(name);
+                        }
+                    }
+                    Ok(Ended::Fence { claim, pending, written }) => {
+                        let shard = claim.shard;
+                        fencing.remove(&shard);
+                        match written {
+                            Ok(()) => {
+                                for (name, order) in pending {
+                                    running.insert(name.clone());
+                                    let token = claim.token.clone();
+                                    let (me, changes) = (self.clone(), changes_tx.clone());
+                                    tasks.spawn(async move {
+                                        let reported = me.deliver(shard, &token, &name, order, &changes).await;
+                                        Ended::Order { name, reported }
+                                    });
+                                }
+                            }
+                            Err(Fence::Claimed) => {
+                                tracing::warn!(%shard, "claimed by another replica since: not acting for it");
+                                self.metrics
+                                    .shard_orders
+                                    .get_or_create(&labels(&[("shard", &shard.0.to_string()), ("outcome", "fenced")]))
+                                    .inc_by(pending.len() as u64);
+                                fenced.insert(claim.token.clone());
+                            }
+                            Err(Fence::Failed) => {}
+                        }
+                        // The write moved the claim on, unless the shard was claimed anew.
+                        if let Some(c) = claims.get_mut(&shard) {
+                            if c.token == claim.token {
+                                *c = claim;
+                            }
+                        }
+                    }
+                    Err(_) => {}
+                },
+                Some(c) = changes_rx.recv() => changes.push(c),
+                () = flush => self.report_changes(std::mem::take(&mut changes), &claims),
+            }
+            // What this replica acts for now, and by which claims.
+            let now = tokio::time::Instant::now();
+            let (now_acting, held) = {
+                let o = owned.borrow();
+                (o.acting_for(self.renew_deadline, now), o.claims.clone())
+            };
+            claims.retain(|s, _| now_acting.contains(s));
+            for (shard, claim) in held {
+                if !now_acting.contains(&shard) {
+                    continue;
+                }
+                if claims.get(&shard).map(|c| &c.token) != Some(&claim.token) {
+                    claims.insert(shard, claim);
+                }
+            }
+            if now_acting != acting {
+                acting = now_acting;
+                self.stop_watching_others(&acting);
+            }
+            for (shard, claim) in &claims {
+                if fencing.contains(shard) || fenced.contains(&claim.token) {
+                    continue;
+                }
+                let pending: Vec<(OrderName, Arc<Order>)> = known
+                    .iter()
+                    .filter(|(n, (s, _))| {
+                        s == shard && !delivered.contains(*n) && !running.contains(*n)
+                    })
+                    .map(|(n, (_, o))| (n.clone(), o.clone()))
+                    .collect();
+                if pending.is_empty() {
+                    continue;
+                }
+                fencing.insert(*shard);
+                tasks.spawn(self.clone().fence(claim.clone(), pending));
+            }
+        }
+        tasks.shutdown().await;
+    }
+
+    /// Forgets (and stops watching) the members of the shards this replica no longer acts for.
+    fn stop_watching_others(&self, acting: &BTreeSet<ShardId>) {
+        let mine = |member: &str| acting.contains(&assign::shard_of(member, self.shards));
+        self.watched.lock().unwrap().retain(|m, _| mine(m));
+        self.local.watches.keep_members(mine);
+    }
+
+    /// Writes the shard's record under `claim` before its `pending` orders are acted on: a
+    /// successor's claim makes the API server refuse it.
+    async fn fence(
+        self: Arc<Self>,
+        mut claim: Claim,
+        pending: Vec<(OrderName, Arc<Order>)>,
+    ) -> Ended {
+        let data = BTreeMap::from([("acting".to_string(), pending.len().to_string())]);
+        let written = match claims::write(&self.objects, &self.names, &mut claim, &self.me, data)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(ClaimError::Fenced { .. }) => Err(Fence::Claimed),
+            Err(e) => {
+                tracing::warn!(shard = %claim.shard, error = %e, "cannot write the shard's record; trying again");
+                tokio::time::sleep(RETRY_AFTER_ERROR).await;
+                Err(Fence::Failed)
+            }
+        };
+        Ended::Fence {
+            claim,
+            pending,
+            written,
+        }
+    }
+
+    /// Delivers one order and reports it; whether the report was posted.
+    async fn deliver(
+        &self,
+        shard: ShardId,
+        token: &ClaimToken,
+        name: &OrderName,
+        order: Arc<Order>,
+        changes: &UnboundedSender<MemberChange>,
+    ) -> bool {
+        let (outcomes, unreachable) = match self.works_of(&order).await {
+            Err(why) => (
+                order
+                    .works
+                    .iter()
+                    .map(|_| Outcome::Failed(why.clone()))
+                    .collect(),
+                BTreeMap::new(),
+            ),
+            Ok(works) => {
+                let contexts: BTreeMap<String, String> = if order.context.is_empty() {
+                    BTreeMap::new()
+                } else {
+                    BTreeMap::from([(order.member.clone(), order.context.clone())])
+                };
+                let watch = {
+                    let mut watched = self.watched.lock().unwrap();
+                    watch::add_delivered_kinds(&works, &mut watched)
+                        .then(|| watch::with_contexts(&watched, &contexts))
+                };
+                let delivery = self.local.deliver(works, &order.commit, &contexts).await;
+                if let Some(members) = watch {
+                    self.local.watch(&members, changes);
+                }
+                let outcomes = delivery.results.into_iter().map(|(_, o)| o).collect();
+                (outcomes, delivery.unreachable)
+            }
+        };
+        let report = Report {
+            shard,
+            token: token.clone(),
+            body: ReportBody::Delivered {
+                order: name.clone(),
+                outcomes,
+                unreachable,
+            },
+        };
+        let object =
+            orders::report_object(&self.names, &self.names.delivered_report(name), &report);
+        let shard_label = shard.0.to_string();
+        match self.post(&object).await {
+            Ok(()) => {
+                self.metrics
+                    .shard_orders
+                    .get_or_create(&labels(&[
+                        ("shard", &shard_label),
+                        ("outcome", "delivered"),
+                    ]))
+                    .inc();
+                true
+            }
+            Err(e) => {
+                tracing::warn!(order = %name, error = %e, "cannot report a delivery; it is delivered again");
+                false
+            }
+        }
+    }
+
+    /// An order's work with its manifests, fetched from the hosting cluster.
+    async fn works_of(&self, order: &Order) -> Result<Vec<Work>, String> {
+        let mut works = Vec::with_capacity(order.works.len());
+        for w in &order.works {
+            let manifests = match w.rendering() {
+                Some(id) => Some(self.renderings.get(id).await.map_err(|e| e.to_string())?),
+                None => None,
+            };
+            works.push(
+                w.clone()
+                    .into_work(|_| manifests.expect("an apply names its rendering")),
+            );
+        }
+        Ok(works)
+    }
+
+    /// Creates a report, or (a report of the same order left by an earlier delivery) replaces
+    /// it.
+    async fn post(&self, object: &ConfigMap) -> Result<(), kube::Error> {
+        match self.objects.create(&PostParams::default(), object).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let name = object.metadata.name.clone().unwrap_or_default();
+                self.objects
+                    .replace(&name, &PostParams::default(), object)
+                    .await
+                    .map(|_| ())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reports `changes`, one report per shard, under the claims this replica acts by.
+    fn report_changes(
+        self: &Arc<Self>,
+        changes: Vec<MemberChange>,
+        claims: &BTreeMap<ShardId, Claim>,
+    ) {
+        let mut by_shard: BTreeMap<ShardId, Vec<MemberChange>> = BTreeMap::new();
+        for c in changes {
+            by_shard
+                .entry(assign::shard_of(&c.member, self.shards))
+                .or_default()
+                .push(c);
+        }
+        for (shard, changes) in by_shard {
+            // Changes of a shard this replica let go of are its next owner's to see.
+            let Some(claim) = claims.get(&shard) else {
+                continue;
+            };
+            let name = self
+                .names
+                .changes_report(&self.me, self.reports.fetch_add(1, Ordering::Relaxed));
+            let report = Report {
+                shard,
+                token: claim.token.clone(),
+                body: ReportBody::Changed { changes },
+            };
+            let object = orders::report_object(&self.names, &name, &report);
+            let me = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = me.post(&object).await {
+                    tracing::warn!(%shard, error = %e, "cannot report changes seen on the members");
+                }
+            });
+        }
+    }
+}
