@@ -42,22 +42,24 @@ fn settings(repo: &Repo, mode: &str) {
     );
 }
 
-/// The members and the resources, without a placement yet.
+/// The resources, without members or a placement yet: nothing is probed or pushed before the
+/// replicas have split the shards.
 fn fleet_repo() -> Repo {
     let repo = Repo::new();
-    for m in member_names() {
-        repo.write(&format!("members/{m}.yaml"), &common::member_cluster(&m));
-    }
     repo.write(
         "app/namespace.yaml",
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n",
     );
     settings(&repo, "v1");
-    repo.commit("members");
+    repo.commit("resources");
     repo
 }
 
+/// The members, and a placement of the resources on all of them.
 fn place(repo: &Repo) {
+    for m in member_names() {
+        repo.write(&format!("members/{m}.yaml"), &common::member_cluster(&m));
+    }
     repo.write(
         "app/placement.yaml",
         "apiVersion: placement.kubernetes-fleet.io/v1beta1
@@ -155,17 +157,23 @@ fn split_among(replicas: &BTreeMap<String, Daemon>) -> bool {
     all == (0..SHARDS).collect::<Vec<_>>()
 }
 
-/// Orders a replica delivered, by shard (`gitfleet_shard_orders_total`).
-fn delivered(daemon: &Daemon) -> BTreeMap<u32, u64> {
+/// Orders a replica carried out with `outcome` (`delivered`, `probed`), by shard
+/// (`gitfleet_shard_orders_total`).
+fn orders(daemon: &Daemon, outcome: &str) -> BTreeMap<u32, u64> {
+    let suffix = format!(",outcome=\"{outcome}\"}} ");
     get(daemon, "/metrics")
         .lines()
         .filter_map(|l| {
             let rest = l.strip_prefix("gitfleet_shard_orders_total{shard=\"")?;
             let (shard, rest) = rest.split_once('"')?;
-            let count = rest.strip_prefix(",outcome=\"delivered\"} ")?;
+            let count = rest.strip_prefix(suffix.as_str())?;
             Some((shard.parse().ok()?, count.trim().parse().ok()?))
         })
         .collect()
+}
+
+fn delivered(daemon: &Daemon) -> BTreeMap<u32, u64> {
+    orders(daemon, "delivered")
 }
 
 /// Each member's `settings` mode and resourceVersion.
@@ -227,7 +235,8 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
         .flat_map(|(id, d)| held(d).into_iter().map(move |s| (s, id.clone())))
         .collect();
 
-    // The first rollout: every member pushed to by its shard's owner, and by no one else.
+    // The first rollout: every member probed and pushed to by its shard's owner, and by no one
+    // else.
     place(&repo);
     await_until("the placement on every member", || everywhere(&fleet, "v1"));
     let leader = replicas
@@ -242,39 +251,44 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
             == Some(member_names().len())
     });
     let member_shards: BTreeSet<u32> = member_names().iter().map(|m| shard_of(m)).collect();
-    for (id, daemon) in &replicas {
-        for (shard, n) in delivered(daemon) {
-            assert_eq!(
-                holders.get(&shard),
-                Some(id),
-                "{id} delivered {n} orders of shard {shard}, held by {:?}",
-                holders.get(&shard)
+    // Pushes and probes alike: the leader reaches no member itself.
+    for outcome in ["delivered", "probed"] {
+        for shard in &member_shards {
+            let owner = &holders[shard];
+            assert!(
+                orders(&replicas[owner], outcome).contains_key(shard),
+                "shard {shard}'s members not {outcome} by its owner {owner}"
             );
         }
+        for (id, daemon) in &replicas {
+            for (shard, n) in orders(daemon, outcome) {
+                assert_eq!(
+                    holders.get(&shard),
+                    Some(id),
+                    "{id} {outcome} {n} orders of shard {shard}, held by {:?}",
+                    holders.get(&shard)
+                );
+            }
+        }
     }
-    for shard in &member_shards {
-        let owner = &replicas[&holders[shard]];
-        assert!(
-            delivered(owner).get(shard).copied().unwrap_or(0) >= 1,
-            "shard {shard}'s members were not delivered by its owner {}",
-            holders[shard]
+    // The orders and reports are deleted once answered (a probe may be out at any moment).
+    await_until("no order left", || {
+        let (code, out, err) = hosting.kubectl(
+            "hosting",
+            &[
+                "get",
+                "configmaps",
+                "-n",
+                NAMESPACE,
+                "-l",
+                "gitfleet.io/order-of=gitfleet",
+                "-o",
+                "name",
+            ],
         );
-    }
-    // The orders and reports are gone once answered.
-    let (code, out, err) = hosting.kubectl(
-        "hosting",
-        &[
-            "get",
-            "configmaps",
-            "-n",
-            NAMESPACE,
-            "-l",
-            "gitfleet.io/order-of=gitfleet",
-            "-o",
-            "name",
-        ],
-    );
-    assert_eq!((code, out.trim()), (0, ""), "{err}");
+        assert_eq!(code, 0, "{err}");
+        out.trim().is_empty()
+    });
 
     // A replica that is not the leader and owns members' shards is killed.
     let victim = replicas
@@ -287,13 +301,45 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
         .intersection(&member_shards)
         .copied()
         .collect();
+    let before: BTreeMap<String, BTreeMap<u32, u64>> = replicas
+        .iter()
+        .filter(|(id, _)| **id != victim)
+        .map(|(id, d)| (id.clone(), delivered(d)))
+        .collect();
+    let at_kill = settings_on(&fleet);
+    let killed_at = std::time::Instant::now();
     drop(replicas.remove(&victim));
     await_until("the two survivors holding all 8", || split_among(&replicas));
+    let taken = killed_at.elapsed();
+    // The new owners check the killed replica's members again at once (no commit, no resync):
+    // they take over their watches, and write nothing, since nothing changed.
+    let new_owner = |shard: &u32| {
+        replicas
+            .iter()
+            .find(|(_, d)| held(d).contains(shard))
+            .map(|(id, d)| (id.clone(), d))
+            .expect("a survivor holds it")
+    };
+    await_until(
+        "the killed replica's members checked by their new owners",
+        || {
+            victims_shards.iter().all(|shard| {
+                let (id, daemon) = new_owner(shard);
+                let was = before[&id].get(shard).copied().unwrap_or(0);
+                delivered(daemon).get(shard).copied().unwrap_or(0) > was
+            })
+        },
+    );
+    eprintln!(
+        "{victim} killed: its shards {victims_shards:?} taken after {:.1} s, their members checked again after {:.1} s",
+        taken.as_secs_f64(),
+        killed_at.elapsed().as_secs_f64()
+    );
+    assert_eq!(settings_on(&fleet), at_kill, "a member was written again");
     let before: BTreeMap<String, BTreeMap<u32, u64>> = replicas
         .iter()
         .map(|(id, d)| (id.clone(), delivered(d)))
         .collect();
-    let at_kill = settings_on(&fleet);
 
     settings(&repo, "v2");
     repo.commit("v2");
@@ -302,18 +348,14 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
         assert_ne!(rv, at_kill[&member].1, "{member} not written");
     }
     for shard in &victims_shards {
-        let (id, daemon) = replicas
-            .iter()
-            .find(|(_, d)| held(d).contains(shard))
-            .expect("a survivor holds it");
+        let (id, daemon) = new_owner(shard);
         let after = delivered(daemon).get(shard).copied().unwrap_or(0);
-        let was = before[id].get(shard).copied().unwrap_or(0);
+        let was = before[&id].get(shard).copied().unwrap_or(0);
         assert!(
             after > was,
             "{victim}'s shard {shard} was not delivered by its new owner {id}"
         );
     }
-    eprintln!("{victim} killed: its shards {victims_shards:?} delivered by the survivors");
 
     // A report under a claim the shard's record no longer holds (a deposed owner's) is refused
     // and deleted.

@@ -656,14 +656,16 @@ async fn run_elected(
                 metrics.clone(),
             ));
             tokio::spawn(executor.run(owned, stop_shards.clone()));
-            // A push's own retries, and a shard's move to another owner, within the wait.
-            let answer_within =
-                args.push.retry_budget + 2 * election.lease_duration + Duration::from_secs(60);
+            // A push's own retries (a probe's timeout), and a shard's move to another owner,
+            // within the wait.
+            let moves = 2 * election.lease_duration;
+            let answer_within = args.push.retry_budget + moves + Duration::from_secs(60);
+            let probe_within = args.member_timeout + moves + Duration::from_secs(10);
             Delivering::Sharded(Arc::new(
                 crate::daemon::shards::remote::ShardedDeliverer::new(
                     local,
                     hosting(kube::Api::namespaced(client.clone(), &namespace)),
-                    answer_within,
+                    (answer_within, probe_within),
                     metrics.shard_reports_refused.clone(),
                 ),
             ))

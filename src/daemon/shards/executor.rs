@@ -5,7 +5,7 @@
 //! does not act (the fencing of [`super::claims`]). It watches the members it delivered to and
 //! reports what changes there; the watches of a shard that moves away stop.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::claims::{self, Claim, ClaimError, ClaimToken};
 use super::leases::Owned;
-use super::orders::{self, Order, OrderName, Report, ReportBody};
+use super::orders::{self, MemberWork, Order, OrderName, Report, ReportBody};
 use super::renderings::Fetched;
 use super::{assign, Names, ReplicaId, ShardId};
 use crate::daemon::deliver::PushDeliverer;
@@ -49,6 +49,9 @@ pub struct Executor {
     watched: Mutex<watch::Delivered>,
     reports: AtomicU64,
 }
+
+/// The orders being carried out, with their shard.
+type Running = HashMap<OrderName, (ShardId, tokio::task::AbortHandle)>;
 
 /// What a task of the executor ended with.
 enum Ended {
@@ -111,7 +114,7 @@ impl Executor {
         let mut fenced: HashSet<ClaimToken> = HashSet::new();
         // Shards whose record is being written, and orders being delivered.
         let mut fencing: BTreeSet<ShardId> = BTreeSet::new();
-        let mut running: HashSet<OrderName> = HashSet::new();
+        let mut running: Running = HashMap::new();
         let mut acting: BTreeSet<ShardId> = BTreeSet::new();
         let mut tasks: JoinSet<Ended> = JoinSet::new();
         let mut changes: Vec<MemberChange> = Vec::new();
@@ -168,17 +171,14 @@ impl Executor {
                         let shard = claim.shard;
                         fencing.remove(&shard);
                         match written {
-                            Ok(()) => {
+                            // Only under the claim the shard is still acted for by.
+                            Ok(()) if claims.get(&shard).is_some_and(|c| c.token == claim.token) => {
                                 for (name, order) in pending {
-                                    running.insert(name.clone());
-                                    let token = claim.token.clone();
-                                    let (me, changes) = (self.clone(), changes_tx.clone());
-                                    tasks.spawn(async move {
-                                        let reported = me.deliver(shard, &token, &name, order, &changes).await;
-                                        Ended::Order { name, reported }
-                                    });
+                                    let under = (shard, claim.token.clone());
+                                    self.start(&mut tasks, &mut running, under, (name, order), &changes_tx);
                                 }
                             }
+                            Ok(()) => {}
                             Err(Fence::Claimed) => {
                                 tracing::warn!(%shard, "claimed by another replica since: not acting for it");
                                 self.metrics
@@ -219,26 +219,57 @@ impl Executor {
             if now_acting != acting {
                 acting = now_acting;
                 self.stop_watching_others(&acting);
+                // What was started for a shard let go of stops with it (its next owner does
+                // it again).
+                running.retain(|_, (shard, task)| {
+                    let kept = acting.contains(shard);
+                    if !kept {
+                        task.abort();
+                    }
+                    kept
+                });
             }
             for (shard, claim) in &claims {
-                if fencing.contains(shard) || fenced.contains(&claim.token) {
+                if fenced.contains(&claim.token) {
                     continue;
                 }
-                let pending: Vec<(OrderName, Arc<Order>)> = known
+                let (probes, deliveries): (Vec<_>, Vec<_>) = known
                     .iter()
                     .filter(|(n, (s, _))| {
-                        s == shard && !delivered.contains(*n) && !running.contains(*n)
+                        s == shard && !delivered.contains(*n) && !running.contains_key(*n)
                     })
                     .map(|(n, (_, o))| (n.clone(), o.clone()))
-                    .collect();
-                if pending.is_empty() {
+                    .partition(|(_, o)| matches!(**o, Order::Probe(_)));
+                // A probe only reads: it needs no fencing write (its report is checked as any).
+                for order in probes {
+                    let under = (*shard, claim.token.clone());
+                    self.start(&mut tasks, &mut running, under, order, &changes_tx);
+                }
+                if deliveries.is_empty() || fencing.contains(shard) {
                     continue;
                 }
                 fencing.insert(*shard);
-                tasks.spawn(self.clone().fence(claim.clone(), pending));
+                tasks.spawn(self.clone().fence(claim.clone(), deliveries));
             }
         }
         tasks.shutdown().await;
+    }
+
+    /// Starts carrying out one order under a claim of its shard.
+    fn start(
+        self: &Arc<Self>,
+        tasks: &mut JoinSet<Ended>,
+        running: &mut Running,
+        (shard, token): (ShardId, ClaimToken),
+        (name, order): (OrderName, Arc<Order>),
+        changes: &UnboundedSender<MemberChange>,
+    ) {
+        let (me, changes, key) = (self.clone(), changes.clone(), name.clone());
+        let task = tasks.spawn(async move {
+            let reported = me.carry_out(shard, &token, &name, &order, &changes).await;
+            Ended::Order { name, reported }
+        });
+        running.insert(key, (shard, task));
     }
 
     /// Forgets (and stops watching) the members of the shards this replica no longer acts for.
@@ -274,16 +305,69 @@ impl Executor {
         }
     }
 
-    /// Delivers one order and reports it; whether the report was posted.
-    async fn deliver(
+    /// Carries out one order and reports it; whether the report was posted.
+    async fn carry_out(
         &self,
         shard: ShardId,
         token: &ClaimToken,
         name: &OrderName,
-        order: Arc<Order>,
+        order: &Order,
         changes: &UnboundedSender<MemberChange>,
     ) -> bool {
-        let (outcomes, unreachable) = match self.works_of(&order).await {
+        let body = match order {
+            Order::Deliver(work) => self.deliver(name, work, changes).await,
+            Order::Probe(probe) => {
+                let members: Vec<_> = probe
+                    .members
+                    .iter()
+                    .cloned()
+                    .map(|m| m.into_member())
+                    .collect();
+                ReportBody::Probed {
+                    order: name.clone(),
+                    inventory: self
+                        .local
+                        .probe(&members)
+                        .await
+                        .map_err(|e| format!("{e:#}")),
+                }
+            }
+        };
+        let report = Report {
+            shard,
+            token: token.clone(),
+            body,
+        };
+        let object =
+            orders::report_object(&self.names, &self.names.delivered_report(name), &report);
+        let shard_label = shard.0.to_string();
+        let outcome = match order {
+            Order::Deliver(_) => "delivered",
+            Order::Probe(_) => "probed",
+        };
+        match self.post(&object).await {
+            Ok(()) => {
+                self.metrics
+                    .shard_orders
+                    .get_or_create(&labels(&[("shard", &shard_label), ("outcome", outcome)]))
+                    .inc();
+                true
+            }
+            Err(e) => {
+                tracing::warn!(order = %name, error = %e, "cannot report an order's result; it is carried out again");
+                false
+            }
+        }
+    }
+
+    /// Delivers one member's work: what its report says.
+    async fn deliver(
+        &self,
+        name: &OrderName,
+        order: &MemberWork,
+        changes: &UnboundedSender<MemberChange>,
+    ) -> ReportBody {
+        let (outcomes, unreachable) = match self.works_of(order).await {
             Err(why) => (
                 order
                     .works
@@ -311,38 +395,15 @@ impl Executor {
                 (outcomes, delivery.unreachable)
             }
         };
-        let report = Report {
-            shard,
-            token: token.clone(),
-            body: ReportBody::Delivered {
-                order: name.clone(),
-                outcomes,
-                unreachable,
-            },
-        };
-        let object =
-            orders::report_object(&self.names, &self.names.delivered_report(name), &report);
-        let shard_label = shard.0.to_string();
-        match self.post(&object).await {
-            Ok(()) => {
-                self.metrics
-                    .shard_orders
-                    .get_or_create(&labels(&[
-                        ("shard", &shard_label),
-                        ("outcome", "delivered"),
-                    ]))
-                    .inc();
-                true
-            }
-            Err(e) => {
-                tracing::warn!(order = %name, error = %e, "cannot report a delivery; it is delivered again");
-                false
-            }
+        ReportBody::Delivered {
+            order: name.clone(),
+            outcomes,
+            unreachable,
         }
     }
 
     /// An order's work with its manifests, fetched from the hosting cluster.
-    async fn works_of(&self, order: &Order) -> Result<Vec<Work>, String> {
+    async fn works_of(&self, order: &MemberWork) -> Result<Vec<Work>, String> {
         let mut works = Vec::with_capacity(order.works.len());
         for w in &order.works {
             let manifests = match w.rendering() {

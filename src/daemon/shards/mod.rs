@@ -100,6 +100,11 @@ impl Names {
         format!("{}-shard-{}-record", self.prefix, shard.0)
     }
 
+    /// The shard a record's name stands for, if it is one of this group's.
+    pub fn shard_of_record(&self, name: &str) -> Option<ShardId> {
+        self.shard_of_lease(name.strip_suffix("-record")?)
+    }
+
     /// The shard a shard Lease's name stands for, if it is one of this group's.
     pub fn shard_of_lease(&self, name: &str) -> Option<ShardId> {
         let n = name.strip_prefix(&self.prefix)?.strip_prefix("-shard-")?;
@@ -135,6 +140,11 @@ mod tests {
         assert_eq!(names.shard_lease(ShardId(12)), "gitfleet-shard-12");
         assert_eq!(names.shard_of_lease("gitfleet-shard-12"), Some(ShardId(12)));
         assert_eq!(names.shard_of_lease("gitfleet-shard-12-record"), None);
+        assert_eq!(
+            names.shard_of_record(&names.shard_record(ShardId(12))),
+            Some(ShardId(12))
+        );
+        assert_eq!(names.shard_of_record("gitfleet-shard-12"), None);
         assert_eq!(names.shard_of_lease("other-shard-1"), None);
     }
 }

@@ -54,9 +54,52 @@ impl std::fmt::Display for OrderName {
 #[serde(transparent)]
 pub struct RenderingId(String);
 
+/// What the leader asks of a shard's owner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Order {
+    Deliver(MemberWork),
+    Probe(ProbeMembers),
+}
+
+/// Some members of one shard, to probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeMembers {
+    pub members: Vec<ProbedMember>,
+}
+
+/// A member to probe, as [`crate::members::inventory::Member`] says (but how often).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbedMember {
+    pub name: String,
+    pub context: String,
+    pub declared: BTreeMap<String, String>,
+}
+
+impl ProbedMember {
+    pub fn of(m: &crate::members::inventory::Member) -> ProbedMember {
+        ProbedMember {
+            name: m.target.name.clone(),
+            context: m.target.context.clone(),
+            declared: m.declared.clone(),
+        }
+    }
+
+    pub fn into_member(self) -> crate::members::inventory::Member {
+        crate::members::inventory::Member {
+            target: crate::members::MemberTarget {
+                name: self.name,
+                context: self.context,
+            },
+            declared: self.declared,
+            heartbeat: std::time::Duration::ZERO,
+        }
+    }
+}
+
 /// One member's work of one step, for the owner of the member's shard to deliver.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Order {
+pub struct MemberWork {
     pub member: String,
     /// The member's kubeconfig context (empty: the leader knows none).
     pub context: String,
@@ -183,6 +226,12 @@ pub enum ReportBody {
         order: OrderName,
         outcomes: Vec<Outcome>,
         unreachable: BTreeMap<String, String>,
+    },
+    /// A probe order's answers: every member's inventory (an unhealthy one for a member that
+    /// did not answer), or why the owner could not probe at all.
+    Probed {
+        order: OrderName,
+        inventory: Result<crate::schedule::Inventory, String>,
     },
     /// What the owner's watches saw change on its members.
     Changed {
@@ -447,7 +496,7 @@ mod tests {
         let manifests: Manifests = Arc::new(vec![manifest("a", 10)]);
         let (id, _) = rendering_objects(&names(), &manifests);
         let removed = Work::remove(&"crp/old".parse().unwrap(), "m1", ApplyStrategy::default());
-        let order = Order {
+        let work = MemberWork {
             member: "m1".into(),
             context: "ctx-m1".into(),
             commit: "c1".into(),
@@ -456,13 +505,14 @@ mod tests {
                 .map(|w| OrderedWork::of(w, |_| id.clone()))
                 .collect(),
         };
+        let order = Order::Deliver(work.clone());
         let name = names().order(&"r1".into(), 7);
         assert!(name.0.starts_with("gitfleet-order-"), "{name}");
         let cm = order_object(&names(), &name, ShardId(5), &order);
         let (read_name, shard, read) = read_order(&cm).unwrap();
         assert_eq!((read_name, shard), (name, ShardId(5)));
         assert_eq!(read, order);
-        let again = read.works[0].clone().into_work(|r| {
+        let again = work.works[0].clone().into_work(|r| {
             assert_eq!(r, &id);
             manifests.clone()
         });
@@ -478,7 +528,7 @@ mod tests {
         assert!(Arc::ptr_eq(&m, &manifests));
         assert_eq!((revision.resource_index, binds), (3, true));
         assert!(matches!(
-            read.works[1].clone().into_work(|_| unreachable!()).action,
+            work.works[1].clone().into_work(|_| unreachable!()).action,
             Action::Remove { .. }
         ));
     }

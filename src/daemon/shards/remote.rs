@@ -6,7 +6,9 @@
 //! delivery is one order object; the owner answers with a report object that carries the token
 //! of its claim of the shard's record. A report whose token the record no longer holds comes
 //! from a deposed owner and is refused: the order stays for the owner that claimed the shard
-//! since. Probes and the members' records are still read by the leader itself.
+//! since. Probes go the same way, gathered per shard for a moment so that a fleet's probes
+//! make a few orders, not one per member. The members' records (read once, when a leader
+//! starts without state) are still read by the leader itself.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,21 +25,29 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::claims::ClaimToken;
-use super::orders::{self, Order, OrderName, OrderedWork, Report, ReportBody};
+use super::orders::{
+    self, MemberWork, Order, OrderName, OrderedWork, ProbeMembers, ProbedMember, Report, ReportBody,
+};
 use super::renderings::Published;
-use super::{assign, Names, ReplicaId};
+use super::{assign, Names, ReplicaId, ShardId};
 use crate::daemon::deliver::PushDeliverer;
 use crate::daemon::watch::{Kind, MemberChange};
 use crate::daemon::{Deliverer, Delivery};
 use crate::members::inventory::Member;
 use crate::rollout::{Action, Outcome, Work};
-use crate::schedule::Inventory;
+use crate::schedule::{Inventory, InventoryCluster};
 
-/// What an owner answered for one order.
-struct Answer {
-    outcomes: Vec<Outcome>,
-    unreachable: BTreeMap<String, String>,
-}
+/// How long probes are gathered per shard before they are ordered together.
+const PROBES_GATHERED_FOR: Duration = Duration::from_millis(50);
+
+/// Probes waiting to be ordered, by shard: each member with where its answer goes.
+type Gathering = HashMap<
+    ShardId,
+    Vec<(
+        ProbedMember,
+        oneshot::Sender<Result<InventoryCluster, String>>,
+    )>,
+>;
 
 /// Changes the owners reported, for the daemon's channel once the daemon has given it.
 #[derive(Default)]
@@ -53,12 +63,17 @@ pub struct ShardedDeliverer {
     shards: u32,
     me: ReplicaId,
     renderings: Published,
-    waiting: Mutex<HashMap<OrderName, oneshot::Sender<Answer>>>,
+    waiting: Mutex<HashMap<OrderName, oneshot::Sender<ReportBody>>>,
+    /// The members probed so far: those a shard's new owner is told to check again.
+    members: Mutex<std::collections::BTreeSet<String>>,
+    probing: Mutex<Gathering>,
     sent: AtomicU64,
     changes: Mutex<ChangesSink>,
     /// How long an order may go unanswered (a push's own retries included) before its work
     /// counts as failed, to be ordered again at the next step.
     answer_within: Duration,
+    /// The same for a probe (the member's own timeout included).
+    probe_within: Duration,
     refused: prometheus_client::metrics::counter::Counter,
 }
 
@@ -75,7 +90,7 @@ impl ShardedDeliverer {
     pub fn new(
         local: Arc<PushDeliverer>,
         hosting: Hosting,
-        answer_within: Duration,
+        (answer_within, probe_within): (Duration, Duration),
         refused: prometheus_client::metrics::counter::Counter,
     ) -> ShardedDeliverer {
         ShardedDeliverer {
@@ -86,9 +101,12 @@ impl ShardedDeliverer {
             shards: hosting.shards,
             me: hosting.me,
             waiting: Mutex::default(),
+            members: Mutex::default(),
+            probing: Mutex::default(),
             sent: AtomicU64::new(0),
             changes: Mutex::default(),
             answer_within,
+            probe_within,
             refused,
         }
     }
@@ -117,11 +135,21 @@ impl ShardedDeliverer {
             watcher::Config::default().labels(&selector),
         );
         let mut reports = std::pin::pin!(reports);
+        let group = format!("{}={}", super::GROUP_LABEL, self.names.prefix);
+        let claimed = watcher(records.clone(), watcher::Config::default().labels(&group));
+        let mut claimed = std::pin::pin!(claimed);
+        let mut owners: HashMap<ShardId, ClaimToken> = HashMap::new();
         let mut gc = tokio::time::interval(Duration::from_secs(600));
         gc.tick().await;
         loop {
             let event = tokio::select! {
                 () = stop.cancelled() => return,
+                record = claimed.next() => {
+                    if let Some(Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r))) = record {
+                        self.claimed(&r, &mut owners);
+                    }
+                    continue;
+                }
                 _ = gc.tick() => {
                     match self.renderings.collect_garbage().await {
                         Ok(n) if n > 0 => tracing::info!(deleted = n, "deleted renderings no order names"),
@@ -144,6 +172,55 @@ impl ShardedDeliverer {
             let me = self.clone();
             let records = records.clone();
             tokio::spawn(async move { me.take(&records, &report).await });
+        }
+    }
+
+    /// A shard's record as written: when a new claim replaces one this leader knew, the shard
+    /// has a new owner, which has not watched its members yet. Each member of the shard is
+    /// checked again (pushes that write nothing where nothing changed), which hands the new
+    /// owner their work and its watches.
+    fn claimed(&self, record: &ConfigMap, owners: &mut HashMap<ShardId, ClaimToken>) {
+        let name = record.metadata.name.as_deref().unwrap_or_default();
+        let (Some(shard), Some(token)) = (
+            self.names.shard_of_record(name),
+            ClaimToken::of_record(record),
+        ) else {
+            return;
+        };
+        let before = owners.insert(shard, token.clone());
+        if before.is_none() || before.as_ref() == Some(&token) {
+            return;
+        }
+        let members: Vec<String> = self
+            .members
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| assign::shard_of(m, self.shards) == shard)
+            .cloned()
+            .collect();
+        tracing::info!(%shard, members = members.len(), "a new owner took the shard: its members are checked again");
+        let changes = members.into_iter().map(|member| MemberChange {
+            what: format!("{shard} has a new owner"),
+            member,
+            placement_label: None,
+            cause: crate::rollout::state::RecheckCause::MayHaveChanged,
+            deleted: false,
+            object: None,
+        });
+        self.forward(changes.collect());
+    }
+
+    /// Hands the owners' changes to the daemon (kept until the daemon gives its channel).
+    fn forward(&self, changes: Vec<MemberChange>) {
+        let mut sink = self.changes.lock().unwrap();
+        match &sink.to {
+            Some(to) => {
+                for c in changes {
+                    let _ = to.send(c);
+                }
+            }
+            None => sink.early.extend(changes),
         }
     }
 
@@ -181,29 +258,13 @@ impl ShardedDeliverer {
 
     fn act_on(&self, report: Report) {
         match report.body {
-            ReportBody::Delivered {
-                order,
-                outcomes,
-                unreachable,
-            } => {
-                if let Some(waiting) = self.waiting.lock().unwrap().remove(&order) {
-                    let _ = waiting.send(Answer {
-                        outcomes,
-                        unreachable,
-                    });
+            ReportBody::Delivered { ref order, .. } | ReportBody::Probed { ref order, .. } => {
+                let waiting = self.waiting.lock().unwrap().remove(order);
+                if let Some(waiting) = waiting {
+                    let _ = waiting.send(report.body);
                 }
             }
-            ReportBody::Changed { changes } => {
-                let mut sink = self.changes.lock().unwrap();
-                match &sink.to {
-                    Some(to) => {
-                        for c in changes {
-                            let _ = to.send(c);
-                        }
-                    }
-                    None => sink.early.extend(changes),
-                }
-            }
+            ReportBody::Changed { changes } => self.forward(changes),
         }
     }
 
@@ -242,43 +303,92 @@ impl ShardedDeliverer {
                 id.expect("an apply's rendering is stored")
             }));
         }
-        let order = Order {
+        let order = Order::Deliver(MemberWork {
             member,
             context,
             commit: commit.to_string(),
             works: ordered,
-        };
+        });
+        match self.ask(shard, &order, self.answer_within).await {
+            Ok(ReportBody::Delivered {
+                outcomes,
+                unreachable,
+                ..
+            }) if outcomes.len() == works.len() => Delivery {
+                results: works.into_iter().zip(outcomes).collect(),
+                unreachable,
+            },
+            Ok(_) => failed(works, format!("{shard}'s owner answered for other work")),
+            Err(why) => failed(works, why),
+        }
+    }
+
+    /// Orders `order` from `shard`'s owner and waits for the answer at most `within`.
+    async fn ask(
+        &self,
+        shard: ShardId,
+        order: &Order,
+        within: Duration,
+    ) -> Result<ReportBody, String> {
         let name = self
             .names
             .order(&self.me, self.sent.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         self.waiting.lock().unwrap().insert(name.clone(), tx);
-        let object = orders::order_object(&self.names, &name, shard, &order);
+        let object = orders::order_object(&self.names, &name, shard, order);
         if let Err(e) = self.objects.create(&PostParams::default(), &object).await {
             self.waiting.lock().unwrap().remove(&name);
-            return failed(
-                works,
-                format!("cannot order the delivery from {shard}'s owner: {e}"),
-            );
+            return Err(format!("cannot order it from {shard}'s owner: {e}"));
         }
-        let answer = tokio::time::timeout(self.answer_within, rx).await;
+        let answer = tokio::time::timeout(within, rx).await;
         self.waiting.lock().unwrap().remove(&name);
         if let Err(e) = self.objects.delete(&name.0, &DeleteParams::default()).await {
             tracing::debug!(order = %name, error = %e, "cannot delete an order");
         }
         match answer {
-            Ok(Ok(answer)) if answer.outcomes.len() == works.len() => Delivery {
-                results: works.into_iter().zip(answer.outcomes).collect(),
-                unreachable: answer.unreachable,
-            },
-            Ok(Ok(_)) => failed(works, format!("{shard}'s owner answered for other work")),
-            _ => failed(
-                works,
-                format!(
-                    "{shard}'s owner did not answer within {} s",
-                    self.answer_within.as_secs()
-                ),
-            ),
+            Ok(Ok(body)) => Ok(body),
+            _ => Err(format!(
+                "{shard}'s owner did not answer within {} s",
+                within.as_secs()
+            )),
+        }
+    }
+
+    /// Orders the probes gathered for `shard` and hands each member its answer.
+    async fn probe_gathered(&self, shard: ShardId) {
+        let gathered = self
+            .probing
+            .lock()
+            .unwrap()
+            .remove(&shard)
+            .unwrap_or_default();
+        if gathered.is_empty() {
+            return;
+        }
+        let order = Order::Probe(ProbeMembers {
+            members: gathered.iter().map(|(m, _)| m.clone()).collect(),
+        });
+        let answer = match self.ask(shard, &order, self.probe_within).await {
+            Ok(ReportBody::Probed { inventory, .. }) => inventory,
+            Ok(_) => Err(format!("{shard}'s owner answered for another order")),
+            Err(why) => Err(why),
+        };
+        let mut clusters: HashMap<String, InventoryCluster> = match &answer {
+            Ok(inventory) => inventory
+                .clusters
+                .iter()
+                .map(|c| (c.name.clone(), c.clone()))
+                .collect(),
+            Err(_) => HashMap::new(),
+        };
+        for (member, to) in gathered {
+            let one = match &answer {
+                Err(why) => Err(why.clone()),
+                Ok(_) => clusters
+                    .remove(&member.name)
+                    .ok_or_else(|| format!("{shard}'s owner did not probe {}", member.name)),
+            };
+            let _ = to.send(one);
         }
     }
 }
@@ -289,8 +399,42 @@ pub fn accepts(current: Option<&ClaimToken>, report: &Report) -> bool {
 }
 
 impl Deliverer for ShardedDeliverer {
+    /// Each member probed by its shard's owner. The first probe of a shard gathers the others
+    /// that come within a moment, and orders them all.
     async fn probe(&self, members: &[Member]) -> anyhow::Result<Inventory> {
-        self.local.probe(members).await
+        self.members
+            .lock()
+            .unwrap()
+            .extend(members.iter().map(|m| m.target.name.clone()));
+        let mut answers = Vec::with_capacity(members.len());
+        let mut leads = Vec::new();
+        for m in members {
+            let shard = assign::shard_of(&m.target.name, self.shards);
+            let (tx, rx) = oneshot::channel();
+            let first = {
+                let mut probing = self.probing.lock().unwrap();
+                let gathered = probing.entry(shard).or_default();
+                gathered.push((ProbedMember::of(m), tx));
+                gathered.len() == 1
+            };
+            if first {
+                leads.push(shard);
+            }
+            answers.push(rx);
+        }
+        if !leads.is_empty() {
+            tokio::time::sleep(PROBES_GATHERED_FOR).await;
+            futures_util::future::join_all(leads.into_iter().map(|s| self.probe_gathered(s))).await;
+        }
+        let mut inventory = Inventory::default();
+        for rx in answers {
+            match rx.await {
+                Ok(Ok(cluster)) => inventory.clusters.push(cluster),
+                Ok(Err(why)) => anyhow::bail!(why),
+                Err(_) => anyhow::bail!("the probe that gathered this one was dropped"),
+            }
+        }
+        Ok(inventory)
     }
 
     async fn records(&self, members: &[Member]) -> Vec<crate::push::fleet::MemberRecords> {
