@@ -173,11 +173,11 @@ pub struct HostingArgs {
     /// This replica's name in the Lease (default: HOSTNAME, the pod's name in a cluster).
     #[arg(long, env = "GITFLEET_IDENTITY")]
     pub identity: Option<String>,
-    /// Divides the members into this many shards held by the live replicas through Leases
-    /// (0: none): each replica pushes to and watches the members of the shards it holds, on
-    /// the leader's orders. The leader still probes every member itself, so the flag is not
-    /// shown in the help yet (docs/architecture.md, "Sharding").
-    #[arg(long, env = "GITFLEET_SHARDS", default_value_t = 0, hide = true)]
+    /// Divides the members into this many shards, held by the live replicas through Leases
+    /// (0: none; --state kubernetes only). The leader still decides everything; each replica
+    /// probes, pushes to and watches the members of the shards it holds, on the leader's
+    /// orders through the hosting cluster (docs/architecture.md, "Sharding").
+    #[arg(long, env = "GITFLEET_SHARDS", default_value_t = 0)]
     pub shards: u32,
 }
 
