@@ -12,6 +12,7 @@
 //!   run waiting for an approval, against the same daemon settled.
 //! - [`real_latency`]: push-to-applied on 3 real members, when the test bed is built.
 //! - [`scale`]: 1,000 placements over 300 members, five phases.
+//! - [`sharded`]: the scale fleet delivered by replicas with `--shards`, five phases.
 //! - [`kustomize`]: the daemon's CPU with 100 placements built by kustomize, against the same
 //!   objects as plain YAML.
 //!
@@ -20,8 +21,8 @@
 //! cores) with the daemon, as it would in the quick start.
 //!
 //! `GITFLEET_DAEMON_BENCH="commits,idle_seconds"` changes the sizes (default 20,30);
-//! `GITFLEET_DAEMON_PARTS=latency,faults,idle,waiting,real latency,scale,kustomize` runs only
-//! the parts named (`scale` and `kustomize` run only when named);
+//! `GITFLEET_DAEMON_PARTS=latency,faults,idle,waiting,real latency,scale,sharded,kustomize` runs only
+//! the parts named (`scale`, `sharded` and `kustomize` run only when named);
 //! `GITFLEET_DAEMON_REAL_COMMITS` the commits on real members (default 10).
 
 /// The simulator serves the members from this process on the allocator `gitfleet sim` runs on
@@ -48,6 +49,8 @@ mod latency;
 mod real_latency;
 #[path = "daemon_parts/scale.rs"]
 mod scale;
+#[path = "daemon_parts/sharded.rs"]
+mod sharded;
 #[path = "support/testbed.rs"]
 mod testbed;
 #[path = "daemon_parts/waiting.rs"]
@@ -75,7 +78,7 @@ fn main() -> ExitCode {
         .and_then(|n| n.parse::<usize>().ok())
         .unwrap_or(10)
         .max(1);
-    let parts: [(&str, &dyn Fn() -> Result<()>); 7] = [
+    let parts: [(&str, &dyn Fn() -> Result<()>); 8] = [
         ("latency", &|| {
             latency::latency_members()
                 .into_iter()
@@ -86,13 +89,14 @@ fn main() -> ExitCode {
         ("waiting", &|| waiting::waiting(&rt, window)),
         ("real latency", &|| real_latency::latency_real(real_commits)),
         ("scale", &|| scale::scale(&rt)),
+        ("sharded", &|| sharded::sharded(&rt)),
         ("kustomize", &|| kustomize::kustomize(&rt)),
     ];
     // `GITFLEET_DAEMON_PARTS=faults,idle` runs only those parts.
     let only = std::env::var("GITFLEET_DAEMON_PARTS").unwrap_or_default();
-    // The scale and kustomize parts take minutes: only when named.
+    // The scale, sharded and kustomize parts take minutes: only when named.
     let wanted = |name: &str| {
-        (only.is_empty() && !["scale", "kustomize"].contains(&name))
+        (only.is_empty() && !["scale", "sharded", "kustomize"].contains(&name))
             || only.split(',').any(|p| p.trim() == name)
     };
     for (name, part) in parts.into_iter().filter(|(n, _)| wanted(n)) {

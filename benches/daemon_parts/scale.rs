@@ -28,7 +28,10 @@ const SHARED: (&str, &str, &str) = ("shared", "common", "revision");
 /// for its own slice of the members (so that no two put the same object on one member, which
 /// push refuses: "already placed by another placement"). Returns the member names, the files
 /// and the number of shared placements.
-fn scale_files(placements: usize, clusters: usize) -> (Vec<String>, Vec<(String, String)>, usize) {
+pub(super) fn scale_files(
+    placements: usize,
+    clusters: usize,
+) -> (Vec<String>, Vec<(String, String)>, usize) {
     let shared = placements / 10;
     let (names, mut files) = idle_files(placements - shared, clusters);
     files.push(("shared/namespace.yaml".into(), yaml(&shared_objects(0))));

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt as _};
 use kube::Api;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinSet;
@@ -32,7 +32,7 @@ use crate::rollout::{Outcome, Work};
 
 /// Changes seen on the members are gathered this long before they are reported.
 const CHANGES_GATHERED_FOR: Duration = Duration::from_millis(200);
-/// After the hosting cluster failed a shard's record write, the next try.
+/// After the hosting cluster failed a shard's record write or a report, the next try.
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
 
 pub struct Executor {
@@ -105,7 +105,9 @@ impl Executor {
         let stream = watcher(
             self.objects.clone(),
             watcher::Config::default().labels(&selector),
-        );
+        )
+        // A hosting cluster that does not answer is asked again after a growing pause.
+        .default_backoff();
         let mut stream = std::pin::pin!(stream);
         let mut known: BTreeMap<OrderName, (ShardId, Arc<Order>)> = BTreeMap::new();
         let mut listing: Option<BTreeSet<OrderName>> = None;
@@ -355,6 +357,7 @@ impl Executor {
             }
             Err(e) => {
                 tracing::warn!(order = %name, error = %e, "cannot report an order's result; it is carried out again");
+                tokio::time::sleep(RETRY_AFTER_ERROR).await;
                 false
             }
         }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt as _};
 use kube::Api;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
@@ -133,10 +133,13 @@ impl ShardedDeliverer {
         let reports = watcher(
             self.objects.clone(),
             watcher::Config::default().labels(&selector),
-        );
+        )
+        // A hosting cluster that does not answer is asked again after a growing pause.
+        .default_backoff();
         let mut reports = std::pin::pin!(reports);
         let group = format!("{}={}", super::GROUP_LABEL, self.names.prefix);
-        let claimed = watcher(records.clone(), watcher::Config::default().labels(&group));
+        let claimed =
+            watcher(records.clone(), watcher::Config::default().labels(&group)).default_backoff();
         let mut claimed = std::pin::pin!(claimed);
         let mut owners: HashMap<ShardId, ClaimToken> = HashMap::new();
         let mut gc = tokio::time::interval(Duration::from_secs(600));

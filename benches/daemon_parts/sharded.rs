@@ -1,0 +1,336 @@
+//! Sharded replicas at fleet scale: the scale benchmark's fleet, delivered by `replicas`
+//! processes of `gitfleet run --state kubernetes --shards N` whose hosting cluster is one more
+//! simulated cluster. Five phases: the first rollout (from the replicas' start), idle (each
+//! replica's RSS), one placement's change, a replica killed (until its shards are held by the
+//! others and its members checked again), and a replica added (until the shards are split
+//! again). `GITFLEET_DAEMON_SHARDED="placements,members,replicas,shards,idle_s"`.
+
+use super::common::*;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+/// `GITFLEET_DAEMON_SHARDED` (default 200,1000,4,16,30).
+fn sizes() -> (usize, usize, usize, u32, Duration) {
+    let text = std::env::var("GITFLEET_DAEMON_SHARDED").unwrap_or_default();
+    let mut it = text.split(',').map(|n| n.trim().parse::<u64>().ok());
+    let placements = it.next().flatten().unwrap_or(200).max(10) as usize;
+    let members = it.next().flatten().unwrap_or(1000).max(10) as usize;
+    let replicas = it.next().flatten().unwrap_or(4).max(2) as usize;
+    let shards = it.next().flatten().unwrap_or(16).max(1) as u32;
+    let idle = it.next().flatten().unwrap_or(30).max(1);
+    (
+        placements,
+        members,
+        replicas,
+        shards,
+        Duration::from_secs(idle),
+    )
+}
+
+/// One replica's `leader` block of the status API: whether it leads, and the shards it holds.
+fn replica_view(daemon: &DaemonProcess) -> Result<(bool, BTreeSet<u32>)> {
+    let doc: Value = serde_json::from_str(&daemon.get("/api/v1/placements?limit=0")?)
+        .map_err(|e| e.to_string())?;
+    let held = doc["leader"]["shards"]["held"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_u64().map(|n| n as u32))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((doc["leader"]["leading"] == true, held))
+}
+
+/// Waits until the replicas hold all `shards` between them, each once and each at least one.
+fn await_split(replicas: &[(String, DaemonProcess)], shards: u32) -> Result<Duration> {
+    let start = Instant::now();
+    loop {
+        let mut all = Vec::new();
+        let mut each = true;
+        for (_, d) in replicas {
+            let (_, held) = replica_view(d)?;
+            each &= !held.is_empty();
+            all.extend(held);
+        }
+        all.sort();
+        if each && all == (0..shards).collect::<Vec<_>>() {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > SCALE_LIMIT {
+            return Err(format!("the replicas did not split the {shards} shards"));
+        }
+        std::thread::sleep(POLL_INTERVAL * 10);
+    }
+}
+
+fn leader_of(replicas: &[(String, DaemonProcess)]) -> Result<usize> {
+    let start = Instant::now();
+    loop {
+        for (i, (_, d)) in replicas.iter().enumerate() {
+            if replica_view(d)?.0 {
+                return Ok(i);
+            }
+        }
+        if start.elapsed() > SCALE_LIMIT {
+            return Err("no replica leads".into());
+        }
+        std::thread::sleep(POLL_INTERVAL * 10);
+    }
+}
+
+/// Orders delivered by all `replicas` so far.
+fn delivered(replicas: &[(String, DaemonProcess)]) -> Result<f64> {
+    let mut total = 0.0;
+    for (_, d) in replicas {
+        let text = d.get("/metrics")?;
+        total += text
+            .lines()
+            .filter(|l| {
+                l.starts_with("gitfleet_shard_orders_total{") && l.contains("outcome=\"delivered\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    Ok(total)
+}
+
+/// One phase's results: wall time, and each replica's CPU seconds and RSS (MiB) at its end.
+struct Row {
+    name: &'static str,
+    wall: Duration,
+    cpu: Vec<(String, f64)>,
+    rss: Vec<(String, f64)>,
+    writes: u64,
+    reads: u64,
+}
+
+fn measure(
+    name: &'static str,
+    replicas: &[(String, DaemonProcess)],
+    ticks: &[(String, u64)],
+    at: Instant,
+    requests: (u64, u64),
+    sim: &gitfleet_sim::RunningFleet,
+) -> Result<Row> {
+    let tck = clock_ticks_per_second() as f64;
+    let mut cpu = Vec::new();
+    let mut rss = Vec::new();
+    for (id, d) in replicas {
+        let before = ticks.iter().find(|(i, _)| i == id).map_or(0, |(_, t)| *t);
+        cpu.push((id.clone(), (cpu_ticks(d.pid())? - before) as f64 / tck));
+        rss.push((
+            id.clone(),
+            proc_status_kib(d.pid(), "VmRSS:")? as f64 / 1024.0,
+        ));
+    }
+    let (reads, writes) = member_requests(sim);
+    Ok(Row {
+        name,
+        wall: at.elapsed(),
+        cpu,
+        rss,
+        reads: reads - requests.0,
+        writes: writes - requests.1,
+    })
+}
+
+fn ticks_of(replicas: &[(String, DaemonProcess)]) -> Result<Vec<(String, u64)>> {
+    replicas
+        .iter()
+        .map(|(id, d)| Ok((id.clone(), cpu_ticks(d.pid())?)))
+        .collect()
+}
+
+pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
+    let (placements, clusters, count, shards, window) = sizes();
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (mut names, texts, _) = super::scale::scale_files(placements, clusters);
+    let members: Vec<String> = names.clone();
+    names.push(HOSTING.to_string());
+    let (sim, kubeconfig) = start_members(rt, &names, dir.path())?;
+    let repos = Repos::create(dir.path(), &texts)?;
+    let head = git(&repos.work, &["rev-parse", "HEAD"])?;
+    let start = |id: &str| -> Result<(String, DaemonProcess)> {
+        let mut flags: Vec<OsString> = ["--state", "kubernetes", "--hosting-kubeconfig"]
+            .map(OsString::from)
+            .into();
+        flags.push(kubeconfig.clone().into());
+        let shards = shards.to_string();
+        flags.extend(
+            [
+                "--hosting-context",
+                HOSTING,
+                "--state-namespace",
+                "default",
+                "--shards",
+                &shards,
+                "--identity",
+                id,
+            ]
+            .map(OsString::from),
+        );
+        Ok((
+            id.to_string(),
+            DaemonProcess::start_with(&repos.watched, &kubeconfig, &flags)?,
+        ))
+    };
+    let mut rows = Vec::new();
+
+    // 1. The first rollout, from the replicas' start.
+    let requests = member_requests(&sim);
+    let at = Instant::now();
+    let mut replicas: Vec<(String, DaemonProcess)> = (1..=count)
+        .map(|i| start(&format!("r{i}")))
+        .collect::<Result<_>>()?;
+    let leader = leader_of(&replicas)?;
+    replicas[leader]
+        .1
+        .await_confirmed(&head, SCALE_STATUS_POLL)?;
+    await_split(&replicas, shards)?;
+    rows.push(measure(
+        "first rollout",
+        &replicas,
+        &[],
+        at,
+        requests,
+        &sim,
+    )?);
+
+    // 2. Idle: each replica's mean RSS over the window.
+    let (requests, at, ticks) = (member_requests(&sim), Instant::now(), ticks_of(&replicas)?);
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); replicas.len()];
+    while at.elapsed() < window {
+        for (i, (_, d)) in replicas.iter().enumerate() {
+            samples[i].push(proc_status_kib(d.pid(), "VmRSS:")? as f64 / 1024.0);
+        }
+        std::thread::sleep(Duration::from_secs(1).min(window.saturating_sub(at.elapsed())));
+    }
+    let mut idle = measure("idle", &replicas, &ticks, at, requests, &sim)?;
+    for (i, (_, r)) in idle.rss.iter_mut().enumerate() {
+        *r = samples[i].iter().sum::<f64>() / samples[i].len().max(1) as f64;
+    }
+    rows.push(idle);
+
+    // 3. One placement's ConfigMap.
+    let one = "placements/app-001.yaml";
+    let text = texts
+        .iter()
+        .find(|(p, _)| p == one)
+        .map(|(_, t)| t.clone())
+        .ok_or("no app-001")?;
+    repos.write(one, &text.replace("LOG_LEVEL: info", "LOG_LEVEL: debug"))?;
+    let head = repos.commit("one placement's ConfigMap")?;
+    let (requests, at, ticks) = (member_requests(&sim), Instant::now(), ticks_of(&replicas)?);
+    repos.push()?;
+    replicas[leader]
+        .1
+        .await_confirmed(&head, SCALE_STATUS_POLL)?;
+    rows.push(measure(
+        "one placement",
+        &replicas,
+        &ticks,
+        at,
+        requests,
+        &sim,
+    )?);
+
+    // 4. A replica that does not lead is killed: until its shards are held by the others and
+    // its members checked again (one order each, at least).
+    let victim = (0..replicas.len())
+        .find(|i| *i != leader)
+        .ok_or("one replica")?;
+    let (_, lost) = replica_view(&replicas[victim].1)?;
+    let lost_members = members
+        .iter()
+        .filter(|m| lost.contains(&gitfleet::daemon::shards::assign::shard_of(m, shards).0))
+        .count();
+    let leader_id = replicas[leader].0.clone();
+    let (requests, at) = (member_requests(&sim), Instant::now());
+    let (victim_id, victim_process) = replicas.remove(victim);
+    drop(victim_process);
+    let leader = replicas
+        .iter()
+        .position(|(id, _)| *id == leader_id)
+        .ok_or("the leader is gone")?;
+    let ticks = ticks_of(&replicas)?;
+    let before = delivered(&replicas)?;
+    let taken = await_split(&replicas, shards)?;
+    let checked = Instant::now();
+    while delivered(&replicas)? - before < lost_members as f64 {
+        if checked.elapsed() > SCALE_LIMIT {
+            return Err("the killed replica's members were not checked again".into());
+        }
+        std::thread::sleep(POLL_INTERVAL * 10);
+    }
+    replicas[leader]
+        .1
+        .await_confirmed(&head, SCALE_STATUS_POLL)?;
+    rows.push(measure(
+        "replica killed",
+        &replicas,
+        &ticks,
+        at,
+        requests,
+        &sim,
+    )?);
+
+    // 5. A replica added: until the shards are split among all again.
+    let (requests, at, ticks) = (member_requests(&sim), Instant::now(), ticks_of(&replicas)?);
+    replicas.push(start(&format!("r{}", count + 1))?);
+    await_split(&replicas, shards)?;
+    replicas[leader]
+        .1
+        .await_confirmed(&head, SCALE_STATUS_POLL)?;
+    rows.push(measure(
+        "replica added",
+        &replicas,
+        &ticks,
+        at,
+        requests,
+        &sim,
+    )?);
+
+    let profile = if cfg!(debug_assertions) {
+        "debug build"
+    } else {
+        "release build"
+    };
+    println!(
+        "sharded ({profile}): {clusters} simulated members and {placements} placements (the scale fleet), {count} replicas of gitfleet run --state kubernetes --shards {shards}, hosting cluster simulated (one simulator, in the benchmark's process); default lease timings (15 s / 10 s / 2 s)"
+    );
+    println!(
+        "{:<15} {:>8} {:>8} {:>8}  per replica: CPU s / RSS MiB (the leader first)",
+        "phase", "wall", "reads", "writes"
+    );
+    for r in &rows {
+        let per: Vec<String> = r
+            .cpu
+            .iter()
+            .zip(&r.rss)
+            .map(|((id, c), (_, m))| format!("{id} {c:.1}/{m:.0}"))
+            .collect();
+        println!(
+            "{:<15} {:>7.1}s {:>8} {:>8}  {}",
+            r.name,
+            r.wall.as_secs_f64(),
+            r.reads,
+            r.writes,
+            per.join("  ")
+        );
+    }
+    println!(
+        "replica killed: {victim_id} held {} shards ({lost_members} members); the others held them {:.1} s after the kill",
+        lost.len(),
+        taken.as_secs_f64()
+    );
+    println!(
+        "wall = until the leader's status API shows the commit served and every binding confirmed (the first rollout: from the replicas' start, and until the shards are split); reads/writes = requests the members received; RSS: idle = mean of 1 s samples over {} s, otherwise at the phase's end.",
+        window.as_secs()
+    );
+    drop(replicas);
+    rt.block_on(sim.shutdown());
+    Ok(())
+}
