@@ -1,7 +1,8 @@
 //! deploy/: the Kustomize base renders with kubectl's kustomize, the Helm chart passes `helm lint`,
 //! and with matching values `helm template` renders the same objects as Kustomize (the Namespace
 //! aside: Helm makes it with `--create-namespace`). The pods follow the restricted Pod Security
-//! profile and the RBAC stays inside gitfleet's namespace.
+//! profile and the RBAC stays inside gitfleet's namespace; the sharded overlay adds the Role rules
+//! `--shards` needs, which the base does without.
 //!
 //! Both renderings are accepted by a real API server: `kubectl apply --dry-run=server` against a
 //! member of the test bed (real kube-apiserver, with its admission chain and OpenAPI schemas).
@@ -9,7 +10,7 @@
 //! helm comes from `go install helm.sh/helm/v3/cmd/helm` (`.ci/run` installs it). Without it the
 //! Helm checks say they were skipped, unless `GITFLEET_REQUIRE_TOOLS=1` (CI) makes that a failure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -152,6 +153,86 @@ fn kustomize_base_runs_two_restricted_replicas_with_namespaced_rbac() {
     );
 }
 
+/// The verbs the Role grants on `resource` (of any API group), over all its rules.
+fn role_verbs(objs: &BTreeMap<String, Value>, resource: &str) -> BTreeSet<String> {
+    objs["Role/gitfleet"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x == resource)
+        })
+        .flat_map(|r| r["verbs"].as_array().unwrap())
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn strings(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|v| v.to_string()).collect()
+}
+
+/// The sharded overlay adds what `--shards` uses (watching orders and reports, deleting an
+/// earlier leader's by label, the renderings' Secrets) and nothing else; the base, run without
+/// shards, does without it.
+#[test]
+fn the_sharded_overlay_runs_four_replicas_with_the_verbs_shards_need_and_the_base_without_them() {
+    let base = kustomize("deploy/kustomize/base");
+    let sharded = kustomize("deploy/kustomize/overlays/sharded");
+    let base_configmaps = strings(&["get", "list", "create", "update", "delete"]);
+    assert_eq!(role_verbs(&base, "configmaps"), base_configmaps);
+    assert_eq!(role_verbs(&base, "secrets"), strings(&[]));
+    assert_eq!(
+        role_verbs(&sharded, "configmaps"),
+        &base_configmaps | &strings(&["watch", "deletecollection"])
+    );
+    assert_eq!(
+        role_verbs(&sharded, "secrets"),
+        strings(&["get", "list", "create", "delete"])
+    );
+    assert_eq!(role_verbs(&sharded, "leases"), role_verbs(&base, "leases"));
+    let resources = |objs: &BTreeMap<String, Value>| -> BTreeSet<String> {
+        objs["Role/gitfleet"]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["resources"].as_array().unwrap())
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        resources(&sharded),
+        strings(&["leases", "configmaps", "secrets"])
+    );
+    assert_eq!(resources(&base), strings(&["leases", "configmaps"]));
+
+    let deploy = deployment(&sharded);
+    assert_eq!(deploy["spec"]["replicas"], 4);
+    let env = deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap();
+    let shards = env
+        .iter()
+        .find(|e| e["name"] == "GITFLEET_SHARDS")
+        .expect("GITFLEET_SHARDS set");
+    assert_eq!(shards["value"], "16");
+    assert!(
+        !deployment(&base)["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "GITFLEET_SHARDS")
+    );
+    // A drain still takes one replica at a time: its shards move to the others.
+    assert_eq!(
+        sharded["PodDisruptionBudget/gitfleet"]["spec"]["maxUnavailable"],
+        1
+    );
+}
+
 #[test]
 fn components_add_credentials_as_files_never_as_values() {
     let objs = kustomize("deploy/kustomize/overlays/example");
@@ -184,8 +265,12 @@ fn helm_chart_lints_and_renders_what_kustomize_renders() {
     };
     let lint = run(&helm, &["lint", "deploy/helm/gitfleet"]);
     assert!(lint.contains("0 chart(s) failed"), "{lint}");
-    let cases: [(&str, &[&str]); 2] = [
+    let cases: [(&str, &[&str]); 3] = [
         ("deploy/kustomize/base", &[]),
+        (
+            "deploy/kustomize/overlays/sharded",
+            &["--set", "replicas=4,shards=16"],
+        ),
         (
             "deploy/kustomize/overlays/example",
             &[
@@ -249,7 +334,11 @@ fn a_real_api_server_accepts_the_kustomize_and_helm_renderings() {
         return;
     }
     let members = Members::start(Backend::Real, ONE_MEMBER);
-    for dir in ["deploy/kustomize/base", "deploy/kustomize/overlays/example"] {
+    for dir in [
+        "deploy/kustomize/base",
+        "deploy/kustomize/overlays/example",
+        "deploy/kustomize/overlays/sharded",
+    ] {
         let yaml = run(Path::new("kubectl"), &["kustomize", dir]);
         let out = server_dry_run(&members, &yaml);
         for object in [
@@ -291,14 +380,19 @@ fn every_variable_the_manifests_set_is_a_run_flags() {
         .filter_map(|rest| rest.split(['=', ']']).next())
         .collect();
     assert!(known.contains("GITFLEET_STATE_NAMESPACE"), "{known:?}");
+    let mut set: Vec<String> = Vec::new();
+    for overlay in ["example", "sharded"] {
+        let objs = kustomize(&format!("deploy/kustomize/overlays/{overlay}"));
+        let container = &deployment(&objs)["spec"]["template"]["spec"]["containers"][0];
+        set.extend(
+            container["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["name"].as_str().unwrap().to_string()),
+        );
+    }
     let objs = kustomize("deploy/kustomize/overlays/example");
-    let container = &deployment(&objs)["spec"]["template"]["spec"]["containers"][0];
-    let mut set: Vec<String> = container["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap().to_string())
-        .collect();
     set.extend(
         objs["ConfigMap/gitfleet-config"]["data"]
             .as_object()
