@@ -4,6 +4,10 @@
 //! reports in the hosting cluster. A killed replica's members are delivered by the survivors,
 //! and a report under a claim that is no longer the shard's is refused.
 //!
+//! The replicas also run with no more permissions than the sharded deploy overlay's Role grants:
+//! a token of its ServiceAccount as their hosting user, and every request the hosting cluster
+//! refuses fails the test at once.
+//!
 //! Short leases (4 s / 3 s / 1 s) keep the takeover quick; every wait is on a condition.
 
 mod common;
@@ -11,6 +15,7 @@ use common::kubectl::Kubectl as _;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 
 use common::daemon::{await_until, Daemon};
 use common::members::{available, Backend, Members};
@@ -74,8 +79,15 @@ spec:
     repo.commit("placement");
 }
 
-/// A replica whose hosting cluster is `hosting`'s and whose members are `fleet`'s.
-fn replica(repo: &Repo, hosting: &Members, fleet: &Members, identity: &str) -> Daemon {
+/// A replica whose hosting cluster is context `hosting` of `hosting_kubeconfig`, with its state
+/// in `namespace`, and whose members are `fleet`'s.
+fn replica(
+    repo: &Repo,
+    hosting_kubeconfig: &Path,
+    namespace: &str,
+    fleet: &Members,
+    identity: &str,
+) -> Daemon {
     let dir = fleet.dir().join(identity);
     std::fs::create_dir_all(&dir).unwrap();
     let secret = dir.join("secret");
@@ -84,7 +96,7 @@ fn replica(repo: &Repo, hosting: &Members, fleet: &Members, identity: &str) -> D
         "--state",
         "kubernetes",
         "--state-namespace",
-        NAMESPACE,
+        namespace,
         "--hosting-context",
         "hosting",
         "--identity",
@@ -102,7 +114,7 @@ fn replica(repo: &Repo, hosting: &Members, fleet: &Members, identity: &str) -> D
     let flags: Vec<&OsStr> = args
         .iter()
         .map(OsStr::new)
-        .chain([hosting.kubeconfig.as_os_str()])
+        .chain([hosting_kubeconfig.as_os_str()])
         .collect();
     Daemon::start_with(
         repo.path(),
@@ -225,7 +237,10 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
     let repo = fleet_repo();
     let mut replicas: BTreeMap<String, Daemon> = ["r1", "r2", "r3"]
         .into_iter()
-        .map(|id| (id.to_string(), replica(&repo, &hosting, &fleet, id)))
+        .map(|id| {
+            let daemon = replica(&repo, &hosting.kubeconfig, NAMESPACE, &fleet, id);
+            (id.to_string(), daemon)
+        })
         .collect();
     await_until("three replicas holding the 8 shards, one leading", || {
         split_among(&replicas) && replicas.values().any(leading)
@@ -387,4 +402,169 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
             &["configmap", "gitfleet-changes-stale", "-n", NAMESPACE],
         )
     });
+}
+
+/// The namespace the deploy manifests install into.
+const DEPLOY_NAMESPACE: &str = "gitfleet";
+
+/// Applies the ServiceAccount, Role and RoleBinding of the sharded deploy overlay to `hosting`
+/// (in its namespace, created first) and writes a kubeconfig whose user is a token of that
+/// ServiceAccount, with `hosting`'s server and CA, as context `hosting`; returns its path.
+fn sharded_service_account(hosting: &Members) -> PathBuf {
+    let rendered = std::process::Command::new("kubectl")
+        .args(["kustomize", "deploy/kustomize/overlays/sharded"])
+        .current_dir(common::manifest_dir())
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        rendered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let rendered = String::from_utf8(rendered.stdout).unwrap();
+    let rbac: Vec<serde_json::Value> = gitfleet::yaml::documents(&rendered)
+        .unwrap()
+        .into_iter()
+        .filter(|o| {
+            ["ServiceAccount", "Role", "RoleBinding"].contains(&o["kind"].as_str().unwrap_or(""))
+        })
+        .collect();
+    assert_eq!(rbac.len(), 3, "{rendered}");
+    let (code, out, err) = hosting.kubectl("hosting", &["create", "namespace", DEPLOY_NAMESPACE]);
+    assert_eq!(code, 0, "{out}{err}");
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rbac});
+    hosting.apply("hosting", &list.to_string(), &[]);
+    let (code, token, err) = hosting.kubectl(
+        "hosting",
+        &[
+            "create",
+            "token",
+            "gitfleet",
+            "-n",
+            DEPLOY_NAMESPACE,
+            "--duration=1h",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+
+    // The test bed's kubeconfig (read as JSON values): the hosting context's cluster entry,
+    // server and CA, kept as it is.
+    let admin = std::fs::read_to_string(&hosting.kubeconfig).unwrap();
+    let admin = gitfleet::yaml::documents(&admin).unwrap().remove(0);
+    let named = |list: &str, name: &str| {
+        admin[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {list} entry {name} in the test bed's kubeconfig"))
+            .clone()
+    };
+    let context = named("contexts", "hosting");
+    let cluster = named("clusters", context["context"]["cluster"].as_str().unwrap());
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": "gitfleet", "user": {"token": token.trim()}}],
+        "contexts": [{"name": "hosting", "context": {
+            "cluster": cluster["name"],
+            "user": "gitfleet",
+            "namespace": DEPLOY_NAMESPACE,
+        }}],
+        "current-context": "hosting",
+    });
+    let path = hosting.dir().join("gitfleet-sa.kubeconfig");
+    std::fs::write(&path, kubeconfig.to_string()).unwrap();
+    path
+}
+
+/// Fails at once, with the line, when a replica logged a request the hosting cluster refused
+/// (a 403: the Role lacks a verb); the lines read are consumed.
+fn assert_nothing_forbidden(replicas: &BTreeMap<String, Daemon>) {
+    for (id, daemon) in replicas {
+        while let Ok(line) = daemon.lines.try_recv() {
+            assert!(
+                !line.to_lowercase().contains("forbidden"),
+                "the hosting cluster refused {id} a request the sharded overlay's Role should allow:\n{line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sharded_replicas_need_no_more_than_the_sharded_overlays_role() {
+    if !available(Backend::Real) {
+        return;
+    }
+    let hosting = Members::start(Backend::Real, "members:\n  - name: hosting\n");
+    let fleet = Members::start(Backend::Sim, &fleet_yaml());
+    let kubeconfig = sharded_service_account(&hosting);
+    let repo = fleet_repo();
+    let replicas: BTreeMap<String, Daemon> = ["r1", "r2"]
+        .into_iter()
+        .map(|id| {
+            let daemon = replica(&repo, &kubeconfig, DEPLOY_NAMESPACE, &fleet, id);
+            (id.to_string(), daemon)
+        })
+        .collect();
+    let permitted = |what: &str, check: &dyn Fn() -> bool| {
+        await_until(what, || {
+            assert_nothing_forbidden(&replicas);
+            check()
+        })
+    };
+    permitted("two replicas holding the 8 shards, one leading", &|| {
+        split_among(&replicas) && replicas.values().any(leading)
+    });
+    place(&repo);
+    // The leader stores the rendering and orders each member's work; each shard's owner reads
+    // them, pushes and reports back: all through the hosting cluster, as the ServiceAccount.
+    permitted("the placement on every member", &|| {
+        everywhere(&fleet, "v1")
+    });
+    let member_shards: BTreeSet<u32> = member_names().iter().map(|m| shard_of(m)).collect();
+    for shard in member_shards {
+        let (owner, daemon) = replicas
+            .iter()
+            .find(|(_, d)| held(d).contains(&shard))
+            .expect("an owner");
+        assert!(
+            delivered(daemon).contains_key(&shard),
+            "shard {shard}'s members not delivered by its owner {owner}"
+        );
+    }
+    permitted("the leader showing every member up to date", &|| {
+        replicas.values().any(|d| {
+            leading(d)
+                && placements(d)["placements"][0]["upToDate"]
+                    .as_array()
+                    .map(Vec::len)
+                    == Some(member_names().len())
+        })
+    });
+
+    // What this run does not reach in its time, asked of the API server's authorizer instead:
+    // the renderings' garbage collection (every ten minutes) and a replica's release of its
+    // Lease on a graceful stop.
+    let cache = hosting.dir().join("kube-cache-sa");
+    for (verb, resource) in [
+        ("list", "secrets"),
+        ("delete", "secrets"),
+        ("delete", "leases.coordination.k8s.io"),
+    ] {
+        let (code, out, err) = common::kubectl::run(
+            &kubeconfig,
+            &cache,
+            "hosting",
+            &["auth", "can-i", verb, resource, "-n", DEPLOY_NAMESPACE],
+            "",
+        );
+        assert_eq!(
+            (code, out.trim()),
+            (0, "yes"),
+            "the ServiceAccount may not {verb} {resource}: {err}"
+        );
+    }
+    assert_nothing_forbidden(&replicas);
 }
