@@ -280,7 +280,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
     // 5. A replica added: until the shards are split among all again.
     let (requests, at, ticks) = (member_requests(&sim), Instant::now(), ticks_of(&replicas)?);
     replicas.push(start(&format!("r{}", count + 1))?);
-    await_split(&replicas, shards)?;
+    let rebalanced = await_split(&replicas, shards)?;
     replicas[leader]
         .1
         .await_confirmed(&head, SCALE_STATUS_POLL)?;
@@ -302,7 +302,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         "sharded ({profile}): {clusters} simulated members and {placements} placements (the scale fleet), {count} replicas of gitfleet run --state kubernetes --shards {shards}, hosting cluster simulated (one simulator, in the benchmark's process); default lease timings (15 s / 10 s / 2 s)"
     );
     println!(
-        "{:<15} {:>8} {:>8} {:>8}  per replica: CPU s / RSS MiB (the leader first)",
+        "{:<15} {:>8} {:>8} {:>8}  per replica: CPU s / RSS MiB (* leads)",
         "phase", "wall", "reads", "writes"
     );
     for r in &rows {
@@ -310,7 +310,10 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
             .cpu
             .iter()
             .zip(&r.rss)
-            .map(|((id, c), (_, m))| format!("{id} {c:.1}/{m:.0}"))
+            .map(|((id, c), (_, m))| {
+                let lead = if *id == leader_id { "*" } else { "" };
+                format!("{id}{lead} {c:.1}/{m:.0}")
+            })
             .collect();
         println!(
             "{:<15} {:>7.1}s {:>8} {:>8}  {}",
@@ -322,9 +325,10 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         );
     }
     println!(
-        "replica killed: {victim_id} held {} shards ({lost_members} members); the others held them {:.1} s after the kill",
+        "replica killed: {victim_id} held {} shards ({lost_members} members); the others held them {:.1} s after the kill. Replica added: the shards split among all {:.1} s after its start.",
         lost.len(),
-        taken.as_secs_f64()
+        taken.as_secs_f64(),
+        rebalanced.as_secs_f64(),
     );
     println!(
         "wall = until the leader's status API shows the commit served and every binding confirmed (the first rollout: from the replicas' start, and until the shards are split); reads/writes = requests the members received; RSS: idle = mean of 1 s samples over {} s, otherwise at the phase's end.",

@@ -204,7 +204,7 @@ async fn round(
         .filter(|l| role(l, "replica") && l.metadata.name.as_deref() != Some(&mine))
         .cloned()
         .collect();
-    let live = ownership::live_replicas(me, &others, seen_replicas, now);
+    let live = ownership::live_replicas(me, &others, seen_replicas, (now, jiff::Timestamp::now()));
     let after = GONE_AFTER_DURATIONS * sharding.lease_duration;
     for (name, rv) in ownership::gone_replicas(&others, &live, seen_replicas, after, now) {
         let unchanged = kube::api::DeleteParams {

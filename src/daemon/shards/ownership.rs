@@ -22,6 +22,33 @@ impl Observations {
         decide(me.as_str(), lease, seen, now)
     }
 
+    /// Records a Lease seen for the first time as changed when its `renewTime` says (at most
+    /// its duration ago), by `wall` against this replica's `now`.
+    fn first_seen_at_renewal(&mut self, lease: &Lease, now: Instant, wall: jiff::Timestamp) {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        if self.0.get(&name).is_some_and(Option::is_some) {
+            return;
+        }
+        let spec = lease.spec.clone().unwrap_or_default();
+        let Some(renewed) = spec.renew_time else {
+            return;
+        };
+        let duration =
+            std::time::Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).max(0) as u64);
+        let age = wall.duration_since(renewed.0).unsigned_abs().min(duration);
+        if wall <= renewed.0 {
+            return;
+        }
+        let at = now.checked_sub(age).unwrap_or(now);
+        self.0.insert(
+            name,
+            Some(Observed {
+                resource_version: lease.metadata.resource_version.clone().unwrap_or_default(),
+                at,
+            }),
+        );
+    }
+
     /// Forgets the records of Leases that are gone.
     fn keep(&mut self, names: &BTreeSet<String>) {
         self.0.retain(|n, _| names.contains(n));
@@ -30,14 +57,21 @@ impl Observations {
 
 /// The replicas whose replica Lease (held by the replica itself, renewed every retry period)
 /// changed within its duration, and `me`.
+///
+/// A Lease seen for the first time is taken to have last changed at its `renewTime` on this
+/// replica's wall clock (`wall`), if that is earlier: otherwise a replica that starts would
+/// count a dead replica live for a whole lease duration, and leave the shards it assigns it
+/// unowned that long. Liveness only says where shards should go; who may act for a shard is
+/// still decided by the shard Leases, on this replica's own clock.
 pub fn live_replicas(
     me: &ReplicaId,
     replica_leases: &[Lease],
     seen: &mut Observations,
-    now: Instant,
+    (now, wall): (Instant, jiff::Timestamp),
 ) -> BTreeSet<ReplicaId> {
     let mut live = BTreeSet::from([me.clone()]);
     for lease in replica_leases {
+        seen.first_seen_at_renewal(lease, now, wall);
         // Judged as a would-be taker: "Follow" means its holder renewed it in time.
         let nobody = ReplicaId::from("");
         if let Decision::Follow(holder) = seen.decide(&nobody, lease, now) {
@@ -137,6 +171,39 @@ mod tests {
         ReplicaId::from(s)
     }
 
+    fn wall() -> jiff::Timestamp {
+        jiff::Timestamp::now()
+    }
+
+    /// A replica Lease last renewed `ago` before now (wall clock).
+    fn renewed(name: &str, holder: &str, ago: i64) -> Lease {
+        let mut l = lease(name, "1", Some(holder), 4);
+        let at = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(ago);
+        l.spec.as_mut().unwrap().renew_time = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(at),
+        );
+        l
+    }
+
+    #[test]
+    fn a_replica_lease_first_seen_long_after_its_renewal_is_not_live() {
+        let t0 = Instant::now();
+        let mut seen = Observations::default();
+        // b renewed a second ago; c, ten seconds ago, past its 4 s: c's replica is gone.
+        let leases = [renewed("r-b", "b", 1), renewed("r-c", "c", 10)];
+        let live = live_replicas(&id("a"), &leases, &mut seen, (t0, wall()));
+        assert_eq!(live, BTreeSet::from([id("a"), id("b")]));
+        // b is live until 4 s after its renewal as first seen (3 s from now), unless it renews.
+        let t1 = t0 + Duration::from_secs(2);
+        assert!(live_replicas(&id("a"), &leases, &mut seen, (t1, wall())).contains(&id("b")));
+        let t2 = t0 + Duration::from_secs(4);
+        assert!(!live_replicas(&id("a"), &leases, &mut seen, (t2, wall())).contains(&id("b")));
+        // c comes back: its Lease changes, and it is live again.
+        let mut back = renewed("r-c", "c", 0);
+        back.metadata.resource_version = Some("2".into());
+        assert!(live_replicas(&id("a"), &[back], &mut seen, (t2, wall())).contains(&id("c")));
+    }
+
     #[test]
     fn a_replica_is_live_while_its_lease_changes_within_its_duration() {
         let t0 = Instant::now();
@@ -145,7 +212,7 @@ mod tests {
             lease("r-b", "1", Some("b"), 4),
             lease("r-c", "1", Some("c"), 4),
         ];
-        let live = live_replicas(&id("a"), &leases, &mut seen, t0);
+        let live = live_replicas(&id("a"), &leases, &mut seen, (t0, wall()));
         assert_eq!(live, BTreeSet::from([id("a"), id("b"), id("c")]));
         // b renews, c does not: 5 s later only b is live.
         let t1 = t0 + Duration::from_secs(5);
@@ -153,11 +220,11 @@ mod tests {
             lease("r-b", "2", Some("b"), 4),
             lease("r-c", "1", Some("c"), 4),
         ];
-        let live = live_replicas(&id("a"), &leases, &mut seen, t1);
+        let live = live_replicas(&id("a"), &leases, &mut seen, (t1, wall()));
         assert_eq!(live, BTreeSet::from([id("a"), id("b")]));
         // A released replica Lease (no holder) is no replica.
         let leases = [lease("r-b", "3", None, 1)];
-        let live = live_replicas(&id("a"), &leases, &mut seen, t1);
+        let live = live_replicas(&id("a"), &leases, &mut seen, (t1, wall()));
         assert_eq!(live, BTreeSet::from([id("a")]));
     }
 
@@ -166,13 +233,13 @@ mod tests {
         let t0 = Instant::now();
         let mut seen = Observations::default();
         let leases = [lease("r-b", "1", Some("b"), 4), lease("r-c", "1", None, 1)];
-        let live = live_replicas(&id("a"), &leases, &mut seen, t0);
+        let live = live_replicas(&id("a"), &leases, &mut seen, (t0, wall()));
         let after = Duration::from_secs(40);
         assert!(gone_replicas(&leases, &live, &seen, after, t0).is_empty());
         // b keeps renewing; c was released and never came back.
         let later = t0 + after;
         let leases = [lease("r-b", "9", Some("b"), 4), lease("r-c", "1", None, 1)];
-        let live = live_replicas(&id("a"), &leases, &mut seen, later);
+        let live = live_replicas(&id("a"), &leases, &mut seen, (later, wall()));
         assert_eq!(
             gone_replicas(&leases, &live, &seen, after, later),
             [("r-c".to_string(), "1".to_string())]
