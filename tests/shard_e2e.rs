@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use common::daemon::{await_until, Daemon};
 use common::members::{available, Backend, Members};
 use common::Repo;
-use gitfleet::daemon::shards::{assign, ShardId};
+use gitfleet::daemon::shards::{assign, ReplicaId, ShardId};
 
 const SHARDS: u32 = 8;
 const NAMESPACE: &str = "default";
@@ -155,18 +155,23 @@ fn held(daemon: &Daemon) -> BTreeSet<u32> {
         .unwrap_or_default()
 }
 
-/// Whether the replicas hold all shards between them, each once, each at least one.
+/// Whether each replica holds exactly the shards that rendezvous hashing gives it among them
+/// all: the split they settle on (a replica that has not seen another yet may hold, for a
+/// moment, a shard that is not its own).
 fn split_among(replicas: &BTreeMap<String, Daemon>) -> bool {
-    let mut all = Vec::new();
-    for daemon in replicas.values() {
-        let h = held(daemon);
-        if h.is_empty() {
-            return false;
-        }
-        all.extend(h);
-    }
-    all.sort();
-    all == (0..SHARDS).collect::<Vec<_>>()
+    let ids = replicas
+        .keys()
+        .map(|id| ReplicaId::from(id.as_str()))
+        .collect();
+    let owners = assign::owners(SHARDS, &ids);
+    replicas.iter().all(|(id, daemon)| {
+        let due: BTreeSet<u32> = owners
+            .iter()
+            .filter(|(_, owner)| owner.as_str() == id)
+            .map(|(s, _)| s.0)
+            .collect();
+        held(daemon) == due
+    })
 }
 
 /// Orders a replica carried out with `outcome` (`delivered`, `probed`), by shard

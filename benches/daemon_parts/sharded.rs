@@ -44,19 +44,27 @@ fn replica_view(daemon: &DaemonProcess) -> Result<(bool, BTreeSet<u32>)> {
     Ok((doc["leader"]["leading"] == true, held))
 }
 
-/// Waits until the replicas hold all `shards` between them, each once and each at least one.
+/// Waits until each replica holds exactly the shards rendezvous hashing gives it among them
+/// all (the split they settle on).
 fn await_split(replicas: &[(String, DaemonProcess)], shards: u32) -> Result<Duration> {
+    use gitfleet::daemon::shards::{assign, ReplicaId};
     let start = Instant::now();
+    let ids = replicas
+        .iter()
+        .map(|(id, _)| ReplicaId::from(id.as_str()))
+        .collect();
+    let owners = assign::owners(shards, &ids);
     loop {
-        let mut all = Vec::new();
-        let mut each = true;
-        for (_, d) in replicas {
-            let (_, held) = replica_view(d)?;
-            each &= !held.is_empty();
-            all.extend(held);
+        let mut settled = true;
+        for (id, d) in replicas {
+            let due: BTreeSet<u32> = owners
+                .iter()
+                .filter(|(_, owner)| owner.as_str() == id)
+                .map(|(s, _)| s.0)
+                .collect();
+            settled &= replica_view(d)?.1 == due;
         }
-        all.sort();
-        if each && all == (0..shards).collect::<Vec<_>>() {
+        if settled {
             return Ok(start.elapsed());
         }
         if start.elapsed() > SCALE_LIMIT {
