@@ -11,10 +11,10 @@ mod common;
 use common::kubectl::Kubectl as _;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsStr;
 
 use common::daemon::{await_until, Daemon};
 use common::members::{available, Backend, Members};
+use common::replicas::{self, get, leading, placements};
 use common::Repo;
 
 const FLEET: &str = r#"
@@ -82,59 +82,18 @@ fn replica(repo: &Repo, members: &Members, identity: &str) -> Daemon {
 
 /// [`replica`] with more flags.
 fn replica_with(repo: &Repo, members: &Members, identity: &str, more: &[&str]) -> Daemon {
-    let dir = members.dir().join(identity);
-    std::fs::create_dir_all(&dir).unwrap();
-    let secret = dir.join("secret");
-    std::fs::write(&secret, "s3cret\n").unwrap();
-    let kubeconfig = members.kubeconfig.clone();
-    let args = [
-        "--state",
-        "kubernetes",
-        "--state-namespace",
-        NAMESPACE,
-        "--hosting-context",
-        "hosting",
-        "--identity",
-        identity,
-        "--lease-duration",
-        "4s",
-        "--renew-deadline",
-        "3s",
-        "--retry-period",
-        "1s",
-        "--hosting-kubeconfig",
-    ];
-    let flags: Vec<&OsStr> = args
-        .iter()
-        .map(OsStr::new)
-        .chain([kubeconfig.as_os_str()])
-        .chain(more.iter().map(OsStr::new))
-        .collect();
-    Daemon::start_with(
-        repo.path(),
+    let hosting = replicas::Hosting {
+        kubeconfig: &members.kubeconfig,
+        namespace: NAMESPACE,
+    };
+    replicas::start(
+        repo,
         &members.kubeconfig,
-        &dir.join("cache"),
-        &secret,
-        "1h",
-        &flags,
-        &[],
+        members.dir(),
+        &hosting,
+        identity,
+        more,
     )
-}
-
-fn get(daemon: &Daemon, path: &str) -> String {
-    ureq::get(&format!("{}{path}", daemon.addr))
-        .call()
-        .ok()
-        .and_then(|mut r| r.body_mut().read_to_string().ok())
-        .unwrap_or_default()
-}
-
-fn placements(daemon: &Daemon) -> serde_json::Value {
-    serde_json::from_str(&get(daemon, "/api/v1/placements")).unwrap_or_default()
-}
-
-fn leading(daemon: &Daemon) -> bool {
-    placements(daemon)["leader"]["leading"] == true
 }
 
 fn up_to_date(daemon: &Daemon) -> bool {
@@ -328,15 +287,7 @@ fn a_leader_whose_hosting_api_server_stops_stops_acting() {
 
 /// A client of the test bed's `hosting` API server.
 async fn hosting_client(members: &Members) -> kube::Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&members.kubeconfig).unwrap();
-    let options = kube::config::KubeConfigOptions {
-        context: Some("hosting".into()),
-        ..Default::default()
-    };
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
+    replicas::hosting_client(&members.kubeconfig).await
 }
 
 /// Fencing on a real API server: once a second store has claimed the state, the first one's

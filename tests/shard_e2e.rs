@@ -14,11 +14,11 @@ mod common;
 use common::kubectl::Kubectl as _;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use common::daemon::{await_until, Daemon};
 use common::members::{available, Backend, Members};
+use common::replicas::{self, get, leading, placements};
 use common::Repo;
 use gitfleet::daemon::shards::{assign, ReplicaId, ShardId};
 
@@ -88,59 +88,18 @@ fn replica(
     fleet: &Members,
     identity: &str,
 ) -> Daemon {
-    let dir = fleet.dir().join(identity);
-    std::fs::create_dir_all(&dir).unwrap();
-    let secret = dir.join("secret");
-    std::fs::write(&secret, "s3cret\n").unwrap();
-    let args = [
-        "--state",
-        "kubernetes",
-        "--state-namespace",
+    let hosting = replicas::Hosting {
+        kubeconfig: hosting_kubeconfig,
         namespace,
-        "--hosting-context",
-        "hosting",
-        "--identity",
-        identity,
-        "--lease-duration",
-        "4s",
-        "--renew-deadline",
-        "3s",
-        "--retry-period",
-        "1s",
-        "--shards",
-        "8",
-        "--hosting-kubeconfig",
-    ];
-    let flags: Vec<&OsStr> = args
-        .iter()
-        .map(OsStr::new)
-        .chain([hosting_kubeconfig.as_os_str()])
-        .collect();
-    Daemon::start_with(
-        repo.path(),
+    };
+    replicas::start(
+        repo,
         &fleet.kubeconfig,
-        &dir.join("cache"),
-        &secret,
-        "1h",
-        &flags,
-        &[],
+        fleet.dir(),
+        &hosting,
+        identity,
+        &["--shards", "8"],
     )
-}
-
-fn get(daemon: &Daemon, path: &str) -> String {
-    ureq::get(&format!("{}{path}", daemon.addr))
-        .call()
-        .ok()
-        .and_then(|mut r| r.body_mut().read_to_string().ok())
-        .unwrap_or_default()
-}
-
-fn placements(daemon: &Daemon) -> serde_json::Value {
-    serde_json::from_str(&get(daemon, "/api/v1/placements")).unwrap_or_default()
-}
-
-fn leading(daemon: &Daemon) -> bool {
-    placements(daemon)["leader"]["leading"] == true
 }
 
 /// The shards a replica says it holds.
@@ -217,19 +176,6 @@ fn everywhere(fleet: &Members, mode: &str) -> bool {
 
 fn shard_of(member: &str) -> u32 {
     assign::shard_of(member, SHARDS).0
-}
-
-/// A client of the test bed's `hosting` API server.
-async fn hosting_client(hosting: &Members) -> kube::Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&hosting.kubeconfig).unwrap();
-    let options = kube::config::KubeConfigOptions {
-        context: Some("hosting".into()),
-        ..Default::default()
-    };
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
 }
 
 #[test]
@@ -383,8 +329,10 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
     runtime.block_on(async {
         use gitfleet::daemon::shards::orders::{self, Report, ReportBody};
         use gitfleet::daemon::shards::Names;
-        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
-            kube::Api::namespaced(hosting_client(&hosting).await, NAMESPACE);
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(
+            replicas::hosting_client(&hosting.kubeconfig).await,
+            NAMESPACE,
+        );
         let names = Names {
             prefix: "gitfleet".into(),
         };

@@ -13,6 +13,7 @@ pub mod hub;
 pub mod kubectl;
 pub mod members;
 pub mod receiver;
+pub mod replicas;
 pub mod signing;
 pub mod sim;
 pub mod sources;
