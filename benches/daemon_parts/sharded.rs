@@ -3,7 +3,8 @@
 //! simulated cluster. Five phases: the first rollout (from the replicas' start), idle (each
 //! replica's RSS), one placement's change, a replica killed (until its shards are held by the
 //! others and its members checked again), and a replica added (until the shards are split
-//! again). `GITFLEET_DAEMON_SHARDED="placements,members,replicas,shards,idle_s"`.
+//! again and the members it took checked again).
+//! `GITFLEET_DAEMON_SHARDED="placements,members,replicas,shards,idle_s"`.
 
 use super::common::*;
 use serde_json::Value;
@@ -287,8 +288,22 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
 
     // 5. A replica added: until the shards are split among all again.
     let (requests, at, ticks) = (member_requests(&sim), Instant::now(), ticks_of(&replicas)?);
+    let before = delivered(&replicas)?;
     replicas.push(start(&format!("r{}", count + 1))?);
     let rebalanced = await_split(&replicas, shards)?;
+    // Its members checked again by it (one order each, at least).
+    let (_, moved) = replica_view(&replicas[replicas.len() - 1].1)?;
+    let moved_members = members
+        .iter()
+        .filter(|m| moved.contains(&gitfleet::daemon::shards::assign::shard_of(m, shards).0))
+        .count();
+    let checked = Instant::now();
+    while delivered(&replicas)? - before < moved_members as f64 {
+        if checked.elapsed() > SCALE_LIMIT {
+            return Err("the added replica's members were not checked again".into());
+        }
+        std::thread::sleep(POLL_INTERVAL * 10);
+    }
     replicas[leader]
         .1
         .await_confirmed(&head, SCALE_STATUS_POLL)?;
@@ -333,9 +348,10 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         );
     }
     println!(
-        "replica killed: {victim_id} held {} shards ({lost_members} members); the others held them {:.1} s after the kill. Replica added: the shards split among all {:.1} s after its start.",
+        "replica killed: {victim_id} held {} shards ({lost_members} members); the others held them {:.1} s after the kill. Replica added: it took {} shards ({moved_members} members), the shards split among all {:.1} s after its start.",
         lost.len(),
         taken.as_secs_f64(),
+        moved.len(),
         rebalanced.as_secs_f64(),
     );
     println!(
