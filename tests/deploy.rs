@@ -175,9 +175,9 @@ fn strings(list: &[&str]) -> BTreeSet<String> {
     list.iter().map(|v| v.to_string()).collect()
 }
 
-/// The sharded overlay adds what `--shards` uses (watching orders and reports, deleting an
-/// earlier leader's by label, the renderings' Secrets) and nothing else; the base, run without
-/// shards, does without it.
+/// The sharded overlay adds what `--shards` uses (listing the group's Leases and deleting
+/// replica Leases, watching orders and reports, deleting an earlier leader's by label, the
+/// renderings' Secrets) and nothing else; the base, run without shards, does without it.
 #[test]
 fn the_sharded_overlay_runs_four_replicas_with_the_verbs_shards_need_and_the_base_without_them() {
     let base = kustomize("deploy/kustomize/base");
@@ -193,7 +193,12 @@ fn the_sharded_overlay_runs_four_replicas_with_the_verbs_shards_need_and_the_bas
         role_verbs(&sharded, "secrets"),
         strings(&["get", "list", "create", "delete"])
     );
-    assert_eq!(role_verbs(&sharded, "leases"), role_verbs(&base, "leases"));
+    let base_leases = strings(&["get", "create", "update"]);
+    assert_eq!(role_verbs(&base, "leases"), base_leases);
+    assert_eq!(
+        role_verbs(&sharded, "leases"),
+        &base_leases | &strings(&["list", "delete"])
+    );
     let resources = |objs: &BTreeMap<String, Value>| -> BTreeSet<String> {
         objs["Role/gitfleet"]["rules"]
             .as_array()
