@@ -14,6 +14,7 @@ use crate::model::placement::{
 };
 use crate::model::quantity::Quantity;
 use crate::model::selector::LabelSelector;
+use crate::model::ClusterName;
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
@@ -315,7 +316,7 @@ pub fn schedule(input: &Input, cache: &mut Cache) -> PlacementSchedule {
         }
     };
     // Bindings come sorted by name.
-    let selected: Vec<String> = bindings
+    let selected: Vec<ClusterName> = bindings
         .iter()
         .filter(|b| live(b) && b.policy_index == input.policy_index)
         .map(|b| b.cluster.clone())
@@ -384,7 +385,7 @@ fn pick_fixed(input: &Input, bindings: &mut Bindings) -> Outcome {
             .filter(|c| c.fleet_member)
         {
             None => invalid.push(ClusterDecision {
-                cluster: name.clone(),
+                cluster: ClusterName::new(name),
                 selected: false,
                 affinity_score: None,
                 topology_spread_score: None,
@@ -393,7 +394,7 @@ fn pick_fixed(input: &Input, bindings: &mut Bindings) -> Outcome {
             }),
             Some(c) => match eligibility(c) {
                 Err(why) => invalid.push(ClusterDecision {
-                    cluster: name.clone(),
+                    cluster: c.name.clone(),
                     selected: false,
                     affinity_score: None,
                     topology_spread_score: None,
@@ -656,7 +657,7 @@ fn properties_match(
 
 fn invalid_property(c: &Cluster, property: &str) -> CycleError {
     CycleError {
-        cluster: c.name.clone(),
+        cluster: c.name.to_string(),
         property: property.to_string(),
         value: match c.property(property) {
             Some(Err(raw)) => raw,
@@ -777,7 +778,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
     let mut static_filters: Vec<Option<Result<(), Filtered>>> = vec![None; members.len()];
     let mut affinities: Vec<Option<i32>> = vec![None; members.len()];
     let topology = TopologyDomains::new(input.fleet, constraints, cache);
-    let mut last_not_picked: Vec<(&str, i32, i32)> = Vec::new();
+    let mut last_not_picked: Vec<(&ClusterName, i32, i32)> = Vec::new();
     let mut last_filtered: Vec<(usize, &Cluster, Filtered)> = Vec::new();
     loop {
         let present = bindings.current().count();
@@ -838,7 +839,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
             .collect();
         last_not_picked = scored[k..ranked]
             .iter()
-            .map(|s| (s.cluster.name.as_str(), s.affinity, s.topology))
+            .map(|s| (&s.cluster.name, s.affinity, s.topology))
             .collect();
         last_filtered = filtered;
         for &(i, affinity, topology) in &picked {
@@ -856,7 +857,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
     let mut unpicked = Vec::new();
     for &(name, a, t) in last_not_picked
         .iter()
-        .filter(|(name, _, _)| !seen.contains(name))
+        .filter(|(name, _, _)| !seen.contains(name.as_str()))
     {
         if unpicked.len() == MAX_UNSELECTED_DECISIONS
             || decisions.len() + unpicked.len() >= MAX_DECISIONS
@@ -864,7 +865,7 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
             break;
         }
         unpicked.push(ClusterDecision {
-            cluster: name.to_string(),
+            cluster: name.clone(),
             selected: false,
             affinity_score: Some(a),
             topology_spread_score: Some(t),

@@ -11,7 +11,7 @@ pub mod work;
 pub use fleet::{Cluster, Fleet, Inventory, InventoryCluster};
 
 use crate::fast_hash::HashMap;
-use crate::model::{PlacementKey, PlacementKind};
+use crate::model::{ClusterName, PlacementKey, PlacementKind};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -29,7 +29,7 @@ pub enum BindingState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Binding {
-    pub cluster: String,
+    pub cluster: ClusterName,
     pub state: BindingState,
     /// The policy snapshot index the binding was made (or last patched) for.
     pub policy_index: u64,
@@ -47,7 +47,7 @@ pub struct Binding {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(from = "DecisionRecord")]
 pub struct ClusterDecision {
-    pub cluster: String,
+    pub cluster: ClusterName,
     pub selected: bool,
     pub affinity_score: Option<i32>,
     pub topology_spread_score: Option<i32>,
@@ -131,7 +131,7 @@ impl Serialize for ClusterDecision {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct DecisionRecord {
-    cluster: String,
+    cluster: ClusterName,
     selected: bool,
     #[serde(default)]
     affinity_score: Option<i32>,
@@ -186,7 +186,7 @@ impl Condition {
 pub struct DecisionGroup {
     pub group_name: String,
     pub group_index: usize,
-    pub clusters: Vec<String>,
+    pub clusters: Vec<ClusterName>,
 }
 
 /// What the scheduler decided for one placement.
@@ -202,7 +202,7 @@ pub struct PlacementSchedule {
     pub policy_hash: Option<String>,
     /// Selected clusters, sorted by name.
     #[serde(default)]
-    pub selected: Vec<String>,
+    pub selected: Vec<ClusterName>,
     #[serde(default)]
     pub decisions: Vec<ClusterDecision>,
     #[serde(default)]

@@ -5,6 +5,7 @@
 use super::Misconfig;
 use crate::model::ocm::{GroupStrategy, CLUSTER_GROUP};
 use crate::model::placement::IntOrPercent;
+use crate::model::ClusterName;
 use crate::schedule::fleet::Cluster;
 use crate::schedule::{DecisionGroup, PlacementSchedule};
 use serde_json::{json, Value};
@@ -62,13 +63,13 @@ pub(super) fn decision_groups(
     )?;
     let mut assigned = vec![false; selected.len()];
     let mut groups = Vec::new();
-    let chunk = |name: &str, mut members: Vec<&str>, groups: &mut Vec<DecisionGroup>| {
+    let chunk = |name: &str, mut members: Vec<&ClusterName>, groups: &mut Vec<DecisionGroup>| {
         members.sort_unstable();
         for part in members.chunks(length.max(1)) {
             groups.push(DecisionGroup {
                 group_name: name.to_string(),
                 group_index: groups.len(),
-                clusters: part.iter().map(|c| c.to_string()).collect(),
+                clusters: part.iter().map(|&c| c.clone()).collect(),
             });
         }
     };
@@ -85,16 +86,16 @@ pub(super) fn decision_groups(
                     .all(|r| r.matches(&c.properties))
             {
                 assigned[i] = true;
-                members.push(c.name.as_str());
+                members.push(&c.name);
             }
         }
         chunk(&group.group_name, members, &mut groups);
     }
-    let rest: Vec<&str> = selected
+    let rest: Vec<&ClusterName> = selected
         .iter()
         .zip(&assigned)
         .filter(|(_, a)| !**a)
-        .map(|(c, _)| c.name.as_str())
+        .map(|(c, _)| &c.name)
         .collect();
     chunk("", rest, &mut groups);
     if groups.is_empty() {
@@ -129,7 +130,8 @@ pub fn placement_decisions(result: &PlacementSchedule) -> Vec<Value> {
     let namespace = result.key.namespace.as_deref().unwrap_or_default();
     let mut out = Vec::new();
     for group in &result.decision_groups {
-        let mut pages: Vec<&[String]> = group.clusters.chunks(MAX_DECISIONS_PER_OBJECT).collect();
+        let mut pages: Vec<&[ClusterName]> =
+            group.clusters.chunks(MAX_DECISIONS_PER_OBJECT).collect();
         if pages.is_empty() {
             pages.push(&[]);
         }

@@ -53,6 +53,7 @@ use crate::model::ocm::{
     PRIORITIZER_ALLOCATABLE_CPU, PRIORITIZER_ALLOCATABLE_MEMORY, PRIORITIZER_BALANCE,
     PRIORITIZER_STEADY,
 };
+use crate::model::ClusterName;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -193,11 +194,11 @@ impl Counts {
         }
     }
 
-    fn add(&mut self, fleet: &Fleet, clusters: &[String], delta: i64) {
+    fn add(&mut self, fleet: &Fleet, clusters: &[ClusterName], delta: i64) {
         for c in clusters {
             match index_of(fleet, c) {
                 Some(i) => self.by_index[i] += delta,
-                None => *self.extra.entry(c.clone()).or_default() += delta,
+                None => *self.extra.entry(c.to_string()).or_default() += delta,
             }
         }
     }
@@ -800,7 +801,7 @@ fn push_int(out: &mut String, value: i64) {
 }
 
 fn decision(
-    cluster: String,
+    cluster: ClusterName,
     selected: bool,
     score: Option<i64>,
     reason: impl Into<Arc<str>>,
