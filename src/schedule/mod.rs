@@ -57,15 +57,36 @@ pub struct ClusterDecision {
 }
 
 /// Why a cluster was or was not picked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Reason {
     /// KubeFleet's "picked by scheduling policy", worded from the decision's cluster and scores
     /// when it is shown: a fleet-wide placement has thousands of them, and writing each out
     /// would be a large share of scheduling time.
     Picked,
+    /// An OCM placement's decision for a cluster that passed its filters, worded from the
+    /// placement's scores when it is shown, for the same reason.
+    Ranked(ocm::RankedReason),
     /// Any other reason. Shared: one filter reason often stands for many clusters.
     Text(Arc<str>),
 }
+
+/// Equal when they say the same: a stored decision (its reason read back as text) equals the
+/// fresh one that would have written it.
+impl PartialEq for Reason {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Reason::Picked, Reason::Picked) => true,
+            (Reason::Text(a), Reason::Text(b)) => a == b,
+            (Reason::Ranked(a), Reason::Ranked(b)) => a == b,
+            (Reason::Ranked(r), Reason::Text(t)) | (Reason::Text(t), Reason::Ranked(r)) => {
+                r.text() == **t
+            }
+            (Reason::Picked, _) | (_, Reason::Picked) => false,
+        }
+    }
+}
+
+impl Eq for Reason {}
 
 impl Reason {
     pub fn text(text: impl Into<Arc<str>>) -> Reason {
@@ -79,6 +100,7 @@ impl ClusterDecision {
         match &self.reason {
             Reason::Text(t) => Cow::Borrowed(t),
             Reason::Picked => Cow::Owned(picked_reason(&self.cluster, self.scores())),
+            Reason::Ranked(r) => Cow::Owned(r.text()),
         }
     }
 

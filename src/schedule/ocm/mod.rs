@@ -31,8 +31,13 @@
 
 pub(crate) mod cel;
 mod groups;
+mod ranking;
 #[cfg(test)]
 mod tests;
+
+pub use ranking::RankedReason;
+
+use ranking::Ranking;
 
 pub use groups::{
     decision_group_status, decision_object_name, placement_decisions, DECISION_GROUP_INDEX_LABEL,
@@ -701,110 +706,53 @@ impl<'a> World<'a> {
             .into();
             return candidates
                 .iter()
-                .map(|&i| decision(name(i), false, None, reason.clone()))
+                .map(|&i| decision(name(i), false, None, Reason::Text(reason.clone())))
                 .collect();
         }
         let mut out = Vec::with_capacity(candidates.len());
-        // The fixed parts of the reasons, rendered once per placement.
-        let not_top = format!(
-            "does not score high enough: not in the top {} (score ",
-            run.k
-        );
-        let not_written = format!(
-            "not placed: the placement is misconfigured ({}), so no PlacementDecision is written (score ",
-            status.map(Misconfig::text).unwrap_or_default()
-        );
-        let of_total = format!(" of {}", run.feasible.len());
-        let parts: Vec<(String, String)> = run
-            .prioritizers
-            .iter()
-            .enumerate()
-            .map(|(k, (p, w))| {
-                let mut name = String::from(if k == 0 { "" } else { " + " });
-                p.write_name(&mut name);
-                name.push(' ');
-                (name, format!("×{w}"))
-            })
-            .collect();
-        // Written into one buffer, then copied at its exact size.
-        let mut text = String::with_capacity(256);
-        for (rank, &r) in run.rank.iter().enumerate() {
-            let f = &run.feasible[r as usize];
-            let chosen = rank < run.selected.len();
-            text.clear();
-            text.push_str(match (chosen, written) {
-                (false, _) => &not_top,
-                (true, true) => "selected: score ",
-                (true, false) => &not_written,
-            });
-            push_int(&mut text, f.total);
-            text.push_str(", rank ");
-            push_int(&mut text, rank as i64 + 1);
-            text.push_str(&of_total);
-            text.push_str(if chosen && written { " (" } else { "; " });
-            if parts.is_empty() {
-                text.push_str("no prioritizer");
-            }
-            for ((name, weight), scores) in parts.iter().zip(&run.scores) {
-                text.push_str(name);
-                push_int(&mut text, scores[r as usize].unwrap_or(0));
-                text.push_str(weight);
-                if scores[r as usize].is_none() {
-                    text.push_str(" (no data)");
-                }
-            }
-            text.push(')');
-            if chosen {
-                if let Some((until, t)) = f.tolerated_until {
-                    let taint = &self.views[f.index as usize].taints[t].taint;
-                    let _ = write!(
-                        text,
-                        "; taint {} is tolerated until {}",
-                        taint_text(taint),
-                        crate::timestamp::format_unix_nanos(until)
-                    );
-                }
-            }
-            out.push(decision(
-                name(f.index),
-                chosen && written,
-                Some(f.total),
-                text.as_str().to_owned(),
-            ));
+        let chosen = run.selected.len();
+        let scores = ranking::Scores {
+            prioritizers: run
+                .prioritizers
+                .iter()
+                .map(|(p, w)| {
+                    let mut name = String::new();
+                    p.write_name(&mut name);
+                    (name, *w)
+                })
+                .collect(),
+            order: run.rank,
+            totals: run.feasible.iter().map(|f| f.total).collect(),
+            scores: run.scores,
+        };
+        let unwritten = (!written).then(|| status.map(Misconfig::text).unwrap_or_default());
+        let feasible = &run.feasible;
+        let ranking = Ranking::new(scores, run.k, chosen, unwritten, |at| {
+            let f = &feasible[at as usize];
+            let (until, t) = f.tolerated_until?;
+            let taint = self.views[f.index as usize].taints[t].taint;
+            Some((until, taint_text(taint)))
+        });
+        for (rank, &at) in ranking.order().iter().enumerate() {
+            let f = &feasible[at as usize];
+            let reason = Reason::Ranked(ranking.reason(rank));
+            let selected = rank < chosen && written;
+            out.push(decision(name(f.index), selected, Some(f.total), reason));
         }
         let mut filtered = run.filtered;
         filtered.sort_unstable_by_key(|(i, _)| *i);
         for (i, why) in filtered {
-            out.push(decision(name(i), false, None, why));
+            out.push(decision(name(i), false, None, Reason::Text(why)));
         }
         out
     }
-}
-
-/// Appends a decimal integer without going through `fmt` (reasons are written per cluster).
-fn push_int(out: &mut String, value: i64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut n = value.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if value < 0 {
-        out.push('-');
-    }
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
 }
 
 fn decision(
     cluster: ClusterName,
     selected: bool,
     score: Option<i64>,
-    reason: impl Into<Arc<str>>,
+    reason: Reason,
 ) -> ClusterDecision {
     ClusterDecision {
         cluster,
@@ -812,7 +760,7 @@ fn decision(
         affinity_score: None,
         topology_spread_score: None,
         score,
-        reason: Reason::text(reason),
+        reason,
     }
 }
 
