@@ -60,6 +60,7 @@ use crate::model::ocm::{
 };
 use crate::model::ClusterName;
 use std::cell::RefCell;
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::rc::Rc;
@@ -310,6 +311,8 @@ struct World<'a> {
     members: HashMap<&'a str, Vec<u32>>,
     /// Eligible set list → the union of their members.
     candidates: RefCell<HashMap<Vec<&'a str>, Rc<[u32]>>>,
+    /// Add-on score name → each cluster's score (0 when it has none), by fleet index.
+    add_on_scores: RefCell<HashMap<String, Rc<[i64]>>>,
 }
 
 /// An allocatable quantity, when the cluster reports both allocatable and capacity.
@@ -402,7 +405,20 @@ impl<'a> World<'a> {
             bound,
             members,
             candidates: RefCell::new(HashMap::new()),
+            add_on_scores: RefCell::new(HashMap::new()),
         }
+    }
+
+    /// Every cluster's add-on score `name`, shared between placements.
+    fn add_on_scores(&self, name: &str) -> Rc<[i64]> {
+        if let Some(s) = self.add_on_scores.borrow().get(name) {
+            return s.clone();
+        }
+        let scores: Rc<[i64]> = (self.fleet.clusters.iter())
+            .map(|c| c.add_on_scores.get(name).copied().unwrap_or(0))
+            .collect();
+        (self.add_on_scores.borrow_mut()).insert(name.to_string(), scores.clone());
+        scores
     }
 
     /// The union of the members of `sets`, ascending, shared between placements.
@@ -472,12 +488,8 @@ impl<'a> World<'a> {
 
         let selected_count = run.selected.len();
         let mut status = run.misconfig.clone();
-        let picked: Vec<&Cluster> = run
-            .selected
-            .iter()
-            .map(|&i| &self.fleet.clusters[i as usize])
-            .collect();
-        match groups::decision_groups(&spec.decision_strategy.group_strategy, &picked) {
+        let strategy = &spec.decision_strategy.group_strategy;
+        match groups::decision_groups(strategy, self.fleet, &run.selected) {
             Ok(g) => out.decision_groups = g,
             Err(m) => status = Some(m),
         }
@@ -609,12 +621,14 @@ impl<'a> World<'a> {
         run.scores = scores;
 
         // Sort (total descending, then name ascending = index ascending) and pick the top k.
-        run.rank = (0..run.feasible.len() as u32).collect();
+        // Indices are unique, so the order is total and needs no stable sort.
+        let mut ranked: Vec<(Reverse<i64>, u32, u32)> = (run.feasible.iter())
+            .enumerate()
+            .map(|(at, f)| (Reverse(f.total), f.index, at as u32))
+            .collect();
+        ranked.sort_unstable();
+        run.rank = ranked.into_iter().map(|(_, _, at)| at).collect();
         let feasible = &run.feasible;
-        run.rank.sort_by(|&a, &b| {
-            let (a, b) = (&feasible[a as usize], &feasible[b as usize]);
-            b.total.cmp(&a.total).then(a.index.cmp(&b.index))
-        });
         let k = spec
             .number_of_clusters
             .map_or(feasible.len(), |k| k.max(0) as usize);
@@ -673,18 +687,13 @@ impl<'a> World<'a> {
                     })
                     .collect()
             }
-            Prioritizer::AddOn { score_name, .. } => feasible
-                .iter()
-                .map(|f| {
-                    Some(
-                        self.fleet.clusters[f.index as usize]
-                            .add_on_scores
-                            .get(*score_name)
-                            .copied()
-                            .unwrap_or(0),
-                    )
-                })
-                .collect(),
+            Prioritizer::AddOn { score_name, .. } => {
+                let scores = self.add_on_scores(score_name);
+                feasible
+                    .iter()
+                    .map(|f| Some(scores[f.index as usize]))
+                    .collect()
+            }
         }
     }
 
