@@ -1,0 +1,88 @@
+//! Per-run values of the fleet shared by all KubeFleet placements: each property's values by
+//! fleet position and its range over the members, and each topology key's domains.
+
+use crate::schedule::fleet::Fleet;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// Per-run caches shared by all placements (one fleet): each property's values by fleet position
+/// and its range over the members, and each topology key's domains.
+#[derive(Default)]
+pub struct Cache {
+    columns: HashMap<String, Rc<[Prop]>>,
+    extremes: HashMap<String, Option<(f64, f64)>>,
+    domains: HashMap<String, Rc<Domains>>,
+}
+
+/// A cluster's property, read once per run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Prop {
+    Missing,
+    Value(f64),
+    /// Not a quantity: the cycle fails on it (the raw text is read again for the error).
+    Invalid,
+}
+
+/// The domains of one topology key over the fleet members.
+pub(super) struct Domains {
+    /// Per fleet position: the domain (numbered in order of first appearance), if the cluster is
+    /// a member with the label.
+    pub(super) by_position: Vec<Option<usize>>,
+    pub(super) count: usize,
+}
+
+impl Cache {
+    pub(super) fn column(&mut self, fleet: &Fleet, property: &str) -> Rc<[Prop]> {
+        if let Some(c) = self.columns.get(property) {
+            return c.clone();
+        }
+        let column: Rc<[Prop]> = fleet
+            .clusters
+            .iter()
+            .map(|c| match c.property(property) {
+                None => Prop::Missing,
+                Some(Ok(v)) => Prop::Value(v),
+                Some(Err(_)) => Prop::Invalid,
+            })
+            .collect();
+        self.columns.insert(property.to_string(), column.clone());
+        column
+    }
+
+    pub(super) fn extremes(&mut self, fleet: &Fleet, property: &str) -> Option<(f64, f64)> {
+        if let Some(e) = self.extremes.get(property) {
+            return *e;
+        }
+        let column = self.column(fleet, property);
+        let mut mm: Option<(f64, f64)> = None;
+        for (c, p) in fleet.clusters.iter().zip(column.iter()) {
+            if let (true, Prop::Value(v)) = (c.fleet_member, *p) {
+                mm = Some(mm.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+            }
+        }
+        self.extremes.insert(property.to_string(), mm);
+        mm
+    }
+
+    pub(super) fn domains(&mut self, fleet: &Fleet, key: &str) -> Rc<Domains> {
+        if let Some(d) = self.domains.get(key) {
+            return d.clone();
+        }
+        let mut ids: HashMap<&str, usize> = HashMap::new();
+        let by_position = fleet
+            .clusters
+            .iter()
+            .map(|c| {
+                let v = c.labels.get(key).filter(|_| c.fleet_member)?;
+                let next = ids.len();
+                Some(*ids.entry(v.as_str()).or_insert(next))
+            })
+            .collect();
+        let domains = Rc::new(Domains {
+            by_position,
+            count: ids.len(),
+        });
+        self.domains.insert(key.to_string(), domains.clone());
+        domains
+    }
+}

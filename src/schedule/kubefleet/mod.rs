@@ -1,0 +1,417 @@
+//! KubeFleet's scheduler for ClusterResourcePlacement and ResourcePlacement (pkg/scheduler):
+//! binding classification, PickAll / PickFixed / PickN, the filter and score plugins, ranking,
+//! downscale, and the decisions and `Scheduled` condition with KubeFleet's exact strings.
+
+mod bindings;
+mod cache;
+mod filter;
+mod score;
+mod topology;
+
+pub use cache::Cache;
+pub use score::interpolate;
+
+use super::fleet::{Cluster, Fleet};
+use super::{
+    Binding, BindingState, ClusterDecision, Condition, PlacementKey, PlacementSchedule, Reason,
+};
+use crate::model::placement::{PlacementPolicy, PlacementType};
+use crate::model::ClusterName;
+use bindings::{live, Bindings};
+use filter::{eligibility, filter, static_filter, Filtered, Selectors};
+use score::affinity_score;
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+use topology::TopologyDomains;
+
+pub const SCHEDULED: &str = "Scheduled";
+pub const FULLY_SCHEDULED: &str = "SchedulingPolicyFulfilled";
+pub const NOT_FULLY_SCHEDULED: &str = "SchedulingPolicyUnfulfilled";
+/// At most this many clusters that were not picked are listed in the decisions.
+const MAX_UNSELECTED_DECISIONS: usize = 20;
+/// The API caps the decision list.
+const MAX_DECISIONS: usize = 1000;
+
+/// One placement to schedule.
+pub struct Input<'a> {
+    pub key: PlacementKey,
+    /// The defaulted policy (PickAll when the placement has none).
+    pub policy: &'a PlacementPolicy,
+    pub policy_index: u64,
+    pub policy_hash: String,
+    pub fleet: &'a Fleet,
+    /// The placement's bindings from the previous run.
+    pub bindings: &'a [Binding],
+}
+
+/// A scheduling cycle could not run (KubeFleet retries it; gitfleet reports it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("property {property:?} of cluster {cluster:?} is not a quantity: {value:?}")]
+pub struct CycleError {
+    pub cluster: String,
+    pub property: String,
+    pub value: String,
+}
+
+/// A cluster that passed the filters, with its scores.
+#[derive(Debug, Clone)]
+struct Scored<'a> {
+    cluster: &'a Cluster,
+    /// Its position in the fleet.
+    position: usize,
+    topology: i32,
+    affinity: i32,
+    obsolete: i32,
+}
+
+/// KubeFleet's ranking: `(topology spread, affinity, obsolete binding)` descending, then the
+/// lexicographically larger name first (the fleet is sorted by name, so the later position).
+fn rank(a: &Scored, b: &Scored) -> Ordering {
+    (b.topology, b.affinity, b.obsolete, b.position)
+        .cmp(&(a.topology, a.affinity, a.obsolete, a.position))
+}
+
+pub fn schedule(input: &Input, cache: &mut Cache) -> PlacementSchedule {
+    let mut bindings = Bindings::new(input.fleet, input.bindings, input.policy_index);
+    let outcome = match input.policy.placement_type {
+        PlacementType::PickFixed => pick_fixed(input, &mut bindings),
+        PlacementType::PickAll => pick_all(input, &mut bindings, cache),
+        PlacementType::PickN => pick_n(input, &mut bindings, cache),
+    };
+    let (decisions, condition, bindings) = match outcome {
+        Ok((decisions, condition)) => (decisions, condition, bindings.into_vec()),
+        Err(e) => {
+            // The cycle fails as a whole: bindings stay as they were.
+            let message = format!("scheduling failed: {e}");
+            (
+                vec![],
+                Condition::new(SCHEDULED, false, NOT_FULLY_SCHEDULED, message),
+                {
+                    let mut as_they_were = input.bindings.to_vec();
+                    as_they_were.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+                    as_they_were
+                },
+            )
+        }
+    };
+    // Bindings come sorted by name.
+    let selected: Vec<ClusterName> = bindings
+        .iter()
+        .filter(|b| live(b) && b.policy_index == input.policy_index)
+        .map(|b| b.cluster.clone())
+        .collect();
+    PlacementSchedule {
+        key: input.key.clone(),
+        policy_snapshot_index: Some(input.policy_index),
+        policy_hash: Some(input.policy_hash.clone()),
+        selected,
+        decisions,
+        conditions: vec![condition],
+        bindings,
+        decision_groups: vec![],
+    }
+}
+
+type Outcome = Result<(Vec<ClusterDecision>, Condition), CycleError>;
+
+fn count_condition(found: usize, fulfilled: bool) -> Condition {
+    if fulfilled {
+        Condition::new(
+            SCHEDULED,
+            true,
+            FULLY_SCHEDULED,
+            format!("found all cluster needed as specified by the scheduling policy, found {found} cluster(s)"),
+        )
+    } else {
+        Condition::new(
+            SCHEDULED,
+            false,
+            NOT_FULLY_SCHEDULED,
+            format!("could not find all clusters needed as specified by the scheduling policy, found {found} cluster(s) instead"),
+        )
+    }
+}
+
+/// Decisions of the current bindings, as KubeFleet records them.
+fn binding_decisions(bindings: &Bindings, with_scores: bool) -> Vec<ClusterDecision> {
+    let mut decisions = Vec::with_capacity(bindings.at.len().min(MAX_DECISIONS) + 1);
+    let current = bindings.current().take(MAX_DECISIONS).map(|(_, b)| {
+        let scores = match (with_scores, b.affinity_score, b.topology_spread_score) {
+            (true, Some(a), Some(t)) => Some((a, t)),
+            (true, _, _) => Some((0, 0)),
+            _ => None,
+        };
+        ClusterDecision {
+            cluster: b.cluster.clone(),
+            selected: true,
+            affinity_score: scores.map(|s| s.0),
+            topology_spread_score: scores.map(|s| s.1),
+            score: None,
+            reason: Reason::Picked,
+        }
+    });
+    decisions.extend(current);
+    decisions
+}
+
+fn pick_fixed(input: &Input, bindings: &mut Bindings) -> Outcome {
+    let mut valid = BTreeSet::new();
+    let mut invalid = Vec::new();
+    for name in &input.policy.cluster_names {
+        let position = input.fleet.position(name);
+        match position
+            .map(|i| &input.fleet.clusters[i])
+            .filter(|c| c.fleet_member)
+        {
+            None => invalid.push(ClusterDecision {
+                cluster: ClusterName::new(name),
+                selected: false,
+                affinity_score: None,
+                topology_spread_score: None,
+                score: None,
+                reason: Reason::text(format!("Specified cluster \"{name}\" is not found")),
+            }),
+            Some(c) => match eligibility(c) {
+                Err(why) => invalid.push(ClusterDecision {
+                    cluster: c.name.clone(),
+                    selected: false,
+                    affinity_score: None,
+                    topology_spread_score: None,
+                    score: None,
+                    reason: Reason::text(format!(
+                        "Cluster \"{name}\" is not eligible for resource placement yet: {why}"
+                    )),
+                }),
+                Ok(()) => {
+                    valid.extend(position);
+                }
+            },
+        }
+    }
+    for &i in &valid {
+        if !bindings.is_current(i) {
+            bindings.pick(i, None);
+        }
+    }
+    bindings.unschedule_obsolete_except(|i| valid.contains(&i));
+    let mut decisions = binding_decisions(bindings, false);
+    decisions.extend(invalid.iter().cloned());
+    Ok((decisions, count_condition(valid.len(), invalid.is_empty())))
+}
+
+fn pick_all(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome {
+    let selectors = Selectors::new(input, cache);
+    // Positions, ascending.
+    let mut picked: Vec<usize> = Vec::with_capacity(input.fleet.clusters.len());
+    let mut filtered = Vec::with_capacity(input.fleet.clusters.len());
+    for (i, c) in input.fleet.clusters.iter().enumerate() {
+        if !c.fleet_member {
+            continue;
+        }
+        match filter(input, &selectors, bindings, i, c)? {
+            Ok(true) => picked.push(i),
+            Ok(false) => {}
+            Err(why) => filtered.push((i, c, why)),
+        }
+    }
+    // KubeFleet wraps every cluster that passed the PickAll filters with a zero `ClusterScore`
+    // (pkg/scheduler/framework/framework.go, runAllPluginsForPickAllPlacementType), so its
+    // bindings and decisions carry "affinity score: 0, topology spread score: 0".
+    for &i in &picked {
+        bindings.pick(i, Some((0, 0)));
+    }
+    bindings.unschedule_obsolete_except(|i| picked.binary_search(&i).is_ok());
+    let mut decisions = binding_decisions(bindings, true);
+    add_filtered(
+        &mut decisions,
+        bindings,
+        &filtered,
+        MAX_UNSELECTED_DECISIONS,
+    );
+    let found = bindings.current().count();
+    Ok((decisions, count_condition(found, true)))
+}
+
+/// Adds decisions for up to `room` clusters the filters dropped, skipping those still bound
+/// (IgnoredDuringExecution keeps them, and they have a decision already). `filtered` holds
+/// fleet positions.
+fn add_filtered(
+    decisions: &mut Vec<ClusterDecision>,
+    bindings: &Bindings,
+    filtered: &[(usize, &Cluster, Filtered)],
+    room: usize,
+) {
+    let slots = MAX_DECISIONS.saturating_sub(decisions.len()).min(room);
+    let extra = filtered
+        .iter()
+        .take(slots)
+        .filter(|(i, _, _)| !bindings.is_current(*i))
+        .map(|(_, c, why)| ClusterDecision {
+            cluster: c.name.clone(),
+            selected: false,
+            affinity_score: None,
+            topology_spread_score: None,
+            score: None,
+            reason: Reason::text(why.reason()),
+        });
+    decisions.extend(extra);
+}
+
+fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome {
+    let n = input.policy.number_of_clusters.unwrap_or(0).max(0) as usize;
+    let present = bindings.current().count();
+    let obsolete = bindings
+        .at
+        .iter()
+        .filter(|(i, _)| bindings.is_obsolete(*i))
+        .count();
+    if n <= present {
+        if present - n + obsolete > 0 {
+            downscale(bindings, present - n);
+        }
+        let decisions = binding_decisions(bindings, true);
+        return Ok((decisions, count_condition(n.min(present), true)));
+    }
+    let constraints = &input.policy.topology_spread_constraints;
+    let selectors = Selectors::new(input, cache);
+    // Members, and their positions in the fleet.
+    let (members, positions): (Vec<&Cluster>, Vec<usize>) = input
+        .fleet
+        .clusters
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.fleet_member)
+        .map(|(i, c)| (c, i))
+        .unzip();
+    // The filters other than "already selected" and the affinity score do not change from one
+    // cycle to the next: each is worked out once, when a cycle first needs it (so the first
+    // error is the one the cycles would meet in order).
+    let mut static_filters: Vec<Option<Result<(), Filtered>>> = vec![None; members.len()];
+    let mut affinities: Vec<Option<i32>> = vec![None; members.len()];
+    let topology = TopologyDomains::new(input.fleet, constraints, cache);
+    let mut last_not_picked: Vec<(&ClusterName, i32, i32)> = Vec::new();
+    let mut last_filtered: Vec<(usize, &Cluster, Filtered)> = Vec::new();
+    loop {
+        let present = bindings.current().count();
+        if present >= n {
+            break;
+        }
+        let desired = n - present;
+        // PostBatch: any spread constraint limits a cycle to one pick.
+        let batch = if constraints.is_empty() { desired } else { 1 };
+        let tsc = topology.state(bindings);
+        let mut scored: Vec<Scored> = Vec::with_capacity(members.len());
+        let mut filtered: Vec<(usize, &Cluster, Filtered)> = Vec::with_capacity(members.len());
+        for (i, &c) in members.iter().enumerate() {
+            let passed = match static_filters[i] {
+                Some(r) => r,
+                None => {
+                    *static_filters[i].insert(static_filter(input, &selectors, positions[i], c)?)
+                }
+            };
+            if let Err(why) = passed {
+                filtered.push((positions[i], c, why));
+                continue;
+            }
+            if bindings.is_current(positions[i]) {
+                continue;
+            }
+            let topology = match tsc.score(positions[i]) {
+                Err(constraint) => {
+                    filtered.push((positions[i], c, Filtered::Topology(constraint)));
+                    continue;
+                }
+                Ok(t) => t,
+            };
+            let affinity = match affinities[i] {
+                Some(a) => a,
+                None => *affinities[i].insert(affinity_score(input, &selectors, positions[i], c)?),
+            };
+            let obsolete = i32::from(bindings.is_obsolete(positions[i]));
+            scored.push(Scored {
+                cluster: c,
+                position: positions[i],
+                topology,
+                affinity,
+                obsolete,
+            });
+        }
+        let k = batch.min(scored.len());
+        // Only the picks and the best of the rest (listed in the decisions) need an order;
+        // `rank` is total (names are unique), so this is the full sort's prefix.
+        let ranked = (k + MAX_UNSELECTED_DECISIONS).min(scored.len());
+        if ranked > 0 && ranked < scored.len() {
+            scored.select_nth_unstable_by(ranked - 1, rank);
+        }
+        scored[..ranked].sort_by(rank);
+        let picked: Vec<(usize, i32, i32)> = scored[..k]
+            .iter()
+            .map(|s| (s.position, s.affinity, s.topology))
+            .collect();
+        last_not_picked = scored[k..ranked]
+            .iter()
+            .map(|s| (&s.cluster.name, s.affinity, s.topology))
+            .collect();
+        last_filtered = filtered;
+        for &(i, affinity, topology) in &picked {
+            bindings.pick(i, Some((affinity, topology)));
+        }
+        bindings.unschedule_obsolete_except(|i| picked.iter().any(|p| p.0 == i));
+        // A capped cycle that picked its full batch is requeued at once; otherwise it is done.
+        if k < batch || k == 0 || batch == desired {
+            break;
+        }
+    }
+    let found = bindings.current().count();
+    let mut decisions = binding_decisions(bindings, true);
+    let seen: BTreeSet<&str> = decisions.iter().map(|d| d.cluster.as_str()).collect();
+    let mut unpicked = Vec::new();
+    for &(name, a, t) in last_not_picked
+        .iter()
+        .filter(|(name, _, _)| !seen.contains(name.as_str()))
+    {
+        if unpicked.len() == MAX_UNSELECTED_DECISIONS
+            || decisions.len() + unpicked.len() >= MAX_DECISIONS
+        {
+            break;
+        }
+        unpicked.push(ClusterDecision {
+            cluster: name.clone(),
+            selected: false,
+            affinity_score: Some(a),
+            topology_spread_score: Some(t),
+            score: None,
+            reason: Reason::text(format!(
+                "Cluster \"{name}\" does not score high enough (affinity score: {a}, topology spread score: {t})"
+            )),
+        });
+    }
+    let room = MAX_UNSELECTED_DECISIONS - unpicked.len();
+    decisions.extend(unpicked);
+    add_filtered(&mut decisions, bindings, &last_filtered, room);
+    Ok((decisions, count_condition(found, found >= n)))
+}
+
+/// Removes `count` current bindings: all scheduled before bound, lowest score first (no score
+/// lowest of all), then the smaller name. Obsolete bindings are unscheduled first.
+fn downscale(bindings: &mut Bindings, count: usize) {
+    bindings.unschedule_obsolete_except(|_| false);
+    let mut current: Vec<(usize, &Binding)> = bindings.current().collect();
+    current.sort_by(|(_, a), (_, b)| {
+        let state_rank = |s: BindingState| if s == BindingState::Scheduled { 0 } else { 1 };
+        let score = |b: &Binding| match (b.topology_spread_score, b.affinity_score) {
+            (Some(t), Some(a)) => Some((t, a)),
+            _ => None,
+        };
+        state_rank(a.state)
+            .cmp(&state_rank(b.state))
+            .then_with(|| score(a).cmp(&score(b)))
+            .then_with(|| a.cluster.cmp(&b.cluster))
+    });
+    let dropped: Vec<usize> = current.into_iter().take(count).map(|(i, _)| i).collect();
+    for i in dropped {
+        if let Some(b) = bindings.get_mut(i) {
+            Bindings::unschedule(b);
+        }
+    }
+}
