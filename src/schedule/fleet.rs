@@ -207,7 +207,12 @@ impl Fleet {
                 }
             }
         }
+        // One table of names for the whole fleet, which every result naming a cluster shares.
+        let names = ClusterName::table(by_name.keys().map(String::as_str));
         let mut clusters: Vec<Cluster> = by_name.into_values().collect();
+        for (c, name) in clusters.iter_mut().zip(names) {
+            c.name = name;
+        }
         for c in &mut clusters {
             c.parse_properties();
         }
