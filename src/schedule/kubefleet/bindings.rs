@@ -101,34 +101,69 @@ impl<'f> Bindings<'f> {
     /// (state kept), revives an unscheduled one (previous state restored) or creates a
     /// `Scheduled` one.
     pub(super) fn pick(&mut self, position: usize, scores: Option<(i32, i32)>) {
-        let index = self.index;
-        let fleet = self.fleet;
         let at = match self.at.binary_search_by_key(&position, |(i, _)| *i) {
             Ok(at) => at,
             Err(at) => {
-                let b = Binding {
-                    cluster: fleet.clusters[position].name.clone(),
-                    state: BindingState::Scheduled,
-                    policy_index: index,
-                    affinity_score: None,
-                    topology_spread_score: None,
-                    previous_state: None,
-                };
-                self.at.insert(at, (position, b));
+                let fresh = self.fresh(position);
+                self.at.insert(at, (position, fresh));
                 at
             }
         };
-        let b = &mut self.at[at].1;
-        if b.state == BindingState::Unscheduled {
-            b.state = b.previous_state.take().unwrap_or(BindingState::Scheduled);
+        let index = self.index;
+        rebind(&mut self.at[at].1, index, scores);
+    }
+
+    /// PickAll's binding step in one pass over the bindings: picks every cluster of `passed`
+    /// (fleet positions, ascending) that is not bound for the current policy yet, with `scores`,
+    /// and unschedules the obsolete bindings of the others, as [`Self::pick`] for each and
+    /// [`Self::unschedule_obsolete_except`] the picked would.
+    pub(super) fn pick_all(&mut self, passed: &[u32], scores: (i32, i32)) {
+        let index = self.index;
+        let mut old = std::mem::take(&mut self.at).into_iter().peekable();
+        let mut at = Vec::with_capacity(passed.len() + old.len());
+        for position in passed.iter().map(|&p| p as usize) {
+            while let Some(mut kept) = old.next_if(|(i, _)| *i < position) {
+                if live(&kept.1) && kept.1.policy_index != index {
+                    Self::unschedule(&mut kept.1);
+                }
+                at.push(kept);
+            }
+            let b = match old.next_if(|(i, _)| *i == position) {
+                // Already bound for this policy: not picked again.
+                Some((_, b)) if live(&b) && b.policy_index == index => b,
+                Some((_, mut b)) => {
+                    rebind(&mut b, index, Some(scores));
+                    b
+                }
+                None => {
+                    let mut b = self.fresh(position);
+                    rebind(&mut b, index, Some(scores));
+                    b
+                }
+            };
+            at.push((position, b));
         }
-        b.previous_state = None;
-        b.policy_index = index;
-        if let Some((affinity, topology)) = scores {
-            b.affinity_score = Some(affinity);
-            b.topology_spread_score = Some(topology);
+        for mut kept in old {
+            if live(&kept.1) && kept.1.policy_index != index {
+                Self::unschedule(&mut kept.1);
+            }
+            at.push(kept);
+        }
+        self.at = at;
+    }
+
+    /// A new binding to the cluster at `position`.
+    fn fresh(&self, position: usize) -> Binding {
+        Binding {
+            cluster: self.fleet.clusters[position].name.clone(),
+            state: BindingState::Scheduled,
+            policy_index: self.index,
+            affinity_score: None,
+            topology_spread_score: None,
+            previous_state: None,
         }
     }
+
     pub(super) fn unschedule_obsolete_except(&mut self, keep: impl Fn(usize) -> bool) {
         let index = self.index;
         for (i, b) in self.at.iter_mut() {
@@ -136,6 +171,85 @@ impl<'f> Bindings<'f> {
             if live(b) && b.policy_index != index && !keep(i) {
                 Self::unschedule(b);
             }
+        }
+    }
+}
+
+/// Makes `b` a binding for policy `index`, as [`Bindings::pick`] does.
+fn rebind(b: &mut Binding, index: u64, scores: Option<(i32, i32)>) {
+    if b.state == BindingState::Unscheduled {
+        b.state = b.previous_state.take().unwrap_or(BindingState::Scheduled);
+    }
+    b.previous_state = None;
+    b.policy_index = index;
+    if let Some((affinity, topology)) = scores {
+        b.affinity_score = Some(affinity);
+        b.topology_spread_score = Some(topology);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ClusterName;
+    use crate::schedule::fleet::Cluster;
+
+    fn fleet(n: usize) -> Fleet {
+        let names: Vec<String> = (0..n).map(|i| format!("c{i:02}")).collect();
+        let mut fleet = Fleet::default();
+        fleet.clusters = ClusterName::table(names.iter().map(String::as_str))
+            .into_iter()
+            .map(|name| {
+                let mut c = Cluster::default();
+                c.name = name;
+                c.fleet_member = true;
+                c
+            })
+            .collect();
+        fleet
+    }
+
+    fn binding(cluster: &str, state: BindingState, policy_index: u64) -> Binding {
+        Binding {
+            cluster: cluster.into(),
+            state,
+            policy_index,
+            affinity_score: Some(7),
+            topology_spread_score: Some(-1),
+            previous_state: (state == BindingState::Unscheduled).then_some(BindingState::Bound),
+        }
+    }
+
+    /// PickAll's one pass gives the bindings that picking each cluster and then unscheduling
+    /// the obsolete others gives, whatever the bindings were.
+    #[test]
+    fn pick_all_is_each_pick_and_then_the_obsolete_unscheduled() {
+        use BindingState::*;
+        let fleet = fleet(8);
+        let previous = [
+            binding("c00", Bound, 2),
+            binding("c01", Scheduled, 1),
+            binding("c02", Unscheduled, 1),
+            binding("c03", Bound, 1),
+            binding("c05", Unscheduled, 2),
+            binding("c06", Scheduled, 2),
+            binding("gone", Bound, 2),
+        ];
+        let passed: [&[u32]; 4] = [&[], &[0, 1, 2, 3, 4, 5, 6, 7], &[1, 4, 5], &[0, 3, 7]];
+        for passed in passed {
+            let mut one_pass = Bindings::new(&fleet, &previous, 2);
+            one_pass.pick_all(passed, (0, 0));
+            let mut each = Bindings::new(&fleet, &previous, 2);
+            let picked: Vec<usize> = passed
+                .iter()
+                .map(|&p| p as usize)
+                .filter(|&p| !each.is_current(p))
+                .collect();
+            for &p in &picked {
+                each.pick(p, Some((0, 0)));
+            }
+            each.unschedule_obsolete_except(|i| picked.contains(&i));
+            assert_eq!(one_pass.into_vec(), each.into_vec(), "{passed:?}");
         }
     }
 }

@@ -1,14 +1,16 @@
-//! Per-run values of the fleet shared by all KubeFleet placements: each property's values by
-//! fleet position and its range over the members, and each topology key's domains.
+//! Per-run values of the fleet shared by all KubeFleet placements: the members and what the
+//! filters read of them, each property's values by fleet position and its range over the
+//! members, and each topology key's domains.
 
 use crate::schedule::fleet::Fleet;
+use crate::schedule::labels::ClusterBits;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-/// Per-run caches shared by all placements (one fleet): each property's values by fleet position
-/// and its range over the members, and each topology key's domains.
+/// Per-run caches shared by all placements (one fleet).
 #[derive(Default)]
 pub struct Cache {
+    members: Option<Rc<Members>>,
     columns: HashMap<String, Rc<[Prop]>>,
     extremes: HashMap<String, Option<(f64, f64)>>,
     domains: HashMap<String, Rc<Domains>>,
@@ -23,6 +25,17 @@ pub(super) enum Prop {
     Invalid,
 }
 
+/// The fleet members as sets of positions, with what the filters read of each.
+pub(super) struct Members {
+    pub(super) all: ClusterBits,
+    /// The clusters whose last probe succeeded.
+    pub(super) healthy: ClusterBits,
+    /// The members with taints, ascending.
+    pub(super) tainted: Vec<u32>,
+    /// The members whose namespaces are known, ascending.
+    pub(super) with_namespaces: Vec<u32>,
+}
+
 /// The domains of one topology key over the fleet members.
 pub(super) struct Domains {
     /// Per fleet position: the domain (numbered in order of first appearance), if the cluster is
@@ -32,6 +45,36 @@ pub(super) struct Domains {
 }
 
 impl Cache {
+    pub(super) fn members(&mut self, fleet: &Fleet) -> Rc<Members> {
+        self.members
+            .get_or_insert_with(|| {
+                let n = fleet.clusters.len();
+                let mut members = Members {
+                    all: ClusterBits::empty(n),
+                    healthy: ClusterBits::empty(n),
+                    tainted: vec![],
+                    with_namespaces: vec![],
+                };
+                for (i, c) in fleet.clusters.iter().enumerate() {
+                    if c.healthy {
+                        members.healthy.insert(i);
+                    }
+                    if !c.fleet_member {
+                        continue;
+                    }
+                    members.all.insert(i);
+                    if !c.taints.is_empty() {
+                        members.tainted.push(i as u32);
+                    }
+                    if c.namespaces.is_some() {
+                        members.with_namespaces.push(i as u32);
+                    }
+                }
+                Rc::new(members)
+            })
+            .clone()
+    }
+
     pub(super) fn column(&mut self, fleet: &Fleet, property: &str) -> Rc<[Prop]> {
         if let Some(c) = self.columns.get(property) {
             return c.clone();

@@ -2,7 +2,6 @@
 //! properties), eligibility, namespace affinity and taints; and why a cluster was filtered, as
 //! KubeFleet words it.
 
-use super::bindings::Bindings;
 use super::cache::{Cache, Prop};
 use super::{CycleError, Input};
 use crate::model::member::Taint;
@@ -153,72 +152,59 @@ pub(super) fn labels_match(bits: &Option<ClusterBits>, index: usize) -> bool {
     bits.as_ref().is_none_or(|b| b.contains(index))
 }
 
-/// The filter chain shared by PickAll and PickN (TSC excepted): `Ok(true)` passes, `Ok(false)`
-/// means already selected (skipped), `Err` carries why the filters drop it. `index` is the
-/// cluster's position in the fleet.
-pub(super) fn filter<'c>(
-    input: &Input<'c>,
-    selectors: &Selectors,
-    bindings: &Bindings,
-    index: usize,
-    c: &'c Cluster,
-) -> Result<Result<bool, Filtered<'c>>, CycleError> {
-    Ok(match static_filter(input, selectors, index, c)? {
-        Err(why) => Err(why),
-        Ok(()) => Ok(!bindings.is_current(index)),
-    })
+/// The placement's required cluster affinity terms, if it has any.
+pub(super) fn required_terms<'p>(input: &Input<'p>) -> Option<&'p [ClusterSelectorTerm]> {
+    let affinity = input.policy.affinity.as_ref()?.cluster_affinity.as_ref()?;
+    let required = affinity
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?;
+    Some(&required.cluster_selector_terms)
 }
 
-/// The filters that do not depend on the bindings: required affinity, eligibility, taints.
-pub(super) fn static_filter<'c>(
-    input: &Input<'c>,
+/// Whether the cluster at `index` matches one of the required `terms` (their label selectors
+/// worked out in `selectors`), trying them in order.
+pub(super) fn affinity_matches(
+    terms: &[ClusterSelectorTerm],
     selectors: &Selectors,
     index: usize,
+    c: &Cluster,
+) -> Result<bool, CycleError> {
+    let bits = selectors.required.as_deref().unwrap_or_default();
+    for ((term, bits), wanted) in terms.iter().zip(bits).zip(&selectors.wanted) {
+        if labels_match(bits, index) && properties_match(term, wanted, index, c)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Why the static filters (required affinity, eligibility, namespace affinity, taints, in
+/// that order) drop a member; `affine` says whether it matches the required affinity.
+pub(super) fn dropped_by<'c>(
+    input: &Input<'c>,
+    affine: bool,
     c: &'c Cluster,
-) -> Result<Result<(), Filtered<'c>>, CycleError> {
-    if let (Some(req), Some(bits)) = (
-        input
-            .policy
-            .affinity
-            .as_ref()
-            .and_then(|a| a.cluster_affinity.as_ref())
-            .and_then(|ca| {
-                ca.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            }),
-        &selectors.required,
-    ) {
-        let mut matched = false;
-        let terms = req
-            .cluster_selector_terms
-            .iter()
-            .zip(bits)
-            .zip(&selectors.wanted);
-        for ((term, bits), wanted) in terms {
-            if labels_match(bits, index) && properties_match(term, wanted, index, c)? {
-                matched = true;
-                break;
-            }
-        }
-        if !matched {
-            return Ok(Err(Filtered::NoAffinityTerm));
-        }
+) -> Option<Filtered<'c>> {
+    if !affine {
+        return Some(Filtered::NoAffinityTerm);
     }
     if !c.healthy {
-        return Ok(Err(Filtered::Ineligible(c)));
+        return Some(Filtered::Ineligible(c));
     }
-    // NamespaceAffinity (pkg/scheduler/framework/plugins/namespaceaffinity/filtering.go): a
-    // ResourcePlacement goes only where its namespace exists, when the member's namespaces are
-    // known; unknown (KubeFleet: no NamespaceCollectionSucceeded condition), every cluster passes.
-    if let (Some(ns), Some(known)) = (input.key.namespace.as_deref(), c.namespaces.as_ref()) {
-        if !known.contains(ns) {
-            return Ok(Err(Filtered::NamespaceMissing));
-        }
+    if namespace_missing(input, c) {
+        return Some(Filtered::NamespaceMissing);
     }
-    if let Some(t) = untolerated_taint(&input.policy.tolerations, c) {
-        return Ok(Err(Filtered::Taint(t)));
+    untolerated_taint(&input.policy.tolerations, c).map(Filtered::Taint)
+}
+
+/// NamespaceAffinity (pkg/scheduler/framework/plugins/namespaceaffinity/filtering.go): a
+/// ResourcePlacement goes only where its namespace exists, when the member's namespaces are
+/// known; unknown (KubeFleet: no NamespaceCollectionSucceeded condition), every cluster passes.
+pub(super) fn namespace_missing(input: &Input, c: &Cluster) -> bool {
+    match (input.key.namespace.as_deref(), c.namespaces.as_ref()) {
+        (Some(ns), Some(known)) => !known.contains(ns),
+        _ => false,
     }
-    Ok(Ok(()))
 }
 
 /// The property selector of a term (its label selector is checked first, through [`Selectors`]).

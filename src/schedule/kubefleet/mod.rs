@@ -4,6 +4,7 @@
 
 mod bindings;
 mod cache;
+mod feasible;
 mod filter;
 mod score;
 mod topology;
@@ -11,14 +12,15 @@ mod topology;
 pub use cache::Cache;
 pub use score::interpolate;
 
-use super::fleet::{Cluster, Fleet};
+use super::fleet::Fleet;
 use super::{
     Binding, BindingState, ClusterDecision, Condition, PlacementKey, PlacementSchedule, Reason,
 };
 use crate::model::placement::{PlacementPolicy, PlacementType};
 use crate::model::ClusterName;
 use bindings::{live, Bindings};
-use filter::{eligibility, filter, static_filter, Filtered, Selectors};
+use feasible::Feasible;
+use filter::{eligibility, Filtered, Selectors};
 use score::affinity_score;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -55,8 +57,7 @@ pub struct CycleError {
 
 /// A cluster that passed the filters, with its scores.
 #[derive(Debug, Clone)]
-struct Scored<'a> {
-    cluster: &'a Cluster,
+struct Scored {
     /// Its position in the fleet.
     position: usize,
     topology: i32,
@@ -201,31 +202,19 @@ fn pick_fixed(input: &Input, bindings: &mut Bindings) -> Outcome {
 
 fn pick_all(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome {
     let selectors = Selectors::new(input, cache);
-    // Positions, ascending.
-    let mut picked: Vec<usize> = Vec::with_capacity(input.fleet.clusters.len());
-    let mut filtered = Vec::with_capacity(input.fleet.clusters.len());
-    for (i, c) in input.fleet.clusters.iter().enumerate() {
-        if !c.fleet_member {
-            continue;
-        }
-        match filter(input, &selectors, bindings, i, c)? {
-            Ok(true) => picked.push(i),
-            Ok(false) => {}
-            Err(why) => filtered.push((i, c, why)),
-        }
+    let feasible = Feasible::new(input, &selectors, cache);
+    if let Some((_, e)) = feasible.error {
+        return Err(e);
     }
     // KubeFleet wraps every cluster that passed the PickAll filters with a zero `ClusterScore`
     // (pkg/scheduler/framework/framework.go, runAllPluginsForPickAllPlacementType), so its
     // bindings and decisions carry "affinity score: 0, topology spread score: 0".
-    for &i in &picked {
-        bindings.pick(i, Some((0, 0)));
-    }
-    bindings.unschedule_obsolete_except(|i| picked.binary_search(&i).is_ok());
+    bindings.pick_all(&feasible.passed, (0, 0));
     let mut decisions = binding_decisions(bindings, true);
     add_filtered(
         &mut decisions,
         bindings,
-        &filtered,
+        &feasible.dropped,
         MAX_UNSELECTED_DECISIONS,
     );
     let found = bindings.current().count();
@@ -238,16 +227,16 @@ fn pick_all(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcom
 fn add_filtered(
     decisions: &mut Vec<ClusterDecision>,
     bindings: &Bindings,
-    filtered: &[(usize, &Cluster, Filtered)],
+    filtered: &[(usize, Filtered)],
     room: usize,
 ) {
     let slots = MAX_DECISIONS.saturating_sub(decisions.len()).min(room);
     let extra = filtered
         .iter()
         .take(slots)
-        .filter(|(i, _, _)| !bindings.is_current(*i))
-        .map(|(_, c, why)| ClusterDecision {
-            cluster: c.name.clone(),
+        .filter(|(i, _)| !bindings.is_current(*i))
+        .map(|(i, why)| ClusterDecision {
+            cluster: bindings.fleet.clusters[*i].name.clone(),
             selected: false,
             affinity_score: None,
             topology_spread_score: None,
@@ -255,6 +244,23 @@ fn add_filtered(
             reason: Reason::text(why.reason()),
         });
     decisions.extend(extra);
+}
+
+/// The first of two lists of dropped clusters, each by position, as one list by position (as
+/// many as the decisions may list).
+fn first_dropped<'c>(
+    a: &[(usize, Filtered<'c>)],
+    b: &[(usize, Filtered<'c>)],
+) -> Vec<(usize, Filtered<'c>)> {
+    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
+    std::iter::from_fn(|| match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if y.0 < x.0 => b.next(),
+        (Some(_), _) => a.next(),
+        (None, _) => b.next(),
+    })
+    .take(MAX_UNSELECTED_DECISIONS)
+    .copied()
+    .collect()
 }
 
 fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome {
@@ -274,23 +280,14 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
     }
     let constraints = &input.policy.topology_spread_constraints;
     let selectors = Selectors::new(input, cache);
-    // Members, and their positions in the fleet.
-    let (members, positions): (Vec<&Cluster>, Vec<usize>) = input
-        .fleet
-        .clusters
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.fleet_member)
-        .map(|(i, c)| (c, i))
-        .unzip();
-    // The filters other than "already selected" and the affinity score do not change from one
-    // cycle to the next: each is worked out once, when a cycle first needs it (so the first
-    // error is the one the cycles would meet in order).
-    let mut static_filters: Vec<Option<Result<(), Filtered>>> = vec![None; members.len()];
-    let mut affinities: Vec<Option<i32>> = vec![None; members.len()];
+    // The static filters and the affinity scores do not change from one cycle to the next: the
+    // filters are worked out once, the scores when a cycle first needs them, and an error where
+    // the cycles would meet it in order.
+    let feasible = Feasible::new(input, &selectors, cache);
+    let mut affinities: Vec<Option<i32>> = vec![None; feasible.passed.len()];
     let topology = TopologyDomains::new(input.fleet, constraints, cache);
     let mut last_not_picked: Vec<(&ClusterName, i32, i32)> = Vec::new();
-    let mut last_filtered: Vec<(usize, &Cluster, Filtered)> = Vec::new();
+    let mut last_filtered: Vec<(usize, Filtered)> = Vec::new();
     loop {
         let present = bindings.current().count();
         if present >= n {
@@ -300,41 +297,44 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
         // PostBatch: any spread constraint limits a cycle to one pick.
         let batch = if constraints.is_empty() { desired } else { 1 };
         let tsc = topology.state(bindings);
-        let mut scored: Vec<Scored> = Vec::with_capacity(members.len());
-        let mut filtered: Vec<(usize, &Cluster, Filtered)> = Vec::with_capacity(members.len());
-        for (i, &c) in members.iter().enumerate() {
-            let passed = match static_filters[i] {
-                Some(r) => r,
-                None => {
-                    *static_filters[i].insert(static_filter(input, &selectors, positions[i], c)?)
+        let mut scored: Vec<Scored> = Vec::with_capacity(feasible.passed.len());
+        let mut violations: Vec<(usize, Filtered)> = Vec::new();
+        for (j, &position) in feasible.passed.iter().enumerate() {
+            let position = position as usize;
+            if let Some((at, e)) = &feasible.error {
+                if position > *at {
+                    return Err(e.clone());
                 }
-            };
-            if let Err(why) = passed {
-                filtered.push((positions[i], c, why));
+            }
+            if bindings.is_current(position) {
                 continue;
             }
-            if bindings.is_current(positions[i]) {
-                continue;
-            }
-            let topology = match tsc.score(positions[i]) {
+            let topology = match tsc.score(position) {
                 Err(constraint) => {
-                    filtered.push((positions[i], c, Filtered::Topology(constraint)));
+                    if violations.len() < MAX_UNSELECTED_DECISIONS {
+                        violations.push((position, Filtered::Topology(constraint)));
+                    }
                     continue;
                 }
                 Ok(t) => t,
             };
-            let affinity = match affinities[i] {
+            let affinity = match affinities[j] {
                 Some(a) => a,
-                None => *affinities[i].insert(affinity_score(input, &selectors, positions[i], c)?),
+                None => {
+                    let c = &input.fleet.clusters[position];
+                    *affinities[j].insert(affinity_score(input, &selectors, position, c)?)
+                }
             };
-            let obsolete = i32::from(bindings.is_obsolete(positions[i]));
+            let obsolete = i32::from(bindings.is_obsolete(position));
             scored.push(Scored {
-                cluster: c,
-                position: positions[i],
+                position,
                 topology,
                 affinity,
                 obsolete,
             });
+        }
+        if let Some((_, e)) = feasible.error {
+            return Err(e);
         }
         let k = batch.min(scored.len());
         // Only the picks and the best of the rest (listed in the decisions) need an order;
@@ -350,9 +350,15 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
             .collect();
         last_not_picked = scored[k..ranked]
             .iter()
-            .map(|s| (&s.cluster.name, s.affinity, s.topology))
+            .map(|s| {
+                (
+                    &input.fleet.clusters[s.position].name,
+                    s.affinity,
+                    s.topology,
+                )
+            })
             .collect();
-        last_filtered = filtered;
+        last_filtered = first_dropped(&feasible.dropped, &violations);
         for &(i, affinity, topology) in &picked {
             bindings.pick(i, Some((affinity, topology)));
         }
