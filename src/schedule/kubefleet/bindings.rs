@@ -8,10 +8,13 @@ use crate::schedule::{Binding, BindingState};
 /// of names, and what the filters ask by), and those to clusters that have left the fleet.
 pub(super) struct Bindings<'f> {
     pub(super) fleet: &'f Fleet,
-    /// Sorted by position: picks mostly arrive in that order, so this is mostly appending.
-    pub(super) at: Vec<(usize, Binding)>,
+    /// The fleet positions of `bound`, ascending: picks mostly arrive in that order, so this is
+    /// mostly appending.
+    positions: Vec<u32>,
+    /// Kept apart from their positions, so that they are the result as they are.
+    bound: Vec<Binding>,
     /// Bindings to clusters no longer in the fleet: always unscheduled.
-    pub(super) gone: Vec<Binding>,
+    gone: Vec<Binding>,
     pub(super) index: u64,
 }
 
@@ -23,12 +26,8 @@ impl<'f> Bindings<'f> {
     /// The previous bindings; those to clusters that are not fleet members any more (gone from
     /// the repository) are unscheduled.
     pub(super) fn new(fleet: &'f Fleet, previous: &[Binding], index: u64) -> Self {
-        let mut bindings = Bindings {
-            fleet,
-            at: Vec::with_capacity(previous.len()),
-            gone: Vec::new(),
-            index,
-        };
+        let mut at = Vec::with_capacity(previous.len());
+        let mut gone = Vec::new();
         for b in previous {
             let mut b = b.clone();
             match fleet.position(&b.cluster) {
@@ -36,39 +35,54 @@ impl<'f> Bindings<'f> {
                     if !fleet.clusters[i].fleet_member {
                         Self::unschedule(&mut b);
                     }
-                    bindings.at.push((i, b));
+                    at.push((i as u32, b));
                 }
                 None => {
                     Self::unschedule(&mut b);
-                    bindings.gone.push(b);
+                    gone.push(b);
                 }
             }
         }
-        bindings.at.sort_by_key(|(i, _)| *i);
+        at.sort_by_key(|(i, _)| *i);
         // A cluster listed twice: the later entry wins, as a map would have it.
-        bindings.at.dedup_by(|later, kept| {
+        at.dedup_by(|later, kept| {
             let same = later.0 == kept.0;
             if same {
                 std::mem::swap(later, kept);
             }
             same
         });
-        bindings
+        let (positions, bound) = at.into_iter().unzip();
+        Bindings {
+            fleet,
+            positions,
+            bound,
+            gone,
+            index,
+        }
+    }
+
+    /// How many bindings there are to clusters of the fleet.
+    pub(super) fn len(&self) -> usize {
+        self.bound.len()
+    }
+
+    fn find(&self, position: usize) -> Result<usize, usize> {
+        self.positions.binary_search(&(position as u32))
     }
 
     pub(super) fn get(&self, position: usize) -> Option<&Binding> {
-        let at = self.at.binary_search_by_key(&position, |(i, _)| *i).ok()?;
-        Some(&self.at[at].1)
+        Some(&self.bound[self.find(position).ok()?])
     }
 
     pub(super) fn get_mut(&mut self, position: usize) -> Option<&mut Binding> {
-        let at = self.at.binary_search_by_key(&position, |(i, _)| *i).ok()?;
-        Some(&mut self.at[at].1)
+        let at = self.find(position).ok()?;
+        Some(&mut self.bound[at])
     }
 
     /// All bindings, sorted by cluster name.
     pub(super) fn into_vec(self) -> Vec<Binding> {
-        let mut all: Vec<Binding> = self.at.into_iter().map(|(_, b)| b).collect();
+        let mut all = self.bound;
         if !self.gone.is_empty() {
             all.extend(self.gone);
             all.sort_by(|a, b| a.cluster.cmp(&b.cluster));
@@ -76,12 +90,15 @@ impl<'f> Bindings<'f> {
         all
     }
 
+    /// The bindings to clusters of the fleet, with their positions, by name.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (usize, &Binding)> {
+        (self.positions.iter().map(|&i| i as usize)).zip(&self.bound)
+    }
+
     /// The current bindings (live, for this policy), with their fleet positions, by name.
     pub(super) fn current(&self) -> impl Iterator<Item = (usize, &Binding)> {
-        self.at
-            .iter()
+        self.iter()
             .filter(move |(_, b)| live(b) && b.policy_index == self.index)
-            .map(|(i, b)| (*i, b))
     }
     pub(super) fn is_current(&self, position: usize) -> bool {
         self.get(position)
@@ -101,16 +118,16 @@ impl<'f> Bindings<'f> {
     /// (state kept), revives an unscheduled one (previous state restored) or creates a
     /// `Scheduled` one.
     pub(super) fn pick(&mut self, position: usize, scores: Option<(i32, i32)>) {
-        let at = match self.at.binary_search_by_key(&position, |(i, _)| *i) {
+        let at = match self.find(position) {
             Ok(at) => at,
             Err(at) => {
                 let fresh = self.fresh(position);
-                self.at.insert(at, (position, fresh));
+                self.positions.insert(at, position as u32);
+                self.bound.insert(at, fresh);
                 at
             }
         };
-        let index = self.index;
-        rebind(&mut self.at[at].1, index, scores);
+        rebind(&mut self.bound[at], self.index, scores);
     }
 
     /// PickAll's binding step in one pass over the bindings: picks every cluster of `passed`
@@ -119,14 +136,24 @@ impl<'f> Bindings<'f> {
     /// [`Self::unschedule_obsolete_except`] the picked would.
     pub(super) fn pick_all(&mut self, passed: &[u32], scores: (i32, i32)) {
         let index = self.index;
-        let mut old = std::mem::take(&mut self.at).into_iter().peekable();
-        let mut at = Vec::with_capacity(passed.len() + old.len());
-        for position in passed.iter().map(|&p| p as usize) {
-            while let Some(mut kept) = old.next_if(|(i, _)| *i < position) {
-                if live(&kept.1) && kept.1.policy_index != index {
-                    Self::unschedule(&mut kept.1);
-                }
-                at.push(kept);
+        let old_positions = std::mem::take(&mut self.positions);
+        let mut old = old_positions
+            .into_iter()
+            .zip(std::mem::take(&mut self.bound))
+            .peekable();
+        let capacity = passed.len() + old.len();
+        let (mut positions, mut bound) =
+            (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
+        let unscheduled_if_obsolete = |mut b: Binding| {
+            if live(&b) && b.policy_index != index {
+                Self::unschedule(&mut b);
+            }
+            b
+        };
+        for &position in passed {
+            while let Some((i, b)) = old.next_if(|(i, _)| *i < position) {
+                positions.push(i);
+                bound.push(unscheduled_if_obsolete(b));
             }
             let b = match old.next_if(|(i, _)| *i == position) {
                 // Already bound for this policy: not picked again.
@@ -136,20 +163,20 @@ impl<'f> Bindings<'f> {
                     b
                 }
                 None => {
-                    let mut b = self.fresh(position);
+                    let mut b = self.fresh(position as usize);
                     rebind(&mut b, index, Some(scores));
                     b
                 }
             };
-            at.push((position, b));
+            positions.push(position);
+            bound.push(b);
         }
-        for mut kept in old {
-            if live(&kept.1) && kept.1.policy_index != index {
-                Self::unschedule(&mut kept.1);
-            }
-            at.push(kept);
+        for (i, b) in old {
+            positions.push(i);
+            bound.push(unscheduled_if_obsolete(b));
         }
-        self.at = at;
+        self.positions = positions;
+        self.bound = bound;
     }
 
     /// A new binding to the cluster at `position`.
@@ -166,9 +193,8 @@ impl<'f> Bindings<'f> {
 
     pub(super) fn unschedule_obsolete_except(&mut self, keep: impl Fn(usize) -> bool) {
         let index = self.index;
-        for (i, b) in self.at.iter_mut() {
-            let i = *i;
-            if live(b) && b.policy_index != index && !keep(i) {
+        for (&i, b) in self.positions.iter().zip(&mut self.bound) {
+            if live(b) && b.policy_index != index && !keep(i as usize) {
                 Self::unschedule(b);
             }
         }

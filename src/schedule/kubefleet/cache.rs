@@ -2,6 +2,8 @@
 //! filters read of them, each property's values by fleet position and its range over the
 //! members, and each topology key's domains.
 
+use super::score::interpolate;
+use crate::model::placement::SortOrder;
 use crate::schedule::fleet::Fleet;
 use crate::schedule::labels::ClusterBits;
 use std::collections::HashMap;
@@ -13,6 +15,8 @@ pub struct Cache {
     members: Option<Rc<Members>>,
     columns: HashMap<String, Rc<[Prop]>>,
     extremes: HashMap<String, Option<(f64, f64)>>,
+    /// By property, sort order (descending or not) and weight.
+    sorted: HashMap<(String, bool, i32), Rc<[Sorted]>>,
     domains: HashMap<String, Rc<Domains>>,
 }
 
@@ -22,6 +26,15 @@ pub(super) enum Prop {
     Missing,
     Value(f64),
     /// Not a quantity: the cycle fails on it (the raw text is read again for the error).
+    Invalid,
+}
+
+/// A cluster's score from a preferred term's property sorter, worked out once per run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Sorted {
+    Missing,
+    Score(i32),
+    /// Not a quantity: the cycle fails on it.
     Invalid,
 }
 
@@ -105,6 +118,32 @@ impl Cache {
         }
         self.extremes.insert(property.to_string(), mm);
         mm
+    }
+
+    /// What a property sorter of `weight` scores each cluster, by fleet position: the weight
+    /// interpolated over the property's range over the members. Placements share sorters
+    /// more often than not, and interpolating is most of scoring.
+    pub(super) fn sorted(
+        &mut self,
+        fleet: &Fleet,
+        property: &str,
+        order: SortOrder,
+        weight: i32,
+    ) -> Rc<[Sorted]> {
+        let key = (property.to_string(), order == SortOrder::Descending, weight);
+        if let Some(s) = self.sorted.get(&key) {
+            return s.clone();
+        }
+        let extremes = self.extremes(fleet, property);
+        let sorted: Rc<[Sorted]> = (self.column(fleet, property).iter())
+            .map(|p| match *p {
+                Prop::Missing => Sorted::Missing,
+                Prop::Value(v) => Sorted::Score(interpolate(v, extremes, order, weight)),
+                Prop::Invalid => Sorted::Invalid,
+            })
+            .collect();
+        self.sorted.insert(key, sorted.clone());
+        sorted
     }
 
     pub(super) fn domains(&mut self, fleet: &Fleet, key: &str) -> Rc<Domains> {

@@ -2,7 +2,7 @@
 //! properties), eligibility, namespace affinity and taints; and why a cluster was filtered, as
 //! KubeFleet words it.
 
-use super::cache::{Cache, Prop};
+use super::cache::{Cache, Prop, Sorted};
 use super::{CycleError, Input};
 use crate::model::member::Taint;
 use crate::model::placement::{
@@ -17,9 +17,6 @@ use std::rc::Rc;
 /// A property expression of a required term: the value to compare with, and the property's
 /// values by fleet position.
 pub(super) type Wanted = (Option<f64>, Rc<[Prop]>);
-/// A preferred term's property sorter: the property's values by fleet position, and its range
-/// over the members.
-pub(super) type Sorter = (Rc<[Prop]>, Option<(f64, f64)>);
 
 /// Why a cluster is filtered out, as KubeFleet's `Status.String()` words it.
 pub(super) fn unschedulable(reason: impl std::fmt::Display) -> String {
@@ -80,9 +77,8 @@ pub(super) struct Selectors {
     pub(super) wanted: Vec<Vec<Wanted>>,
     /// Per preferred term, the same as `required`.
     pub(super) preferred: Vec<Option<ClusterBits>>,
-    /// Per preferred term with a property sorter: the property's values and its range over
-    /// the members.
-    pub(super) sorters: Vec<Option<Sorter>>,
+    /// Per preferred term with a property sorter (and a weight): what it scores each cluster.
+    pub(super) sorters: Vec<Option<Rc<[Sorted]>>>,
 }
 
 impl Selectors {
@@ -139,8 +135,8 @@ impl Selectors {
                 .iter()
                 .map(|p| {
                     let sorter = p.preference.property_sorter.as_ref()?;
-                    let column = cache.column(input.fleet, &sorter.name);
-                    Some((column, cache.extremes(input.fleet, &sorter.name)))
+                    let (name, order) = (&sorter.name, sorter.sort_order);
+                    (p.weight != 0).then(|| cache.sorted(input.fleet, name, order, p.weight))
                 })
                 .collect(),
         }

@@ -21,8 +21,7 @@ use crate::model::ClusterName;
 use bindings::{live, Bindings};
 use feasible::Feasible;
 use filter::{eligibility, Filtered, Selectors};
-use score::affinity_score;
-use std::cmp::Ordering;
+use score::{affinity_score, Scored};
 use std::collections::BTreeSet;
 use topology::TopologyDomains;
 
@@ -55,23 +54,6 @@ pub struct CycleError {
     pub value: String,
 }
 
-/// A cluster that passed the filters, with its scores.
-#[derive(Debug, Clone)]
-struct Scored {
-    /// Its position in the fleet.
-    position: usize,
-    topology: i32,
-    affinity: i32,
-    obsolete: i32,
-}
-
-/// KubeFleet's ranking: `(topology spread, affinity, obsolete binding)` descending, then the
-/// lexicographically larger name first (the fleet is sorted by name, so the later position).
-fn rank(a: &Scored, b: &Scored) -> Ordering {
-    (b.topology, b.affinity, b.obsolete, b.position)
-        .cmp(&(a.topology, a.affinity, a.obsolete, a.position))
-}
-
 pub fn schedule(input: &Input, cache: &mut Cache) -> PlacementSchedule {
     let mut bindings = Bindings::new(input.fleet, input.bindings, input.policy_index);
     let outcome = match input.policy.placement_type {
@@ -96,11 +78,11 @@ pub fn schedule(input: &Input, cache: &mut Cache) -> PlacementSchedule {
         }
     };
     // Bindings come sorted by name.
-    let selected: Vec<ClusterName> = bindings
+    let mut selected: Vec<ClusterName> = Vec::with_capacity(bindings.len());
+    let current = bindings
         .iter()
-        .filter(|b| live(b) && b.policy_index == input.policy_index)
-        .map(|b| b.cluster.clone())
-        .collect();
+        .filter(|b| live(b) && b.policy_index == input.policy_index);
+    selected.extend(current.map(|b| b.cluster.clone()));
     PlacementSchedule {
         key: input.key.clone(),
         policy_snapshot_index: Some(input.policy_index),
@@ -135,7 +117,7 @@ fn count_condition(found: usize, fulfilled: bool) -> Condition {
 
 /// Decisions of the current bindings, as KubeFleet records them.
 fn binding_decisions(bindings: &Bindings, with_scores: bool) -> Vec<ClusterDecision> {
-    let mut decisions = Vec::with_capacity(bindings.at.len().min(MAX_DECISIONS) + 1);
+    let mut decisions = Vec::with_capacity(bindings.len().min(MAX_DECISIONS) + 1);
     let current = bindings.current().take(MAX_DECISIONS).map(|(_, b)| {
         let scores = match (with_scores, b.affinity_score, b.topology_spread_score) {
             (true, Some(a), Some(t)) => Some((a, t)),
@@ -267,9 +249,8 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
     let n = input.policy.number_of_clusters.unwrap_or(0).max(0) as usize;
     let present = bindings.current().count();
     let obsolete = bindings
-        .at
         .iter()
-        .filter(|(i, _)| bindings.is_obsolete(*i))
+        .filter(|(_, b)| live(b) && b.policy_index != bindings.index)
         .count();
     if n <= present {
         if present - n + obsolete > 0 {
@@ -325,37 +306,29 @@ fn pick_n(input: &Input, bindings: &mut Bindings, cache: &mut Cache) -> Outcome 
                     *affinities[j].insert(affinity_score(input, &selectors, position, c)?)
                 }
             };
-            let obsolete = i32::from(bindings.is_obsolete(position));
-            scored.push(Scored {
-                position,
-                topology,
-                affinity,
-                obsolete,
-            });
+            let obsolete = bindings.is_obsolete(position);
+            scored.push(Scored::new(position, topology, affinity, obsolete));
         }
         if let Some((_, e)) = feasible.error {
             return Err(e);
         }
         let k = batch.min(scored.len());
         // Only the picks and the best of the rest (listed in the decisions) need an order;
-        // `rank` is total (names are unique), so this is the full sort's prefix.
+        // The ranking is total (positions are unique), so this is the full sort's prefix.
         let ranked = (k + MAX_UNSELECTED_DECISIONS).min(scored.len());
         if ranked > 0 && ranked < scored.len() {
-            scored.select_nth_unstable_by(ranked - 1, rank);
+            scored.select_nth_unstable_by(ranked - 1, Scored::rank);
         }
-        scored[..ranked].sort_by(rank);
+        scored[..ranked].sort_unstable_by(Scored::rank);
         let picked: Vec<(usize, i32, i32)> = scored[..k]
             .iter()
-            .map(|s| (s.position, s.affinity, s.topology))
+            .map(|s| (s.position(), s.affinity(), s.topology()))
             .collect();
         last_not_picked = scored[k..ranked]
             .iter()
             .map(|s| {
-                (
-                    &input.fleet.clusters[s.position].name,
-                    s.affinity,
-                    s.topology,
-                )
+                let name = &input.fleet.clusters[s.position()].name;
+                (name, s.affinity(), s.topology())
             })
             .collect();
         last_filtered = first_dropped(&feasible.dropped, &violations);
