@@ -60,7 +60,6 @@ use crate::model::ocm::{
 };
 use crate::model::ClusterName;
 use std::cell::RefCell;
-use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::rc::Rc;
@@ -568,7 +567,7 @@ impl<'a> World<'a> {
                     Some(miss) => {
                         let why = reasons[miss as usize]
                             .get_or_insert_with(|| miss.reason(spec.predicates.len()).into());
-                        run.filtered.push((i, why.clone()));
+                        run.filtered_by_predicate.push((i, why.clone()));
                     }
                 }
             }
@@ -593,7 +592,7 @@ impl<'a> World<'a> {
                 }),
                 Err(why) => {
                     let c = &self.fleet.clusters[i as usize];
-                    run.filtered
+                    run.filtered_by_taints
                         .push((i, taint_reason(&why, c, in_decisions(i)).into()));
                 }
             }
@@ -620,14 +619,10 @@ impl<'a> World<'a> {
         run.prioritizers = prioritizers;
         run.scores = scores;
 
-        // Sort (total descending, then name ascending = index ascending) and pick the top k.
-        // Indices are unique, so the order is total and needs no stable sort.
-        let mut ranked: Vec<(Reverse<i64>, u32, u32)> = (run.feasible.iter())
-            .enumerate()
-            .map(|(at, f)| (Reverse(f.total), f.index, at as u32))
-            .collect();
-        ranked.sort_unstable();
-        run.rank = ranked.into_iter().map(|(_, _, at)| at).collect();
+        // Sort (total descending, then name ascending = index ascending: the feasible clusters
+        // are in fleet order) and pick the top k.
+        let totals: Vec<i64> = run.feasible.iter().map(|f| f.total).collect();
+        run.rank = ranking::best_first(&totals);
         let feasible = &run.feasible;
         let k = spec
             .number_of_clusters
@@ -748,8 +743,16 @@ impl<'a> World<'a> {
             let selected = rank < chosen && written;
             out.push(decision(name(f.index), selected, Some(f.total), reason));
         }
-        let mut filtered = run.filtered;
-        filtered.sort_unstable_by_key(|(i, _)| *i);
+        // Each filter's list is in fleet order: merged, they are by name.
+        let (mut predicate, mut taints) = (
+            run.filtered_by_predicate.into_iter().peekable(),
+            run.filtered_by_taints.into_iter().peekable(),
+        );
+        let filtered = std::iter::from_fn(|| match (predicate.peek(), taints.peek()) {
+            (Some(p), Some(t)) if t.0 < p.0 => taints.next(),
+            (Some(_), _) => predicate.next(),
+            (None, _) => taints.next(),
+        });
         for (i, why) in filtered {
             out.push(decision(name(i), false, None, Reason::Text(why)));
         }
@@ -777,8 +780,10 @@ fn decision(
 #[derive(Default)]
 struct Run<'a> {
     misconfig: Option<Misconfig>,
-    /// Clusters removed by a filter, with the reason.
-    filtered: Vec<(u32, Arc<str>)>,
+    /// Clusters removed by the Predicate filter and by TaintToleration, with the reason, each
+    /// in fleet order.
+    filtered_by_predicate: Vec<(u32, Arc<str>)>,
+    filtered_by_taints: Vec<(u32, Arc<str>)>,
     /// Clusters that passed the filters, by index.
     feasible: Vec<Feasible>,
     prioritizers: Vec<(Prioritizer<'a>, i32)>,

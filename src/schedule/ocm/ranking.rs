@@ -4,6 +4,7 @@
 //! placement's decisions share: over a large fleet, writing each out would be most of the work
 //! of scheduling an OCM placement.
 
+use std::cmp::Reverse;
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
@@ -38,6 +39,41 @@ pub(super) struct Scores {
     pub totals: Vec<i64>,
     /// Per prioritizer, its score of each feasible cluster (`None`: no data).
     pub scores: Vec<Vec<Option<i64>>>,
+}
+
+/// Positions of `totals` best first: total descending, then position ascending. A placement's
+/// totals lie close together (a prioritizer scores at most 100 either way, times a small
+/// weight), so they are counted into one slot per value, in one pass; spread wider, sorted.
+pub(super) fn best_first(totals: &[i64]) -> Vec<u32> {
+    let (Some(&low), Some(&high)) = (totals.iter().min(), totals.iter().max()) else {
+        return Vec::new();
+    };
+    let span = high.abs_diff(low) as usize;
+    if span > 4 * totals.len() + 1024 {
+        let mut keyed: Vec<(Reverse<i64>, u32)> = (totals.iter())
+            .enumerate()
+            .map(|(at, &t)| (Reverse(t), at as u32))
+            .collect();
+        keyed.sort_unstable();
+        return keyed.into_iter().map(|(_, at)| at).collect();
+    }
+    // Slot 0 holds the highest total. Counted, then each slot's first place in the order.
+    let slot = |t: i64| high.abs_diff(t) as usize;
+    let mut starts = vec![0u32; span + 1];
+    for &t in totals {
+        starts[slot(t)] += 1;
+    }
+    let mut next = 0;
+    for s in &mut starts {
+        (*s, next) = (next, next + *s);
+    }
+    let mut order = vec![0u32; totals.len()];
+    for (at, &t) in totals.iter().enumerate() {
+        let start = &mut starts[slot(t)];
+        order[*start as usize] = at as u32;
+        *start += 1;
+    }
+    order
 }
 
 /// What a feasible cluster's decision says, taken from its placement's [`Ranking`].
@@ -312,6 +348,26 @@ mod tests {
         let unwritten = ranking(Some(":bad"), false);
         assert_ne!(a.reason(0), unwritten.reason(0));
         assert_eq!(a.reason(2), unwritten.reason(2));
+    }
+
+    /// Counted or sorted, the order is the stable sort's by total, descending.
+    #[test]
+    fn positions_come_best_first_with_ties_in_order() {
+        let narrow: Vec<i64> = (0..500).map(|i| (i * 7919 % 61) - 30).collect();
+        let wide: Vec<i64> = (0..500)
+            .map(|i| (i * 7919 % 61 - 30) * 1_000_000_007)
+            .collect();
+        for totals in [
+            vec![],
+            vec![5],
+            vec![i64::MIN, i64::MAX, 0, i64::MAX],
+            narrow,
+            wide,
+        ] {
+            let mut want: Vec<u32> = (0..totals.len() as u32).collect();
+            want.sort_by_key(|&at| Reverse(totals[at as usize]));
+            assert_eq!(best_first(&totals), want, "{totals:?}");
+        }
     }
 
     #[test]
