@@ -40,7 +40,8 @@ impl<'a> TopologyDomains<'a> {
         Self { constraints }
     }
 
-    /// The state of one cycle: bindings counted per domain.
+    /// The state of one cycle: bindings counted per domain, and what placing one more copy in
+    /// each domain does (the same for every cluster of the domain, so worked out once).
     pub(super) fn state(&self, bindings: &Bindings) -> TopologyState<'_> {
         if self.constraints.is_empty() {
             return TopologyState {
@@ -59,16 +60,38 @@ impl<'a> TopologyDomains<'a> {
                             counts[d] += 1;
                         }
                     }
-                    (cd, DomainCounts::new(counts))
+                    let counts = DomainCounts::new(counts);
+                    let effects = (0..cd.domains.count)
+                        .map(|domain| effect(cd.constraint, &counts, domain))
+                        .collect();
+                    (cd, effects)
                 })
                 .collect(),
         }
     }
 }
 
-/// Topology spread state of one cycle.
+/// What placing one more copy in a domain does to a constraint's score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Effect {
+    /// It violates a DoNotSchedule constraint.
+    Violates,
+    Adds(i32),
+}
+
+fn effect(constraint: &TopologySpreadConstraint, counts: &DomainCounts, domain: usize) -> Effect {
+    let max_skew = constraint.max_skew.unwrap_or(1);
+    let (violated, change) = counts.will_violate(domain, max_skew);
+    match (violated, constraint.when_unsatisfiable.unwrap_or_default()) {
+        (true, UnsatisfiableAction::DoNotSchedule) => Effect::Violates,
+        (true, UnsatisfiableAction::ScheduleAnyway) => Effect::Adds(-TSC_VIOLATION_PENALTY),
+        (false, _) => Effect::Adds(-change),
+    }
+}
+
+/// Topology spread state of one cycle: per constraint, each domain's effect.
 pub(super) struct TopologyState<'a> {
-    constraints: Vec<(&'a ConstraintDomains<'a>, DomainCounts)>,
+    constraints: Vec<(&'a ConstraintDomains<'a>, Vec<Effect>)>,
 }
 
 /// Bindings per domain (every domain of the members, empty ones included).
@@ -119,17 +142,13 @@ impl<'a> TopologyState<'a> {
     /// constraint it violates.
     pub(super) fn score(&self, position: usize) -> Result<i32, &'a TopologySpreadConstraint> {
         let mut score = 0;
-        for (cd, counts) in &self.constraints {
+        for (cd, effects) in &self.constraints {
             let Some(domain) = cd.domains.by_position[position] else {
                 continue;
             };
-            let constraint = cd.constraint;
-            let max_skew = constraint.max_skew.unwrap_or(1);
-            let (violated, change) = counts.will_violate(domain, max_skew);
-            match (violated, constraint.when_unsatisfiable.unwrap_or_default()) {
-                (true, UnsatisfiableAction::DoNotSchedule) => return Err(constraint),
-                (true, UnsatisfiableAction::ScheduleAnyway) => score -= TSC_VIOLATION_PENALTY,
-                (false, _) => score -= change,
+            match effects[domain] {
+                Effect::Violates => return Err(cd.constraint),
+                Effect::Adds(change) => score += change,
             }
         }
         Ok(score)
