@@ -3,7 +3,9 @@
 //! members, and each topology key's domains.
 
 use super::score::interpolate;
+use crate::model::member::Taint;
 use crate::model::placement::SortOrder;
+use crate::model::selector::LabelSelector;
 use crate::schedule::fleet::Fleet;
 use crate::schedule::labels::ClusterBits;
 use std::collections::HashMap;
@@ -13,6 +15,8 @@ use std::rc::Rc;
 #[derive(Default)]
 pub struct Cache {
     members: Option<Rc<Members>>,
+    /// Label selectors worked out over the fleet: placements share them more often than not.
+    selections: HashMap<LabelSelector, Rc<ClusterBits>>,
     columns: HashMap<String, Rc<[Prop]>>,
     extremes: HashMap<String, Option<(f64, f64)>>,
     /// By property, sort order (descending or not) and weight.
@@ -43,8 +47,9 @@ pub(super) struct Members {
     pub(super) all: ClusterBits,
     /// The clusters whose last probe succeeded.
     pub(super) healthy: ClusterBits,
-    /// The members with taints, ascending.
-    pub(super) tainted: Vec<u32>,
+    /// The members with taints, grouped by their taints (in order), each group ascending: a
+    /// placement tolerates every member of a group or none.
+    pub(super) tainted: Vec<Vec<u32>>,
     /// The members whose namespaces are known, ascending.
     pub(super) with_namespaces: Vec<u32>,
 }
@@ -68,6 +73,7 @@ impl Cache {
                     tainted: vec![],
                     with_namespaces: vec![],
                 };
+                let mut groups: HashMap<&[Taint], usize> = HashMap::new();
                 for (i, c) in fleet.clusters.iter().enumerate() {
                     if c.healthy {
                         members.healthy.insert(i);
@@ -77,7 +83,12 @@ impl Cache {
                     }
                     members.all.insert(i);
                     if !c.taints.is_empty() {
-                        members.tainted.push(i as u32);
+                        let next = groups.len();
+                        let group = *groups.entry(&c.taints).or_insert(next);
+                        if group == next {
+                            members.tainted.push(vec![]);
+                        }
+                        members.tainted[group].push(i as u32);
                     }
                     if c.namespaces.is_some() {
                         members.with_namespaces.push(i as u32);
@@ -118,6 +129,16 @@ impl Cache {
         }
         self.extremes.insert(property.to_string(), mm);
         mm
+    }
+
+    /// The clusters `selector` matches (the fleet's label index worked out once per selector).
+    pub(super) fn select(&mut self, fleet: &Fleet, selector: &LabelSelector) -> Rc<ClusterBits> {
+        if let Some(bits) = self.selections.get(selector) {
+            return bits.clone();
+        }
+        let bits = Rc::new(fleet.label_index().select(selector));
+        self.selections.insert(selector.clone(), bits.clone());
+        bits
     }
 
     /// What a property sorter of `weight` scores each cluster, by fleet position: the weight

@@ -40,12 +40,10 @@ impl<'c> Feasible<'c> {
                 }
             }
         }
-        for &i in &members.tainted {
-            let i = i as usize;
-            if pass.contains(i)
-                && untolerated_taint(&input.policy.tolerations, &fleet.clusters[i]).is_some()
-            {
-                pass.remove(i);
+        for group in &members.tainted {
+            let first = &fleet.clusters[group[0] as usize];
+            if untolerated_taint(&input.policy.tolerations, first).is_some() {
+                group.iter().for_each(|&i| pass.remove(i as usize));
             }
         }
         let end = error.as_ref().map_or(fleet.clusters.len(), |(at, _)| *at);

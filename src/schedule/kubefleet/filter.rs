@@ -71,20 +71,19 @@ impl Filtered<'_> {
 pub(super) struct Selectors {
     /// Per required term: the clusters its label selector matches (`None`: no label selector).
     /// `None` when the placement has no required affinity.
-    pub(super) required: Option<Vec<Option<ClusterBits>>>,
+    pub(super) required: Option<Vec<Option<Rc<ClusterBits>>>>,
     /// Per required term, per expression of its property selector: the value to compare with
     /// and the property's values.
     pub(super) wanted: Vec<Vec<Wanted>>,
     /// Per preferred term, the same as `required`.
-    pub(super) preferred: Vec<Option<ClusterBits>>,
+    pub(super) preferred: Vec<Option<Rc<ClusterBits>>>,
     /// Per preferred term with a property sorter (and a weight): what it scores each cluster.
     pub(super) sorters: Vec<Option<Rc<[Sorted]>>>,
 }
 
 impl Selectors {
     pub(super) fn new(input: &Input, cache: &mut Cache) -> Self {
-        let index = input.fleet.label_index();
-        let terms = |sel: Option<&LabelSelector>| sel.map(|s| index.select(s));
+        let fleet = input.fleet;
         let affinity = input
             .policy
             .affinity
@@ -100,13 +99,17 @@ impl Selectors {
                     .as_slice()
             })
             .unwrap_or_default();
+        let mut terms = |sel: Option<&LabelSelector>| sel.map(|s| cache.select(fleet, s));
+        let required_labels = required.map(|req| {
+            (req.cluster_selector_terms.iter())
+                .map(|t| terms(t.label_selector.as_ref()))
+                .collect()
+        });
+        let preferred_labels = (preferred.iter())
+            .map(|p| terms(p.preference.label_selector.as_ref()))
+            .collect();
         Selectors {
-            required: required.map(|req| {
-                req.cluster_selector_terms
-                    .iter()
-                    .map(|t| terms(t.label_selector.as_ref()))
-                    .collect()
-            }),
+            required: required_labels,
             wanted: required
                 .map(|req| {
                     let mut expressions = |t: &ClusterSelectorTerm| {
@@ -117,7 +120,7 @@ impl Selectors {
                         exps.map(|e| {
                             // Validation guarantees exactly one well-formed value.
                             let want = e.values.first().and_then(|v| Quantity::parse(v).ok());
-                            (want.map(|q| q.0), cache.column(input.fleet, &e.name))
+                            (want.map(|q| q.0), cache.column(fleet, &e.name))
                         })
                         .collect()
                     };
@@ -127,16 +130,13 @@ impl Selectors {
                         .collect()
                 })
                 .unwrap_or_default(),
-            preferred: preferred
-                .iter()
-                .map(|p| terms(p.preference.label_selector.as_ref()))
-                .collect(),
+            preferred: preferred_labels,
             sorters: preferred
                 .iter()
                 .map(|p| {
                     let sorter = p.preference.property_sorter.as_ref()?;
                     let (name, order) = (&sorter.name, sorter.sort_order);
-                    (p.weight != 0).then(|| cache.sorted(input.fleet, name, order, p.weight))
+                    (p.weight != 0).then(|| cache.sorted(fleet, name, order, p.weight))
                 })
                 .collect(),
         }
@@ -144,7 +144,7 @@ impl Selectors {
 }
 
 /// Whether the label selector of a term (worked out in `bits`) matches the `index`-th cluster.
-pub(super) fn labels_match(bits: &Option<ClusterBits>, index: usize) -> bool {
+pub(super) fn labels_match(bits: &Option<Rc<ClusterBits>>, index: usize) -> bool {
     bits.as_ref().is_none_or(|b| b.contains(index))
 }
 
