@@ -137,11 +137,11 @@ impl<'f> Bindings<'f> {
     pub(super) fn pick_all(&mut self, passed: &[u32], scores: (i32, i32)) {
         let index = self.index;
         let old_positions = std::mem::take(&mut self.positions);
-        let mut old = old_positions
-            .into_iter()
-            .zip(std::mem::take(&mut self.bound))
-            .peekable();
-        let capacity = passed.len() + old.len();
+        // The old bindings, in step with their positions.
+        let mut old = std::mem::take(&mut self.bound).into_iter();
+        let mut old_at = old_positions.iter().copied();
+        let mut next_old = old_at.next();
+        let capacity = passed.len() + old_positions.len();
         let (mut positions, mut bound) =
             (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
         let unscheduled_if_obsolete = |mut b: Binding| {
@@ -151,30 +151,31 @@ impl<'f> Bindings<'f> {
             b
         };
         for &position in passed {
-            while let Some((i, b)) = old.next_if(|(i, _)| *i < position) {
+            while let Some(i) = next_old.filter(|&i| i < position) {
                 positions.push(i);
-                bound.push(unscheduled_if_obsolete(b));
+                bound.extend(old.next().map(unscheduled_if_obsolete));
+                next_old = old_at.next();
             }
-            let b = match old.next_if(|(i, _)| *i == position) {
-                // Already bound for this policy: not picked again.
-                Some((_, b)) if live(&b) && b.policy_index == index => b,
-                Some((_, mut b)) => {
-                    rebind(&mut b, index, Some(scores));
-                    b
-                }
-                None => {
-                    let mut b = self.fresh(position as usize);
-                    rebind(&mut b, index, Some(scores));
-                    b
-                }
-            };
             positions.push(position);
-            bound.push(b);
+            if next_old == Some(position) {
+                next_old = old_at.next();
+                bound.extend(old.next().map(|mut b| {
+                    // Bound for this policy already: not picked again.
+                    if !(live(&b) && b.policy_index == index) {
+                        rebind(&mut b, index, Some(scores));
+                    }
+                    b
+                }));
+            } else {
+                bound.push(Binding {
+                    affinity_score: Some(scores.0),
+                    topology_spread_score: Some(scores.1),
+                    ..self.fresh(position as usize)
+                });
+            }
         }
-        for (i, b) in old {
-            positions.push(i);
-            bound.push(unscheduled_if_obsolete(b));
-        }
+        positions.extend(next_old.into_iter().chain(old_at));
+        bound.extend(old.map(unscheduled_if_obsolete));
         self.positions = positions;
         self.bound = bound;
     }
