@@ -609,10 +609,10 @@ impl<'a> World<'a> {
         let mut scores = Vec::with_capacity(prioritizers.len());
         for (p, weight) in &prioritizers {
             let s = self.score(p, &run.feasible, &in_decisions, balance);
-            for (f, s) in run.feasible.iter_mut().zip(&s) {
+            for (at, f) in run.feasible.iter_mut().enumerate() {
                 f.total = f
                     .total
-                    .saturating_add(s.unwrap_or(0).saturating_mul(i64::from(*weight)));
+                    .saturating_add(s.value(at).saturating_mul(i64::from(*weight)));
             }
             scores.push(s);
         }
@@ -646,7 +646,7 @@ impl<'a> World<'a> {
         feasible: &[Feasible],
         in_decisions: &dyn Fn(u32) -> bool,
         balance: &BalanceView,
-    ) -> Vec<Option<i64>> {
+    ) -> ranking::Column {
         match p {
             Prioritizer::Balance => feasible
                 .iter()
@@ -788,7 +788,7 @@ struct Run<'a> {
     feasible: Vec<Feasible>,
     prioritizers: Vec<(Prioritizer<'a>, i32)>,
     /// Per prioritizer, its score of each feasible cluster.
-    scores: Vec<Vec<Option<i64>>>,
+    scores: Vec<ranking::Column>,
     /// Positions in `feasible`, best first.
     rank: Vec<u32>,
     /// The selection, best first.

@@ -23,8 +23,8 @@ pub struct Ranking {
     /// Rank → position in the feasible clusters (the order the scores below are in).
     order: Vec<u32>,
     totals: Vec<i64>,
-    /// Per prioritizer, its score of each feasible cluster (`None`: no data).
-    scores: Vec<Vec<Option<i64>>>,
+    /// Per prioritizer, its score of each feasible cluster.
+    scores: Vec<Column>,
     /// The chosen ranks that rely on a toleration with `tolerationSeconds`: when the earliest
     /// runs out and its taint, worded.
     tolerated: Vec<(u32, i128, String)>,
@@ -37,8 +37,48 @@ pub(super) struct Scores {
     /// Rank → feasible position (the order of `totals` and `scores`), best first.
     pub order: Vec<u32>,
     pub totals: Vec<i64>,
-    /// Per prioritizer, its score of each feasible cluster (`None`: no data).
-    pub scores: Vec<Vec<Option<i64>>>,
+    /// Per prioritizer, its score of each feasible cluster.
+    pub scores: Vec<Column>,
+}
+
+/// One prioritizer's scores of the feasible clusters, by position: 0 where it has no data,
+/// and those positions listed. Most prioritizers have data for every cluster, so the list is
+/// short or empty, and a score takes the 8 bytes of an `i64` (an `Option<i64>` takes 16; a
+/// placement's scores are kept with its decisions).
+#[derive(Debug, Default)]
+pub(super) struct Column {
+    values: Vec<i64>,
+    no_data: Vec<u32>,
+}
+
+impl Column {
+    /// The score at `at`, `None` without data.
+    pub(super) fn get(&self, at: usize) -> Option<i64> {
+        let none = self.no_data.binary_search(&(at as u32)).is_ok();
+        (!none).then(|| self.values[at])
+    }
+
+    /// The score at `at`, 0 without data.
+    pub(super) fn value(&self, at: usize) -> i64 {
+        self.values[at]
+    }
+}
+
+impl FromIterator<Option<i64>> for Column {
+    fn from_iter<I: IntoIterator<Item = Option<i64>>>(scores: I) -> Self {
+        let scores = scores.into_iter();
+        let mut column = Column {
+            values: Vec::with_capacity(scores.size_hint().0),
+            no_data: Vec::new(),
+        };
+        for score in scores {
+            if score.is_none() {
+                column.no_data.push(column.values.len() as u32);
+            }
+            column.values.push(score.unwrap_or(0));
+        }
+        column
+    }
 }
 
 /// Positions of `totals` best first: total descending, then position ascending. A placement's
@@ -193,10 +233,11 @@ impl Ranking {
             }
             out.push_str(name);
             out.push(' ');
-            push_int(out, scores[at].unwrap_or(0));
+            let score = scores.get(at);
+            push_int(out, score.unwrap_or(0));
             out.push('×');
             push_int(out, i64::from(*weight));
-            if scores[at].is_none() {
+            if score.is_none() {
                 out.push_str(" (no data)");
             }
         }
@@ -229,7 +270,7 @@ impl Ranking {
                 .scores
                 .iter()
                 .zip(&other.scores)
-                .all(|(a, b)| a[at] == b[other_at])
+                .all(|(a, b)| a.get(at) == b.get(other_at))
             && self.tolerated_at(rank).map(|t| (t.1, &t.2))
                 == other.tolerated_at(other_rank).map(|t| (t.1, &t.2))
     }
@@ -295,8 +336,8 @@ mod tests {
             order: vec![2, 0, 1],
             totals: vec![150, 100, -20],
             scores: vec![
-                vec![Some(100), Some(60), Some(-20)],
-                vec![Some(0), None, Some(25)],
+                [Some(100), Some(60), Some(-20)].into_iter().collect(),
+                [Some(0), None, Some(25)].into_iter().collect(),
             ],
         };
         Ranking::new(scores, 2, 2, unwritten.map(str::to_string), |at| {
