@@ -526,7 +526,7 @@ impl Member {
             v => format!("{k}={v}:{e}"),
         };
         Member {
-            name: c.name.clone(),
+            name: c.name.to_string(),
             healthy: c.healthy,
             health_reason: c.health_reason.clone(),
             labels: c.labels.clone(),

@@ -114,7 +114,7 @@ pub(super) fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         .filter(|c| !c.healthy)
         .map(|c| {
             let why = c.health_reason.as_deref().unwrap_or("unhealthy");
-            (c.name.clone(), why.to_string())
+            (c.name.to_string(), why.to_string())
         })
         .collect();
     let input = Input {

@@ -196,7 +196,7 @@ fn names(args: &NamesArgs) -> ExitCode {
         Names::Clusters => crate::schedule::Fleet::build(&cat, None)
             .clusters
             .iter()
-            .map(|c| c.name.clone())
+            .map(|c| c.name.to_string())
             .collect(),
     };
     for n in names {

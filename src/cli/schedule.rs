@@ -182,7 +182,7 @@ fn schedule_table(cat: &Catalog, placements: &[Arc<PlacementSchedule>], wide: bo
 }
 
 /// `a,b,c` or, for long lists, the first names and how many more.
-fn picked_summary(selected: &[String]) -> String {
+fn picked_summary(selected: &[crate::model::ClusterName]) -> String {
     const SHOWN: usize = 4;
     match selected.len() {
         0 => "-".to_string(),

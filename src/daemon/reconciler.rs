@@ -1084,7 +1084,9 @@ impl<D: Deliverer> Daemon<D> {
                     let status = PlacementStatus {
                         policy,
                         ocm_policy,
-                        selected: sched.map(|p| p.selected.clone()).unwrap_or_default(),
+                        selected: sched
+                            .map(|p| p.selected.iter().map(|c| c.to_string()).collect())
+                            .unwrap_or_default(),
                         conditions,
                         per_cluster,
                         replica_sets,

@@ -83,7 +83,7 @@ pub struct Subject {
 }
 
 /// A taint on a `MemberCluster`: placements that do not tolerate it are not scheduled there.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Taint {
     pub key: String,

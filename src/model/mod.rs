@@ -1,6 +1,7 @@
 //! Typed API objects gitfleet accepts unchanged from KubeFleet and OCM, with their defaults and the
 //! API-server/webhook validation rules. Pure: no I/O, no knowledge of git or clusters.
 
+pub mod cluster_name;
 pub mod envelope;
 pub mod helm_release;
 pub mod member;
@@ -20,6 +21,7 @@ mod status;
 mod testing;
 pub mod work;
 
+pub use cluster_name::ClusterName;
 pub use object::{Gvk, Object, ObjectKey, Origin};
 pub use placement_key::{PlacementKey, PlacementKind};
 pub use selector::{LabelSelector, Labels};

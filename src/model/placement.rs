@@ -279,7 +279,7 @@ pub enum TolerationOperator {
     Exists,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TaintEffect {
     NoSchedule,
 }

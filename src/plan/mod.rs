@@ -11,7 +11,7 @@ use crate::catalog::Catalog;
 use crate::model::placement::RolloutStrategyType;
 use crate::model::placement_key::as_id;
 use crate::model::Labels;
-use crate::model::{ObjectKey, PlacementKey, PlacementKind};
+use crate::model::{ClusterName, ObjectKey, PlacementKey, PlacementKind};
 use crate::render::cluster::{CommitRenderer, Selections, SharedManifests};
 use crate::render::ClusterTarget;
 use crate::rollout::staged;
@@ -849,9 +849,9 @@ fn compare_placement(
             None => None,
         },
     };
-    let base_selected: BTreeSet<&String> =
+    let base_selected: BTreeSet<&ClusterName> =
         b.map(|p| p.selected.iter().collect()).unwrap_or_default();
-    let head_selected: BTreeSet<&String> =
+    let head_selected: BTreeSet<&ClusterName> =
         h.map(|p| p.selected.iter().collect()).unwrap_or_default();
     let n_of = |w: &World| -> Option<i32> {
         w.cat
@@ -886,7 +886,7 @@ fn compare_placement(
         push_reason(&mut reason, &why);
         push_reason(&mut reason, "picked by scheduling policy");
         gained.push(ClusterMove {
-            cluster: (*c).clone(),
+            cluster: c.to_string(),
             reason,
             base_score: bs,
             head_score: hs,
@@ -934,7 +934,7 @@ fn compare_placement(
             r
         };
         lost.push(ClusterMove {
-            cluster: (*c).clone(),
+            cluster: c.to_string(),
             reason,
             base_score: bd.map(score_of),
             head_score: hd.map(score_of),
@@ -942,7 +942,7 @@ fn compare_placement(
     }
     let kept: Vec<String> = base_selected
         .intersection(&head_selected)
-        .map(|c| (*c).clone())
+        .map(|c| c.to_string())
         .collect();
     let winners: Vec<ClusterScore> = match h {
         Some(h) if !lost.is_empty() => h
@@ -954,7 +954,7 @@ fn compare_placement(
                     || score.topology_spread.is_some()
                     || score.total.is_some();
                 scored.then(|| ClusterScore {
-                    cluster: c.clone(),
+                    cluster: c.to_string(),
                     score,
                 })
             })
@@ -975,7 +975,7 @@ fn compare_placement(
             let already_lost = lost.iter().any(|l| l.cluster == d.cluster);
             if (unfulfilled || !was_same) && !already_lost {
                 unschedulable.push(ClusterReason {
-                    cluster: d.cluster.clone(),
+                    cluster: d.cluster.to_string(),
                     reason: d.reason().into_owned(),
                 });
             }

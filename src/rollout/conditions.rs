@@ -10,7 +10,7 @@ use super::progressive::{PlacementSummary, ReplicaSetSummary};
 use super::rolling::{BindingHealth, Revision};
 use super::state::PlacementState;
 use super::step::StepSummary;
-use crate::model::PlacementKind;
+use crate::model::{ClusterName, PlacementKind};
 use crate::schedule::{ClusterDecision, Condition, PlacementSchedule};
 use std::collections::BTreeSet;
 
@@ -331,11 +331,12 @@ pub fn of_step(
         .iter()
         .map(|d| (d.cluster.as_str(), d))
         .collect();
-    let waiting: BTreeSet<&String> = step.waiting.iter().collect();
+    let waiting: BTreeSet<&str> = step.waiting.iter().map(String::as_str).collect();
     let per_cluster: Vec<ClusterConditions> = sched
         .selected
         .iter()
         .map(|cluster| {
+            let cluster = cluster.as_str();
             let cs = stored.and_then(|p| p.clusters.get(cluster));
             let desired = step.desired.get(cluster);
             let at = |r: Option<&Revision>| desired.is_some() && r == desired;
@@ -345,7 +346,7 @@ pub fn of_step(
                     at(c.revision.as_ref())
                         || (c.health == BindingHealth::Failed && at(c.attempted.as_ref()))
                 });
-            let decision = decisions.get(cluster.as_str()).map(|d| d.reason());
+            let decision = decisions.get(cluster).map(|d| d.reason());
             let facts = ClusterFacts {
                 cluster,
                 decision: decision.as_deref().unwrap_or(""),
@@ -366,7 +367,7 @@ pub fn of_step(
                     .map(String::as_str),
             };
             ClusterConditions {
-                cluster: cluster.clone(),
+                cluster: cluster.to_string(),
                 conditions: cluster_conditions(&facts, step.report_diff),
             }
         })
@@ -388,7 +389,7 @@ pub fn replica_set_summary(
 ) -> Option<PlacementSummary> {
     step.replica_sets.as_ref()?;
     let mut summary = ReplicaSetSummary::default();
-    for cluster in &sched.selected {
+    for cluster in sched.selected.iter().map(ClusterName::as_str) {
         let Some(c) = stored.and_then(|p| p.clusters.get(cluster)) else {
             continue;
         };

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use super::rolling::{plan_step, BindingHealth, Budget, Revision, RolloutBinding};
 use super::step::{Pace, Pacing};
 use crate::model::placement::PlacementSpec;
+use crate::model::ClusterName;
 use crate::schedule::BindingState;
 
 /// How a KubeFleet placement's change rolls out under `gitfleet run`.
@@ -30,9 +31,9 @@ pub enum Preview {
 #[derive(Debug, Clone, Copy)]
 pub struct Change<'a> {
     /// Selected at the base (running it).
-    pub base: &'a [String],
+    pub base: &'a [ClusterName],
     /// Selected at the head.
-    pub head: &'a [String],
+    pub head: &'a [ClusterName],
     /// Clusters selected on both sides whose manifests change.
     pub updating: &'a BTreeSet<&'a str>,
 }
@@ -43,8 +44,8 @@ pub fn preview(spec: &PlacementSpec, change: Change) -> Preview {
         Pace::Rolling { target, params } => (target, params),
         Pace::Staged | Pace::Now => return Preview::Staged,
     };
-    let base: BTreeSet<&str> = change.base.iter().map(String::as_str).collect();
-    let head: BTreeSet<&str> = change.head.iter().map(String::as_str).collect();
+    let base: BTreeSet<&str> = change.base.iter().map(ClusterName::as_str).collect();
+    let head: BTreeSet<&str> = change.head.iter().map(ClusterName::as_str).collect();
     let at = |i: u64| Revision {
         resource_index: i,
         rendered: String::new(),
@@ -111,8 +112,8 @@ mod tests {
     use super::*;
     use crate::model::placement::{IntOrPercent, RollingUpdateConfig, RolloutStrategyType};
 
-    fn names(n: &[&str]) -> Vec<String> {
-        n.iter().map(|s| s.to_string()).collect()
+    fn names(n: &[&str]) -> Vec<ClusterName> {
+        n.iter().map(|&s| s.into()).collect()
     }
 
     fn spec(max_unavailable: i64, max_surge: i64) -> PlacementSpec {

@@ -17,6 +17,7 @@ use crate::model::ocm::{
     OcmRolloutType,
 };
 use crate::model::placement::IntOrPercent;
+use crate::model::ClusterName;
 use crate::schedule::DecisionGroup;
 
 /// Where one cluster's work stands, as OCM's rollout handler classifies it.
@@ -311,7 +312,7 @@ pub fn decide(
 fn clusters_of<'g>(groups: &[&'g DecisionGroup]) -> BTreeSet<&'g str> {
     groups
         .iter()
-        .flat_map(|g| g.clusters.iter().map(String::as_str))
+        .flat_map(|g| g.clusters.iter().map(ClusterName::as_str))
         .collect()
 }
 
@@ -487,7 +488,7 @@ fn per_group(
         max_failure_breach: breach,
     };
     for g in ordered {
-        let mut clusters: Vec<&str> = g.clusters.iter().map(String::as_str).collect();
+        let mut clusters: Vec<&str> = g.clusters.iter().map(ClusterName::as_str).collect();
         clusters.sort_unstable();
         clusters.dedup();
         let tolerated = rollout_size(max_failures, clusters.len(), 0);

@@ -5,7 +5,7 @@ use super::labels::LabelIndex;
 use crate::catalog::Catalog;
 use crate::model::member::{ManagedClusterTaint, Taint, MEMBER_NAME_LABEL};
 use crate::model::quantity::Quantity;
-use crate::model::Labels;
+use crate::model::{ClusterName, Labels};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -86,7 +86,7 @@ impl Inventory {
 /// One member cluster, joined from the repository and the inventory.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Cluster {
-    pub name: String,
+    pub name: ClusterName,
     /// The labels KubeFleet sees: the `MemberCluster`'s, plus `kubernetes-fleet.io/member-name`.
     /// (A cluster declared only as a `ManagedCluster` has that object's labels here.)
     pub labels: Labels,
@@ -148,7 +148,7 @@ impl Fleet {
     pub fn build(cat: &Catalog, inventory: Option<&Inventory>) -> Fleet {
         let mut by_name: BTreeMap<String, Cluster> = BTreeMap::new();
         let blank = |name: &str| Cluster {
-            name: name.to_string(),
+            name: ClusterName::new(name),
             labels: Labels::new(),
             ocm_labels: Labels::new(),
             fleet_member: false,
@@ -179,7 +179,8 @@ impl Fleet {
             c.ocm_labels = m.spec.labels();
             if !c.fleet_member {
                 c.labels = c.ocm_labels.clone();
-                c.labels.insert(MEMBER_NAME_LABEL.into(), c.name.clone());
+                c.labels
+                    .insert(MEMBER_NAME_LABEL.into(), c.name.to_string());
             }
             c.ocm_taints = m.spec.spec.taints.clone();
             declared_properties(&m.spec.metadata.annotations, &mut c.properties);
@@ -206,7 +207,12 @@ impl Fleet {
                 }
             }
         }
+        // One table of names for the whole fleet, which every result naming a cluster shares.
+        let names = ClusterName::table(by_name.keys().map(String::as_str));
         let mut clusters: Vec<Cluster> = by_name.into_values().collect();
+        for (c, name) in clusters.iter_mut().zip(names) {
+            c.name = name;
+        }
         for c in &mut clusters {
             c.parse_properties();
         }

@@ -12,13 +12,15 @@ pub struct ClusterBits {
 }
 
 impl ClusterBits {
-    fn empty(len: usize) -> Self {
+    /// No cluster of a fleet of `len`.
+    pub fn empty(len: usize) -> Self {
         ClusterBits {
             words: vec![0; len.div_ceil(64)],
         }
     }
 
-    fn full(len: usize) -> Self {
+    /// Every cluster of a fleet of `len`.
+    pub fn full(len: usize) -> Self {
         let mut bits = ClusterBits {
             words: vec![u64::MAX; len.div_ceil(64)],
         };
@@ -26,10 +28,11 @@ impl ClusterBits {
         bits
     }
 
-    fn from_indices(len: usize, indices: &[u32]) -> Self {
+    /// The clusters of a fleet of `len` at `indices`.
+    pub fn from_indices(len: usize, indices: &[u32]) -> Self {
         let mut bits = Self::empty(len);
         for &i in indices {
-            bits.words[i as usize / 64] |= 1 << (i % 64);
+            bits.insert(i as usize);
         }
         bits
     }
@@ -49,16 +52,44 @@ impl ClusterBits {
             .is_some_and(|w| w & (1 << (index % 64)) != 0)
     }
 
-    fn intersect(&mut self, other: &ClusterBits) {
+    pub fn insert(&mut self, index: usize) {
+        self.words[index / 64] |= 1 << (index % 64);
+    }
+
+    pub fn remove(&mut self, index: usize) {
+        self.words[index / 64] &= !(1 << (index % 64));
+    }
+
+    pub fn intersect(&mut self, other: &ClusterBits) {
         for (a, b) in self.words.iter_mut().zip(&other.words) {
             *a &= b;
         }
     }
 
-    fn subtract(&mut self, other: &ClusterBits) {
+    pub fn union(&mut self, other: &ClusterBits) {
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
+    }
+
+    pub fn subtract(&mut self, other: &ClusterBits) {
         for (a, b) in self.words.iter_mut().zip(&other.words) {
             *a &= !b;
         }
+    }
+
+    /// The clusters in the set, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(w, &word)| {
+            let mut rest = word;
+            std::iter::from_fn(move || {
+                (rest != 0).then(|| {
+                    let bit = rest.trailing_zeros() as usize;
+                    rest &= rest - 1;
+                    w * 64 + bit
+                })
+            })
+        })
     }
 }
 
@@ -198,6 +229,26 @@ mod tests {
             }
             assert!(!bits.contains(fleet.len()), "{s:?} leaks past the fleet");
         }
+    }
+
+    #[test]
+    fn sets_combine_and_list_their_clusters_in_order() {
+        let len = 130;
+        let mut a = ClusterBits::from_indices(len, &[0, 5, 64, 127, 129]);
+        assert_eq!(a.iter().collect::<Vec<_>>(), [0, 5, 64, 127, 129]);
+        let b = ClusterBits::from_indices(len, &[5, 6, 129]);
+        let mut union = a.clone();
+        union.union(&b);
+        assert_eq!(union.iter().collect::<Vec<_>>(), [0, 5, 6, 64, 127, 129]);
+        let mut both = a.clone();
+        both.intersect(&b);
+        assert_eq!(both.iter().collect::<Vec<_>>(), [5, 129]);
+        a.subtract(&b);
+        a.insert(1);
+        a.remove(64);
+        assert_eq!(a.iter().collect::<Vec<_>>(), [0, 1, 127]);
+        assert_eq!(ClusterBits::full(len).iter().count(), len);
+        assert_eq!(ClusterBits::empty(len).iter().next(), None);
     }
 
     #[test]

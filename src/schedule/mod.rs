@@ -11,7 +11,7 @@ pub mod work;
 pub use fleet::{Cluster, Fleet, Inventory, InventoryCluster};
 
 use crate::fast_hash::HashMap;
-use crate::model::{PlacementKey, PlacementKind};
+use crate::model::{ClusterName, PlacementKey, PlacementKind};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -29,7 +29,7 @@ pub enum BindingState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Binding {
-    pub cluster: String,
+    pub cluster: ClusterName,
     pub state: BindingState,
     /// The policy snapshot index the binding was made (or last patched) for.
     pub policy_index: u64,
@@ -47,7 +47,7 @@ pub struct Binding {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(from = "DecisionRecord")]
 pub struct ClusterDecision {
-    pub cluster: String,
+    pub cluster: ClusterName,
     pub selected: bool,
     pub affinity_score: Option<i32>,
     pub topology_spread_score: Option<i32>,
@@ -57,15 +57,36 @@ pub struct ClusterDecision {
 }
 
 /// Why a cluster was or was not picked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Reason {
     /// KubeFleet's "picked by scheduling policy", worded from the decision's cluster and scores
     /// when it is shown: a fleet-wide placement has thousands of them, and writing each out
     /// would be a large share of scheduling time.
     Picked,
+    /// An OCM placement's decision for a cluster that passed its filters, worded from the
+    /// placement's scores when it is shown, for the same reason.
+    Ranked(ocm::RankedReason),
     /// Any other reason. Shared: one filter reason often stands for many clusters.
     Text(Arc<str>),
 }
+
+/// Equal when they say the same: a stored decision (its reason read back as text) equals the
+/// fresh one that would have written it.
+impl PartialEq for Reason {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Reason::Picked, Reason::Picked) => true,
+            (Reason::Text(a), Reason::Text(b)) => a == b,
+            (Reason::Ranked(a), Reason::Ranked(b)) => a == b,
+            (Reason::Ranked(r), Reason::Text(t)) | (Reason::Text(t), Reason::Ranked(r)) => {
+                r.text() == **t
+            }
+            (Reason::Picked, _) | (_, Reason::Picked) => false,
+        }
+    }
+}
+
+impl Eq for Reason {}
 
 impl Reason {
     pub fn text(text: impl Into<Arc<str>>) -> Reason {
@@ -79,6 +100,7 @@ impl ClusterDecision {
         match &self.reason {
             Reason::Text(t) => Cow::Borrowed(t),
             Reason::Picked => Cow::Owned(picked_reason(&self.cluster, self.scores())),
+            Reason::Ranked(r) => Cow::Owned(r.text()),
         }
     }
 
@@ -131,7 +153,7 @@ impl Serialize for ClusterDecision {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct DecisionRecord {
-    cluster: String,
+    cluster: ClusterName,
     selected: bool,
     #[serde(default)]
     affinity_score: Option<i32>,
@@ -186,7 +208,7 @@ impl Condition {
 pub struct DecisionGroup {
     pub group_name: String,
     pub group_index: usize,
-    pub clusters: Vec<String>,
+    pub clusters: Vec<ClusterName>,
 }
 
 /// What the scheduler decided for one placement.
@@ -202,7 +224,7 @@ pub struct PlacementSchedule {
     pub policy_hash: Option<String>,
     /// Selected clusters, sorted by name.
     #[serde(default)]
-    pub selected: Vec<String>,
+    pub selected: Vec<ClusterName>,
     #[serde(default)]
     pub decisions: Vec<ClusterDecision>,
     #[serde(default)]

@@ -10,7 +10,7 @@
 
 use super::{ClusterDecision, Condition, Fleet, PlacementSchedule, Reason};
 use crate::catalog::Catalog;
-use crate::model::{PlacementKey, PlacementKind};
+use crate::model::{ClusterName, PlacementKey, PlacementKind};
 
 pub const SCHEDULED: &str = "Scheduled";
 
@@ -32,10 +32,11 @@ pub fn schedule_all(cat: &Catalog, fleet: &Fleet) -> Vec<PlacementSchedule> {
 
 fn schedule(key: PlacementKey, cluster: &str, declared: bool) -> PlacementSchedule {
     let (selected, decisions, condition) = if declared {
+        let name = ClusterName::new(cluster);
         (
-            vec![cluster.to_string()],
+            vec![name.clone()],
             vec![ClusterDecision {
-                cluster: cluster.to_string(),
+                cluster: name,
                 selected: true,
                 affinity_score: None,
                 topology_spread_score: None,

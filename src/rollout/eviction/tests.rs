@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::catalog::SourceFile;
 use crate::model::placement::PlacementPolicy;
+use crate::model::ClusterName;
 use crate::rollout::{absorb, step, Action, Input, Outcome, Pacing, StagedInput};
 use crate::schedule::{schedule_commit, Fleet};
 
@@ -360,7 +361,7 @@ struct Stepped {
     judged: Vec<Judged>,
     applied: Vec<String>,
     removed: Vec<String>,
-    selected: Vec<String>,
+    selected: Vec<ClusterName>,
 }
 
 impl World {

@@ -19,7 +19,7 @@ fn groups(spec: &[GroupSpec]) -> Vec<DecisionGroup> {
         .map(|(name, index, clusters)| DecisionGroup {
             group_name: name.to_string(),
             group_index: *index,
-            clusters: clusters.iter().map(|c| c.to_string()).collect(),
+            clusters: clusters.iter().map(|&c| c.into()).collect(),
         })
         .collect()
 }

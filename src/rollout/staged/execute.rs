@@ -679,7 +679,7 @@ fn unscheduled(view: &View) -> Vec<String> {
             s.bindings
                 .iter()
                 .filter(|b| b.state == BindingState::Unscheduled)
-                .map(|b| b.cluster.clone())
+                .map(|b| b.cluster.to_string())
                 .collect()
         })
         .unwrap_or_default()

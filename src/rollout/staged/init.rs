@@ -85,9 +85,9 @@ pub fn collect(view: &View) -> Result<Clusters, Failure> {
     let mut to_delete = Vec::new();
     for b in &schedule.bindings {
         if b.state == BindingState::Unscheduled {
-            to_delete.push(b.cluster.clone());
+            to_delete.push(b.cluster.to_string());
         } else if b.policy_index == policy_index {
-            to_update.insert(b.cluster.clone());
+            to_update.insert(b.cluster.to_string());
         } else {
             return Err(Failure::Retry(format!(
                 "binding of cluster `{}` with old policy snapshot `{}-{}` has state {:?}, we might observe a transient state, need retry",
@@ -154,7 +154,7 @@ pub fn compute_stages(
         // Member clusters are listed by name, as the API server lists them.
         let mut members: Vec<(i64, &str)> = Vec::new();
         for c in view.fleet.clusters.iter().filter(|c| c.fleet_member) {
-            if !to_update.contains(&c.name) || !stage.selects(&c.labels) {
+            if !to_update.contains(c.name.as_str()) || !stage.selects(&c.labels) {
                 continue;
             }
             if placed.contains(c.name.as_str()) {

@@ -101,15 +101,15 @@ pub(super) fn step(
         .bindings
         .iter()
         .filter(|b| b.state != BindingState::Unscheduled)
-        .map(|b| &b.cluster)
+        .map(|b| b.cluster.as_str())
         .filter(|c| {
             prev.clusters
                 .get(*c)
                 .is_some_and(|cs| cs.revision.is_some())
-                && !outcome.applying.contains(c)
-                && !outcome.removing.contains(c)
+                && !outcome.applying.iter().any(|a| a == c)
+                && !outcome.removing.iter().any(|r| r == c)
         })
-        .cloned()
+        .map(str::to_string)
         .collect();
     step.applying = outcome.applying;
     step.removing = outcome.removing;

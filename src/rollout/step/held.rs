@@ -27,9 +27,13 @@ pub(super) fn step(
         .filter(|b| b.state != BindingState::Unscheduled)
         .count();
     for cluster in &ps.selected {
-        if let Some(revision) = prev.clusters.get(cluster).and_then(|c| c.revision.clone()) {
-            step.desired.insert(cluster.clone(), revision);
-            step.up_to_date.push(cluster.clone());
+        if let Some(revision) = prev
+            .clusters
+            .get(cluster.as_str())
+            .and_then(|c| c.revision.clone())
+        {
+            step.desired.insert(cluster.to_string(), revision);
+            step.up_to_date.push(cluster.to_string());
         }
     }
     step.note = Some(format!(

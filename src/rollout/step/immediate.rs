@@ -19,7 +19,7 @@ pub(super) fn step(
     let mut work = Vec::new();
     for b in &p.schedule.bindings {
         if b.state == BindingState::Unscheduled {
-            step.removing.push(b.cluster.clone());
+            step.removing.push(b.cluster.to_string());
             work.push(Work::remove(key, &b.cluster, strategy));
             continue;
         }
@@ -28,7 +28,7 @@ pub(super) fn step(
         let Some(rendered) = rendered else {
             continue;
         };
-        step.applying.push(b.cluster.clone());
+        step.applying.push(b.cluster.to_string());
         let binds = b.state == BindingState::Scheduled;
         let stamp = kf.resource_snapshot.clone();
         work.push(Work::apply(

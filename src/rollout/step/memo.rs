@@ -125,7 +125,7 @@ impl MemoContext {
             clusters: fleet
                 .clusters
                 .iter()
-                .map(|c| (c.name.clone(), c.labels.clone()))
+                .map(|c| (c.name.to_string(), c.labels.clone()))
                 .collect(),
             scopes: cat.scopes.clone(),
         }

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 
 use super::render::Renderings;
 use super::{Context, Pacing, Placement, StepSummary};
+use crate::model::ClusterName;
 use crate::rollout::progressive::{self, ClusterRollout, GroupKey, Status};
 use crate::rollout::rolling::{BindingHealth, Revision};
 use crate::rollout::state::ClusterState;
@@ -48,7 +49,7 @@ pub(super) fn step(
         None => None,
     };
     let mut rendered = Vec::new();
-    for cluster in &ps.selected {
+    for cluster in ps.selected.iter().map(ClusterName::as_str) {
         let Some((manifests, revision)) = renderings.render(&mut step, p.index, key, cluster, 0)
         else {
             continue;
@@ -89,7 +90,7 @@ pub(super) fn step(
         if released.is_some() && at_desired {
             // Progressive: a cluster at the new workloads is followed until it is available
             // (its availability read again by a push that changes nothing), failed or not.
-            step.up_to_date.push(cluster.clone());
+            step.up_to_date.push(cluster.to_string());
             let follow = |c: &ClusterState| {
                 matches!(c.health, BindingHealth::Pending | BindingHealth::Failed) || c.is_marked()
             };
@@ -107,7 +108,7 @@ pub(super) fn step(
             continue;
         }
         if settled && cx.pacing == Pacing::Rolling {
-            step.up_to_date.push(cluster.clone());
+            step.up_to_date.push(cluster.to_string());
             // What the member changed is re-applied, as a refresh.
             if current.is_some_and(ClusterState::is_marked) {
                 let rendered = (manifests, revision);
@@ -118,17 +119,17 @@ pub(super) fn step(
             continue;
         }
         if released.as_ref().is_some_and(|r| !r.contains(cluster)) {
-            step.waiting.push(cluster.clone());
+            step.waiting.push(cluster.to_string());
             continue;
         }
-        step.applying.push(cluster.clone());
+        step.applying.push(cluster.to_string());
         let rendered = (manifests, revision);
         work.push(Work::apply(
             key, cluster, rendered, strategy, stamp, false, false,
         ));
     }
     for cluster in prev.clusters.keys() {
-        if !ps.selected.contains(cluster) && cx.input.fleet.position(cluster).is_some() {
+        if !ps.selected.iter().any(|s| s == cluster) && cx.input.fleet.position(cluster).is_some() {
             step.removing.push(cluster.clone());
             work.push(Work::remove(key, cluster, strategy));
         }

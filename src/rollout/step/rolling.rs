@@ -32,9 +32,9 @@ pub(super) fn step(
         .bindings
         .iter()
         .map(|b| {
-            let current = prev.clusters.get(&b.cluster);
+            let current = prev.clusters.get(b.cluster.as_str());
             RolloutBinding {
-                cluster: b.cluster.clone(),
+                cluster: b.cluster.to_string(),
                 state: b.state,
                 // Removal is synchronous within a step: a failed one is retried as a
                 // fresh removal candidate, never left "deleting".
@@ -48,7 +48,7 @@ pub(super) fn step(
     for b in &p.schedule.bindings {
         if b.state != BindingState::Unscheduled {
             let rendered = renderings.render(&mut step, p.index, key, &b.cluster, resource_index);
-            desired.insert(b.cluster.clone(), rendered);
+            desired.insert(b.cluster.to_string(), rendered);
         }
     }
     // A cluster that cannot be rendered keeps what it runs: desired = current, so it is

@@ -5,7 +5,8 @@
 use super::Misconfig;
 use crate::model::ocm::{GroupStrategy, CLUSTER_GROUP};
 use crate::model::placement::IntOrPercent;
-use crate::schedule::fleet::Cluster;
+use crate::model::ClusterName;
+use crate::schedule::fleet::Fleet;
 use crate::schedule::{DecisionGroup, PlacementSchedule};
 use serde_json::{json, Value};
 
@@ -47,14 +48,16 @@ pub(super) fn group_length(value: Option<&IntOrPercent>, total: usize) -> Result
     })
 }
 
-/// OCM's `generateDecisionGroups`: `selected` holds the selected clusters best first. Each
-/// configured group takes, in order, the still-unassigned clusters its selector matches (labels
-/// and claims; properties are the claims); the clusters left go to unnamed groups. Every group's
-/// clusters are sorted by name and cut into chunks of the group length; a group that matches
-/// nothing yields no chunk. With no chunk at all, one empty unnamed group remains.
+/// OCM's `generateDecisionGroups`: `selected` holds the selected clusters best first, by
+/// position in `fleet`. Each configured group takes, in order, the still-unassigned clusters its
+/// selector matches (labels and claims; properties are the claims); the clusters left go to
+/// unnamed groups. Every group's clusters are sorted by name and cut into chunks of the group
+/// length; a group that matches nothing yields no chunk. With no chunk at all, one empty unnamed
+/// group remains.
 pub(super) fn decision_groups(
     strategy: &GroupStrategy,
-    selected: &[&Cluster],
+    fleet: &Fleet,
+    selected: &[u32],
 ) -> Result<Vec<DecisionGroup>, Misconfig> {
     let length = group_length(
         strategy.clusters_per_decision_group.as_ref(),
@@ -62,39 +65,43 @@ pub(super) fn decision_groups(
     )?;
     let mut assigned = vec![false; selected.len()];
     let mut groups = Vec::new();
-    let chunk = |name: &str, mut members: Vec<&str>, groups: &mut Vec<DecisionGroup>| {
+    // The fleet is sorted by name: positions sort as names do.
+    let chunk = |name: &str, mut members: Vec<u32>, groups: &mut Vec<DecisionGroup>| {
         members.sort_unstable();
         for part in members.chunks(length.max(1)) {
             groups.push(DecisionGroup {
                 group_name: name.to_string(),
                 group_index: groups.len(),
-                clusters: part.iter().map(|c| c.to_string()).collect(),
+                clusters: part
+                    .iter()
+                    .map(|&i| fleet.clusters[i as usize].name.clone())
+                    .collect(),
             });
         }
     };
     for group in &strategy.decision_groups {
         let sel = &group.group_cluster_selector;
+        let labels = fleet.ocm_label_index().select(&sel.label_selector);
+        let claims = &sel.claim_selector.match_expressions;
         let mut members = Vec::new();
-        for (i, c) in selected.iter().enumerate() {
+        for (i, &c) in selected.iter().enumerate() {
             if !assigned[i]
-                && sel.label_selector.matches(&c.ocm_labels)
-                && sel
-                    .claim_selector
-                    .match_expressions
+                && labels.contains(c as usize)
+                && claims
                     .iter()
-                    .all(|r| r.matches(&c.properties))
+                    .all(|r| r.matches(&fleet.clusters[c as usize].properties))
             {
                 assigned[i] = true;
-                members.push(c.name.as_str());
+                members.push(c);
             }
         }
         chunk(&group.group_name, members, &mut groups);
     }
-    let rest: Vec<&str> = selected
+    let rest: Vec<u32> = selected
         .iter()
         .zip(&assigned)
         .filter(|(_, a)| !**a)
-        .map(|(c, _)| c.name.as_str())
+        .map(|(&c, _)| c)
         .collect();
     chunk("", rest, &mut groups);
     if groups.is_empty() {
@@ -129,7 +136,8 @@ pub fn placement_decisions(result: &PlacementSchedule) -> Vec<Value> {
     let namespace = result.key.namespace.as_deref().unwrap_or_default();
     let mut out = Vec::new();
     for group in &result.decision_groups {
-        let mut pages: Vec<&[String]> = group.clusters.chunks(MAX_DECISIONS_PER_OBJECT).collect();
+        let mut pages: Vec<&[ClusterName]> =
+            group.clusters.chunks(MAX_DECISIONS_PER_OBJECT).collect();
         if pages.is_empty() {
             pages.push(&[]);
         }

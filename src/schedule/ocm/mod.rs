@@ -31,8 +31,13 @@
 
 pub(crate) mod cel;
 mod groups;
+mod ranking;
 #[cfg(test)]
 mod tests;
+
+pub use ranking::RankedReason;
+
+use ranking::Ranking;
 
 pub use groups::{
     decision_group_status, decision_object_name, placement_decisions, DECISION_GROUP_INDEX_LABEL,
@@ -53,6 +58,7 @@ use crate::model::ocm::{
     PRIORITIZER_ALLOCATABLE_CPU, PRIORITIZER_ALLOCATABLE_MEMORY, PRIORITIZER_BALANCE,
     PRIORITIZER_STEADY,
 };
+use crate::model::ClusterName;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -193,11 +199,11 @@ impl Counts {
         }
     }
 
-    fn add(&mut self, fleet: &Fleet, clusters: &[String], delta: i64) {
+    fn add(&mut self, fleet: &Fleet, clusters: &[ClusterName], delta: i64) {
         for c in clusters {
             match index_of(fleet, c) {
                 Some(i) => self.by_index[i] += delta,
-                None => *self.extra.entry(c.clone()).or_default() += delta,
+                None => *self.extra.entry(c.to_string()).or_default() += delta,
             }
         }
     }
@@ -304,6 +310,8 @@ struct World<'a> {
     members: HashMap<&'a str, Vec<u32>>,
     /// Eligible set list → the union of their members.
     candidates: RefCell<HashMap<Vec<&'a str>, Rc<[u32]>>>,
+    /// Add-on score name → each cluster's score (0 when it has none), by fleet index.
+    add_on_scores: RefCell<HashMap<String, Rc<[i64]>>>,
 }
 
 /// An allocatable quantity, when the cluster reports both allocatable and capacity.
@@ -396,7 +404,20 @@ impl<'a> World<'a> {
             bound,
             members,
             candidates: RefCell::new(HashMap::new()),
+            add_on_scores: RefCell::new(HashMap::new()),
         }
+    }
+
+    /// Every cluster's add-on score `name`, shared between placements.
+    fn add_on_scores(&self, name: &str) -> Rc<[i64]> {
+        if let Some(s) = self.add_on_scores.borrow().get(name) {
+            return s.clone();
+        }
+        let scores: Rc<[i64]> = (self.fleet.clusters.iter())
+            .map(|c| c.add_on_scores.get(name).copied().unwrap_or(0))
+            .collect();
+        (self.add_on_scores.borrow_mut()).insert(name.to_string(), scores.clone());
+        scores
     }
 
     /// The union of the members of `sets`, ascending, shared between placements.
@@ -466,12 +487,8 @@ impl<'a> World<'a> {
 
         let selected_count = run.selected.len();
         let mut status = run.misconfig.clone();
-        let picked: Vec<&Cluster> = run
-            .selected
-            .iter()
-            .map(|&i| &self.fleet.clusters[i as usize])
-            .collect();
-        match groups::decision_groups(&spec.decision_strategy.group_strategy, &picked) {
+        let strategy = &spec.decision_strategy.group_strategy;
+        match groups::decision_groups(strategy, self.fleet, &run.selected) {
             Ok(g) => out.decision_groups = g,
             Err(m) => status = Some(m),
         }
@@ -550,7 +567,7 @@ impl<'a> World<'a> {
                     Some(miss) => {
                         let why = reasons[miss as usize]
                             .get_or_insert_with(|| miss.reason(spec.predicates.len()).into());
-                        run.filtered.push((i, why.clone()));
+                        run.filtered_by_predicate.push((i, why.clone()));
                     }
                 }
             }
@@ -575,7 +592,7 @@ impl<'a> World<'a> {
                 }),
                 Err(why) => {
                     let c = &self.fleet.clusters[i as usize];
-                    run.filtered
+                    run.filtered_by_taints
                         .push((i, taint_reason(&why, c, in_decisions(i)).into()));
                 }
             }
@@ -592,23 +609,21 @@ impl<'a> World<'a> {
         let mut scores = Vec::with_capacity(prioritizers.len());
         for (p, weight) in &prioritizers {
             let s = self.score(p, &run.feasible, &in_decisions, balance);
-            for (f, s) in run.feasible.iter_mut().zip(&s) {
+            for (at, f) in run.feasible.iter_mut().enumerate() {
                 f.total = f
                     .total
-                    .saturating_add(s.unwrap_or(0).saturating_mul(i64::from(*weight)));
+                    .saturating_add(s.value(at).saturating_mul(i64::from(*weight)));
             }
             scores.push(s);
         }
         run.prioritizers = prioritizers;
         run.scores = scores;
 
-        // Sort (total descending, then name ascending = index ascending) and pick the top k.
-        run.rank = (0..run.feasible.len() as u32).collect();
+        // Sort (total descending, then name ascending = index ascending: the feasible clusters
+        // are in fleet order) and pick the top k.
+        let totals: Vec<i64> = run.feasible.iter().map(|f| f.total).collect();
+        run.rank = ranking::best_first(&totals);
         let feasible = &run.feasible;
-        run.rank.sort_by(|&a, &b| {
-            let (a, b) = (&feasible[a as usize], &feasible[b as usize]);
-            b.total.cmp(&a.total).then(a.index.cmp(&b.index))
-        });
         let k = spec
             .number_of_clusters
             .map_or(feasible.len(), |k| k.max(0) as usize);
@@ -631,7 +646,7 @@ impl<'a> World<'a> {
         feasible: &[Feasible],
         in_decisions: &dyn Fn(u32) -> bool,
         balance: &BalanceView,
-    ) -> Vec<Option<i64>> {
+    ) -> ranking::Column {
         match p {
             Prioritizer::Balance => feasible
                 .iter()
@@ -667,18 +682,13 @@ impl<'a> World<'a> {
                     })
                     .collect()
             }
-            Prioritizer::AddOn { score_name, .. } => feasible
-                .iter()
-                .map(|f| {
-                    Some(
-                        self.fleet.clusters[f.index as usize]
-                            .add_on_scores
-                            .get(*score_name)
-                            .copied()
-                            .unwrap_or(0),
-                    )
-                })
-                .collect(),
+            Prioritizer::AddOn { score_name, .. } => {
+                let scores = self.add_on_scores(score_name);
+                feasible
+                    .iter()
+                    .map(|f| Some(scores[f.index as usize]))
+                    .collect()
+            }
         }
     }
 
@@ -700,110 +710,61 @@ impl<'a> World<'a> {
             .into();
             return candidates
                 .iter()
-                .map(|&i| decision(name(i), false, None, reason.clone()))
+                .map(|&i| decision(name(i), false, None, Reason::Text(reason.clone())))
                 .collect();
         }
         let mut out = Vec::with_capacity(candidates.len());
-        // The fixed parts of the reasons, rendered once per placement.
-        let not_top = format!(
-            "does not score high enough: not in the top {} (score ",
-            run.k
-        );
-        let not_written = format!(
-            "not placed: the placement is misconfigured ({}), so no PlacementDecision is written (score ",
-            status.map(Misconfig::text).unwrap_or_default()
-        );
-        let of_total = format!(" of {}", run.feasible.len());
-        let parts: Vec<(String, String)> = run
-            .prioritizers
-            .iter()
-            .enumerate()
-            .map(|(k, (p, w))| {
-                let mut name = String::from(if k == 0 { "" } else { " + " });
-                p.write_name(&mut name);
-                name.push(' ');
-                (name, format!("×{w}"))
-            })
-            .collect();
-        // Written into one buffer, then copied at its exact size.
-        let mut text = String::with_capacity(256);
-        for (rank, &r) in run.rank.iter().enumerate() {
-            let f = &run.feasible[r as usize];
-            let chosen = rank < run.selected.len();
-            text.clear();
-            text.push_str(match (chosen, written) {
-                (false, _) => &not_top,
-                (true, true) => "selected: score ",
-                (true, false) => &not_written,
-            });
-            push_int(&mut text, f.total);
-            text.push_str(", rank ");
-            push_int(&mut text, rank as i64 + 1);
-            text.push_str(&of_total);
-            text.push_str(if chosen && written { " (" } else { "; " });
-            if parts.is_empty() {
-                text.push_str("no prioritizer");
-            }
-            for ((name, weight), scores) in parts.iter().zip(&run.scores) {
-                text.push_str(name);
-                push_int(&mut text, scores[r as usize].unwrap_or(0));
-                text.push_str(weight);
-                if scores[r as usize].is_none() {
-                    text.push_str(" (no data)");
-                }
-            }
-            text.push(')');
-            if chosen {
-                if let Some((until, t)) = f.tolerated_until {
-                    let taint = &self.views[f.index as usize].taints[t].taint;
-                    let _ = write!(
-                        text,
-                        "; taint {} is tolerated until {}",
-                        taint_text(taint),
-                        crate::timestamp::format_unix_nanos(until)
-                    );
-                }
-            }
-            out.push(decision(
-                name(f.index),
-                chosen && written,
-                Some(f.total),
-                text.as_str().to_owned(),
-            ));
+        let chosen = run.selected.len();
+        let scores = ranking::Scores {
+            prioritizers: run
+                .prioritizers
+                .iter()
+                .map(|(p, w)| {
+                    let mut name = String::new();
+                    p.write_name(&mut name);
+                    (name, *w)
+                })
+                .collect(),
+            order: run.rank,
+            totals: run.feasible.iter().map(|f| f.total).collect(),
+            scores: run.scores,
+        };
+        let unwritten = (!written).then(|| status.map(Misconfig::text).unwrap_or_default());
+        let feasible = &run.feasible;
+        let ranking = Ranking::new(scores, run.k, chosen, unwritten, |at| {
+            let f = &feasible[at as usize];
+            let (until, t) = f.tolerated_until?;
+            let taint = self.views[f.index as usize].taints[t].taint;
+            Some((until, taint_text(taint)))
+        });
+        for (rank, &at) in ranking.order().iter().enumerate() {
+            let f = &feasible[at as usize];
+            let reason = Reason::Ranked(ranking.reason(rank));
+            let selected = rank < chosen && written;
+            out.push(decision(name(f.index), selected, Some(f.total), reason));
         }
-        let mut filtered = run.filtered;
-        filtered.sort_unstable_by_key(|(i, _)| *i);
+        // Each filter's list is in fleet order: merged, they are by name.
+        let (mut predicate, mut taints) = (
+            run.filtered_by_predicate.into_iter().peekable(),
+            run.filtered_by_taints.into_iter().peekable(),
+        );
+        let filtered = std::iter::from_fn(|| match (predicate.peek(), taints.peek()) {
+            (Some(p), Some(t)) if t.0 < p.0 => taints.next(),
+            (Some(_), _) => predicate.next(),
+            (None, _) => taints.next(),
+        });
         for (i, why) in filtered {
-            out.push(decision(name(i), false, None, why));
+            out.push(decision(name(i), false, None, Reason::Text(why)));
         }
         out
     }
 }
 
-/// Appends a decimal integer without going through `fmt` (reasons are written per cluster).
-fn push_int(out: &mut String, value: i64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut n = value.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if value < 0 {
-        out.push('-');
-    }
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
-}
-
 fn decision(
-    cluster: String,
+    cluster: ClusterName,
     selected: bool,
     score: Option<i64>,
-    reason: impl Into<Arc<str>>,
+    reason: Reason,
 ) -> ClusterDecision {
     ClusterDecision {
         cluster,
@@ -811,7 +772,7 @@ fn decision(
         affinity_score: None,
         topology_spread_score: None,
         score,
-        reason: Reason::text(reason),
+        reason,
     }
 }
 
@@ -819,13 +780,15 @@ fn decision(
 #[derive(Default)]
 struct Run<'a> {
     misconfig: Option<Misconfig>,
-    /// Clusters removed by a filter, with the reason.
-    filtered: Vec<(u32, Arc<str>)>,
+    /// Clusters removed by the Predicate filter and by TaintToleration, with the reason, each
+    /// in fleet order.
+    filtered_by_predicate: Vec<(u32, Arc<str>)>,
+    filtered_by_taints: Vec<(u32, Arc<str>)>,
     /// Clusters that passed the filters, by index.
     feasible: Vec<Feasible>,
     prioritizers: Vec<(Prioritizer<'a>, i32)>,
     /// Per prioritizer, its score of each feasible cluster.
-    scores: Vec<Vec<Option<i64>>>,
+    scores: Vec<ranking::Column>,
     /// Positions in `feasible`, best first.
     rank: Vec<u32>,
     /// The selection, best first.

@@ -134,7 +134,7 @@ fn previous_of(name: &str, selected: &[&str]) -> Option<PlacementSchedule> {
         key: PlacementKey::new(PlacementKind::OcmPlacement, Some("app"), name),
         policy_snapshot_index: None,
         policy_hash: None,
-        selected: selected.iter().map(|s| s.to_string()).collect(),
+        selected: selected.iter().map(|&s| s.into()).collect(),
         decisions: vec![],
         conditions: vec![],
         bindings: vec![],
@@ -147,7 +147,7 @@ fn scores(r: &PlacementSchedule) -> Vec<(String, i64)> {
     let mut s: Vec<(String, i64)> = r
         .decisions
         .iter()
-        .filter_map(|d| Some((d.cluster.clone(), d.score?)))
+        .filter_map(|d| Some((d.cluster.to_string(), d.score?)))
         .collect();
     s.sort();
     s
@@ -1553,7 +1553,12 @@ fn claim_selectors_group_clusters_too() {
     let shape: Vec<(&str, Vec<String>)> = r
         .decision_groups
         .iter()
-        .map(|g| (g.group_name.as_str(), g.clusters.clone()))
+        .map(|g| {
+            (
+                g.group_name.as_str(),
+                g.clusters.iter().map(|c| c.to_string()).collect(),
+            )
+        })
         .collect();
     assert_eq!(
         shape,

@@ -604,7 +604,7 @@ mod dump {
                             .clusters
                             .iter()
                             .step_by(7)
-                            .map(|c| c.name.clone())
+                            .map(|c| c.name.to_string())
                             .collect(),
                         context: 1,
                     },

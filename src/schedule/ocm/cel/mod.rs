@@ -101,7 +101,7 @@ impl CelSelector {
         {
             fleet
                 .iter()
-                .map(|c| (c.name.clone(), c.add_on_scores.clone()))
+                .map(|c| (c.name.to_string(), c.add_on_scores.clone()))
                 .collect()
         } else {
             ScoreTable::new()
