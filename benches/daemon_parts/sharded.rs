@@ -106,6 +106,32 @@ fn delivered(replicas: &[(String, DaemonProcess)]) -> Result<f64> {
     Ok(total)
 }
 
+/// How many of `members` are in `held` shards.
+fn members_of(members: &[String], held: &BTreeSet<u32>, shards: u32) -> usize {
+    members
+        .iter()
+        .filter(|m| held.contains(&gitfleet::daemon::shards::assign::shard_of(m, shards).0))
+        .count()
+}
+
+/// Waits until the replicas delivered `count` more orders than `before`: each of `whose`
+/// members checked again (one order each, at least).
+fn await_checked(
+    replicas: &[(String, DaemonProcess)],
+    before: f64,
+    count: usize,
+    whose: &str,
+) -> Result<()> {
+    let start = Instant::now();
+    while delivered(replicas)? - before < count as f64 {
+        if start.elapsed() > SCALE_LIMIT {
+            return Err(format!("{whose} members were not checked again"));
+        }
+        std::thread::sleep(POLL_INTERVAL * 10);
+    }
+    Ok(())
+}
+
 /// One phase's results: wall time, and each replica's CPU seconds and RSS (MiB) at its end.
 struct Row {
     name: &'static str,
@@ -252,10 +278,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         .find(|i| *i != leader)
         .ok_or("one replica")?;
     let (_, lost) = replica_view(&replicas[victim].1)?;
-    let lost_members = members
-        .iter()
-        .filter(|m| lost.contains(&gitfleet::daemon::shards::assign::shard_of(m, shards).0))
-        .count();
+    let lost_members = members_of(&members, &lost, shards);
     let leader_id = replicas[leader].0.clone();
     let (requests, at) = (member_requests(&sim), Instant::now());
     let (victim_id, victim_process) = replicas.remove(victim);
@@ -267,13 +290,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
     let ticks = ticks_of(&replicas)?;
     let before = delivered(&replicas)?;
     let taken = await_split(&replicas, shards)?;
-    let checked = Instant::now();
-    while delivered(&replicas)? - before < lost_members as f64 {
-        if checked.elapsed() > SCALE_LIMIT {
-            return Err("the killed replica's members were not checked again".into());
-        }
-        std::thread::sleep(POLL_INTERVAL * 10);
-    }
+    await_checked(&replicas, before, lost_members, "the killed replica's")?;
     replicas[leader]
         .1
         .await_confirmed(&head, SCALE_STATUS_POLL)?;
@@ -291,19 +308,9 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
     let before = delivered(&replicas)?;
     replicas.push(start(&format!("r{}", count + 1))?);
     let rebalanced = await_split(&replicas, shards)?;
-    // Its members checked again by it (one order each, at least).
     let (_, moved) = replica_view(&replicas[replicas.len() - 1].1)?;
-    let moved_members = members
-        .iter()
-        .filter(|m| moved.contains(&gitfleet::daemon::shards::assign::shard_of(m, shards).0))
-        .count();
-    let checked = Instant::now();
-    while delivered(&replicas)? - before < moved_members as f64 {
-        if checked.elapsed() > SCALE_LIMIT {
-            return Err("the added replica's members were not checked again".into());
-        }
-        std::thread::sleep(POLL_INTERVAL * 10);
-    }
+    let moved_members = members_of(&members, &moved, shards);
+    await_checked(&replicas, before, moved_members, "the added replica's")?;
     replicas[leader]
         .1
         .await_confirmed(&head, SCALE_STATUS_POLL)?;
