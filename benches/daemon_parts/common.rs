@@ -107,7 +107,19 @@ impl DaemonProcess {
         kubeconfig: &Path,
         state: &[OsString],
     ) -> Result<DaemonProcess> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        // `GITFLEET_DAEMON_BENCH_WRAP="heaptrack -o /tmp/profile"` runs each daemon under that
+        // command (a profiler); the measured process is then the wrapper's child.
+        let wrap = std::env::var("GITFLEET_DAEMON_BENCH_WRAP").unwrap_or_default();
+        let mut wrap = wrap.split_whitespace();
+        let mut child = match wrap.next() {
+            Some(program) => {
+                let mut c = Command::new(program);
+                c.args(wrap).arg(env!("CARGO_BIN_EXE_gitfleet"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_gitfleet")),
+        };
+        let mut child = child
             .arg("run")
             .arg("--repo")
             .arg(repo)
