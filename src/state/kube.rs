@@ -358,7 +358,7 @@ impl<O: Objects> StateBackend for KubeStore<O> {
         for doc in cache.docs.values() {
             if let Some(p) = &doc.rollout {
                 let key = doc.id.parse().expect("checked at open");
-                state.placements.insert(key, std::sync::Arc::new(p.clone()));
+                state.placements.insert(key, p.clone());
             }
         }
         state.share_object_sets();
@@ -402,12 +402,12 @@ impl<O: Objects> StateBackend for KubeStore<O> {
                     .map(|p| (layout::placement_name(&self.prefix, &p.key.to_string()), p))
                     .collect()
             });
-        let rollouts: BTreeMap<String, (String, &crate::rollout::PlacementState)> = state
+        let rollouts: BTreeMap<String, (String, &Arc<crate::rollout::PlacementState>)> = state
             .placements
             .iter()
             .map(|(k, p)| {
                 let id = k.to_string();
-                (layout::placement_name(&self.prefix, &id), (id, &**p))
+                (layout::placement_name(&self.prefix, &id), (id, p))
             })
             .collect();
         let mut ids: BTreeMap<String, String> = rollouts
@@ -436,7 +436,7 @@ impl<O: Objects> StateBackend for KubeStore<O> {
                 (a, b) => a.is_none() && b.is_none(),
             };
             let same_rollout = |d: &layout::PlacementDoc| match (&d.rollout, new_rollout) {
-                (Some(a), Some(b)) => a.saved_alike(b),
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a.saved_alike(b),
                 (a, b) => a.is_none() && b.is_none(),
             };
             if old.is_some_and(|d| same_schedule(d) && same_rollout(d)) {
@@ -446,7 +446,11 @@ impl<O: Objects> StateBackend for KubeStore<O> {
                 version: super::FORMAT_VERSION,
                 id: id.clone(),
                 schedule: new_schedule.cloned(),
-                rollout: new_rollout.map(|p| p.persisted().into_owned()),
+                // The state itself when it has no re-check marks to leave out.
+                rollout: new_rollout.map(|p| match p.persisted() {
+                    std::borrow::Cow::Borrowed(_) => p.clone(),
+                    std::borrow::Cow::Owned(saved) => Arc::new(saved),
+                }),
             };
             let bytes = layout::encode(&doc);
             self.write_document(&mut cache, name, "placement", Some(id), bytes)?;
@@ -767,6 +771,29 @@ mod tests {
         assert_eq!(loaded.previous_leader, "a");
         assert!(again.has_rollout().unwrap());
         assert_eq!(again.load_rollout().unwrap(), s2);
+    }
+
+    /// What a store remembers of its last save is the state's own placements, not a copy of
+    /// each, except where it had to leave re-check marks out.
+    #[test]
+    fn the_last_save_shares_the_states_placements() {
+        let (store, _) = KubeStore::open(MemoryObjects::default(), "gf", "a").unwrap();
+        let saved = |store: &KubeStore<MemoryObjects>| {
+            let cache = store.cache.lock().unwrap();
+            let doc = &cache.docs[&layout::placement_name("gf", "crp/one")];
+            doc.rollout.clone().unwrap()
+        };
+        let key: crate::model::PlacementKey = "crp/one".parse().unwrap();
+        let s = state(&["crp/one"], "c1");
+        store.save(None, &s).unwrap();
+        assert!(Arc::ptr_eq(&saved(&store), &s.placements[&key]));
+        let mut marked = state(&["crp/one"], "c2");
+        marked.recheck_all("the daemon started");
+        Arc::make_mut(marked.placements.get_mut(&key).unwrap()).abandon = true;
+        store.save(None, &marked).unwrap();
+        let copy = saved(&store);
+        assert!(!Arc::ptr_eq(&copy, &marked.placements[&key]));
+        assert!(copy.clusters.values().all(|c| c.recheck.is_none()));
     }
 
     /// Fencing: once a new leader has claimed the state, the old one's next write is refused

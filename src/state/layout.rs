@@ -70,7 +70,9 @@ pub struct PlacementDoc {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Arc<PlacementSchedule>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<PlacementState>,
+    /// Shared with the rollout state it was saved from: a store's copy of what it last wrote
+    /// costs no second copy of every binding.
+    pub rollout: Option<Arc<PlacementState>>,
 }
 
 /// A split document's base object: its parts in order, and the SHA-256 of their
@@ -172,7 +174,7 @@ pub fn split(
         placements
             .entry(placement_name(prefix, &id))
             .or_insert_with(|| doc(&id))
-            .rollout = Some((**p).clone());
+            .rollout = Some(p.clone());
     }
     let head = HeadDoc {
         version: FORMAT_VERSION,
@@ -200,7 +202,7 @@ pub fn join(docs: Documents) -> Result<((Option<String>, Previous), RolloutState
             previous.insert(key.clone(), s);
         }
         if let Some(p) = doc.rollout {
-            state.placements.insert(key, std::sync::Arc::new(p));
+            state.placements.insert(key, p);
         }
     }
     Ok(((docs.head.schedule_commit, previous), state))
