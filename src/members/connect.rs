@@ -254,8 +254,20 @@ async fn connection_with(
         client,
         kinds: Arc::default(),
     };
-    clients::put(key, connection.clone());
+    clients::put(key, &target.name, connection.clone());
     Ok(connection)
+}
+
+/// The members this runtime keeps clients for.
+pub fn members_with_clients() -> std::collections::BTreeSet<String> {
+    clients::members()
+}
+
+/// Stops keeping clients for the members `keep` refuses: a replica that no longer serves a
+/// member should not hold its client and connections (about 20 KB a member at rest). Requests
+/// and watches already running keep theirs until they end; the next [`connect`] makes a new one.
+pub fn keep_clients_of(keep: impl Fn(&str) -> bool) {
+    clients::retain(keep);
 }
 
 /// `kubeconfig` cut down to `context` and the cluster and user it names (what a client for it
@@ -292,7 +304,7 @@ fn only_context(kubeconfig: &Kubeconfig, context: &str) -> Option<Kubeconfig> {
 /// The clients made so far, by runtime and by what they were made of.
 mod clients {
     use sha2::Digest;
-    use std::collections::HashMap;
+    use std::collections::{BTreeSet, HashMap};
     use std::sync::Mutex;
     use tokio::runtime::{Handle, Id};
 
@@ -306,7 +318,10 @@ mod clients {
     /// one each, so the oldest are dropped.
     const RUNTIMES: usize = 8;
 
-    static CLIENTS: Mutex<Vec<(Id, HashMap<Key, Connection>)>> = Mutex::new(Vec::new());
+    /// One runtime's clients by key: the member each was made for, and the client.
+    type Clients = HashMap<Key, (String, Connection)>;
+
+    static CLIENTS: Mutex<Vec<(Id, Clients)>> = Mutex::new(Vec::new());
 
     /// A digest, so the cache keeps no second copy of the credentials; with the read timeout,
     /// which makes a watch's client another client.
@@ -323,10 +338,37 @@ mod clients {
         cache
             .iter()
             .find(|(id, _)| *id == runtime)
-            .and_then(|(_, clients)| clients.get(key).cloned())
+            .and_then(|(_, clients)| clients.get(key).map(|(_, c)| c.clone()))
     }
 
-    pub fn put(key: Key, client: Connection) {
+    /// The members this runtime holds clients for.
+    pub fn members() -> BTreeSet<String> {
+        let Ok(handle) = Handle::try_current() else {
+            return BTreeSet::new();
+        };
+        let cache = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .iter()
+            .filter(|(id, _)| *id == handle.id())
+            .flat_map(|(_, clients)| clients.values().map(|(m, _)| m.clone()))
+            .collect()
+    }
+
+    /// Drops this runtime's clients of the members `keep` refuses (what their requests and
+    /// watches hold lives on until they end).
+    pub fn retain(keep: impl Fn(&str) -> bool) {
+        let Ok(handle) = Handle::try_current() else {
+            return;
+        };
+        let mut cache = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+        for (id, clients) in cache.iter_mut() {
+            if *id == handle.id() {
+                clients.retain(|_, (member, _)| keep(member));
+            }
+        }
+    }
+
+    pub fn put(key: Key, member: &str, client: Connection) {
         let Ok(handle) = Handle::try_current() else {
             return;
         };
@@ -334,13 +376,16 @@ mod clients {
         let mut cache = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
         match cache.iter_mut().find(|(id, _)| *id == runtime) {
             Some((_, clients)) => {
-                clients.insert(key, client);
+                clients.insert(key, (member.to_string(), client));
             }
             None => {
                 if cache.len() == RUNTIMES {
                     cache.remove(0);
                 }
-                cache.push((runtime, HashMap::from([(key, client)])));
+                cache.push((
+                    runtime,
+                    HashMap::from([(key, (member.to_string(), client))]),
+                ));
             }
         }
     }
@@ -462,6 +507,40 @@ spec: {hubAcceptsClient: true}
             READ_TIMEOUT
         ))
         .is_none());
+    }
+
+    /// Clients of the members a replica no longer serves are dropped; the others are kept.
+    #[tokio::test]
+    async fn clients_are_dropped_for_the_members_not_kept() {
+        let kc: Kubeconfig = crate::yaml::from_str(
+            "apiVersion: v1\nkind: Config\n\
+             clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}, \
+                        {name: d, cluster: {server: 'https://127.0.0.1:2'}}]\n\
+             contexts: [{name: a, context: {cluster: c, user: u}}, \
+                        {name: b, context: {cluster: d, user: u}}]\n\
+             users: [{name: u, user: {token: t}}]\n",
+        )
+        .unwrap();
+        let target = |name: &str| MemberTarget {
+            name: name.into(),
+            context: name.into(),
+        };
+        for m in ["a", "b"] {
+            connect(&kc, Path::new("/tmp/kc"), &target(m))
+                .await
+                .unwrap();
+            connect_watching(&kc, Path::new("/tmp/kc"), &target(m))
+                .await
+                .unwrap();
+        }
+        assert_eq!(members_with_clients(), ["a", "b"].map(String::from).into());
+        keep_clients_of(|m| m == "a");
+        assert_eq!(members_with_clients(), ["a".to_string()].into());
+        let key = |m: &str, timeout| clients::key(&only_context(&kc, m).unwrap(), timeout);
+        assert!(clients::get(&key("a", READ_TIMEOUT)).is_some());
+        assert!(clients::get(&key("a", WATCH_READ_TIMEOUT)).is_some());
+        assert!(clients::get(&key("b", READ_TIMEOUT)).is_none());
+        assert!(clients::get(&key("b", WATCH_READ_TIMEOUT)).is_none());
     }
 
     #[tokio::test]

@@ -274,11 +274,13 @@ impl Executor {
         running.insert(key, (shard, task));
     }
 
-    /// Forgets (and stops watching) the members of the shards this replica no longer acts for.
+    /// Forgets the members of the shards this replica no longer acts for: stops watching them
+    /// and drops their clients.
     fn stop_watching_others(&self, acting: &BTreeSet<ShardId>) {
         let mine = |member: &str| acting.contains(&assign::shard_of(member, self.shards));
         self.watched.lock().unwrap().retain(|m, _| mine(m));
         self.local.watches.keep_members(mine);
+        crate::members::connect::keep_clients_of(mine);
     }
 
     /// Writes the shard's record under `claim` before its `pending` orders are acted on: a

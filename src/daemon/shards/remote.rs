@@ -440,8 +440,13 @@ impl Deliverer for ShardedDeliverer {
         Ok(inventory)
     }
 
+    /// Read by the leader itself, once, when it starts without state. The clients that read
+    /// makes are not kept: the members' connections are their shards' owners' to hold.
     async fn records(&self, members: &[Member]) -> Vec<crate::push::fleet::MemberRecords> {
-        self.local.records(members).await
+        let before = crate::members::connect::members_with_clients();
+        let records = self.local.records(members).await;
+        crate::members::connect::keep_clients_of(|m| before.contains(m));
+        records
     }
 
     /// The owners watch what they deliver; this only takes the daemon's channel for what they
