@@ -411,14 +411,10 @@ impl Executor {
     async fn works_of(&self, order: &MemberWork) -> Result<Vec<Work>, String> {
         let mut works = Vec::with_capacity(order.works.len());
         for w in &order.works {
-            let manifests = match w.rendering() {
-                Some(id) => Some(self.renderings.get(id).await.map_err(|e| e.to_string())?),
-                None => None,
-            };
-            works.push(
-                w.clone()
-                    .into_work(|_| manifests.expect("an apply names its rendering")),
-            );
+            let work = w
+                .clone()
+                .into_work(async |id| self.renderings.get(id).await);
+            works.push(work.await.map_err(|e| e.to_string())?);
         }
         Ok(works)
     }

@@ -137,8 +137,12 @@ pub struct OrderedApply {
 }
 
 impl OrderedWork {
-    /// `work` as ordered, its manifests (if it applies any) stored as `rendering`.
-    pub fn of(work: &Work, rendering: impl FnOnce(&Manifests) -> RenderingId) -> OrderedWork {
+    /// `work` as ordered: the manifests it applies (if any) stored by `store`, which names
+    /// them.
+    pub async fn of<E>(
+        work: &Work,
+        store: impl AsyncFnOnce(&Manifests) -> Result<RenderingId, E>,
+    ) -> Result<OrderedWork, E> {
         let action = match &work.action {
             Action::Apply {
                 manifests,
@@ -149,7 +153,7 @@ impl OrderedWork {
                 resource_snapshot,
                 delivered_by,
             } => OrderedAction::Apply(Box::new(OrderedApply {
-                rendering: rendering(manifests),
+                rendering: store(manifests).await?,
                 revision: revision.clone(),
                 binds: *binds,
                 refresh: *refresh,
@@ -161,23 +165,18 @@ impl OrderedWork {
                 strategy: *strategy,
             },
         };
-        OrderedWork {
+        Ok(OrderedWork {
             placement: work.placement.clone(),
             cluster: work.cluster.clone(),
             action,
-        }
+        })
     }
 
-    /// The rendering this work applies, if it applies one.
-    pub fn rendering(&self) -> Option<&RenderingId> {
-        match &self.action {
-            OrderedAction::Apply(apply) => Some(&apply.rendering),
-            OrderedAction::Remove { .. } => None,
-        }
-    }
-
-    /// The work again, with the manifests of its rendering.
-    pub fn into_work(self, manifests: impl FnOnce(&RenderingId) -> Manifests) -> Work {
+    /// The work again, with the manifests of its rendering as `fetch` reads them.
+    pub async fn into_work<E>(
+        self,
+        fetch: impl AsyncFnOnce(&RenderingId) -> Result<Manifests, E>,
+    ) -> Result<Work, E> {
         let action = match self.action {
             OrderedAction::Apply(apply) => {
                 let OrderedApply {
@@ -190,7 +189,7 @@ impl OrderedWork {
                     delivered_by,
                 } = *apply;
                 Action::Apply {
-                    manifests: manifests(&rendering),
+                    manifests: fetch(&rendering).await?,
                     revision,
                     binds,
                     refresh,
@@ -201,11 +200,11 @@ impl OrderedWork {
             }
             OrderedAction::Remove { strategy } => Action::Remove { strategy },
         };
-        Work {
+        Ok(Work {
             placement: self.placement,
             cluster: self.cluster,
             action,
-        }
+        })
     }
 }
 
@@ -491,8 +490,8 @@ mod tests {
         )
     }
 
-    #[test]
-    fn an_order_carries_a_members_work_and_reads_back_the_same() {
+    #[tokio::test]
+    async fn an_order_carries_a_members_work_and_reads_back_the_same() {
         let manifests: Manifests = Arc::new(vec![manifest("a", 10)]);
         let (id, _) = rendering_objects(&names(), &manifests);
         let removed = Work::remove(&"crp/old".parse().unwrap(), "m1", ApplyStrategy::default());
@@ -500,10 +499,17 @@ mod tests {
             member: "m1".into(),
             context: "ctx-m1".into(),
             commit: "c1".into(),
-            works: [work(manifests.clone()), removed]
-                .iter()
-                .map(|w| OrderedWork::of(w, |_| id.clone()))
-                .collect(),
+            works: vec![
+                OrderedWork::of(&work(manifests.clone()), async |m| {
+                    assert!(Arc::ptr_eq(m, &manifests));
+                    Ok::<_, ()>(id.clone())
+                })
+                .await
+                .unwrap(),
+                OrderedWork::of(&removed, async |_| Err("a removal stores nothing"))
+                    .await
+                    .unwrap(),
+            ],
         };
         let order = Order::Deliver(work.clone());
         let name = names().order(&"r1".into(), 7);
@@ -512,10 +518,14 @@ mod tests {
         let (read_name, shard, read) = read_order(&cm).unwrap();
         assert_eq!((read_name, shard), (name, ShardId(5)));
         assert_eq!(read, order);
-        let again = work.works[0].clone().into_work(|r| {
-            assert_eq!(r, &id);
-            manifests.clone()
-        });
+        let again = work.works[0]
+            .clone()
+            .into_work(async |r| {
+                assert_eq!(r, &id);
+                Ok::<_, ()>(manifests.clone())
+            })
+            .await
+            .unwrap();
         let Action::Apply {
             manifests: m,
             revision,
@@ -527,10 +537,12 @@ mod tests {
         };
         assert!(Arc::ptr_eq(&m, &manifests));
         assert_eq!((revision.resource_index, binds), (3, true));
-        assert!(matches!(
-            work.works[1].clone().into_work(|_| unreachable!()).action,
-            Action::Remove { .. }
-        ));
+        let removal = work.works[1]
+            .clone()
+            .into_work(async |_| Err("a removal fetches nothing"))
+            .await
+            .unwrap();
+        assert!(matches!(removal.action, Action::Remove { .. }));
     }
 
     #[test]

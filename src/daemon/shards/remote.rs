@@ -34,7 +34,7 @@ use crate::daemon::deliver::PushDeliverer;
 use crate::daemon::watch::{Kind, MemberChange};
 use crate::daemon::{Deliverer, Delivery};
 use crate::members::inventory::Member;
-use crate::rollout::{Action, Outcome, Work};
+use crate::rollout::{Outcome, Work};
 use crate::schedule::{Inventory, InventoryCluster};
 
 /// How long probes are gathered per shard before they are ordered together.
@@ -290,21 +290,15 @@ impl ShardedDeliverer {
         };
         let mut ordered = Vec::with_capacity(works.len());
         for w in &works {
-            let id = match &w.action {
-                Action::Apply { manifests, .. } => match self.renderings.store(manifests).await {
-                    Ok(id) => Some(id),
-                    Err(e) => {
-                        return failed(
-                            works,
-                            format!("cannot store the rendering in the hosting cluster: {e}"),
-                        )
-                    }
-                },
-                Action::Remove { .. } => None,
-            };
-            ordered.push(OrderedWork::of(w, |_| {
-                id.expect("an apply's rendering is stored")
-            }));
+            match OrderedWork::of(w, async |m| self.renderings.store(m).await).await {
+                Ok(o) => ordered.push(o),
+                Err(e) => {
+                    return failed(
+                        works,
+                        format!("cannot store the rendering in the hosting cluster: {e}"),
+                    )
+                }
+            }
         }
         let order = Order::Deliver(MemberWork {
             member,
