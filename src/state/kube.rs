@@ -442,17 +442,22 @@ impl<O: Objects> StateBackend for KubeStore<O> {
             if old.is_some_and(|d| same_schedule(d) && same_rollout(d)) {
                 continue;
             }
+            // Written without re-check marks, but remembered as the state itself: marks are
+            // not compared, and a copy of every marked placement (a start's, a resync's) would
+            // double the state while the marks last.
             let doc = layout::PlacementDoc {
                 version: super::FORMAT_VERSION,
                 id: id.clone(),
                 schedule: new_schedule.cloned(),
-                // The state itself when it has no re-check marks to leave out.
-                rollout: new_rollout.map(|p| match p.persisted() {
-                    std::borrow::Cow::Borrowed(_) => p.clone(),
-                    std::borrow::Cow::Owned(saved) => Arc::new(saved),
-                }),
+                rollout: new_rollout.cloned(),
             };
-            let bytes = layout::encode(&doc);
+            let bytes = match new_rollout.map(|p| p.persisted()) {
+                Some(std::borrow::Cow::Owned(saved)) => layout::encode(&layout::PlacementDoc {
+                    rollout: Some(Arc::new(saved)),
+                    ..doc.clone()
+                }),
+                _ => layout::encode(&doc),
+            };
             self.write_document(&mut cache, name, "placement", Some(id), bytes)?;
             cache.docs.insert(name.clone(), doc);
         }
@@ -774,10 +779,11 @@ mod tests {
     }
 
     /// What a store remembers of its last save is the state's own placements, not a copy of
-    /// each, except where it had to leave re-check marks out.
+    /// each, marked or not; what it writes leaves the marks out.
     #[test]
     fn the_last_save_shares_the_states_placements() {
-        let (store, _) = KubeStore::open(MemoryObjects::default(), "gf", "a").unwrap();
+        let api = MemoryObjects::default();
+        let (store, _) = KubeStore::open(api.clone(), "gf", "a").unwrap();
         let saved = |store: &KubeStore<MemoryObjects>| {
             let cache = store.cache.lock().unwrap();
             let doc = &cache.docs[&layout::placement_name("gf", "crp/one")];
@@ -791,9 +797,18 @@ mod tests {
         marked.recheck_all("the daemon started");
         Arc::make_mut(marked.placements.get_mut(&key).unwrap()).abandon = true;
         store.save(None, &marked).unwrap();
-        let copy = saved(&store);
-        assert!(!Arc::ptr_eq(&copy, &marked.placements[&key]));
-        assert!(copy.clusters.values().all(|c| c.recheck.is_none()));
+        assert!(Arc::ptr_eq(&saved(&store), &marked.placements[&key]));
+        drop(store);
+        let (again, _) = KubeStore::open(api, "gf", "b").unwrap();
+        let written = again.load_rollout().unwrap();
+        assert!(
+            written.placements[&key].abandon,
+            "the marked save was written"
+        );
+        assert!(written.placements[&key]
+            .clusters
+            .values()
+            .all(|c| c.recheck.is_none()));
     }
 
     /// Fencing: once a new leader has claimed the state, the old one's next write is refused
