@@ -2,8 +2,9 @@
 //! server of the test bed as the hosting cluster, and members on either backend: twelve
 //! simulated ones, or six of the test bed. The leader decides; each member is pushed to by the
 //! replica that owns its shard, through orders and reports in the hosting cluster. A killed
-//! replica's members are delivered by the survivors, and a report under a claim that is no
-//! longer the shard's is refused.
+//! replica's members are checked again by the survivors without a single write request (as
+//! each member counts them), then delivered by them; a report under a claim that is no longer
+//! the shard's is refused.
 //!
 //! The replicas also run with no more permissions than the sharded deploy overlay's Role grants:
 //! a token of its ServiceAccount as their hosting user, and every request the hosting cluster
@@ -189,6 +190,54 @@ fn everywhere(fleet: &Members, mode: &str) -> bool {
     now.len() == member_names(fleet.backend).len() && now.values().all(|(m, _)| m == mode)
 }
 
+/// The requests that could write (every verb but GET, LIST and WATCH) each member received so
+/// far. The simulator counts every request it is sent, and its own controllers send none. A
+/// test-bed member's controllers write leases, events and statuses all the time, so there the
+/// API server's `apiserver_request_total` is summed over Namespaces and ConfigMaps only: the
+/// kinds gitfleet writes here (the placed objects, and its records).
+fn writes(fleet: &Members) -> BTreeMap<String, u64> {
+    member_names(fleet.backend)
+        .into_iter()
+        .map(|m| {
+            let n = match fleet.sim() {
+                Some(sim) => sim.member(&m)["requests"]["writes"]
+                    .as_u64()
+                    .expect("the simulator counts writes"),
+                None => api_server_writes(fleet, &m, &["namespaces", "configmaps"]),
+            };
+            (m, n)
+        })
+        .collect()
+}
+
+/// The write requests on `resources` that `member`'s API server counted, whatever their answer.
+fn api_server_writes(fleet: &Members, member: &str, resources: &[&str]) -> u64 {
+    let (code, metrics, err) = fleet.kubectl(member, &["get", "--raw", "/metrics"]);
+    assert_eq!(code, 0, "{err}");
+    let counted: Vec<f64> = metrics
+        .lines()
+        .filter_map(|line| {
+            let (labels, count) = line
+                .strip_prefix("apiserver_request_total{")?
+                .split_once("} ")?;
+            let label = |name: &str| {
+                labels.split(',').find_map(|pair| {
+                    let (k, v) = pair.split_once('=')?;
+                    (k == name).then(|| v.trim_matches('"'))
+                })
+            };
+            let write = !matches!(label("verb")?, "GET" | "LIST" | "WATCH");
+            (write && resources.contains(&label("resource")?))
+                .then(|| count.trim().parse().expect("a counter's value"))
+        })
+        .collect();
+    assert!(
+        !counted.is_empty(),
+        "{member}'s API server counted no write on {resources:?} (is apiserver_request_total still named so?)"
+    );
+    counted.iter().sum::<f64>() as u64
+}
+
 fn shard_of(member: &str) -> u32 {
     assign::shard_of(member, SHARDS).0
 }
@@ -311,6 +360,7 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
         .map(|(id, d)| (id.clone(), delivered(d)))
         .collect();
     let at_kill = settings_on(&fleet);
+    let writes_at_kill = writes(&fleet);
     let killed_at = std::time::Instant::now();
     drop(replicas.remove(&victim));
     await_until("the two survivors holding all 8", || split_among(&replicas));
@@ -339,6 +389,13 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
         taken.as_secs_f64(),
         killed_at.elapsed().as_secs_f64()
     );
+    // Counted as requests: a rewrite of what the member already holds leaves its
+    // resourceVersion as it was, on either backend.
+    assert_eq!(
+        writes(&fleet),
+        writes_at_kill,
+        "a member was sent a write during the takeover"
+    );
     assert_eq!(settings_on(&fleet), at_kill, "a member was written again");
     let before: BTreeMap<String, BTreeMap<u32, u64>> = replicas
         .iter()
@@ -350,6 +407,15 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
     await_until("v2 on every member", || everywhere(&fleet, "v2"));
     for (member, (_, rv)) in settings_on(&fleet) {
         assert_ne!(rv, at_kill[&member].1, "{member} not written");
+    }
+    // The count that stayed still above sees gitfleet's writes.
+    let writes_at_v2 = writes(&fleet);
+    for (member, n) in &writes_at_kill {
+        assert!(
+            writes_at_v2[member] > *n,
+            "{member}'s writes of v2 not counted: {n} before, {} after",
+            writes_at_v2[member]
+        );
     }
     for shard in &victims_shards {
         let (id, daemon) = new_owner(shard);
