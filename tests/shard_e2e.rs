@@ -1,8 +1,10 @@
 //! Sharded delivery: replicas of `gitfleet run --state kubernetes --shards 8` with a real API
-//! server of the test bed as the hosting cluster, and twelve simulated members. The leader
-//! decides; each member is pushed to by the replica that owns its shard, through orders and
-//! reports in the hosting cluster. A killed replica's members are delivered by the survivors,
-//! and a report under a claim that is no longer the shard's is refused.
+//! server of the test bed as the hosting cluster, and members on either backend: twelve
+//! simulated ones, or six of the test bed. The leader decides; each member is pushed to by the
+//! replica that owns its shard, through orders and reports in the hosting cluster. A killed
+//! replica's members are checked again by the survivors without a single write request (as
+//! each member counts them), then delivered by them; a report under a claim that is no longer
+//! the shard's is refused.
 //!
 //! The replicas also run with no more permissions than the sharded deploy overlay's Role grants:
 //! a token of its ServiceAccount as their hosting user, and every request the hosting cluster
@@ -24,15 +26,29 @@ use gitfleet::daemon::shards::{assign, ReplicaId, ShardId};
 
 const SHARDS: u32 = 8;
 const NAMESPACE: &str = "default";
+const REPLICAS: [&str; 3] = ["r1", "r2", "r3"];
 
-fn member_names() -> Vec<String> {
-    (1..=12).map(|i| format!("m{i:02}")).collect()
+on_both_backends!(
+    each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_killed_ones
+);
+
+/// The members on `backend`. A test-bed member is a control plane of its own (API server,
+/// controller-manager, scheduler, kwok), so the real fleet is smaller; its six members still
+/// fall in shards that each of r1, r2 and r3 owns among the three, so whichever replica leads,
+/// the one killed has members and another keeps its own.
+fn member_names(backend: Backend) -> Vec<String> {
+    let count = match backend {
+        Backend::Sim => 12,
+        Backend::Real => 6,
+    };
+    (1..=count).map(|i| format!("m{i:02}")).collect()
 }
 
-fn fleet_yaml() -> String {
-    // kubectl sends no token over plain HTTP: the test's own reads are anonymous.
+fn fleet_yaml(backend: Backend) -> String {
+    // kubectl sends no token over plain HTTP: the test's own reads of simulated members are
+    // anonymous (the test bed's kubeconfig has a client certificate instead).
     let mut yaml = "anonymousAuth: true\nmembers:\n".to_string();
-    for m in member_names() {
+    for m in member_names(backend) {
         yaml.push_str(&format!("  - name: {m}\n"));
     }
     yaml
@@ -60,9 +76,9 @@ fn fleet_repo() -> Repo {
     repo
 }
 
-/// The members, and a placement of the resources on all of them.
-fn place(repo: &Repo) {
-    for m in member_names() {
+/// The members on `backend`, and a placement of the resources on all of them.
+fn place(repo: &Repo, backend: Backend) {
+    for m in member_names(backend) {
         repo.write(&format!("members/{m}.yaml"), &common::member_cluster(&m));
     }
     repo.write(
@@ -154,7 +170,7 @@ fn delivered(daemon: &Daemon) -> BTreeMap<u32, u64> {
 
 /// Each member's `settings` mode and resourceVersion.
 fn settings_on(fleet: &Members) -> BTreeMap<String, (String, String)> {
-    member_names()
+    member_names(fleet.backend)
         .into_iter()
         .filter(|m| fleet.exists(m, &["configmap", "settings", "-n", "app"]))
         .map(|m| {
@@ -171,22 +187,73 @@ fn settings_on(fleet: &Members) -> BTreeMap<String, (String, String)> {
 
 fn everywhere(fleet: &Members, mode: &str) -> bool {
     let now = settings_on(fleet);
-    now.len() == member_names().len() && now.values().all(|(m, _)| m == mode)
+    now.len() == member_names(fleet.backend).len() && now.values().all(|(m, _)| m == mode)
+}
+
+/// The requests that could write (every verb but GET, LIST and WATCH) each member received so
+/// far. The simulator counts every request it is sent, and its own controllers send none. A
+/// test-bed member's controllers write leases, events and statuses all the time, so there the
+/// API server's `apiserver_request_total` is summed over Namespaces and ConfigMaps only: the
+/// kinds gitfleet writes here (the placed objects, and its records).
+fn writes(fleet: &Members) -> BTreeMap<String, u64> {
+    member_names(fleet.backend)
+        .into_iter()
+        .map(|m| {
+            let n = match fleet.sim() {
+                Some(sim) => sim.member(&m)["requests"]["writes"]
+                    .as_u64()
+                    .expect("the simulator counts writes"),
+                None => api_server_writes(fleet, &m, &["namespaces", "configmaps"]),
+            };
+            (m, n)
+        })
+        .collect()
+}
+
+/// The write requests on `resources` that `member`'s API server counted, whatever their answer.
+fn api_server_writes(fleet: &Members, member: &str, resources: &[&str]) -> u64 {
+    let (code, metrics, err) = fleet.kubectl(member, &["get", "--raw", "/metrics"]);
+    assert_eq!(code, 0, "{err}");
+    let counted: Vec<f64> = metrics
+        .lines()
+        .filter_map(|line| {
+            let (labels, count) = line
+                .strip_prefix("apiserver_request_total{")?
+                .split_once("} ")?;
+            let label = |name: &str| {
+                labels.split(',').find_map(|pair| {
+                    let (k, v) = pair.split_once('=')?;
+                    (k == name).then(|| v.trim_matches('"'))
+                })
+            };
+            let write = !matches!(label("verb")?, "GET" | "LIST" | "WATCH");
+            (write && resources.contains(&label("resource")?))
+                .then(|| count.trim().parse().expect("a counter's value"))
+        })
+        .collect();
+    assert!(
+        !counted.is_empty(),
+        "{member}'s API server counted no write on {resources:?} (is apiserver_request_total still named so?)"
+    );
+    counted.iter().sum::<f64>() as u64
 }
 
 fn shard_of(member: &str) -> u32 {
     assign::shard_of(member, SHARDS).0
 }
 
-#[test]
-fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_killed_ones() {
+/// The hosting cluster is a test-bed API server on either backend; `backend` is the members'.
+fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_killed_ones(
+    backend: Backend,
+) {
     if !available(Backend::Real) {
         return;
     }
     let hosting = Members::start(Backend::Real, "members:\n  - name: hosting\n");
-    let fleet = Members::start(Backend::Sim, &fleet_yaml());
+    let fleet = Members::start(backend, &fleet_yaml(backend));
+    let members = member_names(backend);
     let repo = fleet_repo();
-    let mut replicas: BTreeMap<String, Daemon> = ["r1", "r2", "r3"]
+    let mut replicas: BTreeMap<String, Daemon> = REPLICAS
         .into_iter()
         .map(|id| {
             let daemon = replica(&repo, &hosting.kubeconfig, NAMESPACE, &fleet, id);
@@ -200,10 +267,17 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
         .iter()
         .flat_map(|(id, d)| held(d).into_iter().map(move |s| (s, id.clone())))
         .collect();
+    let member_shards: BTreeSet<u32> = members.iter().map(|m| shard_of(m)).collect();
+    let owning: BTreeSet<&String> = member_shards.iter().map(|s| &holders[s]).collect();
+    assert!(
+        owning.len() >= 2,
+        "the members' shards {member_shards:?} fall to {owning:?} only: nothing shows a push \
+         that is not the owner's"
+    );
 
     // The first rollout: every member probed and pushed to by its shard's owner, and by no one
     // else.
-    place(&repo);
+    place(&repo, backend);
     await_until("the placement on every member", || everywhere(&fleet, "v1"));
     let leader = replicas
         .iter()
@@ -214,9 +288,8 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
         placements(&replicas[&leader])["placements"][0]["upToDate"]
             .as_array()
             .map(Vec::len)
-            == Some(member_names().len())
+            == Some(members.len())
     });
-    let member_shards: BTreeSet<u32> = member_names().iter().map(|m| shard_of(m)).collect();
     // Pushes and probes alike: the leader reaches no member itself.
     for outcome in ["delivered", "probed"] {
         for shard in &member_shards {
@@ -267,12 +340,27 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
         .intersection(&member_shards)
         .copied()
         .collect();
+    assert!(
+        !victims_shards.is_empty(),
+        "no replica but the leader {leader} holds a member's shard: {holders:?}"
+    );
+    // Each of the victim's shards is checked again member by member, one order each.
+    let victims_members: BTreeMap<u32, u64> = victims_shards
+        .iter()
+        .map(|s| {
+            (
+                *s,
+                members.iter().filter(|m| shard_of(m) == *s).count() as u64,
+            )
+        })
+        .collect();
     let before: BTreeMap<String, BTreeMap<u32, u64>> = replicas
         .iter()
         .filter(|(id, _)| **id != victim)
         .map(|(id, d)| (id.clone(), delivered(d)))
         .collect();
     let at_kill = settings_on(&fleet);
+    let writes_at_kill = writes(&fleet);
     let killed_at = std::time::Instant::now();
     drop(replicas.remove(&victim));
     await_until("the two survivors holding all 8", || split_among(&replicas));
@@ -287,12 +375,12 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
             .expect("a survivor holds it")
     };
     await_until(
-        "the killed replica's members checked by their new owners",
+        "each of the killed replica's members checked by its new owner",
         || {
-            victims_shards.iter().all(|shard| {
+            victims_members.iter().all(|(shard, count)| {
                 let (id, daemon) = new_owner(shard);
                 let was = before[&id].get(shard).copied().unwrap_or(0);
-                delivered(daemon).get(shard).copied().unwrap_or(0) > was
+                delivered(daemon).get(shard).copied().unwrap_or(0) >= was + count
             })
         },
     );
@@ -300,6 +388,13 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
         "{victim} killed: its shards {victims_shards:?} taken after {:.1} s, their members checked again after {:.1} s",
         taken.as_secs_f64(),
         killed_at.elapsed().as_secs_f64()
+    );
+    // Counted as requests: a rewrite of what the member already holds leaves its
+    // resourceVersion as it was, on either backend.
+    assert_eq!(
+        writes(&fleet),
+        writes_at_kill,
+        "a member was sent a write during the takeover"
     );
     assert_eq!(settings_on(&fleet), at_kill, "a member was written again");
     let before: BTreeMap<String, BTreeMap<u32, u64>> = replicas
@@ -312,6 +407,15 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
     await_until("v2 on every member", || everywhere(&fleet, "v2"));
     for (member, (_, rv)) in settings_on(&fleet) {
         assert_ne!(rv, at_kill[&member].1, "{member} not written");
+    }
+    // The count that stayed still above sees gitfleet's writes.
+    let writes_at_v2 = writes(&fleet);
+    for (member, n) in &writes_at_kill {
+        assert!(
+            writes_at_v2[member] > *n,
+            "{member}'s writes of v2 not counted: {n} before, {} after",
+            writes_at_v2[member]
+        );
     }
     for shard in &victims_shards {
         let (id, daemon) = new_owner(shard);
@@ -336,7 +440,7 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
         let names = Names {
             prefix: "gitfleet".into(),
         };
-        let shard = *victims_shards.iter().next().unwrap_or(&0);
+        let shard = *victims_shards.first().expect("checked above");
         let stale = Report {
             shard: ShardId(shard),
             token: serde_json::from_str(&format!("\"{victim}@1\"")).unwrap(),
@@ -451,7 +555,7 @@ fn sharded_replicas_need_no_more_than_the_sharded_overlays_role() {
         return;
     }
     let hosting = Members::start(Backend::Real, "members:\n  - name: hosting\n");
-    let fleet = Members::start(Backend::Sim, &fleet_yaml());
+    let fleet = Members::start(Backend::Sim, &fleet_yaml(Backend::Sim));
     let kubeconfig = sharded_service_account(&hosting);
     let repo = fleet_repo();
     let replicas: BTreeMap<String, Daemon> = ["r1", "r2"]
@@ -470,13 +574,16 @@ fn sharded_replicas_need_no_more_than_the_sharded_overlays_role() {
     permitted("two replicas holding the 8 shards, one leading", &|| {
         split_among(&replicas) && replicas.values().any(leading)
     });
-    place(&repo);
+    place(&repo, Backend::Sim);
     // The leader stores the rendering and orders each member's work; each shard's owner reads
     // them, pushes and reports back: all through the hosting cluster, as the ServiceAccount.
     permitted("the placement on every member", &|| {
         everywhere(&fleet, "v1")
     });
-    let member_shards: BTreeSet<u32> = member_names().iter().map(|m| shard_of(m)).collect();
+    let member_shards: BTreeSet<u32> = member_names(Backend::Sim)
+        .iter()
+        .map(|m| shard_of(m))
+        .collect();
     for shard in member_shards {
         let (owner, daemon) = replicas
             .iter()
@@ -493,7 +600,7 @@ fn sharded_replicas_need_no_more_than_the_sharded_overlays_role() {
                 && placements(d)["placements"][0]["upToDate"]
                     .as_array()
                     .map(Vec::len)
-                    == Some(member_names().len())
+                    == Some(member_names(Backend::Sim).len())
         })
     });
 
