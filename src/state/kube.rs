@@ -440,6 +440,11 @@ impl<O: Objects> StateBackend for KubeStore<O> {
                 (a, b) => a.is_none() && b.is_none(),
             };
             if old.is_some_and(|d| same_schedule(d) && same_rollout(d)) {
+                // Remember the state's own copy: an older one, kept here, would be a second
+                // copy of the placement once the state has changed it in ways not saved.
+                if let (Some(d), Some(p)) = (cache.docs.get_mut(name), rollouts.get(name)) {
+                    d.rollout = Some(p.1.clone());
+                }
                 continue;
             }
             // Written without re-check marks, but remembered as the state itself: marks are
@@ -798,6 +803,19 @@ mod tests {
         Arc::make_mut(marked.placements.get_mut(&key).unwrap()).abandon = true;
         store.save(None, &marked).unwrap();
         assert!(Arc::ptr_eq(&saved(&store), &marked.placements[&key]));
+        // A copy the state made, saved alike (only its marks differ), is remembered too, and
+        // the older copy let go.
+        let mut cleared = marked.clone();
+        for c in Arc::make_mut(cleared.placements.get_mut(&key).unwrap())
+            .clusters
+            .values_mut()
+        {
+            c.recheck = None;
+        }
+        let writes = store.writes().0;
+        store.save(None, &cleared).unwrap();
+        assert_eq!(store.writes().0 - writes, 1, "the head only");
+        assert!(Arc::ptr_eq(&saved(&store), &cleared.placements[&key]));
         drop(store);
         let (again, _) = KubeStore::open(api, "gf", "b").unwrap();
         let written = again.load_rollout().unwrap();
