@@ -10,8 +10,10 @@ use tower::ServiceBuilder;
 
 /// Each connection's read buffer. hyper's adaptive buffer grows to fit the largest response
 /// the connection read (up to 400 KB) and keeps that size while the connection is pooled, one
-/// per member, at rest. A larger response is read in more reads, not refused.
-const READ_BUFFER: usize = 16 * 1024;
+/// per member, at rest; and a member has a connection for each watch too. Most of what they
+/// read (watch events, an object) fits 4 KiB; a larger response is read in more reads, not
+/// refused.
+const READ_BUFFER: usize = 4 * 1024;
 
 /// The TLS sessions a client keeps for resumption: it talks to one API server. rustls's
 /// default keeps 256, allocated up front: 14 KB a member.
