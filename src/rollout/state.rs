@@ -507,6 +507,33 @@ mod tests {
         assert!(variants[0].saved_alike(&variants[1]), "a mark is not saved");
     }
 
+    /// A placement's clusters are written as gitfleet always wrote them, whatever their entries
+    /// share in memory: every field set, and only the required ones.
+    #[test]
+    fn a_placements_clusters_read_and_write_the_same_json() {
+        let json = concat!(
+            r#"{"resources":{"records":[]},"abandon":false,"clusters":{"#,
+            r#""m1":{"revision":{"resourceIndex":2,"rendered":"r2"},"#,
+            r#""attempted":{"resourceIndex":3,"rendered":"r3"},"commit":"c1","#,
+            r#""health":{"state":"availableUntrackable","since":5},"diffs":["d"],"#,
+            r#""notAvailable":["n"],"workStatus":{"resourceStatus":{"manifests":[]}},"#,
+            r#""lastError":"e","recheck":"w","drift":true,"#,
+            r#""deliveredBy":{"run":"r","stage":"s","resourceSnapshotIndex":1,"#,
+            r#""resourceSnapshot":"h","renderCommit":"c0","initCommit":"c0"},"#,
+            r#""updatedAt":7,"objects":["ConfigMap/app/x"]},"#,
+            r#""m2":{"health":{"state":"pending"},"updatedAt":0}}}"#,
+        );
+        let ps: PlacementState = serde_json::from_str(json).unwrap();
+        assert_eq!(serde_json::to_string(&ps).unwrap(), json);
+        let m1 = &ps.clusters["m1"];
+        assert_eq!(m1.commit.as_deref(), Some("c1"));
+        assert_eq!(m1.revision.as_ref().map(|r| &*r.rendered), Some("r2"));
+        assert_eq!(
+            ps.clusters["m2"],
+            ClusterState::with_health(BindingHealth::Pending)
+        );
+    }
+
     #[test]
     fn a_member_stays_eligible_for_five_minutes_after_its_last_good_probe() {
         let good = InventoryCluster {
