@@ -454,7 +454,7 @@ fn settled(placement: &str, n: usize) -> ClusterState {
     ClusterState {
         revision: Some(Revision {
             resource_index: 0,
-            rendered: format!("{:064x}", n * 7919),
+            rendered: format!("{:064x}", n * 7919).into(),
         }),
         attempted: None,
         commit: Some(COMMIT.into()),

@@ -521,7 +521,7 @@ impl<D: Deliverer> Daemon<D> {
                         drift: false,
                         reread: false,
                         // What a staged run delivered there: a finished run is known by it.
-                        delivered_by: r.run.clone(),
+                        delivered_by: r.run.clone().map(Arc::new),
                         updated_at: now,
                         objects: Arc::new(r.entries.iter().map(|e| e.object.key()).collect()),
                     }

@@ -993,7 +993,7 @@ mod tests {
     async fn unready_lists_only_placements_still_moving_or_not_available() {
         use crate::rollout::{BindingHealth, ClusterState};
         let cluster = |health, recheck: Option<&str>| ClusterState {
-            recheck: recheck.map(String::from),
+            recheck: recheck.map(Into::into),
             drift: false,
             reread: false,
             ..ClusterState::with_health(health)

@@ -48,7 +48,7 @@ pub const SLOW_DELIVERY: Duration = Duration::from_secs(10);
 pub enum Fingerprint {
     Apply {
         resource_index: u64,
-        rendered: String,
+        rendered: std::sync::Arc<str>,
         refresh: bool,
     },
     Remove,
@@ -493,7 +493,7 @@ mod tests {
                 manifests: Default::default(),
                 revision: Revision {
                     resource_index: index,
-                    rendered: format!("r{index}"),
+                    rendered: format!("r{index}").into(),
                 },
                 binds: false,
                 refresh,
@@ -591,7 +591,7 @@ mod tests {
         let recorded = |health: BindingHealth, index: u64| ClusterState {
             revision: Some(Revision {
                 resource_index: index,
-                rendered: format!("r{index}"),
+                rendered: format!("r{index}").into(),
             }),
             recheck: Some("the daemon started".into()),
             drift: false,

@@ -416,7 +416,7 @@ fn drift(
     let mut restored = Vec::new();
     for (c, s) in &p.clusters {
         if s.drift && !was(c) {
-            why = why.or(s.recheck.clone());
+            why = why.or(s.recheck.as_deref().map(String::from));
             found.push(c.clone());
         } else if s.recheck.is_none() && was(c) && s.last_error.is_none() {
             restored.push(c.clone());

@@ -48,7 +48,7 @@ pub fn preview(spec: &PlacementSpec, change: Change) -> Preview {
     let head: BTreeSet<&str> = change.head.iter().map(ClusterName::as_str).collect();
     let at = |i: u64| Revision {
         resource_index: i,
-        rendered: String::new(),
+        rendered: "".into(),
     };
     let binding = |cluster: &str, state, current| RolloutBinding {
         cluster: cluster.to_string(),

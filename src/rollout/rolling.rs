@@ -7,6 +7,8 @@
 //! a binding is not ready). A binding not available yet ([`BindingHealth::Pending`]) counts as
 //! failed, as it does in KubeFleet in practice (its binding reasons fall outside the allow-list).
 
+use std::sync::Arc;
+
 use crate::model::placement::IntOrPercent;
 use crate::schedule::BindingState;
 
@@ -18,7 +20,9 @@ use crate::schedule::BindingState;
 #[serde(rename_all = "camelCase")]
 pub struct Revision {
     pub resource_index: u64,
-    pub rendered: String,
+    /// Shared by every cluster given the same rendering (one step makes it once per rendering):
+    /// the state keeps one per binding, and most bindings of a placement run the same one.
+    pub rendered: Arc<str>,
 }
 
 /// The health a binding's last push reported, as the binding conditions carry it in KubeFleet.
@@ -276,7 +280,7 @@ mod tests {
     fn rev(i: u64) -> Revision {
         Revision {
             resource_index: i,
-            rendered: String::new(),
+            rendered: "".into(),
         }
     }
 
@@ -550,14 +554,14 @@ mod pending_tests {
                 deleting: false,
                 current: Some(Revision {
                     resource_index: 0,
-                    rendered: String::new(),
+                    rendered: "".into(),
                 }),
                 health: BindingHealth::Pending,
             })
             .collect();
         let want = |_: &str| Revision {
             resource_index: 1,
-            rendered: String::new(),
+            rendered: "".into(),
         };
         let step = plan_step(
             &bindings,

@@ -104,6 +104,7 @@ impl RolloutState {
         now: u64,
     ) -> usize {
         let mut marked = 0;
+        let why: Arc<str> = Arc::from(why);
         for (key, ps) in &mut self.placements {
             let label = key.label_value();
             if placement_label.is_some_and(|l| l != label) {
@@ -118,7 +119,7 @@ impl RolloutState {
                     marked += 1;
                     continue;
                 }
-                c.recheck = Some(why.to_string());
+                c.recheck = Some(why.clone());
                 c.drift = cause == RecheckCause::ChangedOnTheMember;
                 if deleted && c.health != BindingHealth::Failed {
                     c.health = BindingHealth::Pending;
@@ -130,37 +131,31 @@ impl RolloutState {
         marked
     }
 
-    /// Shares each placement's equal object sets between its clusters, as the pushes that
-    /// made them did (a state read back has one set per cluster). A placement whose sets are
+    /// Shares equal values between the clusters' entries, as the pushes that made them did (a
+    /// state read back has one of each per cluster): each placement's object sets, and the
+    /// renderings, commits and run deliveries of every placement. A placement whose values are
     /// shared already is not touched (nor copied, when a store shares it too).
-    pub fn share_object_sets(&mut self) {
-        type Sets = crate::fast_hash::HashSet<Arc<std::collections::BTreeSet<ObjectKey>>>;
+    pub fn share_equal_values(&mut self) {
+        let mut shared = Shared::default();
         for ps in self.placements.values_mut() {
-            let mut sets = Sets::default();
-            let shared = ps.clusters.values().all(|c| match sets.get(&c.objects) {
-                Some(set) => Arc::ptr_eq(set, &c.objects),
-                None => sets.insert(c.objects.clone()),
-            });
-            if shared {
+            shared.objects.clear();
+            if ps.clusters.values().all(|c| shared.holds(c)) {
                 continue;
             }
-            sets.clear();
+            shared.objects.clear();
             for c in Arc::make_mut(ps).clusters.values_mut() {
-                match sets.get(&c.objects) {
-                    Some(shared) => c.objects = shared.clone(),
-                    None => {
-                        sets.insert(c.objects.clone());
-                    }
-                }
+                shared.share(c);
             }
         }
     }
 
     /// Marks every cluster of every placement for a re-apply (start-up, periodic resync).
     pub fn recheck_all(&mut self, why: &str) {
+        // One for every cluster: a start marks them all at once.
+        let why: Arc<str> = Arc::from(why);
         for ps in self.placements.values_mut() {
             for c in Arc::make_mut(ps).clusters.values_mut() {
-                c.recheck = Some(why.to_string());
+                c.recheck = Some(why.clone());
                 c.drift = false;
             }
         }
@@ -216,6 +211,65 @@ impl RolloutState {
     }
 }
 
+/// One of each value the entries share ([`RolloutState::share_equal_values`]).
+#[derive(Default)]
+struct Shared {
+    objects: HashSet<Arc<BTreeSet<ObjectKey>>>,
+    strings: HashSet<Arc<str>>,
+    runs: HashSet<Arc<super::staged::RunDelivery>>,
+}
+
+type HashSet<T> = crate::fast_hash::HashSet<T>;
+
+impl Shared {
+    /// Whether every shared value of `c` is the one held (those not held yet are from now on).
+    fn holds(&mut self, c: &ClusterState) -> bool {
+        held(&mut self.objects, &c.objects)
+            && [&c.revision, &c.attempted]
+                .into_iter()
+                .flatten()
+                .all(|r| held(&mut self.strings, &r.rendered))
+            && c.commit.iter().all(|t| held(&mut self.strings, t))
+            && c.delivered_by.iter().all(|d| held(&mut self.runs, d))
+    }
+
+    /// Makes `c`'s values the ones held, holding those not held yet.
+    fn share(&mut self, c: &mut ClusterState) {
+        share(&mut self.objects, &mut c.objects);
+        for r in [&mut c.revision, &mut c.attempted].into_iter().flatten() {
+            share(&mut self.strings, &mut r.rendered);
+        }
+        if let Some(commit) = &mut c.commit {
+            share(&mut self.strings, commit);
+        }
+        if let Some(run) = &mut c.delivered_by {
+            share(&mut self.runs, run);
+        }
+    }
+}
+
+/// Whether `value` is the one `held` holds equal to it (held from now on when none was).
+fn held<T: Eq + std::hash::Hash + ?Sized>(held: &mut HashSet<Arc<T>>, value: &Arc<T>) -> bool {
+    match held.get(value) {
+        Some(h) => Arc::ptr_eq(h, value),
+        None => held.insert(value.clone()),
+    }
+}
+
+/// Makes `value` the one `held` holds equal to it (held from now on when none was).
+fn share<T: Eq + std::hash::Hash + ?Sized>(held: &mut HashSet<Arc<T>>, value: &mut Arc<T>) {
+    match held.get(value) {
+        Some(h) => {
+            if !Arc::ptr_eq(h, value) {
+                *value = h.clone();
+            }
+        }
+        None => {
+            held.insert(value.clone());
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Rejected {
@@ -246,9 +300,9 @@ pub struct ClusterState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempted: Option<Revision>,
     /// The commit whose push delivered `revision` (a later push of the same revision, a
-    /// re-check's, keeps it).
+    /// re-check's, keeps it). Shared by the clusters a delivery pushed it to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit: Option<String>,
+    pub commit: Option<Arc<str>>,
     pub health: BindingHealth,
     /// Differences the last push reported (ReportDiff, or drift seen under FullComparison).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -266,9 +320,10 @@ pub struct ClusterState {
     pub last_error: Option<String>,
     /// The member changed what this placement put there (an object deleted or modified, seen
     /// by the daemon's watch, or the periodic resync): re-applied at the next step, whatever
-    /// its health, and cleared by that push. Why, for status and logs.
+    /// its health, and cleared by that push. Why, for status and logs (shared by the clusters
+    /// one change marked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recheck: Option<String>,
+    pub recheck: Option<Arc<str>>,
     /// The re-check is for a change the members' watch saw on the member (not a start or a
     /// resync): what notifications call drift. Cleared with `recheck`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -279,9 +334,10 @@ pub struct ClusterState {
     #[serde(skip)]
     pub reread: bool,
     /// The staged update run that delivered `revision`, as the member's record names it too:
-    /// what a finished run is known by when the state is rebuilt from the members.
+    /// what a finished run is known by when the state is rebuilt from the members. Behind a
+    /// pointer: most entries have none, and the delivery is five strings wide.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delivered_by: Option<super::staged::RunDelivery>,
+    pub delivered_by: Option<Arc<super::staged::RunDelivery>>,
     /// Unix seconds of the last change of this entry.
     pub updated_at: u64,
     /// The objects the last successful push put there (written as their ids): what
@@ -427,7 +483,7 @@ mod tests {
             .placements
             .insert("crp/a".parse().unwrap(), Arc::new(ps));
         let before = state.clone();
-        state.share_object_sets();
+        state.share_equal_values();
         assert_eq!(state, before);
         let c = &state.placements[&"crp/a".parse().unwrap()].clusters;
         assert!(Arc::ptr_eq(&c["m1"].objects, &c["m2"].objects));
@@ -435,11 +491,45 @@ mod tests {
 
         // Shared already: left as it is, not copied from under another holder.
         let held = state.placements[&"crp/a".parse().unwrap()].clone();
-        state.share_object_sets();
+        state.share_equal_values();
         assert!(Arc::ptr_eq(
             &held,
             &state.placements[&"crp/a".parse().unwrap()]
         ));
+    }
+
+    /// A state read back shares its equal renderings, commits and run deliveries again, across
+    /// placements too.
+    #[test]
+    fn a_loaded_states_equal_strings_are_shared() {
+        let cluster = r#"{"revision":{"resourceIndex":1,"rendered":"r"},"commit":"c","health":{"state":"available"},"deliveredBy":{"run":"r","stage":"s","resourceSnapshotIndex":1,"resourceSnapshot":"h","renderCommit":"c","initCommit":"c"},"updatedAt":1}"#;
+        let placement = format!(r#"{{"clusters":{{"m1":{cluster},"m2":{cluster}}}}}"#);
+        let mut state = RolloutState::default();
+        for key in ["crp/a", "crp/b"] {
+            let ps: PlacementState = serde_json::from_str(&placement).unwrap();
+            state.placements.insert(key.parse().unwrap(), Arc::new(ps));
+        }
+        let before = state.clone();
+        state.share_equal_values();
+        assert_eq!(state, before);
+        let entries: Vec<&ClusterState> = state
+            .placements
+            .values()
+            .flat_map(|p| p.clusters.values())
+            .collect();
+        let first = entries[0];
+        for c in &entries[1..] {
+            let rendered = |c: &ClusterState| c.revision.clone().unwrap().rendered;
+            assert!(Arc::ptr_eq(&rendered(first), &rendered(c)));
+            assert!(Arc::ptr_eq(
+                first.commit.as_ref().unwrap(),
+                c.commit.as_ref().unwrap()
+            ));
+            assert!(Arc::ptr_eq(
+                first.delivered_by.as_ref().unwrap(),
+                c.delivered_by.as_ref().unwrap()
+            ));
+        }
     }
 
     /// `saved_alike` is equality of what is saved: the serialised persisted forms.
@@ -505,6 +595,33 @@ mod tests {
             }
         }
         assert!(variants[0].saved_alike(&variants[1]), "a mark is not saved");
+    }
+
+    /// A placement's clusters are written as gitfleet always wrote them, whatever their entries
+    /// share in memory: every field set, and only the required ones.
+    #[test]
+    fn a_placements_clusters_read_and_write_the_same_json() {
+        let json = concat!(
+            r#"{"resources":{"records":[]},"abandon":false,"clusters":{"#,
+            r#""m1":{"revision":{"resourceIndex":2,"rendered":"r2"},"#,
+            r#""attempted":{"resourceIndex":3,"rendered":"r3"},"commit":"c1","#,
+            r#""health":{"state":"availableUntrackable","since":5},"diffs":["d"],"#,
+            r#""notAvailable":["n"],"workStatus":{"resourceStatus":{"manifests":[]}},"#,
+            r#""lastError":"e","recheck":"w","drift":true,"#,
+            r#""deliveredBy":{"run":"r","stage":"s","resourceSnapshotIndex":1,"#,
+            r#""resourceSnapshot":"h","renderCommit":"c0","initCommit":"c0"},"#,
+            r#""updatedAt":7,"objects":["ConfigMap/app/x"]},"#,
+            r#""m2":{"health":{"state":"pending"},"updatedAt":0}}}"#,
+        );
+        let ps: PlacementState = serde_json::from_str(json).unwrap();
+        assert_eq!(serde_json::to_string(&ps).unwrap(), json);
+        let m1 = &ps.clusters["m1"];
+        assert_eq!(m1.commit.as_deref(), Some("c1"));
+        assert_eq!(m1.revision.as_ref().map(|r| &*r.rendered), Some("r2"));
+        assert_eq!(
+            ps.clusters["m2"],
+            ClusterState::with_health(BindingHealth::Pending)
+        );
     }
 
     #[test]

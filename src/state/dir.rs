@@ -443,7 +443,7 @@ impl StateStore {
             None => RolloutState::default(),
         };
         // Before an adoption shares the placements: sharing after it would copy each one.
-        state.share_object_sets();
+        state.share_equal_values();
         let digest = journal::digest(bytes.as_deref());
         let mut w = self.written.lock().unwrap_or_else(|e| e.into_inner());
         if self.may_adopt(&w, &journal) {
@@ -461,7 +461,7 @@ impl StateStore {
             Some((j, _)) if j.header.rollout == digest => {
                 let mut state = journal::replay_rollout(state, j.records)
                     .map_err(|m| self.corrupt_journal(m))?;
-                state.share_object_sets();
+                state.share_equal_values();
                 Ok(state)
             }
             _ => Ok(state),

@@ -361,7 +361,7 @@ impl<O: Objects> StateBackend for KubeStore<O> {
                 state.placements.insert(key, p.clone());
             }
         }
-        state.share_object_sets();
+        state.share_equal_values();
         Ok(state)
     }
 

@@ -37,9 +37,9 @@ pub trait StateBackend: Send + Sync + std::fmt::Debug {
     /// nothing was saved yet.
     fn load_schedule(&self) -> Result<(Option<String>, Previous), StateError>;
 
-    /// The rollout's state; empty when nothing was saved yet. Each placement's equal object
-    /// sets are shared, as the pushes that made them shared them
-    /// ([`RolloutState::share_object_sets`]).
+    /// The rollout's state; empty when nothing was saved yet. Equal values of the clusters'
+    /// entries are shared, as the pushes that made them shared them
+    /// ([`RolloutState::share_equal_values`]).
     fn load_rollout(&self) -> Result<RolloutState, StateError>;
 
     /// Saves the schedule, when given, and the rollout state. A [`StateError::Fenced`] means

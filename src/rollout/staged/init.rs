@@ -338,7 +338,7 @@ pub fn rebuilt(
             view.clusters
                 .get(&c.cluster_name)?
                 .delivered_by
-                .as_ref()
+                .as_deref()
                 .filter(|d| d.run == key)
         })
         .collect::<Option<_>>()?;

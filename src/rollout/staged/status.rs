@@ -114,7 +114,7 @@ pub fn is_false(conds: &[Condition], type_: &str) -> bool {
 /// Which staged update run delivered what a cluster runs: kept with the cluster in the rollout
 /// state and in the member's record of the placement (`gitfleet.io/update-run`), so that a
 /// state rebuilt from the members knows a run all of whose clusters it delivered as finished.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunDelivery {
     /// The run's key ([`run_key`]).

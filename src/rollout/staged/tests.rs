@@ -125,7 +125,7 @@ impl World {
         for (c, d) in delivered {
             let mut cs = crate::rollout::ClusterState::with_health(BindingHealth::Pending);
             cs.recheck = Some("adopted from the member's record".into());
-            cs.delivered_by = Some(d.clone());
+            cs.delivered_by = Some(std::sync::Arc::new(d.clone()));
             ps.clusters.insert(c.clone(), cs);
         }
         let mut state = RolloutState::default();
@@ -838,7 +838,7 @@ fn a_finished_run_is_not_run_again_when_the_state_is_rebuilt_from_the_members_re
         .map(|(c, cs)| {
             (
                 c.clone(),
-                cs.delivered_by.clone().expect("a run delivered it"),
+                super::RunDelivery::clone(cs.delivered_by.as_ref().expect("a run delivered it")),
             )
         })
         .collect();
@@ -915,7 +915,12 @@ fn a_run_lost_part_way_resumes_with_what_the_records_name() {
     let delivered: BTreeMap<String, super::RunDelivery> = w.state.placements[&app]
         .clusters
         .iter()
-        .filter_map(|(c, cs)| Some((c.clone(), cs.delivered_by.clone()?)))
+        .filter_map(|(c, cs)| {
+            Some((
+                c.clone(),
+                super::RunDelivery::clone(cs.delivered_by.as_ref()?),
+            ))
+        })
         .collect();
     assert_eq!(
         delivered.len(),
@@ -1161,14 +1166,14 @@ fn remembered_render_commits_follow_every_change_of_a_placement() {
 
     let delivered = |commit: &str| {
         let mut c = ClusterState::with_health(BindingHealth::Available);
-        c.delivered_by = Some(super::RunDelivery {
+        c.delivered_by = Some(Arc::new(super::RunDelivery {
             run: "r".into(),
             stage: "s".into(),
             resource_snapshot_index: 0,
             resource_snapshot: "h".into(),
             render_commit: commit.into(),
             init_commit: commit.into(),
-        });
+        }));
         c
     };
     let key = |n: &str| PlacementKey::new(PlacementKind::ClusterResourcePlacement, None, n);

@@ -75,6 +75,8 @@ pub fn absorb(
         }
     }
     let mut object_sets: HashMap<usize, Arc<BTreeSet<ObjectKey>>> = HashMap::default();
+    // One for every cluster this delivery pushed to, not one per binding.
+    let commit: Arc<str> = Arc::from(commit);
     for (work, outcome) in results {
         let key = &work.placement;
         let ps: &mut PlacementState =
@@ -99,7 +101,7 @@ pub fn absorb(
                     objects,
                     revision: Some(revision),
                     attempted: None,
-                    commit: Some(commit.to_string()),
+                    commit: Some(commit.clone()),
                     health,
                     diffs: observed.diffs,
                     not_available: observed.not_available,
@@ -108,7 +110,7 @@ pub fn absorb(
                     recheck: None,
                     drift: false,
                     reread: false,
-                    delivered_by,
+                    delivered_by: delivered_by.map(Arc::new),
                     updated_at: now,
                 };
                 // A push that confirmed what the cluster had (a re-check's, a restart's) is no

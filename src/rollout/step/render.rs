@@ -52,7 +52,7 @@ pub(super) fn render_at(
         labels: &c.labels,
     };
     let manifests = render_placement(cat, key, &overrides_of(cat), &target)?.ok()?;
-    let rendered = rendered_fingerprint(&manifests);
+    let rendered = rendered_fingerprint(&manifests).into();
     Some((
         Arc::new(manifests),
         Revision {
@@ -78,8 +78,8 @@ pub(super) struct Renderings<'a> {
     /// Whether `plain` is asked (rolling pacing only).
     track_overrides: bool,
     // By the address of a shared rendering (renderings live as long as the renderer):
-    /// Fingerprints.
-    fingerprints: HashMap<usize, String>,
+    /// Fingerprints (shared: every cluster's revision holds its rendering's).
+    fingerprints: HashMap<usize, Arc<str>>,
     /// The manifests as the work items carry them (`Arc`: work crosses threads).
     manifests: HashMap<usize, Manifests>,
     /// The deletion guard's object ids.
@@ -119,7 +119,7 @@ impl<'a> Renderings<'a> {
     ) -> Option<(Manifests, Revision)> {
         let (manifests, rendered) = if key.kind.is_ocm() {
             let manifests = Arc::new(ocm_workloads(self.cat, key));
-            let rendered = rendered_fingerprint(&manifests);
+            let rendered = rendered_fingerprint(&manifests).into();
             step.objects.insert(cluster.to_string(), ids_of(&manifests));
             (manifests, rendered)
         } else {
@@ -140,7 +140,7 @@ impl<'a> Renderings<'a> {
                     let rendered = self
                         .fingerprints
                         .entry(Rc::as_ptr(&shared) as usize)
-                        .or_insert_with(|| rendered_fingerprint(m))
+                        .or_insert_with(|| rendered_fingerprint(m).into())
                         .clone();
                     let ids = self
                         .object_ids

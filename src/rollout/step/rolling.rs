@@ -63,7 +63,7 @@ pub(super) fn step(
                 .and_then(|c| c.revision.clone())
                 .unwrap_or(Revision {
                     resource_index,
-                    rendered: String::new(),
+                    rendered: "".into(),
                 }),
         },
         target,

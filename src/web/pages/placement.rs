@@ -85,7 +85,7 @@ pub fn page(v: &Placement<'_>) -> Markup {
                         tr {
                             th scope="row" { (c) }
                             td { @if let Some(s) = p.cluster_state(c) { (badge(s)) } }
-                            td { @if let Some(r) = stored.and_then(|s| s.revision.as_ref()) { "snapshot " (r.resource_index) " " code { (short(Some(&r.rendered))) } } }
+                            td { @if let Some(r) = stored.and_then(|s| s.revision.as_ref()) { "snapshot " (r.resource_index) " " code { (short(Some(&*r.rendered))) } } }
                             td { @if let Some(cc) = per_cluster.iter().find(|cc| &cc.cluster == c) {
                                 ul.kv { @for k in &cc.conditions { li { (k.type_) " " (condition_status(&k.status)) " " code { (k.reason) } } } }
                             } }

@@ -50,3 +50,43 @@ fn clusters_absorbed_apart_share_equal_object_sets() {
         &crate::model::ObjectKey::new("", "ConfigMap", Some("app"), "other")
     );
 }
+
+/// The clusters of one delivery given one rendering hold one fingerprint and one commit, not a
+/// copy each (the state keeps them per binding).
+#[test]
+fn clusters_of_one_delivery_share_their_rendering_and_commit() {
+    let manifests: crate::rollout::work::Manifests = Arc::new(Vec::new());
+    let revision = Revision {
+        resource_index: 0,
+        rendered: "r0".into(),
+    };
+    let results = ["m1", "m2"]
+        .into_iter()
+        .map(|cluster| {
+            let work = Work::apply(
+                &app(),
+                cluster,
+                (manifests.clone(), revision.clone()),
+                ApplyStrategy::default(),
+                "r0".into(),
+                false,
+                false,
+            );
+            (
+                work,
+                Outcome::Done(BindingHealth::Available, Default::default()),
+            )
+        })
+        .collect();
+    let mut state = RolloutState::default();
+    absorb(&mut state, &mut [], Ledger::default(), results, "c1", 0);
+    let c = &state.placements[&app()].clusters;
+    let (m1, m2) = (&c["m1"], &c["m2"]);
+    let rendered = |c: &crate::rollout::ClusterState| c.revision.clone().unwrap().rendered;
+    assert!(Arc::ptr_eq(&rendered(m1), &rendered(m2)));
+    assert_eq!(m1.commit.as_deref(), Some("c1"));
+    assert!(Arc::ptr_eq(
+        m1.commit.as_ref().unwrap(),
+        m2.commit.as_ref().unwrap()
+    ));
+}

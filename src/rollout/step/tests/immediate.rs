@@ -36,7 +36,7 @@ fn immediate_pacing_gives_every_cluster_now_what_rolling_gives_it_in_turn() {
     // Its history starts at 0 (it keeps none); the rest is the same.
     let strip = |m: BTreeMap<String, (Revision, String, usize)>| -> Vec<(String, String, String)> {
         m.into_iter()
-            .map(|(c, (r, stamp, _))| (c, r.rendered, stamp))
+            .map(|(c, (r, stamp, _))| (c, r.rendered.to_string(), stamp))
             .collect()
     };
     assert_eq!(strip(applied(&from_nothing)), strip(immediate));
