@@ -340,16 +340,21 @@ fn shards_of(daemon: &Daemon) -> Option<(BTreeSet<u64>, BTreeSet<String>)> {
     ))
 }
 
-/// Whether `replicas` hold every one of `count` shards between them, each shard once, each
-/// replica at least one, and each sees exactly them live.
+/// Whether `replicas` hold every one of `count` shards between them, each shard once, one of
+/// them leading and holding none (the leader serves no shard while another replica is live),
+/// each other at least one, and each sees exactly them live.
 fn split_among(replicas: &BTreeMap<&str, Daemon>, count: u64) -> bool {
     let names: BTreeSet<String> = replicas.keys().map(|k| k.to_string()).collect();
+    if replicas.values().filter(|d| leading(d)).count() != 1 {
+        return false;
+    }
     let mut all = Vec::new();
     for daemon in replicas.values() {
         let Some((held, live)) = shards_of(daemon) else {
             return false;
         };
-        if held.is_empty() || live != names {
+        let serves = !leading(daemon) || replicas.len() == 1;
+        if held.is_empty() == serves || live != names {
             return false;
         }
         all.extend(held);

@@ -33,9 +33,9 @@ on_both_backends!(
 );
 
 /// The members on `backend`. A test-bed member is a control plane of its own (API server,
-/// controller-manager, scheduler, kwok), so the real fleet is smaller; its six members still
-/// fall in shards that each of r1, r2 and r3 owns among the three, so whichever replica leads,
-/// the one killed has members and another keeps its own.
+/// controller-manager, scheduler, kwok), so the real fleet is smaller; whichever of r1, r2 and
+/// r3 leads, its six members still fall in shards that each of the two others owns, so the one
+/// killed has members and the other keeps its own.
 fn member_names(backend: Backend) -> Vec<String> {
     let count = match backend {
         Backend::Sim => 12,
@@ -130,15 +130,20 @@ fn held(daemon: &Daemon) -> BTreeSet<u32> {
         .unwrap_or_default()
 }
 
-/// Whether each replica holds exactly the shards that rendezvous hashing gives it among them
-/// all: the split they settle on (a replica that has not seen another yet may hold, for a
-/// moment, a shard that is not its own).
+/// Whether one replica leads and each holds exactly the shards that rendezvous hashing gives
+/// it among those that serve shards (all but the leader): the split they settle on (a replica
+/// that has not seen another yet may hold, for a moment, a shard that is not its own).
 fn split_among(replicas: &BTreeMap<String, Daemon>) -> bool {
     let ids = replicas
         .keys()
         .map(|id| ReplicaId::from(id.as_str()))
         .collect();
-    let owners = assign::owners(SHARDS, &ids);
+    let mut leaders = replicas.iter().filter(|(_, d)| leading(d));
+    let (Some((leader, _)), None) = (leaders.next(), leaders.next()) else {
+        return false;
+    };
+    let leader = ReplicaId::from(leader.as_str());
+    let owners = assign::owners(SHARDS, &assign::serving(&ids, Some(&leader)));
     replicas.iter().all(|(id, daemon)| {
         let due: BTreeSet<u32> = owners
             .iter()
@@ -260,9 +265,10 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
             (id.to_string(), daemon)
         })
         .collect();
-    await_until("three replicas holding the 8 shards, one leading", || {
-        split_among(&replicas) && replicas.values().any(leading)
-    });
+    await_until(
+        "three replicas, one leading and two holding the 8 shards",
+        || split_among(&replicas),
+    );
     let holders: BTreeMap<u32, String> = replicas
         .iter()
         .flat_map(|(id, d)| held(d).into_iter().map(move |s| (s, id.clone())))
@@ -290,6 +296,10 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
             .map(Vec::len)
             == Some(members.len())
     });
+    assert!(
+        held(&replicas[&leader]).is_empty(),
+        "the leader {leader} holds shards while others are live"
+    );
     // Pushes and probes alike: the leader reaches no member itself.
     for outcome in ["delivered", "probed"] {
         for shard in &member_shards {
@@ -363,7 +373,9 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
     let writes_at_kill = writes(&fleet);
     let killed_at = std::time::Instant::now();
     drop(replicas.remove(&victim));
-    await_until("the two survivors holding all 8", || split_among(&replicas));
+    await_until("the survivor that does not lead holding all 8", || {
+        split_among(&replicas)
+    });
     let taken = killed_at.elapsed();
     // The new owners check the killed replica's members again at once (no commit, no resync):
     // they take over their watches, and write nothing, since nothing changed.
@@ -571,9 +583,10 @@ fn sharded_replicas_need_no_more_than_the_sharded_overlays_role() {
             check()
         })
     };
-    permitted("two replicas holding the 8 shards, one leading", &|| {
-        split_among(&replicas) && replicas.values().any(leading)
-    });
+    permitted(
+        "two replicas, one leading and the other holding the 8 shards",
+        &|| split_among(&replicas),
+    );
     place(&repo, Backend::Sim);
     // The leader stores the rendering and orders each member's work; each shard's owner reads
     // them, pushes and reports back: all through the hosting cluster, as the ServiceAccount.

@@ -45,8 +45,8 @@ fn replica_view(daemon: &DaemonProcess) -> Result<(bool, BTreeSet<u32>)> {
     Ok((doc["leader"]["leading"] == true, held))
 }
 
-/// Waits until each replica holds exactly the shards rendezvous hashing gives it among them
-/// all (the split they settle on).
+/// Waits until one replica leads and each holds exactly the shards rendezvous hashing gives it
+/// among those that serve shards (all but the leader): the split they settle on.
 fn await_split(replicas: &[(String, DaemonProcess)], shards: u32) -> Result<Duration> {
     use gitfleet::daemon::shards::{assign, ReplicaId};
     let start = Instant::now();
@@ -54,19 +54,29 @@ fn await_split(replicas: &[(String, DaemonProcess)], shards: u32) -> Result<Dura
         .iter()
         .map(|(id, _)| ReplicaId::from(id.as_str()))
         .collect();
-    let owners = assign::owners(shards, &ids);
     loop {
-        let mut settled = true;
-        for (id, d) in replicas {
-            let due: BTreeSet<u32> = owners
-                .iter()
-                .filter(|(_, owner)| owner.as_str() == id)
-                .map(|(s, _)| s.0)
-                .collect();
-            settled &= replica_view(d)?.1 == due;
-        }
-        if settled {
-            return Ok(start.elapsed());
+        let views = replicas
+            .iter()
+            .map(|(id, d)| Ok((id, replica_view(d)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let leaders: Vec<ReplicaId> = views
+            .iter()
+            .filter(|(_, (leading, _))| *leading)
+            .map(|(id, _)| ReplicaId::from(id.as_str()))
+            .collect();
+        if let [leader] = leaders.as_slice() {
+            let owners = assign::owners(shards, &assign::serving(&ids, Some(leader)));
+            let settled = views.iter().all(|(id, (_, held))| {
+                let due: BTreeSet<u32> = owners
+                    .iter()
+                    .filter(|(_, owner)| owner.as_str() == id.as_str())
+                    .map(|(s, _)| s.0)
+                    .collect();
+                *held == due
+            });
+            if settled {
+                return Ok(start.elapsed());
+            }
         }
         if start.elapsed() > SCALE_LIMIT {
             return Err(format!("the replicas did not split the {shards} shards"));

@@ -626,7 +626,7 @@ async fn run_elected(
             kube::Api::namespaced(client.clone(), &namespace),
             kube::Api::namespaced(client.clone(), &namespace),
             sharding,
-            owned_tx,
+            (seen_rx.clone(), owned_tx),
             stop_shards.clone(),
         ))
     });

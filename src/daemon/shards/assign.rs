@@ -44,6 +44,23 @@ pub fn owners(shards: u32, live: &BTreeSet<ReplicaId>) -> BTreeMap<ShardId, Repl
         .collect()
 }
 
+/// The replicas that serve shards: the live ones but the leader, which decides for the whole
+/// fleet and so already keeps every binding; it serves shards only while no other replica is
+/// live. A change of leader moves only the new leader's shards (to the others) and the shards
+/// the old leader now wins, as a replica leaving and one joining do.
+pub fn serving(live: &BTreeSet<ReplicaId>, leader: Option<&ReplicaId>) -> BTreeSet<ReplicaId> {
+    let others: BTreeSet<ReplicaId> = live
+        .iter()
+        .filter(|r| Some(*r) != leader)
+        .cloned()
+        .collect();
+    if others.is_empty() {
+        live.clone()
+    } else {
+        others
+    }
+}
+
 fn weight(shard: ShardId, replica: &ReplicaId) -> u64 {
     digest(&[&shard.0.to_le_bytes(), replica.as_str().as_bytes()])
 }
@@ -110,5 +127,44 @@ mod tests {
         let moved: Vec<_> = before.iter().filter(|(s, o)| joined[*s] != **o).collect();
         assert!(moved.iter().all(|(s, _)| joined[*s].as_str() == "e"));
         assert!((4..=24).contains(&moved.len()), "{} moved", moved.len());
+    }
+
+    #[test]
+    fn the_leader_serves_no_shard_unless_it_is_alone() {
+        let live = replicas(&["a", "b", "c"]);
+        let a = ReplicaId::from("a");
+        assert_eq!(serving(&live, Some(&a)), replicas(&["b", "c"]));
+        assert_eq!(
+            serving(&live, None),
+            live,
+            "no leader known: every live replica"
+        );
+        let gone = ReplicaId::from("z");
+        assert_eq!(
+            serving(&live, Some(&gone)),
+            live,
+            "a leader not live changes nothing"
+        );
+        let alone = replicas(&["a"]);
+        assert_eq!(
+            serving(&alone, Some(&a)),
+            alone,
+            "alone, it serves every shard"
+        );
+        assert_eq!(owners(8, &serving(&alone, Some(&a))).len(), 8);
+    }
+
+    #[test]
+    fn a_new_leader_hands_its_shards_over_and_the_old_one_takes_only_what_it_wins() {
+        let live = replicas(&["a", "b", "c", "d"]);
+        let (a, b) = (ReplicaId::from("a"), ReplicaId::from("b"));
+        let before = owners(64, &serving(&live, Some(&a)));
+        let after = owners(64, &serving(&live, Some(&b)));
+        assert!(before.values().all(|r| *r != a) && after.values().all(|r| *r != b));
+        for (shard, owner) in &before {
+            if *owner != b && after[shard] != a {
+                assert_eq!(&after[shard], owner, "{shard} moved without cause");
+            }
+        }
     }
 }

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ownership::{self, Observations, ShardAction};
 use super::{assign, claims, Names, ReplicaId, ShardId, GROUP_LABEL, ROLE_LABEL};
+use crate::daemon::leader::{Role, Seen};
 
 /// A replica Lease unchanged for this many lease durations belongs to a replica gone for good.
 const GONE_AFTER_DURATIONS: u32 = 20;
@@ -87,14 +88,20 @@ fn held(name: String, labels: BTreeMap<String, String>, me: &ReplicaId, secs: i3
 }
 
 /// Runs until `stop` is cancelled; then stops acting for every shard, releases them and
-/// removes its replica Lease, so the others take over at once.
+/// removes its replica Lease, so the others take over at once. `election` is this replica's
+/// view of the leader election: the leader serves no shard while another replica is live.
 pub async fn run(
     leases: Api<Lease>,
     records: Api<ConfigMap>,
     sharding: Sharding,
-    owned: watch::Sender<Owned>,
+    (election, owned): (watch::Receiver<Seen>, watch::Sender<Owned>),
     stop: CancellationToken,
 ) {
+    // The election reads its Lease at once: waiting for that spares a replica that turns out
+    // to lead taking shards only to hand them over a round later.
+    let mut first = election.clone();
+    let known = first.wait_for(|seen| seen.role != Role::Unknown);
+    let _ = tokio::time::timeout(sharding.retry_period, known).await;
     let mut seen_replicas = Observations::default();
     let mut seen_shards = Observations::default();
     let mut claims: BTreeMap<ShardId, claims::Claim> = BTreeMap::new();
@@ -106,7 +113,7 @@ pub async fn run(
                 &leases,
                 &records,
                 &sharding,
-                &owned,
+                (&election, &owned),
                 (&mut seen_replicas, &mut seen_shards),
                 &mut claims,
             ),
@@ -161,7 +168,7 @@ async fn round(
     leases: &Api<Lease>,
     records: &Api<ConfigMap>,
     sharding: &Sharding,
-    owned: &watch::Sender<Owned>,
+    (election, owned): (&watch::Receiver<Seen>, &watch::Sender<Owned>),
     (seen_replicas, seen_shards): (&mut Observations, &mut Observations),
     claims: &mut BTreeMap<ShardId, claims::Claim>,
 ) -> Result<(), kube::Error> {
@@ -224,7 +231,8 @@ async fn round(
         .filter(|l| role(l, "shard"))
         .filter_map(|l| Some((names.shard_of_lease(l.metadata.name.as_deref()?)?, l)))
         .collect();
-    let owners = assign::owners(sharding.shards, &live);
+    let leader = ownership::leader(me, &election.borrow().role);
+    let owners = assign::owners(sharding.shards, &assign::serving(&live, leader.as_ref()));
     let actions = ownership::plan(me, &owners, &shard_leases, seen_shards, now);
     // Stop acting for what moves away before letting go of it.
     let leaving: Vec<ShardId> = actions

@@ -9,7 +9,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use tokio::time::Instant;
 
 use super::{ReplicaId, ShardId};
-use crate::daemon::leader::{decide, Decision, Observed};
+use crate::daemon::leader::{decide, Decision, Observed, Role};
 
 /// The Lease records this replica saw change, and when, by Lease name.
 #[derive(Debug, Default)]
@@ -107,6 +107,18 @@ pub fn gone_replicas(
         .collect()
 }
 
+/// The leader as this replica's election last saw it: itself, the holder it follows, or none
+/// known (not read yet, the Lease free or expired, or lost).
+pub fn leader(me: &ReplicaId, role: &Role) -> Option<ReplicaId> {
+    match role {
+        Role::Leader => Some(me.clone()),
+        Role::Follower {
+            leader: Some(holder),
+        } => Some(ReplicaId::from(holder.as_str())),
+        Role::Follower { leader: None } | Role::Unknown | Role::Lost => None,
+    }
+}
+
 /// What to do with one shard's Lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShardAction {
@@ -183,6 +195,19 @@ mod tests {
             k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(at),
         );
         l
+    }
+
+    #[test]
+    fn the_leader_is_this_replica_the_holder_it_follows_or_unknown() {
+        let me = id("a");
+        assert_eq!(leader(&me, &Role::Leader), Some(id("a")));
+        let following = Role::Follower {
+            leader: Some("b".into()),
+        };
+        assert_eq!(leader(&me, &following), Some(id("b")));
+        for role in [Role::Follower { leader: None }, Role::Unknown, Role::Lost] {
+            assert_eq!(leader(&me, &role), None, "{role:?}");
+        }
     }
 
     #[test]
