@@ -174,9 +174,10 @@ pub struct HostingArgs {
     #[arg(long, env = "GITFLEET_IDENTITY")]
     pub identity: Option<String>,
     /// Divides the members into this many shards, held by the live replicas through Leases
-    /// (0: none; --state kubernetes only). The leader still decides everything; each replica
-    /// probes, pushes to and watches the members of the shards it holds, on the leader's
-    /// orders through the hosting cluster (docs/architecture.md, "Sharding").
+    /// (0: none; --state kubernetes only). The leader still decides everything, and holds no
+    /// shard while another replica is live; each other replica probes, pushes to and watches
+    /// the members of the shards it holds, on the leader's orders through the hosting cluster
+    /// (docs/architecture.md, "Sharding").
     #[arg(long, env = "GITFLEET_SHARDS", default_value_t = 0)]
     pub shards: u32,
 }
