@@ -2,6 +2,12 @@
 //! headers, TLS, timeouts), with connections sized for a fleet. One daemon holds a client for
 //! each of a thousand members and a connection for each of their watches; kube's defaults,
 //! made for one client per process, would make those a large part of its memory at rest.
+//!
+//! Over TLS the client offers HTTP/2 (ALPN `h2`, then `http/1.1`), as client-go does: a real API
+//! server takes it, and a member's requests and every watch of the client then share one
+//! connection instead of holding one each. kube's own client speaks HTTP/1.1 only, because its
+//! websocket upgrades (exec, attach, port-forward) need it; gitfleet makes none. A plain `http://`
+//! server (a `kubectl proxy`, the simulator) is spoken to in HTTP/1.1.
 
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -40,7 +46,7 @@ pub fn client(config: kube::Config) -> Result<kube::Client, String> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     let mut connector =
-        hyper_timeout::TimeoutConnector::new(https.enable_http1().wrap_connector(http));
+        hyper_timeout::TimeoutConnector::new(https.enable_all_versions().wrap_connector(http));
     connector.set_connect_timeout(config.connect_timeout);
     connector.set_read_timeout(config.read_timeout);
     connector.set_write_timeout(config.write_timeout);
