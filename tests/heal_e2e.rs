@@ -385,20 +385,25 @@ fn if_not_drifted_reports_a_hand_scale_and_leaves_it(backend: Backend) {
 /// (`/proc/<pid>/fd`) among the connections of the network namespace (`/proc/<pid>/net/tcp`
 /// and `tcp6`) whose remote port is `port`.
 fn connections_to(pid: u32, port: u16) -> usize {
-    let inodes: std::collections::BTreeSet<String> =
-        std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .unwrap()
-            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-            .filter_map(|l| {
-                let l = l.to_string_lossy().into_owned();
-                Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
-            })
-            .collect();
+    let inodes: std::collections::BTreeSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
     let remote = format!(":{port:04X}");
     ["tcp", "tcp6"]
         .iter()
         .filter_map(|t| std::fs::read_to_string(format!("/proc/{pid}/net/{t}")).ok())
-        .flat_map(|table| table.lines().skip(1).map(str::to_string).collect::<Vec<_>>())
+        .flat_map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
         .filter(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
             // local, remote, state (01: established), ..., inode (the tenth field)

@@ -37,6 +37,12 @@ impl ClaimToken {
         ClaimToken(format!("{me}@{nanos}"))
     }
 
+    /// The replica that made the claim.
+    pub fn holder(&self) -> ReplicaId {
+        let holder = self.0.rsplit_once('@').map_or(self.0.as_str(), |(h, _)| h);
+        ReplicaId::from(holder)
+    }
+
     /// The token a record holds now (`None`: never claimed, or not a record).
     pub fn of_record(record: &ConfigMap) -> Option<ClaimToken> {
         let token = record.data.as_ref()?.get(TOKEN_KEY)?;
@@ -139,5 +145,16 @@ pub async fn write(
             Err(ClaimError::Fenced { shard })
         }
         Err(e) => Err(ClaimError::Api { shard, source: e }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_names_the_replica_that_made_it() {
+        let token = ClaimToken::new(&ReplicaId::from("gitfleet-0@pod"));
+        assert_eq!(token.holder(), ReplicaId::from("gitfleet-0@pod"));
     }
 }

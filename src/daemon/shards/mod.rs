@@ -21,6 +21,7 @@ pub mod orders;
 pub mod ownership;
 pub mod remote;
 pub mod renderings;
+pub mod slots;
 
 use std::fmt;
 

@@ -29,6 +29,7 @@ use super::orders::{
     self, MemberWork, Order, OrderName, OrderedWork, ProbeMembers, ProbedMember, Report, ReportBody,
 };
 use super::renderings::Published;
+use super::slots::OwnerSlots;
 use super::{assign, Names, ReplicaId, ShardId};
 use crate::daemon::deliver::PushDeliverer;
 use crate::daemon::watch::{Kind, MemberChange};
@@ -64,8 +65,8 @@ pub struct ShardedDeliverer {
     me: ReplicaId,
     renderings: Published,
     waiting: Mutex<HashMap<OrderName, oneshot::Sender<ReportBody>>>,
-    /// Delivery orders outstanding, per shard.
-    outstanding: ShardSlots,
+    /// Delivery orders outstanding, per owner.
+    outstanding: OwnerSlots,
     /// The members probed so far: those a shard's new owner is told to check again.
     members: Mutex<std::collections::BTreeSet<String>>,
     probing: Mutex<Gathering>,
@@ -96,7 +97,7 @@ impl ShardedDeliverer {
         refused: prometheus_client::metrics::counter::Counter,
     ) -> ShardedDeliverer {
         ShardedDeliverer {
-            outstanding: ShardSlots::new(hosting.shards, local.parallel_members),
+            outstanding: OwnerSlots::new(local.parallel_members),
             local,
             renderings: Published::new(hosting.secrets, hosting.names.clone()),
             objects: hosting.objects,
@@ -193,6 +194,7 @@ impl ShardedDeliverer {
         ) else {
             return;
         };
+        self.outstanding.owned_by(shard, token.holder());
         let before = owners.insert(shard, token.clone());
         if before.is_none() || before.as_ref() == Some(&token) {
             return;
@@ -394,29 +396,6 @@ impl ShardedDeliverer {
     }
 }
 
-/// A bound on the delivery orders outstanding for each shard. An order's answer is awaited
-/// from its creation, but its owner carries out only `--parallel-members` deliveries at once,
-/// across all the shards it holds: unbounded, a large step's orders would wait at the owner
-/// past their deadline, fail, and be ordered again. Bounded, the wait is about the owner's
-/// number of shards times one delivery.
-struct ShardSlots(Vec<Arc<tokio::sync::Semaphore>>);
-
-impl ShardSlots {
-    fn new(shards: u32, per_shard: usize) -> ShardSlots {
-        ShardSlots(
-            (0..shards.max(1))
-                .map(|_| Arc::new(tokio::sync::Semaphore::new(per_shard.max(1))))
-                .collect(),
-        )
-    }
-
-    /// Waits for `shard`'s turn; the turn ends when the permit is dropped.
-    async fn acquire(&self, shard: ShardId) -> tokio::sync::OwnedSemaphorePermit {
-        let slots = &self.0[shard.0 as usize % self.0.len()];
-        slots.clone().acquire_owned().await.expect("never closed")
-    }
-}
-
 /// Whether a report is taken: only from the owner whose claim the shard's record holds now.
 pub fn accepts(current: Option<&ClaimToken>, report: &Report) -> bool {
     current == Some(&report.token)
@@ -513,23 +492,6 @@ impl Deliverer for ShardedDeliverer {
 mod tests {
     use super::*;
     use crate::daemon::shards::ShardId;
-
-    /// A shard's orders beyond its bound wait for one of its outstanding orders to be
-    /// answered; another shard's do not wait.
-    #[tokio::test]
-    async fn a_shards_outstanding_orders_are_bounded_and_other_shards_go_on() {
-        let slots = ShardSlots::new(4, 2);
-        let first = slots.acquire(ShardId(1)).await;
-        let _second = slots.acquire(ShardId(1)).await;
-        let wait = std::time::Duration::from_millis(50);
-        let third = tokio::time::timeout(wait, slots.acquire(ShardId(1))).await;
-        assert!(third.is_err(), "a third order of shard 1 went out");
-        let other = tokio::time::timeout(wait, slots.acquire(ShardId(2))).await;
-        assert!(other.is_ok(), "shard 2 waited for shard 1");
-        drop(first);
-        let third = tokio::time::timeout(wait, slots.acquire(ShardId(1))).await;
-        assert!(third.is_ok(), "an answered order did not make room");
-    }
 
     #[test]
     fn only_a_report_under_the_records_current_claim_is_taken() {
