@@ -2,9 +2,12 @@
 //! awaited from the order's creation, but an owner carries out only `--parallel-members`
 //! deliveries at once, across every shard it holds: unbounded, a large step's orders would wait
 //! at the owner past their deadline, fail, and be ordered again. Bounded per owner (not per
-//! shard: an owner holds several), an order waits at most about two of the owner's deliveries:
-//! the ones it carries out and as many queued behind them, so that it never idles while the
-//! leader hears of an answer and sends the next order.
+//! shard: an owner holds several, and how many depends on `--shards` and the replicas), an
+//! order waits behind at most [`ROUNDS`] − 1 rounds of the owner's deliveries. More than one
+//! round is out because an order's answer takes a round trip through the hosting cluster (the
+//! report written, seen, taken, the next order written and seen): with one round only, an
+//! owner whose deliveries are quick (a re-check that writes nothing) would wait on that trip
+//! more than it works.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,6 +15,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{ReplicaId, ShardId};
+
+/// Rounds of an owner's `--parallel-members` deliveries that may be outstanding at once.
+pub const ROUNDS: usize = 8;
 
 /// Whose slots an order takes: its shard's owner's, or the shard's own while no claim of its
 /// record was seen.
@@ -36,7 +42,7 @@ impl OwnerSlots {
     /// `parallel` is the owners' `--parallel-members`.
     pub fn new(parallel: usize) -> OwnerSlots {
         OwnerSlots {
-            per_owner: 2 * parallel.max(1),
+            per_owner: ROUNDS * parallel.max(1),
             inner: Mutex::default(),
         }
     }
@@ -82,9 +88,22 @@ mod tests {
 
     /// Two shards of one owner share its bound; another owner's shard does not wait; an
     /// answered order makes room.
+    #[test]
+    fn an_owner_may_have_rounds_of_its_parallel_deliveries_outstanding() {
+        assert_eq!(OwnerSlots::new(16).per_owner, ROUNDS * 16);
+        assert_eq!(
+            OwnerSlots::new(0).per_owner,
+            ROUNDS,
+            "at least one delivery at a time"
+        );
+    }
+
     #[tokio::test]
     async fn an_owners_outstanding_orders_are_bounded_across_its_shards() {
-        let slots = OwnerSlots::new(1);
+        let slots = OwnerSlots {
+            per_owner: 2,
+            inner: Mutex::default(),
+        };
         slots.owned_by(ShardId(1), ReplicaId::from("r1"));
         slots.owned_by(ShardId(2), ReplicaId::from("r1"));
         slots.owned_by(ShardId(3), ReplicaId::from("r2"));
@@ -109,7 +128,10 @@ mod tests {
     /// count at that replica, with the other shards it holds.
     #[tokio::test]
     async fn a_shard_counts_at_its_owner_once_claimed() {
-        let slots = OwnerSlots::new(1);
+        let slots = OwnerSlots {
+            per_owner: 2,
+            inner: Mutex::default(),
+        };
         let _a = takes(&slots, 5).await.unwrap();
         let _b = takes(&slots, 5).await.unwrap();
         assert!(
