@@ -4,7 +4,8 @@
 //! replica that owns its shard, through orders and reports in the hosting cluster. A killed
 //! replica's members are checked again by the survivors without a single write request (as
 //! each member counts them), then delivered by them; a report under a claim that is no longer
-//! the shard's is refused.
+//! the shard's is refused. The leader holds no shard; a killed leader's successor hands its
+//! shards over, again without a write.
 //!
 //! The replicas also run with no more permissions than the sharded deploy overlay's Role grants:
 //! a token of its ServiceAccount as their hosting user, and every request the hosting cluster
@@ -640,4 +641,69 @@ fn sharded_replicas_need_no_more_than_the_sharded_overlays_role() {
         );
     }
     assert_nothing_forbidden(&replicas);
+}
+
+/// The leader holds no shard while others are live, so killing it takes no member from its
+/// owner: a follower takes the leader Lease, hands the shards it held to the other survivor,
+/// and confirms every binding through it without a write; the next commit reaches every member.
+#[test]
+fn a_killed_leaders_successor_hands_its_shards_over_without_a_write() {
+    if !available(Backend::Real) {
+        return;
+    }
+    let hosting = Members::start(Backend::Real, "members:\n  - name: hosting\n");
+    let fleet = Members::start(Backend::Sim, &fleet_yaml(Backend::Sim));
+    let members = member_names(Backend::Sim);
+    let repo = fleet_repo();
+    let mut replicas: BTreeMap<String, Daemon> = REPLICAS
+        .into_iter()
+        .map(|id| {
+            let daemon = replica(&repo, &hosting.kubeconfig, NAMESPACE, &fleet, id);
+            (id.to_string(), daemon)
+        })
+        .collect();
+    await_until("three replicas, one leading and two holding the 8 shards", || {
+        split_among(&replicas)
+    });
+    place(&repo, Backend::Sim);
+    await_until("the placement on every member", || everywhere(&fleet, "v1"));
+    let up_to_date = |d: &Daemon| {
+        placements(d)["placements"][0]["upToDate"]
+            .as_array()
+            .map(Vec::len)
+            == Some(members.len())
+    };
+    let leader = replicas
+        .iter()
+        .find(|(_, d)| leading(d))
+        .map(|(id, _)| id.clone())
+        .unwrap();
+    await_until("the leader shows every member up to date", || {
+        up_to_date(&replicas[&leader])
+    });
+
+    let writes_at_kill = writes(&fleet);
+    drop(replicas.remove(&leader));
+    await_until(
+        "a new leader, holding no shard, and the other survivor holding all 8",
+        || split_among(&replicas),
+    );
+    let successor = replicas
+        .iter()
+        .find(|(_, d)| leading(d))
+        .map(|(id, _)| id.clone())
+        .unwrap();
+    assert!(held(&replicas[&successor]).is_empty());
+    await_until("the new leader shows every member up to date", || {
+        up_to_date(&replicas[&successor])
+    });
+    assert_eq!(
+        writes(&fleet),
+        writes_at_kill,
+        "a member was sent a write while {successor} took over from {leader}"
+    );
+
+    settings(&repo, "v2");
+    repo.commit("v2");
+    await_until("v2 on every member", || everywhere(&fleet, "v2"));
 }
