@@ -662,9 +662,10 @@ fn a_killed_leaders_successor_hands_its_shards_over_without_a_write() {
             (id.to_string(), daemon)
         })
         .collect();
-    await_until("three replicas, one leading and two holding the 8 shards", || {
-        split_among(&replicas)
-    });
+    await_until(
+        "three replicas, one leading and two holding the 8 shards",
+        || split_among(&replicas),
+    );
     place(&repo, Backend::Sim);
     await_until("the placement on every member", || everywhere(&fleet, "v1"));
     let up_to_date = |d: &Daemon| {
