@@ -1,6 +1,10 @@
 //! One member's objects, like etcd behind an API server: a map keyed by (group, resource,
 //! namespace, name), one revision counter that every write advances (it becomes the object's
 //! `resourceVersion`), and a bounded log of change events that watches replay and follow.
+//!
+//! An object is stored once: the map, the event that wrote it and the event that replaced it
+//! (as its previous state) hold the same [`Arc`], so a member's memory grows with the versions
+//! the log keeps, not with three copies of each.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -60,9 +64,9 @@ pub struct Event {
     pub rv: u64,
     pub kind: EventType,
     pub key: ObjKey,
-    pub object: Value,
+    pub object: Arc<Value>,
     /// The state before a modification (for watches whose selector the object enters or leaves).
-    pub old: Option<Value>,
+    pub old: Option<Arc<Value>>,
 }
 
 static NEXT_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -72,7 +76,7 @@ pub const LOG_CAPACITY: usize = 20_000;
 
 pub struct Store {
     rv: u64,
-    objects: BTreeMap<ObjKey, Value>,
+    objects: BTreeMap<ObjKey, Arc<Value>>,
     log: VecDeque<Arc<Event>>,
     tx: broadcast::Sender<Arc<Event>>,
     pub registry: Registry,
@@ -100,7 +104,7 @@ impl Store {
     }
 
     pub fn get(&self, key: &ObjKey) -> Option<&Value> {
-        self.objects.get(key)
+        self.objects.get(key).map(|o| &**o)
     }
 
     /// Objects of one resource, in one namespace or (None) all, ordered by namespace and name.
@@ -111,16 +115,19 @@ impl Store {
         namespace: Option<&'q str>,
     ) -> impl Iterator<Item = (&'a ObjKey, &'a Value)> + 'q {
         let start = ObjKey::new(group, resource, namespace.unwrap_or(""), "");
-        self.objects.range(start..).take_while(move |(k, _)| {
-            k.group == group
-                && k.resource == resource
-                && namespace.is_none_or(|ns| k.namespace == ns)
-        })
+        self.objects
+            .range(start..)
+            .take_while(move |(k, _)| {
+                k.group == group
+                    && k.resource == resource
+                    && namespace.is_none_or(|ns| k.namespace == ns)
+            })
+            .map(|(k, o)| (k, &**o))
     }
 
     /// Every object (for garbage collection and namespace deletion).
     pub fn all(&self) -> impl Iterator<Item = (&ObjKey, &Value)> {
-        self.objects.iter()
+        self.objects.iter().map(|(k, o)| (k, &**o))
     }
 
     /// A fresh, unique uid in the UUID form.
@@ -141,9 +148,10 @@ impl Store {
 
     /// Stores `object` at `key` with the next revision as its resourceVersion and records the
     /// event. Returns the stored object.
-    pub fn put(&mut self, key: ObjKey, mut object: Value) -> Value {
+    pub fn put(&mut self, key: ObjKey, mut object: Value) -> Arc<Value> {
         self.rv += 1;
         object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        let object = Arc::new(object);
         let old = self.objects.insert(key.clone(), object.clone());
         let kind = if old.is_some() {
             EventType::Modified
@@ -156,14 +164,22 @@ impl Store {
 
     /// Removes the object at `key`; its last state (with the deletion's revision) is returned.
     pub fn remove(&mut self, key: &ObjKey) -> Option<Value> {
-        let mut object = self.objects.remove(key)?;
+        // The log still holds the last version, so this copies it.
+        let mut object = Arc::unwrap_or_clone(self.objects.remove(key)?);
         self.rv += 1;
         object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        let object = Arc::new(object);
         self.record(EventType::Deleted, key.clone(), object.clone(), None);
-        Some(object)
+        Some(Arc::unwrap_or_clone(object))
     }
 
-    fn record(&mut self, kind: EventType, key: ObjKey, object: Value, old: Option<Value>) {
+    fn record(
+        &mut self,
+        kind: EventType,
+        key: ObjKey,
+        object: Arc<Value>,
+        old: Option<Arc<Value>>,
+    ) {
         let event = Arc::new(Event {
             seq: NEXT_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
             rv: self.rv,

@@ -377,7 +377,7 @@ fn create(
     kind: &str,
     manager: &str,
     now: &str,
-) -> Value {
+) {
     obj["apiVersion"] = json!(api_version);
     obj["kind"] = json!(kind);
     obj["metadata"]["uid"] = json!(store.new_uid());
@@ -394,7 +394,7 @@ fn create(
         &writer(manager, api_version, None, now),
         true,
     );
-    store.put(key, obj)
+    store.put(key, obj);
 }
 
 /// Replaces `status` if it differs, recording the status manager.
