@@ -151,7 +151,7 @@ impl Store {
     pub fn put(&mut self, key: ObjKey, mut object: Value) -> Arc<Value> {
         self.rv += 1;
         object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-        let object = Arc::new(object);
+        let object = Arc::new(compact(object));
         let old = self.objects.insert(key.clone(), object.clone());
         let kind = if old.is_some() {
             EventType::Modified
@@ -219,6 +219,28 @@ impl Store {
     }
 }
 
+/// `value` rebuilt with every map and array at its exact size. A map that grew by inserts
+/// (a parsed body, `json!`, a merge) keeps room for more entries than it holds, and with
+/// `preserve_order` an entry takes over a hundred bytes: a stored version would carry that
+/// slack for as long as the log keeps it.
+fn compact(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut exact = serde_json::Map::with_capacity(map.len());
+            for (k, v) in map {
+                exact.insert(k, compact(v));
+            }
+            Value::Object(exact)
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(compact).collect()),
+        Value::String(mut s) => {
+            s.shrink_to_fit();
+            Value::String(s)
+        }
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,6 +296,14 @@ mod tests {
         s.remove(&ObjKey::new("", "configmaps", "d", "a"));
         let ev = rx.try_recv().unwrap();
         assert_eq!(ev.kind, EventType::Deleted);
+    }
+
+    #[test]
+    fn compacting_keeps_every_value_and_the_order_of_keys() {
+        let v = json!({"z": 1, "a": {"y": [1, "two", {"b": null, "a": true}], "x": {}}, "m": "s"});
+        let c = compact(v.clone());
+        assert_eq!(c, v);
+        assert_eq!(c.to_string(), v.to_string(), "the order of keys is kept");
     }
 
     #[test]
