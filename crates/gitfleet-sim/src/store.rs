@@ -2,21 +2,27 @@
 //! namespace, name), one revision counter that every write advances (it becomes the object's
 //! `resourceVersion`), and a bounded log of change events that watches replay and follow.
 //!
+//! The log is also how changes reach those who follow them (watches, the workloads
+//! controller): each keeps the revision it has seen and reads the log after it when the store
+//! signals a write, so a follower that falls behind costs nothing until it catches up or the
+//! log drops what it had not read (then it is told, as a watch resuming from a revision the
+//! server's watch cache no longer holds is).
+//!
 //! An object is stored once: the map, the event that wrote it and the event that replaced it
 //! (as its previous state) hold the same [`Arc`], so a member's memory grows with the versions
 //! the log keeps, not with three copies of each.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
-use tokio::sync::broadcast;
+use tokio::sync::watch;
 
 use super::resources::Registry;
 
-/// What [`Store::follow`] returns: the logged events after a revision, and a receiver for the
-/// ones to come.
-pub type Following = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>);
+/// What [`Store::follow`] returns: the logged events after a revision, and the follower of
+/// the ones to come.
+pub type Following = (Vec<Arc<Event>>, Changes);
 
 /// Where an object lives. `namespace` is empty for cluster-scoped objects.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -78,7 +84,8 @@ pub struct Store {
     rv: u64,
     objects: BTreeMap<ObjKey, Arc<Value>>,
     log: VecDeque<Arc<Event>>,
-    tx: broadcast::Sender<Arc<Event>>,
+    /// The latest revision, for followers to wait on.
+    written: watch::Sender<u64>,
     pub registry: Registry,
     uid_seed: String,
     uid_counter: u64,
@@ -86,12 +93,11 @@ pub struct Store {
 
 impl Store {
     pub fn new(uid_seed: &str) -> Store {
-        let (tx, _) = broadcast::channel(4096);
         Store {
             rv: 1,
             objects: BTreeMap::new(),
             log: VecDeque::new(),
-            tx,
+            written: watch::channel(1).0,
             registry: Registry::default(),
             uid_seed: uid_seed.into(),
             uid_counter: 0,
@@ -191,8 +197,8 @@ impl Store {
         if self.log.len() == LOG_CAPACITY {
             self.log.pop_front();
         }
-        self.log.push_back(event.clone());
-        let _ = self.tx.send(event);
+        self.log.push_back(event);
+        self.written.send_replace(self.rv);
     }
 
     /// The logged changes, oldest first (at most [`LOG_CAPACITY`]).
@@ -204,18 +210,67 @@ impl Store {
     /// receiver for the ones to come, with no gap and no overlap. `None` when `since` is older
     /// than the log (the caller reports 410 Expired).
     pub fn follow(&self, since: u64) -> Option<Following> {
-        if let Some(oldest) = self.log.front() {
-            if since + 1 < oldest.rv {
-                return None;
-            }
-        }
-        let replay = self.log.iter().filter(|e| e.rv > since).cloned().collect();
-        Some((replay, self.tx.subscribe()))
+        let replay = self.after(since)?;
+        let seen = replay.last().map_or(since, |e| e.rv);
+        Some((replay, self.changes_after(seen)))
     }
 
-    /// A receiver for changes from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
-        self.tx.subscribe()
+    /// A follower of the changes from now on.
+    pub fn subscribe(&self) -> Changes {
+        self.changes_after(self.rv)
+    }
+
+    fn changes_after(&self, seen: u64) -> Changes {
+        Changes {
+            seen,
+            written: self.written.subscribe(),
+        }
+    }
+
+    /// The logged events after revision `since`, oldest first; `None` when the log no longer
+    /// holds all of them.
+    fn after(&self, since: u64) -> Option<Vec<Arc<Event>>> {
+        if self.log.front().is_some_and(|oldest| since + 1 < oldest.rv) {
+            return None;
+        }
+        let first = self.log.partition_point(|e| e.rv <= since);
+        Some(self.log.range(first..).cloned().collect())
+    }
+}
+
+/// One follower's place in a store's changes: the revision it has seen.
+pub struct Changes {
+    seen: u64,
+    written: watch::Receiver<u64>,
+}
+
+/// Why [`Changes::next`] has no more events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missed {
+    /// The log dropped events this follower had not read.
+    Expired,
+    /// The store is gone.
+    Closed,
+}
+
+impl Changes {
+    /// Waits for changes after those seen and returns them, oldest first. Cancel-safe: nothing
+    /// is marked seen until it is returned.
+    pub async fn next(&mut self, store: &Mutex<Store>) -> Result<Vec<Arc<Event>>, Missed> {
+        loop {
+            // Marked before the log is read: a write after the read wakes the wait below.
+            self.written.borrow_and_update();
+            let events = store
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .after(self.seen)
+                .ok_or(Missed::Expired)?;
+            if let Some(last) = events.last() {
+                self.seen = last.rv;
+                return Ok(events);
+            }
+            self.written.changed().await.map_err(|_| Missed::Closed)?;
+        }
     }
 }
 
@@ -280,22 +335,64 @@ mod tests {
         assert_eq!(s.list("", "secrets", Some("b")).count(), 0);
     }
 
-    #[test]
-    fn follow_replays_after_a_revision_then_streams() {
-        let mut s = Store::new("t");
-        let first = s.put(ObjKey::new("", "configmaps", "d", "a"), cm("a"));
+    #[tokio::test]
+    async fn follow_replays_after_a_revision_then_streams() {
+        let s = Mutex::new(Store::new("t"));
+        let first = s
+            .lock()
+            .unwrap()
+            .put(ObjKey::new("", "configmaps", "d", "a"), cm("a"));
         let rv: u64 = first["metadata"]["resourceVersion"]
             .as_str()
             .unwrap()
             .parse()
             .unwrap();
-        s.put(ObjKey::new("", "configmaps", "d", "b"), cm("b"));
-        let (replay, mut rx) = s.follow(rv).unwrap();
+        s.lock()
+            .unwrap()
+            .put(ObjKey::new("", "configmaps", "d", "b"), cm("b"));
+        let (replay, mut changes) = s.lock().unwrap().follow(rv).unwrap();
         assert_eq!(replay.len(), 1);
         assert_eq!(replay[0].key.name, "b");
-        s.remove(&ObjKey::new("", "configmaps", "d", "a"));
-        let ev = rx.try_recv().unwrap();
-        assert_eq!(ev.kind, EventType::Deleted);
+        s.lock()
+            .unwrap()
+            .remove(&ObjKey::new("", "configmaps", "d", "a"));
+        s.lock()
+            .unwrap()
+            .put(ObjKey::new("", "configmaps", "d", "c"), cm("c"));
+        let events = changes.next(&s).await.unwrap();
+        let seen: Vec<_> = events
+            .iter()
+            .map(|e| (e.kind, e.key.name.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [(EventType::Deleted, "a"), (EventType::Added, "c")],
+            "every change after the replay, once, in order"
+        );
+        assert_eq!(events[0].rv, replay[0].rv + 1, "no gap after the replay");
+    }
+
+    /// A follower that does not read while the log turns over is told it missed events, as a
+    /// watch resuming from a revision the server no longer holds is.
+    #[tokio::test]
+    async fn a_follower_left_behind_by_the_log_is_told() {
+        let s = Mutex::new(Store::new("t"));
+        let mut changes = s.lock().unwrap().subscribe();
+        let key = ObjKey::new("", "configmaps", "d", "a");
+        s.lock().unwrap().put(key.clone(), cm("a"));
+        assert_eq!(changes.next(&s).await.unwrap().len(), 1);
+        for _ in 0..LOG_CAPACITY {
+            s.lock().unwrap().put(key.clone(), cm("a"));
+        }
+        assert_eq!(
+            changes.next(&s).await.unwrap().len(),
+            LOG_CAPACITY,
+            "a whole log behind is still in time"
+        );
+        for _ in 0..=LOG_CAPACITY {
+            s.lock().unwrap().put(key.clone(), cm("a"));
+        }
+        assert_eq!(changes.next(&s).await.unwrap_err(), Missed::Expired);
     }
 
     #[test]
