@@ -177,6 +177,13 @@ pub(super) fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
     phases.push(start.end("restart", &daemon, &sim, tck)?);
     loads.push(load_average());
     let hosting_after = sim.member_request_counts(HOSTING).unwrap_or((0, 0));
+    // This process serves every member: its memory is the simulator's (read before the
+    // document reads below, which are the benchmark's own and tens of MiB).
+    let me = std::process::id();
+    let sim_memory = (
+        proc_status_kib(me, "VmHWM:")?,
+        proc_status_kib(me, "VmRSS:")?,
+    );
     // What one read of the whole placements document (as `gitfleet status` reads it) costs
     // the daemon: the phases poll `?unready` instead, which leaves the settled ones out. Read
     // after the phases: the allocator returns the memory of 5 reads of tens of MiB to the
@@ -239,6 +246,13 @@ pub(super) fn scale(rt: &tokio::runtime::Runtime) -> Result<()> {
             p.reconciles,
         );
     }
+    println!(
+        "simulator (this process, {} members): peak RSS {:.1} MiB ({:.0} KiB per member), RSS after the restart {:.1} MiB",
+        names.len(),
+        sim_memory.0 as f64 / 1024.0,
+        sim_memory.0 as f64 / names.len() as f64,
+        sim_memory.1 as f64 / 1024.0,
+    );
     if in_kubernetes {
         println!(
             "state: --state kubernetes, ConfigMaps in namespace default of one more simulated cluster ({HOSTING:?}, not a member), behind a Lease; the restart (a new leader's re-sync) sent it {} reads and {} writes",

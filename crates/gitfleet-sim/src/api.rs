@@ -833,7 +833,7 @@ fn finish_update(
     let key = t.key(&name);
     let stored = store.put(key.clone(), new);
     if deleting && no_finalizers {
-        let gone = remove_object(store, &key).unwrap_or(stored);
+        let gone = remove_object(store, &key).map_or(stored, Arc::new);
         return Ok((200, present(&t.rt, &gone)));
     }
     Ok((200, present(&t.rt, &stored)))
@@ -1112,14 +1112,14 @@ pub fn delete(
     }
     if !finalizers.is_empty() || policy == "Foreground" {
         let marked = if already_deleting && policy != "Foreground" {
-            obj.clone()
+            Arc::new(obj.clone())
         } else {
             store.put(key.clone(), marked)
         };
         if policy == "Foreground" {
             delete_dependents(store, &uid, "Background");
             // The garbage collector drops its finalizer once dependents are gone.
-            let mut done = store.get(&key).cloned().unwrap_or(marked.clone());
+            let mut done = store.get(&key).unwrap_or(&marked).clone();
             let rest: Vec<Value> = done["metadata"]["finalizers"]
                 .as_array()
                 .map(|f| {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 
 use super::api::{self, DeleteOptions, Filter, ListOptions, Target, WriteOptions};
 use super::clock;
@@ -21,7 +21,7 @@ use super::patch::{strip_directives, PatchType};
 use super::protobuf::{self, ProtobufError};
 use super::schema;
 use super::status::ApiError;
-use super::store::{Event, EventType, Store};
+use super::store::{Event, EventType, Missed, Store};
 use super::table::{self, Shape};
 
 /// A running member's state, shared by its listener, its connections and its controllers.
@@ -33,7 +33,8 @@ pub struct Member {
     pub kubernetes_version: String,
     pub workload_delay: Duration,
     pub addr: SocketAddr,
-    pub store: Mutex<Store>,
+    /// Shared with the watches that follow its changes.
+    pub store: Arc<Mutex<Store>>,
     pub faults: Mutex<FaultState>,
     /// True while the member is down or shutting down: connections close, the port is released.
     pub stopped: watch::Sender<bool>,
@@ -84,7 +85,7 @@ impl Member {
             kubernetes_version: version,
             workload_delay: Duration::from_millis(spec.workload_delay_ms),
             addr,
-            store: Mutex::new(Store::new(&format!("{}/{seed}", spec.name))),
+            store: Arc::new(Mutex::new(Store::new(&format!("{}/{seed}", spec.name)))),
             faults: Mutex::new(FaultState::new(spec.faults.clone(), seed ^ fnv(&spec.name))),
             stopped: watch::channel(spec.faults.down).0,
             requests: RequestCounts::default(),
@@ -767,13 +768,13 @@ fn watch(member: &Member, req: &Request, t: &Target, shape: Shape) -> Result<Res
                 ApiError::bad_request(format!("invalid resource version {rv_param:?}"))
             })?;
             match store.follow(since) {
-                Some((replay, rx)) => {
+                Some((replay, changes)) => {
                     for e in &replay {
                         if let Some(line) = event_for(&t, &filter, e, shape, req) {
                             first.push(line);
                         }
                     }
-                    (Some(rx), replay.last().map(|e| e.rv).unwrap_or(since))
+                    (Some(changes), replay.last().map(|e| e.rv).unwrap_or(since))
                 }
                 None => {
                     let status = ApiError::gone(format!(
@@ -789,6 +790,7 @@ fn watch(member: &Member, req: &Request, t: &Target, shape: Shape) -> Result<Res
     };
     let shape_copy = shape;
     let include = include_object(req).to_string();
+    let store = member.store.clone();
     tokio::spawn(async move {
         for line in first {
             if tx.send(line).await.is_err() {
@@ -805,21 +807,24 @@ fn watch(member: &Member, req: &Request, t: &Target, shape: Shape) -> Result<Res
         let fake_req = Request::new("GET", &format!("/?includeObject={include}"), &[], &[]);
         loop {
             tokio::select! {
-                ev = live.recv() => match ev {
-                    Ok(e) => {
-                        last_rv = e.rv;
-                        if let Some(line) = event_for(&t, &filter, &e, shape_copy, &fake_req) {
-                            if tx.send(line).await.is_err() {
-                                return;
+                events = live.next(&store) => match events {
+                    Ok(events) => {
+                        for e in events {
+                            last_rv = e.rv;
+                            if let Some(line) = event_for(&t, &filter, &e, shape_copy, &fake_req) {
+                                if tx.send(line).await.is_err() {
+                                    return;
+                                }
                             }
                         }
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                    // The log dropped what this watch had not sent yet.
+                    Err(Missed::Expired) => {
                         let status = ApiError::gone("the watch fell behind; list again").to_status();
                         let _ = tx.send(event_line("ERROR", &status)).await;
                         return;
                     }
-                    Err(broadcast::error::RecvError::Closed) => return,
+                    Err(Missed::Closed) => return,
                 },
                 _ = tick.tick(), if bookmarks => {
                     if tx.send(bookmark_line(&t, last_rv, false)).await.is_err() {

@@ -1,18 +1,28 @@
 //! One member's objects, like etcd behind an API server: a map keyed by (group, resource,
 //! namespace, name), one revision counter that every write advances (it becomes the object's
 //! `resourceVersion`), and a bounded log of change events that watches replay and follow.
+//!
+//! The log is also how changes reach those who follow them (watches, the workloads
+//! controller): each keeps the revision it has seen and reads the log after it when the store
+//! signals a write, so a follower that falls behind costs nothing until it catches up or the
+//! log drops what it had not read (then it is told, as a watch resuming from a revision the
+//! server's watch cache no longer holds is).
+//!
+//! An object is stored once: the map, the event that wrote it and the event that replaced it
+//! (as its previous state) hold the same [`Arc`], so a member's memory grows with the versions
+//! the log keeps, not with three copies of each.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
-use tokio::sync::broadcast;
+use tokio::sync::watch;
 
 use super::resources::Registry;
 
-/// What [`Store::follow`] returns: the logged events after a revision, and a receiver for the
-/// ones to come.
-pub type Following = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>);
+/// What [`Store::follow`] returns: the logged events after a revision, and the follower of
+/// the ones to come.
+pub type Following = (Vec<Arc<Event>>, Changes);
 
 /// Where an object lives. `namespace` is empty for cluster-scoped objects.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -60,9 +70,9 @@ pub struct Event {
     pub rv: u64,
     pub kind: EventType,
     pub key: ObjKey,
-    pub object: Value,
+    pub object: Arc<Value>,
     /// The state before a modification (for watches whose selector the object enters or leaves).
-    pub old: Option<Value>,
+    pub old: Option<Arc<Value>>,
 }
 
 static NEXT_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -72,9 +82,10 @@ pub const LOG_CAPACITY: usize = 20_000;
 
 pub struct Store {
     rv: u64,
-    objects: BTreeMap<ObjKey, Value>,
+    objects: BTreeMap<ObjKey, Arc<Value>>,
     log: VecDeque<Arc<Event>>,
-    tx: broadcast::Sender<Arc<Event>>,
+    /// The latest revision, for followers to wait on.
+    written: watch::Sender<u64>,
     pub registry: Registry,
     uid_seed: String,
     uid_counter: u64,
@@ -82,12 +93,11 @@ pub struct Store {
 
 impl Store {
     pub fn new(uid_seed: &str) -> Store {
-        let (tx, _) = broadcast::channel(4096);
         Store {
             rv: 1,
             objects: BTreeMap::new(),
             log: VecDeque::new(),
-            tx,
+            written: watch::channel(1).0,
             registry: Registry::default(),
             uid_seed: uid_seed.into(),
             uid_counter: 0,
@@ -100,7 +110,7 @@ impl Store {
     }
 
     pub fn get(&self, key: &ObjKey) -> Option<&Value> {
-        self.objects.get(key)
+        self.objects.get(key).map(|o| &**o)
     }
 
     /// Objects of one resource, in one namespace or (None) all, ordered by namespace and name.
@@ -111,16 +121,19 @@ impl Store {
         namespace: Option<&'q str>,
     ) -> impl Iterator<Item = (&'a ObjKey, &'a Value)> + 'q {
         let start = ObjKey::new(group, resource, namespace.unwrap_or(""), "");
-        self.objects.range(start..).take_while(move |(k, _)| {
-            k.group == group
-                && k.resource == resource
-                && namespace.is_none_or(|ns| k.namespace == ns)
-        })
+        self.objects
+            .range(start..)
+            .take_while(move |(k, _)| {
+                k.group == group
+                    && k.resource == resource
+                    && namespace.is_none_or(|ns| k.namespace == ns)
+            })
+            .map(|(k, o)| (k, &**o))
     }
 
     /// Every object (for garbage collection and namespace deletion).
     pub fn all(&self) -> impl Iterator<Item = (&ObjKey, &Value)> {
-        self.objects.iter()
+        self.objects.iter().map(|(k, o)| (k, &**o))
     }
 
     /// A fresh, unique uid in the UUID form.
@@ -141,9 +154,10 @@ impl Store {
 
     /// Stores `object` at `key` with the next revision as its resourceVersion and records the
     /// event. Returns the stored object.
-    pub fn put(&mut self, key: ObjKey, mut object: Value) -> Value {
+    pub fn put(&mut self, key: ObjKey, mut object: Value) -> Arc<Value> {
         self.rv += 1;
         object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        let object = Arc::new(compact(object));
         let old = self.objects.insert(key.clone(), object.clone());
         let kind = if old.is_some() {
             EventType::Modified
@@ -156,14 +170,22 @@ impl Store {
 
     /// Removes the object at `key`; its last state (with the deletion's revision) is returned.
     pub fn remove(&mut self, key: &ObjKey) -> Option<Value> {
-        let mut object = self.objects.remove(key)?;
+        // The log still holds the last version, so this copies it.
+        let mut object = Arc::unwrap_or_clone(self.objects.remove(key)?);
         self.rv += 1;
         object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        let object = Arc::new(object);
         self.record(EventType::Deleted, key.clone(), object.clone(), None);
-        Some(object)
+        Some(Arc::unwrap_or_clone(object))
     }
 
-    fn record(&mut self, kind: EventType, key: ObjKey, object: Value, old: Option<Value>) {
+    fn record(
+        &mut self,
+        kind: EventType,
+        key: ObjKey,
+        object: Arc<Value>,
+        old: Option<Arc<Value>>,
+    ) {
         let event = Arc::new(Event {
             seq: NEXT_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
             rv: self.rv,
@@ -175,8 +197,8 @@ impl Store {
         if self.log.len() == LOG_CAPACITY {
             self.log.pop_front();
         }
-        self.log.push_back(event.clone());
-        let _ = self.tx.send(event);
+        self.log.push_back(event);
+        self.written.send_replace(self.rv);
     }
 
     /// The logged changes, oldest first (at most [`LOG_CAPACITY`]).
@@ -188,18 +210,89 @@ impl Store {
     /// receiver for the ones to come, with no gap and no overlap. `None` when `since` is older
     /// than the log (the caller reports 410 Expired).
     pub fn follow(&self, since: u64) -> Option<Following> {
-        if let Some(oldest) = self.log.front() {
-            if since + 1 < oldest.rv {
-                return None;
-            }
-        }
-        let replay = self.log.iter().filter(|e| e.rv > since).cloned().collect();
-        Some((replay, self.tx.subscribe()))
+        let replay = self.after(since)?;
+        let seen = replay.last().map_or(since, |e| e.rv);
+        Some((replay, self.changes_after(seen)))
     }
 
-    /// A receiver for changes from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
-        self.tx.subscribe()
+    /// A follower of the changes from now on.
+    pub fn subscribe(&self) -> Changes {
+        self.changes_after(self.rv)
+    }
+
+    fn changes_after(&self, seen: u64) -> Changes {
+        Changes {
+            seen,
+            written: self.written.subscribe(),
+        }
+    }
+
+    /// The logged events after revision `since`, oldest first; `None` when the log no longer
+    /// holds all of them.
+    fn after(&self, since: u64) -> Option<Vec<Arc<Event>>> {
+        if self.log.front().is_some_and(|oldest| since + 1 < oldest.rv) {
+            return None;
+        }
+        let first = self.log.partition_point(|e| e.rv <= since);
+        Some(self.log.range(first..).cloned().collect())
+    }
+}
+
+/// One follower's place in a store's changes: the revision it has seen.
+pub struct Changes {
+    seen: u64,
+    written: watch::Receiver<u64>,
+}
+
+/// Why [`Changes::next`] has no more events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missed {
+    /// The log dropped events this follower had not read.
+    Expired,
+    /// The store is gone.
+    Closed,
+}
+
+impl Changes {
+    /// Waits for changes after those seen and returns them, oldest first. Cancel-safe: nothing
+    /// is marked seen until it is returned.
+    pub async fn next(&mut self, store: &Mutex<Store>) -> Result<Vec<Arc<Event>>, Missed> {
+        loop {
+            // Marked before the log is read: a write after the read wakes the wait below.
+            self.written.borrow_and_update();
+            let events = store
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .after(self.seen)
+                .ok_or(Missed::Expired)?;
+            if let Some(last) = events.last() {
+                self.seen = last.rv;
+                return Ok(events);
+            }
+            self.written.changed().await.map_err(|_| Missed::Closed)?;
+        }
+    }
+}
+
+/// `value` rebuilt with every map and array at its exact size. A map that grew by inserts
+/// (a parsed body, `json!`, a merge) keeps room for more entries than it holds, and with
+/// `preserve_order` an entry takes over a hundred bytes: a stored version would carry that
+/// slack for as long as the log keeps it.
+fn compact(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut exact = serde_json::Map::with_capacity(map.len());
+            for (k, v) in map {
+                exact.insert(k, compact(v));
+            }
+            Value::Object(exact)
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(compact).collect()),
+        Value::String(mut s) => {
+            s.shrink_to_fit();
+            Value::String(s)
+        }
+        other => other,
     }
 }
 
@@ -242,22 +335,72 @@ mod tests {
         assert_eq!(s.list("", "secrets", Some("b")).count(), 0);
     }
 
-    #[test]
-    fn follow_replays_after_a_revision_then_streams() {
-        let mut s = Store::new("t");
-        let first = s.put(ObjKey::new("", "configmaps", "d", "a"), cm("a"));
+    #[tokio::test]
+    async fn follow_replays_after_a_revision_then_streams() {
+        let s = Mutex::new(Store::new("t"));
+        let first = s
+            .lock()
+            .unwrap()
+            .put(ObjKey::new("", "configmaps", "d", "a"), cm("a"));
         let rv: u64 = first["metadata"]["resourceVersion"]
             .as_str()
             .unwrap()
             .parse()
             .unwrap();
-        s.put(ObjKey::new("", "configmaps", "d", "b"), cm("b"));
-        let (replay, mut rx) = s.follow(rv).unwrap();
+        s.lock()
+            .unwrap()
+            .put(ObjKey::new("", "configmaps", "d", "b"), cm("b"));
+        let (replay, mut changes) = s.lock().unwrap().follow(rv).unwrap();
         assert_eq!(replay.len(), 1);
         assert_eq!(replay[0].key.name, "b");
-        s.remove(&ObjKey::new("", "configmaps", "d", "a"));
-        let ev = rx.try_recv().unwrap();
-        assert_eq!(ev.kind, EventType::Deleted);
+        s.lock()
+            .unwrap()
+            .remove(&ObjKey::new("", "configmaps", "d", "a"));
+        s.lock()
+            .unwrap()
+            .put(ObjKey::new("", "configmaps", "d", "c"), cm("c"));
+        let events = changes.next(&s).await.unwrap();
+        let seen: Vec<_> = events
+            .iter()
+            .map(|e| (e.kind, e.key.name.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [(EventType::Deleted, "a"), (EventType::Added, "c")],
+            "every change after the replay, once, in order"
+        );
+        assert_eq!(events[0].rv, replay[0].rv + 1, "no gap after the replay");
+    }
+
+    /// A follower that does not read while the log turns over is told it missed events, as a
+    /// watch resuming from a revision the server no longer holds is.
+    #[tokio::test]
+    async fn a_follower_left_behind_by_the_log_is_told() {
+        let s = Mutex::new(Store::new("t"));
+        let mut changes = s.lock().unwrap().subscribe();
+        let key = ObjKey::new("", "configmaps", "d", "a");
+        s.lock().unwrap().put(key.clone(), cm("a"));
+        assert_eq!(changes.next(&s).await.unwrap().len(), 1);
+        for _ in 0..LOG_CAPACITY {
+            s.lock().unwrap().put(key.clone(), cm("a"));
+        }
+        assert_eq!(
+            changes.next(&s).await.unwrap().len(),
+            LOG_CAPACITY,
+            "a whole log behind is still in time"
+        );
+        for _ in 0..=LOG_CAPACITY {
+            s.lock().unwrap().put(key.clone(), cm("a"));
+        }
+        assert_eq!(changes.next(&s).await.unwrap_err(), Missed::Expired);
+    }
+
+    #[test]
+    fn compacting_keeps_every_value_and_the_order_of_keys() {
+        let v = json!({"z": 1, "a": {"y": [1, "two", {"b": null, "a": true}], "x": {}}, "m": "s"});
+        let c = compact(v.clone());
+        assert_eq!(c, v);
+        assert_eq!(c.to_string(), v.to_string(), "the order of keys is kept");
     }
 
     #[test]

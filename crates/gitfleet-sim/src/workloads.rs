@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::api::remove_object;
@@ -22,7 +22,7 @@ use super::apply::{record_update, Writer};
 use super::clock;
 use super::defaults::{apply_defaults, selector_matches};
 use super::member::Member;
-use super::store::{Event, EventType, ObjKey, Store};
+use super::store::{Event, EventType, Missed, ObjKey, Store};
 use gitfleet_kube_text::quantity::Quantity;
 
 fn model_quantity(s: &str) -> Option<f64> {
@@ -35,28 +35,32 @@ const KUBELET: &str = "kubelet";
 
 /// Follows the member's store and reconciles workloads after the member's delay.
 pub async fn run(member: Arc<Member>, mut shutdown: watch::Receiver<bool>) {
-    let mut rx = member.store().subscribe();
+    let mut changes = member.store().subscribe();
     let mut due = Due::default();
     loop {
         tokio::select! {
-            ev = rx.recv() => match ev {
-                Ok(e) => {
+            events = changes.next(&member.store) => match events {
+                Ok(events) => {
                     let now = Instant::now();
-                    let observe_only = only_generation_to_observe(&e);
-                    for key in interested(&member.store(), &e) {
-                        if observe_only {
-                            due.observe(key, now);
-                        } else {
-                            due.after(key, now + member.workload_delay, may_need_pods(&e));
+                    for e in events {
+                        let observe_only = only_generation_to_observe(&e);
+                        for key in interested(&member.store(), &e) {
+                            if observe_only {
+                                due.observe(key, now);
+                            } else {
+                                due.after(key, now + member.workload_delay, may_need_pods(&e));
+                            }
                         }
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => {
+                Err(Missed::Expired) => {
+                    // Fell behind the log: whatever it missed may concern any workload.
+                    changes = member.store().subscribe();
                     for key in all_workloads(&member.store()) {
                         due.after(key, Instant::now() + member.workload_delay, true);
                     }
                 }
-                Err(broadcast::error::RecvError::Closed) => return,
+                Err(Missed::Closed) => return,
             },
             _ = async { match due.next() { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
                 let ready = due.take_until(Instant::now());
@@ -377,7 +381,7 @@ fn create(
     kind: &str,
     manager: &str,
     now: &str,
-) -> Value {
+) {
     obj["apiVersion"] = json!(api_version);
     obj["kind"] = json!(kind);
     obj["metadata"]["uid"] = json!(store.new_uid());
@@ -394,7 +398,7 @@ fn create(
         &writer(manager, api_version, None, now),
         true,
     );
-    store.put(key, obj)
+    store.put(key, obj);
 }
 
 /// Replaces `status` if it differs, recording the status manager.
