@@ -244,6 +244,38 @@ fn api_server_writes(fleet: &Members, member: &str, resources: &[&str]) -> u64 {
     counted.iter().sum::<f64>() as u64
 }
 
+/// A test-bed API server as the hosting cluster, `backend`'s members, the resources'
+/// repository and three replicas, once one leads and the two others hold the shards.
+struct Split {
+    hosting: Members,
+    fleet: Members,
+    repo: Repo,
+    replicas: BTreeMap<String, Daemon>,
+}
+
+fn three_replicas(backend: Backend) -> Split {
+    let hosting = Members::start(Backend::Real, "members:\n  - name: hosting\n");
+    let fleet = Members::start(backend, &fleet_yaml(backend));
+    let repo = fleet_repo();
+    let replicas: BTreeMap<String, Daemon> = REPLICAS
+        .into_iter()
+        .map(|id| {
+            let daemon = replica(&repo, &hosting.kubeconfig, NAMESPACE, &fleet, id);
+            (id.to_string(), daemon)
+        })
+        .collect();
+    await_until(
+        "three replicas, one leading and two holding the 8 shards",
+        || split_among(&replicas),
+    );
+    Split {
+        hosting,
+        fleet,
+        repo,
+        replicas,
+    }
+}
+
 fn shard_of(member: &str) -> u32 {
     assign::shard_of(member, SHARDS).0
 }
@@ -255,21 +287,13 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
     if !available(Backend::Real) {
         return;
     }
-    let hosting = Members::start(Backend::Real, "members:\n  - name: hosting\n");
-    let fleet = Members::start(backend, &fleet_yaml(backend));
+    let Split {
+        hosting,
+        fleet,
+        repo,
+        mut replicas,
+    } = three_replicas(backend);
     let members = member_names(backend);
-    let repo = fleet_repo();
-    let mut replicas: BTreeMap<String, Daemon> = REPLICAS
-        .into_iter()
-        .map(|id| {
-            let daemon = replica(&repo, &hosting.kubeconfig, NAMESPACE, &fleet, id);
-            (id.to_string(), daemon)
-        })
-        .collect();
-    await_until(
-        "three replicas, one leading and two holding the 8 shards",
-        || split_among(&replicas),
-    );
     let holders: BTreeMap<u32, String> = replicas
         .iter()
         .flat_map(|(id, d)| held(d).into_iter().map(move |s| (s, id.clone())))
@@ -651,21 +675,13 @@ fn a_killed_leaders_successor_hands_its_shards_over_without_a_write() {
     if !available(Backend::Real) {
         return;
     }
-    let hosting = Members::start(Backend::Real, "members:\n  - name: hosting\n");
-    let fleet = Members::start(Backend::Sim, &fleet_yaml(Backend::Sim));
+    let Split {
+        hosting: _hosting,
+        fleet,
+        repo,
+        mut replicas,
+    } = three_replicas(Backend::Sim);
     let members = member_names(Backend::Sim);
-    let repo = fleet_repo();
-    let mut replicas: BTreeMap<String, Daemon> = REPLICAS
-        .into_iter()
-        .map(|id| {
-            let daemon = replica(&repo, &hosting.kubeconfig, NAMESPACE, &fleet, id);
-            (id.to_string(), daemon)
-        })
-        .collect();
-    await_until(
-        "three replicas, one leading and two holding the 8 shards",
-        || split_among(&replicas),
-    );
     place(&repo, Backend::Sim);
     await_until("the placement on every member", || everywhere(&fleet, "v1"));
     let up_to_date = |d: &Daemon| {
