@@ -276,6 +276,23 @@ fn three_replicas(backend: Backend) -> Split {
     }
 }
 
+/// The replica that leads (one must).
+fn leader_of(replicas: &BTreeMap<String, Daemon>) -> String {
+    replicas
+        .iter()
+        .find(|(_, d)| leading(d))
+        .map(|(id, _)| id.clone())
+        .expect("a replica leads")
+}
+
+/// Whether `daemon` shows the placement up to date on `members` clusters.
+fn up_to_date(daemon: &Daemon, members: usize) -> bool {
+    placements(daemon)["placements"][0]["upToDate"]
+        .as_array()
+        .map(Vec::len)
+        == Some(members)
+}
+
 fn shard_of(member: &str) -> u32 {
     assign::shard_of(member, SHARDS).0
 }
@@ -310,16 +327,9 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
     // else.
     place(&repo, backend);
     await_until("the placement on every member", || everywhere(&fleet, "v1"));
-    let leader = replicas
-        .iter()
-        .find(|(_, d)| leading(d))
-        .map(|(id, _)| id.clone())
-        .unwrap();
+    let leader = leader_of(&replicas);
     await_until("the leader shows every member up to date", || {
-        placements(&replicas[&leader])["placements"][0]["upToDate"]
-            .as_array()
-            .map(Vec::len)
-            == Some(members.len())
+        up_to_date(&replicas[&leader], members.len())
     });
     assert!(
         held(&replicas[&leader]).is_empty(),
@@ -633,13 +643,9 @@ fn sharded_replicas_need_no_more_than_the_sharded_overlays_role() {
         );
     }
     permitted("the leader showing every member up to date", &|| {
-        replicas.values().any(|d| {
-            leading(d)
-                && placements(d)["placements"][0]["upToDate"]
-                    .as_array()
-                    .map(Vec::len)
-                    == Some(member_names(Backend::Sim).len())
-        })
+        replicas
+            .values()
+            .any(|d| leading(d) && up_to_date(d, member_names(Backend::Sim).len()))
     });
 
     // What this run does not reach in its time, asked of the API server's authorizer instead:
@@ -684,19 +690,9 @@ fn a_killed_leaders_successor_hands_its_shards_over_without_a_write() {
     let members = member_names(Backend::Sim);
     place(&repo, Backend::Sim);
     await_until("the placement on every member", || everywhere(&fleet, "v1"));
-    let up_to_date = |d: &Daemon| {
-        placements(d)["placements"][0]["upToDate"]
-            .as_array()
-            .map(Vec::len)
-            == Some(members.len())
-    };
-    let leader = replicas
-        .iter()
-        .find(|(_, d)| leading(d))
-        .map(|(id, _)| id.clone())
-        .unwrap();
+    let leader = leader_of(&replicas);
     await_until("the leader shows every member up to date", || {
-        up_to_date(&replicas[&leader])
+        up_to_date(&replicas[&leader], members.len())
     });
 
     let writes_at_kill = writes(&fleet);
@@ -705,14 +701,10 @@ fn a_killed_leaders_successor_hands_its_shards_over_without_a_write() {
         "a new leader, holding no shard, and the other survivor holding all 8",
         || split_among(&replicas),
     );
-    let successor = replicas
-        .iter()
-        .find(|(_, d)| leading(d))
-        .map(|(id, _)| id.clone())
-        .unwrap();
+    let successor = leader_of(&replicas);
     assert!(held(&replicas[&successor]).is_empty());
     await_until("the new leader shows every member up to date", || {
-        up_to_date(&replicas[&successor])
+        up_to_date(&replicas[&successor], members.len())
     });
     assert_eq!(
         writes(&fleet),
