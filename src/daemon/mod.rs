@@ -397,6 +397,10 @@ pub struct Daemon<D: Deliverer> {
     /// that work may have read the status before the change, and its result clears the mark,
     /// so they are marked again once it is absorbed.
     rereads_after_delivery: Vec<watch::MemberChange>,
+    /// Changes the members reported since the last step: marked by the next step once it has
+    /// absorbed the deliveries that arrived before them, so that a result read before a change
+    /// does not clear its mark.
+    reported: Vec<watch::MemberChange>,
     /// What each placement's last logged step applied and removed: steps taken while its work
     /// is still with the workers decide the same again, and are not logged again.
     logged_steps: HashMap<crate::model::PlacementKey, String>,
@@ -529,6 +533,7 @@ impl<D: Deliverer> Daemon<D> {
             workers: workers::Workers::new(deliverer.clone()),
             arrived: Vec::new(),
             rereads_after_delivery: Vec::new(),
+            reported: Vec::new(),
             logged_steps: HashMap::default(),
             logged_unhealthy: Default::default(),
             logged_waiting: Default::default(),
@@ -700,14 +705,7 @@ impl<D: Deliverer> Daemon<D> {
                     return Ok(());
                 }
                 Event::Webhook => follower.wake(),
-                Event::MemberChanged => {
-                    // A burst (a namespace deleted) is one look.
-                    let mut all = Vec::from_iter(change);
-                    while let Ok(c) = changes.try_recv() {
-                        all.push(c);
-                    }
-                    self.member_changed(all);
-                }
+                Event::MemberChanged => {}
                 Event::Resync => {
                     tracing::info!("periodic resync: re-applying everything delivered");
                     self.state.recheck_all("periodic resync");
@@ -757,6 +755,14 @@ impl<D: Deliverer> Daemon<D> {
                     }
                 }
                 Event::RefChanged | Event::PollTick | Event::Requeue => {}
+            }
+            // Every change reported by now goes to this look, whatever woke it: the select
+            // prefers deliveries, and a long rollout's stream of them would otherwise hold
+            // changes back until it ends, when they would mark everything delivered meanwhile.
+            // A burst (a namespace deleted) is one look.
+            self.reported.extend(change);
+            while let Ok(c) = changes.try_recv() {
+                self.reported.push(c);
             }
             let looking = Instant::now();
             let action = self.look(&mut follower).await?;

@@ -364,6 +364,10 @@ impl<D: Deliverer> Daemon<D> {
         for c in std::mem::take(&mut self.rereads_after_delivery) {
             self.mark_changed(c, now);
         }
+        let reported = std::mem::take(&mut self.reported);
+        if !reported.is_empty() {
+            self.member_changed(reported);
+        }
         // A member that did not answer its probe is not pushed to now: its work fails at once
         // with the probe's error (and is retried next time), so it cannot hold up the step.
         let unreachable: BTreeMap<String, String> = inventory

@@ -25,6 +25,11 @@ struct Members {
     slow: Mutex<BTreeMap<String, Duration>>,
     /// Members whose pushes find them unreachable (their probes still answer unless `down`).
     unreachable: Mutex<BTreeSet<String>>,
+    /// Where the daemon takes the members' changes (given when it first watches).
+    changes: Mutex<Option<tokio::sync::mpsc::UnboundedSender<watch::MemberChange>>>,
+    /// A change the next push to its member reports once it has pushed, as a watch that
+    /// restarted meanwhile would.
+    report: Mutex<Option<watch::MemberChange>>,
 }
 
 impl Members {
@@ -109,10 +114,25 @@ impl Deliverer for Fake {
                 (w, outcome)
             })
             .collect();
+        let report = {
+            let mut report = self.0.report.lock().unwrap();
+            report.take_if(|c| clusters.contains(&c.member))
+        };
+        if let (Some(change), Some(to)) = (report, &*self.0.changes.lock().unwrap()) {
+            to.send(change).unwrap();
+        }
         Delivery {
             results,
             unreachable,
         }
+    }
+
+    fn watch(
+        &self,
+        _members: &BTreeMap<String, (String, std::collections::BTreeSet<watch::Kind>)>,
+        changes: &tokio::sync::mpsc::UnboundedSender<watch::MemberChange>,
+    ) {
+        *self.0.changes.lock().unwrap() = Some(changes.clone());
     }
 }
 
@@ -613,6 +633,33 @@ async fn the_loop_steps_until_settled_then_looks_again_at_the_poll_or_on_a_webho
     let mut pushes = w.members.pushes();
     pushes.sort();
     assert_eq!(pushes, [["m1"], ["m2"], ["m3"]]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_reported_with_a_delivery_is_marked_after_it_in_the_same_look() {
+    let w = World::new(&fleet("1"));
+    // m2's first push reports, as it ends, that anything on m2 may have changed since.
+    *w.members.report.lock().unwrap() = Some(watch::MemberChange {
+        member: "m2".into(),
+        placement_label: None,
+        what: "watch of ConfigMap restarted".into(),
+        cause: crate::rollout::state::RecheckCause::MayHaveChanged,
+        deleted: false,
+        object: None,
+    });
+    let d = w.daemon(false);
+    let metrics = d.metrics.clone();
+    let running = start(d);
+    elapse(Duration::from_secs(1)).await;
+    running.shutdown.cancel();
+    running.handle.await.unwrap().unwrap();
+    // The push that came with the change does not clear its mark: m2 is checked again. And
+    // the change waits for no other look: bound, then the deliveries and the change, then
+    // the re-check's result.
+    let mut pushes = w.members.pushes();
+    pushes.sort();
+    assert_eq!(pushes, [["m1"], ["m2"], ["m2"], ["m3"]]);
+    assert_eq!(looks(&metrics), 3);
 }
 
 #[tokio::test(start_paused = true)]
