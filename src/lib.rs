@@ -45,6 +45,7 @@ pub mod approvals;
 pub(crate) mod build_info;
 pub mod catalog;
 mod cli;
+pub(crate) mod cluster_client;
 #[cfg(test)]
 mod compat_corpus;
 pub mod daemon;

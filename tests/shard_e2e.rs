@@ -373,6 +373,14 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
         assert_eq!(code, 0, "{err}");
         out.trim().is_empty()
     });
+    // A real API server speaks HTTP/2 over TLS: a replica's many requests to the hosting
+    // cluster at once (orders, reports, claims) and its watches share one connection instead of
+    // keeping one each, pooled with its read buffer.
+    let port = common::connections::server_port(&hosting.kubeconfig, "hosting");
+    for (id, daemon) in &replicas {
+        let held = common::connections::connections_to(daemon.child.id(), port);
+        assert_eq!(held, 1, "{id}'s connections to the hosting API server");
+    }
 
     // A replica that is not the leader and owns members' shards is killed.
     let victim = replicas

@@ -230,8 +230,9 @@ impl HostingArgs {
                     .filter(|n| !n.is_empty())
             })
             .unwrap_or_else(|| config.default_namespace.clone());
-        let client =
-            kube::Client::try_from(config).context("cannot build the hosting cluster's client")?;
+        let client = crate::cluster_client::client(config)
+            .map_err(anyhow::Error::msg)
+            .context("cannot build the hosting cluster's client")?;
         Ok((client, namespace))
     }
 }

@@ -249,7 +249,7 @@ async fn connection_with(
     if config.cluster_url.scheme_str() == Some("http") && config.root_cert.is_none() {
         config.root_cert = Some(Vec::new());
     }
-    let client = super::client::client(config).map_err(config_error)?;
+    let client = crate::cluster_client::client(config).map_err(config_error)?;
     let connection = Connection {
         client,
         kinds: Arc::default(),

@@ -3,7 +3,6 @@
 //! through the kubeconfig context of the same name, or the one its annotation
 //! `gitfleet.io/kubeconfig-context` names.
 
-pub mod client;
 pub mod connect;
 pub mod inventory;
 pub mod kubeconfig;

@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 
 #[path = "../../src/compat_corpus.rs"]
 pub mod compat_corpus;
+pub mod connections;
 pub mod daemon;
 pub mod git_http;
 pub mod hub;

@@ -1,13 +1,17 @@
-//! A member's kube client: the stack kube builds from a kubeconfig (base URI, auth, extra
-//! headers, TLS, timeouts), with connections sized for a fleet. One daemon holds a client for
-//! each of a thousand members and a connection for each of their watches; kube's defaults,
-//! made for one client per process, would make those a large part of its memory at rest.
+//! The kube client gitfleet makes for a cluster it talks to, a member or the hosting cluster:
+//! the stack kube builds from a kubeconfig (base URI, auth, extra headers, TLS, timeouts), with
+//! connections sized for a fleet. One daemon holds a client for each of a thousand members and
+//! a connection for each of their watches; kube's defaults, made for one client per process,
+//! would make those a large part of its memory at rest.
 //!
 //! Over TLS the client offers HTTP/2 (ALPN `h2`, then `http/1.1`), as client-go does: a real API
-//! server takes it, and a member's requests and every watch of the client then share one
-//! connection instead of holding one each. kube's own client speaks HTTP/1.1 only, because its
-//! websocket upgrades (exec, attach, port-forward) need it; gitfleet makes none. A plain `http://`
-//! server (a `kubectl proxy`, the simulator) is spoken to in HTTP/1.1.
+//! server takes it, and a cluster's requests and every watch of the client then share one
+//! connection instead of holding one each. That matters most for the hosting cluster under
+//! `--shards`, where a replica has many requests at once (orders, reports, claims) and a watch
+//! of each: over HTTP/1.1 each would keep a connection, and its read buffer, pooled. kube's own
+//! client speaks HTTP/1.1 only, because its websocket upgrades (exec, attach, port-forward) need
+//! it; gitfleet makes none. A plain `http://` server (a `kubectl proxy`, the simulator) is spoken
+//! to in HTTP/1.1.
 
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
