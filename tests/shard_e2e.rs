@@ -30,7 +30,8 @@ const NAMESPACE: &str = "default";
 const REPLICAS: [&str; 3] = ["r1", "r2", "r3"];
 
 on_both_backends!(
-    each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_killed_ones
+    each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_killed_ones,
+    a_killed_leaders_successor_hands_its_shards_over_without_a_write
 );
 
 /// The members on `backend`. A test-bed member is a control plane of its own (API server,
@@ -684,8 +685,7 @@ fn sharded_replicas_need_no_more_than_the_sharded_overlays_role() {
 /// The leader holds no shard while others are live, so killing it takes no member from its
 /// owner: a follower takes the leader Lease, hands the shards it held to the other survivor,
 /// and confirms every binding through it without a write; the next commit reaches every member.
-#[test]
-fn a_killed_leaders_successor_hands_its_shards_over_without_a_write() {
+fn a_killed_leaders_successor_hands_its_shards_over_without_a_write(backend: Backend) {
     if !available(Backend::Real) {
         return;
     }
@@ -694,9 +694,9 @@ fn a_killed_leaders_successor_hands_its_shards_over_without_a_write() {
         fleet,
         repo,
         mut replicas,
-    } = three_replicas(Backend::Sim);
-    let members = member_names(Backend::Sim);
-    place(&repo, Backend::Sim);
+    } = three_replicas(backend);
+    let members = member_names(backend);
+    place(&repo, backend);
     await_until("the placement on every member", || everywhere(&fleet, "v1"));
     let leader = leader_of(&replicas);
     await_until("the leader shows every member up to date", || {
