@@ -146,10 +146,45 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        // A failing test shows whether its daemon had ended on its own, and how it last logged.
+        let ended = self.child.try_wait().ok().flatten();
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            self.show_last_log(ended);
+        }
     }
 }
+
+impl Daemon {
+    /// The log lines not read yet (the last [`SHOWN_LINES`]), on standard error.
+    fn show_last_log(&mut self, ended: Option<std::process::ExitStatus>) {
+        match ended {
+            Some(status) => eprintln!("the daemon had ended by itself: {status}"),
+            None => eprintln!("the daemon was running"),
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut last = std::collections::VecDeque::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if last.len() == SHOWN_LINES {
+                        last.pop_front();
+                    }
+                    last.push_back(line);
+                }
+                Err(_) => break,
+            }
+        }
+        eprintln!("its last {} log lines not read by the test:", last.len());
+        for line in last {
+            eprintln!("  {}", line.chars().take(600).collect::<String>());
+        }
+    }
+}
+
+/// How many of a failed test's daemon's last log lines are shown.
+const SHOWN_LINES: usize = 40;
 
 /// Polls `check` until it holds, failing after a generous bound (a hang, not a timing test).
 pub fn await_until(what: &str, mut check: impl FnMut() -> bool) {
