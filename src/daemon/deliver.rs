@@ -126,6 +126,37 @@ pub fn health_of(result: &PlacementResult, now: u64) -> Result<BindingHealth, St
     })
 }
 
+impl PushDeliverer {
+    /// Records, before the push, the objects whose status `work`'s rules may read: the push reads
+    /// them early, and a status change that lands between that read and the end of the delivery
+    /// (a Deployment becoming ready while the rest is written) must reach the watch as a change
+    /// to read again, not be dropped as nothing gitfleet reads. A superset until the delivery
+    /// ends (the member resolves which rules hold for an object); then what the push read.
+    fn read_from_the_start(&self, work: &[Work]) {
+        for w in work {
+            let crate::rollout::Action::Apply { manifests, .. } = &w.action else {
+                continue;
+            };
+            let read: std::collections::HashSet<crate::push::ObjectRef> = manifests
+                .iter()
+                .filter(|m| {
+                    m.work.as_ref().is_some_and(|c| {
+                        c.manifest_configs
+                            .iter()
+                            .any(|o| !o.feedback_rules.is_empty() || !o.condition_rules.is_empty())
+                    })
+                })
+                .map(|m| crate::push::ObjectRef::of(&m.value))
+                .collect();
+            if !read.is_empty() {
+                self.watches
+                    .status_reads
+                    .record(&w.cluster, &w.placement.record_key(), read);
+            }
+        }
+    }
+}
+
 impl Deliverer for PushDeliverer {
     fn watch(
         &self,
@@ -179,6 +210,7 @@ impl Deliverer for PushDeliverer {
             .acquire_owned()
             .await
             .expect("never closed");
+        self.read_from_the_start(&work);
         let members = member_pushes(&work, &[], contexts);
         let opts = PushOptions {
             commit: commit.to_string(),
