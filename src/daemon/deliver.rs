@@ -140,11 +140,9 @@ impl PushDeliverer {
             let read: std::collections::HashSet<crate::push::ObjectRef> = manifests
                 .iter()
                 .filter(|m| {
-                    m.work.as_ref().is_some_and(|c| {
-                        c.manifest_configs
-                            .iter()
-                            .any(|o| !o.feedback_rules.is_empty() || !o.condition_rules.is_empty())
-                    })
+                    m.work
+                        .as_ref()
+                        .is_some_and(|c| c.manifest_configs.iter().any(|o| o.reads_status()))
                 })
                 .map(|m| crate::push::ObjectRef::of(&m.value))
                 .collect();

@@ -85,6 +85,13 @@ pub struct ManifestConfigOption {
     pub feedback_scrape_type: Option<FeedbackScrapeType>,
 }
 
+impl ManifestConfigOption {
+    /// Whether the resource's live status is read back: it has feedback or condition rules.
+    pub fn reads_status(&self) -> bool {
+        !self.feedback_rules.is_empty() || !self.condition_rules.is_empty()
+    }
+}
+
 /// `feedbackRules[]`: which of the live object's fields are reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -231,7 +231,7 @@ fn declared_feedback(world: &World, key: &PlacementKey) -> Vec<DeclaredFeedback>
             o.name
         );
         for c in &t.manifest_configs {
-            if c.feedback_rules.is_empty() && c.condition_rules.is_empty() {
+            if !c.reads_status() {
                 continue;
             }
             out.push(DeclaredFeedback {
