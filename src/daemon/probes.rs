@@ -65,6 +65,8 @@ pub struct Probes<D: Deliverer + 'static> {
     asked: BTreeSet<String>,
     /// The members of the last reconcile: those probed when probes fall due between reconciles.
     members: Arc<[Member]>,
+    /// Each of `members` by name, with its heartbeat period.
+    heartbeats: std::collections::HashMap<String, Duration>,
     /// The inventory of `members` from their last answers, while no answer changed it: the
     /// daemon looks many times between probes, and this is what it schedules with.
     built: Option<Arc<Inventory>>,
@@ -72,6 +74,10 @@ pub struct Probes<D: Deliverer + 'static> {
     received: UnboundedReceiver<Answer>,
     /// The first round waits for every answer.
     first: bool,
+    /// [`Probes::next_due`] as last computed, until anything it depends on changes: the
+    /// daemon asks before every event it waits for, and a large fleet's members make that a
+    /// scan of thousands of lookups.
+    next_due: Option<Option<Instant>>,
 }
 
 impl<D: Deliverer + 'static> Probes<D> {
@@ -84,10 +90,12 @@ impl<D: Deliverer + 'static> Probes<D> {
             running: BTreeSet::new(),
             asked: BTreeSet::new(),
             members: Arc::new([]),
+            heartbeats: Default::default(),
             built: None,
             answers,
             received,
             first: true,
+            next_due: None,
         }
     }
 
@@ -104,23 +112,53 @@ impl<D: Deliverer + 'static> Probes<D> {
     /// When `m` is to be probed next: at once when it never answered; a heartbeat after a
     /// healthy answer, [`RETRY_UNHEALTHY`] after another. `None` while its probe runs.
     fn due_at(&self, m: &Member, now: Instant) -> Option<Instant> {
-        if self.running.contains(&m.target.name) {
+        self.due_of(&m.target.name, m.heartbeat, now)
+    }
+
+    fn due_of(&self, name: &str, heartbeat: Duration, now: Instant) -> Option<Instant> {
+        if self.running.contains(name) {
             return None;
         }
-        if self.asked.contains(&m.target.name) {
+        if self.asked.contains(name) {
             return Some(now);
         }
-        Some(match self.last.get(&m.target.name) {
+        Some(match self.last.get(name) {
             None => now,
-            Some(l) if l.answer.healthy => l.at + m.heartbeat,
+            Some(l) if l.answer.healthy => l.at + heartbeat,
             Some(l) => l.at + RETRY_UNHEALTHY,
         })
     }
 
+    /// Keeps [`Probes::next_due`] exact after `name`'s probe fell due sooner than it was (an
+    /// answer to a probe that ran, a push that failed, an ask): the earliest can only be
+    /// that one's or what it was. Answers stream in by the thousand in a large fleet, and
+    /// each would otherwise make the next look for the earliest scan every member.
+    fn due_sooner(&mut self, name: &str) {
+        let Some(earliest) = self.next_due else {
+            return;
+        };
+        let Some(heartbeat) = self.heartbeats.get(name).copied() else {
+            // Not a member of the last reconcile: it is not probed between reconciles.
+            return;
+        };
+        if let Some(at) = self.due_of(name, heartbeat, Instant::now()) {
+            self.next_due = Some(Some(earliest.map_or(at, |e| e.min(at))));
+        }
+    }
+
     /// When the next probe of the last reconcile's members falls due (`None`: none before a
-    /// probe running now answers, or no reconcile yet).
-    pub fn next_due(&self) -> Option<Instant> {
-        let now = Instant::now();
+    /// probe running now answers, or no reconcile yet). A probe due at once may be given as
+    /// due at the moment this was first asked: a time passed, so just as due.
+    pub fn next_due(&mut self) -> Option<Instant> {
+        if let Some(due) = self.next_due {
+            return due;
+        }
+        let due = self.scan_next_due(Instant::now());
+        self.next_due = Some(due);
+        due
+    }
+
+    fn scan_next_due(&self, now: Instant) -> Option<Instant> {
         self.members
             .iter()
             .filter_map(|m| self.due_at(m, now))
@@ -137,6 +175,7 @@ impl<D: Deliverer + 'static> Probes<D> {
             .cloned()
             .collect();
         let mut started = BTreeSet::new();
+        self.next_due = None;
         for m in due {
             let name = m.target.name.clone();
             self.asked.remove(&name);
@@ -165,6 +204,11 @@ impl<D: Deliverer + 'static> Probes<D> {
                 self.built = None;
             }
             self.members = members.clone();
+            self.heartbeats = members
+                .iter()
+                .map(|m| (m.target.name.clone(), m.heartbeat))
+                .collect();
+            self.next_due = None;
         }
         let mut awaited = self.start_due();
         let first = self.first;
@@ -217,7 +261,7 @@ impl<D: Deliverer + 'static> Probes<D> {
     /// Records an answer; whether it changes what is known of the member (then the rollout
     /// should look again).
     pub fn answered(&mut self, answer: Answer) -> bool {
-        self.running.remove(&answer.name);
+        let ran = self.running.remove(&answer.name);
         let changed = self.last.get(&answer.name).map(|l| &l.answer) != Some(&answer);
         if changed {
             self.built = None;
@@ -227,7 +271,14 @@ impl<D: Deliverer + 'static> Probes<D> {
             at: Instant::now(),
             unix: crate::timestamp::now_unix(),
         };
-        self.last.insert(last.answer.name.clone(), last);
+        let name = last.answer.name.clone();
+        self.last.insert(name.clone(), last);
+        if ran {
+            self.due_sooner(&name);
+        } else {
+            // An answer no probe waited for pushes its member's time back.
+            self.next_due = None;
+        }
         changed
     }
 }
@@ -236,6 +287,7 @@ impl<D: Deliverer + 'static> Probes<D> {
     /// Makes `member`'s probe due now (a push to it runs long).
     pub fn ask(&mut self, member: &str) {
         self.asked.insert(member.to_string());
+        self.due_sooner(member);
     }
 
     /// A push could not reach or read `member`: it is unhealthy from now on (what the push found
@@ -261,6 +313,7 @@ impl<D: Deliverer + 'static> Probes<D> {
             };
             self.last.insert(member.to_string(), last);
         }
+        self.due_sooner(member);
         changed
     }
 }
@@ -441,6 +494,64 @@ mod tests {
             assert!(!probes.answered(late), "the same answer: no look needed");
         }
         assert_eq!(fleet.probes.load(Ordering::SeqCst), 6);
+        // A member asked for (a push to it runs long) is due at once, however recent its answer.
+        assert_eq!(probes.next_due(), Some(t0 + RETRY_UNHEALTHY + heartbeat));
+        probes.ask("m1");
+        assert_eq!(probes.next_due(), Some(Instant::now()));
+    }
+
+    /// The earliest due time is kept as answers, asks and failed pushes come, not scanned
+    /// for each: it must stay what a scan of every member says.
+    #[tokio::test(start_paused = true)]
+    async fn the_next_due_probe_kept_up_to_date_is_the_one_a_scan_finds() {
+        let fleet = Arc::new(Answers::default());
+        let members: Arc<[Member]> = (1..=6)
+            .map(|i| Member {
+                target: MemberTarget {
+                    name: format!("m{i}"),
+                    context: format!("m{i}"),
+                },
+                declared: BTreeMap::new(),
+                heartbeat: Duration::from_secs(10 * i),
+            })
+            .collect();
+        fleet
+            .delay
+            .lock()
+            .unwrap()
+            .insert("m4".into(), Duration::from_secs(7));
+        fleet.down.lock().unwrap().insert("m2".into());
+        let mut probes = Probes::new(fleet.clone());
+        let check = |probes: &mut Probes<Answers>, when: &str| {
+            let now = Instant::now();
+            let (kept, scanned) = (probes.next_due(), probes.scan_next_due(now));
+            // Due at once is due at once, whenever it was first asked.
+            let due_now = |d: Option<Instant>| d.is_some_and(|d| d <= now);
+            assert!(
+                kept == scanned || (due_now(kept) && due_now(scanned)),
+                "{when}: kept {kept:?}, a scan finds {scanned:?}"
+            );
+        };
+        probes.inventory(&members).await;
+        check(&mut probes, "after the first round");
+        for step in 0..40u64 {
+            tokio::time::advance(Duration::from_secs(3)).await;
+            match step % 5 {
+                0 => {
+                    probes.start_due();
+                }
+                1 => probes.ask(&format!("m{}", step % 6 + 1)),
+                2 => {
+                    probes.push_failed(&format!("m{}", step % 6 + 1), "refused");
+                }
+                _ => {}
+            }
+            check(&mut probes, &format!("step {step}"));
+            while let Ok(a) = probes.received.try_recv() {
+                probes.answered(a);
+                check(&mut probes, &format!("an answer at step {step}"));
+            }
+        }
     }
 
     #[tokio::test(start_paused = true)]
