@@ -106,11 +106,12 @@ impl RolloutState {
         let mut marked = 0;
         let why: Arc<str> = Arc::from(why);
         for (key, ps) in &mut self.placements {
-            let label = key.label_value();
-            if placement_label.is_some_and(|l| l != label) {
+            // The member first: most placements of a large fleet do not reach it, and the
+            // label is built for the comparison.
+            if !ps.clusters.contains_key(member) {
                 continue;
             }
-            if !ps.clusters.contains_key(member) {
+            if placement_label.is_some_and(|l| l != key.label_value()) {
                 continue;
             }
             if let Some(c) = Arc::make_mut(ps).clusters.get_mut(member) {
