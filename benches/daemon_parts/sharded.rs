@@ -137,7 +137,9 @@ fn await_checked(
         if start.elapsed() > SCALE_LIMIT {
             return Err(format!("{whose} members were not checked again"));
         }
-        std::thread::sleep(POLL_INTERVAL * 10);
+        // As seldom as the confirmation that follows polls: each scrape encodes every
+        // member's series in the measured replicas.
+        std::thread::sleep(SCALE_STATUS_POLL);
     }
     Ok(())
 }
