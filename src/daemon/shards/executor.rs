@@ -53,6 +53,35 @@ pub struct Executor {
 /// The orders being carried out, with their shard.
 type Running = HashMap<OrderName, (ShardId, tokio::task::AbortHandle)>;
 
+/// An order as watched. Every replica watches every order, and most are for shards others act
+/// for: the payload is read (unzipped and parsed) only once this replica acts on it.
+enum Watched {
+    Unread(Box<ConfigMap>),
+    Read(Arc<Order>),
+    /// Left alone until it changes.
+    Unreadable,
+}
+
+impl Watched {
+    /// The order, read now if it was not yet; `None` (with a warning the first time) if it
+    /// cannot be read.
+    fn read(&mut self) -> Option<Arc<Order>> {
+        if let Watched::Unread(cm) = self {
+            *self = match orders::order_payload(cm) {
+                Ok(order) => Watched::Read(Arc::new(order)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "an unreadable order: left alone");
+                    Watched::Unreadable
+                }
+            };
+        }
+        match self {
+            Watched::Read(order) => Some(order.clone()),
+            Watched::Unread(_) | Watched::Unreadable => None,
+        }
+    }
+}
+
 /// What a task of the executor ended with.
 enum Ended {
     /// A shard's record was written under `claim` (or refused it: `fenced`) before acting on
@@ -109,7 +138,7 @@ impl Executor {
         // A hosting cluster that does not answer is asked again after a growing pause.
         .default_backoff();
         let mut stream = std::pin::pin!(stream);
-        let mut known: BTreeMap<OrderName, (ShardId, Arc<Order>)> = BTreeMap::new();
+        let mut known: BTreeMap<OrderName, (ShardId, Watched)> = BTreeMap::new();
         let mut listing: Option<BTreeSet<OrderName>> = None;
         let mut delivered: HashSet<OrderName> = HashSet::new();
         let mut claims: BTreeMap<ShardId, Claim> = BTreeMap::new();
@@ -131,12 +160,12 @@ impl Executor {
                 () = stop.cancelled() => break,
                 event = stream.next() => match event {
                     Some(Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm))) => {
-                        match orders::read_order(&cm) {
-                            Ok((name, shard, order)) => {
+                        match orders::order_header(&cm) {
+                            Ok((name, shard)) => {
                                 if let Some(l) = listing.as_mut() {
                                     l.insert(name.clone());
                                 }
-                                known.insert(name, (shard, Arc::new(order)));
+                                known.insert(name, (shard, Watched::Unread(Box::new(cm))));
                             }
                             Err(e) => tracing::warn!(error = %e, "an unreadable order: left alone"),
                         }
@@ -236,11 +265,11 @@ impl Executor {
                     continue;
                 }
                 let (probes, deliveries): (Vec<_>, Vec<_>) = known
-                    .iter()
+                    .iter_mut()
                     .filter(|(n, (s, _))| {
                         s == shard && !delivered.contains(*n) && !running.contains_key(*n)
                     })
-                    .map(|(n, (_, o))| (n.clone(), o.clone()))
+                    .filter_map(|(n, (_, o))| Some((n.clone(), o.read()?)))
                     .partition(|(_, o)| matches!(**o, Order::Probe(_)));
                 // A probe only reads: it needs no fencing write (its report is checked as any).
                 for order in probes {
@@ -469,5 +498,34 @@ impl Executor {
                 }
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::shards::orders::{order_object, ProbeMembers};
+
+    #[test]
+    fn a_watched_order_is_read_once_when_acted_on_and_an_unreadable_one_is_left_alone() {
+        let names = Names {
+            prefix: "gitfleet".into(),
+        };
+        let order = Order::Probe(ProbeMembers { members: vec![] });
+        let name = names.order(&"r1".into(), 1);
+        let cm = order_object(&names, &name, ShardId(3), &order);
+        let mut watched = Watched::Unread(Box::new(cm.clone()));
+        assert_eq!(watched.read().as_deref(), Some(&order));
+        assert!(matches!(watched, Watched::Read(_)), "read once, kept read");
+        assert_eq!(watched.read().as_deref(), Some(&order));
+
+        let mut garbled = cm;
+        for bytes in garbled.binary_data.iter_mut().flat_map(|d| d.values_mut()) {
+            bytes.0 = b"not gzip".to_vec();
+        }
+        let mut watched = Watched::Unread(Box::new(garbled));
+        assert_eq!(watched.read(), None);
+        assert!(matches!(watched, Watched::Unreadable));
+        assert_eq!(watched.read(), None);
     }
 }

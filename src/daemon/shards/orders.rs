@@ -354,6 +354,13 @@ pub fn order_object(names: &Names, name: &OrderName, shard: ShardId, order: &Ord
 
 /// An order object's name, shard and order.
 pub fn read_order(cm: &ConfigMap) -> Result<(OrderName, ShardId, Order), PayloadError> {
+    let (name, shard) = order_header(cm)?;
+    Ok((name, shard, order_payload(cm)?))
+}
+
+/// An order's name and shard, from its metadata: every replica sees every order, and reads
+/// the payload only of those it acts for.
+pub fn order_header(cm: &ConfigMap) -> Result<(OrderName, ShardId), PayloadError> {
     let name = cm.metadata.name.clone().unwrap_or_default();
     let shard = cm
         .metadata
@@ -363,7 +370,12 @@ pub fn read_order(cm: &ConfigMap) -> Result<(OrderName, ShardId, Order), Payload
         .and_then(|s| s.parse().ok())
         .map(ShardId)
         .ok_or_else(|| PayloadError::NoShard { name: name.clone() })?;
-    Ok((OrderName(name), shard, payload(cm)?))
+    Ok((OrderName(name), shard))
+}
+
+/// What an order asks.
+pub fn order_payload(cm: &ConfigMap) -> Result<Order, PayloadError> {
+    payload(cm)
 }
 
 pub fn report_object(names: &Names, name: &str, report: &Report) -> ConfigMap {
