@@ -108,18 +108,18 @@ enum Inner {
 
 impl PerCluster {
     /// The per-cluster conditions of `step` over `schedule` and `state`, kept as those, with
-    /// whether they are empty (`made`: what [`conditions::of_step`] gave just now).
+    /// whether there are any (as [`conditions::placement_conditions_of_step`] says).
     pub fn of(
         step: Arc<StepSummary>,
         schedule: Option<Arc<PlacementSchedule>>,
         state: Option<Arc<PlacementState>>,
-        made: &[ClusterConditions],
+        any: bool,
     ) -> PerCluster {
         PerCluster(Inner::Of {
             step,
             schedule,
             state,
-            empty: made.is_empty(),
+            empty: !any,
         })
     }
 

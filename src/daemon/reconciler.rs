@@ -1067,14 +1067,15 @@ impl<D: Deliverer> Daemon<D> {
                         .get_or_insert_with(|| schedule.iter().map(|p| (&p.key, p)).collect());
                     let shared_sched = by_key.get(&s.placement).copied();
                     let sched = shared_sched.map(|p| &**p);
-                    let (conditions, per_cluster) = conditions::of_step(s, sched, stored);
+                    let (conditions, per_cluster) =
+                        conditions::placement_conditions_of_step(s, sched, stored);
                     let replica_sets =
                         sched.and_then(|p| conditions::replica_set_summary(s, p, stored));
                     let per_cluster = crate::api::shared_status::PerCluster::of(
                         s.clone(),
                         shared_sched.cloned(),
                         stored_arc.clone(),
-                        &per_cluster,
+                        per_cluster,
                     );
                     let failed = stored
                         .map(|p| {

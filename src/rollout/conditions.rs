@@ -54,17 +54,48 @@ fn cond(type_: &str, status: &str, reason: &str, message: impl Into<String>) -> 
 
 /// The per-cluster conditions of one selected cluster.
 pub fn cluster_conditions(f: &ClusterFacts, report_diff: bool) -> Vec<Condition> {
-    let mut out = vec![cond("Scheduled", "True", "Scheduled", f.decision)];
+    cluster_conditions_borrowed(f, report_diff)
+        .into_iter()
+        .map(|c| cond(c.type_, c.status, c.reason, c.message))
+        .collect()
+}
+
+/// A per-cluster condition as worked out, its message borrowed: what the placement's own
+/// conditions are counted from, for every cluster at every step, without a string made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Borrowed<'a> {
+    type_: &'static str,
+    status: &'static str,
+    reason: &'static str,
+    message: &'a str,
+}
+
+fn borrowed<'a>(
+    type_: &'static str,
+    status: &'static str,
+    reason: &'static str,
+    message: &'a str,
+) -> Borrowed<'a> {
+    Borrowed {
+        type_,
+        status,
+        reason,
+        message,
+    }
+}
+
+fn cluster_conditions_borrowed<'a>(f: &ClusterFacts<'a>, report_diff: bool) -> Vec<Borrowed<'a>> {
+    let mut out = vec![borrowed("Scheduled", "True", "Scheduled", f.decision)];
     if !f.at_latest {
         out.push(if f.blocked {
-            cond(
+            borrowed(
                 "RolloutStarted",
                 "False",
                 "RolloutNotStartedYet",
                 "The rollout is being blocked by the rollout strategy",
             )
         } else {
-            cond(
+            borrowed(
                 "RolloutStarted",
                 "Unknown",
                 "RolloutStartedUnknown",
@@ -73,25 +104,25 @@ pub fn cluster_conditions(f: &ClusterFacts, report_diff: bool) -> Vec<Condition>
         });
         return out;
     }
-    out.push(cond(
+    out.push(borrowed(
         "RolloutStarted",
         "True",
         "RolloutStarted",
         "Detected the new changes on the resources and started the rollout process",
     ));
     if let Some(e) = f.override_error {
-        out.push(cond("Overridden", "False", "OverriddenFailed", e));
+        out.push(borrowed("Overridden", "False", "OverriddenFailed", e));
         return out;
     }
     out.push(if f.overridden {
-        cond(
+        borrowed(
             "Overridden",
             "True",
             "OverriddenSucceeded",
             "Successfully applied the override rules on the resources",
         )
     } else {
-        cond(
+        borrowed(
             "Overridden",
             "True",
             "NoOverrideSpecified",
@@ -99,10 +130,10 @@ pub fn cluster_conditions(f: &ClusterFacts, report_diff: bool) -> Vec<Condition>
         )
     });
     if let Some(e) = f.sync_error {
-        out.push(cond("WorkSynchronized", "False", "SyncWorkFailed", e));
+        out.push(borrowed("WorkSynchronized", "False", "SyncWorkFailed", e));
         return out;
     }
-    out.push(cond(
+    out.push(borrowed(
         "WorkSynchronized",
         "True",
         "AllWorkSynced",
@@ -114,18 +145,18 @@ pub fn cluster_conditions(f: &ClusterFacts, report_diff: bool) -> Vec<Condition>
         } else {
             ("Applied", "ApplyPending")
         };
-        out.push(cond(type_, "Unknown", reason, "Not applied yet"));
+        out.push(borrowed(type_, "Unknown", reason, "Not applied yet"));
         return out;
     };
     if report_diff {
         out.push(match health {
-            BindingHealth::DiffReported => cond(
+            BindingHealth::DiffReported => borrowed(
                 "DiffReported",
                 "True",
                 "AllWorkHaveDiffReported",
                 "Diff reporting in all work objects has been completed",
             ),
-            _ => cond(
+            _ => borrowed(
                 "DiffReported",
                 "False",
                 "NotAllWorkHaveDiffReported",
@@ -135,7 +166,7 @@ pub fn cluster_conditions(f: &ClusterFacts, report_diff: bool) -> Vec<Condition>
         return out;
     }
     if health == BindingHealth::Failed {
-        out.push(cond(
+        out.push(borrowed(
             "Applied",
             "False",
             "NotAllWorkHaveBeenApplied",
@@ -143,26 +174,26 @@ pub fn cluster_conditions(f: &ClusterFacts, report_diff: bool) -> Vec<Condition>
         ));
         return out;
     }
-    out.push(cond(
+    out.push(borrowed(
         "Applied",
         "True",
         "AllWorkHaveBeenApplied",
         "All corresponding work objects are applied",
     ));
     out.push(match health {
-        BindingHealth::Available => cond(
+        BindingHealth::Available => borrowed(
             "Available",
             "True",
             "AllWorkAreAvailable",
             "All corresponding work objects are available",
         ),
-        BindingHealth::AvailableUntrackable { .. } => cond(
+        BindingHealth::AvailableUntrackable { .. } => borrowed(
             "Available",
             "True",
             "NotAllWorkAreAvailabilityTrackable",
             "The availability of some objects cannot be tracked",
         ),
-        _ => cond(
+        _ => borrowed(
             "Available",
             "False",
             "NotAllWorkAreAvailable",
@@ -224,6 +255,45 @@ fn reasons(type_: &str) -> (&'static str, &'static str, &'static str) {
     }
 }
 
+/// What the placement-level conditions count of the clusters' own: for each expected type,
+/// how many clusters have it Unknown (or lack it) and how many False; how many have no
+/// override rules.
+#[derive(Debug, Default)]
+struct Tally {
+    clusters: usize,
+    unknown: [usize; 5],
+    false_: [usize; 5],
+    no_override: usize,
+}
+
+impl Tally {
+    /// Counts one cluster, its conditions read through `status_of` (type → status) and
+    /// `reasons` (its conditions' reasons).
+    fn add<'s>(
+        &mut self,
+        report_diff: bool,
+        status_of: impl Fn(&str) -> Option<&'s str>,
+        mut reasons: impl Iterator<Item = &'s str>,
+    ) {
+        self.clusters += 1;
+        for (i, type_) in expected(report_diff).iter().enumerate() {
+            match status_of(type_).unwrap_or("Unknown") {
+                "Unknown" => self.unknown[i] += 1,
+                "False" => self.false_[i] += 1,
+                _ => {}
+            }
+        }
+        if reasons.any(|r| r == "NoOverrideSpecified") {
+            self.no_override += 1;
+        }
+    }
+
+    fn add_borrowed(&mut self, report_diff: bool, conditions: &[Borrowed<'_>]) {
+        let status_of = |t: &str| conditions.iter().find(|c| c.type_ == t).map(|c| c.status);
+        self.add(report_diff, status_of, conditions.iter().map(|c| c.reason));
+    }
+}
+
 /// Placement-level conditions: `scheduled` (the scheduler's, type `Scheduled`) prefixed with
 /// the kind (`ClusterResourcePlacement` or `ResourcePlacement`), then each expected type
 /// aggregated over the clusters.
@@ -231,6 +301,29 @@ pub fn placement_conditions(
     kind: PlacementKind,
     scheduled: Option<&Condition>,
     clusters: &[ClusterConditions],
+    report_diff: bool,
+) -> Vec<Condition> {
+    let mut tally = Tally::default();
+    for c in clusters {
+        let status_of = |t: &str| {
+            c.conditions
+                .iter()
+                .find(|x| x.type_ == t)
+                .map(|x| x.status.as_str())
+        };
+        tally.add(
+            report_diff,
+            status_of,
+            c.conditions.iter().map(|x| x.reason.as_str()),
+        );
+    }
+    placement_conditions_of(kind, scheduled, &tally, report_diff)
+}
+
+fn placement_conditions_of(
+    kind: PlacementKind,
+    scheduled: Option<&Condition>,
+    tally: &Tally,
     report_diff: bool,
 ) -> Vec<Condition> {
     // KubeFleet prefixes the placement-level types with the kind: ClusterResourcePlacementApplied.
@@ -249,20 +342,12 @@ pub fn placement_conditions(
         type_: format!("{prefix}{}", s.type_),
         ..s.clone()
     });
-    if clusters.is_empty() {
+    if tally.clusters == 0 {
         return out;
     }
-    for type_ in expected(report_diff) {
+    for (i, type_) in expected(report_diff).iter().enumerate() {
         let (unknown, false_, true_) = reasons(type_);
-        let status_of = |c: &ClusterConditions| {
-            c.conditions
-                .iter()
-                .find(|x| x.type_ == *type_)
-                .map_or("Unknown", |x| x.status.as_str())
-                .to_string()
-        };
-        let count = |want: &str| clusters.iter().filter(|c| status_of(c) == want).count();
-        let (unknowns, falses) = (count("Unknown"), count("False"));
+        let (unknowns, falses) = (tally.unknown[i], tally.false_[i]);
         let name = format!("{prefix}{type_}");
         if unknowns > 0 {
             out.push(cond(
@@ -285,12 +370,7 @@ pub fn placement_conditions(
             ));
             break;
         }
-        let reason = if *type_ == "Overridden"
-            && clusters.iter().all(|c| {
-                c.conditions
-                    .iter()
-                    .any(|x| x.reason == "NoOverrideSpecified")
-            }) {
+        let reason = if *type_ == "Overridden" && tally.no_override == tally.clusters {
             "NoOverrideSpecified"
         } else {
             true_
@@ -301,7 +381,7 @@ pub fn placement_conditions(
             reason,
             format!(
                 "All {} cluster(s) are {}",
-                clusters.len(),
+                tally.clusters,
                 type_.to_lowercase()
             ),
         ));
@@ -317,64 +397,96 @@ pub fn of_step(
     sched: Option<&PlacementSchedule>,
     stored: Option<&PlacementState>,
 ) -> (Vec<Condition>, Vec<ClusterConditions>) {
+    let mut per_cluster = Vec::new();
+    let placement = worked_out(step, sched, stored, Some(&mut per_cluster));
+    (placement, per_cluster)
+}
+
+/// The placement-level conditions of [`of_step`], and whether it has per-cluster conditions
+/// at all: what a publish needs at every step, the per-cluster ones being worked out again
+/// when they are served.
+pub fn placement_conditions_of_step(
+    step: &StepSummary,
+    sched: Option<&PlacementSchedule>,
+    stored: Option<&PlacementState>,
+) -> (Vec<Condition>, bool) {
+    let placement = worked_out(step, sched, stored, None);
+    let per_cluster = sched.is_some_and(|s| s.key.kind.is_kubefleet() && !s.selected.is_empty());
+    (placement, per_cluster)
+}
+
+/// The placement-level conditions; each cluster's own pushed to `per_cluster` when asked.
+fn worked_out(
+    step: &StepSummary,
+    sched: Option<&PlacementSchedule>,
+    stored: Option<&PlacementState>,
+    mut per_cluster: Option<&mut Vec<ClusterConditions>>,
+) -> Vec<Condition> {
     let Some(sched) = sched else {
-        return (vec![], vec![]);
+        return vec![];
     };
     if !sched.key.kind.is_kubefleet() {
         let mut conditions = sched.conditions.clone();
         conditions.extend(replica_set_conditions(step, sched, stored));
-        return (conditions, vec![]);
+        return conditions;
     }
     // By cluster: a lookup per selected cluster in the list was quadratic in the clusters.
-    let decisions: std::collections::HashMap<&str, &ClusterDecision> = sched
-        .decisions
-        .iter()
-        .map(|d| (d.cluster.as_str(), d))
-        .collect();
+    // Only the per-cluster conditions show the decisions (in `Scheduled`'s message).
+    let decisions: std::collections::HashMap<&str, &ClusterDecision> = match per_cluster {
+        Some(_) => sched
+            .decisions
+            .iter()
+            .map(|d| (d.cluster.as_str(), d))
+            .collect(),
+        None => Default::default(),
+    };
     let waiting: BTreeSet<&str> = step.waiting.iter().map(String::as_str).collect();
-    let per_cluster: Vec<ClusterConditions> = sched
-        .selected
-        .iter()
-        .map(|cluster| {
-            let cluster = cluster.as_str();
-            let cs = stored.and_then(|p| p.clusters.get(cluster));
-            let desired = step.desired.get(cluster);
-            let at = |r: Option<&Revision>| desired.is_some() && r == desired;
-            // A cluster that cannot be rendered stops at Overridden=False.
-            let at_latest = step.render_errors.contains_key(cluster)
-                || cs.is_some_and(|c| {
-                    at(c.revision.as_ref())
-                        || (c.health == BindingHealth::Failed && at(c.attempted.as_ref()))
-                });
-            let decision = decisions.get(cluster).map(|d| d.reason());
-            let facts = ClusterFacts {
-                cluster,
-                decision: decision.as_deref().unwrap_or(""),
-                at_latest,
-                blocked: waiting.contains(cluster),
-                health: cs.filter(|_| at_latest).map(|c| c.health),
-                error: cs.and_then(|c| c.last_error.as_deref()),
-                overridden: step.overridden.contains(cluster),
-                override_error: step
-                    .render_errors
-                    .get(cluster)
-                    .filter(|_| !step.work_sync_errors.contains(cluster))
-                    .map(String::as_str),
-                sync_error: step
-                    .render_errors
-                    .get(cluster)
-                    .filter(|_| step.work_sync_errors.contains(cluster))
-                    .map(String::as_str),
-            };
-            ClusterConditions {
+    let mut tally = Tally::default();
+    for cluster in &sched.selected {
+        let cluster = cluster.as_str();
+        let cs = stored.and_then(|p| p.clusters.get(cluster));
+        let desired = step.desired.get(cluster);
+        let at = |r: Option<&Revision>| desired.is_some() && r == desired;
+        // A cluster that cannot be rendered stops at Overridden=False.
+        let at_latest = step.render_errors.contains_key(cluster)
+            || cs.is_some_and(|c| {
+                at(c.revision.as_ref())
+                    || (c.health == BindingHealth::Failed && at(c.attempted.as_ref()))
+            });
+        let decision = decisions.get(cluster).map(|d| d.reason());
+        let facts = ClusterFacts {
+            cluster,
+            decision: decision.as_deref().unwrap_or(""),
+            at_latest,
+            blocked: waiting.contains(cluster),
+            health: cs.filter(|_| at_latest).map(|c| c.health),
+            error: cs.and_then(|c| c.last_error.as_deref()),
+            overridden: step.overridden.contains(cluster),
+            override_error: step
+                .render_errors
+                .get(cluster)
+                .filter(|_| !step.work_sync_errors.contains(cluster))
+                .map(String::as_str),
+            sync_error: step
+                .render_errors
+                .get(cluster)
+                .filter(|_| step.work_sync_errors.contains(cluster))
+                .map(String::as_str),
+        };
+        let conditions = cluster_conditions_borrowed(&facts, step.report_diff);
+        tally.add_borrowed(step.report_diff, &conditions);
+        if let Some(out) = per_cluster.as_deref_mut() {
+            out.push(ClusterConditions {
                 cluster: cluster.to_string(),
-                conditions: cluster_conditions(&facts, step.report_diff),
-            }
-        })
-        .collect();
+                conditions: conditions
+                    .into_iter()
+                    .map(|c| cond(c.type_, c.status, c.reason, c.message))
+                    .collect(),
+            });
+        }
+    }
     let scheduled = sched.conditions.iter().find(|c| c.type_ == "Scheduled");
-    let placement = placement_conditions(sched.key.kind, scheduled, &per_cluster, step.report_diff);
-    (placement, per_cluster)
+    placement_conditions_of(sched.key.kind, scheduled, &tally, step.report_diff)
 }
 
 /// OCM's status of the ManifestWorkReplicaSets that name an OCM Placement, for that Placement

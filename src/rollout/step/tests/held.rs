@@ -70,6 +70,15 @@ fn a_placement_with_invalid_selectors_is_held_while_the_others_roll() {
         }
         let (placement, clusters) =
             crate::rollout::conditions::of_step(step, Some(held), Some(&before));
+        // What a publish works out: the same, without the clusters' own.
+        assert_eq!(
+            crate::rollout::conditions::placement_conditions_of_step(
+                step,
+                Some(held),
+                Some(&before)
+            ),
+            (placement.clone(), !clusters.is_empty())
+        );
         assert_eq!(
             (
                 placement[0].type_.as_str(),

@@ -244,8 +244,16 @@ fn replica_set_status_follows_the_rollout() {
     let status = |l: &Looked, state: &RolloutState, previous: &crate::schedule::Previous| {
         let key = &l.summary.placement;
         let (sched, stored) = (&previous[key], state.placements.get(key).map(|p| &**p));
-        let conditions: Vec<(String, String, String)> = of_step(&l.summary, Some(sched), stored)
-            .0
+        let (placement, clusters) = of_step(&l.summary, Some(sched), stored);
+        assert_eq!(
+            crate::rollout::conditions::placement_conditions_of_step(
+                &l.summary,
+                Some(sched),
+                stored
+            ),
+            (placement.clone(), !clusters.is_empty())
+        );
+        let conditions: Vec<(String, String, String)> = placement
             .into_iter()
             .filter(|c| {
                 !matches!(
