@@ -245,16 +245,10 @@ fn an_expired_openpgp_key_is_rejected() {
     let fpr = f.gpg_key("Old <old@example.com>", "1d", Some("20200101T000000"));
     f.write("trusted.asc", &f.gpg_export(&["old@example.com"]));
     let wrapper = f.path("gpg-2020");
-    std::fs::write(
+    common::signing::write_executable(
         &wrapper,
         "#!/bin/sh\nexec gpg --faked-system-time 20200101T000100 \"$@\"\n",
-    )
-    .unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    );
     f.sign_tag(
         "run1-before-canary",
         &f.init,

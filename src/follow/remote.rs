@@ -571,19 +571,27 @@ mod tests {
     /// space in it checks the quoting).
     #[test]
     fn ssh_remotes_run_ssh_with_the_key_and_strict_host_key_checking() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let record = dir.path().join("argv");
         let fake = dir.path().join("fake ssh");
-        std::fs::write(
-            &fake,
-            format!(
-                "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{}'\nexit 255\n",
-                record.display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Written by sh, not by this process: a child another test thread forks meanwhile would
+        // inherit a write descriptor until it execs, and running the script then fails with
+        // "Text file busy".
+        let script = format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{}'\nexit 255\n",
+            record.display()
+        );
+        let written = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "printf '%s' \"$1\" > \"$2\" && chmod 755 \"$2\"",
+                "sh",
+            ])
+            .arg(&script)
+            .arg(&fake)
+            .status()
+            .unwrap();
+        assert!(written.success());
         let key = dir.path().join("deploy key");
         let hosts = dir.path().join("known_hosts");
         std::fs::write(&key, "not read by gitfleet").unwrap();

@@ -31,6 +31,26 @@ pub fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Writes an executable script (a `gpg.program` wrapper) through `sh`, so that this process
+/// never holds the file open for writing: a child that another test thread forks meanwhile
+/// inherits such a descriptor until it execs, and running the script then fails with "Text
+/// file busy".
+pub fn write_executable(path: &Path, script: &str) {
+    use std::io::Write as _;
+    let mut sh = Command::new("sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs sh");
+    sh.stdin
+        .take()
+        .expect("piped")
+        .write_all(script.as_bytes())
+        .unwrap();
+    assert!(sh.wait().unwrap().success(), "cannot write {path:?}");
+}
+
 impl Default for Keys {
     fn default() -> Self {
         Self::new()
