@@ -719,9 +719,7 @@ pub(super) const HOSTING: &str = "hosting";
 /// Requests the members received, `(reads, writes)`: the hosting cluster's (state objects,
 /// Lease) are not the members'.
 pub(super) fn member_requests(sim: &gitfleet_sim::RunningFleet) -> (u64, u64) {
-    let (reads, writes) = sim.request_counts();
-    let (hr, hw) = sim.member_request_counts(HOSTING).unwrap_or((0, 0));
-    (reads - hr, writes - hw)
+    sim.request_counts_except(Some(HOSTING))
 }
 
 impl PhaseStart {
