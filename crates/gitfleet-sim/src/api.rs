@@ -1363,16 +1363,7 @@ pub fn delete_dependents(store: &mut Store, owner_uid: &str, policy: &str) {
     if owner_uid.is_empty() {
         return;
     }
-    let dependents: Vec<ObjKey> = store
-        .all()
-        .filter(|(_, o)| {
-            o["metadata"]["ownerReferences"]
-                .as_array()
-                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == owner_uid))
-        })
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in dependents {
+    for k in store.dependents_of(owner_uid) {
         let Some(mut o) = store.get(&k).cloned() else {
             continue;
         };

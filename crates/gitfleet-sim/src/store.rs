@@ -12,7 +12,7 @@
 //! (as its previous state) hold the same [`Arc`], so a member's memory grows with the versions
 //! the log keeps, not with three copies of each.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
@@ -83,6 +83,9 @@ pub const LOG_CAPACITY: usize = 20_000;
 pub struct Store {
     rv: u64,
     objects: BTreeMap<ObjKey, Arc<Value>>,
+    /// The objects whose `ownerReferences` name each uid: garbage collection finds an owner's
+    /// dependents here, as the real collector does from its graph, not by reading every object.
+    dependents: HashMap<String, BTreeSet<ObjKey>>,
     log: VecDeque<Arc<Event>>,
     /// The latest revision, for followers to wait on.
     written: watch::Sender<u64>,
@@ -96,6 +99,7 @@ impl Store {
         Store {
             rv: 1,
             objects: BTreeMap::new(),
+            dependents: HashMap::new(),
             log: VecDeque::new(),
             written: watch::channel(1).0,
             registry: Registry::default(),
@@ -131,7 +135,15 @@ impl Store {
             .map(|(k, o)| (k, &**o))
     }
 
-    /// Every object (for garbage collection and namespace deletion).
+    /// The objects whose `ownerReferences` name `owner_uid`, in key order.
+    pub fn dependents_of(&self, owner_uid: &str) -> Vec<ObjKey> {
+        self.dependents
+            .get(owner_uid)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Every object (for namespace deletion).
     pub fn all(&self) -> impl Iterator<Item = (&ObjKey, &Value)> {
         self.objects.iter().map(|(k, o)| (k, &**o))
     }
@@ -159,6 +171,15 @@ impl Store {
         object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         let object = Arc::new(compact(object));
         let old = self.objects.insert(key.clone(), object.clone());
+        if let Some(old) = &old {
+            self.forget_owners(&key, old);
+        }
+        for uid in owner_uids(&object) {
+            self.dependents
+                .entry(uid.to_string())
+                .or_default()
+                .insert(key.clone());
+        }
         let kind = if old.is_some() {
             EventType::Modified
         } else {
@@ -171,12 +192,26 @@ impl Store {
     /// Removes the object at `key`; its last state (with the deletion's revision) is returned.
     pub fn remove(&mut self, key: &ObjKey) -> Option<Value> {
         // The log still holds the last version, so this copies it.
-        let mut object = Arc::unwrap_or_clone(self.objects.remove(key)?);
+        let removed = self.objects.remove(key)?;
+        self.forget_owners(key, &removed);
+        let mut object = Arc::unwrap_or_clone(removed);
         self.rv += 1;
         object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         let object = Arc::new(object);
         self.record(EventType::Deleted, key.clone(), object.clone(), None);
         Some(Arc::unwrap_or_clone(object))
+    }
+
+    /// Takes `key` out of the dependents of the owners `object` names.
+    fn forget_owners(&mut self, key: &ObjKey, object: &Value) {
+        for uid in owner_uids(object) {
+            if let Some(keys) = self.dependents.get_mut(uid) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.dependents.remove(uid);
+                }
+            }
+        }
     }
 
     fn record(
@@ -236,6 +271,15 @@ impl Store {
         let first = self.log.partition_point(|e| e.rv <= since);
         Some(self.log.range(first..).cloned().collect())
     }
+}
+
+/// The uids an object's `ownerReferences` name.
+fn owner_uids(object: &Value) -> impl Iterator<Item = &str> {
+    object["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uid"].as_str())
 }
 
 /// One follower's place in a store's changes: the revision it has seen.
@@ -322,6 +366,35 @@ mod tests {
         assert!(rv(&gone) > rv(&b));
         assert_eq!(s.revision(), rv(&gone));
         assert!(s.remove(&k).is_none());
+    }
+
+    #[test]
+    fn an_owners_dependents_follow_every_write() {
+        let mut s = Store::new("t");
+        let owned_by = |name: &str, uids: &[&str]| {
+            let mut o = cm(name);
+            o["metadata"]["ownerReferences"] = uids
+                .iter()
+                .map(|u| json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": u}))
+                .collect();
+            o
+        };
+        let (a, b) = (
+            ObjKey::new("", "configmaps", "d", "a"),
+            ObjKey::new("", "configmaps", "d", "b"),
+        );
+        s.put(b.clone(), owned_by("b", &["u1"]));
+        s.put(a.clone(), owned_by("a", &["u1", "u2"]));
+        assert_eq!(s.dependents_of("u1"), [a.clone(), b.clone()]);
+        assert_eq!(s.dependents_of("u2"), std::slice::from_ref(&a));
+        // A replaced object is a dependent of the owners it names now, and only those.
+        s.put(a.clone(), owned_by("a", &["u2"]));
+        assert_eq!(s.dependents_of("u1"), std::slice::from_ref(&b));
+        s.put(b.clone(), cm("b"));
+        assert!(s.dependents_of("u1").is_empty());
+        s.remove(&a);
+        assert!(s.dependents_of("u2").is_empty());
+        assert!(s.dependents.is_empty());
     }
 
     #[test]
