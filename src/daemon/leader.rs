@@ -147,6 +147,32 @@ pub fn decide(me: &str, lease: &Lease, observed: &mut Option<Observed>, now: Ins
     Decision::Take
 }
 
+/// When `lease`, as `observed`, expires on this replica's clock unless it changes first: only a
+/// Lease another replica holds, and only by an observation of the record read.
+pub fn expiry(me: &str, lease: &Lease, observed: &Observed) -> Option<Instant> {
+    let spec = lease.spec.as_ref()?;
+    let holder = spec.holder_identity.as_deref().unwrap_or_default();
+    if holder.is_empty() || holder == me {
+        return None;
+    }
+    if lease.metadata.resource_version.as_ref() != Some(&observed.resource_version) {
+        return None;
+    }
+    let secs = spec.lease_duration_seconds.unwrap_or(0).max(0) as u64;
+    Some(observed.at + Duration::from_secs(secs))
+}
+
+/// The least time between two reads of Leases when one starts early, at a Lease's expiry.
+const MIN_ATTEMPT_GAP: Duration = Duration::from_millis(100);
+
+/// When the next read of Leases starts, for one that started at `started`: a retry period
+/// later, or at `expiry` (a Lease another replica holds runs out) if that is sooner, but never
+/// within a moment of this one, so that a Lease expiring as it is read is not read in a loop.
+pub fn next_attempt(started: Instant, retry_period: Duration, expiry: Option<Instant>) -> Instant {
+    let tick = started + retry_period;
+    expiry.map_or(tick, |at| at.max(started + MIN_ATTEMPT_GAP).min(tick))
+}
+
 fn now_micro() -> MicroTime {
     MicroTime(jiff::Timestamp::now())
 }
@@ -179,7 +205,11 @@ pub async fn run(
             () = stop.cancelled() => break,
             r = attempt => r,
         };
-        match outcome {
+        // A follower tries again when the leader's Lease expires, if sooner: a dead leader is
+        // replaced one lease duration after its last renewal was seen.
+        let expires = outcome.as_ref().ok().and_then(|r| r.as_ref().ok()?.1);
+        let next = next_attempt(started, election.retry_period, expires);
+        match outcome.map(|r| r.map(|(leader, _)| leader)) {
             Ok(Ok(Some(leader))) if leader == election.identity => {
                 if renewed.is_none() {
                     tracing::info!(identity = %election.identity, lease = %election.lease_name, "took the lease: leading");
@@ -222,7 +252,6 @@ pub async fn run(
                 return;
             }
         }
-        let next = started + election.retry_period;
         tokio::select! {
             () = stop.cancelled() => break,
             () = tokio::time::sleep_until(next) => {}
@@ -233,12 +262,13 @@ pub async fn run(
     }
 }
 
-/// One read and (when due) one write of the Lease; who holds it afterwards.
+/// One read and (when due) one write of the Lease; who holds it afterwards, and when the Lease
+/// another replica holds expires unless renewed.
 async fn attempt(
     api: &Api<Lease>,
     election: &Election,
     observed: &mut Option<Observed>,
-) -> Result<Option<String>, kube::Error> {
+) -> Result<(Option<String>, Option<Instant>), kube::Error> {
     let duration_secs = election.lease_duration.as_secs().max(1) as i32;
     let Some(lease) = api.get_opt(&election.lease_name).await? else {
         let new = Lease {
@@ -256,16 +286,21 @@ async fn attempt(
             }),
         };
         return match api.create(&Default::default(), &new).await {
-            Ok(_) => Ok(Some(election.identity.clone())),
+            Ok(_) => Ok((Some(election.identity.clone()), None)),
             // Another replica created it first: it leads.
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok((None, None)),
             Err(e) => Err(e),
         };
     };
     let decision = decide(&election.identity, &lease, observed, Instant::now());
     let mut spec = lease.spec.clone().unwrap_or_default();
     match decision {
-        Decision::Follow(holder) => return Ok(Some(holder)),
+        Decision::Follow(holder) => {
+            let expires = observed
+                .as_ref()
+                .and_then(|o| expiry(&election.identity, &lease, o));
+            return Ok((Some(holder), expires));
+        }
         Decision::Renew => {
             spec.renew_time = Some(now_micro());
             spec.lease_duration_seconds = Some(duration_secs);
@@ -292,9 +327,9 @@ async fn attempt(
                 resource_version: written.metadata.resource_version.unwrap_or_default(),
                 at: Instant::now(),
             });
-            Ok(Some(election.identity.clone()))
+            Ok((Some(election.identity.clone()), None))
         }
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok((None, None)),
         Err(e) => Err(e),
     }
 }
@@ -383,6 +418,43 @@ mod tests {
             decide("b", &lease("3", None, 1), &mut seen, t3),
             Decision::Take
         );
+    }
+
+    #[test]
+    fn a_held_lease_expires_one_duration_after_it_was_seen_to_change() {
+        let t0 = Instant::now();
+        let mut seen = None;
+        let held = lease("1", Some("a"), 4);
+        decide("b", &held, &mut seen, t0);
+        let seen = seen.unwrap();
+        let expires = expiry("b", &held, &seen).unwrap();
+        assert_eq!(expires, t0 + Duration::from_secs(4));
+        // At that moment the rules take it, not a moment before.
+        let just_before = expires - Duration::from_millis(1);
+        assert_ne!(
+            decide("b", &held, &mut Some(seen.clone()), just_before),
+            Decision::Take
+        );
+        assert_eq!(
+            decide("b", &held, &mut Some(seen.clone()), expires),
+            Decision::Take
+        );
+        // Never for its holder, a free Lease, or a record read since the observation.
+        assert_eq!(expiry("a", &held, &seen), None);
+        assert_eq!(expiry("b", &lease("1", None, 1), &seen), None);
+        assert_eq!(expiry("b", &lease("2", Some("a"), 4), &seen), None);
+    }
+
+    #[test]
+    fn the_next_attempt_is_at_a_retry_period_or_a_sooner_expiry() {
+        let t0 = Instant::now();
+        let retry = Duration::from_secs(2);
+        assert_eq!(next_attempt(t0, retry, None), t0 + retry);
+        let soon = t0 + Duration::from_millis(700);
+        assert_eq!(next_attempt(t0, retry, Some(soon)), soon);
+        assert_eq!(next_attempt(t0, retry, Some(t0 + retry * 3)), t0 + retry);
+        // An expiry at once (or past) waits a moment, not a loop of reads.
+        assert_eq!(next_attempt(t0, retry, Some(t0)), t0 + MIN_ATTEMPT_GAP);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ownership::{self, Observations, ShardAction};
 use super::{assign, claims, Names, ReplicaId, ShardId, GROUP_LABEL, ROLE_LABEL};
-use crate::daemon::leader::{Role, Seen};
+use crate::daemon::leader::{next_attempt, Role, Seen};
 
 /// A replica Lease unchanged for this many lease durations belongs to a replica gone for good.
 const GONE_AFTER_DURATIONS: u32 = 20;
@@ -107,6 +107,7 @@ pub async fn run(
     let mut claims: BTreeMap<ShardId, claims::Claim> = BTreeMap::new();
     loop {
         let started = Instant::now();
+        let mut wake = started + sharding.retry_period;
         let round = tokio::time::timeout(
             sharding.retry_period.max(Duration::from_secs(1)),
             round(
@@ -121,7 +122,7 @@ pub async fn run(
         tokio::select! {
             () = stop.cancelled() => break,
             r = round => match r {
-                Ok(Ok(())) => {}
+                Ok(Ok(expiry)) => wake = next_attempt(started, sharding.retry_period, expiry),
                 Ok(Err(e)) => tracing::warn!(error = %e, "cannot read or write the shard leases"),
                 Err(_) => tracing::warn!("the shard leases' API server did not answer in time"),
             },
@@ -138,7 +139,7 @@ pub async fn run(
         });
         tokio::select! {
             () = stop.cancelled() => break,
-            () = tokio::time::sleep_until(started + sharding.retry_period) => {}
+            () = tokio::time::sleep_until(wake) => {}
         }
     }
     let held: Vec<ShardId> = owned.borrow().shards.keys().copied().collect();
@@ -163,7 +164,8 @@ pub async fn run(
     }
 }
 
-/// One read of the group's Leases and the writes it calls for.
+/// One read of the group's Leases and the writes it calls for. Returns when the first Lease
+/// another replica holds expires unless renewed, if before the next retry period matters.
 async fn round(
     leases: &Api<Lease>,
     records: &Api<ConfigMap>,
@@ -171,7 +173,7 @@ async fn round(
     (election, owned): (&watch::Receiver<Seen>, &watch::Sender<Owned>),
     (seen_replicas, seen_shards): (&mut Observations, &mut Observations),
     claims: &mut BTreeMap<ShardId, claims::Claim>,
-) -> Result<(), kube::Error> {
+) -> Result<Option<Instant>, kube::Error> {
     let me = &sharding.identity;
     let names = &sharding.names;
     let secs = sharding.lease_duration.as_secs().max(1) as i32;
@@ -234,6 +236,13 @@ async fn round(
     let leader = ownership::leader(me, &election.borrow().role);
     let owners = assign::owners(sharding.shards, &assign::serving(&live, leader.as_ref()));
     let actions = ownership::plan(me, &owners, &shard_leases, seen_shards, now);
+    let expiry = [
+        seen_replicas.next_expiry(me, &others, now),
+        seen_shards.next_expiry(me, shard_leases.values(), now),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
     // Stop acting for what moves away before letting go of it.
     let leaving: Vec<ShardId> = actions
         .iter()
@@ -310,7 +319,7 @@ async fn round(
             }
         });
     }
-    Ok(())
+    Ok(expiry)
 }
 
 /// Gives a shard Lease up (holder cleared, duration 1 s) if this replica still holds it.

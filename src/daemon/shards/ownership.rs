@@ -9,7 +9,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use tokio::time::Instant;
 
 use super::{ReplicaId, ShardId};
-use crate::daemon::leader::{decide, Decision, Observed, Role};
+use crate::daemon::leader::{decide, expiry, Decision, Observed, Role};
 
 /// The Lease records this replica saw change, and when, by Lease name.
 #[derive(Debug, Default)]
@@ -52,6 +52,26 @@ impl Observations {
     /// Forgets the records of Leases that are gone.
     fn keep(&mut self, names: &BTreeSet<String>) {
         self.0.retain(|n, _| names.contains(n));
+    }
+
+    /// The first moment after `now` at which one of `leases` held by another replica expires
+    /// on this replica's clock, unless it changes first: waking then rather than at the next
+    /// retry period takes a dead replica's shards as soon as the rules allow. Only records
+    /// already decided on count (their observation is of the resourceVersion read).
+    pub fn next_expiry<'a>(
+        &self,
+        me: &ReplicaId,
+        leases: impl IntoIterator<Item = &'a Lease>,
+        now: Instant,
+    ) -> Option<Instant> {
+        leases
+            .into_iter()
+            .filter_map(|lease| {
+                let seen = self.0.get(lease.metadata.name.as_deref()?)?.as_ref()?;
+                expiry(me.as_str(), lease, seen)
+            })
+            .filter(|at| *at > now)
+            .min()
     }
 }
 
@@ -269,6 +289,42 @@ mod tests {
             gone_replicas(&leases, &live, &seen, after, later),
             [("r-c".to_string(), "1".to_string())]
         );
+    }
+
+    #[test]
+    fn the_next_expiry_is_the_first_of_the_leases_others_hold() {
+        let t0 = Instant::now();
+        let a = id("a");
+        let owners = BTreeMap::from([(ShardId(0), a.clone()), (ShardId(1), a.clone())]);
+        let leases = BTreeMap::from([
+            (ShardId(0), lease("s-0", "1", Some("b"), 4)),
+            (ShardId(1), lease("s-1", "1", Some("a"), 4)),
+            (ShardId(2), lease("s-2", "1", None, 1)),
+        ]);
+        let mut seen = Observations::default();
+        // Nothing decided yet: no expiry is known.
+        assert_eq!(seen.next_expiry(&a, leases.values(), t0), None);
+        plan(&a, &owners, &leases, &mut seen, t0);
+        // b's shard 0 expires 4 s after it was seen; a's own and the free one never do.
+        let expiry = t0 + Duration::from_secs(4);
+        assert_eq!(seen.next_expiry(&a, leases.values(), t0), Some(expiry));
+        // Waking then, a takes it; an expiry passed is no longer ahead.
+        assert_eq!(
+            plan(&a, &owners, &leases, &mut seen, expiry)[&ShardId(0)],
+            ShardAction::Take
+        );
+        assert_eq!(seen.next_expiry(&a, leases.values(), expiry), None);
+        // A record read since it was seen (renewed) is not judged by the old observation.
+        let renewed = [lease("s-0", "2", Some("b"), 4)];
+        assert_eq!(seen.next_expiry(&a, &renewed, t0), None);
+        // Replica Leases: the earliest of the live ones.
+        let mut seen = Observations::default();
+        let replicas = [
+            lease("r-b", "1", Some("b"), 4),
+            lease("r-c", "1", Some("c"), 9),
+        ];
+        live_replicas(&a, &replicas, &mut seen, (t0, wall()));
+        assert_eq!(seen.next_expiry(&a, &replicas, t0), Some(expiry));
     }
 
     #[test]
