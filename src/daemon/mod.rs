@@ -727,8 +727,11 @@ impl<D: Deliverer> Daemon<D> {
                     // Confirmations (a restart's or a resync's, one delivery per member) change
                     // no decision: while more are coming they wait, CONFIRMATIONS_WAIT or twice
                     // the last look if longer, to be absorbed together, instead of one look (a
-                    // whole step, save and publish) per member that answered.
-                    if !news && self.workers.outstanding() > 0 {
+                    // whole step, save and publish) per member that answered. Not when changes
+                    // wait for a look: the select prefers deliveries, and a stream of
+                    // confirmations would hold them back (a shard's new owner's members, marked
+                    // while the confirmations of another shard's come in).
+                    if !news && self.workers.outstanding() > 0 && changes.is_empty() {
                         let wait = CONFIRMATIONS_WAIT.max(2 * self.last_look);
                         let at = Instant::now() + wait;
                         timers.requeue_at = Some(timers.requeue_at.map_or(at, |r| r.min(at)));
@@ -750,7 +753,8 @@ impl<D: Deliverer> Daemon<D> {
                 }
                 Event::Probed => {
                     let news = probed.is_some_and(|a| self.probes.answered(a));
-                    if !news {
+                    // As with confirmations: changes waiting behind answers get their look.
+                    if !news && changes.is_empty() {
                         continue;
                     }
                 }
@@ -851,6 +855,7 @@ impl<D: Deliverer> Daemon<D> {
     /// that made them says what the member holds.
     fn member_changed(&mut self, changes: Vec<watch::MemberChange>) {
         let now = now_unix();
+        let mut marking = Vec::with_capacity(changes.len());
         for c in changes {
             if self.deleted_by_own_work(&c) {
                 tracing::debug!(member = %c.member, "{}: pruned by this daemon", c.what);
@@ -858,32 +863,41 @@ impl<D: Deliverer> Daemon<D> {
             }
             let labels = metrics::labels(&[("member", &c.member), ("cause", c.cause.name())]);
             self.metrics.member_changes.get_or_create(&labels).inc();
-            self.mark_changed(c, now);
+            marking.push(c);
         }
+        self.mark_changed(marking, now);
     }
 
-    /// Marks one change for the next step; a status change seen while its placement's work is
-    /// out waits for that work's result ([`Self::rereads_after_delivery`]).
-    fn mark_changed(&mut self, c: watch::MemberChange, now: u64) {
-        if c.cause == crate::rollout::state::RecheckCause::StatusChanged
-            && c.placement_label
-                .as_deref()
-                .is_some_and(|label| self.unabsorbed_work(&c.member, label).next().is_some())
-        {
-            self.rereads_after_delivery.push(c);
-            return;
-        }
-        let marked = self.state.recheck(
-            &c.member,
-            c.placement_label.as_deref(),
-            (&c.what, c.cause),
-            c.deleted,
-            now,
-        );
-        if marked > 0 {
+    /// Marks changes for the next step, all in one pass over the state; a status change seen
+    /// while its placement's work is out waits for that work's result
+    /// ([`Self::rereads_after_delivery`]).
+    fn mark_changed(&mut self, changes: Vec<watch::MemberChange>, now: u64) {
+        use crate::rollout::state::{Recheck, RecheckCause};
+        let (waiting, marking): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| {
+            c.cause == RecheckCause::StatusChanged
+                && c.placement_label
+                    .as_deref()
+                    .is_some_and(|label| self.unabsorbed_work(&c.member, label).next().is_some())
+        });
+        self.rereads_after_delivery.extend(waiting);
+        let each: Vec<Recheck> = marking
+            .iter()
+            .map(|c| Recheck {
+                member: &c.member,
+                placement_label: c.placement_label.as_deref(),
+                why: &c.what,
+                cause: c.cause,
+                deleted: c.deleted,
+            })
+            .collect();
+        let marked = self.state.recheck_each(&each, now);
+        for (c, marked) in marking.iter().zip(marked) {
+            if marked == 0 {
+                continue;
+            }
             if c.deleted {
                 tracing::warn!(member = %c.member, "{}: restoring it", c.what);
-            } else if c.cause == crate::rollout::state::RecheckCause::StatusChanged {
+            } else if c.cause == RecheckCause::StatusChanged {
                 tracing::debug!(member = %c.member, "{}: reading it again", c.what);
             } else {
                 tracing::debug!(member = %c.member, "{}: checking it", c.what);

@@ -300,6 +300,7 @@ impl<D: Deliverer> Daemon<D> {
     /// (scheduling and the step on the blocking pool, with the state lent to them). Nothing
     /// changes but the metrics and the members' last probes.
     async fn step_commit(&mut self, analyzed: &Arc<Analyzed>) -> Result<Stepped> {
+        let begun = std::time::Instant::now();
         let commit = analyzed.commit.clone();
         let members = &analyzed.members;
         // `--once` waits for every member; the daemon for none longer than a short wait.
@@ -346,6 +347,7 @@ impl<D: Deliverer> Daemon<D> {
         };
         // What the members' workers finished since the last step, before this step decides.
         let arrived = std::mem::take(&mut self.arrived);
+        let (absorbed, absorbing) = (arrived.len(), std::time::Instant::now());
         let previous_is_saved = arrived.is_empty();
         if !arrived.is_empty() {
             // Taken apart and put back together in key order, the keys moved, not copied.
@@ -361,10 +363,11 @@ impl<D: Deliverer> Daemon<D> {
         }
         // Status changes seen while their work was out are read again, now that its result
         // (which cleared their marks) is in; those whose work is still out wait again.
-        for c in std::mem::take(&mut self.rereads_after_delivery) {
-            self.mark_changed(c, now);
-        }
+        let absorb_ms = absorbing.elapsed().as_millis() as u64;
+        let rereads = std::mem::take(&mut self.rereads_after_delivery);
+        self.mark_changed(rereads, now);
         let reported = std::mem::take(&mut self.reported);
+        let changes = reported.len();
         if !reported.is_empty() {
             self.member_changed(reported);
         }
@@ -412,6 +415,7 @@ impl<D: Deliverer> Daemon<D> {
         let mut memo = std::mem::take(&mut self.step_memo);
         let mut schedule_memo = std::mem::take(&mut self.schedule_memo);
         let (step_commit, step_analyzed) = (commit.clone(), analyzed.clone());
+        let prepare_ms = begun.elapsed().as_millis() as u64;
         let (state, schedule, decision, (memo, schedule_memo), previous, judged) =
             blocking(move || {
                 let (mut state, mut previous) = (state, previous);
@@ -446,6 +450,10 @@ impl<D: Deliverer> Daemon<D> {
                     crate::rollout::step_memoized(&input, &state, Pacing::Rolling, &mut memo);
                 tracing::debug!(
                     target: "gitfleet::daemon::timing",
+                    prepare_ms,
+                    absorbed,
+                    absorb_ms,
+                    changes,
                     schedule_ms = scheduled.as_millis() as u64,
                     step_ms = (started.elapsed() - scheduled).as_millis() as u64,
                     work = decision.work.len(),

@@ -3,7 +3,7 @@
 //! health push reported), and each member's last good probe. Values only: the state store
 //! (`crate::state`) reads and writes them, crash-safely, in the format gitfleet 0.1.0 wrote.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -90,6 +90,18 @@ impl RecheckCause {
     }
 }
 
+/// One change to mark for a re-apply ([`RolloutState::recheck_each`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Recheck<'a> {
+    pub member: &'a str,
+    /// Only what this placement (by its label) put on the member; every placement when `None`.
+    pub placement_label: Option<&'a str>,
+    pub why: &'a str,
+    pub cause: RecheckCause,
+    /// The change deleted an object.
+    pub deleted: bool,
+}
+
 impl RolloutState {
     /// Marks what `placement_label` (every placement when `None`) put on `member` for a
     /// re-apply at the next step, because of `why`. A deletion makes the cluster not available
@@ -103,30 +115,75 @@ impl RolloutState {
         deleted: bool,
         now: u64,
     ) -> usize {
-        let mut marked = 0;
-        let why: Arc<str> = Arc::from(why);
+        let change = Recheck {
+            member,
+            placement_label,
+            why,
+            cause,
+            deleted,
+        };
+        self.recheck_each(&[change], now)[0]
+    }
+
+    /// [`Self::recheck`] of each change, in order; how many clusters each marked. One pass
+    /// over the placements for them all: a shard that changes owner marks each of its
+    /// members, and a pass per member over every placement costs members × placements.
+    pub fn recheck_each(&mut self, changes: &[Recheck<'_>], now: u64) -> Vec<usize> {
+        let mut marked = vec![0; changes.len()];
+        let mut by_member: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, c) in changes.iter().enumerate() {
+            by_member.entry(c.member).or_default().push(i);
+        }
+        let whys: Vec<Arc<str>> = changes.iter().map(|c| Arc::from(c.why)).collect();
+        let mut reached: Vec<&str> = Vec::new();
+        let mut applying: Vec<(&str, usize)> = Vec::new();
         for (key, ps) in &mut self.placements {
-            // The member first: most placements of a large fleet do not reach it, and the
-            // label is built for the comparison.
-            if !ps.clusters.contains_key(member) {
+            // The members first, from the smaller side: most placements of a large fleet do
+            // not reach a given member, and the label is built only for those that do.
+            reached.clear();
+            if by_member.len() <= ps.clusters.len() {
+                reached.extend(by_member.keys().filter(|m| ps.clusters.contains_key(**m)));
+            } else {
+                reached.extend(
+                    ps.clusters
+                        .keys()
+                        .filter_map(|m| by_member.get_key_value(m.as_str()).map(|(k, _)| *k)),
+                );
+            }
+            if reached.is_empty() {
                 continue;
             }
-            if placement_label.is_some_and(|l| l != key.label_value()) {
+            let label = key.label_value();
+            applying.clear();
+            for member in &reached {
+                applying.extend(
+                    by_member[member]
+                        .iter()
+                        .filter(|&&i| changes[i].placement_label.is_none_or(|l| l == label))
+                        .map(|&i| (*member, i)),
+                );
+            }
+            if applying.is_empty() {
                 continue;
             }
-            if let Some(c) = Arc::make_mut(ps).clusters.get_mut(member) {
-                if cause == RecheckCause::StatusChanged {
+            // Copied only when shared (with the state store's record of the last save).
+            let ps = Arc::make_mut(ps);
+            for &(member, i) in &applying {
+                let Some(c) = ps.clusters.get_mut(member) else {
+                    continue;
+                };
+                let change = &changes[i];
+                marked[i] += 1;
+                if change.cause == RecheckCause::StatusChanged {
                     c.reread = true;
-                    marked += 1;
                     continue;
                 }
-                c.recheck = Some(why.clone());
-                c.drift = cause == RecheckCause::ChangedOnTheMember;
-                if deleted && c.health != BindingHealth::Failed {
+                c.recheck = Some(whys[i].clone());
+                c.drift = change.cause == RecheckCause::ChangedOnTheMember;
+                if change.deleted && c.health != BindingHealth::Failed {
                     c.health = BindingHealth::Pending;
                     c.updated_at = now;
                 }
-                marked += 1;
             }
         }
         marked
@@ -758,6 +815,103 @@ mod tests {
         assert_eq!(other.clusters["m2"].health, BindingHealth::Available);
         assert!(other.clusters["m2"].recheck.is_some());
         assert!(!other.clusters["m2"].drift, "a restarted watch is no drift");
+    }
+
+    #[test]
+    fn changes_marked_together_mark_what_they_mark_one_by_one() {
+        let mut s = RolloutState::default();
+        // Placements of every size: some reach fewer members than the changes name, some more.
+        for (p, reach) in [(0, 1), (1, 3), (2, 8), (3, 0), (4, 5)] {
+            let key = format!("crp/p{p}").parse().unwrap();
+            let ps = Arc::make_mut(s.placements.entry(key).or_default());
+            for m in 0..reach {
+                let health = if m % 3 == 2 {
+                    BindingHealth::Failed
+                } else {
+                    BindingHealth::Available
+                };
+                ps.clusters.insert(format!("m{m}"), cluster(health));
+            }
+        }
+        let changes = [
+            (
+                "m0",
+                None,
+                "watch restarted",
+                RecheckCause::MayHaveChanged,
+                false,
+            ),
+            (
+                "m1",
+                Some("crp.p2"),
+                "ConfigMap deleted",
+                RecheckCause::ChangedOnTheMember,
+                true,
+            ),
+            (
+                "m2",
+                None,
+                "Secret deleted",
+                RecheckCause::ChangedOnTheMember,
+                true,
+            ),
+            ("m1", None, "Job status", RecheckCause::StatusChanged, false),
+            (
+                "m4",
+                Some("crp.p4"),
+                "edited",
+                RecheckCause::ChangedOnTheMember,
+                false,
+            ),
+            (
+                "m9",
+                None,
+                "a member no placement reaches",
+                RecheckCause::MayHaveChanged,
+                false,
+            ),
+            (
+                "m4",
+                Some("crp.p1"),
+                "a placement that does not reach it",
+                RecheckCause::MayHaveChanged,
+                true,
+            ),
+            (
+                "m0",
+                Some("crp.p1"),
+                "edited again",
+                RecheckCause::ChangedOnTheMember,
+                false,
+            ),
+        ];
+        let each: Vec<Recheck> = changes
+            .iter()
+            .map(|&(member, placement_label, why, cause, deleted)| Recheck {
+                member,
+                placement_label,
+                why,
+                cause,
+                deleted,
+            })
+            .collect();
+        let mut one_by_one = s.clone();
+        let counts: Vec<usize> = each
+            .iter()
+            .map(|c| one_by_one.recheck_each(std::slice::from_ref(c), 9)[0])
+            .collect();
+        let together = s.recheck_each(&each, 9);
+        assert_eq!(together, counts);
+        assert_eq!(together, [4, 1, 3, 3, 1, 0, 0, 1]);
+        assert_eq!(s, one_by_one);
+        // The last change of a cluster says why it is checked.
+        let p1 = &s.placements[&"crp/p1".parse().unwrap()];
+        assert_eq!(p1.clusters["m0"].recheck.as_deref(), Some("edited again"));
+        assert!(p1.clusters["m0"].drift);
+        // A Failed cluster stays Failed when its object is deleted.
+        let p2 = &s.placements[&"crp/p2".parse().unwrap()];
+        assert_eq!(p2.clusters["m2"].health, BindingHealth::Failed);
+        assert_eq!(p2.clusters["m1"].health, BindingHealth::Pending);
     }
 
     #[test]
