@@ -79,11 +79,79 @@ pub fn member_targets(cat: &Catalog) -> Vec<MemberTarget> {
 
 /// Reads a kubeconfig file once; [`connect`] takes the parsed form so that a fleet of members
 /// does not read and parse it per member.
+///
+/// Read as kube's `Kubeconfig::read_from` reads it (UTF-16 with a byte-order mark, several
+/// documents merged, relative paths resolved against the file's folder), but with gitfleet's
+/// YAML reader, as kubectl reads it (sigs.k8s.io/yaml): kube's reader refuses a document of
+/// more than 250,000 nodes, about 10,000 members' contexts, whatever the file's size.
 pub fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, MemberError> {
-    Kubeconfig::read_from(path).map_err(|e| MemberError::Kubeconfig {
+    let error = |message: String| MemberError::Kubeconfig {
         path: path.display().to_string(),
-        message: without_secrets(&format!("{e:#}")),
-    })
+        message,
+    };
+    let bytes = std::fs::read(path).map_err(|e| error(e.to_string()))?;
+    let text = match bytes.as_slice() {
+        [0xFF, 0xFE, rest @ ..] => {
+            let units: Vec<u16> = rest
+                .chunks(2)
+                .map(|c| u16::from_le_bytes([c[0], c.get(1).copied().unwrap_or(0)]))
+                .collect();
+            String::from_utf16(&units).map_err(|_| error("not valid UTF-16".into()))?
+        }
+        _ => crate::yaml::text(&bytes)
+            .map_err(|e| error(e.to_string()))?
+            .to_string(),
+    };
+    let documents: Vec<Kubeconfig> =
+        crate::yaml::all_from_str(&text).map_err(|e| error(without_secrets(&e.to_string())))?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    documents
+        .into_iter()
+        .map(|c| with_absolute_paths(c, dir))
+        .try_fold(Kubeconfig::default(), Kubeconfig::merge)
+        .map_err(|e| error(format!("{e:#}")))
+}
+
+/// `config` with its relative file references made absolute against `dir`, as client-go's
+/// `ResolveLocalPaths` does: certificate authority, client certificate and key, token file,
+/// and an exec command that names a path (a bare command is looked up on `PATH`).
+fn with_absolute_paths(mut config: Kubeconfig, dir: &Path) -> Kubeconfig {
+    let absolute = |file: &mut String| {
+        if Path::new(file.as_str()).is_relative() {
+            if let Some(joined) = dir.join(file.as_str()).to_str() {
+                *file = joined.to_string();
+            }
+        }
+    };
+    for cluster in config
+        .clusters
+        .iter_mut()
+        .filter_map(|n| n.cluster.as_mut())
+    {
+        if let Some(file) = cluster.certificate_authority.as_mut() {
+            absolute(file);
+        }
+    }
+    for user in config
+        .auth_infos
+        .iter_mut()
+        .filter_map(|n| n.auth_info.as_mut())
+    {
+        let files = [
+            &mut user.client_certificate,
+            &mut user.client_key,
+            &mut user.token_file,
+        ];
+        for file in files.into_iter().flatten() {
+            absolute(file);
+        }
+        if let Some(command) = user.exec.as_mut().and_then(|e| e.command.as_mut()) {
+            if command.contains(std::path::MAIN_SEPARATOR) {
+                absolute(command);
+            }
+        }
+    }
+    config
 }
 
 /// A kubeconfig reading error fit to print: the YAML reader quotes the offending source lines
@@ -418,6 +486,91 @@ mod tests {
         assert_eq!(
             without_secrets("invalid type: string \"tok\", expected a map\n  --> 9:1\n token: tok"),
             "invalid type: string \"…\", expected a map"
+        );
+    }
+
+    /// kube's own reader refuses a document of more than 250,000 YAML nodes: a fleet of
+    /// 10,000 members' contexts.
+    #[test]
+    fn a_kubeconfig_of_ten_thousand_members_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let entries: Vec<gitfleet_sim::KubeconfigEntry> = (0..10_001)
+            .map(|i| gitfleet_sim::KubeconfigEntry {
+                context: format!("m-{i:05}"),
+                server: format!("http://127.0.0.1:{}", 10_000 + i),
+                token: format!("token-{i}"),
+            })
+            .collect();
+        let path = dir.path().join("kubeconfig");
+        gitfleet_sim::kubeconfig::write_kubeconfig(&path, &entries).unwrap();
+        let k = read_kubeconfig(&path).unwrap();
+        assert_eq!(
+            (k.clusters.len(), k.auth_infos.len(), k.contexts.len()),
+            (10_001, 10_001, 10_001)
+        );
+        assert_eq!(k.current_context.as_deref(), Some("m-00000"));
+    }
+
+    /// Several documents merge (the first to name an entry wins it); a user's files and an
+    /// exec command that names a path resolve against the file's folder; UTF-16 with a
+    /// byte-order mark reads as UTF-8 does.
+    #[test]
+    fn a_kubeconfig_reads_as_kube_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "\
+apiVersion: v1
+kind: Config
+current-context: a
+users:
+- name: u
+  user:
+    client-certificate: certs/u.crt
+    client-key: /abs/u.key
+    tokenFile: token
+- name: x
+  user:
+    exec: {apiVersion: client.authentication.k8s.io/v1, command: bin/login}
+- name: bare
+  user:
+    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws}
+contexts:
+- {name: a, context: {cluster: c, user: u}}
+---
+users:
+- name: u
+  user: {token: second}
+contexts:
+- {name: b, context: {cluster: c, user: u}}
+";
+        let path = dir.path().join("config");
+        std::fs::write(&path, text).unwrap();
+        let k = read_kubeconfig(&path).unwrap();
+        let user = |name: &str| {
+            k.auth_infos
+                .iter()
+                .find(|u| u.name == name)
+                .and_then(|u| u.auth_info.clone())
+                .unwrap()
+        };
+        let at = |file: &str| Some(dir.path().join(file).display().to_string());
+        assert_eq!(user("u").client_certificate, at("certs/u.crt"));
+        assert_eq!(user("u").client_key.as_deref(), Some("/abs/u.key"));
+        assert_eq!(user("u").token_file, at("token"));
+        assert!(user("u").token.is_none(), "the first document's user wins");
+        assert_eq!(user("x").exec.unwrap().command, at("bin/login"));
+        assert_eq!(user("bare").exec.unwrap().command.as_deref(), Some("aws"));
+        let contexts: Vec<&str> = k.contexts.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(contexts, ["a", "b"]);
+
+        let utf16 = dir.path().join("utf16");
+        let mut bytes = vec![0xFF, 0xFE];
+        bytes.extend(text.encode_utf16().flat_map(u16::to_le_bytes));
+        std::fs::write(&utf16, bytes).unwrap();
+        let again = read_kubeconfig(&utf16).unwrap();
+        assert_eq!(again.contexts.len(), 2);
+        assert_eq!(
+            again.auth_infos[0].auth_info.as_ref().unwrap().token_file,
+            at("token")
         );
     }
     use crate::catalog::SourceFile;

@@ -1,8 +1,7 @@
 //! YAML, read as Kubernetes reads it and written so that Kubernetes reads it back the same.
 //! Every YAML gitfleet reads or writes goes through this module: manifests of a commit, fleet,
-//! inventory and price files, request bodies of the simulator, `-o yaml` outputs, tests. The one
-//! exception is the kubeconfig naming the members, which kube reads itself (with its relative
-//! paths resolved).
+//! inventory and price files, the kubeconfig naming the members, request bodies of the
+//! simulator, `-o yaml` outputs, tests.
 //!
 //! kubectl, client-go and the API server read YAML through sigs.k8s.io/yaml: go-yaml v2 (YAML
 //! 1.1 scalars: `yes` is true, `0755` is 493), then a conversion to JSON. `resolve` holds
@@ -104,10 +103,26 @@ fn single(text: &str) -> Result<(Value, Positions), Error> {
 /// string. An error names the line and the field.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
     let (value, positions) = single(text)?;
-    serde_path_to_error::deserialize(coerce::Coercing(&value)).map_err(|e| {
+    deserialize(&value, &positions)
+}
+
+/// Every non-empty document of `text`, each read into `T` as [`from_str`] reads one.
+pub fn all_from_str<T: DeserializeOwned>(text: &str) -> Result<Vec<T>, Error> {
+    let (docs, errors) = stream(text);
+    if let Some(e) = errors.into_iter().next() {
+        return Err(Error::at(e.line, e.message));
+    }
+    docs.iter()
+        .filter(|d| !d.value.is_null())
+        .map(|d| deserialize(&d.value, &d.positions))
+        .collect()
+}
+
+fn deserialize<T: DeserializeOwned>(value: &Value, positions: &Positions) -> Result<T, Error> {
+    serde_path_to_error::deserialize(coerce::Coercing(value)).map_err(|e| {
         let path = e.path().to_string();
         let line = positions
-            .line(&value, &path)
+            .line(value, &path)
             .or_else(|| positions.root_line());
         let message = clean_serde_message(&e.into_inner().to_string());
         let message = if path == "." {
