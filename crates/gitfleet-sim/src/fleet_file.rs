@@ -64,6 +64,13 @@ pub struct FleetFile {
     /// What `/version` reports, e.g. `v1.33.1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_version: Option<String>,
+    /// Changes each member keeps for watches to resume from (an older revision gets 410
+    /// Expired) and for the admin change log; [`crate::store::LOG_CAPACITY`] when absent. Each
+    /// keeps its object's versions: thousands of members need fewer. (A real API server keeps
+    /// a resource's recent events in its watch cache, at least 100, and older ones in etcd
+    /// until compaction.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch_history: Option<usize>,
     pub members: Vec<MemberSpec>,
 }
 
@@ -325,6 +332,9 @@ impl FleetFile {
         if self.members.is_empty() {
             out.push("members: at least one member is required".to_string());
         }
+        if self.watch_history == Some(0) {
+            out.push("watchHistory: must keep at least one change".to_string());
+        }
         for (i, m) in self.members.iter().enumerate() {
             let at = format!("members[{i}]");
             if !is_dns_label(&m.name) {
@@ -457,6 +467,7 @@ mod tests {
     #[test]
     fn reports_every_problem_with_its_field() {
         let text = r#"
+watchHistory: 0
 members:
   - name: A
     nodes: [{cpu: lots, taints: [{key: k, effect: Sometimes}]}]
@@ -477,6 +488,7 @@ members:
             "members[0].faults.errorRate",
             "members[0].faults.errorCodes: 404",
             "members[2].context: \"x\" appears twice",
+            "watchHistory: must keep at least one change",
         ] {
             assert!(all.contains(needle), "{needle} missing from:\n{all}");
         }

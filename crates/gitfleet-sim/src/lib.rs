@@ -358,6 +358,9 @@ pub async fn start(fleet: FleetFile, opts: StartOptions) -> Result<RunningFleet,
             addr,
             fleet.seed.wrapping_add(i as u64),
         ));
+        if let Some(events) = fleet.watch_history {
+            m.store().keep_events(events);
+        }
         seed::seed(&mut m.store(), spec, &version, &now);
         tasks.push(tokio::spawn(member::listen(
             m.clone(),

@@ -77,7 +77,8 @@ pub struct Event {
 
 static NEXT_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// How many events the log keeps; a watch from an older revision gets 410 Expired.
+/// How many events the log keeps unless the fleet file says ([`Store::keep_events`]); a watch
+/// from an older revision gets 410 Expired.
 pub const LOG_CAPACITY: usize = 20_000;
 
 pub struct Store {
@@ -87,6 +88,7 @@ pub struct Store {
     /// dependents here, as the real collector does from its graph, not by reading every object.
     dependents: HashMap<String, BTreeSet<ObjKey>>,
     log: VecDeque<Arc<Event>>,
+    log_capacity: usize,
     /// The latest revision, for followers to wait on.
     written: watch::Sender<u64>,
     pub registry: Registry,
@@ -101,6 +103,7 @@ impl Store {
             objects: BTreeMap::new(),
             dependents: HashMap::new(),
             log: VecDeque::new(),
+            log_capacity: LOG_CAPACITY,
             written: watch::channel(1).0,
             registry: Registry::default(),
             uid_seed: uid_seed.into(),
@@ -229,14 +232,24 @@ impl Store {
             object,
             old,
         });
-        if self.log.len() == LOG_CAPACITY {
+        if self.log.len() >= self.log_capacity {
             self.log.pop_front();
         }
         self.log.push_back(event);
         self.written.send_replace(self.rv);
     }
 
-    /// The logged changes, oldest first (at most [`LOG_CAPACITY`]).
+    /// Keeps the last `capacity` events (at least one) from now on: each holds its object's
+    /// versions, which a large fleet's members cannot all afford.
+    pub fn keep_events(&mut self, capacity: usize) {
+        self.log_capacity = capacity.max(1);
+        while self.log.len() > self.log_capacity {
+            self.log.pop_front();
+        }
+    }
+
+    /// The logged changes, oldest first (at most [`LOG_CAPACITY`] or what
+    /// [`Store::keep_events`] set).
     pub fn changes(&self) -> impl Iterator<Item = &Arc<Event>> {
         self.log.iter()
     }
@@ -463,6 +476,33 @@ mod tests {
             "a whole log behind is still in time"
         );
         for _ in 0..=LOG_CAPACITY {
+            s.lock().unwrap().put(key.clone(), cm("a"));
+        }
+        assert_eq!(changes.next(&s).await.unwrap_err(), Missed::Expired);
+    }
+
+    /// A smaller log keeps the newest changes only, and a follower further behind is told.
+    #[tokio::test]
+    async fn a_log_kept_short_forgets_the_oldest_changes() {
+        let s = Mutex::new(Store::new("t"));
+        let key = ObjKey::new("", "configmaps", "d", "a");
+        for _ in 0..5 {
+            s.lock().unwrap().put(key.clone(), cm("a"));
+        }
+        s.lock().unwrap().keep_events(3);
+        let rvs: Vec<u64> = s.lock().unwrap().changes().map(|e| e.rv).collect();
+        assert_eq!(rvs.len(), 3, "trimmed at once");
+        let mut changes = s.lock().unwrap().subscribe();
+        for _ in 0..3 {
+            s.lock().unwrap().put(key.clone(), cm("a"));
+        }
+        assert_eq!(changes.next(&s).await.unwrap().len(), 3);
+        assert_eq!(
+            s.lock().unwrap().changes().count(),
+            3,
+            "bounded from then on"
+        );
+        for _ in 0..4 {
             s.lock().unwrap().put(key.clone(), cm("a"));
         }
         assert_eq!(changes.next(&s).await.unwrap_err(), Missed::Expired);
