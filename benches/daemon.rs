@@ -12,7 +12,9 @@
 //!   run waiting for an approval, against the same daemon settled.
 //! - [`real_latency`]: push-to-applied on 3 real members, when the test bed is built.
 //! - [`scale`]: 1,000 placements over 300 members, five phases.
-//! - [`sharded`]: the scale fleet delivered by replicas with `--shards`, five phases.
+//! - [`sharded`]: the scale fleet delivered by replicas with `--shards`, five phases; past
+//!   what one process's open files allow, its members are served by `gitfleet sim` child
+//!   processes ([`sim_processes`]).
 //! - [`kustomize`]: the daemon's CPU with 100 placements built by kustomize, against the same
 //!   objects as plain YAML.
 //!
@@ -51,6 +53,8 @@ mod real_latency;
 mod scale;
 #[path = "daemon_parts/sharded.rs"]
 mod sharded;
+#[path = "daemon_parts/sim_processes.rs"]
+mod sim_processes;
 #[path = "support/testbed.rs"]
 mod testbed;
 #[path = "daemon_parts/waiting.rs"]

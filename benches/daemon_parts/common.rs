@@ -553,12 +553,20 @@ pub(super) fn latency_files(members: &[String]) -> Vec<(String, String)> {
 }
 
 pub(super) fn sim_fleet(names: &[String], nodes: &str) -> gitfleet_sim::FleetFile {
+    gitfleet::yaml::from_str(&sim_fleet_text(names, nodes)).expect("fleet file")
+}
+
+/// The fleet file of members `names`, each with `nodes` (a fleet file's node groups).
+pub(super) fn sim_fleet_text(names: &[String], nodes: &str) -> String {
     let mut text = String::from("members:\n");
     for n in names {
         text.push_str(&format!("  - name: {n}\n    nodes: [{nodes}]\n"));
     }
-    gitfleet::yaml::from_str(&text).expect("fleet file")
+    text
 }
+
+/// The nodes of the benchmarks' members: two of 8 cores.
+pub(super) const BENCH_NODES: &str = "{count: 2, cpu: '8', memory: 32Gi}";
 
 /// Simulated members `names` (two 8-core nodes each) and a kubeconfig for them in `dir`.
 pub(super) fn start_members(
@@ -566,9 +574,18 @@ pub(super) fn start_members(
     names: &[String],
     dir: &Path,
 ) -> Result<(gitfleet_sim::RunningFleet, PathBuf)> {
+    start_fleet(rt, sim_fleet(names, BENCH_NODES), dir)
+}
+
+/// Simulated members as `fleet` says, and a kubeconfig for them in `dir`.
+pub(super) fn start_fleet(
+    rt: &tokio::runtime::Runtime,
+    fleet: gitfleet_sim::FleetFile,
+    dir: &Path,
+) -> Result<(gitfleet_sim::RunningFleet, PathBuf)> {
     let sim = rt
         .block_on(gitfleet_sim::start(
-            sim_fleet(names, "{count: 2, cpu: '8', memory: 32Gi}"),
+            fleet,
             gitfleet_sim::StartOptions::default(),
         ))
         .map_err(|e| e.to_string())?;

@@ -3,10 +3,12 @@
 //! simulated cluster. Five phases: the first rollout (from the replicas' start), idle (each
 //! replica's RSS), one placement's change, a replica killed (until its shards are held by the
 //! others and its members checked again), and a replica added (until the shards are split
-//! again and the members it took checked again).
+//! again and the members it took checked again). Fleets past what one process's open files
+//! allow are served by `gitfleet sim` child processes ([`super::sim_processes`]).
 //! `GITFLEET_DAEMON_SHARDED="placements,members,replicas,shards,idle_s"`.
 
 use super::common::*;
+use super::sim_processes::{open_files, Members};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -152,6 +154,8 @@ struct Row {
     rss: Vec<(String, f64)>,
     writes: u64,
     reads: u64,
+    /// The most files a replica, and a simulator, had open at the phase's end.
+    files: (usize, usize),
 }
 
 fn measure(
@@ -160,7 +164,7 @@ fn measure(
     ticks: &[(String, u64)],
     at: Instant,
     requests: (u64, u64),
-    sim: &gitfleet_sim::RunningFleet,
+    sim: &Members,
 ) -> Result<Row> {
     let tck = clock_ticks_per_second() as f64;
     let mut cpu = Vec::new();
@@ -173,7 +177,14 @@ fn measure(
             proc_status_kib(d.pid(), "VmRSS:")? as f64 / 1024.0,
         ));
     }
-    let (reads, writes) = member_requests(sim);
+    let (reads, writes) = sim.requests()?;
+    let most = |pids: &mut dyn Iterator<Item = u32>| -> Result<usize> {
+        pids.map(open_files).try_fold(0, |m, n| n.map(|n| m.max(n)))
+    };
+    let files = (
+        most(&mut replicas.iter().map(|(_, d)| d.pid()))?,
+        most(&mut sim.pids().into_iter())?,
+    );
     Ok(Row {
         name,
         wall: at.elapsed(),
@@ -181,6 +192,7 @@ fn measure(
         rss,
         reads: reads - requests.0,
         writes: writes - requests.1,
+        files,
     })
 }
 
@@ -197,7 +209,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
     let (mut names, texts, _) = super::scale::scale_files(placements, clusters);
     let members: Vec<String> = names.clone();
     names.push(HOSTING.to_string());
-    let (sim, kubeconfig) = start_members(rt, &names, dir.path())?;
+    let (sim, kubeconfig) = Members::start(rt, &names, dir.path())?;
     let repos = Repos::create(dir.path(), &texts)?;
     let head = git(&repos.work, &["rev-parse", "HEAD"])?;
     let start = |id: &str| -> Result<(String, DaemonProcess)> {
@@ -227,7 +239,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
     let mut rows = Vec::new();
 
     // 1. The first rollout, from the replicas' start.
-    let requests = member_requests(&sim);
+    let requests = sim.requests()?;
     let at = Instant::now();
     let mut replicas: Vec<(String, DaemonProcess)> = (1..=count)
         .map(|i| start(&format!("r{i}")))
@@ -247,7 +259,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
     )?);
 
     // 2. Idle: each replica's mean RSS over the window.
-    let (requests, at, ticks) = (member_requests(&sim), Instant::now(), ticks_of(&replicas)?);
+    let (requests, at, ticks) = (sim.requests()?, Instant::now(), ticks_of(&replicas)?);
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); replicas.len()];
     while at.elapsed() < window {
         for (i, (_, d)) in replicas.iter().enumerate() {
@@ -270,7 +282,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         .ok_or("no app-001")?;
     repos.write(one, &text.replace("LOG_LEVEL: info", "LOG_LEVEL: debug"))?;
     let head = repos.commit("one placement's ConfigMap")?;
-    let (requests, at, ticks) = (member_requests(&sim), Instant::now(), ticks_of(&replicas)?);
+    let (requests, at, ticks) = (sim.requests()?, Instant::now(), ticks_of(&replicas)?);
     repos.push()?;
     replicas[leader]
         .1
@@ -292,7 +304,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
     let (_, lost) = replica_view(&replicas[victim].1)?;
     let lost_members = members_of(&members, &lost, shards);
     let leader_id = replicas[leader].0.clone();
-    let (requests, at) = (member_requests(&sim), Instant::now());
+    let (requests, at) = (sim.requests()?, Instant::now());
     let (victim_id, victim_process) = replicas.remove(victim);
     drop(victim_process);
     let leader = replicas
@@ -316,7 +328,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
     )?);
 
     // 5. A replica added: until the shards are split among all again.
-    let (requests, at, ticks) = (member_requests(&sim), Instant::now(), ticks_of(&replicas)?);
+    let (requests, at, ticks) = (sim.requests()?, Instant::now(), ticks_of(&replicas)?);
     let before = delivered(&replicas)?;
     replicas.push(start(&format!("r{}", count + 1))?);
     let rebalanced = await_split(&replicas, shards)?;
@@ -341,11 +353,12 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         "release build"
     };
     println!(
-        "sharded ({profile}): {clusters} simulated members and {placements} placements (the scale fleet), {count} replicas of gitfleet run --state kubernetes --shards {shards}, hosting cluster simulated (one simulator, in the benchmark's process); default lease timings (15 s / 10 s / 2 s)"
+        "sharded ({profile}): {clusters} simulated members and {placements} placements (the scale fleet), {count} replicas of gitfleet run --state kubernetes --shards {shards}, hosting cluster simulated ({}); default lease timings (15 s / 10 s / 2 s)",
+        sim.describe()
     );
     println!(
-        "{:<15} {:>8} {:>8} {:>8}  per replica: CPU s / RSS MiB (* leads)",
-        "phase", "wall", "reads", "writes"
+        "{:<15} {:>8} {:>8} {:>8} {:>6} {:>6}  per replica: CPU s / RSS MiB (* leads)",
+        "phase", "wall", "reads", "writes", "fd r", "fd sim"
     );
     for r in &rows {
         let per: Vec<String> = r
@@ -358,11 +371,13 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
             })
             .collect();
         println!(
-            "{:<15} {:>7.1}s {:>8} {:>8}  {}",
+            "{:<15} {:>7.1}s {:>8} {:>8} {:>6} {:>6}  {}",
             r.name,
             r.wall.as_secs_f64(),
             r.reads,
             r.writes,
+            r.files.0,
+            r.files.1,
             per.join("  ")
         );
     }
@@ -374,10 +389,10 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         rebalanced.as_secs_f64(),
     );
     println!(
-        "wall = until the leader's status API shows the commit served and every binding confirmed (the first rollout: from the replicas' start, and until the shards are split); reads/writes = requests the members received; RSS: idle = mean of 1 s samples over {} s, otherwise at the phase's end.",
+        "wall = until the leader's status API shows the commit served and every binding confirmed (the first rollout: from the replicas' start, and until the shards are split); reads/writes = requests the members received; fd r / fd sim = the most files a replica / a simulator process had open at the phase's end; RSS: idle = mean of 1 s samples over {} s, otherwise at the phase's end.",
         window.as_secs()
     );
     drop(replicas);
-    rt.block_on(sim.shutdown());
+    sim.shutdown(rt);
     Ok(())
 }
