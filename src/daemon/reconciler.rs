@@ -353,11 +353,21 @@ impl<D: Deliverer> Daemon<D> {
             // Taken apart and put back together in key order, the keys moved, not copied.
             let (keys, mut bindings): (Vec<_>, Vec<Arc<PlacementSchedule>>) =
                 std::mem::take(&mut previous).into_iter().unzip();
+            let mut index = crate::rollout::BindingIndex::default();
             for d in arrived {
                 self.count_pushes(&d.results);
                 let ledger = crate::rollout::Ledger::default();
                 let state = &mut self.state;
-                crate::rollout::absorb(state, &mut bindings, ledger, d.results, &d.commit, now);
+                let (results, commit) = (d.results, &d.commit);
+                crate::rollout::absorb_indexed(
+                    state,
+                    &mut bindings,
+                    &mut index,
+                    ledger,
+                    results,
+                    commit,
+                    now,
+                );
             }
             previous = keys.into_iter().zip(bindings).collect();
         }

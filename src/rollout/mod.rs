@@ -45,8 +45,8 @@ pub use rolling::{
 };
 pub use state::{ClusterState, LastProbe, PlacementState, Rejected, RolloutState};
 pub use step::{
-    absorb, step, step_memoized, Decision, Input, Ledger, Pace, Pacing, StagedInput, StepMemo,
-    StepSummary,
+    absorb, absorb_indexed, step, step_memoized, BindingIndex, Decision, Input, Ledger, Pace,
+    Pacing, StagedInput, StepMemo, StepSummary,
 };
 pub use strategy::{ApplyStrategy, Strategy};
 pub use wake::{next_wake, Wake};

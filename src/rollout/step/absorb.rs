@@ -39,11 +39,98 @@ fn share_equal_set(
     }
 }
 
+/// Where the bindings of a schedule's placements are: by placement key, and within a
+/// placement by cluster, each found on first use. A look absorbs its deliveries one after
+/// another, each one member's, so it meets every placement once per member: scanning a
+/// placement's bindings for each result cost a look members × bindings. Valid for one schedule
+/// slice, whose placements keep their places (their contents may change).
+#[derive(Default)]
+pub struct BindingIndex {
+    placements: Option<HashMap<PlacementKey, Vec<usize>>>,
+    clusters: HashMap<usize, HashMap<String, Vec<usize>>>,
+}
+
+impl BindingIndex {
+    /// The places of the placements named `key` (one, unless a caller's schedule repeats it).
+    fn placements(
+        &mut self,
+        schedule: &[Arc<PlacementSchedule>],
+        key: &PlacementKey,
+    ) -> Vec<usize> {
+        let placements = self.placements.get_or_insert_with(|| {
+            let mut at: HashMap<PlacementKey, Vec<usize>> = HashMap::default();
+            for (i, p) in schedule.iter().enumerate() {
+                at.entry(p.key.clone()).or_default().push(i);
+            }
+            at
+        });
+        placements.get(key).cloned().unwrap_or_default()
+    }
+
+    /// The places of `cluster`'s bindings in the placement at `at`.
+    fn bindings(
+        &mut self,
+        schedule: &[Arc<PlacementSchedule>],
+        at: usize,
+        cluster: &str,
+    ) -> &[usize] {
+        self.clusters
+            .entry(at)
+            .or_insert_with(|| {
+                let mut by: HashMap<String, Vec<usize>> = HashMap::default();
+                for (i, b) in schedule[at].bindings.iter().enumerate() {
+                    by.entry(b.cluster.to_string()).or_default().push(i);
+                }
+                by
+            })
+            .get(cluster)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The first placement named `key` with a binding of `cluster` in `state`, and where its
+    /// bindings of `cluster` are.
+    fn find(
+        &mut self,
+        schedule: &[Arc<PlacementSchedule>],
+        key: &PlacementKey,
+        cluster: &str,
+        state: BindingState,
+    ) -> Option<(usize, Vec<usize>)> {
+        self.placements(schedule, key).into_iter().find_map(|at| {
+            let places = self.bindings(schedule, at, cluster);
+            places
+                .iter()
+                .any(|&i| schedule[at].bindings[i].state == state)
+                .then(|| (at, places.to_vec()))
+        })
+    }
+
+    /// The placement at `at` lost bindings: its places are found again on next use.
+    fn forget(&mut self, at: usize) {
+        self.clusters.remove(&at);
+    }
+}
+
 /// Folds the outcomes of the work into the state and the schedule's bindings: applied clusters
 /// record their revision and health and become Bound; removed ones leave both.
 pub fn absorb(
     state: &mut RolloutState,
     schedule: &mut [Arc<PlacementSchedule>],
+    ledger: Ledger,
+    results: Vec<(Work, Outcome)>,
+    commit: &str,
+    now: u64,
+) {
+    let mut index = BindingIndex::default();
+    absorb_indexed(state, schedule, &mut index, ledger, results, commit, now);
+}
+
+/// [`absorb`], with the places of the bindings kept in `index` from one call to the next on
+/// the same `schedule`.
+pub fn absorb_indexed(
+    state: &mut RolloutState,
+    schedule: &mut [Arc<PlacementSchedule>],
+    index: &mut BindingIndex,
     ledger: Ledger,
     results: Vec<(Work, Outcome)>,
     commit: &str,
@@ -130,30 +217,27 @@ pub fn absorb(
                 if binds {
                     // Only a binding still Scheduled: the daemon absorbs results that may come
                     // after a later schedule unscheduled the cluster, which must stay so.
-                    let binding = |b: &crate::schedule::Binding| {
-                        b.cluster == work.cluster && b.state == BindingState::Scheduled
-                    };
-                    // Copied on write: the schedule may be shared with the scheduler's memo.
-                    if let Some(p) = schedule
-                        .iter_mut()
-                        .find(|p| &p.key == key && p.bindings.iter().any(binding))
+                    let scheduled = BindingState::Scheduled;
+                    if let Some((at, places)) = index.find(schedule, key, &work.cluster, scheduled)
                     {
-                        for b in Arc::make_mut(p).bindings.iter_mut().filter(|b| binding(b)) {
-                            b.state = BindingState::Bound;
+                        // Copied on write: the schedule may be shared with the scheduler's memo.
+                        let p = Arc::make_mut(&mut schedule[at]);
+                        for i in places {
+                            if p.bindings[i].state == scheduled {
+                                p.bindings[i].state = BindingState::Bound;
+                            }
                         }
                     }
                 }
             }
             (Action::Remove { .. }, Outcome::Done(..)) => {
                 ps.clusters.remove(&work.cluster);
-                let binding = |b: &crate::schedule::Binding| {
-                    b.cluster == work.cluster && b.state == BindingState::Unscheduled
-                };
-                if let Some(p) = schedule
-                    .iter_mut()
-                    .find(|p| &p.key == key && p.bindings.iter().any(binding))
-                {
-                    Arc::make_mut(p).bindings.retain(|b| !binding(b));
+                let unscheduled = BindingState::Unscheduled;
+                if let Some((at, _)) = index.find(schedule, key, &work.cluster, unscheduled) {
+                    Arc::make_mut(&mut schedule[at])
+                        .bindings
+                        .retain(|b| !(b.cluster == work.cluster && b.state == unscheduled));
+                    index.forget(at);
                 }
             }
             (action, Outcome::Failed(message)) => {

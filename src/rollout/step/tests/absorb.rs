@@ -90,3 +90,101 @@ fn clusters_of_one_delivery_share_their_rendering_and_commit() {
         m2.commit.as_ref().unwrap()
     ));
 }
+
+/// A look absorbs its deliveries one member at a time through one index of the bindings: the
+/// schedule it leaves is the one absorbing each delivery on its own leaves, a removal (which
+/// moves the bindings after it) included.
+#[test]
+fn deliveries_absorbed_through_one_index_bind_as_one_by_one() {
+    use crate::schedule::{Binding, PlacementSchedule};
+    let binding = |cluster: &str, state| Binding {
+        cluster: cluster.into(),
+        state,
+        policy_index: 0,
+        affinity_score: None,
+        topology_spread_score: None,
+        previous_state: None,
+    };
+    let placement = |key: PlacementKey| {
+        Arc::new(PlacementSchedule {
+            key,
+            policy_snapshot_index: Some(0),
+            policy_hash: None,
+            selected: Vec::new(),
+            decisions: Vec::new(),
+            conditions: Vec::new(),
+            bindings: vec![
+                binding("m1", BindingState::Unscheduled),
+                binding("m2", BindingState::Scheduled),
+                binding("m3", BindingState::Bound),
+                binding("m4", BindingState::Scheduled),
+            ],
+            decision_groups: Vec::new(),
+        })
+    };
+    let other: PlacementKey = "crp/other".parse().unwrap();
+    let schedule = vec![placement(app()), placement(other.clone())];
+    let apply = |key: &PlacementKey, cluster: &str| {
+        let revision = Revision {
+            resource_index: 0,
+            rendered: "r0".into(),
+        };
+        let manifests = (Arc::new(Vec::new()), revision);
+        let work = Work::apply(
+            key,
+            cluster,
+            manifests,
+            ApplyStrategy::default(),
+            "r0".into(),
+            true,
+            false,
+        );
+        let done = Outcome::Done(BindingHealth::Available, Default::default());
+        vec![(work, done)]
+    };
+    let remove = |key: &PlacementKey, cluster: &str| {
+        let work = Work::remove(key, cluster, ApplyStrategy::default());
+        vec![(
+            work,
+            Outcome::Done(BindingHealth::Available, Default::default()),
+        )]
+    };
+    let deliveries = || {
+        vec![
+            apply(&app(), "m2"),
+            remove(&app(), "m1"),
+            apply(&app(), "m4"),
+            apply(&app(), "m3"),
+            apply(&other, "m4"),
+        ]
+    };
+    let (mut one_by_one, mut indexed) = (schedule.clone(), schedule);
+    let (mut a, mut b) = (RolloutState::default(), RolloutState::default());
+    for results in deliveries() {
+        absorb(&mut a, &mut one_by_one, Ledger::default(), results, "c", 0);
+    }
+    let mut index = crate::rollout::BindingIndex::default();
+    for results in deliveries() {
+        let ledger = Ledger::default();
+        absorb_indexed(&mut b, &mut indexed, &mut index, ledger, results, "c", 0);
+    }
+    assert_eq!(indexed, one_by_one);
+    let states = |p: &PlacementSchedule| -> Vec<(String, BindingState)> {
+        p.bindings
+            .iter()
+            .map(|b| (b.cluster.to_string(), b.state))
+            .collect()
+    };
+    let bound = |c: &str| (c.to_string(), BindingState::Bound);
+    assert_eq!(states(&indexed[0]), [bound("m2"), bound("m3"), bound("m4")]);
+    assert_eq!(
+        states(&indexed[1]),
+        [
+            ("m1".to_string(), BindingState::Unscheduled),
+            ("m2".to_string(), BindingState::Scheduled),
+            bound("m3"),
+            bound("m4"),
+        ]
+    );
+    assert_eq!(a, b);
+}
