@@ -23,8 +23,8 @@ fn scale_sizes() -> (usize, usize, Duration) {
 /// The shared namespace and ConfigMap the last tenth of the scale fleet's placements deliver.
 const SHARED: (&str, &str, &str) = ("shared", "common", "revision");
 
-/// The scale fleet: [`idle_files`] for nine tenths of the placements, and one tenth
-/// PickFixed placements that all select the `shared` namespace (and so its ConfigMap), each
+/// The scale fleet: [`idle_files`] for nine tenths of the placements, and one tenth (more
+/// where a tenth's slices would list more than 100 members) PickFixed placements that all select the `shared` namespace (and so its ConfigMap), each
 /// for its own slice of the members (so that no two put the same object on one member, which
 /// push refuses: "already placed by another placement"). Returns the member names, the files
 /// and the number of shared placements.
@@ -32,7 +32,11 @@ pub(super) fn scale_files(
     placements: usize,
     clusters: usize,
 ) -> (Vec<String>, Vec<(String, String)>, usize) {
-    let shared = placements / 10;
+    // A tenth of the placements, or more where a tenth's slices would pass the hub's limit of
+    // 100 names a PickFixed placement may list.
+    let shared = (placements / 10)
+        .max(clusters.div_ceil(100))
+        .min(placements);
     let (names, mut files) = idle_files(placements - shared, clusters);
     files.push(("shared/namespace.yaml".into(), yaml(&shared_objects(0))));
     for k in 0..shared {
