@@ -29,6 +29,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+use crate::fast_hash::{HashMap, HashSet};
 use std::time::Duration;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -59,10 +61,11 @@ struct Last {
 /// The members' last answers and the probes running.
 pub struct Probes<D: Deliverer + 'static> {
     deliverer: Arc<D>,
-    last: BTreeMap<String, Last>,
-    running: BTreeSet<String>,
+    // Hashed: every start of due probes looks each member up in all three.
+    last: HashMap<String, Last>,
+    running: HashSet<String>,
     /// Members to probe at once (a push failed on them), whatever their last answer.
-    asked: BTreeSet<String>,
+    asked: HashSet<String>,
     /// The members of the last reconcile: those probed when probes fall due between reconciles.
     members: Arc<[Member]>,
     /// Each of `members` by name, with its heartbeat period.
@@ -86,9 +89,9 @@ impl<D: Deliverer + 'static> Probes<D> {
         let (answers, received) = unbounded_channel();
         Probes {
             deliverer,
-            last: BTreeMap::new(),
-            running: BTreeSet::new(),
-            asked: BTreeSet::new(),
+            last: HashMap::default(),
+            running: HashSet::default(),
+            asked: HashSet::default(),
             members: Arc::new([]),
             heartbeats: Default::default(),
             built: None,
@@ -166,16 +169,23 @@ impl<D: Deliverer + 'static> Probes<D> {
     }
 
     /// Starts the probes that are due; the names of the members probed.
+    ///
+    /// One pass finds them and when the first of the others falls due (those started now run,
+    /// and fall due again only when they answer): in a large fleet probes fall due many times
+    /// a second, and each start scanned every member twice.
     pub fn start_due(&mut self) -> BTreeSet<String> {
         let now = Instant::now();
-        let due: Vec<Member> = self
-            .members
-            .iter()
-            .filter(|m| self.due_at(m, now).is_some_and(|at| at <= now))
-            .cloned()
-            .collect();
+        let mut due: Vec<Member> = Vec::new();
+        let mut next: Option<Instant> = None;
+        for m in self.members.iter() {
+            match self.due_at(m, now) {
+                Some(at) if at <= now => due.push(m.clone()),
+                Some(at) => next = Some(next.map_or(at, |n| n.min(at))),
+                None => {}
+            }
+        }
         let mut started = BTreeSet::new();
-        self.next_due = None;
+        self.next_due = Some(next);
         for m in due {
             let name = m.target.name.clone();
             self.asked.remove(&name);
