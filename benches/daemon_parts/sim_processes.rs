@@ -11,10 +11,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 
-/// Changes each member keeps for watches to resume from: the simulator's default, 20,000, keeps
-/// every version of every object a fleet-scale rollout writes (gigabytes over thousands of
-/// members), more than a watch that reconnects at once needs.
+/// Changes each member keeps for watches to resume from, unless
+/// `GITFLEET_DAEMON_SIM_WATCH_HISTORY` says: the simulator's default, 20,000, keeps every
+/// version of every object a fleet-scale rollout writes (gigabytes over thousands of members),
+/// more than a watch that reconnects at once needs.
 const WATCH_HISTORY: usize = 1_000;
+
+fn watch_history() -> usize {
+    std::env::var("GITFLEET_DAEMON_SIM_WATCH_HISTORY")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .map_or(WATCH_HISTORY, |n| n.max(1))
+}
 
 /// Open files a simulated member costs its simulator at most: its listener and its owners'
 /// connections (seen: about four a member at rest, and up to six while shards move: an old
@@ -28,7 +36,7 @@ pub(super) enum Members {
 }
 
 impl Members {
-    /// Serves `names` (two 8-core nodes each, [`WATCH_HISTORY`] changes kept) and writes one
+    /// Serves `names` (two 8-core nodes each, [`watch_history`] changes kept) and writes one
     /// kubeconfig for all of them in `dir`: in this process while its open-files limit allows,
     /// otherwise in child processes of at most that many members each, `HOSTING` (if named)
     /// alone in one.
@@ -123,7 +131,8 @@ impl Members {
 
 fn fleet_text(names: &[String]) -> String {
     format!(
-        "watchHistory: {WATCH_HISTORY}\n{}",
+        "watchHistory: {}\n{}",
+        watch_history(),
         sim_fleet_text(names, BENCH_NODES)
     )
 }
