@@ -205,7 +205,7 @@ impl HostingArgs {
     async fn connect(&self) -> Result<(kube::Client, String)> {
         let config = match &self.hosting_kubeconfig {
             Some(path) => {
-                let kubeconfig = crate::members::connect::read_kubeconfig(path)?;
+                let kubeconfig = crate::members::read_kubeconfig(path)?;
                 let options = kube::config::KubeConfigOptions {
                     context: self.hosting_context.clone(),
                     ..Default::default()

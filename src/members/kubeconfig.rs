@@ -5,9 +5,10 @@
 //! it whole and `current-context` comes from the first file that sets one), else
 //! `~/.kube/config`. Each file's relative paths (certificate-authority, client certificate and
 //! key, tokenFile, exec command) resolve against its own folder, as client-go's
-//! `ResolveLocalPaths` does. kube's `Kubeconfig::read_from` and `Kubeconfig::merge` do the
-//! reading and the merging; what kube's `Kubeconfig::from_env` does differently (it fails on a
-//! missing file, where kubectl skips it) is why the list is walked here.
+//! `ResolveLocalPaths` does. Each file is read as kube's `Kubeconfig::read_from` reads it, but
+//! with gitfleet's YAML reader ([`read_kubeconfig`]); kube's `Kubeconfig::merge` merges them.
+//! What kube's `Kubeconfig::from_env` does differently (it fails on a missing file, where
+//! kubectl skips it) is why the list is walked here.
 //!
 //! It only reads files: which context reaches which member is [`super::connect`]'s.
 
@@ -80,7 +81,7 @@ impl KubeconfigSource {
     pub fn load(&self) -> Result<Located, MemberError> {
         match self {
             Self::Flag(path) => Ok(Located {
-                kubeconfig: super::connect::read_kubeconfig(path)?,
+                kubeconfig: read_kubeconfig(path)?,
                 name: path.clone(),
             }),
             Self::Home(path) => {
@@ -91,7 +92,7 @@ impl KubeconfigSource {
                     });
                 }
                 Ok(Located {
-                    kubeconfig: super::connect::read_kubeconfig(path)?,
+                    kubeconfig: read_kubeconfig(path)?,
                     name: path.clone(),
                 })
             }
@@ -104,7 +105,7 @@ impl KubeconfigSource {
                     {
                         continue;
                     }
-                    let next = super::connect::read_kubeconfig(path)?;
+                    let next = read_kubeconfig(path)?;
                     merged = Some(match merged {
                         None => next,
                         Some(m) => m.merge(next).map_err(|e| MemberError::Kubeconfig {
@@ -137,9 +138,227 @@ fn join(files: &[PathBuf]) -> PathBuf {
         .unwrap_or_else(|_| files.first().cloned().unwrap_or_default())
 }
 
+/// Reads a kubeconfig file once; [`super::connect`] takes the parsed form so that a fleet of members
+/// does not read and parse it per member.
+///
+/// Read as kube's `Kubeconfig::read_from` reads it (UTF-16 with a byte-order mark, several
+/// documents merged, relative paths resolved against the file's folder), but with gitfleet's
+/// YAML reader, as kubectl reads it (sigs.k8s.io/yaml): kube's reader refuses a document of
+/// more than 250,000 nodes, about 10,000 members' contexts, whatever the file's size.
+pub fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, MemberError> {
+    let error = |message: String| MemberError::Kubeconfig {
+        path: path.display().to_string(),
+        message,
+    };
+    let bytes = std::fs::read(path).map_err(|e| error(e.to_string()))?;
+    let text = text_of(&bytes).map_err(error)?;
+    let documents: Vec<Kubeconfig> =
+        crate::yaml::all_from_str(&text).map_err(|e| error(without_secrets(&e.to_string())))?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    documents
+        .into_iter()
+        .map(|c| with_absolute_paths(c, dir))
+        .try_fold(Kubeconfig::default(), Kubeconfig::merge)
+        .map_err(|e| error(format!("{e:#}")))
+}
+
+/// A kubeconfig's bytes as text: UTF-16 (little-endian) after its byte-order mark, as
+/// Windows tools write it, else UTF-8.
+fn text_of(bytes: &[u8]) -> Result<String, String> {
+    match bytes {
+        [0xFF, 0xFE, rest @ ..] => {
+            let units: Vec<u16> = rest
+                .chunks(2)
+                .map(|c| u16::from_le_bytes([c[0], c.get(1).copied().unwrap_or(0)]))
+                .collect();
+            String::from_utf16(&units).map_err(|_| "not valid UTF-16".to_string())
+        }
+        _ => crate::yaml::text(bytes)
+            .map(str::to_string)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// `config` with its relative file references made absolute against `dir`, as client-go's
+/// `ResolveLocalPaths` does: certificate authority, client certificate and key, token file,
+/// and an exec command that names a path (a bare command is looked up on `PATH`).
+fn with_absolute_paths(mut config: Kubeconfig, dir: &Path) -> Kubeconfig {
+    let absolute = |file: &mut String| {
+        if Path::new(file.as_str()).is_relative() {
+            if let Some(joined) = dir.join(file.as_str()).to_str() {
+                *file = joined.to_string();
+            }
+        }
+    };
+    for cluster in config
+        .clusters
+        .iter_mut()
+        .filter_map(|n| n.cluster.as_mut())
+    {
+        if let Some(file) = cluster.certificate_authority.as_mut() {
+            absolute(file);
+        }
+    }
+    for user in config
+        .auth_infos
+        .iter_mut()
+        .filter_map(|n| n.auth_info.as_mut())
+    {
+        let files = [
+            &mut user.client_certificate,
+            &mut user.client_key,
+            &mut user.token_file,
+        ];
+        for file in files.into_iter().flatten() {
+            absolute(file);
+        }
+        if let Some(command) = user.exec.as_mut().and_then(|e| e.command.as_mut()) {
+            if command.contains(std::path::MAIN_SEPARATOR) {
+                absolute(command);
+            }
+        }
+    }
+    config
+}
+
+/// A kubeconfig reading error fit to print: the YAML reader quotes the offending source lines
+/// (tokens and keys included) after its first line, and serde quotes offending values; keep the
+/// first line, which says where, and mask quoted values.
+fn without_secrets(message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default();
+    let mut out = String::with_capacity(first.len());
+    let mut quoted = false;
+    for c in first.chars() {
+        if c == '"' {
+            if quoted {
+                out.push_str("…\"");
+            } else {
+                out.push('"');
+            }
+            quoted = !quoted;
+        } else if !quoted {
+            out.push(c);
+        }
+    }
+    if quoted {
+        out.push('…');
+    }
+    out
+}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kubeconfig_errors_never_carry_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            (
+                "syntax",
+                "users:\n- name: u\n  user:\n    token: SECRET-1\n    password: [x\n",
+            ),
+            ("type", "users:\n- name: u\n  user: {token: [SECRET-2]}\n"),
+            ("value", "users:\n- name: u\n  user: \"SECRET-3\"\n"),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            let Err(e) = read_kubeconfig(&path) else {
+                panic!("{name}: read");
+            };
+            let shown = e.to_string();
+            assert!(!shown.contains("SECRET"), "{name}: {shown}");
+            assert!(shown.contains(&path.display().to_string()), "{shown}");
+        }
+        assert_eq!(
+            without_secrets("invalid type: string \"tok\", expected a map\n  --> 9:1\n token: tok"),
+            "invalid type: string \"…\", expected a map"
+        );
+    }
+
+    /// kube's own reader refuses a document of more than 250,000 YAML nodes: a fleet of
+    /// 10,000 members' contexts.
+    #[test]
+    fn a_kubeconfig_of_ten_thousand_members_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let entries: Vec<gitfleet_sim::KubeconfigEntry> = (0..10_001)
+            .map(|i| gitfleet_sim::KubeconfigEntry {
+                context: format!("m-{i:05}"),
+                server: format!("http://127.0.0.1:{}", 10_000 + i),
+                token: format!("token-{i}"),
+            })
+            .collect();
+        let path = dir.path().join("kubeconfig");
+        gitfleet_sim::kubeconfig::write_kubeconfig(&path, &entries).unwrap();
+        let k = read_kubeconfig(&path).unwrap();
+        assert_eq!(
+            (k.clusters.len(), k.auth_infos.len(), k.contexts.len()),
+            (10_001, 10_001, 10_001)
+        );
+        assert_eq!(k.current_context.as_deref(), Some("m-00000"));
+    }
+
+    /// Several documents merge (the first to name an entry wins it); a user's files and an
+    /// exec command that names a path resolve against the file's folder; UTF-16 with a
+    /// byte-order mark reads as UTF-8 does.
+    #[test]
+    fn a_kubeconfig_reads_as_kube_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "\
+apiVersion: v1
+kind: Config
+current-context: a
+users:
+- name: u
+  user:
+    client-certificate: certs/u.crt
+    client-key: /abs/u.key
+    tokenFile: token
+- name: x
+  user:
+    exec: {apiVersion: client.authentication.k8s.io/v1, command: bin/login}
+- name: bare
+  user:
+    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws}
+contexts:
+- {name: a, context: {cluster: c, user: u}}
+---
+users:
+- name: u
+  user: {token: second}
+contexts:
+- {name: b, context: {cluster: c, user: u}}
+";
+        let path = dir.path().join("config");
+        std::fs::write(&path, text).unwrap();
+        let k = read_kubeconfig(&path).unwrap();
+        let user = |name: &str| {
+            k.auth_infos
+                .iter()
+                .find(|u| u.name == name)
+                .and_then(|u| u.auth_info.clone())
+                .unwrap()
+        };
+        let at = |file: &str| Some(dir.path().join(file).display().to_string());
+        assert_eq!(user("u").client_certificate, at("certs/u.crt"));
+        assert_eq!(user("u").client_key.as_deref(), Some("/abs/u.key"));
+        assert_eq!(user("u").token_file, at("token"));
+        assert!(user("u").token.is_none(), "the first document's user wins");
+        assert_eq!(user("x").exec.unwrap().command, at("bin/login"));
+        assert_eq!(user("bare").exec.unwrap().command.as_deref(), Some("aws"));
+        let contexts: Vec<&str> = k.contexts.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(contexts, ["a", "b"]);
+
+        let utf16 = dir.path().join("utf16");
+        let mut bytes = vec![0xFF, 0xFE];
+        bytes.extend(text.encode_utf16().flat_map(u16::to_le_bytes));
+        std::fs::write(&utf16, bytes).unwrap();
+        let again = read_kubeconfig(&utf16).unwrap();
+        assert_eq!(again.contexts.len(), 2);
+        assert_eq!(
+            again.auth_infos[0].auth_info.as_ref().unwrap().token_file,
+            at("token")
+        );
+    }
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let p = dir.join(name);

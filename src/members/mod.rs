@@ -9,6 +9,6 @@ pub mod kubeconfig;
 pub mod retry;
 
 pub use connect::{
-    connect_watching, connection, member_targets, read_kubeconfig, Connection, Kinds, MemberError,
-    MemberTarget,
+    connect_watching, connection, member_targets, Connection, Kinds, MemberError, MemberTarget,
 };
+pub use kubeconfig::read_kubeconfig;
