@@ -81,11 +81,6 @@ pub const CONFIRMATIONS_WAIT: Duration = Duration::from_secs(1);
 /// After a failed reconcile (git unreadable, members not probed, state not saved), the next try.
 pub const RETRY_AFTER_ERROR: Duration = Duration::from_secs(5);
 
-/// Probes falling due sooner than this after the last start of due probes wait for the next:
-/// each start looks at every member, and in a large fleet probes fall due many times a
-/// second. A probe is at most this late.
-pub const PROBES_GAP: Duration = Duration::from_millis(250);
-
 /// The daemon's way to the members: probing them and delivering work to them (push). A trait
 /// so that the loop and the reconciler are testable without members. `gitfleet run` calls it
 /// per member, from the members' own tasks ([`probes`], [`workers`]); `--once` for the fleet.
@@ -658,7 +653,6 @@ impl<D: Deliverer> Daemon<D> {
             .expect("the daemon runs once: it owns the change receiver");
         let mut next_resync = started + self.opts.resync;
         let mut slow_members = self.workers.take_slow();
-        let mut probes_started: Option<tokio::time::Instant> = None;
         loop {
             let requeue = async {
                 match timers.requeue_at {
@@ -666,13 +660,10 @@ impl<D: Deliverer> Daemon<D> {
                     None => std::future::pending().await,
                 }
             };
-            let probe_due = self.probes.next_due();
+            let probe_due = self.probes.next_start();
             let probes_due = async {
                 match probe_due {
-                    Some(at) => {
-                        let at = probes_started.map_or(at, |s| at.max(s + PROBES_GAP));
-                        tokio::time::sleep_until(at).await
-                    }
+                    Some(at) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             };
@@ -757,7 +748,6 @@ impl<D: Deliverer> Daemon<D> {
                 }
                 Event::ProbesDue => {
                     // Their answers ask for a look when they change what is known.
-                    probes_started = Some(tokio::time::Instant::now());
                     self.probes.start_due();
                     continue;
                 }

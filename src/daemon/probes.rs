@@ -29,14 +29,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-
-use crate::fast_hash::{HashMap, HashSet};
 use std::time::Duration;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 
 use super::Deliverer;
+use crate::fast_hash::{HashMap, HashSet};
 use crate::members::inventory::Member;
 use crate::schedule::{Inventory, InventoryCluster};
 
@@ -46,6 +45,11 @@ pub const PROBE_WAIT: Duration = Duration::from_millis(200);
 
 /// How soon a member whose last answer was unhealthy is probed again.
 pub const RETRY_UNHEALTHY: Duration = Duration::from_secs(5);
+
+/// Probes falling due sooner than this after the last start of due probes wait for the next
+/// ([`Probes::next_start`]): each start looks at every member, and in a large fleet probes
+/// fall due many times a second. A probe is at most this late.
+pub const PROBES_GAP: Duration = Duration::from_millis(250);
 
 /// One member's answer (or why there is none).
 pub type Answer = InventoryCluster;
@@ -81,6 +85,8 @@ pub struct Probes<D: Deliverer + 'static> {
     /// daemon asks before every event it waits for, and a large fleet's members make that a
     /// scan of thousands of lookups.
     next_due: Option<Option<Instant>>,
+    /// When [`Probes::start_due`] last ran.
+    started: Option<Instant>,
 }
 
 impl<D: Deliverer + 'static> Probes<D> {
@@ -99,6 +105,7 @@ impl<D: Deliverer + 'static> Probes<D> {
             received,
             first: true,
             next_due: None,
+            started: None,
         }
     }
 
@@ -161,6 +168,13 @@ impl<D: Deliverer + 'static> Probes<D> {
         due
     }
 
+    /// When the loop should next start the due probes: when the next falls due, but not sooner
+    /// than [`PROBES_GAP`] after the last start.
+    pub fn next_start(&mut self) -> Option<Instant> {
+        let due = self.next_due()?;
+        Some(self.started.map_or(due, |s| due.max(s + PROBES_GAP)))
+    }
+
     fn scan_next_due(&self, now: Instant) -> Option<Instant> {
         self.members
             .iter()
@@ -175,6 +189,7 @@ impl<D: Deliverer + 'static> Probes<D> {
     /// a second, and each start scanned every member twice.
     pub fn start_due(&mut self) -> BTreeSet<String> {
         let now = Instant::now();
+        self.started = Some(now);
         let mut due: Vec<Member> = Vec::new();
         let mut next: Option<Instant> = None;
         for m in self.members.iter() {
@@ -459,6 +474,24 @@ mod tests {
 
     /// A healthy member is probed once per heartbeat period however often the daemon
     /// looks, an unhealthy one again after [`RETRY_UNHEALTHY`]; probes fall due between looks.
+    #[tokio::test(start_paused = true)]
+    async fn due_probes_start_no_sooner_than_the_gap_after_the_last_start() {
+        let fleet = Arc::new(Answers::default());
+        let members = members_every(Duration::from_secs(60));
+        let mut probes = Probes::new(fleet.clone());
+        assert_eq!(probes.next_start(), None, "no reconcile yet");
+        probes.inventory(&members).await;
+        let started = Instant::now();
+        // A push failed: m1 is due at once, but waits for the gap after the last start.
+        assert!(probes.push_failed("m1", "down"));
+        assert_eq!(probes.next_due(), Some(started));
+        assert_eq!(probes.next_start(), Some(started + PROBES_GAP));
+        // Past the gap, due at once.
+        tokio::time::advance(PROBES_GAP * 2).await;
+        assert!(probes.next_start().is_some_and(|at| at <= Instant::now()));
+        assert_eq!(probes.start_due(), BTreeSet::from(["m1".to_string()]));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn members_are_probed_once_per_heartbeat_and_unhealthy_ones_sooner() {
         let fleet = Arc::new(Answers::default());
