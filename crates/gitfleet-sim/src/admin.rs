@@ -47,7 +47,7 @@ fn changes(m: &Member, resource: Option<&str>) -> Vec<Value> {
         .changes()
         .filter(|e| resource.is_none_or(|r| e.key.resource == r))
         .map(|e| {
-            let o = &e.object;
+            let o = e.object.value();
             json!({
                 "seq": e.seq,
                 "type": e.kind.as_str(),

@@ -97,8 +97,8 @@ pub fn get(store: &Store, t: &Target) -> ApiResult<Value> {
     let name = t.name()?;
     let obj = store.get(&t.key(name)).ok_or_else(|| t.not_found(name))?;
     match t.subresource.as_deref() {
-        Some("scale") => scale_of(&t.rt, obj),
-        _ => Ok(present(&t.rt, obj)),
+        Some("scale") => scale_of(&t.rt, &obj),
+        _ => Ok(present(&t.rt, &obj)),
     }
 }
 
@@ -141,7 +141,7 @@ impl Filter {
 pub struct Listing<'a> {
     rt: &'a ResourceType,
     metadata: Value,
-    items: Vec<&'a Value>,
+    items: Vec<Value>,
 }
 
 impl Listing<'_> {
@@ -218,7 +218,7 @@ pub fn list(store: &Store, t: &Target, opts: &ListOptions) -> ApiResult<Value> {
     Ok(list_refs(store, t, opts)?.to_value())
 }
 
-/// [`list`], its items borrowed from the store.
+/// [`list`], before it is made one value.
 pub fn list_refs<'a>(
     store: &'a Store,
     t: &'a Target,
@@ -242,7 +242,8 @@ pub fn list_refs<'a>(
     let mut remaining = 0usize;
     for (key, obj) in store.list(&t.rt.group, &t.rt.plural, filter.namespace.as_deref()) {
         let pos = format!("{}/{}", key.namespace, key.name);
-        if after.as_ref().is_some_and(|a| pos.as_str() <= a.as_str()) || !filter.matches(key, obj) {
+        if after.as_ref().is_some_and(|a| pos.as_str() <= a.as_str()) || !filter.matches(key, &obj)
+        {
             continue;
         }
         if let Some(limit) = opts.limit.filter(|l| *l > 0) {
@@ -649,10 +650,7 @@ pub fn update(
 ) -> ApiResult<(u16, Value)> {
     let name = t.name()?.to_string();
     check_identity(t, &mut body, false)?;
-    let old = store
-        .get(&t.key(&name))
-        .cloned()
-        .ok_or_else(|| t.not_found(&name))?;
+    let old = store.get(&t.key(&name)).ok_or_else(|| t.not_found(&name))?;
     check_rv(t, &name, &old, &body)?;
     if t.subresource.as_deref() == Some("scale") {
         let replicas = body["spec"]["replicas"].clone();
@@ -833,7 +831,7 @@ fn finish_update(
     let key = t.key(&name);
     let stored = store.put(key.clone(), new);
     if deleting && no_finalizers {
-        let gone = remove_object(store, &key).map_or(stored, Arc::new);
+        let gone = remove_object(store, &key).unwrap_or(stored);
         return Ok((200, present(&t.rt, &gone)));
     }
     Ok((200, present(&t.rt, &stored)))
@@ -905,10 +903,7 @@ pub fn patch(
     }
     let patch_body: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-    let old = store
-        .get(&t.key(&name))
-        .cloned()
-        .ok_or_else(|| t.not_found(&name))?;
+    let old = store.get(&t.key(&name)).ok_or_else(|| t.not_found(&name))?;
     if t.subresource.as_deref() == Some("scale") {
         let scale = scale_of(&t.rt, &old)?;
         let patched = patch::patch(&scale, kind, &patch_body).map_err(ApiError::from)?;
@@ -952,7 +947,7 @@ fn server_side_apply(
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
     let key = t.key(name);
-    let existing = store.get(&key).cloned();
+    let existing = store.get(&key);
     if let Some(old) = &existing {
         check_rv(t, name, old, &config)?;
     }
@@ -1004,7 +999,7 @@ pub fn delete(
 ) -> ApiResult<(u16, Value)> {
     let name = t.name()?.to_string();
     let key = t.key(&name);
-    let obj = store.get(&key).cloned().ok_or_else(|| t.not_found(&name))?;
+    let obj = store.get(&key).ok_or_else(|| t.not_found(&name))?;
     let meta = &obj["metadata"];
     if let Some(uid) = &opts.precondition_uid {
         if meta["uid"].as_str() != Some(uid) {
@@ -1078,9 +1073,9 @@ pub fn delete(
     if is_namespace {
         let marked = store.put(key.clone(), marked);
         let contents: Vec<ObjKey> = store
-            .all()
-            .filter(|(k, _)| k.namespace == name)
-            .map(|(k, _)| k.clone())
+            .keys()
+            .filter(|k| k.namespace == name)
+            .cloned()
             .collect();
         // As the namespace controller does: what has finalizers is marked for deletion and
         // stays (the namespace stays Terminating until it is gone, see `remove_object`); the
@@ -1094,7 +1089,7 @@ pub fn delete(
             });
             if finalized {
                 held = true;
-                let mut o = store.get(&k).cloned().unwrap_or_default();
+                let mut o = store.get(&k).unwrap_or_default();
                 if o["metadata"]["deletionTimestamp"].is_null() {
                     o["metadata"]["deletionTimestamp"] = json!(now);
                     o["metadata"]["deletionGracePeriodSeconds"] = json!(0);
@@ -1112,14 +1107,14 @@ pub fn delete(
     }
     if !finalizers.is_empty() || policy == "Foreground" {
         let marked = if already_deleting && policy != "Foreground" {
-            Arc::new(obj.clone())
+            obj.clone()
         } else {
             store.put(key.clone(), marked)
         };
         if policy == "Foreground" {
             delete_dependents(store, &uid, "Background");
             // The garbage collector drops its finalizer once dependents are gone.
-            let mut done = store.get(&key).unwrap_or(&marked).clone();
+            let mut done = store.get(&key).unwrap_or_else(|| marked.clone());
             let rest: Vec<Value> = done["metadata"]["finalizers"]
                 .as_array()
                 .map(|f| {
@@ -1186,7 +1181,7 @@ fn remove_namespace_once_empty(store: &mut Store, namespace: &str) {
                 .as_array()
                 .is_none_or(|f| f.is_empty())
     });
-    if terminating && !store.all().any(|(k, _)| k.namespace == namespace) {
+    if terminating && !store.keys().any(|k| k.namespace == namespace) {
         store.remove(&ns_key);
     }
 }
@@ -1281,7 +1276,6 @@ pub fn evict(
     };
     let pod = store
         .get(&pod_target.key(&name))
-        .cloned()
         .ok_or_else(|| pod_target.not_found(&name))?;
     let d = &eviction["deleteOptions"];
     let opts = DeleteOptions {
@@ -1322,7 +1316,7 @@ fn check_disruption_budgets(store: &Store, pod: &Value) -> ApiResult<()> {
         if selector.is_null() || !super::defaults::selector_matches(selector, labels) {
             continue;
         }
-        let selected: Vec<&Value> = store
+        let selected: Vec<Value> = store
             .list("", "pods", Some(ns))
             .map(|(_, p)| p)
             .filter(|p| super::defaults::selector_matches(selector, &p["metadata"]["labels"]))
@@ -1364,7 +1358,7 @@ pub fn delete_dependents(store: &mut Store, owner_uid: &str, policy: &str) {
         return;
     }
     for k in store.dependents_of(owner_uid) {
-        let Some(mut o) = store.get(&k).cloned() else {
+        let Some(mut o) = store.get(&k) else {
             continue;
         };
         if policy == "Orphan" {
@@ -1417,7 +1411,7 @@ pub fn delete_collection(
             name: Some(name.clone()),
             ..t.clone()
         };
-        let before = store.get(&one.key(&name)).cloned();
+        let before = store.get(&one.key(&name));
         if delete(store, &one, opts, now).is_ok() {
             if let Some(b) = before {
                 items.push(list_item(&t.rt, &b));

@@ -8,9 +8,10 @@
 //! log drops what it had not read (then it is told, as a watch resuming from a revision the
 //! server's watch cache no longer holds is).
 //!
-//! An object is stored once: the map, the event that wrote it and the event that replaced it
-//! (as its previous state) hold the same [`Arc`], so a member's memory grows with the versions
-//! the log keeps, not with three copies of each.
+//! An object is stored once, as its JSON text ([`Stored`]): the map, the event that wrote it and
+//! the event that replaced it (as its previous state) hold the same [`Arc`], so a member's
+//! memory grows with the versions the log keeps, not with three copies of each. Readers get a
+//! parsed copy, as a real API server's readers get a decoded copy of what etcd holds.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -70,9 +71,37 @@ pub struct Event {
     pub rv: u64,
     pub kind: EventType,
     pub key: ObjKey,
-    pub object: Arc<Value>,
+    pub object: Arc<Stored>,
     /// The state before a modification (for watches whose selector the object enters or leaves).
-    pub old: Option<Arc<Value>>,
+    pub old: Option<Arc<Stored>>,
+}
+
+/// One version of an object as the store keeps it: its JSON text. A parsed value takes eight
+/// to ten times the bytes of its text (with `preserve_order`, over a hundred bytes a map
+/// entry, and `managedFields` is mostly empty maps), and a member of a large fleet holds
+/// hundreds of objects and the versions its log keeps.
+#[derive(Debug)]
+pub struct Stored(Box<str>);
+
+impl Stored {
+    fn new(object: &Value) -> Stored {
+        Stored(object.to_string().into_boxed_str())
+    }
+
+    /// A parsed copy.
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.0).expect("the store holds the JSON text of values")
+    }
+
+    /// The JSON text.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// False when the object has no `ownerReferences`, found without parsing it.
+    fn may_name_owners(&self) -> bool {
+        self.0.contains("\"ownerReferences\"")
+    }
 }
 
 static NEXT_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -83,7 +112,7 @@ pub const LOG_CAPACITY: usize = 20_000;
 
 pub struct Store {
     rv: u64,
-    objects: BTreeMap<ObjKey, Arc<Value>>,
+    objects: BTreeMap<ObjKey, Arc<Stored>>,
     /// The objects whose `ownerReferences` name each uid: garbage collection finds an owner's
     /// dependents here, as the real collector does from its graph, not by reading every object.
     dependents: HashMap<String, BTreeSet<ObjKey>>,
@@ -116,17 +145,43 @@ impl Store {
         self.rv
     }
 
-    pub fn get(&self, key: &ObjKey) -> Option<&Value> {
-        self.objects.get(key).map(|o| &**o)
+    /// A parsed copy of the object at `key`.
+    pub fn get(&self, key: &ObjKey) -> Option<Value> {
+        self.objects.get(key).map(|o| o.value())
     }
 
-    /// Objects of one resource, in one namespace or (None) all, ordered by namespace and name.
+    pub fn contains(&self, key: &ObjKey) -> bool {
+        self.objects.contains_key(key)
+    }
+
+    /// Objects of one resource, in one namespace or (None) all, ordered by namespace and name,
+    /// each parsed as it is reached.
     pub fn list<'a: 'q, 'q>(
         &'a self,
         group: &'q str,
         resource: &'q str,
         namespace: Option<&'q str>,
-    ) -> impl Iterator<Item = (&'a ObjKey, &'a Value)> + 'q {
+    ) -> impl Iterator<Item = (&'a ObjKey, Value)> + 'q {
+        self.stored(group, resource, namespace)
+            .map(|(k, o)| (k, o.value()))
+    }
+
+    /// The keys of [`Store::list`], without parsing the objects.
+    pub fn list_keys<'a: 'q, 'q>(
+        &'a self,
+        group: &'q str,
+        resource: &'q str,
+        namespace: Option<&'q str>,
+    ) -> impl Iterator<Item = &'a ObjKey> + 'q {
+        self.stored(group, resource, namespace).map(|(k, _)| k)
+    }
+
+    fn stored<'a: 'q, 'q>(
+        &'a self,
+        group: &'q str,
+        resource: &'q str,
+        namespace: Option<&'q str>,
+    ) -> impl Iterator<Item = (&'a ObjKey, &'a Stored)> + 'q {
         let start = ObjKey::new(group, resource, namespace.unwrap_or(""), "");
         self.objects
             .range(start..)
@@ -146,9 +201,9 @@ impl Store {
             .unwrap_or_default()
     }
 
-    /// Every object (for namespace deletion).
-    pub fn all(&self) -> impl Iterator<Item = (&ObjKey, &Value)> {
-        self.objects.iter().map(|(k, o)| (k, &**o))
+    /// The key of every object (for namespace deletion).
+    pub fn keys(&self) -> impl Iterator<Item = &ObjKey> {
+        self.objects.keys()
     }
 
     /// A fresh, unique uid in the UUID form.
@@ -169,13 +224,13 @@ impl Store {
 
     /// Stores `object` at `key` with the next revision as its resourceVersion and records the
     /// event. Returns the stored object.
-    pub fn put(&mut self, key: ObjKey, mut object: Value) -> Arc<Value> {
+    pub fn put(&mut self, key: ObjKey, mut object: Value) -> Value {
         self.rv += 1;
         object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-        let object = Arc::new(compact(object));
-        let old = self.objects.insert(key.clone(), object.clone());
-        if let Some(old) = &old {
-            self.forget_owners(&key, old);
+        let stored = Arc::new(Stored::new(&object));
+        let old = self.objects.insert(key.clone(), stored.clone());
+        if let Some(old) = old.as_ref().filter(|o| o.may_name_owners()) {
+            self.forget_owners(&key, &old.value());
         }
         for uid in owner_uids(&object) {
             self.dependents
@@ -188,21 +243,19 @@ impl Store {
         } else {
             EventType::Added
         };
-        self.record(kind, key, object.clone(), old);
+        self.record(kind, key, stored, old);
         object
     }
 
     /// Removes the object at `key`; its last state (with the deletion's revision) is returned.
     pub fn remove(&mut self, key: &ObjKey) -> Option<Value> {
-        // The log still holds the last version, so this copies it.
-        let removed = self.objects.remove(key)?;
-        self.forget_owners(key, &removed);
-        let mut object = Arc::unwrap_or_clone(removed);
+        let mut object = self.objects.remove(key)?.value();
+        self.forget_owners(key, &object);
         self.rv += 1;
         object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-        let object = Arc::new(object);
-        self.record(EventType::Deleted, key.clone(), object.clone(), None);
-        Some(Arc::unwrap_or_clone(object))
+        let stored = Arc::new(Stored::new(&object));
+        self.record(EventType::Deleted, key.clone(), stored, None);
+        Some(object)
     }
 
     /// Takes `key` out of the dependents of the owners `object` names.
@@ -221,8 +274,8 @@ impl Store {
         &mut self,
         kind: EventType,
         key: ObjKey,
-        object: Arc<Value>,
-        old: Option<Arc<Value>>,
+        object: Arc<Stored>,
+        old: Option<Arc<Stored>>,
     ) {
         let event = Arc::new(Event {
             seq: NEXT_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
@@ -328,28 +381,6 @@ impl Changes {
             }
             self.written.changed().await.map_err(|_| Missed::Closed)?;
         }
-    }
-}
-
-/// `value` rebuilt with every map and array at its exact size. A map that grew by inserts
-/// (a parsed body, `json!`, a merge) keeps room for more entries than it holds, and with
-/// `preserve_order` an entry takes over a hundred bytes: a stored version would carry that
-/// slack for as long as the log keeps it.
-fn compact(value: Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut exact = serde_json::Map::with_capacity(map.len());
-            for (k, v) in map {
-                exact.insert(k, compact(v));
-            }
-            Value::Object(exact)
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(compact).collect()),
-        Value::String(mut s) => {
-            s.shrink_to_fit();
-            Value::String(s)
-        }
-        other => other,
     }
 }
 
@@ -506,14 +537,6 @@ mod tests {
             s.lock().unwrap().put(key.clone(), cm("a"));
         }
         assert_eq!(changes.next(&s).await.unwrap_err(), Missed::Expired);
-    }
-
-    #[test]
-    fn compacting_keeps_every_value_and_the_order_of_keys() {
-        let v = json!({"z": 1, "a": {"y": [1, "two", {"b": null, "a": true}], "x": {}}, "m": "s"});
-        let c = compact(v.clone());
-        assert_eq!(c, v);
-        assert_eq!(c.to_string(), v.to_string(), "the order of keys is kept");
     }
 
     #[test]

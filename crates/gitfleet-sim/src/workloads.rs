@@ -120,17 +120,18 @@ fn only_generation_to_observe(e: &Event) -> bool {
     let Some(old) = &e.old else {
         return false;
     };
-    e.kind == EventType::Modified
-        && is_workload(&e.key)
-        && old["metadata"]["generation"] != e.object["metadata"]["generation"]
-        && old["spec"] == e.object["spec"]
+    if e.kind != EventType::Modified || !is_workload(&e.key) {
+        return false;
+    }
+    let (old, new) = (old.value(), e.object.value());
+    old["metadata"]["generation"] != new["metadata"]["generation"] && old["spec"] == new["spec"]
 }
 
 /// Whether the reconciles a change causes may create, bind or remove pods: all but a status or
 /// metadata write to an object whose spec stayed.
 fn may_need_pods(e: &Event) -> bool {
     match (&e.old, e.kind) {
-        (Some(old), EventType::Modified) => old["spec"] != e.object["spec"],
+        (Some(old), EventType::Modified) => old.value()["spec"] != e.object.value()["spec"],
         _ => true,
     }
 }
@@ -176,7 +177,7 @@ fn interested(store: &Store, e: &Event) -> Vec<ObjKey> {
             ("apps", "daemonsets", "DaemonSet"),
             ("batch", "jobs", "Job"),
         ] {
-            if let Some(owner) = owner_key(store, &e.object, g, r, k) {
+            if let Some(owner) = owner_key(store, &e.object.value(), g, r, k) {
                 out.push(owner);
             }
         }
@@ -185,16 +186,12 @@ fn interested(store: &Store, e: &Event) -> Vec<ObjKey> {
 }
 
 fn all_workloads(store: &Store) -> Vec<ObjKey> {
-    store
-        .all()
-        .filter(|(k, _)| is_workload(k))
-        .map(|(k, _)| k.clone())
-        .collect()
+    store.keys().filter(|k| is_workload(k)).cloned().collect()
 }
 
 /// Brings one object's dependents and status up to date.
 pub fn reconcile(store: &mut Store, key: &ObjKey, now: &str) {
-    let Some(obj) = store.get(key).cloned() else {
+    let Some(obj) = store.get(key) else {
         return;
     };
     if !obj["metadata"]["deletionTimestamp"].is_null() {
@@ -205,7 +202,7 @@ pub fn reconcile(store: &mut Store, key: &ObjKey, now: &str) {
         ("apps", "replicasets") => {
             replica_set(store, key, &obj, now);
             if let Some(owner) = owner_key(store, &obj, "apps", "deployments", "Deployment") {
-                if let Some(d) = store.get(&owner).cloned() {
+                if let Some(d) = store.get(&owner) {
                     deployment_status(store, &owner, &d, now);
                 }
             }
@@ -225,7 +222,7 @@ pub fn reconcile(store: &mut Store, key: &ObjKey, now: &str) {
 
 /// After a pod changed on its own (scheduled late), owners recompute their status.
 fn refresh_owners(store: &mut Store, pod_key: &ObjKey, now: &str) {
-    let Some(pod) = store.get(pod_key).cloned() else {
+    let Some(pod) = store.get(pod_key) else {
         return;
     };
     for (g, r, k) in [
@@ -509,13 +506,13 @@ fn deployment(store: &mut Store, key: &ObjKey, d: &Value, now: &str) {
     for (k, rs) in &owned {
         if k.name != rs_name {
             set_replicas(store, k, rs, 0, now);
-            if let Some(rs) = store.get(k).cloned() {
+            if let Some(rs) = store.get(k) {
                 replica_set(store, k, &rs, now);
             }
         }
     }
     let new_revision = (revision + 1).to_string();
-    match store.get(&rs_key).cloned() {
+    match store.get(&rs_key) {
         Some(rs) => {
             set_replicas(store, &rs_key, &rs, replicas, now);
             let current = rs["metadata"]["annotations"][REVISION]
@@ -523,7 +520,7 @@ fn deployment(store: &mut Store, key: &ObjKey, d: &Value, now: &str) {
                 .and_then(|r| r.parse::<i64>().ok())
                 .unwrap_or(0);
             if current <= revision {
-                if let Some(rs) = store.get(&rs_key).cloned() {
+                if let Some(rs) = store.get(&rs_key) {
                     set_annotation(store, &rs_key, &rs, REVISION, &new_revision, now);
                 }
             }
@@ -556,7 +553,7 @@ fn deployment(store: &mut Store, key: &ObjKey, d: &Value, now: &str) {
             );
         }
     }
-    if let Some(rs) = store.get(&rs_key).cloned() {
+    if let Some(rs) = store.get(&rs_key) {
         let rs_revision = rs["metadata"]["annotations"][REVISION]
             .as_str()
             .unwrap_or(&new_revision)
@@ -564,11 +561,11 @@ fn deployment(store: &mut Store, key: &ObjKey, d: &Value, now: &str) {
         replica_set(store, &rs_key, &rs, now);
         // The Deployment carries its newest ReplicaSet's revision (kubectl rollout undo
         // replaces /metadata/annotations, which must therefore exist).
-        if let Some(d) = store.get(key).cloned() {
+        if let Some(d) = store.get(key) {
             set_annotation(store, key, &d, REVISION, &rs_revision, now);
         }
     }
-    if let Some(d) = store.get(key).cloned() {
+    if let Some(d) = store.get(key) {
         deployment_status(store, key, &d, now);
     }
 }
@@ -705,7 +702,7 @@ fn replica_set(store: &mut Store, key: &ObjKey, rs: &Value, now: &str) {
     }
     let pods = owned_by(store, "", "pods", &ns, &uid);
     let ready = pods.iter().filter(|(_, p)| pod_ready(p)).count() as i64;
-    let Some(rs) = store.get(key).cloned() else {
+    let Some(rs) = store.get(key) else {
         return;
     };
     let status = omit_zero(json!({
@@ -798,7 +795,7 @@ fn stateful_set(store: &mut Store, key: &ObjKey, s: &Value, now: &str) {
     }
     let pods = owned_by(store, "", "pods", &ns, &uid);
     let ready = pods.iter().filter(|(_, p)| pod_ready(p)).count() as i64;
-    let Some(s) = store.get(key).cloned() else {
+    let Some(s) = store.get(key) else {
         return;
     };
     let mut status = omit_zero(json!({
@@ -857,7 +854,7 @@ fn daemon_set(store: &mut Store, key: &ObjKey, ds: &Value, now: &str) {
     }
     let pods = owned_by(store, "", "pods", &ns, &uid);
     let ready = pods.iter().filter(|(_, p)| pod_ready(p)).count() as i64;
-    let Some(ds) = store.get(key).cloned() else {
+    let Some(ds) = store.get(key) else {
         return;
     };
     let status = json!({
@@ -903,7 +900,7 @@ fn job(store: &mut Store, key: &ObjKey, j: &Value, now: &str) {
         .iter()
         .filter(|(_, p)| p["status"]["phase"] == "Succeeded")
         .count() as i64;
-    let Some(j) = store.get(key).cloned() else {
+    let Some(j) = store.get(key) else {
         return;
     };
     let mut status = json!({
@@ -930,7 +927,7 @@ fn job(store: &mut Store, key: &ObjKey, j: &Value, now: &str) {
 /// Binds a pod to a node with room and starts it (kubelet), or marks it Unschedulable.
 /// Returns whether the pod changed.
 pub fn run_pod(store: &mut Store, key: &ObjKey, now: &str) -> bool {
-    let Some(pod) = store.get(key).cloned() else {
+    let Some(pod) = store.get(key) else {
         return false;
     };
     if !pod["metadata"]["deletionTimestamp"].is_null() {
@@ -973,7 +970,7 @@ pub fn run_pod(store: &mut Store, key: &ObjKey, now: &str) -> bool {
             }
         }
     }
-    let Some(pod) = store.get(key).cloned() else {
+    let Some(pod) = store.get(key) else {
         return false;
     };
     let host_ip = store
@@ -1137,8 +1134,8 @@ fn pick_node(store: &Store, pod: &Value) -> Result<String, String> {
     let (mut not_ready, mut no_cpu, mut no_mem, mut no_fit, mut total) = (0, 0, 0, 0, 0);
     for (k, n) in store.list("", "nodes", None) {
         total += 1;
-        if !node_ready(n) || !fits_selector_and_taints(&pod["spec"], n, false) {
-            if node_ready(n) {
+        if !node_ready(&n) || !fits_selector_and_taints(&pod["spec"], &n, false) {
+            if node_ready(&n) {
                 no_fit += 1;
             } else {
                 not_ready += 1;
