@@ -14,7 +14,7 @@ use super::patch::{self, PatchType};
 use super::resources::{split_api_version, ResourceType};
 use super::selector::{supported_fields, FieldSelector, LabelSelector};
 use super::status::{delete_success, ApiError};
-use super::store::{ObjKey, Store};
+use super::store::{ObjKey, Store, Stored};
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
@@ -133,6 +133,16 @@ impl Filter {
             && self.labels.matches(&obj["metadata"]["labels"])
             && self.fields.matches(obj)
     }
+
+    /// [`Filter::matches`] of a stored object, parsing no more of it than the selectors read.
+    pub fn matches_stored(&self, key: &ObjKey, obj: &Stored) -> bool {
+        self.namespace
+            .as_ref()
+            .is_none_or(|ns| &key.namespace == ns)
+            && (self.labels.is_empty() || self.labels.matches(&obj.labels()))
+            && (self.fields.matches_name(&key.namespace, &key.name))
+                .unwrap_or_else(|| self.fields.matches(&obj.value()))
+    }
 }
 
 /// A LIST's answer with its items still the store's: serialised straight from the store
@@ -240,9 +250,10 @@ pub fn list_refs<'a>(
     let mut items = Vec::new();
     let mut next = None;
     let mut remaining = 0usize;
-    for (key, obj) in store.list(&t.rt.group, &t.rt.plural, filter.namespace.as_deref()) {
+    for (key, obj) in store.list_stored(&t.rt.group, &t.rt.plural, filter.namespace.as_deref()) {
         let pos = format!("{}/{}", key.namespace, key.name);
-        if after.as_ref().is_some_and(|a| pos.as_str() <= a.as_str()) || !filter.matches(key, &obj)
+        if after.as_ref().is_some_and(|a| pos.as_str() <= a.as_str())
+            || !filter.matches_stored(key, obj)
         {
             continue;
         }
@@ -255,7 +266,7 @@ pub fn list_refs<'a>(
                 next = Some(pos.clone());
             }
         }
-        items.push(obj);
+        items.push(obj.value());
     }
     let mut metadata = json!({"resourceVersion": snapshot_rv.to_string()});
     if remaining > 0 {

@@ -754,8 +754,10 @@ fn watch(member: &Member, req: &Request, t: &Target, shape: Shape) -> Result<Res
         let store = member.store();
         let from_now = rv_param.is_empty() || rv_param == "0" || initial_end_bookmark;
         if from_now {
-            for (k, o) in store.list(&t.rt.group, &t.rt.plural, filter.namespace.as_deref()) {
-                if filter.matches(k, &o) {
+            let namespace = filter.namespace.as_deref();
+            for (k, o) in store.list_stored(&t.rt.group, &t.rt.plural, namespace) {
+                if filter.matches_stored(k, o) {
+                    let o = o.value();
                     first.push(event_line("ADDED", &present_event(&t, &o, shape, req)));
                 }
             }
@@ -877,12 +879,11 @@ fn event_for(
     if e.key.group != t.rt.group || e.key.resource != t.rt.plural {
         return None;
     }
-    let object = e.object.value();
-    let now_matches = filter.matches(&e.key, &object);
+    let now_matches = filter.matches_stored(&e.key, &e.object);
     let kind = match e.kind {
         EventType::Added | EventType::Deleted => now_matches.then_some(e.kind.as_str())?,
         EventType::Modified => {
-            let was = (e.old.as_ref()).is_some_and(|o| filter.matches(&e.key, &o.value()));
+            let was = (e.old.as_ref()).is_some_and(|o| filter.matches_stored(&e.key, o));
             match (was, now_matches) {
                 (true, true) => "MODIFIED",
                 (false, true) => "ADDED",
@@ -891,7 +892,10 @@ fn event_for(
             }
         }
     };
-    Some(event_line(kind, &present_event(t, &object, shape, req)))
+    Some(event_line(
+        kind,
+        &present_event(t, &e.object.value(), shape, req),
+    ))
 }
 
 fn event_line(kind: &str, object: &Value) -> Vec<u8> {

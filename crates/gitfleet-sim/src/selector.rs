@@ -202,6 +202,19 @@ impl FieldSelector {
         Ok(FieldSelector(out))
     }
 
+    /// Whether an object of this name and namespace matches, when the selector reads no other
+    /// field (`None` when it does): found without the object.
+    pub fn matches_name(&self, namespace: &str, name: &str) -> Option<bool> {
+        self.0.iter().try_fold(true, |all, (field, equal, want)| {
+            let got = match field.as_str() {
+                "metadata.name" => name,
+                "metadata.namespace" => namespace,
+                _ => return None,
+            };
+            Some(all && ((got == want) == *equal))
+        })
+    }
+
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(field, equal, want)| {
             let got = field
@@ -309,5 +322,25 @@ mod tests {
             .matches(&pod));
         let err = FieldSelector::parse("spec.image=x", &fields).unwrap_err();
         assert_eq!(err, "field label not supported: spec.image");
+    }
+
+    /// A selector of name and namespace only is answered from them, as the object would
+    /// answer it; any other field needs the object.
+    #[test]
+    fn name_and_namespace_selectors_need_no_object() {
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n1"}});
+        let fields = supported_fields("", "pods");
+        for sel in [
+            "",
+            "metadata.name=p",
+            "metadata.name!=p",
+            "metadata.namespace==ns,metadata.name=q",
+            "metadata.namespace!=x,metadata.name=p",
+        ] {
+            let s = FieldSelector::parse(sel, &fields).unwrap();
+            assert_eq!(s.matches_name("ns", "p"), Some(s.matches(&pod)), "{sel}");
+        }
+        let by_node = FieldSelector::parse("metadata.name=p,spec.nodeName=n1", &fields).unwrap();
+        assert_eq!(by_node.matches_name("ns", "p"), None);
     }
 }

@@ -98,6 +98,26 @@ impl Stored {
         &self.0
     }
 
+    /// The object's `metadata.labels` (null when it has none), read without building the rest:
+    /// a LIST or watch by label selector looks at every object of its resource, and parsing
+    /// each whole would be most of a large member's work.
+    pub fn labels(&self) -> Value {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            #[serde(default)]
+            metadata: Meta,
+        }
+        #[derive(serde::Deserialize, Default)]
+        struct Meta {
+            #[serde(default)]
+            labels: Value,
+        }
+        serde_json::from_str::<Head>(&self.0)
+            .expect("the store holds the JSON text of objects")
+            .metadata
+            .labels
+    }
+
     /// False when the object has no `ownerReferences`, found without parsing it.
     fn may_name_owners(&self) -> bool {
         self.0.contains("\"ownerReferences\"")
@@ -162,7 +182,7 @@ impl Store {
         resource: &'q str,
         namespace: Option<&'q str>,
     ) -> impl Iterator<Item = (&'a ObjKey, Value)> + 'q {
-        self.stored(group, resource, namespace)
+        self.list_stored(group, resource, namespace)
             .map(|(k, o)| (k, o.value()))
     }
 
@@ -173,10 +193,11 @@ impl Store {
         resource: &'q str,
         namespace: Option<&'q str>,
     ) -> impl Iterator<Item = &'a ObjKey> + 'q {
-        self.stored(group, resource, namespace).map(|(k, _)| k)
+        self.list_stored(group, resource, namespace).map(|(k, _)| k)
     }
 
-    fn stored<'a: 'q, 'q>(
+    /// [`Store::list`] as stored, for a reader that looks before it parses.
+    pub fn list_stored<'a: 'q, 'q>(
         &'a self,
         group: &'q str,
         resource: &'q str,
@@ -537,6 +558,20 @@ mod tests {
             s.lock().unwrap().put(key.clone(), cm("a"));
         }
         assert_eq!(changes.next(&s).await.unwrap_err(), Missed::Expired);
+    }
+
+    #[test]
+    fn labels_are_read_as_the_whole_object_has_them() {
+        let mut s = Store::new("t");
+        let key = ObjKey::new("", "configmaps", "d", "a");
+        let mut labelled = cm("a");
+        labelled["metadata"]["labels"] = json!({"app": "web", "tier": "front"});
+        labelled["data"] = json!({"labels": "not these"});
+        s.put(key.clone(), labelled);
+        let stored = &s.objects[&key];
+        assert_eq!(stored.labels(), stored.value()["metadata"]["labels"]);
+        s.put(key.clone(), cm("a"));
+        assert_eq!(s.objects[&key].labels(), Value::Null, "none");
     }
 
     #[test]
