@@ -126,16 +126,8 @@ impl Filter {
         })
     }
 
-    pub fn matches(&self, key: &ObjKey, obj: &Value) -> bool {
-        self.namespace
-            .as_ref()
-            .is_none_or(|ns| &key.namespace == ns)
-            && self.labels.matches(&obj["metadata"]["labels"])
-            && self.fields.matches(obj)
-    }
-
-    /// [`Filter::matches`] of a stored object, parsing no more of it than the selectors read.
-    pub fn matches_stored(&self, key: &ObjKey, obj: &Stored) -> bool {
+    /// Whether a stored object is selected, parsing no more of it than the selectors read.
+    pub fn matches(&self, key: &ObjKey, obj: &Stored) -> bool {
         self.namespace
             .as_ref()
             .is_none_or(|ns| &key.namespace == ns)
@@ -145,7 +137,7 @@ impl Filter {
     }
 }
 
-/// A LIST's answer with its items still the store's: serialised straight from the store
+/// A LIST's answer before it is one value: its items serialised one by one
 /// ([`Listing::to_json`]) instead of copied into a list value first, which would be most of
 /// the simulator's CPU when a thousand members are listed at once (a restart's re-check).
 pub struct Listing<'a> {
@@ -252,9 +244,7 @@ pub fn list_refs<'a>(
     let mut remaining = 0usize;
     for (key, obj) in store.list_stored(&t.rt.group, &t.rt.plural, filter.namespace.as_deref()) {
         let pos = format!("{}/{}", key.namespace, key.name);
-        if after.as_ref().is_some_and(|a| pos.as_str() <= a.as_str())
-            || !filter.matches_stored(key, obj)
-        {
+        if after.as_ref().is_some_and(|a| pos.as_str() <= a.as_str()) || !filter.matches(key, obj) {
             continue;
         }
         if let Some(limit) = opts.limit.filter(|l| *l > 0) {
@@ -1166,8 +1156,8 @@ pub fn remove_object(store: &mut Store, key: &ObjKey) -> Option<Value> {
         if let Some(types) = store.registry.remove_crd(&key.name) {
             if let Some(rt) = types.first() {
                 let crs: Vec<ObjKey> = store
-                    .list(&rt.group, &rt.plural, None)
-                    .map(|(k, _)| k.clone())
+                    .list_keys(&rt.group, &rt.plural, None)
+                    .cloned()
                     .collect();
                 for k in crs {
                     store.remove(&k);
@@ -1407,7 +1397,7 @@ pub fn delete_collection(
         list_opts.field_selector.as_deref(),
     )?;
     let names: Vec<(String, String)> = store
-        .list(&t.rt.group, &t.rt.plural, filter.namespace.as_deref())
+        .list_stored(&t.rt.group, &t.rt.plural, filter.namespace.as_deref())
         .filter(|(k, o)| filter.matches(k, o))
         .map(|(k, _)| (k.namespace.clone(), k.name.clone()))
         .collect();

@@ -756,7 +756,7 @@ fn watch(member: &Member, req: &Request, t: &Target, shape: Shape) -> Result<Res
         if from_now {
             let namespace = filter.namespace.as_deref();
             for (k, o) in store.list_stored(&t.rt.group, &t.rt.plural, namespace) {
-                if filter.matches_stored(k, o) {
+                if filter.matches(k, o) {
                     let o = o.value();
                     first.push(event_line("ADDED", &present_event(&t, &o, shape, req)));
                 }
@@ -879,11 +879,11 @@ fn event_for(
     if e.key.group != t.rt.group || e.key.resource != t.rt.plural {
         return None;
     }
-    let now_matches = filter.matches_stored(&e.key, &e.object);
+    let now_matches = filter.matches(&e.key, &e.object);
     let kind = match e.kind {
         EventType::Added | EventType::Deleted => now_matches.then_some(e.kind.as_str())?,
         EventType::Modified => {
-            let was = (e.old.as_ref()).is_some_and(|o| filter.matches_stored(&e.key, o));
+            let was = (e.old.as_ref()).is_some_and(|o| filter.matches(&e.key, o));
             match (was, now_matches) {
                 (true, true) => "MODIFIED",
                 (false, true) => "ADDED",

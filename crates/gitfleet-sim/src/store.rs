@@ -76,10 +76,10 @@ pub struct Event {
     pub old: Option<Arc<Stored>>,
 }
 
-/// One version of an object as the store keeps it: its JSON text. A parsed value takes eight
-/// to ten times the bytes of its text (with `preserve_order`, over a hundred bytes a map
-/// entry, and `managedFields` is mostly empty maps), and a member of a large fleet holds
-/// hundreds of objects and the versions its log keeps.
+/// One version of an object as the store keeps it: its JSON text. A parsed value takes several
+/// times the bytes of its text (with `preserve_order`, over a hundred bytes a map entry, and
+/// `managedFields` is mostly empty maps), and a member of a large fleet holds hundreds of
+/// objects and the versions its log keeps.
 #[derive(Debug)]
 pub struct Stored(Box<str>);
 

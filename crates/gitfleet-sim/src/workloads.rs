@@ -43,13 +43,18 @@ pub async fn run(member: Arc<Member>, mut shutdown: watch::Receiver<bool>) {
                 Ok(events) => {
                     let now = Instant::now();
                     for e in events {
-                        let observe_only = only_generation_to_observe(&e);
-                        for key in interested(&member.store(), &e) {
-                            if observe_only {
-                                due.observe(key, now);
-                            } else {
-                                due.after(key, now + member.workload_delay, may_need_pods(&e));
-                            }
+                        let keys = interested(&member.store(), &e);
+                        if keys.is_empty() {
+                            continue;
+                        }
+                        if only_generation_to_observe(&e) {
+                            keys.into_iter().for_each(|key| due.observe(key, now));
+                            continue;
+                        }
+                        // Once an event: it parses both versions.
+                        let pods = may_need_pods(&e);
+                        for key in keys {
+                            due.after(key, now + member.workload_delay, pods);
                         }
                     }
                 }
@@ -163,11 +168,7 @@ fn interested(store: &Store, e: &Event) -> Vec<ObjKey> {
                 out.push(k.clone());
             }
         }
-        out.extend(
-            store
-                .list("apps", "daemonsets", None)
-                .map(|(k, _)| k.clone()),
-        );
+        out.extend(store.list_keys("apps", "daemonsets", None).cloned());
     }
     if pod_freed {
         // The owner of a deleted pod replaces it (if the owner still exists).
