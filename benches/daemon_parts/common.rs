@@ -128,7 +128,8 @@ impl DaemonProcess {
             .args(state)
             .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
             // `GITFLEET_DAEMON_BENCH_FILTER="info,gitfleet::daemon::timing=debug"` adds the
-            // reconciles' timings; `GITFLEET_DAEMON_BENCH_LOGFILE` keeps the whole log.
+            // reconciles' timings; `GITFLEET_DAEMON_BENCH_LOGFILE=F` keeps each daemon's whole
+            // log in `F.<pid>`.
             .env(
                 "GITFLEET_LOG",
                 std::env::var("GITFLEET_DAEMON_BENCH_FILTER").unwrap_or_else(|_| "info".into()),
@@ -144,7 +145,10 @@ impl DaemonProcess {
         {
             let log = log.clone();
             let lines = lines.clone();
+            let pid = child.id();
             let mut keep = std::env::var_os("GITFLEET_DAEMON_BENCH_LOGFILE").and_then(|f| {
+                let mut f = f;
+                f.push(format!(".{pid}"));
                 std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)

@@ -102,20 +102,93 @@ fn leader_of(replicas: &[(String, DaemonProcess)]) -> Result<usize> {
     }
 }
 
+/// The sum of the series of `metric` in a scrape whose labels include `label`.
+fn sum_of(text: &str, metric: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.strip_prefix(metric).is_some_and(|l| l.starts_with('{')) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Orders carried out by each of `replicas` so far, with `outcome` (`delivered`, `probed`).
+fn orders_by(replicas: &[(String, DaemonProcess)], outcome: &str) -> Result<Vec<(String, f64)>> {
+    let label = format!("outcome=\"{outcome}\"");
+    replicas
+        .iter()
+        .map(|(id, d)| {
+            let text = d.get("/metrics")?;
+            Ok((
+                id.clone(),
+                sum_of(&text, "gitfleet_shard_orders_total", &label),
+            ))
+        })
+        .collect()
+}
+
 /// Orders delivered by all `replicas` so far.
 fn delivered(replicas: &[(String, DaemonProcess)]) -> Result<f64> {
-    let mut total = 0.0;
-    for (_, d) in replicas {
-        let text = d.get("/metrics")?;
-        total += text
-            .lines()
-            .filter(|l| {
-                l.starts_with("gitfleet_shard_orders_total{") && l.contains("outcome=\"delivered\"")
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>();
+    Ok(orders_by(replicas, "delivered")?
+        .iter()
+        .map(|(_, n)| n)
+        .sum())
+}
+
+/// `now` less `before`, replica by replica.
+fn per_replica_since(now: &[(String, f64)], before: &[(String, f64)]) -> Vec<(String, f64)> {
+    now.iter()
+        .map(|(id, n)| {
+            let was = before
+                .iter()
+                .find(|(b, _)| b == id)
+                .map_or(0.0, |(_, b)| *b);
+            (id.clone(), n - was)
+        })
+        .collect()
+}
+
+/// The members' changes the leader took so far (re-checks it was asked for), by cause.
+fn changes_taken(leader: &DaemonProcess) -> Result<[f64; 3]> {
+    let text = leader.get("/metrics")?;
+    Ok(["changed", "watch_restarted", "status"].map(|cause| {
+        sum_of(
+            &text,
+            "gitfleet_member_changes_total",
+            &format!("cause=\"{cause}\""),
+        )
+    }))
+}
+
+/// What the replicas were asked to do in a phase: orders delivered and probes carried out by
+/// each, and the members'
+/// changes the leader took by cause: a re-check's members are each one change and one order
+/// at least, and more of either is work the phase made for itself.
+struct Asked {
+    orders: Vec<(String, f64)>,
+    probes: Vec<(String, f64)>,
+    changes: [f64; 3],
+}
+
+impl Asked {
+    fn now(replicas: &[(String, DaemonProcess)], leader: &DaemonProcess) -> Result<Asked> {
+        Ok(Asked {
+            orders: orders_by(replicas, "delivered")?,
+            probes: orders_by(replicas, "probed")?,
+            changes: changes_taken(leader)?,
+        })
     }
-    Ok(total)
+
+    /// What was asked since `before`.
+    fn since(&self, before: &Asked) -> Asked {
+        let mut changes = self.changes;
+        for (c, b) in changes.iter_mut().zip(before.changes) {
+            *c -= b;
+        }
+        Asked {
+            orders: per_replica_since(&self.orders, &before.orders),
+            probes: per_replica_since(&self.probes, &before.probes),
+            changes,
+        }
+    }
 }
 
 /// How many of `members` are in `held` shards.
@@ -312,6 +385,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         .position(|(id, _)| *id == leader_id)
         .ok_or("the leader is gone")?;
     let ticks = ticks_of(&replicas)?;
+    let asked_before = Asked::now(&replicas, &replicas[leader].1)?;
     let before = delivered(&replicas)?;
     let taken = await_split(&replicas, shards)?;
     await_checked(&replicas, before, lost_members, "the killed replica's")?;
@@ -326,9 +400,14 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         requests,
         &sim,
     )?);
+    let mut asked = vec![(
+        "replica killed",
+        Asked::now(&replicas, &replicas[leader].1)?.since(&asked_before),
+    )];
 
     // 5. A replica added: until the shards are split among all again.
     let (requests, at, ticks) = (sim.requests()?, Instant::now(), ticks_of(&replicas)?);
+    let asked_before = Asked::now(&replicas, &replicas[leader].1)?;
     let before = delivered(&replicas)?;
     replicas.push(start(&format!("r{}", count + 1))?);
     let rebalanced = await_split(&replicas, shards)?;
@@ -346,6 +425,10 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         requests,
         &sim,
     )?);
+    asked.push((
+        "replica added",
+        Asked::now(&replicas, &replicas[leader].1)?.since(&asked_before),
+    ));
 
     let profile = if cfg!(debug_assertions) {
         "debug build"
@@ -379,6 +462,22 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
             r.files.0,
             r.files.1,
             per.join("  ")
+        );
+    }
+    for (phase, a) in &asked {
+        let orders: Vec<String> = a
+            .orders
+            .iter()
+            .zip(&a.probes)
+            .map(|((id, n), (_, p))| format!("{id} {n:.0}/{p:.0}"))
+            .collect();
+        println!(
+            "{phase}: the leader took {:.0} members' changes (changed {:.0}, watch restarted {:.0}, status {:.0}); orders delivered/probes carried out: {}",
+            a.changes.iter().sum::<f64>(),
+            a.changes[0],
+            a.changes[1],
+            a.changes[2],
+            orders.join(", ")
         );
     }
     println!(
