@@ -41,6 +41,13 @@ use crate::schedule::{Inventory, InventoryCluster};
 /// How long probes are gathered per shard before they are ordered together.
 const PROBES_GATHERED_FOR: Duration = Duration::from_millis(50);
 
+/// How long the members of shards claimed anew are gathered before they are checked again. A
+/// replica's death hands its shards to the survivors as each sees its Leases expire, and an
+/// arrival takes its shards one after the other: their claims come within about a second, and
+/// gathered they are one look of the leader instead of one for the first shard and another for
+/// the rest (each a step over every binding of the fleet).
+const CLAIMS_GATHERED_FOR: Duration = Duration::from_secs(1);
+
 /// Probes waiting to be ordered, by shard: each member with where its answer goes.
 type Gathering = HashMap<
     ShardId,
@@ -146,15 +153,33 @@ impl ShardedDeliverer {
             watcher(records.clone(), watcher::Config::default().labels(&group)).default_backoff();
         let mut claimed = std::pin::pin!(claimed);
         let mut owners: HashMap<ShardId, ClaimToken> = HashMap::new();
+        // Members of shards claimed anew, checked again once the gathering ends.
+        let mut rechecks: Vec<MemberChange> = Vec::new();
+        let mut recheck_at: Option<tokio::time::Instant> = None;
         let mut gc = tokio::time::interval(Duration::from_secs(600));
         gc.tick().await;
         loop {
+            let gathered = async {
+                match recheck_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             let event = tokio::select! {
                 () = stop.cancelled() => return,
                 record = claimed.next() => {
                     if let Some(Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r))) = record {
-                        self.claimed(&r, &mut owners);
+                        let more = self.claimed(&r, &mut owners);
+                        if !more.is_empty() {
+                            rechecks.extend(more);
+                            recheck_at.get_or_insert_with(|| tokio::time::Instant::now() + CLAIMS_GATHERED_FOR);
+                        }
                     }
+                    continue;
+                }
+                () = gathered => {
+                    recheck_at = None;
+                    self.forward(std::mem::take(&mut rechecks));
                     continue;
                 }
                 _ = gc.tick() => {
@@ -184,20 +209,24 @@ impl ShardedDeliverer {
 
     /// A shard's record as written: when a new claim replaces one this leader knew, the shard
     /// has a new owner, which has not watched its members yet. Each member of the shard is
-    /// checked again (pushes that write nothing where nothing changed), which hands the new
-    /// owner their work and its watches.
-    fn claimed(&self, record: &ConfigMap, owners: &mut HashMap<ShardId, ClaimToken>) {
+    /// to be checked again (pushes that write nothing where nothing changed), which hands the
+    /// new owner their work and its watches: the changes that ask for it.
+    fn claimed(
+        &self,
+        record: &ConfigMap,
+        owners: &mut HashMap<ShardId, ClaimToken>,
+    ) -> Vec<MemberChange> {
         let name = record.metadata.name.as_deref().unwrap_or_default();
         let (Some(shard), Some(token)) = (
             self.names.shard_of_record(name),
             ClaimToken::of_record(record),
         ) else {
-            return;
+            return Vec::new();
         };
         self.outstanding.owned_by(shard, token.holder());
         let before = owners.insert(shard, token.clone());
         if before.is_none() || before.as_ref() == Some(&token) {
-            return;
+            return Vec::new();
         }
         let members: Vec<String> = self
             .members
@@ -208,15 +237,17 @@ impl ShardedDeliverer {
             .cloned()
             .collect();
         tracing::info!(%shard, members = members.len(), "a new owner took the shard: its members are checked again");
-        let changes = members.into_iter().map(|member| MemberChange {
-            what: format!("{shard} has a new owner"),
-            member,
-            placement_label: None,
-            cause: crate::rollout::state::RecheckCause::MayHaveChanged,
-            deleted: false,
-            object: None,
-        });
-        self.forward(changes.collect());
+        members
+            .into_iter()
+            .map(|member| MemberChange {
+                what: format!("{shard} has a new owner"),
+                member,
+                placement_label: None,
+                cause: crate::rollout::state::RecheckCause::MayHaveChanged,
+                deleted: false,
+                object: None,
+            })
+            .collect()
     }
 
     /// Hands the owners' changes to the daemon (kept until the daemon gives its channel).
