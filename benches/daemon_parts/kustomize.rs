@@ -9,7 +9,7 @@ use super::common::*;
 use serde_json::json;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The placements of the kustomize part whose namespaces come from Kustomize overlays.
@@ -145,20 +145,31 @@ fn kustomize_rendered(
 /// real one: every process the daemon starts is counted, whether or not its renders metric
 /// counts it.
 fn counting_kustomize(real: &Path, dir: &Path) -> Result<(PathBuf, PathBuf)> {
-    use std::os::unix::fs::PermissionsExt as _;
+    use std::io::Write as _;
     let log = dir.join("kustomize-runs");
     let script = dir.join("counting-kustomize");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\necho \"$1\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            real.display()
-        ),
-    )
-    .map_err(|e| e.to_string())?;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+    let text = format!(
+        "#!/bin/sh\necho \"$1\" >> '{}'\nexec '{}' \"$@\"\n",
+        log.display(),
+        real.display()
+    );
+    // Written by a child process, not through a file this process holds open: a child forked
+    // meanwhile (the simulators, the daemon) would inherit that descriptor until its exec, and
+    // running the script then fails with ETXTBSY.
+    let mut sh = Command::new("sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("sh: {e}"))?;
+    sh.stdin
+        .take()
+        .ok_or("sh's stdin")?
+        .write_all(text.as_bytes())
         .map_err(|e| e.to_string())?;
+    if !sh.wait().map_err(|e| e.to_string())?.success() {
+        return Err(format!("cannot write {}", script.display()));
+    }
     Ok((script, log))
 }
 
