@@ -5,6 +5,8 @@
 //! others and its members checked again), and a replica added (until the shards are split
 //! again and the members it took checked again). Fleets past what one process's open files
 //! allow are served by `gitfleet sim` child processes ([`super::sim_processes`]).
+//! The kill and add phases also print the members' changes the leader took and the orders
+//! each replica carried out in them.
 //! `GITFLEET_DAEMON_SHARDED="placements,members,replicas,shards,idle_s"`.
 
 use super::common::*;
@@ -107,21 +109,22 @@ fn sum_of(text: &str, metric: &str, label: &str) -> f64 {
     text.lines()
         .filter(|l| l.strip_prefix(metric).is_some_and(|l| l.starts_with('{')) && l.contains(label))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        // From 0.0: `sum` of no series is -0.0, printed "-0".
+        .fold(0.0, |a, b| a + b)
 }
 
-/// Orders carried out by each of `replicas` so far, with `outcome` (`delivered`, `probed`).
-fn orders_by(replicas: &[(String, DaemonProcess)], outcome: &str) -> Result<Vec<(String, f64)>> {
+/// Orders one replica carried out so far with `outcome` (`delivered`, `probed`).
+fn orders_of(d: &DaemonProcess, outcome: &str) -> Result<f64> {
+    let text = d.get("/metrics")?;
     let label = format!("outcome=\"{outcome}\"");
+    Ok(sum_of(&text, "gitfleet_shard_orders_total", &label))
+}
+
+/// [`orders_of`] each of `replicas`.
+fn orders_by(replicas: &[(String, DaemonProcess)], outcome: &str) -> Result<Vec<(String, f64)>> {
     replicas
         .iter()
-        .map(|(id, d)| {
-            let text = d.get("/metrics")?;
-            Ok((
-                id.clone(),
-                sum_of(&text, "gitfleet_shard_orders_total", &label),
-            ))
-        })
+        .map(|(id, d)| Ok((id.clone(), orders_of(d, outcome)?)))
         .collect()
 }
 
@@ -132,12 +135,7 @@ fn delivered(replicas: &[(String, DaemonProcess)], leader: usize) -> Result<f64>
     let mut total = 0.0;
     for (i, (_, d)) in replicas.iter().enumerate() {
         if i != leader {
-            let text = d.get("/metrics")?;
-            total += sum_of(
-                &text,
-                "gitfleet_shard_orders_total",
-                "outcome=\"delivered\"",
-            );
+            total += orders_of(d, "delivered")?;
         }
     }
     Ok(total)
@@ -169,9 +167,8 @@ fn changes_taken(leader: &DaemonProcess) -> Result<[f64; 3]> {
 }
 
 /// What the replicas were asked to do in a phase: orders delivered and probes carried out by
-/// each, and the members'
-/// changes the leader took by cause: a re-check's members are each one change and one order
-/// at least, and more of either is work the phase made for itself.
+/// each, and the members' changes the leader took by cause. A re-check's members are each one
+/// change and one order at least; more of either is work the phase made for itself.
 struct Asked {
     orders: Vec<(String, f64)>,
     probes: Vec<(String, f64)>,
