@@ -183,7 +183,7 @@ impl Default for Metrics {
         let shard_orders = Family::<Labels, Counter>::default();
         registry.register(
             "shard_orders",
-            "--shards: orders this replica carried out for the shards it owns, by shard and outcome: delivered (reported to the leader), fenced (its claim of the shard was taken over first: not acted on)",
+            "--shards: orders this replica carried out for the shards it owns, by shard and outcome: delivered (a member's work, reported to the leader), probed (members probed), checked (the members of a shard it took over, compared with what gitfleet applied there), fenced (its claim of the shard was taken over first: not acted on)",
             shard_orders.clone(),
         );
         let shard_reports_refused = Counter::default();

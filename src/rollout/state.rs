@@ -94,7 +94,8 @@ impl RecheckCause {
 #[derive(Debug, Clone, Copy)]
 pub struct Recheck<'a> {
     pub member: &'a str,
-    /// Only what this placement (by its label) put on the member; every placement when `None`.
+    /// Only what this placement (by its label) put on the member; every placement when `None`
+    /// (for a status change: every placement whose last push read a status there).
     pub placement_label: Option<&'a str>,
     pub why: &'a str,
     pub cause: RecheckCause,
@@ -156,10 +157,22 @@ impl RolloutState {
             let label = key.label_value();
             applying.clear();
             for member in &reached {
+                // A member's statuses as a whole (no placement named) are re-read only where
+                // the last push read one.
+                let reads_status = || {
+                    ps.clusters
+                        .get(*member)
+                        .is_some_and(|c| c.work_status.is_some())
+                };
                 applying.extend(
                     by_member[member]
                         .iter()
-                        .filter(|&&i| changes[i].placement_label.is_none_or(|l| l == label))
+                        .filter(|&&i| match changes[i].placement_label {
+                            Some(l) => l == label,
+                            None => {
+                                changes[i].cause != RecheckCause::StatusChanged || reads_status()
+                            }
+                        })
                         .map(|&i| (*member, i)),
                 );
             }
@@ -855,6 +868,7 @@ mod tests {
                 RecheckCause::ChangedOnTheMember,
                 true,
             ),
+            // No placement named, and none of m1's read a status at their last push.
             ("m1", None, "Job status", RecheckCause::StatusChanged, false),
             (
                 "m4",
@@ -902,7 +916,7 @@ mod tests {
             .collect();
         let together = s.recheck_each(&each, 9);
         assert_eq!(together, counts);
-        assert_eq!(together, [4, 1, 3, 3, 1, 0, 0, 1]);
+        assert_eq!(together, [4, 1, 3, 0, 1, 0, 0, 1]);
         assert_eq!(s, one_by_one);
         // The last change of a cluster says why it is checked.
         let p1 = &s.placements[&"crp/p1".parse().unwrap()];
@@ -925,9 +939,32 @@ mod tests {
             "Job default/x status changed on the member",
             RecheckCause::StatusChanged,
         );
-        assert_eq!(s.recheck("m1", None, why, false, 9), 1);
+        // Named by its placement's label, or (no label) because its last push read a status.
+        assert_eq!(
+            s.recheck("m1", Some(key.label_value().as_str()), why, false, 9),
+            1
+        );
         let c = &s.placements[&key].clusters["m1"];
         assert!(c.reread && c.is_marked());
+        let mut unread = s.clone();
+        let c = Arc::make_mut(unread.placements.get_mut(&key).unwrap())
+            .clusters
+            .get_mut("m1")
+            .unwrap();
+        c.reread = false;
+        assert_eq!(
+            unread.recheck("m1", None, why, false, 9),
+            0,
+            "it reads no status"
+        );
+        Arc::make_mut(unread.placements.get_mut(&key).unwrap())
+            .clusters
+            .get_mut("m1")
+            .unwrap()
+            .work_status = Some(Arc::new(crate::feedback::WorkStatus::default()));
+        assert_eq!(unread.recheck("m1", None, why, false, 9), 1);
+        assert!(unread.placements[&key].clusters["m1"].reread);
+        let c = &s.placements[&key].clusters["m1"];
         assert_eq!((c.recheck.as_deref(), c.drift), (None, false));
         assert_eq!((c.health, c.updated_at), (BindingHealth::Available, 1));
         let saved = s.placements[&key].persisted();

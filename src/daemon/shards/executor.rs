@@ -21,13 +21,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::claims::{self, Claim, ClaimError, ClaimToken};
 use super::leases::Owned;
-use super::orders::{self, MemberWork, Order, OrderName, Report, ReportBody};
+use super::orders::{self, CheckMembers, MemberWork, Order, OrderName, Report, ReportBody};
 use super::renderings::Fetched;
 use super::{assign, Names, ReplicaId, ShardId};
 use crate::daemon::deliver::PushDeliverer;
 use crate::daemon::metrics::{labels, Metrics};
 use crate::daemon::watch::{self, MemberChange};
 use crate::daemon::Deliverer as _;
+use crate::members::inventory::Member;
+use crate::members::MemberTarget;
+use crate::rollout::state::RecheckCause;
 use crate::rollout::{Outcome, Work};
 
 /// Changes seen on the members are gathered this long before they are reported.
@@ -270,8 +273,9 @@ impl Executor {
                         s == shard && !delivered.contains(*n) && !running.contains_key(*n)
                     })
                     .filter_map(|(n, (_, o))| Some((n.clone(), o.read()?)))
-                    .partition(|(_, o)| matches!(**o, Order::Probe(_)));
-                // A probe only reads: it needs no fencing write (its report is checked as any).
+                    .partition(|(_, o)| matches!(**o, Order::Probe(_) | Order::Check(_)));
+                // A probe or a check only reads (and watches): it needs no fencing write (its
+                // report is checked as any).
                 for order in probes {
                     let under = (*shard, claim.token.clone());
                     self.start(&mut tasks, &mut running, under, order, &changes_tx);
@@ -349,6 +353,10 @@ impl Executor {
     ) -> bool {
         let body = match order {
             Order::Deliver(work) => self.deliver(name, work, changes).await,
+            Order::Check(check) => ReportBody::Checked {
+                order: name.clone(),
+                changes: self.check(check, changes).await,
+            },
             Order::Probe(probe) => {
                 let members: Vec<_> = probe
                     .members
@@ -377,6 +385,7 @@ impl Executor {
         let outcome = match order {
             Order::Deliver(_) => "delivered",
             Order::Probe(_) => "probed",
+            Order::Check(_) => "checked",
         };
         match self.post(&object).await {
             Ok(()) => {
@@ -434,6 +443,109 @@ impl Executor {
             outcomes,
             unreachable,
         }
+    }
+
+    /// Compares the members of a shard taken over with what gitfleet applied there, by their
+    /// records, and watches them from the lists compared (no change is lost between the two):
+    /// what changed while no replica watched them, and each member that could not be checked
+    /// as anything that may have changed. Nothing is pushed: the leader has only what differs
+    /// delivered again.
+    async fn check(
+        &self,
+        check: &CheckMembers,
+        changes: &UnboundedSender<MemberChange>,
+    ) -> Vec<MemberChange> {
+        let unchecked = |member: &str, why: String| MemberChange {
+            member: member.to_string(),
+            placement_label: None,
+            what: why,
+            cause: RecheckCause::MayHaveChanged,
+            deleted: false,
+            object: None,
+        };
+        let members: Vec<Member> = check
+            .members
+            .iter()
+            .map(|m| Member {
+                target: MemberTarget {
+                    name: m.name.clone(),
+                    context: m.context.clone(),
+                },
+                declared: BTreeMap::new(),
+                heartbeat: Duration::ZERO,
+            })
+            .collect();
+        let records = self.local.records(&members).await;
+        let contexts: HashMap<&str, &str> = check
+            .members
+            .iter()
+            .map(|m| (m.name.as_str(), m.context.as_str()))
+            .collect();
+        let checks = records.into_iter().map(|(member, records)| {
+            let context = contexts.get(member.as_str()).copied().unwrap_or_default();
+            let target = MemberTarget {
+                name: member,
+                context: context.to_string(),
+            };
+            async move {
+                let records = match records {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let why =
+                            format!("its records could not be read after it changed owner: {e}");
+                        return vec![unchecked(&target.name, why)];
+                    }
+                };
+                let expected = watch::expected_of(records.values());
+                self.watched
+                    .lock()
+                    .unwrap()
+                    .entry(target.name.clone())
+                    .or_default()
+                    .extend(expected.keys().cloned());
+                let answers = self.local.watches.check(
+                    &self.local.kubeconfig,
+                    &self.local.kubeconfig_path,
+                    &target,
+                    expected,
+                    changes,
+                );
+                // Which statuses the member's works read is known from their deliveries, and
+                // this owner made none yet: the leader re-reads those that read one.
+                let mut found = vec![MemberChange {
+                    member: target.name.clone(),
+                    placement_label: None,
+                    what: "statuses read there may have changed while it changed owner".into(),
+                    cause: RecheckCause::StatusChanged,
+                    deleted: false,
+                    object: None,
+                }];
+                for answer in answers {
+                    match answer.await {
+                        Ok(changed) => found.extend(changed),
+                        Err(_) => {
+                            let why = "a kind it holds could not be listed after it changed owner";
+                            found.push(unchecked(&target.name, why.to_string()));
+                        }
+                    }
+                }
+                found
+            }
+        });
+        let found: Vec<Vec<MemberChange>> = futures_util::stream::iter(checks)
+            .buffer_unordered(self.local.parallel_members.max(1))
+            .collect()
+            .await;
+        let found: Vec<MemberChange> = found.into_iter().flatten().collect();
+        tracing::info!(
+            members = check.members.len(),
+            changed = found
+                .iter()
+                .filter(|c| c.cause != RecheckCause::StatusChanged)
+                .count(),
+            "checked the members of a shard taken over"
+        );
+        found
     }
 
     /// An order's work with its manifests, fetched from the hosting cluster.

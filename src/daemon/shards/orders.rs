@@ -60,6 +60,22 @@ pub struct RenderingId(String);
 pub enum Order {
     Deliver(MemberWork),
     Probe(ProbeMembers),
+    Check(CheckMembers),
+}
+
+/// The members of a shard its owner took over from another, to compare with what gitfleet
+/// applied there (the records on each member) and to watch from then on: a change made while no
+/// replica watched them is reported as the watch would have reported it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckMembers {
+    pub members: Vec<CheckedMember>,
+}
+
+/// A member to check, and the kubeconfig context that reaches it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckedMember {
+    pub name: String,
+    pub context: String,
 }
 
 /// Some members of one shard, to probe.
@@ -231,6 +247,12 @@ pub enum ReportBody {
     Probed {
         order: OrderName,
         inventory: Result<crate::schedule::Inventory, String>,
+    },
+    /// A check order's findings: what changed on the members while no replica watched them,
+    /// and each member that could not be checked (as anything that may have changed).
+    Checked {
+        order: OrderName,
+        changes: Vec<super::super::watch::MemberChange>,
     },
     /// What the owner's watches saw change on its members.
     Changed {

@@ -26,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::claims::ClaimToken;
 use super::orders::{
-    self, MemberWork, Order, OrderName, OrderedWork, ProbeMembers, ProbedMember, Report, ReportBody,
+    self, CheckMembers, CheckedMember, MemberWork, Order, OrderName, OrderedWork, ProbeMembers,
+    ProbedMember, Report, ReportBody,
 };
 use super::renderings::Published;
 use super::slots::OwnerSlots;
@@ -40,13 +41,6 @@ use crate::schedule::{Inventory, InventoryCluster};
 
 /// How long probes are gathered per shard before they are ordered together.
 const PROBES_GATHERED_FOR: Duration = Duration::from_millis(50);
-
-/// How long the members of shards claimed anew are gathered before they are checked again. A
-/// replica's death hands its shards to the survivors as each sees its Leases expire, and an
-/// arrival takes its shards one after the other: their claims come within about a second, and
-/// gathered they are one look of the leader instead of one for the first shard and another for
-/// the rest (each a step over every binding of the fleet).
-const CLAIMS_GATHERED_FOR: Duration = Duration::from_secs(1);
 
 /// Probes waiting to be ordered, by shard: each member with where its answer goes.
 type Gathering = HashMap<
@@ -74,8 +68,9 @@ pub struct ShardedDeliverer {
     waiting: Mutex<HashMap<OrderName, oneshot::Sender<ReportBody>>>,
     /// Delivery orders outstanding, per owner.
     outstanding: OwnerSlots,
-    /// The members probed so far: those a shard's new owner is told to check again.
-    members: Mutex<std::collections::BTreeSet<String>>,
+    /// The members probed so far, with their contexts: those a shard's new owner is told to
+    /// check.
+    members: Mutex<BTreeMap<String, String>>,
     probing: Mutex<Gathering>,
     sent: AtomicU64,
     changes: Mutex<ChangesSink>,
@@ -153,33 +148,18 @@ impl ShardedDeliverer {
             watcher(records.clone(), watcher::Config::default().labels(&group)).default_backoff();
         let mut claimed = std::pin::pin!(claimed);
         let mut owners: HashMap<ShardId, ClaimToken> = HashMap::new();
-        // Members of shards claimed anew, checked again once the gathering ends.
-        let mut rechecks: Vec<MemberChange> = Vec::new();
-        let mut recheck_at: Option<tokio::time::Instant> = None;
         let mut gc = tokio::time::interval(Duration::from_secs(600));
         gc.tick().await;
         loop {
-            let gathered = async {
-                match recheck_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
             let event = tokio::select! {
                 () = stop.cancelled() => return,
                 record = claimed.next() => {
                     if let Some(Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r))) = record {
-                        let more = self.claimed(&r, &mut owners);
-                        if !more.is_empty() {
-                            rechecks.extend(more);
-                            recheck_at.get_or_insert_with(|| tokio::time::Instant::now() + CLAIMS_GATHERED_FOR);
+                        if let Some((shard, members)) = self.claimed(&r, &mut owners) {
+                            let me = self.clone();
+                            tokio::spawn(async move { me.check(shard, members).await });
                         }
                     }
-                    continue;
-                }
-                () = gathered => {
-                    recheck_at = None;
-                    self.forward(std::mem::take(&mut rechecks));
                     continue;
                 }
                 _ = gc.tick() => {
@@ -208,46 +188,71 @@ impl ShardedDeliverer {
     }
 
     /// A shard's record as written: when a new claim replaces one this leader knew, the shard
-    /// has a new owner, which has not watched its members yet. Each member of the shard is
-    /// to be checked again (pushes that write nothing where nothing changed), which hands the
-    /// new owner their work and its watches: the changes that ask for it.
+    /// has a new owner, which has not watched its members yet: the shard and its members (with
+    /// their contexts), for that owner to check.
     fn claimed(
         &self,
         record: &ConfigMap,
         owners: &mut HashMap<ShardId, ClaimToken>,
-    ) -> Vec<MemberChange> {
+    ) -> Option<(ShardId, Vec<CheckedMember>)> {
         let name = record.metadata.name.as_deref().unwrap_or_default();
-        let (Some(shard), Some(token)) = (
-            self.names.shard_of_record(name),
-            ClaimToken::of_record(record),
-        ) else {
-            return Vec::new();
-        };
+        let shard = self.names.shard_of_record(name)?;
+        let token = ClaimToken::of_record(record)?;
         self.outstanding.owned_by(shard, token.holder());
         let before = owners.insert(shard, token.clone());
         if before.is_none() || before.as_ref() == Some(&token) {
-            return Vec::new();
+            return None;
         }
-        let members: Vec<String> = self
+        let members: Vec<CheckedMember> = self
             .members
             .lock()
             .unwrap()
             .iter()
-            .filter(|m| assign::shard_of(m, self.shards) == shard)
-            .cloned()
-            .collect();
-        tracing::info!(%shard, members = members.len(), "a new owner took the shard: its members are checked again");
-        members
-            .into_iter()
-            .map(|member| MemberChange {
-                what: format!("{shard} has a new owner"),
-                member,
-                placement_label: None,
-                cause: crate::rollout::state::RecheckCause::MayHaveChanged,
-                deleted: false,
-                object: None,
+            .filter(|(m, _)| assign::shard_of(m, self.shards) == shard)
+            .map(|(name, context)| CheckedMember {
+                name: name.clone(),
+                context: context.clone(),
             })
-            .collect()
+            .collect();
+        tracing::info!(%shard, members = members.len(), "a new owner took the shard: it checks its members");
+        Some((shard, members))
+    }
+
+    /// Has the new owner of `shard` check `members` against what gitfleet applied there, and
+    /// hands what it found changed to the daemon. An owner that does not answer in time (it
+    /// died too, or the shard moved on before it answered) leaves every member to be checked
+    /// again by the rollout: pushes that write nothing where nothing changed.
+    async fn check(&self, shard: ShardId, members: Vec<CheckedMember>) {
+        if members.is_empty() {
+            return;
+        }
+        let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+        let order = Order::Check(CheckMembers { members });
+        let changes = match self.ask(shard, &order, self.answer_within).await {
+            Ok(ReportBody::Checked { changes, .. }) => {
+                tracing::info!(%shard, changed = changes.len(), "the shard's new owner checked its members");
+                changes
+            }
+            answer => {
+                let why = match answer {
+                    Err(why) => why,
+                    Ok(_) => format!("{shard}'s owner answered for another order"),
+                };
+                tracing::warn!(%shard, error = %why, "the shard's members were not checked: each is checked again");
+                names
+                    .into_iter()
+                    .map(|member| MemberChange {
+                        what: format!("{shard} has a new owner, which did not check it"),
+                        member,
+                        placement_label: None,
+                        cause: crate::rollout::state::RecheckCause::MayHaveChanged,
+                        deleted: false,
+                        object: None,
+                    })
+                    .collect()
+            }
+        };
+        self.forward(changes);
     }
 
     /// Hands the owners' changes to the daemon (kept until the daemon gives its channel).
@@ -297,7 +302,9 @@ impl ShardedDeliverer {
 
     fn act_on(&self, report: Report) {
         match report.body {
-            ReportBody::Delivered { ref order, .. } | ReportBody::Probed { ref order, .. } => {
+            ReportBody::Delivered { ref order, .. }
+            | ReportBody::Probed { ref order, .. }
+            | ReportBody::Checked { ref order, .. } => {
                 let waiting = self.waiting.lock().unwrap().remove(order);
                 if let Some(waiting) = waiting {
                     let _ = waiting.send(report.body);
@@ -436,10 +443,11 @@ impl Deliverer for ShardedDeliverer {
     /// Each member probed by its shard's owner. The first probe of a shard gathers the others
     /// that come within a moment, and orders them all.
     async fn probe(&self, members: &[Member]) -> anyhow::Result<Inventory> {
-        self.members
-            .lock()
-            .unwrap()
-            .extend(members.iter().map(|m| m.target.name.clone()));
+        self.members.lock().unwrap().extend(
+            members
+                .iter()
+                .map(|m| (m.target.name.clone(), m.target.context.clone())),
+        );
         let mut answers = Vec::with_capacity(members.len());
         let mut leads = Vec::new();
         for m in members {
