@@ -2,9 +2,10 @@
 //! server of the test bed as the hosting cluster, and members on either backend: twelve
 //! simulated ones, or six of the test bed. The leader decides; each member is pushed to by the
 //! replica that owns its shard, through orders and reports in the hosting cluster. A killed
-//! replica's members are checked again by the survivors without a single write request (as
-//! each member counts them), then delivered by them; a report under a claim that is no longer
-//! the shard's is refused. The leader holds no shard; a killed leader's successor hands its
+//! replica's members are checked by the survivors against what gitfleet applied there: the one
+//! changed while no replica watched it is put back, and no other member is sent a single write
+//! request (as each member counts them); then the survivors deliver to them. A report under a
+//! claim that is no longer the shard's is refused. The leader holds no shard; a killed leader's successor hands its
 //! shards over, again without a write.
 //!
 //! The replicas also run with no more permissions than the sharded deploy overlay's Role grants:
@@ -156,7 +157,7 @@ fn split_among(replicas: &BTreeMap<String, Daemon>) -> bool {
     })
 }
 
-/// Orders a replica carried out with `outcome` (`delivered`, `probed`), by shard
+/// Orders a replica carried out with `outcome` (`delivered`, `probed`, `checked`), by shard
 /// (`gitfleet_shard_orders_total`).
 fn orders(daemon: &Daemon, outcome: &str) -> BTreeMap<u32, u64> {
     let suffix = format!(",outcome=\"{outcome}\"}} ");
@@ -173,6 +174,10 @@ fn orders(daemon: &Daemon, outcome: &str) -> BTreeMap<u32, u64> {
 
 fn delivered(daemon: &Daemon) -> BTreeMap<u32, u64> {
     orders(daemon, "delivered")
+}
+
+fn checked(daemon: &Daemon) -> BTreeMap<u32, u64> {
+    orders(daemon, "checked")
 }
 
 /// Each member's `settings` mode and resourceVersion.
@@ -398,31 +403,30 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
         !victims_shards.is_empty(),
         "no replica but the leader {leader} holds a member's shard: {holders:?}"
     );
-    // Each of the victim's shards is checked again member by member, one order each.
-    let victims_members: BTreeMap<u32, u64> = victims_shards
-        .iter()
-        .map(|s| {
-            (
-                *s,
-                members.iter().filter(|m| shard_of(m) == *s).count() as u64,
-            )
-        })
-        .collect();
+    // Each of the victim's shards is checked by its new owner, one order for all its members.
     let before: BTreeMap<String, BTreeMap<u32, u64>> = replicas
         .iter()
         .filter(|(id, _)| **id != victim)
-        .map(|(id, d)| (id.clone(), delivered(d)))
+        .map(|(id, d)| (id.clone(), checked(d)))
         .collect();
+    // A member of the victim's changed while no replica watches it: its settings deleted.
+    let drifted = members
+        .iter()
+        .find(|m| victims_shards.contains(&shard_of(m)))
+        .expect("the victim's shards hold members")
+        .clone();
     let at_kill = settings_on(&fleet);
     let writes_at_kill = writes(&fleet);
     let killed_at = std::time::Instant::now();
     drop(replicas.remove(&victim));
+    let (code, _, err) = fleet.kubectl(&drifted, &["delete", "configmap", "settings", "-n", "app"]);
+    assert_eq!(code, 0, "{err}");
     await_until("the survivor that does not lead holding all 8", || {
         split_among(&replicas)
     });
     let taken = killed_at.elapsed();
-    // The new owners check the killed replica's members again at once (no commit, no resync):
-    // they take over their watches, and write nothing, since nothing changed.
+    // The new owners compare the killed replica's members with what gitfleet applied there (no
+    // commit, no resync) and watch them from then on; only what differs is pushed again.
     let new_owner = |shard: &u32| {
         replicas
             .iter()
@@ -431,28 +435,45 @@ fn each_member_is_pushed_by_its_shards_owner_and_the_survivors_take_over_a_kille
             .expect("a survivor holds it")
     };
     await_until(
-        "each of the killed replica's members checked by its new owner",
+        "each of the killed replica's shards checked by its new owner",
         || {
-            victims_members.iter().all(|(shard, count)| {
+            victims_shards.iter().all(|shard| {
                 let (id, daemon) = new_owner(shard);
                 let was = before[&id].get(shard).copied().unwrap_or(0);
-                delivered(daemon).get(shard).copied().unwrap_or(0) >= was + count
+                checked(daemon).get(shard).copied().unwrap_or(0) > was
             })
         },
     );
+    await_until("the settings deleted unwatched put back", || {
+        settings_on(&fleet)
+            .get(&drifted)
+            .is_some_and(|(mode, _)| mode == "v1")
+    });
     eprintln!(
-        "{victim} killed: its shards {victims_shards:?} taken after {:.1} s, their members checked again after {:.1} s",
+        "{victim} killed: its shards {victims_shards:?} taken after {:.1} s, their members checked and {drifted} repaired after {:.1} s",
         taken.as_secs_f64(),
         killed_at.elapsed().as_secs_f64()
     );
     // Counted as requests: a rewrite of what the member already holds leaves its
-    // resourceVersion as it was, on either backend.
-    assert_eq!(
-        writes(&fleet),
-        writes_at_kill,
-        "a member was sent a write during the takeover"
+    // resourceVersion as it was, on either backend. Only the member that changed is written.
+    let mut writes_now = writes(&fleet);
+    assert!(
+        writes_now.remove(&drifted) > writes_at_kill.get(&drifted).copied(),
+        "{drifted}'s settings were put back without a write"
     );
-    assert_eq!(settings_on(&fleet), at_kill, "a member was written again");
+    let mut writes_before = writes_at_kill.clone();
+    writes_before.remove(&drifted);
+    assert_eq!(
+        writes_now, writes_before,
+        "a member that did not change was sent a write during the takeover"
+    );
+    let mut settings_now = settings_on(&fleet);
+    settings_now.remove(&drifted);
+    let mut settings_before = at_kill.clone();
+    settings_before.remove(&drifted);
+    assert_eq!(settings_now, settings_before, "a member was written again");
+    let at_kill = settings_on(&fleet);
+    let writes_at_kill = writes(&fleet);
     let before: BTreeMap<String, BTreeMap<u32, u64>> = replicas
         .iter()
         .map(|(id, d)| (id.clone(), delivered(d)))
