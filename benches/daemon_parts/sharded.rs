@@ -2,8 +2,8 @@
 //! processes of `gitfleet run --state kubernetes --shards N` whose hosting cluster is one more
 //! simulated cluster. Five phases: the first rollout (from the replicas' start), idle (each
 //! replica's RSS), one placement's change, a replica killed (until its shards are held by the
-//! others and its members checked again), and a replica added (until the shards are split
-//! again and the members it took checked again). Fleets past what one process's open files
+//! others, each checked by its new owner, and every binding confirmed), and a replica added
+//! (until the shards are split again and those it took checked and confirmed). Fleets past what one process's open files
 //! allow are served by `gitfleet sim` child processes ([`super::sim_processes`]).
 //! The kill and add phases also print the members' changes the leader took and the orders
 //! each replica carried out in them.
@@ -113,7 +113,7 @@ fn sum_of(text: &str, metric: &str, label: &str) -> f64 {
         .fold(0.0, |a, b| a + b)
 }
 
-/// Orders one replica carried out so far with `outcome` (`delivered`, `probed`).
+/// Orders one replica carried out so far with `outcome` (`delivered`, `probed`, `checked`).
 fn orders_of(d: &DaemonProcess, outcome: &str) -> Result<f64> {
     let text = d.get("/metrics")?;
     let label = format!("outcome=\"{outcome}\"");
@@ -128,14 +128,14 @@ fn orders_by(replicas: &[(String, DaemonProcess)], outcome: &str) -> Result<Vec<
         .collect()
 }
 
-/// Orders delivered so far by the replicas that serve shards: all but the leader, which holds
-/// none while another replica is live, and whose scrape (every member's series) would cost the
-/// measured leader most.
-fn delivered(replicas: &[(String, DaemonProcess)], leader: usize) -> Result<f64> {
+/// Orders checked so far by the replicas that serve shards (one for each shard an owner took
+/// over): all but the leader, which holds none while another replica is live, and whose scrape
+/// (every member's series) would cost the measured leader most.
+fn checked(replicas: &[(String, DaemonProcess)], leader: usize) -> Result<f64> {
     let mut total = 0.0;
     for (i, (_, d)) in replicas.iter().enumerate() {
         if i != leader {
-            total += orders_of(d, "delivered")?;
+            total += orders_of(d, "checked")?;
         }
     }
     Ok(total)
@@ -166,12 +166,14 @@ fn changes_taken(leader: &DaemonProcess) -> Result<[f64; 3]> {
     }))
 }
 
-/// What the replicas were asked to do in a phase: orders delivered and probes carried out by
-/// each, and the members' changes the leader took by cause. A re-check's members are each one
-/// change and one order at least; more of either is work the phase made for itself.
+/// What the replicas were asked to do in a phase: orders delivered, probes and checks carried
+/// out by each, and the members' changes the leader took by cause. A shard taken over is one
+/// check; a member found changed is one change and one order at least; more is work the phase
+/// made for itself.
 struct Asked {
     orders: Vec<(String, f64)>,
     probes: Vec<(String, f64)>,
+    checks: Vec<(String, f64)>,
     changes: [f64; 3],
 }
 
@@ -180,6 +182,7 @@ impl Asked {
         Ok(Asked {
             orders: orders_by(replicas, "delivered")?,
             probes: orders_by(replicas, "probed")?,
+            checks: orders_by(replicas, "checked")?,
             changes: changes_taken(leader)?,
         })
     }
@@ -193,6 +196,7 @@ impl Asked {
         Asked {
             orders: per_replica_since(&self.orders, &before.orders),
             probes: per_replica_since(&self.probes, &before.probes),
+            checks: per_replica_since(&self.checks, &before.checks),
             changes,
         }
     }
@@ -206,8 +210,8 @@ fn members_of(members: &[String], held: &BTreeSet<u32>, shards: u32) -> usize {
         .count()
 }
 
-/// Waits until the replicas delivered `count` more orders than `before`: each of `whose`
-/// members checked again (one order each, at least).
+/// Waits until the replicas checked `count` more orders than `before`: each of `whose` shards
+/// checked by its new owner (one order each, at least).
 fn await_checked(
     replicas: &[(String, DaemonProcess)],
     leader: usize,
@@ -216,9 +220,9 @@ fn await_checked(
     whose: &str,
 ) -> Result<()> {
     let start = Instant::now();
-    while delivered(replicas, leader)? - before < count as f64 {
+    while checked(replicas, leader)? - before < count as f64 {
         if start.elapsed() > SCALE_LIMIT {
-            return Err(format!("{whose} members were not checked again"));
+            return Err(format!("{whose} shards were not checked"));
         }
         // As seldom as the confirmation that follows polls: each scrape encodes every
         // member's series in the measured replicas.
@@ -377,8 +381,8 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         &sim,
     )?);
 
-    // 4. A replica that does not lead is killed: until its shards are held by the others and
-    // its members checked again (one order each, at least).
+    // 4. A replica that does not lead is killed: until its shards are held by the others, each
+    // checked by its new owner, and the leader confirmed every binding.
     let victim = (0..replicas.len())
         .find(|i| *i != leader)
         .ok_or("one replica")?;
@@ -394,13 +398,13 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         .ok_or("the leader is gone")?;
     let ticks = ticks_of(&replicas)?;
     let asked_before = Asked::now(&replicas, &replicas[leader].1)?;
-    let before = delivered(&replicas, leader)?;
+    let before = checked(&replicas, leader)?;
     let taken = await_split(&replicas, shards)?;
     await_checked(
         &replicas,
         leader,
         before,
-        lost_members,
+        lost.len(),
         "the killed replica's",
     )?;
     replicas[leader]
@@ -422,7 +426,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
     // 5. A replica added: until the shards are split among all again.
     let (requests, at, ticks) = (sim.requests()?, Instant::now(), ticks_of(&replicas)?);
     let asked_before = Asked::now(&replicas, &replicas[leader].1)?;
-    let before = delivered(&replicas, leader)?;
+    let before = checked(&replicas, leader)?;
     replicas.push(start(&format!("r{}", count + 1))?);
     let rebalanced = await_split(&replicas, shards)?;
     let (_, moved) = replica_view(&replicas[replicas.len() - 1].1)?;
@@ -431,7 +435,7 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
         &replicas,
         leader,
         before,
-        moved_members,
+        moved.len(),
         "the added replica's",
     )?;
     replicas[leader]
@@ -489,10 +493,11 @@ pub(super) fn sharded(rt: &tokio::runtime::Runtime) -> Result<()> {
             .orders
             .iter()
             .zip(&a.probes)
-            .map(|((id, n), (_, p))| format!("{id} {n:.0}/{p:.0}"))
+            .zip(&a.checks)
+            .map(|(((id, n), (_, p)), (_, c))| format!("{id} {n:.0}/{p:.0}/{c:.0}"))
             .collect();
         println!(
-            "{phase}: the leader took {:.0} members' changes (changed {:.0}, watch restarted {:.0}, status {:.0}); orders delivered/probes carried out: {}",
+            "{phase}: the leader took {:.0} members' changes (changed {:.0}, watch restarted {:.0}, status {:.0}); orders delivered/probes/checks carried out: {}",
             a.changes.iter().sum::<f64>(),
             a.changes[0],
             a.changes[1],
