@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use gitfleet::render::Manifest;
 use gitfleet::rollout::{
-    absorb, Action, ApplyStrategy, BindingHealth, ClusterState, Ledger, Outcome, Revision,
-    RolloutState, Work,
+    absorb, Action, ApplyStrategy, BindingHealth, ClusterState, DetailFields, Ledger, Outcome,
+    Revision, RolloutState, Work,
 };
 
 /// The bytes of the allocations walked, each counted once.
@@ -63,13 +63,16 @@ fn walk_entry(w: &mut Walk, name: &str, c: &ClusterState) {
     // The key as absorb makes it: a copy, as long as the name.
     w.bytes += size_of::<String>() + size_of::<ClusterState>();
     w.once(name.as_ptr(), name.len());
-    for r in [&c.revision, &c.attempted].into_iter().flatten() {
+    for r in [&c.revision, &c.details.attempted].into_iter().flatten() {
         r.rendered.walk(w);
     }
     c.commit.iter().for_each(|t| t.walk(w));
     c.recheck.iter().for_each(|t| t.walk(w));
-    c.last_error.iter().for_each(|t| t.walk(w));
-    for list in [&c.diffs, &c.not_available] {
+    if let Some(d) = c.details.boxed() {
+        w.once((d as *const DetailFields).cast(), size_of::<DetailFields>());
+    }
+    c.details.last_error.iter().for_each(|t| t.walk(w));
+    for list in [&c.details.diffs, &c.details.not_available] {
         w.once(list.as_ptr().cast(), list.capacity() * size_of::<String>());
         list.iter().for_each(|t| t.walk(w));
     }

@@ -470,7 +470,7 @@ impl PlacementStatus {
         !self.failed.is_empty()
             || !self.render_errors.is_empty()
             || self.clusters.values().any(|c| {
-                c.last_error.is_some() || c.health == crate::rollout::BindingHealth::Failed
+                c.details.last_error.is_some() || c.health == crate::rollout::BindingHealth::Failed
             })
             || self.is_held()
     }
@@ -636,11 +636,13 @@ impl PlacementStatus {
         }
         let state = if self.failed.contains_key(cluster)
             || self.render_errors.contains_key(cluster)
-            || stored.is_some_and(|c| c.last_error.is_some() || c.health == BindingHealth::Failed)
-        {
+            || stored.is_some_and(|c| {
+                c.details.last_error.is_some() || c.health == BindingHealth::Failed
+            }) {
             ClusterPlacementState::Failed
         } else if stored.is_some_and(|c| {
-            c.recheck.is_some() || c.health == BindingHealth::DiffReported && !c.diffs.is_empty()
+            c.recheck.is_some()
+                || c.health == BindingHealth::DiffReported && !c.details.diffs.is_empty()
         }) {
             ClusterPlacementState::Drifted
         } else if has(&self.applying) || has(&self.removing) {

@@ -539,7 +539,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             || st
                 .placements
                 .iter()
-                .any(|p| p.clusters.values().any(|c| c.last_error.is_some()));
+                .any(|p| p.clusters.values().any(|c| c.details.last_error.is_some()));
         Ok(if args.once && failed {
             ExitCode::FAILURE
         } else {

@@ -159,7 +159,7 @@ pub fn verdict(
         let rechecked: Vec<String> = p
             .clusters
             .iter()
-            .filter(|(_, c)| c.health != BindingHealth::Failed && c.last_error.is_none())
+            .filter(|(_, c)| c.health != BindingHealth::Failed && c.details.last_error.is_none())
             .filter_map(|(n, c)| Some(format!("{n} ({})", c.recheck.as_ref()?)))
             .collect();
         if !rechecked.is_empty() {
@@ -191,7 +191,7 @@ pub fn verdict(
             failed.push(format!("{}: held: {}", p.id, c.message));
         }
         for (name, c) in &p.clusters {
-            if let Some(e) = &c.last_error {
+            if let Some(e) = &c.details.last_error {
                 failed.push(format!("{} on {name}: {e}", p.id));
             } else if c.health == BindingHealth::Failed {
                 failed.push(format!("{} on {name}: not available", p.id));
@@ -478,7 +478,13 @@ mod tests {
             matches!(verdict(&d, &[], HEAD, false, &[]), Verdict::Failed(w) if w.contains("a.yaml:1: bad"))
         );
         let mut d = doc(json!({}));
-        d.placements[0].clusters.get_mut("a").unwrap().last_error = Some("409 conflict".into());
+        d.placements[0]
+            .clusters
+            .get_mut("a")
+            .unwrap()
+            .details
+            .make_mut()
+            .last_error = Some("409 conflict".into());
         assert_eq!(
             verdict(&d, &[], HEAD, true, &[]),
             Verdict::Failed("crp/app on a: 409 conflict".into())

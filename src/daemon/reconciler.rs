@@ -532,13 +532,9 @@ impl<D: Deliverer> Daemon<D> {
                     clusters += 1;
                     crate::rollout::ClusterState {
                         revision: None,
-                        attempted: None,
+                        details: Default::default(),
                         commit: None,
                         health: BindingHealth::Pending,
-                        diffs: vec![],
-                        not_available: vec![],
-                        work_status: None,
-                        last_error: None,
                         recheck: Some("adopted from the member's record".into()),
                         drift: false,
                         reread: false,
@@ -906,7 +902,8 @@ impl<D: Deliverer> Daemon<D> {
                 p.clusters
                     .values()
                     .filter(|c| {
-                        c.health == crate::rollout::BindingHealth::Failed || c.last_error.is_some()
+                        c.health == crate::rollout::BindingHealth::Failed
+                            || c.details.last_error.is_some()
                     })
                     .count()
             });
@@ -1099,7 +1096,9 @@ impl<D: Deliverer> Daemon<D> {
                         .map(|p| {
                             p.clusters
                                 .iter()
-                                .filter_map(|(c, st)| Some((c.clone(), st.last_error.clone()?)))
+                                .filter_map(|(c, st)| {
+                                    Some((c.clone(), st.details.last_error.clone()?))
+                                })
                                 .collect()
                         })
                         .unwrap_or_default();

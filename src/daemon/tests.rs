@@ -410,7 +410,10 @@ async fn a_failed_push_is_retried_after_five_seconds() {
     assert_eq!(d.reconcile(&head).await.unwrap(), AT_ONCE);
     let stored = w.stored().load_rollout().unwrap();
     let app = &stored.placements[&"crp/app".parse().unwrap()];
-    assert!(app.clusters.values().all(|c| c.last_error.is_none()));
+    assert!(app
+        .clusters
+        .values()
+        .all(|c| c.details.last_error.is_none()));
 }
 
 /// Waits for every delivery handed to the members' workers and hands it to the next reconcile,
@@ -443,7 +446,7 @@ async fn a_member_that_does_not_answer_is_not_pushed_to_and_its_work_fails_at_on
     let stored = w.stored().load_rollout().unwrap();
     let m1 = &stored.placements[&"crp/app".parse().unwrap()].clusters["m1"];
     assert_eq!(m1.health, BindingHealth::Failed);
-    let error = m1.last_error.as_deref().unwrap();
+    let error = m1.details.last_error.as_deref().unwrap();
     assert!(
         error.starts_with("member unreachable: connection refused"),
         "{error}"

@@ -114,7 +114,7 @@ impl Delivered {
                 && recorded.is_some_and(|c| {
                     c.health == *health
                         && c.revision.as_ref() == Some(revision)
-                        && c.work_status.as_deref() == observed.work_status.as_ref()
+                        && c.details.work_status.as_deref() == observed.work_status.as_ref()
                 })
         })
     }

@@ -326,7 +326,7 @@ fn failed_clusters(p: &PlacementStatus) -> Vec<String> {
     set.extend(
         p.clusters
             .iter()
-            .filter(|(_, c)| c.last_error.is_some() || c.health == BindingHealth::Failed)
+            .filter(|(_, c)| c.details.last_error.is_some() || c.health == BindingHealth::Failed)
             .map(|(n, _)| n),
     );
     set.into_iter().cloned().collect()
@@ -336,7 +336,7 @@ fn first_failure(p: &PlacementStatus) -> String {
     let from_clusters = p
         .clusters
         .iter()
-        .find_map(|(n, c)| c.last_error.as_ref().map(|e| format!("{n}: {e}")));
+        .find_map(|(n, c)| c.details.last_error.as_ref().map(|e| format!("{n}: {e}")));
     p.failed
         .iter()
         .chain(&p.render_errors)
@@ -418,7 +418,7 @@ fn drift(
         if s.drift && !was(c) {
             why = why.or(s.recheck.as_deref().map(String::from));
             found.push(c.clone());
-        } else if s.recheck.is_none() && was(c) && s.last_error.is_none() {
+        } else if s.recheck.is_none() && was(c) && s.details.last_error.is_none() {
             restored.push(c.clone());
         }
     }

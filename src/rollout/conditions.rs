@@ -451,7 +451,7 @@ fn worked_out(
         let at_latest = step.render_errors.contains_key(cluster)
             || cs.is_some_and(|c| {
                 at(c.revision.as_ref())
-                    || (c.health == BindingHealth::Failed && at(c.attempted.as_ref()))
+                    || (c.health == BindingHealth::Failed && at(c.details.attempted.as_ref()))
             });
         let decision = decisions.get(cluster).map(|d| d.reason());
         let facts = ClusterFacts {
@@ -460,7 +460,7 @@ fn worked_out(
             at_latest,
             blocked: waiting.contains(cluster),
             health: cs.filter(|_| at_latest).map(|c| c.health),
-            error: cs.and_then(|c| c.last_error.as_deref()),
+            error: cs.and_then(|c| c.details.last_error.as_deref()),
             overridden: step.overridden.contains(cluster),
             override_error: step
                 .render_errors

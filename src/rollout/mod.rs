@@ -43,7 +43,9 @@ pub mod work;
 pub use rolling::{
     plan_step, BindingHealth, Budget, Revision, RollingParams, RolloutBinding, RolloutStep, Target,
 };
-pub use state::{ClusterState, LastProbe, PlacementState, Rejected, RolloutState};
+pub use state::{
+    ClusterState, DetailFields, Details, LastProbe, PlacementState, Rejected, RolloutState,
+};
 pub use step::{
     absorb, absorb_indexed, step, step_memoized, BindingIndex, Decision, Input, Ledger, Pace,
     Pacing, StagedInput, StepMemo, StepSummary,

@@ -162,7 +162,7 @@ impl RolloutState {
                 let reads_status = || {
                     ps.clusters
                         .get(*member)
-                        .is_some_and(|c| c.work_status.is_some())
+                        .is_some_and(|c| c.details.work_status.is_some())
                 };
                 applying.extend(
                     by_member[member]
@@ -296,7 +296,7 @@ impl Shared {
     /// Whether every shared value of `c` is the one held (those not held yet are from now on).
     fn holds(&mut self, c: &ClusterState) -> bool {
         held(&mut self.objects, &c.objects)
-            && [&c.revision, &c.attempted]
+            && [&c.revision, &c.details.attempted]
                 .into_iter()
                 .flatten()
                 .all(|r| held(&mut self.strings, &r.rendered))
@@ -307,7 +307,10 @@ impl Shared {
     /// Makes `c`'s values the ones held, holding those not held yet.
     fn share(&mut self, c: &mut ClusterState) {
         share(&mut self.objects, &mut c.objects);
-        for r in [&mut c.revision, &mut c.attempted].into_iter().flatten() {
+        if let Some(r) = &mut c.revision {
+            share(&mut self.strings, &mut r.rendered);
+        }
+        if let Some(r) = c.details.0.as_mut().and_then(|d| d.attempted.as_mut()) {
             share(&mut self.strings, &mut r.rendered);
         }
         if let Some(commit) = &mut c.commit {
@@ -361,53 +364,32 @@ pub struct PlacementState {
     pub clusters: BTreeMap<String, ClusterState>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "ClusterRecord")]
 pub struct ClusterState {
     /// What was last pushed successfully; `None` when nothing was yet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<Revision>,
-    /// A revision whose push failed (the cluster still runs `revision`); retried.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attempted: Option<Revision>,
     /// The commit whose push delivered `revision` (a later push of the same revision, a
     /// re-check's, keeps it). Shared by the clusters a delivery pushed it to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<Arc<str>>,
     pub health: BindingHealth,
-    /// Differences the last push reported (ReportDiff, or drift seen under FullComparison).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub diffs: Vec<String>,
-    /// Objects the last push found not available yet, and why: what a pending cluster waits
-    /// for.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub not_available: Vec<String>,
-    /// An OCM work's status as its feedback and condition rules read it at the last push
-    /// (only for manifests that have rules; [`crate::feedback`]). Shared: published statuses
-    /// read it through.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub work_status: Option<Arc<crate::feedback::WorkStatus>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
+    /// What the last push reported beyond the health, and a failed push's revision and error.
+    pub details: Details,
     /// The member changed what this placement put there (an object deleted or modified, seen
     /// by the daemon's watch, or the periodic resync): re-applied at the next step, whatever
     /// its health, and cleared by that push. Why, for status and logs (shared by the clusters
     /// one change marked).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recheck: Option<Arc<str>>,
     /// The re-check is for a change the members' watch saw on the member (not a start or a
     /// resync): what notifications call drift. Cleared with `recheck`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub drift: bool,
     /// The status an OCM work's rules read changed on the member: pushed again at the next
     /// step (a write that changes nothing) to read it. Not a re-check: nothing drifted, and
     /// status keeps saying what it said. Cleared by that push; never saved.
-    #[serde(skip)]
     pub reread: bool,
     /// The staged update run that delivered `revision`, as the member's record names it too:
     /// what a finished run is known by when the state is rebuilt from the members. Behind a
     /// pointer: most entries have none, and the delivery is five strings wide.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivered_by: Option<Arc<super::staged::RunDelivery>>,
     /// Unix seconds of the last change of this entry.
     pub updated_at: u64,
@@ -416,8 +398,200 @@ pub struct ClusterState {
     /// (such a cluster counts once it is next applied).
     /// Shared (`Arc`) between the clusters of a placement that were given the same rendering:
     /// one set per rendering, not one per binding.
-    #[serde(default, skip_serializing_if = "no_objects")]
     pub objects: Arc<std::collections::BTreeSet<ObjectKey>>,
+}
+
+/// A cluster's [`DetailFields`], behind a pointer that is null when they are all empty: an
+/// entry is kept per binding, and most entries (a push that went well, with nothing to report)
+/// have none of them, which inline were half of an entry's size. Reads through to the fields
+/// (empty ones when there are none); [`Details::make_mut`] to change them.
+#[derive(Debug, Clone, Default)]
+pub struct Details(Option<Box<DetailFields>>);
+
+/// What few clusters' entries hold.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DetailFields {
+    /// A revision whose push failed (the cluster still runs `revision`); retried.
+    pub attempted: Option<Revision>,
+    /// Differences the last push reported (ReportDiff, or drift seen under FullComparison).
+    pub diffs: Vec<String>,
+    /// Objects the last push found not available yet, and why: what a pending cluster waits
+    /// for.
+    pub not_available: Vec<String>,
+    /// An OCM work's status as its feedback and condition rules read it at the last push
+    /// (only for manifests that have rules; [`crate::feedback`]). Shared: published statuses
+    /// read it through.
+    pub work_status: Option<Arc<crate::feedback::WorkStatus>>,
+    pub last_error: Option<String>,
+}
+
+static NO_DETAILS: DetailFields = DetailFields {
+    attempted: None,
+    diffs: Vec::new(),
+    not_available: Vec::new(),
+    work_status: None,
+    last_error: None,
+};
+
+impl DetailFields {
+    fn is_empty(&self) -> bool {
+        let DetailFields {
+            attempted,
+            diffs,
+            not_available,
+            work_status,
+            last_error,
+        } = self;
+        attempted.is_none()
+            && diffs.is_empty()
+            && not_available.is_empty()
+            && work_status.is_none()
+            && last_error.is_none()
+    }
+}
+
+impl Details {
+    /// `fields`, boxed only when there is something in them.
+    pub fn new(fields: DetailFields) -> Details {
+        Details((!fields.is_empty()).then(|| Box::new(fields)))
+    }
+
+    /// The fields, when there are any (boxed).
+    pub fn boxed(&self) -> Option<&DetailFields> {
+        self.0.as_deref()
+    }
+
+    /// The fields to change (boxed from now on).
+    pub fn make_mut(&mut self) -> &mut DetailFields {
+        self.0.get_or_insert_with(Default::default)
+    }
+}
+
+impl std::ops::Deref for Details {
+    type Target = DetailFields;
+
+    fn deref(&self) -> &DetailFields {
+        self.0.as_deref().unwrap_or(&NO_DETAILS)
+    }
+}
+
+/// Equal when they say the same, boxed or not.
+impl PartialEq for Details {
+    fn eq(&self, other: &Details) -> bool {
+        **self == **other
+    }
+}
+
+/// Written as gitfleet always wrote an entry: the details' fields among the others, in their
+/// places, each only when set.
+impl Serialize for ClusterState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let ClusterState {
+            revision,
+            commit,
+            health,
+            details,
+            recheck,
+            drift,
+            reread: _,
+            delivered_by,
+            updated_at,
+            objects,
+        } = self;
+        let DetailFields {
+            attempted,
+            diffs,
+            not_available,
+            work_status,
+            last_error,
+        } = &**details;
+        let mut st = s.serialize_struct("ClusterState", 13)?;
+        fn field<S: SerializeStruct, T: Serialize + ?Sized>(
+            st: &mut S,
+            name: &'static str,
+            value: &T,
+            set: bool,
+        ) -> Result<(), S::Error> {
+            if set {
+                st.serialize_field(name, value)
+            } else {
+                st.skip_field(name)
+            }
+        }
+        field(&mut st, "revision", revision, revision.is_some())?;
+        field(&mut st, "attempted", attempted, attempted.is_some())?;
+        field(&mut st, "commit", commit, commit.is_some())?;
+        st.serialize_field("health", health)?;
+        field(&mut st, "diffs", diffs, !diffs.is_empty())?;
+        field(
+            &mut st,
+            "notAvailable",
+            not_available,
+            !not_available.is_empty(),
+        )?;
+        field(&mut st, "workStatus", work_status, work_status.is_some())?;
+        field(&mut st, "lastError", last_error, last_error.is_some())?;
+        field(&mut st, "recheck", recheck, recheck.is_some())?;
+        field(&mut st, "drift", drift, *drift)?;
+        field(&mut st, "deliveredBy", delivered_by, delivered_by.is_some())?;
+        st.serialize_field("updatedAt", updated_at)?;
+        field(&mut st, "objects", objects, !no_objects(objects))?;
+        st.end()
+    }
+}
+
+/// An entry as written ([`ClusterState`]'s `Serialize`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterRecord {
+    #[serde(default)]
+    revision: Option<Revision>,
+    #[serde(default)]
+    attempted: Option<Revision>,
+    #[serde(default)]
+    commit: Option<Arc<str>>,
+    health: BindingHealth,
+    #[serde(default)]
+    diffs: Vec<String>,
+    #[serde(default)]
+    not_available: Vec<String>,
+    #[serde(default)]
+    work_status: Option<Arc<crate::feedback::WorkStatus>>,
+    #[serde(default)]
+    last_error: Option<String>,
+    #[serde(default)]
+    recheck: Option<Arc<str>>,
+    #[serde(default)]
+    drift: bool,
+    #[serde(default)]
+    delivered_by: Option<Arc<super::staged::RunDelivery>>,
+    updated_at: u64,
+    #[serde(default)]
+    objects: Arc<std::collections::BTreeSet<ObjectKey>>,
+}
+
+impl From<ClusterRecord> for ClusterState {
+    fn from(r: ClusterRecord) -> ClusterState {
+        ClusterState {
+            revision: r.revision,
+            commit: r.commit,
+            health: r.health,
+            details: Details::new(DetailFields {
+                attempted: r.attempted,
+                diffs: r.diffs,
+                not_available: r.not_available,
+                work_status: r.work_status,
+                last_error: r.last_error,
+            }),
+            recheck: r.recheck,
+            drift: r.drift,
+            reread: false,
+            delivered_by: r.delivered_by,
+            updated_at: r.updated_at,
+            objects: r.objects,
+        }
+    }
 }
 
 fn no_objects(objects: &Arc<std::collections::BTreeSet<ObjectKey>>) -> bool {
@@ -476,13 +650,9 @@ impl ClusterState {
     pub fn same_but_for_time_and_recheck(&self, other: &ClusterState) -> bool {
         let ClusterState {
             revision,
-            attempted,
             commit,
             health,
-            diffs,
-            not_available,
-            work_status,
-            last_error,
+            details,
             recheck: _,
             drift: _,
             reread: _,
@@ -491,13 +661,9 @@ impl ClusterState {
             objects,
         } = self;
         *revision == other.revision
-            && *attempted == other.attempted
             && *commit == other.commit
             && *health == other.health
-            && *diffs == other.diffs
-            && *not_available == other.not_available
-            && *work_status == other.work_status
-            && *last_error == other.last_error
+            && *details == other.details
             && *objects == other.objects
             && *delivered_by == other.delivered_by
     }
@@ -509,13 +675,9 @@ impl ClusterState {
     pub fn with_health(health: BindingHealth) -> ClusterState {
         ClusterState {
             revision: None,
-            attempted: None,
             commit: None,
             health,
-            diffs: vec![],
-            not_available: vec![],
-            work_status: None,
-            last_error: None,
+            details: Details::default(),
             recheck: None,
             drift: false,
             reread: false,
@@ -961,6 +1123,8 @@ mod tests {
             .clusters
             .get_mut("m1")
             .unwrap()
+            .details
+            .make_mut()
             .work_status = Some(Arc::new(crate::feedback::WorkStatus::default()));
         assert_eq!(unread.recheck("m1", None, why, false, 9), 1);
         assert!(unread.placements[&key].clusters["m1"].reread);

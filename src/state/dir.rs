@@ -1218,13 +1218,9 @@ mod tests {
                         resource_index: 2,
                         rendered: "h".into(),
                     }),
-                    attempted: None,
+                    details: Default::default(),
                     commit: Some("abc".into()),
                     health: BindingHealth::AvailableUntrackable { since: 7 },
-                    diffs: vec![],
-                    not_available: vec![],
-                    work_status: None,
-                    last_error: None,
                     recheck: None,
                     drift: false,
                     reread: false,
@@ -1286,7 +1282,10 @@ mod tests {
         let charlie = &shop.clusters["charlie"];
         assert_eq!(charlie.health, BindingHealth::Failed);
         assert_eq!(charlie.revision.as_ref().unwrap().resource_index, 0);
-        assert_eq!(charlie.attempted.as_ref().unwrap().resource_index, 1);
+        assert_eq!(
+            charlie.details.attempted.as_ref().unwrap().resource_index,
+            1
+        );
         let (commit, previous) = store.load_schedule().unwrap();
         assert_eq!(commit, state.serving);
         assert_eq!(previous.len(), 5);
@@ -1345,13 +1344,13 @@ mod tests {
         };
         let cluster = |error: &str| ClusterState {
             revision: None,
-            attempted: None,
+            details: crate::rollout::Details::new(crate::rollout::DetailFields {
+                diffs: vec!["a\n\"b\"".into()],
+                last_error: Some(error.into()),
+                ..Default::default()
+            }),
             commit: Some("c1".into()),
             health: BindingHealth::Failed,
-            diffs: vec!["a\n\"b\"".into()],
-            not_available: vec![],
-            work_status: None,
-            last_error: Some(error.into()),
             recheck: None,
             drift: false,
             reread: false,
@@ -1536,13 +1535,12 @@ mod tests {
                 "a".into(),
                 ClusterState {
                     revision: None,
-                    attempted: None,
+                    details: crate::rollout::Details::new(crate::rollout::DetailFields {
+                        last_error: Some(error.into()),
+                        ..Default::default()
+                    }),
                     commit: Some("c1".into()),
                     health: BindingHealth::Pending,
-                    diffs: vec![],
-                    not_available: vec![],
-                    work_status: None,
-                    last_error: Some(error.into()),
                     recheck: None,
                     drift: false,
                     reread: false,
@@ -1562,6 +1560,8 @@ mod tests {
             .clusters
             .get_mut("a")
             .unwrap()
+            .details
+            .make_mut()
             .last_error = Some(error.into());
     }
 

@@ -73,7 +73,7 @@ fn failed_summary(p: &PlacementStatus) -> Option<String> {
     let failed: Vec<&str> = p
         .clusters
         .iter()
-        .filter(|(_, c)| c.health == BindingHealth::Failed || c.last_error.is_some())
+        .filter(|(_, c)| c.health == BindingHealth::Failed || c.details.last_error.is_some())
         .map(|(name, _)| name.as_str())
         .collect();
     (!failed.is_empty()).then(|| {
@@ -188,7 +188,7 @@ pub fn table(doc: &Placements, now: u64, wide: bool) -> String {
             let failed: Vec<String> = p
                 .clusters
                 .iter()
-                .filter(|(_, c)| c.last_error.is_some())
+                .filter(|(_, c)| c.details.last_error.is_some())
                 .map(|(name, _)| name.clone())
                 .collect();
             row.extend([
@@ -253,17 +253,18 @@ pub fn describe(p: &PlacementStatus) -> String {
                 .as_ref()
                 .map_or("-".into(), |r| r.resource_index.to_string()),
             short(c.commit.as_deref()),
-            c.last_error
+            c.details
+                .last_error
                 .as_ref()
                 .map_or(String::new(), |e| format!("\n    error: {e}"))
         );
-        for d in &c.diffs {
+        for d in &c.details.diffs {
             let _ = writeln!(out, "    diff: {d}");
         }
-        for n in &c.not_available {
+        for n in &c.details.not_available {
             let _ = writeln!(out, "    not available: {n}");
         }
-        if let Some(w) = &c.work_status {
+        if let Some(w) = &c.details.work_status {
             out.push_str(&work_status(w));
         }
         if let Some(why) = &c.recheck {
@@ -509,7 +510,13 @@ mod tests {
             }]}
         }))
         .unwrap();
-        d.placements[0].clusters.get_mut("b").unwrap().work_status = Some(status.into());
+        d.placements[0]
+            .clusters
+            .get_mut("b")
+            .unwrap()
+            .details
+            .make_mut()
+            .work_status = Some(status.into());
         let text = describe(&d.placements[0]);
         assert!(
             text.contains("    work condition: Ready True (ConditionRulesAggregated: up)\n"),
@@ -538,7 +545,12 @@ mod tests {
         assert!(!t.contains("settled"), "{t}");
         // Failed health alone (an object became unavailable) counts too, and a note stays.
         let p = &mut d.placements[0];
-        p.clusters.get_mut("b").unwrap().last_error = None;
+        p.clusters
+            .get_mut("b")
+            .unwrap()
+            .details
+            .make_mut()
+            .last_error = None;
         p.note = Some("External: waits for an update run".into());
         let t = table(&d, 0, false);
         assert!(
@@ -559,8 +571,9 @@ mod tests {
         (p.applying, p.waiting) = (vec![], vec![]);
         let b = p.clusters.get_mut("b").unwrap();
         b.health = BindingHealth::Pending;
-        b.last_error = None;
-        b.not_available = vec!["Deployment app/web: 0/1 replicas available, 1/1 updated".into()];
+        b.details.make_mut().last_error = None;
+        b.details.make_mut().not_available =
+            vec!["Deployment app/web: 0/1 replicas available, 1/1 updated".into()];
         let t = table(&d, 0, false);
         assert!(
             t.contains("waiting for availability on 1 cluster(s)"),

@@ -106,7 +106,7 @@ fn a_failed_push_is_told_once_and_its_recovery_settles() {
                 .insert("m2".into(), "admission webhook denied".into());
             let c = p.clusters.get_mut("m2").unwrap();
             c.health = BindingHealth::Failed;
-            c.last_error = Some("admission webhook denied".into());
+            c.details.make_mut().last_error = Some("admission webhook denied".into());
         })],
     );
     let events = events_between(&started, &failed, 5, None);

@@ -400,7 +400,7 @@ fn progress(view: &View, c: &status::ClusterStatus) -> Progress {
     // changed it. What it found there stays until the run's own push lands.
     let other =
         |r: Option<&Revision>| r.is_some_and(|r| Some(r) != ours && !c.replaced.contains(r));
-    if other(cur.revision.as_ref()) || other(cur.attempted.as_ref()) {
+    if other(cur.revision.as_ref()) || other(cur.details.attempted.as_ref()) {
         return Progress::Preempted;
     }
     Progress::Updating
@@ -551,7 +551,13 @@ fn execute_stage(
             c.replaced = view
                 .clusters
                 .get(&c.cluster_name)
-                .map(|cur| cur.revision.iter().chain(&cur.attempted).cloned().collect())
+                .map(|cur| {
+                    cur.revision
+                        .iter()
+                        .chain(&cur.details.attempted)
+                        .cloned()
+                        .collect()
+                })
                 .unwrap_or_default();
             c.revision = Some(revision);
             cluster_started(c, now);

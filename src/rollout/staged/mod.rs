@@ -215,6 +215,7 @@ pub fn heal(
             || cs.health == rolling::BindingHealth::Pending
             || (cs.health == rolling::BindingHealth::Failed
                 && cs
+                    .details
                     .attempted
                     .as_ref()
                     .is_none_or(|a| Some(a) == cs.revision.as_ref()));

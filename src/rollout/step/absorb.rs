@@ -187,13 +187,14 @@ pub fn absorb_indexed(
                 let mut pushed = ClusterState {
                     objects,
                     revision: Some(revision),
-                    attempted: None,
+                    details: crate::rollout::Details::new(crate::rollout::DetailFields {
+                        diffs: observed.diffs,
+                        not_available: observed.not_available,
+                        work_status: observed.work_status.map(Arc::new),
+                        ..Default::default()
+                    }),
                     commit: Some(commit.clone()),
                     health,
-                    diffs: observed.diffs,
-                    not_available: observed.not_available,
-                    work_status: observed.work_status.map(Arc::new),
-                    last_error: None,
                     recheck: None,
                     drift: false,
                     reread: false,
@@ -247,13 +248,9 @@ pub fn absorb_indexed(
                         .or_insert_with(|| ClusterState {
                             objects: Default::default(),
                             revision: None,
-                            attempted: None,
+                            details: Default::default(),
                             commit: None,
                             health: BindingHealth::Failed,
-                            diffs: vec![],
-                            not_available: vec![],
-                            work_status: None,
-                            last_error: None,
                             recheck: None,
                             drift: false,
                             reread: false,
@@ -262,9 +259,9 @@ pub fn absorb_indexed(
                         });
                 entry.health = BindingHealth::Failed;
                 if let Action::Apply { revision, .. } = action {
-                    entry.attempted = Some(revision);
+                    entry.details.make_mut().attempted = Some(revision);
                 }
-                entry.last_error = Some(message);
+                entry.details.make_mut().last_error = Some(message);
                 entry.updated_at = now;
             }
         }

@@ -178,7 +178,7 @@ pub(crate) fn status_of(
     desired: &Revision,
 ) -> Option<(Status, u64)> {
     let c = current?;
-    if c.attempted.as_ref() == Some(desired) {
+    if c.details.attempted.as_ref() == Some(desired) {
         return Some((Status::ToApply, c.updated_at));
     }
     if c.revision.as_ref() != Some(desired) {

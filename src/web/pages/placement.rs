@@ -97,8 +97,8 @@ pub fn page(v: &Placement<'_>) -> Markup {
                                 @if let Some(e) = p.render_errors.get(c.as_str()) { p.bad { "cannot render: " (e) } }
                                 @if let Some(s) = stored {
                                     @if let Some(r) = &s.recheck { p { "drift: " (r) } }
-                                    @for n in &s.not_available { p { "not available: " (n) } }
-                                    @if !s.diffs.is_empty() { details { summary { (s.diffs.len()) " diffs" } ul.kv { @for d in &s.diffs { li { code { (d) } } } } } }
+                                    @for n in &s.details.not_available { p { "not available: " (n) } }
+                                    @if !s.details.diffs.is_empty() { details { summary { (s.details.diffs.len()) " diffs" } ul.kv { @for d in &s.details.diffs { li { code { (d) } } } } } }
                                 }
                             }
                         }
@@ -106,7 +106,7 @@ pub fn page(v: &Placement<'_>) -> Markup {
                 }
             }
         }
-        @let works: Vec<(&String, &crate::feedback::WorkStatus)> = p.clusters.iter().filter_map(|(c, s)| Some((c, s.work_status.as_deref()?))).collect();
+        @let works: Vec<(&String, &crate::feedback::WorkStatus)> = p.clusters.iter().filter_map(|(c, s)| Some((c, s.details.work_status.as_deref()?))).collect();
         @if !works.is_empty() {
             section aria-labelledby="feedback" {
                 h2 #feedback { "Status feedback" }
