@@ -299,11 +299,13 @@ pub struct PlacementStatus {
     /// prioritizers, tolerations, decision strategy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ocm_policy: Option<crate::model::ocm::OcmPlacementSpec>,
-    pub selected: Vec<String>,
-    pub applying: Vec<String>,
-    pub removing: Vec<String>,
-    pub waiting: Vec<String>,
-    pub up_to_date: Vec<String>,
+    /// The selected clusters, as the schedule names them (one shared table of names).
+    pub selected: Vec<crate::model::ClusterName>,
+    /// The step's lists, shared with it ([`shared_status::StepClusters`]).
+    pub applying: shared_status::StepClusters,
+    pub removing: shared_status::StepClusters,
+    pub waiting: shared_status::StepClusters,
+    pub up_to_date: shared_status::StepClusters,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// Clusters the commit cannot render this placement's manifests for, with the reason.
@@ -631,7 +633,8 @@ impl PlacementStatus {
         use crate::rollout::BindingHealth;
         let has = |list: &[String]| list.iter().any(|c| c == cluster);
         let stored = self.clusters.get(cluster);
-        if !has(&self.selected) && stored.is_none() && !has(&self.removing) {
+        let selected = self.selected.iter().any(|c| &**c == cluster);
+        if !selected && stored.is_none() && !has(&self.removing) {
             return None;
         }
         let state = if self.failed.contains_key(cluster)

@@ -176,6 +176,102 @@ impl<'de> Deserialize<'de> for PerCluster {
     }
 }
 
+/// One of a step's lists of clusters (applying, removing, waiting, up to date), read through
+/// the step rather than copied: a settled placement's up-to-date list names every cluster it
+/// runs on, and the step is kept anyway (the step memo, [`PerCluster`]).
+#[derive(Clone)]
+pub struct StepClusters(Names);
+
+#[derive(Clone)]
+enum Names {
+    /// As read by a client, or made by hand.
+    Made(Vec<String>),
+    /// The step's list that `list` picks.
+    Of(Arc<StepSummary>, fn(&StepSummary) -> &Vec<String>),
+}
+
+impl StepClusters {
+    /// `step`'s list that `list` picks, shared.
+    pub fn of(step: &Arc<StepSummary>, list: fn(&StepSummary) -> &Vec<String>) -> StepClusters {
+        StepClusters(Names::Of(step.clone(), list))
+    }
+}
+
+impl Default for StepClusters {
+    fn default() -> StepClusters {
+        StepClusters(Names::Made(Vec::new()))
+    }
+}
+
+impl From<Vec<String>> for StepClusters {
+    fn from(v: Vec<String>) -> StepClusters {
+        StepClusters(Names::Made(v))
+    }
+}
+
+impl std::ops::Deref for StepClusters {
+    type Target = Vec<String>;
+
+    fn deref(&self) -> &Vec<String> {
+        match &self.0 {
+            Names::Made(v) => v,
+            Names::Of(step, list) => list(step),
+        }
+    }
+}
+
+/// A change is made to the status's own copy, never to the step.
+impl std::ops::DerefMut for StepClusters {
+    fn deref_mut(&mut self) -> &mut Vec<String> {
+        if let Names::Of(..) = self.0 {
+            self.0 = Names::Made((**self).clone());
+        }
+        match &mut self.0 {
+            Names::Made(v) => v,
+            Names::Of(..) => unreachable!("made above"),
+        }
+    }
+}
+
+impl FromIterator<String> for StepClusters {
+    fn from_iter<I: IntoIterator<Item = String>>(iter: I) -> StepClusters {
+        StepClusters::from(iter.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl<'a> IntoIterator for &'a StepClusters {
+    type Item = &'a String;
+    type IntoIter = std::slice::Iter<'a, String>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl std::fmt::Debug for StepClusters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl PartialEq for StepClusters {
+    fn eq(&self, other: &StepClusters) -> bool {
+        **self == **other
+    }
+}
+
+impl Serialize for StepClusters {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for StepClusters {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<StepClusters, D::Error> {
+        Vec::deserialize(d).map(StepClusters::from)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,5 +322,25 @@ mod tests {
         assert_eq!(read, per);
         assert!(!per.is_empty());
         assert!(PerCluster::default().is_empty());
+    }
+
+    /// A step's list reads and serialises as the step's own, without a copy; a change through
+    /// it is the status's own copy, never the step's.
+    #[test]
+    fn a_steps_list_is_read_through_and_copied_only_on_write() {
+        let mut step = StepSummary::new(
+            "crp/a".parse().unwrap(),
+            crate::rollout::Strategy::RollingUpdate,
+        );
+        step.up_to_date = vec!["m1".into(), "m2".into()];
+        let step = Arc::new(step);
+        let mut shared = StepClusters::of(&step, |s| &s.up_to_date);
+        assert!(std::ptr::eq(&*shared, &step.up_to_date));
+        assert_eq!(serde_json::to_string(&shared).unwrap(), r#"["m1","m2"]"#);
+        let read: StepClusters = serde_json::from_str(r#"["m1","m2"]"#).unwrap();
+        assert_eq!(read, shared);
+        shared.push("m3".into());
+        assert_eq!(*shared, ["m1", "m2", "m3"]);
+        assert_eq!(step.up_to_date, ["m1", "m2"]);
     }
 }

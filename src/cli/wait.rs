@@ -456,7 +456,7 @@ mod tests {
             Verdict::Waiting("the daemon serves 0123456789ab, not yet fedcba98".into())
         );
         let mut d = doc(json!({}));
-        d.placements[0].applying = vec!["b".into()];
+        d.placements[0].applying = vec![String::from("b")].into();
         assert!(
             matches!(verdict(&d, &[], HEAD, true, &[]), Verdict::Waiting(w) if w.contains("1 applying"))
         );

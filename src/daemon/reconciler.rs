@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 
 use super::error::ReconcileError;
 use super::{blocking, metrics, Action, Daemon, Deliverer, PlacementStatus};
+use crate::api::shared_status::StepClusters;
 use crate::members::inventory::members_of;
 use crate::rollout::conditions;
 use crate::rollout::{BindingHealth, Input, Outcome, Pacing, Rejected, StepSummary, Work};
@@ -1106,9 +1107,7 @@ impl<D: Deliverer> Daemon<D> {
                     let status = PlacementStatus {
                         policy,
                         ocm_policy,
-                        selected: sched
-                            .map(|p| p.selected.iter().map(|c| c.to_string()).collect())
-                            .unwrap_or_default(),
+                        selected: sched.map(|p| p.selected.clone()).unwrap_or_default(),
                         conditions,
                         per_cluster,
                         replica_sets,
@@ -1121,10 +1120,10 @@ impl<D: Deliverer> Daemon<D> {
                         id: s.placement.to_string(),
                         strategy: s.strategy,
                         target: s.target,
-                        applying: s.applying.clone(),
-                        removing: s.removing.clone(),
-                        waiting: s.waiting.clone(),
-                        up_to_date: s.up_to_date.clone(),
+                        applying: StepClusters::of(s, |s| &s.applying),
+                        removing: StepClusters::of(s, |s| &s.removing),
+                        waiting: StepClusters::of(s, |s| &s.waiting),
+                        up_to_date: StepClusters::of(s, |s| &s.up_to_date),
                         note: s.note.clone(),
                         render_errors: s.render_errors.clone(),
                     };

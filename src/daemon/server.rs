@@ -1007,9 +1007,9 @@ mod tests {
                 ocm_policy: None,
                 selected: vec![],
                 applying: applying.iter().map(|c| c.to_string()).collect(),
-                removing: vec![],
-                waiting: vec![],
-                up_to_date: vec![],
+                removing: Default::default(),
+                waiting: Default::default(),
+                up_to_date: Default::default(),
                 note: None,
                 render_errors: Default::default(),
                 clusters: clusters

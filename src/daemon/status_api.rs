@@ -251,8 +251,9 @@ impl PlacementsQuery {
         let clusters = p
             .selected
             .iter()
-            .chain(p.clusters.keys())
-            .chain(&p.removing);
+            .map(|c| c.as_str())
+            .chain(p.clusters.keys().map(String::as_str))
+            .chain(p.removing.iter().map(String::as_str));
         clusters
             .filter_map(|c| p.cluster_state(c))
             .any(|s| self.cluster_states.contains(&s))

@@ -395,7 +395,8 @@ fn placement(
                 p.selected.len()
             ),
         );
-        out.push(e.commit(serving).placement(id, p.selected.clone()));
+        let selected = p.selected.iter().map(|c| c.to_string()).collect();
+        out.push(e.commit(serving).placement(id, selected));
     }
     drift(prev, p, serving, time, out);
 }

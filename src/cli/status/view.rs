@@ -86,7 +86,7 @@ fn failed_summary(p: &PlacementStatus) -> Option<String> {
 }
 
 /// Names, comma-separated, or `-` for none.
-fn names(list: &[String]) -> String {
+fn names<S: std::borrow::Borrow<str>>(list: &[S]) -> String {
     if list.is_empty() {
         "-".into()
     } else {
@@ -539,7 +539,7 @@ mod tests {
     fn a_placement_with_a_failed_cluster_is_not_settled() {
         let mut d = doc();
         let p = &mut d.placements[0];
-        (p.applying, p.waiting) = (vec![], vec![]);
+        (p.applying, p.waiting) = (Default::default(), Default::default());
         let t = table(&d, 0, false);
         assert!(t.contains("failed on 1 cluster(s): b"), "{t}");
         assert!(!t.contains("settled"), "{t}");
@@ -568,7 +568,7 @@ mod tests {
     fn a_cluster_waiting_for_availability_is_not_settled_and_says_why() {
         let mut d = doc();
         let p = &mut d.placements[0];
-        (p.applying, p.waiting) = (vec![], vec![]);
+        (p.applying, p.waiting) = (Default::default(), Default::default());
         let b = p.clusters.get_mut("b").unwrap();
         b.health = BindingHealth::Pending;
         b.details.make_mut().last_error = None;

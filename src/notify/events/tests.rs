@@ -11,10 +11,10 @@ fn placement(id: &str, f: impl FnOnce(&mut PlacementStatus)) -> Arc<PlacementSta
         strategy: Strategy::RollingUpdate,
         target: 2,
         selected: vec!["m1".into(), "m2".into()],
-        applying: vec![],
-        removing: vec![],
-        waiting: vec![],
-        up_to_date: vec!["m1".into(), "m2".into()],
+        applying: Default::default(),
+        removing: Default::default(),
+        waiting: Default::default(),
+        up_to_date: ["m1", "m2"].map(String::from).into_iter().collect(),
         note: None,
         render_errors: Default::default(),
         clusters: ["m1", "m2"]
@@ -54,8 +54,8 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
 
 fn rolling(id: &str) -> Arc<PlacementStatus> {
     placement(id, |p| {
-        p.applying = vec!["m2".into()];
-        p.waiting = vec!["m1".into()];
+        p.applying = vec![String::from("m2")].into();
+        p.waiting = vec![String::from("m1")].into();
         p.clusters.get_mut("m2").unwrap().health = BindingHealth::Pending;
     })
 }

@@ -136,7 +136,7 @@ pub struct StepSummary {
 }
 
 impl StepSummary {
-    pub(super) fn new(placement: PlacementKey, strategy: Strategy) -> StepSummary {
+    pub(crate) fn new(placement: PlacementKey, strategy: Strategy) -> StepSummary {
         StepSummary {
             placement,
             strategy,

@@ -46,10 +46,11 @@ pub fn state_counts(
     for c in p
         .selected
         .iter()
-        .chain(p.clusters.keys())
-        .chain(&p.removing)
+        .map(|c| c.as_str())
+        .chain(p.clusters.keys().map(String::as_str))
+        .chain(p.removing.iter().map(String::as_str))
     {
-        if !seen.insert(c.as_str()) {
+        if !seen.insert(c) {
             continue;
         }
         if let Some(s) = p.cluster_state(c) {

@@ -76,25 +76,25 @@ pub fn page(v: &Placement<'_>) -> Markup {
         }
         section aria-labelledby="clusters" {
             h2 #clusters { "On each cluster" }
-            @let names: std::collections::BTreeSet<&String> = p.selected.iter().chain(p.clusters.keys()).chain(&p.removing).collect();
+            @let names: std::collections::BTreeSet<&str> = p.selected.iter().map(|c| c.as_str()).chain(p.clusters.keys().map(String::as_str)).chain(p.removing.iter().map(String::as_str)).collect();
             @if names.is_empty() { (none("On no cluster.")) } @else {
                 table.list {
                     thead { tr { th scope="col" { "Cluster" } th scope="col" { "State" } th scope="col" { "Revision" } th scope="col" { "Conditions" } th scope="col" { "Objects" } th scope="col" { "Drift and errors" } } }
                     tbody { @for c in names {
-                        @let stored = p.clusters.get(c.as_str());
+                        @let stored = p.clusters.get(c);
                         tr {
                             th scope="row" { (c) }
                             td { @if let Some(s) = p.cluster_state(c) { (badge(s)) } }
                             td { @if let Some(r) = stored.and_then(|s| s.revision.as_ref()) { "snapshot " (r.resource_index) " " code { (short(Some(&*r.rendered))) } } }
-                            td { @if let Some(cc) = per_cluster.iter().find(|cc| &cc.cluster == c) {
+                            td { @if let Some(cc) = per_cluster.iter().find(|cc| cc.cluster == c) {
                                 ul.kv { @for k in &cc.conditions { li { (k.type_) " " (condition_status(&k.status)) " " code { (k.reason) } } } }
                             } }
                             td { @if let Some(s) = stored {
                                 details { summary { (s.objects.len()) " objects" } ul.kv { @for o in s.objects.iter() { li { code { (o.to_string()) } } } } }
                             } }
                             td {
-                                @if let Some(e) = p.failed.get(c.as_str()) { p.bad { (e) } }
-                                @if let Some(e) = p.render_errors.get(c.as_str()) { p.bad { "cannot render: " (e) } }
+                                @if let Some(e) = p.failed.get(c) { p.bad { (e) } }
+                                @if let Some(e) = p.render_errors.get(c) { p.bad { "cannot render: " (e) } }
                                 @if let Some(s) = stored {
                                     @if let Some(r) = &s.recheck { p { "drift: " (r) } }
                                     @for n in &s.details.not_available { p { "not available: " (n) } }
