@@ -435,18 +435,7 @@ static NO_DETAILS: DetailFields = DetailFields {
 
 impl DetailFields {
     fn is_empty(&self) -> bool {
-        let DetailFields {
-            attempted,
-            diffs,
-            not_available,
-            work_status,
-            last_error,
-        } = self;
-        attempted.is_none()
-            && diffs.is_empty()
-            && not_available.is_empty()
-            && work_status.is_none()
-            && last_error.is_none()
+        *self == NO_DETAILS
     }
 }
 
@@ -828,6 +817,24 @@ mod tests {
             }
         }
         assert!(variants[0].saved_alike(&variants[1]), "a mark is not saved");
+    }
+
+    /// An entry holds its details behind a box only when it has some, read or made; boxed or
+    /// not, equal details are equal.
+    #[test]
+    fn an_entry_boxes_its_details_only_when_it_has_some() {
+        let read = |json: &str| serde_json::from_str::<ClusterState>(json).unwrap();
+        let ok = read(r#"{"health":{"state":"available"},"updatedAt":1}"#);
+        assert!(ok.details.boxed().is_none());
+        assert!(Details::new(DetailFields::default()).boxed().is_none());
+        let failed = read(r#"{"health":{"state":"available"},"lastError":"e","updatedAt":1}"#);
+        let boxed = failed.details.boxed().expect("boxed");
+        assert_eq!(boxed.last_error.as_deref(), Some("e"));
+        let mut made = ok.clone();
+        made.details.make_mut().last_error = Some("e".into());
+        assert_eq!(made, failed);
+        made.details.make_mut().last_error = None;
+        assert_eq!(made, ok, "an emptied box says what no box says");
     }
 
     /// A placement's clusters are written as gitfleet always wrote them, whatever their entries
