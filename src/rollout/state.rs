@@ -403,8 +403,8 @@ pub struct ClusterState {
 
 /// A cluster's [`DetailFields`], behind a pointer that is null when they are all empty: an
 /// entry is kept per binding, and most entries (a push that went well, with nothing to report)
-/// have none of them, which inline were half of an entry's size. Reads through to the fields
-/// (empty ones when there are none); [`Details::make_mut`] to change them.
+/// have none of them. Reads through to the fields (empty ones when there are none);
+/// [`Details::make_mut`] to change them.
 #[derive(Debug, Clone, Default)]
 pub struct Details(Option<Box<DetailFields>>);
 
