@@ -4,9 +4,9 @@
 //!
 //! - the entry's own bytes, counted by walking the state: its key and value as the map stores
 //!   them, and the heap they own (an allocation shared by several entries counted once, with
-//!   the 16 bytes of an `Arc`'s counts). Exact for what it counts; the allocator's overhead and
-//!   the map's spare node slots are not in it (the workspace forbids the unsafe code a counting
-//!   allocator needs);
+//!   the 16 bytes of an `Arc`'s counts). Exact for what it counts; neither the allocator's
+//!   overhead nor the map's spare room is in it (the workspace forbids the unsafe code a
+//!   counting allocator needs);
 //! - the growth of this process's resident memory while the state was built: everything,
 //!   those included, read from `/proc/self/status` (Linux only; the test is alone in its
 //!   binary, so nothing else allocates meanwhile but the harness).

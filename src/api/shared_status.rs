@@ -11,20 +11,19 @@
 //! Clients read both as plain values; they serialise as the values they stand for, so the
 //! status API's documents are unchanged.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::rollout::conditions::{self, ClusterConditions};
-use crate::rollout::{ClusterState, PlacementState, StepSummary};
+use crate::rollout::{ClusterState, ClusterStates, PlacementState, StepSummary};
 use crate::schedule::PlacementSchedule;
 
 /// Per cluster: revision, health and last error, as the rollout state holds them.
 #[derive(Debug, Clone, Default)]
 pub struct Clusters(Option<Arc<PlacementState>>);
 
-static NO_CLUSTERS: LazyLock<BTreeMap<String, ClusterState>> = LazyLock::new(BTreeMap::new);
+static NO_CLUSTERS: LazyLock<ClusterStates> = LazyLock::new(ClusterStates::new);
 
 impl Clusters {
     /// The clusters of `state`, shared.
@@ -33,8 +32,8 @@ impl Clusters {
     }
 }
 
-impl From<BTreeMap<String, ClusterState>> for Clusters {
-    fn from(clusters: BTreeMap<String, ClusterState>) -> Clusters {
+impl From<ClusterStates> for Clusters {
+    fn from(clusters: ClusterStates) -> Clusters {
         Clusters(Some(Arc::new(PlacementState {
             clusters,
             ..PlacementState::default()
@@ -44,13 +43,13 @@ impl From<BTreeMap<String, ClusterState>> for Clusters {
 
 impl FromIterator<(String, ClusterState)> for Clusters {
     fn from_iter<I: IntoIterator<Item = (String, ClusterState)>>(iter: I) -> Clusters {
-        Clusters::from(iter.into_iter().collect::<BTreeMap<_, _>>())
+        Clusters::from(iter.into_iter().collect::<ClusterStates>())
     }
 }
 
 impl<'a> IntoIterator for &'a Clusters {
     type Item = (&'a String, &'a ClusterState);
-    type IntoIter = std::collections::btree_map::Iter<'a, String, ClusterState>;
+    type IntoIter = crate::model::cluster_map::Iter<'a, String, ClusterState>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.iter()
@@ -58,7 +57,7 @@ impl<'a> IntoIterator for &'a Clusters {
 }
 
 impl std::ops::Deref for Clusters {
-    type Target = BTreeMap<String, ClusterState>;
+    type Target = ClusterStates;
 
     fn deref(&self) -> &Self::Target {
         self.0.as_ref().map_or(&NO_CLUSTERS, |s| &s.clusters)
@@ -85,7 +84,7 @@ impl Serialize for Clusters {
 
 impl<'de> Deserialize<'de> for Clusters {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Clusters, D::Error> {
-        BTreeMap::deserialize(d).map(Clusters::from)
+        ClusterStates::deserialize(d).map(Clusters::from)
     }
 }
 

@@ -529,7 +529,7 @@ impl<D: Deliverer> Daemon<D> {
                 };
                 let ps = Arc::make_mut(self.state.placements.entry(placement.clone()).or_default());
                 ps.abandon = r.abandon;
-                ps.clusters.entry(member.clone()).or_insert_with(|| {
+                ps.clusters.get_or_insert_with(member.clone(), || {
                     clusters += 1;
                     crate::rollout::ClusterState {
                         revision: None,

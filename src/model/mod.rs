@@ -1,6 +1,7 @@
 //! Typed API objects gitfleet accepts unchanged from KubeFleet and OCM, with their defaults and the
 //! API-server/webhook validation rules. Pure: no I/O, no knowledge of git or clusters.
 
+pub mod cluster_map;
 pub mod cluster_name;
 pub mod envelope;
 pub mod helm_release;
@@ -21,6 +22,7 @@ mod status;
 mod testing;
 pub mod work;
 
+pub use cluster_map::ClusterMap;
 pub use cluster_name::ClusterName;
 pub use object::{Gvk, Object, ObjectKey, Origin};
 pub use placement_key::{PlacementKey, PlacementKind};

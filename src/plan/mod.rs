@@ -543,9 +543,9 @@ pub fn deletion_guard(
         placement: &s.placement,
         abandon: base_abandon.get(&s.placement).copied().unwrap_or(false),
         clusters: s
-            .objects
+            .rendered
             .iter()
-            .map(|(c, objects)| (c.as_str(), &**objects)),
+            .filter_map(|(c, r)| Some((c.as_str(), &**r.objects.as_ref()?))),
     });
     let assessment = guard::assess(
         on_members,

@@ -445,7 +445,7 @@ fn worked_out(
     for cluster in &sched.selected {
         let cluster = cluster.as_str();
         let cs = stored.and_then(|p| p.clusters.get(cluster));
-        let desired = step.desired.get(cluster);
+        let desired = step.desired(cluster);
         let at = |r: Option<&Revision>| desired.is_some() && r == desired;
         // A cluster that cannot be rendered stops at Overridden=False.
         let at_latest = step.render_errors.contains_key(cluster)
@@ -505,7 +505,7 @@ pub fn replica_set_summary(
         let Some(c) = stored.and_then(|p| p.clusters.get(cluster)) else {
             continue;
         };
-        let desired = step.desired.get(cluster);
+        let desired = step.desired(cluster);
         if desired.is_none() || c.revision.as_ref() != desired {
             continue;
         }

@@ -101,7 +101,7 @@ pub fn fate_in<'a>(step: Option<&'a StepSummary>, cluster: &str) -> Fate<'a> {
         // its clusters' objects again keeps judging a commit cheap in a large fleet.
         return Fate::Untouched;
     }
-    if let Some(objects) = s.objects.get(cluster) {
+    if let Some(objects) = s.objects(cluster) {
         return Fate::Keeps(objects);
     }
     if s.removing.iter().any(|c| c == cluster) {

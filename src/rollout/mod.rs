@@ -44,11 +44,12 @@ pub use rolling::{
     plan_step, BindingHealth, Budget, Revision, RollingParams, RolloutBinding, RolloutStep, Target,
 };
 pub use state::{
-    ClusterState, DetailFields, Details, LastProbe, PlacementState, Rejected, RolloutState,
+    ClusterState, ClusterStates, DetailFields, Details, LastProbe, PlacementState, Rejected,
+    RolloutState,
 };
 pub use step::{
     absorb, absorb_indexed, step, step_memoized, BindingIndex, Decision, Input, Ledger, Pace,
-    Pacing, StagedInput, StepMemo, StepSummary,
+    Pacing, Rendered, StagedInput, StepMemo, StepSummary,
 };
 pub use strategy::{ApplyStrategy, Strategy};
 pub use wake::{next_wake, Wake};

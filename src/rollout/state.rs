@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rolling::{BindingHealth, Revision};
 use super::staged::RunStatus;
-use crate::model::{ObjectKey, PlacementKey};
+use crate::model::{ClusterMap, ObjectKey, PlacementKey};
 use crate::schedule::{Inventory, InventoryCluster};
 use crate::snapshot::History;
 
@@ -143,7 +143,7 @@ impl RolloutState {
             // not reach a given member, and the label is built only for those that do.
             reached.clear();
             if by_member.len() <= ps.clusters.len() {
-                reached.extend(by_member.keys().filter(|m| ps.clusters.contains_key(**m)));
+                reached.extend(by_member.keys().filter(|m| ps.clusters.contains_key(m)));
             } else {
                 reached.extend(
                     ps.clusters
@@ -161,7 +161,7 @@ impl RolloutState {
                 // the last push read one.
                 let reads_status = || {
                     ps.clusters
-                        .get(*member)
+                        .get(member)
                         .is_some_and(|c| c.details.work_status.is_some())
                 };
                 applying.extend(
@@ -361,8 +361,11 @@ pub struct PlacementState {
     pub abandon: bool,
     /// By cluster name: what the cluster was last given by this placement.
     #[serde(default)]
-    pub clusters: BTreeMap<String, ClusterState>,
+    pub clusters: ClusterStates,
 }
+
+/// A placement's clusters' entries, by name: one per binding, so kept without a map's nodes.
+pub type ClusterStates = ClusterMap<ClusterState, String>;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(from = "ClusterRecord")]

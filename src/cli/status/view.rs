@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use crate::api::PlacementStatus;
 use crate::api::Placements;
-use crate::rollout::{BindingHealth, ClusterState};
+use crate::rollout::BindingHealth;
 
 fn short(commit: Option<&str>) -> String {
     commit.map_or("-".to_string(), |c| c.chars().take(12).collect())
@@ -21,7 +21,7 @@ fn health_state(h: &BindingHealth) -> String {
 }
 
 /// Counts clusters per health state, e.g. `3 available, 1 pending`.
-fn health_summary(clusters: &std::collections::BTreeMap<String, ClusterState>) -> String {
+fn health_summary(clusters: &crate::rollout::ClusterStates) -> String {
     let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
     for c in clusters.values() {
         *counts.entry(health_state(&c.health)).or_default() += 1;

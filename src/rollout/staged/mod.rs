@@ -24,7 +24,6 @@ use std::sync::{Arc, Weak};
 
 use super::approval::{Approval, Request};
 use super::rolling::{self, Revision};
-use super::state::ClusterState;
 use super::strategy::ApplyStrategy;
 use super::work::{Manifests, Work};
 use crate::model::placement::PlacementSpec;
@@ -43,7 +42,7 @@ pub struct View<'a> {
     pub schedule: Option<&'a PlacementSchedule>,
     pub fleet: &'a Fleet,
     /// What each cluster was last given by this placement, and its health.
-    pub clusters: &'a BTreeMap<String, ClusterState>,
+    pub clusters: &'a crate::rollout::ClusterStates,
     /// The hash of what the placement selects in this commit (a snapshot is taken from it
     /// when a run without `resourceSnapshotIndex` initialises).
     pub resource_hash: Option<&'a str>,

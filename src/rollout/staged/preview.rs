@@ -5,7 +5,7 @@
 //! commit at all: a run renders the commit it was initialised at (its resources and overrides),
 //! so when two runs share a placement only one the commit brings delivers the change.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::{init, placement_of, rollback, strategy_of, View};
 use crate::catalog::Catalog;
@@ -82,7 +82,7 @@ pub fn preview(
     spec: &PlacementSpec,
 ) -> (Vec<StageImpact>, Vec<RunNote>) {
     let key = &schedule.key;
-    let no_clusters = BTreeMap::new();
+    let no_clusters = crate::rollout::ClusterStates::new();
     let placement = at.rollout.and_then(|r| r.placements.get(key));
     let clusters = placement.map_or(&no_clusters, |p| &p.clusters);
     let view = View {

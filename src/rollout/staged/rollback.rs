@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 
 use super::status::{self, RunStatus};
-use crate::rollout::state::ClusterState;
 
 /// Run condition type: `True` while (and after) the run moves clusters to an older resource
 /// snapshot than the one they run.
@@ -28,7 +27,7 @@ pub struct Rollback {
 /// The clusters of `st` that run (or ran, when the run replaced it) a newer resource snapshot
 /// than the run's: started ones by the revision the run replaced, the others by what they run
 /// now (`clusters`, the placement's state). In stage order.
-pub fn of(st: &RunStatus, clusters: &BTreeMap<String, ClusterState>) -> Vec<Rollback> {
+pub fn of(st: &RunStatus, clusters: &crate::rollout::ClusterStates) -> Vec<Rollback> {
     let Some(to) = st.resource_snapshot_index_used else {
         return vec![];
     };
@@ -81,7 +80,7 @@ pub fn message(run: &str, to: u64, rollbacks: &[Rollback]) -> String {
 
 /// Sets the run's [`ROLLING_BACK`] condition from [`of`]: `True` with [`message`] when it moves
 /// clusters back; `False` when it no longer does (absent when it never did).
-pub fn note(st: &mut RunStatus, clusters: &BTreeMap<String, ClusterState>, now: u64) {
+pub fn note(st: &mut RunStatus, clusters: &crate::rollout::ClusterStates, now: u64) {
     let found = of(st, clusters);
     if let (Some(to), false) = (st.resource_snapshot_index_used, found.is_empty()) {
         let msg = message(&st.name, to, &found);

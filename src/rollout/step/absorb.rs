@@ -242,21 +242,20 @@ pub fn absorb_indexed(
                 }
             }
             (action, Outcome::Failed(message)) => {
-                let entry =
-                    ps.clusters
-                        .entry(work.cluster.clone())
-                        .or_insert_with(|| ClusterState {
-                            objects: Default::default(),
-                            revision: None,
-                            details: Default::default(),
-                            commit: None,
-                            health: BindingHealth::Failed,
-                            recheck: None,
-                            drift: false,
-                            reread: false,
-                            delivered_by: None,
-                            updated_at: now,
-                        });
+                let entry = ps
+                    .clusters
+                    .get_or_insert_with(work.cluster.clone(), || ClusterState {
+                        objects: Default::default(),
+                        revision: None,
+                        details: Default::default(),
+                        commit: None,
+                        health: BindingHealth::Failed,
+                        recheck: None,
+                        drift: false,
+                        reread: false,
+                        delivered_by: None,
+                        updated_at: now,
+                    });
                 entry.health = BindingHealth::Failed;
                 if let Action::Apply { revision, .. } = action {
                     entry.details.make_mut().attempted = Some(revision);

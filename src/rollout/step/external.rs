@@ -103,9 +103,7 @@ pub(super) fn step(
         .filter(|b| b.state != BindingState::Unscheduled)
         .map(|b| b.cluster.as_str())
         .filter(|c| {
-            prev.clusters
-                .get(*c)
-                .is_some_and(|cs| cs.revision.is_some())
+            prev.clusters.get(c).is_some_and(|cs| cs.revision.is_some())
                 && !outcome.applying.iter().any(|a| a == c)
                 && !outcome.removing.iter().any(|r| r == c)
         })
@@ -132,7 +130,7 @@ pub(super) fn orphaned(
     runs: BTreeMap<PlacementKey, Vec<&StagedUpdateRun>>,
 ) -> Vec<(String, Option<RunStatus>)> {
     let Context { input, state, .. } = *cx;
-    let no_clusters = BTreeMap::new();
+    let no_clusters = crate::rollout::ClusterStates::new();
     let mut records = Vec::new();
     for (key, runs) in runs {
         let entry = input.cat.placement(&key.name, key.namespace.as_deref());

@@ -3,7 +3,7 @@
 //! leaves its works alone, so nothing of it is applied, pruned or swept, no snapshot is taken
 //! and its staged runs are not advanced.
 
-use super::StepSummary;
+use super::{Rendered, StepSummary};
 use crate::model::PlacementKey;
 use crate::rollout::state::PlacementState;
 use crate::rollout::strategy::Strategy;
@@ -32,7 +32,9 @@ pub(super) fn step(
             .get(cluster.as_str())
             .and_then(|c| c.revision.clone())
         {
-            step.desired.insert(cluster.to_string(), revision);
+            let objects = None;
+            let entry = Rendered { revision, objects };
+            step.rendered.insert(cluster.clone(), entry);
             step.up_to_date.push(cluster.to_string());
         }
     }

@@ -77,6 +77,8 @@ impl StepMemo {
         mut step: StepSummary,
         settled: Option<impl FnOnce(Arc<StepSummary>) -> Settled>,
     ) -> Arc<StepSummary> {
+        // Kept until the placement's next step: without the room its filling left over.
+        step.shrink_to_fit();
         let Some(settled) = settled else {
             self.forget(key);
             return Arc::new(step);

@@ -36,7 +36,7 @@ use super::work::{Sweep, Work};
 use crate::catalog::Catalog;
 use crate::model::placement::PlacementSpec;
 use crate::model::staged::StagedUpdateRun;
-use crate::model::{ObjectKey, PlacementKey};
+use crate::model::{ClusterMap, ObjectKey, PlacementKey};
 use crate::render::cluster::Selections;
 use crate::schedule::{Fleet, PlacementSchedule};
 
@@ -107,8 +107,8 @@ pub struct StepSummary {
     pub requeue_after: u64,
     /// A line for people when the placement is not rolled out (External strategy, render error).
     pub note: Option<String>,
-    /// What each rendered cluster should run now.
-    pub desired: BTreeMap<String, Revision>,
+    /// What each rendered cluster should run now, and hold.
+    pub rendered: ClusterMap<Rendered>,
     /// Clusters whose manifests the overrides change (worked out under rolling pacing only:
     /// status's Overridden reason).
     pub overridden: BTreeSet<String>,
@@ -121,9 +121,6 @@ pub struct StepSummary {
     pub report_diff: bool,
     /// `Kind/namespace/name` (or `Kind/name`) of what the placement selects.
     pub selected_resources: Vec<String>,
-    /// What each rendered cluster should hold, by [`ObjectKey`] (shared between
-    /// clusters with the same rendering): what the deletion guard counts against.
-    pub objects: BTreeMap<String, Arc<BTreeSet<ObjectKey>>>,
     /// The settled step this one is, by its number in the [`StepMemo`]: two summaries with the
     /// same number had the same inputs (spec, selection, schedule, state) and outcome, so what
     /// is derived from them alone (the status) can be kept rather than derived again.
@@ -147,13 +144,12 @@ impl StepSummary {
             up_to_date: vec![],
             requeue_after: 0,
             note: None,
-            desired: BTreeMap::new(),
+            rendered: ClusterMap::new(),
             overridden: BTreeSet::new(),
             render_errors: BTreeMap::new(),
             work_sync_errors: BTreeSet::new(),
             report_diff: false,
             selected_resources: vec![],
-            objects: BTreeMap::new(),
             settled: None,
             held: false,
             replica_sets: None,
@@ -164,6 +160,39 @@ impl StepSummary {
     pub fn is_moving(&self) -> bool {
         !self.waiting.is_empty() || !self.applying.is_empty() || !self.removing.is_empty()
     }
+
+    /// Gives back the room the per-cluster lists' filling left over.
+    fn shrink_to_fit(&mut self) {
+        self.rendered.shrink_to_fit();
+        for list in [
+            &mut self.applying,
+            &mut self.removing,
+            &mut self.waiting,
+            &mut self.up_to_date,
+        ] {
+            list.shrink_to_fit();
+        }
+    }
+
+    /// What `cluster` should run now, if it was rendered (or, held, keeps what it runs).
+    pub fn desired(&self, cluster: &str) -> Option<&Revision> {
+        self.rendered.get(cluster).map(|r| &r.revision)
+    }
+
+    /// What `cluster` should hold, if it was rendered.
+    pub fn objects(&self, cluster: &str) -> Option<&Arc<BTreeSet<ObjectKey>>> {
+        self.rendered.get(cluster)?.objects.as_ref()
+    }
+}
+
+/// What one rendered cluster of a placement should run and hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub revision: Revision,
+    /// Its objects by [`ObjectKey`] (shared between clusters with the same rendering): what
+    /// the deletion guard counts against. `None` for a held placement's cluster, which is not
+    /// rendered and keeps what it runs.
+    pub objects: Option<Arc<BTreeSet<ObjectKey>>>,
 }
 
 /// What a step records whatever the work's outcomes.

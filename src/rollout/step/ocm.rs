@@ -61,7 +61,7 @@ pub(super) fn step(
         let existing: Vec<ClusterRollout> = rendered
             .iter()
             .filter_map(|(cluster, _, revision)| {
-                let (status, since) = status_of(prev.clusters.get(*cluster), revision)?;
+                let (status, since) = status_of(prev.clusters.get(cluster), revision)?;
                 Some(ClusterRollout::new(
                     cluster,
                     GroupKey::default(),

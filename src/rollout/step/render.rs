@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::StepSummary;
+use super::{Rendered, StepSummary};
 use crate::catalog::Catalog;
-use crate::model::{ObjectKey, PlacementKey};
+use crate::model::{ClusterName, ObjectKey, PlacementKey};
 use crate::render::cluster::{
     ocm_workloads, overrides_of, render_placement, CommitRenderer, Selections,
 };
@@ -117,13 +117,14 @@ impl<'a> Renderings<'a> {
         cluster: &str,
         resource_index: u64,
     ) -> Option<(Manifests, Revision)> {
-        let (manifests, rendered) = if key.kind.is_ocm() {
+        let c = self.fleet.get(cluster);
+        let (manifests, rendered, ids) = if key.kind.is_ocm() {
             let manifests = Arc::new(ocm_workloads(self.cat, key));
             let rendered = rendered_fingerprint(&manifests).into();
-            step.objects.insert(cluster.to_string(), ids_of(&manifests));
-            (manifests, rendered)
+            let ids = ids_of(&manifests);
+            (manifests, rendered, ids)
         } else {
-            let c = self.fleet.get(cluster)?;
+            let c = c?;
             let target = ClusterTarget {
                 name: cluster,
                 labels: &c.labels,
@@ -147,13 +148,12 @@ impl<'a> Renderings<'a> {
                         .entry(Rc::as_ptr(&shared) as usize)
                         .or_insert_with(|| ids_of(m))
                         .clone();
-                    step.objects.insert(cluster.to_string(), ids);
                     let m = self
                         .manifests
                         .entry(Rc::as_ptr(&shared) as usize)
                         .or_insert_with(|| Arc::new(m.clone()))
                         .clone();
-                    (m, rendered)
+                    (m, rendered, ids)
                 }
                 Err(e) => {
                     if e.is_work_sync_failure() {
@@ -176,7 +176,13 @@ impl<'a> Renderings<'a> {
             resource_index,
             rendered,
         };
-        step.desired.insert(cluster.to_string(), revision.clone());
+        // The fleet's shared name; a cluster it does not know (an OCM placement's) gets its own.
+        let name = c.map_or_else(|| ClusterName::new(cluster), |c| c.name.clone());
+        let entry = Rendered {
+            revision: revision.clone(),
+            objects: Some(ids),
+        };
+        step.rendered.insert(name, entry);
         Some((manifests, revision))
     }
 }

@@ -27,7 +27,7 @@ fn overridden_clusters_are_those_whose_manifests_the_overrides_change() {
     let step = &d.steps[0];
     let overridden: Vec<&str> = step.overridden.iter().map(String::as_str).collect();
     assert_eq!(overridden, ["m2", "m3"]);
-    let rendered = |c: &str| step.desired[c].rendered.clone();
+    let rendered = |c: &str| step.rendered[c].revision.rendered.clone();
     assert_eq!(rendered("m1"), rendered("m4"));
     assert_eq!(rendered("m2"), rendered("m3"));
     assert_ne!(rendered("m1"), rendered("m2"));
