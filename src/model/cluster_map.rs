@@ -97,11 +97,6 @@ impl<V, K: Borrow<str> + Ord> ClusterMap<V, K> {
         self.find(name).is_ok()
     }
 
-    /// Keeps the entries `keep` says yes to.
-    pub fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
-        self.entries.retain_mut(|(n, v)| keep(n, v));
-    }
-
     /// Gives back the room the filling left over: for a map that is kept once filled.
     pub fn shrink_to_fit(&mut self) {
         self.entries.shrink_to_fit();
@@ -124,10 +119,6 @@ impl<V, K> ClusterMap<V, K> {
     /// In name order.
     pub fn iter(&self) -> Iter<'_, K, V> {
         Iter(self.entries.iter())
-    }
-
-    pub fn iter_mut(&mut self) -> impl ExactSizeIterator<Item = (&K, &mut V)> {
-        self.entries.iter_mut().map(|(n, v)| (&*n, v))
     }
 
     pub fn keys(&self) -> impl ExactSizeIterator<Item = &K> + DoubleEndedIterator {
@@ -246,15 +237,13 @@ where
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
-                let mut entries = Vec::with_capacity(access.size_hint().unwrap_or(0));
-                while let Some(entry) = access.next_entry()? {
-                    entries.push(entry);
-                }
-                // As a map's: the last of a name written twice wins.
                 let mut map = ClusterMap {
-                    entries: Vec::with_capacity(entries.len()),
+                    entries: Vec::with_capacity(access.size_hint().unwrap_or(0)),
                 };
-                map.extend(entries);
+                // As a map's: the last of a name written twice wins.
+                while let Some((name, value)) = access.next_entry()? {
+                    map.insert(name, value);
+                }
                 Ok(map)
             }
         }
