@@ -49,6 +49,7 @@ pub(crate) mod cluster_client;
 #[cfg(test)]
 mod compat_corpus;
 pub mod daemon;
+pub(crate) mod exact_fit;
 pub(crate) mod fast_hash;
 pub mod feedback;
 pub(crate) mod follow;

@@ -99,7 +99,7 @@ impl<V, K: Borrow<str> + Ord> ClusterMap<V, K> {
 
     /// Gives back the room the filling left over: for a map that is kept once filled.
     pub fn shrink_to_fit(&mut self) {
-        self.entries.shrink_to_fit();
+        crate::exact_fit::fit(&mut self.entries);
     }
 }
 

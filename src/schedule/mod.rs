@@ -238,6 +238,21 @@ pub struct PlacementSchedule {
 }
 
 impl PlacementSchedule {
+    /// The schedule with its lists in allocations of their size: it is kept until the
+    /// placement is scheduled again, and a fleet-wide placement's lists are long.
+    pub fn fitted(mut self) -> PlacementSchedule {
+        use crate::exact_fit::fit;
+        fit(&mut self.selected);
+        fit(&mut self.decisions);
+        fit(&mut self.conditions);
+        fit(&mut self.bindings);
+        fit(&mut self.decision_groups);
+        for group in &mut self.decision_groups {
+            fit(&mut group.clusters);
+        }
+        self
+    }
+
     /// The message of a placement held for invalid resource selectors (its `Scheduled`
     /// condition is False with reason `InvalidResourceSelectors`): it keeps its previous
     /// decisions and bindings, and the rollout leaves what it placed as it is. `None` for a
@@ -373,7 +388,9 @@ fn schedule_with(
         let key = cat.placement_key(entry);
         let prev = previous.get(&key);
         if let Some(invalid) = invalid.get(&key) {
-            out.push(Arc::new(held(key, prev.map(|p| &**p), &invalid.message)));
+            out.push(Arc::new(
+                held(key, prev.map(|p| &**p), &invalid.message).fitted(),
+            ));
             continue;
         }
         let source = &cat.objects[entry.index].value;
@@ -419,7 +436,7 @@ fn schedule_with(
             fleet,
             bindings,
         };
-        let scheduled = Arc::new(kubefleet::schedule(&input, &mut cache));
+        let scheduled = Arc::new(kubefleet::schedule(&input, &mut cache).fitted());
         if let Some(memo) = memo.as_deref_mut() {
             let from = (scheduled.bindings != bindings).then(|| bindings.to_vec());
             memo.placements.insert(
@@ -448,9 +465,13 @@ fn schedule_with(
     out.extend(
         ocm::schedule_all(cat, fleet, previous, now_unix)
             .into_iter()
-            .map(Arc::new),
+            .map(|s| Arc::new(s.fitted())),
     );
-    out.extend(work::schedule_all(cat, fleet).into_iter().map(Arc::new));
+    out.extend(
+        work::schedule_all(cat, fleet)
+            .into_iter()
+            .map(|s| Arc::new(s.fitted())),
+    );
     out
 }
 

@@ -170,7 +170,7 @@ impl StepSummary {
             &mut self.waiting,
             &mut self.up_to_date,
         ] {
-            list.shrink_to_fit();
+            crate::exact_fit::fit(list);
         }
     }
 
