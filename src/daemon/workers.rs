@@ -289,10 +289,13 @@ pub struct Workers<D: Deliverer + 'static> {
     /// slots 32 at a time, and a member's queue keeps them, which adds up across a large
     /// fleet at rest).
     queues: BTreeMap<String, UnboundedSender<Vec<Job>>>,
-    outstanding: BTreeMap<(String, PlacementKey), Fingerprint>,
-    /// The latest work handed out per member and placement and not answered yet: what tells
-    /// the daemon's own deletions (prunes, removals) from a deletion by someone else.
-    handed: BTreeMap<String, BTreeMap<PlacementKey, Work>>,
+    /// The latest work handed out per member and placement and not answered yet, with its
+    /// fingerprint: what is in flight (not handed out again), and what tells the daemon's own
+    /// deletions (prunes, removals) from a deletion by someone else. One map for both: in a
+    /// first rollout every binding is in it at once.
+    handed: BTreeMap<String, BTreeMap<PlacementKey, (Fingerprint, Work)>>,
+    /// The entries of `handed`.
+    outstanding: usize,
     results: UnboundedSender<Delivered>,
     reported: UnboundedReceiver<Delivered>,
     /// Members whose delivery has run past [`SLOW_DELIVERY`]; the loop takes the receiver.
@@ -310,8 +313,8 @@ impl<D: Deliverer + 'static> Workers<D> {
             slow_reported: Some(slow_reported),
             deliverer,
             queues: BTreeMap::new(),
-            outstanding: BTreeMap::new(),
             handed: BTreeMap::new(),
+            outstanding: 0,
             results,
             reported,
         }
@@ -355,16 +358,23 @@ impl<D: Deliverer + 'static> Workers<D> {
         // every member).
         let mut batches: BTreeMap<String, Vec<Job>> = BTreeMap::new();
         for w in work {
-            let key = (w.cluster.clone(), w.placement.clone());
             let fingerprint = Fingerprint::of(&w);
-            if self.outstanding.get(&key) == Some(&fingerprint) {
+            if !self.handed.contains_key(&w.cluster) {
+                self.handed.insert(w.cluster.clone(), BTreeMap::new());
+            }
+            let member = self.handed.get_mut(&w.cluster).expect("inserted above");
+            if member
+                .get(&w.placement)
+                .is_some_and(|(f, _)| *f == fingerprint)
+            {
                 continue;
             }
-            self.outstanding.insert(key, fingerprint);
-            self.handed
-                .entry(w.cluster.clone())
-                .or_default()
-                .insert(w.placement.clone(), w.clone());
+            if member
+                .insert(w.placement.clone(), (fingerprint, w.clone()))
+                .is_none()
+            {
+                self.outstanding += 1;
+            }
             batches.entry(w.cluster.clone()).or_default().push(Job {
                 commit: commit.to_string(),
                 work: w,
@@ -391,9 +401,7 @@ impl<D: Deliverer + 'static> Workers<D> {
             if let Err(unsent) = queue.send(jobs) {
                 // The worker is gone (the daemon is shutting down): nothing of it is outstanding.
                 for j in unsent.0 {
-                    self.outstanding
-                        .remove(&(j.work.cluster.clone(), j.work.placement.clone()));
-                    self.forget_handed(&j.work);
+                    self.forget_handed(&j.work, |_| true);
                 }
             } else {
                 sent += n;
@@ -406,31 +414,35 @@ impl<D: Deliverer + 'static> Workers<D> {
     /// answered, stays outstanding).
     pub fn settled(&mut self, delivered: &Delivered) {
         for (w, _) in &delivered.results {
-            let key = (w.cluster.clone(), w.placement.clone());
-            if self.outstanding.get(&key) == Some(&Fingerprint::of(w)) {
-                self.outstanding.remove(&key);
-                self.forget_handed(w);
-            }
+            let fingerprint = Fingerprint::of(w);
+            self.forget_handed(w, |f| *f == fingerprint);
         }
     }
 
-    fn forget_handed(&mut self, w: &Work) {
-        if let Some(m) = self.handed.get_mut(&w.cluster) {
-            m.remove(&w.placement);
-            if m.is_empty() {
-                self.handed.remove(&w.cluster);
-            }
+    /// Forgets the work handed out for `w`'s member and placement, if `which` says it is the
+    /// one meant.
+    fn forget_handed(&mut self, w: &Work, which: impl Fn(&Fingerprint) -> bool) {
+        let Some(m) = self.handed.get_mut(&w.cluster) else {
+            return;
+        };
+        if !m.get(&w.placement).is_some_and(|(f, _)| which(f)) {
+            return;
+        }
+        m.remove(&w.placement);
+        self.outstanding -= 1;
+        if m.is_empty() {
+            self.handed.remove(&w.cluster);
         }
     }
 
     /// The work handed to `member` and not answered yet.
     pub fn handed(&self, member: &str) -> impl Iterator<Item = &Work> {
-        self.handed.get(member).into_iter().flat_map(|m| m.values())
+        (self.handed.get(member).into_iter()).flat_map(|m| m.values().map(|(_, w)| w))
     }
 
     /// The pieces of work handed out and not answered yet.
     pub fn outstanding(&self) -> usize {
-        self.outstanding.len()
+        self.outstanding
     }
 }
 
