@@ -27,7 +27,6 @@ pub mod error;
 pub mod leader;
 pub mod metrics;
 pub mod open_files;
-pub mod probe_slots;
 pub mod probes;
 pub mod reconciler;
 pub mod runs;

@@ -1,13 +1,11 @@
 //! Probing members one by one (`gitfleet run`), so that a slow member's probe does not hold up
 //! the reconcile, and each no more often than it reports.
 //!
-//! A member is probed again about a heartbeat period after its last answer
+//! A member is probed again once its last answer is as old as its heartbeat period
 //! ([`Member::heartbeat`]: `MemberCluster.spec.heartbeatPeriodSeconds`, or a `ManagedCluster`'s
 //! `leaseDurationSeconds`, 60 s by default), as KubeFleet's member agent reports its properties
-//! every heartbeat: never later, and up to a quarter period sooner while its probes move to a
-//! slot of its own in the period ([`super::probe_slots`]), so that a fleet probed together at
-//! the start is not probed together ever after. A member whose last answer was unhealthy is
-//! probed again after [`RETRY_UNHEALTHY`]. Probes fall due between reconciles too ([`Probes::next_due`],
+//! every heartbeat; a member whose last answer was unhealthy is probed again after
+//! [`RETRY_UNHEALTHY`]. Probes fall due between reconciles too ([`Probes::next_due`],
 //! [`Probes::start_due`]): an idle daemon probes each member once a period and looks again only
 //! when an answer changes what is known.
 //!
@@ -36,7 +34,6 @@ use std::time::Duration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 
-use super::probe_slots::{self, Slot};
 use super::Deliverer;
 use crate::fast_hash::{HashMap, HashSet};
 use crate::members::inventory::Member;
@@ -61,8 +58,6 @@ pub type Answer = InventoryCluster;
 struct Last {
     answer: Answer,
     at: Instant,
-    /// Where the member's healthy probes are drawn in the heartbeat period.
-    slot: Slot,
     /// Unix seconds: what the rollout state remembers of a healthy answer.
     unix: u64,
 }
@@ -92,8 +87,6 @@ pub struct Probes<D: Deliverer + 'static> {
     next_due: Option<Option<Instant>>,
     /// When [`Probes::start_due`] last ran.
     started: Option<Instant>,
-    /// What the members' slots in their heartbeat period are counted from.
-    origin: Instant,
 }
 
 impl<D: Deliverer + 'static> Probes<D> {
@@ -113,7 +106,6 @@ impl<D: Deliverer + 'static> Probes<D> {
             first: true,
             next_due: None,
             started: None,
-            origin: Instant::now(),
         }
     }
 
@@ -142,10 +134,7 @@ impl<D: Deliverer + 'static> Probes<D> {
         }
         Some(match self.last.get(name) {
             None => now,
-            Some(l) if l.answer.healthy => {
-                let answered = l.at.saturating_duration_since(self.origin);
-                self.origin + probe_slots::next_probe(answered, heartbeat, l.slot)
-            }
+            Some(l) if l.answer.healthy => l.at + heartbeat,
             Some(l) => l.at + RETRY_UNHEALTHY,
         })
     }
@@ -303,7 +292,6 @@ impl<D: Deliverer + 'static> Probes<D> {
             self.built = None;
         }
         let last = Last {
-            slot: Slot::of(&answer.name),
             answer,
             at: Instant::now(),
             unix: crate::timestamp::now_unix(),
@@ -346,7 +334,6 @@ impl<D: Deliverer + 'static> Probes<D> {
             let last = Last {
                 answer,
                 at: Instant::now(),
-                slot: Slot::of(member),
                 unix: crate::timestamp::now_unix(),
             };
             self.last.insert(member.to_string(), last);
@@ -530,38 +517,28 @@ mod tests {
         fleet.down.lock().unwrap().clear();
         tokio::time::sleep_until(t0 + RETRY_UNHEALTHY).await;
         assert_eq!(probes.start_due(), BTreeSet::from(["m3".to_string()]));
-        let origin = probes.origin;
-        let healthy_due = |m: &str, at: Instant| {
-            let since = at.duration_since(origin);
-            origin + probe_slots::next_probe(since, heartbeat, Slot::of(m))
-        };
-        let (m1, m2) = (healthy_due("m1", t0), healthy_due("m2", t0));
         assert_eq!(
             probes.next_due(),
-            Some(m1.min(m2)),
-            "m3 runs: m1's or m2's is next"
+            Some(t0 + heartbeat),
+            "m3 runs: m1's is next"
         );
         let late = probes.late_answer().await;
         assert!(probes.answered(late));
-        // The healthy ones about a heartbeat later (each drawn toward its slot in the
-        // period, never later), m3 about a heartbeat after its answer.
-        assert_eq!(probes.next_due(), Some(m1.min(m2)));
-        assert!(m1.max(m2) <= t0 + heartbeat && m1.min(m2) >= t0 + heartbeat * 3 / 4);
-        let (by, m3) = (m1.max(m2), healthy_due("m3", t0 + RETRY_UNHEALTHY));
-        tokio::time::sleep_until(by).await;
-        let mut due = BTreeSet::from(["m1".to_string(), "m2".to_string()]);
-        if m3 <= by {
-            due.insert("m3".to_string());
-        }
-        assert_eq!(probes.start_due(), due);
-        assert_eq!(probes.next_due(), (m3 > by).then_some(m3));
-        for _ in 0..due.len() {
+        // The healthy ones after a heartbeat, m3 a heartbeat after its answer.
+        assert_eq!(probes.next_due(), Some(t0 + heartbeat));
+        tokio::time::sleep_until(t0 + heartbeat).await;
+        assert_eq!(
+            probes.start_due(),
+            BTreeSet::from(["m1".to_string(), "m2".to_string()])
+        );
+        assert_eq!(probes.next_due(), Some(t0 + RETRY_UNHEALTHY + heartbeat));
+        for _ in 0..2 {
             let late = probes.late_answer().await;
             assert!(!probes.answered(late), "the same answer: no look needed");
         }
-        assert_eq!(fleet.probes.load(Ordering::SeqCst), 4 + due.len());
+        assert_eq!(fleet.probes.load(Ordering::SeqCst), 6);
         // A member asked for (a push to it runs long) is due at once, however recent its answer.
-        assert!(probes.next_due() > Some(Instant::now()));
+        assert_eq!(probes.next_due(), Some(t0 + RETRY_UNHEALTHY + heartbeat));
         probes.ask("m1");
         assert_eq!(probes.next_due(), Some(Instant::now()));
     }
