@@ -156,7 +156,7 @@ fn settled_state(placements: usize, members: usize, clusters: usize) -> RolloutS
                         binds: false,
                         refresh: false,
                         strategy: ApplyStrategy::default(),
-                        resource_snapshot: format!("{p:064x}"),
+                        resource_snapshot: format!("{p:064x}").into(),
                         delivered_by: None,
                     },
                 };

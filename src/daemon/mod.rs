@@ -824,7 +824,7 @@ impl<D: Deliverer> Daemon<D> {
             return true;
         }
         self.unabsorbed_work(&change.member, label)
-            .any(|w| match &w.action {
+            .any(|action| match action {
                 crate::rollout::Action::Remove { .. } => true,
                 crate::rollout::Action::Apply { manifests, .. } => !manifests
                     .iter()
@@ -838,16 +838,17 @@ impl<D: Deliverer> Daemon<D> {
         &'a self,
         member: &'a str,
         label: &'a str,
-    ) -> impl Iterator<Item = &'a Work> + 'a {
+    ) -> impl Iterator<Item = &'a crate::rollout::Action> + 'a {
         let arrived = self
             .arrived
             .iter()
             .filter(move |d| d.member == member)
-            .flat_map(|d| d.results.iter().map(|(w, _)| w));
+            .flat_map(|d| d.results.iter().map(|(w, _)| (&w.placement, &w.action)));
         self.workers
             .handed(member)
             .chain(arrived)
-            .filter(move |w| w.placement.label_value() == label)
+            .filter(move |(placement, _)| placement.label_value() == label)
+            .map(|(_, action)| action)
     }
 
     /// Marks what the members changed for a re-apply at the next step (and, for deletions,

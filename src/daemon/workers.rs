@@ -69,10 +69,11 @@ impl Fingerprint {
     }
 }
 
-/// One piece of work for a member's worker, with the commit it is pushed for.
+/// One piece of work for a member's worker, with the commit it is pushed for (shared by the
+/// jobs of a dispatch: a first rollout hands out one per binding).
 #[derive(Debug, Clone)]
 pub struct Job {
-    pub commit: String,
+    pub commit: Arc<str>,
     pub work: Work,
 }
 
@@ -181,11 +182,11 @@ impl Queue {
             .values()
             .find(|j| ready(self, j))?
             .commit
-            .clone();
+            .to_string();
         let keys: Vec<PlacementKey> = self
             .waiting
             .iter()
-            .filter(|(_, j)| j.commit == commit && ready(self, j))
+            .filter(|(_, j)| *j.commit == *commit && ready(self, j))
             .map(|(k, _)| k.clone())
             .collect();
         let work = keys
@@ -244,7 +245,7 @@ impl Queue {
             // Newer work for the placement, queued meanwhile, goes instead.
             if !self.waiting.contains_key(&work.placement) {
                 self.put(Job {
-                    commit: commit.to_string(),
+                    commit: commit.into(),
                     work,
                 });
             }
@@ -292,8 +293,9 @@ pub struct Workers<D: Deliverer + 'static> {
     /// The latest work handed out per member and placement and not answered yet, with its
     /// fingerprint: what is in flight (not handed out again), and what tells the daemon's own
     /// deletions (prunes, removals) from a deletion by someone else. One map for both: in a
-    /// first rollout every binding is in it at once.
-    handed: BTreeMap<String, BTreeMap<PlacementKey, (Fingerprint, Work)>>,
+    /// first rollout every binding is in it at once, so only the action is kept (its member
+    /// and placement are the keys).
+    handed: BTreeMap<String, BTreeMap<PlacementKey, (Fingerprint, Action)>>,
     /// The entries of `handed`.
     outstanding: usize,
     results: UnboundedSender<Delivered>,
@@ -357,6 +359,7 @@ impl<D: Deliverer + 'static> Workers<D> {
         // jobs are spread over the whole list; at a restart that was two confirmations of
         // every member).
         let mut batches: BTreeMap<String, Vec<Job>> = BTreeMap::new();
+        let commit: Arc<str> = commit.into();
         for w in work {
             let fingerprint = Fingerprint::of(&w);
             if !self.handed.contains_key(&w.cluster) {
@@ -370,13 +373,13 @@ impl<D: Deliverer + 'static> Workers<D> {
                 continue;
             }
             if member
-                .insert(w.placement.clone(), (fingerprint, w.clone()))
+                .insert(w.placement.clone(), (fingerprint, w.action.clone()))
                 .is_none()
             {
                 self.outstanding += 1;
             }
             batches.entry(w.cluster.clone()).or_default().push(Job {
-                commit: commit.to_string(),
+                commit: commit.clone(),
                 work: w,
             });
         }
@@ -435,9 +438,9 @@ impl<D: Deliverer + 'static> Workers<D> {
         }
     }
 
-    /// The work handed to `member` and not answered yet.
-    pub fn handed(&self, member: &str) -> impl Iterator<Item = &Work> {
-        (self.handed.get(member).into_iter()).flat_map(|m| m.values().map(|(_, w)| w))
+    /// The work handed to `member` and not answered yet: each placement's action.
+    pub fn handed(&self, member: &str) -> impl Iterator<Item = (&PlacementKey, &Action)> {
+        (self.handed.get(member).into_iter()).flat_map(|m| m.iter().map(|(p, (_, a))| (p, a)))
     }
 
     /// The pieces of work handed out and not answered yet.
@@ -528,7 +531,7 @@ mod tests {
                 binds: false,
                 refresh,
                 strategy: ApplyStrategy::default(),
-                resource_snapshot: String::new(),
+                resource_snapshot: "".into(),
                 delivered_by: None,
             },
         }

@@ -27,8 +27,8 @@ pub fn member_pushes(
             } => (
                 manifests.to_vec(),
                 *strategy,
-                resource_snapshot.clone(),
-                delivered_by.clone(),
+                resource_snapshot.to_string(),
+                delivered_by.as_deref().cloned(),
             ),
             Action::Remove { strategy } => (vec![], *strategy, String::new(), None),
         };

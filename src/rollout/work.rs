@@ -29,9 +29,9 @@ pub enum Action {
         strategy: ApplyStrategy,
         /// The `gitfleet.io/resource-snapshot` stamp: the hash of the placement's selected
         /// resources (of the OCM workloads, for an OCM Placement), whole.
-        resource_snapshot: String,
+        resource_snapshot: Arc<str>,
         /// The staged update run whose snapshot this is (recorded on the member with it).
-        delivered_by: Option<super::staged::RunDelivery>,
+        delivered_by: Option<Arc<super::staged::RunDelivery>>,
     },
     /// Remove everything this placement put on the cluster (or, with `abandon`, let go of it).
     Remove { strategy: ApplyStrategy },
@@ -50,7 +50,7 @@ impl Work {
         cluster: &str,
         (manifests, revision): (Manifests, Revision),
         strategy: ApplyStrategy,
-        resource_snapshot: String,
+        resource_snapshot: Arc<str>,
         binds: bool,
         refresh: bool,
     ) -> Work {
@@ -70,7 +70,7 @@ impl Work {
     }
 
     /// The same work, as the delivery of staged update run `run`.
-    pub(crate) fn by_run(mut self, run: super::staged::RunDelivery) -> Work {
+    pub(crate) fn by_run(mut self, run: Arc<super::staged::RunDelivery>) -> Work {
         if let Action::Apply { delivered_by, .. } = &mut self.action {
             *delivered_by = Some(run);
         }

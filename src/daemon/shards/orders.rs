@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -148,8 +149,8 @@ pub struct OrderedApply {
     pub binds: bool,
     pub refresh: bool,
     pub strategy: ApplyStrategy,
-    pub resource_snapshot: String,
-    pub delivered_by: Option<RunDelivery>,
+    pub resource_snapshot: Arc<str>,
+    pub delivered_by: Option<Arc<RunDelivery>>,
 }
 
 impl OrderedWork {

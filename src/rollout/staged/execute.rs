@@ -364,11 +364,11 @@ fn push(
             cluster,
             (manifests, revision.clone()),
             view.apply_strategy,
-            st.resource_snapshot_hash.clone(),
+            st.resource_snapshot_hash.as_str().into(),
             binds,
             refresh,
         )
-        .by_run(status::RunDelivery::of(st, stage)),
+        .by_run(std::sync::Arc::new(status::RunDelivery::of(st, stage))),
     );
     // A re-read is not a change: like the rolling step, only what changes is "applying".
     if !refresh {

@@ -263,11 +263,11 @@ pub fn heal(
                 cluster,
                 rendered,
                 view.apply_strategy,
-                run.resource_snapshot_hash.clone(),
+                run.resource_snapshot_hash.as_str().into(),
                 binding.state == BindingState::Scheduled,
                 true,
             )
-            .by_run(RunDelivery::of(run, stage)),
+            .by_run(std::sync::Arc::new(RunDelivery::of(run, stage))),
         );
     }
     moves

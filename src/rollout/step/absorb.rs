@@ -198,7 +198,7 @@ pub fn absorb_indexed(
                     recheck: None,
                     drift: false,
                     reread: false,
-                    delivered_by: delivered_by.map(Arc::new),
+                    delivered_by,
                     updated_at: now,
                 };
                 // A push that confirmed what the cluster had (a re-check's, a restart's) is no

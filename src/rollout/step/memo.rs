@@ -160,7 +160,7 @@ pub(super) struct Settled {
     pub(super) source: Arc<serde_json::Value>,
     pub(super) selected: Vec<Arc<serde_json::Value>>,
     pub(super) placement: crate::model::placement::Placement,
-    pub(super) resource_snapshot: String,
+    pub(super) resource_snapshot: std::sync::Arc<str>,
     pub(super) schedule: Arc<PlacementSchedule>,
     /// Shared with the rollout state it was taken from (not a copy of every cluster's state).
     pub(super) state: Arc<PlacementState>,
@@ -202,7 +202,7 @@ impl Settled {
         resource_snapshot: &str,
         placement: &crate::model::placement::Placement,
     ) -> bool {
-        self.resource_snapshot == resource_snapshot && self.placement == *placement
+        *self.resource_snapshot == *resource_snapshot && self.placement == *placement
     }
 }
 

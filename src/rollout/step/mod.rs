@@ -255,7 +255,7 @@ struct Placement<'a> {
 struct KubeFleet<'a> {
     spec: &'a PlacementSpec,
     /// The whole hash of the selected resources: every cluster's snapshot stamp.
-    resource_snapshot: String,
+    resource_snapshot: Arc<str>,
     /// Resource snapshot indices that clusters or runs still use: kept in the history.
     in_use: BTreeSet<u64>,
     history_limit: u32,
@@ -447,7 +447,7 @@ fn kubefleet<'a>(
         .collect();
     let kf = KubeFleet {
         spec,
-        resource_snapshot: crate::snapshot::resource_hash(&resources),
+        resource_snapshot: crate::snapshot::resource_hash(&resources).into(),
         in_use: in_use(cx.state, p),
         history_limit: spec.revision_history_limit.unwrap_or(10).max(1) as u32,
         strategy: ApplyStrategy::from_rollout(Some(&spec.strategy)),

@@ -85,7 +85,7 @@ pub(super) fn step(
         let settled = current.and_then(|c| c.revision.as_ref()) == Some(&revision)
             && current.is_some_and(|c| c.health != BindingHealth::Failed);
         // The workloads' own hash is their snapshot stamp.
-        let stamp = revision.rendered.to_string();
+        let stamp = revision.rendered.clone();
         let at_desired = current.and_then(|c| c.revision.as_ref()) == Some(&revision);
         if released.is_some() && at_desired {
             // Progressive: a cluster at the new workloads is followed until it is available

@@ -156,7 +156,11 @@ fn applied(d: &Decision) -> BTreeMap<String, (Revision, String, usize)> {
                 ..
             } => Some((
                 w.cluster.clone(),
-                (revision.clone(), resource_snapshot.clone(), manifests.len()),
+                (
+                    revision.clone(),
+                    resource_snapshot.to_string(),
+                    manifests.len(),
+                ),
             )),
             Action::Remove { .. } => None,
         })
