@@ -4,7 +4,9 @@
 //! The reconcile hands each member's work to its worker ([`Workers::dispatch`]) and returns at
 //! once; the worker pushes through the [`Deliverer`] (with push's own retries and backoff, see
 //! [`crate::members::retry`]) and reports every finished delivery back into the daemon's loop
-//! ([`Delivered`]), whose next reconcile absorbs it. What a worker holds:
+//! ([`Delivered`]), whose next reconcile absorbs it. A worker with nothing queued, paced or
+//! awaited ends, and the member's next work starts another: a fleet at rest holds a small
+//! mailbox per member, not a task. What a worker holds:
 //!
 //! - a queue with the latest work per placement ([`Queue`]): work for a placement replaces the
 //!   queued work for it (a new commit supersedes one not yet pushed); work in flight finishes;
@@ -23,10 +25,11 @@
 //! It must not decide what is pushed (the rollout core does) nor how (push does).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{Deliverer, AVAILABILITY_FIRST_POLL, AVAILABILITY_POLL};
@@ -222,6 +225,15 @@ impl Queue {
         self.waiting.is_empty()
     }
 
+    /// Nothing queued and nothing remembered of past deliveries (paces, answers reported): a
+    /// worker whose queue this is has nothing left to do or to know.
+    pub fn is_idle(&self) -> bool {
+        self.waiting.is_empty()
+            && self.paced.is_empty()
+            && self.pending.is_empty()
+            && self.reported.is_empty()
+    }
+
     /// What of a finished delivery of `commit` is news for the daemon. A re-read that finds a
     /// cluster not available yet, exactly as last reported, is not: the worker keeps the work
     /// queued and reads again after its pace, and the daemon looks only when an answer
@@ -283,13 +295,75 @@ impl Queue {
     }
 }
 
+/// A member's jobs handed out and not yet taken by its worker, and whether a worker runs:
+/// one lock over both, so that a worker ending and new jobs arriving never miss each other
+/// (they find a worker running, or start one).
+#[derive(Default)]
+struct Mailbox {
+    post: Mutex<Post>,
+    arrived: Notify,
+}
+
+#[derive(Default)]
+struct Post {
+    jobs: Vec<Job>,
+    running: bool,
+}
+
+impl Mailbox {
+    /// Leaves `jobs` for the worker. Whether no worker runs, so that the caller starts one
+    /// (from now on counted as running).
+    fn post(&self, jobs: Vec<Job>) -> bool {
+        let mut post = self
+            .post
+            .lock()
+            .expect("a mailbox's lock is never poisoned");
+        post.jobs.extend(jobs);
+        let start = !post.running;
+        post.running = true;
+        drop(post);
+        if !start {
+            self.arrived.notify_one();
+        }
+        start
+    }
+
+    /// The jobs left since the last look.
+    fn take(&self) -> Vec<Job> {
+        let mut post = self
+            .post
+            .lock()
+            .expect("a mailbox's lock is never poisoned");
+        std::mem::take(&mut post.jobs)
+    }
+
+    /// Marks the worker ended unless jobs arrived meanwhile; whether it ended.
+    fn end_if_empty(&self) -> bool {
+        let mut post = self
+            .post
+            .lock()
+            .expect("a mailbox's lock is never poisoned");
+        if post.jobs.is_empty() {
+            post.running = false;
+            // Its room, which the next jobs need not share with an idle fleet.
+            post.jobs = Vec::new();
+        }
+        !post.running
+    }
+
+    fn is_running(&self) -> bool {
+        self.post
+            .lock()
+            .expect("a mailbox's lock is never poisoned")
+            .running
+    }
+}
+
 /// The workers of the members, and what the daemon handed them and has not heard back about.
 pub struct Workers<D: Deliverer + 'static> {
     deliverer: Arc<D>,
-    /// A member's new jobs of one dispatch, together (a `Vec`, small: a channel allocates its
-    /// slots 32 at a time, and a member's queue keeps them, which adds up across a large
-    /// fleet at rest).
-    queues: BTreeMap<String, UnboundedSender<Vec<Job>>>,
+    /// Each member's mailbox, kept while its worker comes and goes.
+    mailboxes: BTreeMap<String, Arc<Mailbox>>,
     /// The latest work handed out per member and placement and not answered yet, with its
     /// fingerprint: what is in flight (not handed out again), and what tells the daemon's own
     /// deletions (prunes, removals) from a deletion by someone else. One map for both: in a
@@ -314,7 +388,7 @@ impl<D: Deliverer + 'static> Workers<D> {
             slow,
             slow_reported: Some(slow_reported),
             deliverer,
-            queues: BTreeMap::new(),
+            mailboxes: BTreeMap::new(),
             handed: BTreeMap::new(),
             outstanding: 0,
             results,
@@ -385,32 +459,28 @@ impl<D: Deliverer + 'static> Workers<D> {
         }
         let mut sent = 0;
         for (member, jobs) in batches {
-            let queue = self.queues.entry(member.clone()).or_insert_with(|| {
-                let (tx, rx) = unbounded_channel();
+            sent += jobs.len();
+            let mailbox = self.mailboxes.entry(member.clone()).or_default();
+            if mailbox.post(jobs) {
                 let context = contexts
                     .get(&member)
                     .map(|c| BTreeMap::from([(member.clone(), c.clone())]))
                     .unwrap_or_default();
                 tokio::spawn(run(
-                    member.clone(),
+                    member,
                     context,
                     self.deliverer.clone(),
-                    rx,
+                    mailbox.clone(),
                     (self.results.clone(), self.slow.clone()),
                 ));
-                tx
-            });
-            let n = jobs.len();
-            if let Err(unsent) = queue.send(jobs) {
-                // The worker is gone (the daemon is shutting down): nothing of it is outstanding.
-                for j in unsent.0 {
-                    self.forget_handed(&j.work, |_| true);
-                }
-            } else {
-                sent += n;
             }
         }
         sent
+    }
+
+    /// Members whose worker is running now.
+    pub fn running(&self) -> usize {
+        self.mailboxes.values().filter(|m| m.is_running()).count()
     }
 
     /// Forgets what `delivered` answers (work handed out later for the same placement, not yet
@@ -450,23 +520,23 @@ impl<D: Deliverer + 'static> Workers<D> {
 }
 
 /// One member's worker: takes jobs as they come, delivers what may go, reports each delivery.
-/// Ends when the daemon drops its end of the queue or of the reports.
+/// Ends when it has nothing left to do or know ([`Queue::is_idle`]) and no job arrived, or
+/// when the daemon stops taking reports.
 async fn run<D: Deliverer>(
     member: String,
     contexts: BTreeMap<String, String>,
     deliverer: Arc<D>,
-    mut jobs: UnboundedReceiver<Vec<Job>>,
+    mailbox: Arc<Mailbox>,
     (reports, slow): (UnboundedSender<Delivered>, UnboundedSender<String>),
 ) {
     let mut queue = Queue::default();
     loop {
-        while let Ok(batch) = jobs.try_recv() {
-            batch.into_iter().for_each(|j| queue.put(j));
-        }
+        mailbox.take().into_iter().for_each(|j| queue.put(j));
         if let Some((commit, work)) = queue.take_ready(Instant::now()) {
             let mut delivery = {
-                let delivering = deliverer.deliver(work, &commit, &contexts);
-                tokio::pin!(delivering);
+                // Boxed: a member's delivery is a large future, and only a delivering worker
+                // needs its room.
+                let mut delivering = Box::pin(deliverer.deliver(work, &commit, &contexts));
                 tokio::select! {
                     d = &mut delivering => d,
                     () = tokio::time::sleep(SLOW_DELIVERY) => {
@@ -492,18 +562,19 @@ async fn run<D: Deliverer>(
             }
             continue;
         }
+        if queue.is_idle() && mailbox.end_if_empty() {
+            return;
+        }
         let wake = queue.next_ready_at();
         tokio::select! {
-            batch = jobs.recv() => match batch {
-                Some(batch) => batch.into_iter().for_each(|j| queue.put(j)),
-                None => return,
-            },
+            () = mailbox.arrived.notified() => {}
             () = async {
                 match wake {
                     Some(at) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             } => {}
+            () = reports.closed() => return,
         }
     }
 }
@@ -512,7 +583,6 @@ async fn run<D: Deliverer>(
 mod tests {
     use super::*;
     use crate::rollout::{ApplyStrategy, Revision};
-    use std::sync::Mutex;
 
     fn key(name: &str) -> PlacementKey {
         format!("crp/{name}").parse().unwrap()
@@ -825,6 +895,57 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::from_secs(30));
         workers.settled(&d);
         assert_eq!(workers.outstanding(), 0);
+    }
+
+    /// A fleet at rest holds no worker: each ends once its member's work is answered, and the
+    /// member's next work starts another. A worker pacing a failure stays, to keep the pace.
+    #[tokio::test(start_paused = true)]
+    async fn workers_end_when_their_member_is_done_and_start_again_for_new_work() {
+        let members = Arc::new(Slow::default());
+        let mut workers = Workers::new(members.clone());
+        let work = ["m1", "m2"].map(|m| apply("a", m, 1, false)).to_vec();
+        assert_eq!(workers.dispatch(work, "c1", &contexts()), 2);
+        assert_eq!(workers.running(), 2);
+        for _ in 0..2 {
+            let d = workers.delivered().await;
+            workers.settled(&d);
+        }
+        // The workers end on their own after their report.
+        while workers.running() > 0 {
+            tokio::task::yield_now().await;
+        }
+        workers.dispatch(vec![apply("a", "m1", 2, false)], "c2", &contexts());
+        assert_eq!(workers.running(), 1);
+        let d = workers.delivered().await;
+        assert_eq!((d.member.as_str(), d.commit.as_str()), ("m1", "c2"));
+        workers.settled(&d);
+        assert_eq!(workers.outstanding(), 0);
+        let pushed = members.pushed.lock().unwrap().clone();
+        assert_eq!(pushed.len(), 3, "each job pushed once: {pushed:?}");
+    }
+
+    #[test]
+    fn a_queue_that_paces_or_remembers_a_report_is_not_idle() {
+        let now = Instant::now();
+        let mut q = Queue::default();
+        assert!(q.is_idle());
+        let failed = (apply("a", "m1", 1, false), Outcome::Failed("503".into()));
+        q.finished(std::slice::from_ref(&failed), now);
+        assert!(!q.is_idle(), "the failure's pace is kept");
+        let done = (
+            apply("a", "m1", 1, false),
+            Outcome::Done(BindingHealth::Available, Default::default()),
+        );
+        q.finished(std::slice::from_ref(&done), now);
+        assert!(q.is_idle());
+        let pending = (
+            apply("b", "m1", 1, true),
+            Outcome::Done(BindingHealth::Pending, Default::default()),
+        );
+        q.finished(std::slice::from_ref(&pending), now);
+        let news = q.news("c1", vec![pending]);
+        assert_eq!(news.len(), 1);
+        assert!(!q.is_idle(), "the re-read's pace and its report are kept");
     }
 
     #[tokio::test(start_paused = true)]
