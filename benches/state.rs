@@ -112,7 +112,7 @@ fn measure(placements: usize, clusters: usize, repetitions: usize) {
             c.name.clone(),
             LastProbe {
                 at: NOW,
-                cluster: c.clone().into(),
+                cluster: c.clone(),
             },
         );
     }

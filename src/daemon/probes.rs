@@ -52,7 +52,7 @@ pub const RETRY_UNHEALTHY: Duration = Duration::from_secs(5);
 pub const PROBES_GAP: Duration = Duration::from_millis(250);
 
 /// One member's answer (or why there is none).
-pub type Answer = InventoryCluster;
+pub type Answer = Arc<InventoryCluster>;
 
 /// A member's last answer, and when it came.
 struct Last {
@@ -211,9 +211,9 @@ impl<D: Deliverer + 'static> Probes<D> {
                 let name = m.target.name.clone();
                 let answer = match deliverer.probe(std::slice::from_ref(&m)).await {
                     Ok(inv) => inv.clusters.into_iter().find(|c| c.name == name),
-                    Err(e) => Some(unhealthy(&name, format!("{e:#}"))),
+                    Err(e) => Some(Arc::new(unhealthy(&name, format!("{e:#}")))),
                 }
-                .unwrap_or_else(|| unhealthy(&name, "the probe reported nothing".into()));
+                .unwrap_or_else(|| Arc::new(unhealthy(&name, "the probe reported nothing".into())));
                 let _ = tx.send(answer);
             });
         }
@@ -269,7 +269,8 @@ impl<D: Deliverer + 'static> Probes<D> {
                     .get(name)
                     .map(|l| l.answer.clone())
                     .unwrap_or_else(|| {
-                        unhealthy(name, format!("no answer yet (waited {PROBE_WAIT:?})"))
+                        let why = format!("no answer yet (waited {PROBE_WAIT:?})");
+                        Arc::new(unhealthy(name, why))
                     })
             })
             .collect();
@@ -332,7 +333,7 @@ impl<D: Deliverer + 'static> Probes<D> {
         if changed {
             self.built = None;
             let last = Last {
-                answer,
+                answer: Arc::new(answer),
                 at: Instant::now(),
                 unix: crate::timestamp::now_unix(),
             };
@@ -343,7 +344,7 @@ impl<D: Deliverer + 'static> Probes<D> {
     }
 }
 
-fn unhealthy(name: &str, error: String) -> Answer {
+fn unhealthy(name: &str, error: String) -> InventoryCluster {
     InventoryCluster {
         name: name.to_string(),
         healthy: false,
@@ -387,7 +388,9 @@ mod tests {
                 c.error = None;
                 c.properties.insert("probed".into(), "yes".into());
             }
-            Ok(Inventory { clusters: vec![c] })
+            Ok(Inventory {
+                clusters: vec![Arc::new(c)],
+            })
         }
 
         async fn deliver(

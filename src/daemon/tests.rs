@@ -75,6 +75,7 @@ impl Deliverer for Fake {
                     namespace_collection_degraded: false,
                 }
             })
+            .map(Arc::new)
             .collect();
         Ok(Inventory { clusters })
     }

@@ -604,7 +604,9 @@ pub async fn collect_with(
         })
         .collect();
     clusters.sort_by(|a, b| a.name.cmp(&b.name));
-    Inventory { clusters }
+    Inventory {
+        clusters: clusters.into_iter().map(Arc::new).collect(),
+    }
 }
 
 fn unhealthy(name: &str, error: String) -> InventoryCluster {

@@ -254,11 +254,11 @@ impl RolloutState {
             if c.healthy {
                 let at = answered_at(&c.name).unwrap_or(now);
                 match self.members.get_mut(&c.name) {
-                    Some(l) if known || *l.cluster == *c => l.at = at,
+                    Some(l) if known || l.cluster == *c => l.at = at,
                     _ => {
                         let last = LastProbe {
                             at,
-                            cluster: Arc::new(c.clone()),
+                            cluster: c.clone(),
                         };
                         self.members.insert(c.name.clone(), last);
                     }
@@ -276,7 +276,7 @@ impl RolloutState {
         }
         let mut out = Inventory::clone(probe);
         for (i, c) in substituted {
-            out.clusters[i] = InventoryCluster::clone(&c);
+            out.clusters[i] = c;
         }
         Arc::new(out)
     }
@@ -891,26 +891,26 @@ mod tests {
         let mut s = RolloutState::default();
         let inv = |c: &InventoryCluster| {
             Arc::new(Inventory {
-                clusters: vec![c.clone()],
+                clusters: vec![Arc::new(c.clone())],
             })
         };
         let never = |_: &str| None;
         assert_eq!(
-            s.remember_probe(&inv(&good), false, &never, 1000).clusters[0],
+            *s.remember_probe(&inv(&good), false, &never, 1000).clusters[0],
             good
         );
         assert_eq!(
-            s.remember_probe(&inv(&bad), false, &never, 1300).clusters[0],
+            *s.remember_probe(&inv(&bad), false, &never, 1300).clusters[0],
             good
         );
         assert_eq!(
-            s.remember_probe(&inv(&bad), false, &never, 1301).clusters[0],
+            *s.remember_probe(&inv(&bad), false, &never, 1301).clusters[0],
             bad
         );
         // Never probed successfully: unhealthy at once.
         let mut fresh = RolloutState::default();
         assert_eq!(
-            fresh.remember_probe(&inv(&bad), false, &never, 5).clusters[0],
+            *fresh.remember_probe(&inv(&bad), false, &never, 5).clusters[0],
             bad
         );
     }
@@ -929,7 +929,7 @@ mod tests {
             namespace_collection_degraded: false,
         };
         let probe = Arc::new(Inventory {
-            clusters: vec![good.clone()],
+            clusters: vec![Arc::new(good.clone())],
         });
         let mut s = RolloutState::default();
         let first = s.remember_probe(&probe, false, &|_| Some(100), 120);
@@ -942,7 +942,7 @@ mod tests {
 
         good.namespaces = Some(vec!["a".into(), "b".into()]);
         let changed = Arc::new(Inventory {
-            clusters: vec![good.clone()],
+            clusters: vec![Arc::new(good.clone())],
         });
         s.remember_probe(&changed, false, &|_| Some(200), 200);
         assert_eq!(*s.members["m"].cluster, good, "a new answer is remembered");

@@ -8,13 +8,17 @@ use crate::model::quantity::Quantity;
 use crate::model::{ClusterName, Labels};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The inventory file (`--inventory FILE`), also what `gitfleet inventory` prints.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Inventory {
+    /// Shared: the daemon keeps each member's last answer, the inventory built from the
+    /// answers and the state's last probes, and a large fleet's answers are large (every
+    /// namespace of every member).
     #[serde(default)]
-    pub clusters: Vec<InventoryCluster>,
+    pub clusters: Vec<Arc<InventoryCluster>>,
 }
 
 // `Eq`: an `Arc` of one compares by address first (probe answers are shared).
@@ -186,8 +190,11 @@ impl Fleet {
             declared_properties(&m.spec.metadata.annotations, &mut c.properties);
         }
         if let Some(inv) = inventory {
-            let live: BTreeMap<&str, &InventoryCluster> =
-                inv.clusters.iter().map(|c| (c.name.as_str(), c)).collect();
+            let live: BTreeMap<&str, &InventoryCluster> = inv
+                .clusters
+                .iter()
+                .map(|c| (c.name.as_str(), &**c))
+                .collect();
             for c in by_name.values_mut() {
                 match live.get(c.name.as_str()) {
                     Some(l) => {

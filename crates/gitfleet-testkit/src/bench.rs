@@ -250,15 +250,17 @@ pub fn generate(spec: FleetSpec) -> (Vec<SourceFile>, Inventory) {
         ]
         .into_iter()
         .collect();
-        inventory.clusters.push(InventoryCluster {
-            name: name.clone(),
-            healthy,
-            error: (!healthy).then(|| "connection refused".to_string()),
-            properties,
-            add_on_scores,
-            namespaces: None,
-            namespace_collection_degraded: false,
-        });
+        inventory
+            .clusters
+            .push(std::sync::Arc::new(InventoryCluster {
+                name: name.clone(),
+                healthy,
+                error: (!healthy).then(|| "connection refused".to_string()),
+                properties,
+                add_on_scores,
+                namespaces: None,
+                namespace_collection_degraded: false,
+            }));
         clusters.push(name);
     }
 

@@ -47,7 +47,7 @@ type Gathering = HashMap<
     ShardId,
     Vec<(
         ProbedMember,
-        oneshot::Sender<Result<InventoryCluster, String>>,
+        oneshot::Sender<Result<Arc<InventoryCluster>, String>>,
     )>,
 >;
 
@@ -414,7 +414,7 @@ impl ShardedDeliverer {
             Ok(_) => Err(format!("{shard}'s owner answered for another order")),
             Err(why) => Err(why),
         };
-        let mut clusters: HashMap<String, InventoryCluster> = match &answer {
+        let mut clusters: HashMap<String, Arc<InventoryCluster>> = match &answer {
             Ok(inventory) => inventory
                 .clusters
                 .iter()

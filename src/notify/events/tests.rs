@@ -282,7 +282,7 @@ fn a_staged_run_tells_its_stages_approvals_and_end() {
 fn members_are_told_when_they_turn_unhealthy_and_recover() {
     let inv = |healthy: bool| {
         Some(Arc::new(Inventory {
-            clusters: vec![InventoryCluster {
+            clusters: vec![Arc::new(InventoryCluster {
                 name: "m1".into(),
                 healthy,
                 error: (!healthy).then(|| "connection refused".into()),
@@ -290,7 +290,7 @@ fn members_are_told_when_they_turn_unhealthy_and_recover() {
                 add_on_scores: Default::default(),
                 namespaces: None,
                 namespace_collection_degraded: false,
-            }],
+            })],
         }))
     };
     let up = Snapshot {

@@ -110,6 +110,7 @@ fn inventory(clusters: &[Live]) -> Inventory {
                 namespaces: None,
                 namespace_collection_degraded: false,
             })
+            .map(Arc::new)
             .collect(),
     }
 }
