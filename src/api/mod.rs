@@ -299,8 +299,9 @@ pub struct PlacementStatus {
     /// prioritizers, tolerations, decision strategy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ocm_policy: Option<crate::model::ocm::OcmPlacementSpec>,
-    /// The selected clusters, as the schedule names them (one shared table of names).
-    pub selected: Vec<crate::model::ClusterName>,
+    /// The selected clusters, as the schedule names them (one shared table of names), read
+    /// through the schedule ([`shared_status::SelectedClusters`]).
+    pub selected: shared_status::SelectedClusters,
     /// The step's lists, shared with it ([`shared_status::StepClusters`]).
     pub applying: shared_status::StepClusters,
     pub removing: shared_status::StepClusters,

@@ -175,53 +175,67 @@ impl<'de> Deserialize<'de> for PerCluster {
     }
 }
 
-/// One of a step's lists of clusters (applying, removing, waiting, up to date), read through
-/// the step rather than copied: a settled placement's up-to-date list names every cluster it
-/// runs on, and the step is kept anyway (the step memo, [`PerCluster`]).
-#[derive(Clone)]
-pub struct StepClusters(Names);
+/// A list of clusters read through what holds it rather than copied: one of a step's lists
+/// (applying, removing, waiting, up to date; a settled placement's up-to-date list names every
+/// cluster it runs on, and the step is kept anyway: the step memo, [`PerCluster`]), or the
+/// schedule's selected clusters.
+pub struct SharedList<S: 'static, T: 'static>(Names<S, T>);
 
-#[derive(Clone)]
-enum Names {
+/// One of a step's lists of clusters.
+pub type StepClusters = SharedList<StepSummary, String>;
+
+/// A schedule's selected clusters.
+pub type SelectedClusters = SharedList<PlacementSchedule, crate::model::ClusterName>;
+
+enum Names<S: 'static, T: 'static> {
     /// As read by a client, or made by hand.
-    Made(Vec<String>),
-    /// The step's list that `list` picks.
-    Of(Arc<StepSummary>, fn(&StepSummary) -> &Vec<String>),
+    Made(Vec<T>),
+    /// The list that `list` picks of a shared source.
+    Of(Arc<S>, fn(&S) -> &Vec<T>),
 }
 
-impl StepClusters {
-    /// `step`'s list that `list` picks, shared.
-    pub fn of(step: &Arc<StepSummary>, list: fn(&StepSummary) -> &Vec<String>) -> StepClusters {
-        StepClusters(Names::Of(step.clone(), list))
+impl<S, T: Clone> Clone for SharedList<S, T> {
+    fn clone(&self) -> Self {
+        SharedList(match &self.0 {
+            Names::Made(v) => Names::Made(v.clone()),
+            Names::Of(source, list) => Names::Of(source.clone(), *list),
+        })
     }
 }
 
-impl Default for StepClusters {
-    fn default() -> StepClusters {
-        StepClusters(Names::Made(Vec::new()))
+impl<S, T> SharedList<S, T> {
+    /// `source`'s list that `list` picks, shared.
+    pub fn of(source: &Arc<S>, list: fn(&S) -> &Vec<T>) -> SharedList<S, T> {
+        SharedList(Names::Of(source.clone(), list))
     }
 }
 
-impl From<Vec<String>> for StepClusters {
-    fn from(v: Vec<String>) -> StepClusters {
-        StepClusters(Names::Made(v))
+impl<S, T> Default for SharedList<S, T> {
+    fn default() -> Self {
+        SharedList(Names::Made(Vec::new()))
     }
 }
 
-impl std::ops::Deref for StepClusters {
-    type Target = Vec<String>;
+impl<S, T> From<Vec<T>> for SharedList<S, T> {
+    fn from(v: Vec<T>) -> Self {
+        SharedList(Names::Made(v))
+    }
+}
 
-    fn deref(&self) -> &Vec<String> {
+impl<S, T> std::ops::Deref for SharedList<S, T> {
+    type Target = Vec<T>;
+
+    fn deref(&self) -> &Vec<T> {
         match &self.0 {
             Names::Made(v) => v,
-            Names::Of(step, list) => list(step),
+            Names::Of(source, list) => list(source),
         }
     }
 }
 
-/// A change is made to the status's own copy, never to the step.
-impl std::ops::DerefMut for StepClusters {
-    fn deref_mut(&mut self) -> &mut Vec<String> {
+/// A change is made to the status's own copy, never to the source.
+impl<S, T: Clone> std::ops::DerefMut for SharedList<S, T> {
+    fn deref_mut(&mut self) -> &mut Vec<T> {
         if let Names::Of(..) = self.0 {
             self.0 = Names::Made((**self).clone());
         }
@@ -232,42 +246,42 @@ impl std::ops::DerefMut for StepClusters {
     }
 }
 
-impl FromIterator<String> for StepClusters {
-    fn from_iter<I: IntoIterator<Item = String>>(iter: I) -> StepClusters {
-        StepClusters::from(iter.into_iter().collect::<Vec<_>>())
+impl<S, T> FromIterator<T> for SharedList<S, T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        SharedList::from(iter.into_iter().collect::<Vec<_>>())
     }
 }
 
-impl<'a> IntoIterator for &'a StepClusters {
-    type Item = &'a String;
-    type IntoIter = std::slice::Iter<'a, String>;
+impl<'a, S, T> IntoIterator for &'a SharedList<S, T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.iter()
     }
 }
 
-impl std::fmt::Debug for StepClusters {
+impl<S, T: std::fmt::Debug> std::fmt::Debug for SharedList<S, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         (**self).fmt(f)
     }
 }
 
-impl PartialEq for StepClusters {
-    fn eq(&self, other: &StepClusters) -> bool {
+impl<S, T: PartialEq> PartialEq for SharedList<S, T> {
+    fn eq(&self, other: &Self) -> bool {
         **self == **other
     }
 }
 
-impl Serialize for StepClusters {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+impl<S, T: Serialize> Serialize for SharedList<S, T> {
+    fn serialize<Z: Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
         (**self).serialize(s)
     }
 }
 
-impl<'de> Deserialize<'de> for StepClusters {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<StepClusters, D::Error> {
-        Vec::deserialize(d).map(StepClusters::from)
+impl<'de, S, T: Deserialize<'de>> Deserialize<'de> for SharedList<S, T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::deserialize(d).map(SharedList::from)
     }
 }
 
@@ -341,5 +355,24 @@ mod tests {
         shared.push("m3".into());
         assert_eq!(*shared, ["m1", "m2", "m3"]);
         assert_eq!(step.up_to_date, ["m1", "m2"]);
+    }
+
+    #[test]
+    fn a_schedules_selected_clusters_are_read_through() {
+        let schedule = Arc::new(PlacementSchedule {
+            key: "crp/a".parse().unwrap(),
+            policy_snapshot_index: None,
+            policy_hash: None,
+            selected: crate::model::ClusterName::table(["m1", "m2"]),
+            decisions: vec![],
+            conditions: vec![],
+            bindings: vec![],
+            decision_groups: vec![],
+        });
+        let shared = SelectedClusters::of(&schedule, |p| &p.selected);
+        assert!(std::ptr::eq(&*shared, &schedule.selected));
+        assert_eq!(serde_json::to_string(&shared).unwrap(), r#"["m1","m2"]"#);
+        let read: SelectedClusters = serde_json::from_str(r#"["m1","m2"]"#).unwrap();
+        assert_eq!(read, shared);
     }
 }

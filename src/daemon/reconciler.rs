@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 
 use super::error::ReconcileError;
 use super::{blocking, metrics, Action, Daemon, Deliverer, PlacementStatus};
-use crate::api::shared_status::StepClusters;
+use crate::api::shared_status::{SelectedClusters, StepClusters};
 use crate::members::inventory::members_of;
 use crate::rollout::conditions;
 use crate::rollout::{BindingHealth, Input, Outcome, Pacing, Rejected, StepSummary, Work};
@@ -1107,7 +1107,9 @@ impl<D: Deliverer> Daemon<D> {
                     let status = PlacementStatus {
                         policy,
                         ocm_policy,
-                        selected: sched.map(|p| p.selected.clone()).unwrap_or_default(),
+                        selected: shared_sched
+                            .map(|p| SelectedClusters::of(p, |p| &p.selected))
+                            .unwrap_or_default(),
                         conditions,
                         per_cluster,
                         replica_sets,

@@ -1005,7 +1005,7 @@ mod tests {
                 target: clusters.len(),
                 policy: None,
                 ocm_policy: None,
-                selected: vec![],
+                selected: Default::default(),
                 applying: applying.iter().map(|c| c.to_string()).collect(),
                 removing: Default::default(),
                 waiting: Default::default(),

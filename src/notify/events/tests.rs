@@ -10,7 +10,7 @@ fn placement(id: &str, f: impl FnOnce(&mut PlacementStatus)) -> Arc<PlacementSta
         id: id.into(),
         strategy: Strategy::RollingUpdate,
         target: 2,
-        selected: vec!["m1".into(), "m2".into()],
+        selected: vec!["m1".into(), "m2".into()].into(),
         applying: Default::default(),
         removing: Default::default(),
         waiting: Default::default(),
