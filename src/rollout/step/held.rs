@@ -3,6 +3,8 @@
 //! leaves its works alone, so nothing of it is applied, pruned or swept, no snapshot is taken
 //! and its staged runs are not advanced.
 
+use std::sync::Arc;
+
 use super::{Rendered, StepSummary};
 use crate::model::PlacementKey;
 use crate::rollout::state::PlacementState;
@@ -33,7 +35,7 @@ pub(super) fn step(
             .and_then(|c| c.revision.clone())
         {
             let objects = None;
-            let entry = Rendered { revision, objects };
+            let entry = Arc::new(Rendered { revision, objects });
             step.rendered.insert(cluster.clone(), entry);
             step.up_to_date.push(cluster.to_string());
         }

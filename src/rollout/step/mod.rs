@@ -107,8 +107,10 @@ pub struct StepSummary {
     pub requeue_after: u64,
     /// A line for people when the placement is not rolled out (External strategy, render error).
     pub note: Option<String>,
-    /// What each rendered cluster should run now, and hold.
-    pub rendered: ClusterMap<Rendered>,
+    /// What each rendered cluster should run now, and hold. Shared by the clusters given the
+    /// same rendering: a settled placement's step is kept (the memo), with an entry for every
+    /// cluster it runs on.
+    pub rendered: ClusterMap<Arc<Rendered>>,
     /// Clusters whose manifests the overrides change (worked out under rolling pacing only:
     /// status's Overridden reason).
     pub overridden: BTreeSet<String>,

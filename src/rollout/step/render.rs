@@ -84,6 +84,8 @@ pub(super) struct Renderings<'a> {
     manifests: HashMap<usize, Manifests>,
     /// The deletion guard's object ids.
     object_ids: HashMap<usize, Arc<BTreeSet<ObjectKey>>>,
+    /// The step's entries, by rendering and resource snapshot.
+    entries: HashMap<(usize, u64), Arc<Rendered>>,
 }
 
 impl<'a> Renderings<'a> {
@@ -103,6 +105,7 @@ impl<'a> Renderings<'a> {
             fingerprints: HashMap::default(),
             manifests: HashMap::default(),
             object_ids: HashMap::default(),
+            entries: HashMap::default(),
         }
     }
 
@@ -178,10 +181,21 @@ impl<'a> Renderings<'a> {
         };
         // The fleet's shared name; a cluster it does not know (an OCM placement's) gets its own.
         let name = c.map_or_else(|| ClusterName::new(cluster), |c| c.name.clone());
-        let entry = Rendered {
-            revision: revision.clone(),
-            objects: Some(ids),
+        let make = || {
+            Arc::new(Rendered {
+                revision: revision.clone(),
+                objects: Some(ids),
+            })
         };
+        // Keyed by the rendering's fingerprint text, which every cluster given it shares.
+        let entry = self
+            .entries
+            .entry((
+                Arc::as_ptr(&revision.rendered) as *const u8 as usize,
+                resource_index,
+            ))
+            .or_insert_with(make)
+            .clone();
         step.rendered.insert(name, entry);
         Some((manifests, revision))
     }
