@@ -31,7 +31,7 @@
 /// (src/main.rs), not glibc's: glibc's malloc and free would cost it much CPU serving a
 /// restart's lists, CPU the daemon under test would then have less of.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use common::{Result, DEFAULT_POLL};
 use std::process::ExitCode;

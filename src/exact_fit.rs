@@ -1,9 +1,10 @@
 //! Lists kept long after they are filled, in allocations of their own size.
 //!
-//! `Vec::shrink_to_fit` asks the allocator to shrink the block in place, and mimalloc (the
-//! binary's allocator) leaves a block that would shrink by less than half as it is: a list
-//! filled by pushes would keep up to half its room empty for as long as it is kept. Moving
-//! the items into an allocation of their number gives that room back.
+//! `Vec::shrink_to_fit` asks the allocator to shrink the block in place, which an allocator
+//! may decline for a small change (mimalloc left a block that would shrink by less than half
+//! as it was): a list filled by pushes could keep up to half its room empty for as long as it
+//! is kept. Moving the items into an allocation of their number gives that room back whatever
+//! the allocator.
 
 /// Moves `v`'s items into an allocation of their number, when it has room to spare.
 pub fn fit<T>(v: &mut Vec<T>) {

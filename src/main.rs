@@ -1,36 +1,47 @@
-/// mimalloc rather than glibc's malloc: see Cargo.toml (allocator time and resident memory of
+/// jemalloc rather than glibc's malloc: see Cargo.toml (allocator time and resident memory of
 /// the daemon at fleet scale).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> std::process::ExitCode {
-    purge_freed_pages_at_once();
     gitfleet::cli_main()
 }
 
-/// mimalloc's `mi_option_purge_delay` (the `mi_option_e` of its v3 `mimalloc.h`), which the
-/// Rust bindings do not name.
-const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+/// jemalloc's options, read when it starts (before `main`): freed pages go back to the system
+/// a second after they were last used, by jemalloc's own background threads, whether or not
+/// the daemon allocates again. Its default of ten seconds would leave a replica that just took
+/// over shards (or a leader after a rollout) holding every page the work freed for that long.
+const MALLOC_CONF: &std::ffi::CStr = c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
 
-/// Has mimalloc give pages back to the system as soon as they are free rather than a second
-/// later, its default. It purges only when a thread allocates or frees again, so a daemon that
-/// goes quiet after a large step (a rollout, a resync) kept the pages that step freed resident.
-// The workspace's only unsafe code: mimalloc's options are set through its C interface.
+/// What jemalloc reads as its `malloc_conf` (a C `const char *`): the pointer alone.
+#[repr(transparent)]
+struct Conf(*const std::ffi::c_char);
+
+// SAFETY: the pointer is to a static string that nothing writes.
 #[allow(unsafe_code)]
-fn purge_freed_pages_at_once() {
-    // SAFETY: mi_option_set stores one option's value; called first in main, before the
-    // program starts any other thread.
-    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 0) }
-}
+unsafe impl Sync for Conf {}
+
+// The workspace's only unsafe code: jemalloc takes its options from this C symbol (the crate's
+// prefixed name of `malloc_conf`, which the library declares weak for a program to define).
+#[allow(unsafe_code, non_upper_case_globals)]
+#[export_name = "_rjem_malloc_conf"]
+static malloc_conf: Conf = Conf(MALLOC_CONF.as_ptr());
 
 #[cfg(test)]
 mod tests {
+    /// The options are jemalloc's, as read at its start: what `malloc_conf` says is in force.
     #[test]
     #[allow(unsafe_code)]
-    fn the_purge_delay_named_is_mimallocs() {
-        // The option's default tells it from its neighbours (15: 1,000 ms; 14 and 16: 1 and 0).
-        // SAFETY: mi_option_get reads one option's value.
-        let delay = unsafe { libmimalloc_sys::mi_option_get(super::PURGE_DELAY) };
-        assert_eq!(delay, 1000);
+    fn jemalloc_runs_with_the_options_given() {
+        assert!(tikv_jemalloc_ctl::opt::background_thread::read().unwrap());
+        // SAFETY: both names are jemalloc's `ssize_t` options, read as such.
+        let (dirty, muzzy) = unsafe {
+            (
+                tikv_jemalloc_ctl::raw::read::<isize>(b"opt.dirty_decay_ms\0").unwrap(),
+                tikv_jemalloc_ctl::raw::read::<isize>(b"opt.muzzy_decay_ms\0").unwrap(),
+            )
+        };
+        assert_eq!((dirty, muzzy), (1000, 0));
+        assert_eq!(super::malloc_conf.0, super::MALLOC_CONF.as_ptr());
     }
 }

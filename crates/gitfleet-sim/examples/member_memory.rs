@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Arguments: `members objects rounds watches` (default 200 80 3 2). It runs on the allocator
-//! `gitfleet sim` and the benchmarks run the simulator on (mimalloc), so that the figures are
+//! `gitfleet sim` and the benchmarks run the simulator on (jemalloc), so that the figures are
 //! theirs.
 
 use std::time::Instant;
@@ -19,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// How many members apply at once: a daemon's `--parallel-members` is of this order.
 const PARALLEL: usize = 16;
