@@ -6,7 +6,7 @@
 # The Dockerfile's three base images come from Docker Hub. Where that registry cannot be reached
 # (GITFLEET_IMAGE_BASES=standin, the default), they are stood in for by images built here and
 # tagged with the names the Dockerfile uses: Debian bookworm from Debian's packages (debootstrap)
-# for debian:bookworm-slim, that plus gcc and this machine's Rust toolchain for
+# for debian:bookworm-slim, that plus gcc, make and this machine's Rust toolchain for
 # rust:1.95-bookworm, and that plus this machine's Go for golang:1.26-bookworm (which builds
 # kustomize and helm from the Go module proxy). GITFLEET_IMAGE_BASES=pull uses the real ones.
 #
@@ -51,6 +51,17 @@ need() {
 
 have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
 
+# Whether image $1 holds the file $2 (a path from its root).
+image_has() {
+  local ctr mnt found=1
+  ctr=$(buildah from --pull=never "$1") || return 1
+  mnt=$(buildah mount "$ctr")
+  [ -e "$mnt/$2" ] && found=0
+  buildah umount "$ctr" >/dev/null
+  buildah rm "$ctr" >/dev/null
+  return "$found"
+}
+
 standin_bases() {
   need debootstrap
   if ! have_image "$debian_image"; then
@@ -68,6 +79,12 @@ standin_bases() {
     buildah rm "$ctr" >/dev/null
     rm -rf "$root"
   fi
+  # A stand-in made before the build needed make (jemalloc's C build) is made again; the real
+  # image has make.
+  if have_image "$rust_image" && ! image_has "$rust_image" usr/bin/make; then
+    say "$rust_image has no make: making its stand-in again"
+    buildah rmi "$rust_image" >/dev/null
+  fi
   if ! have_image "$rust_image"; then
     local toolchain
     toolchain=$(rustc --print sysroot)
@@ -75,8 +92,8 @@ standin_bases() {
     local ctr
     ctr=$(buildah from --pull=never "$debian_image")
     buildah run --isolation chroot "$ctr" -- sh -c \
-      'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev ca-certificates git >/dev/null 2>&1 && rm -rf /var/lib/apt/lists/*' \
-      || fail "cannot install gcc and git in the stand-in for $rust_image"
+      'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev make ca-certificates git >/dev/null 2>&1 && rm -rf /var/lib/apt/lists/*' \
+      || fail "cannot install gcc, make and git in the stand-in for $rust_image"
     local mnt
     mnt=$(buildah mount "$ctr")
     mkdir -p "$mnt/usr/local/rust" "$mnt/usr/local/cargo"
