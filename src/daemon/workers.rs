@@ -351,6 +351,7 @@ impl Mailbox {
         !post.running
     }
 
+    #[cfg(test)]
     fn is_running(&self) -> bool {
         self.post
             .lock()
@@ -479,7 +480,8 @@ impl<D: Deliverer + 'static> Workers<D> {
     }
 
     /// Members whose worker is running now.
-    pub fn running(&self) -> usize {
+    #[cfg(test)]
+    fn running(&self) -> usize {
         self.mailboxes.values().filter(|m| m.is_running()).count()
     }
 
