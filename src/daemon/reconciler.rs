@@ -311,6 +311,7 @@ impl<D: Deliverer> Daemon<D> {
         } else {
             self.probes.inventory(members).await
         };
+        let look_ms = begun.elapsed().as_millis() as u64;
         let known = self
             .remembered
             .as_ref()
@@ -375,6 +376,7 @@ impl<D: Deliverer> Daemon<D> {
         // Status changes seen while their work was out are read again, now that its result
         // (which cleared their marks) is in; those whose work is still out wait again.
         let absorb_ms = absorbing.elapsed().as_millis() as u64;
+        let marking = std::time::Instant::now();
         let rereads = std::mem::take(&mut self.rereads_after_delivery);
         self.mark_changed(rereads, now);
         let reported = std::mem::take(&mut self.reported);
@@ -382,6 +384,7 @@ impl<D: Deliverer> Daemon<D> {
         if !reported.is_empty() {
             self.member_changed(reported);
         }
+        let mark_ms = marking.elapsed().as_millis() as u64;
         // A member that did not answer its probe is not pushed to now: its work fails at once
         // with the probe's error (and is retried next time), so it cannot hold up the step.
         let unreachable: BTreeMap<String, String> = inventory
@@ -406,6 +409,7 @@ impl<D: Deliverer> Daemon<D> {
         // The fleet is a function of the member declarations and the members' answers: most
         // looks reuse it, and so do most commits (building and comparing it again is a large
         // share of a one-placement commit in a large fleet).
+        let fleet_begun = std::time::Instant::now();
         let declarations = MemberDeclarations::of(&analyzed.cat);
         let (fleet, fleet_reused) = match self.fleet_memo.take() {
             Some((d, answers, fleet))
@@ -420,6 +424,7 @@ impl<D: Deliverer> Daemon<D> {
             ),
         };
         self.fleet_memo = Some((declarations, eligible, fleet.clone()));
+        let fleet_ms = fleet_begun.elapsed().as_millis() as u64;
         // Scheduling and the step take seconds on a large fleet: off the async threads, with
         // the state lent to them.
         let state = std::mem::take(&mut self.state);
@@ -462,6 +467,9 @@ impl<D: Deliverer> Daemon<D> {
                 tracing::debug!(
                     target: "gitfleet::daemon::timing",
                     prepare_ms,
+                    look_ms,
+                    mark_ms,
+                    fleet_ms,
                     absorbed,
                     absorb_ms,
                     changes,
