@@ -20,6 +20,7 @@ use std::collections::HashSet;
 use std::mem::size_of;
 use std::sync::Arc;
 
+use gitfleet::model::SharedText;
 use gitfleet::render::Manifest;
 use gitfleet::rollout::{
     absorb, Action, ApplyStrategy, BindingHealth, ClusterState, DetailFields, Ledger, Outcome,
@@ -52,9 +53,10 @@ impl Text for String {
     }
 }
 
-impl Text for Arc<str> {
+impl Text for SharedText {
     fn walk(&self, w: &mut Walk) {
-        w.once(self.as_ptr(), 2 * size_of::<usize>() + self.len());
+        // The counts, the text's pointer and length, and the text.
+        w.once(self.as_ptr(), 4 * size_of::<usize>() + self.len());
     }
 }
 

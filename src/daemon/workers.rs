@@ -51,7 +51,7 @@ pub const SLOW_DELIVERY: Duration = Duration::from_secs(10);
 pub enum Fingerprint {
     Apply {
         resource_index: u64,
-        rendered: std::sync::Arc<str>,
+        rendered: crate::model::SharedText,
         refresh: bool,
     },
     Remove,

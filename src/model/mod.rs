@@ -16,6 +16,7 @@ pub mod placement_key;
 pub use gitfleet_kube_text::quantity;
 pub mod scope;
 pub mod selector;
+pub mod shared_text;
 pub mod staged;
 mod status;
 #[cfg(test)]
@@ -27,6 +28,7 @@ pub use cluster_name::ClusterName;
 pub use object::{Gvk, Object, ObjectKey, Origin};
 pub use placement_key::{PlacementKey, PlacementKind};
 pub use selector::{LabelSelector, Labels};
+pub use shared_text::SharedText;
 
 /// One validation problem inside an object: the field path (`spec.policy.numberOfClusters`) and
 /// what is wrong with it. The catalog adds file, line and object identity.

@@ -7,9 +7,8 @@
 //! a binding is not ready). A binding not available yet ([`BindingHealth::Pending`]) counts as
 //! failed, as it does in KubeFleet in practice (its binding reasons fall outside the allow-list).
 
-use std::sync::Arc;
-
 use crate::model::placement::IntOrPercent;
+use crate::model::SharedText;
 use crate::schedule::BindingState;
 
 /// What a cluster runs (or should run) for a placement: the resource snapshot, and a fingerprint
@@ -22,7 +21,7 @@ pub struct Revision {
     pub resource_index: u64,
     /// Shared by every cluster given the same rendering (one step makes it once per rendering):
     /// the state keeps one per binding, and most bindings of a placement run the same one.
-    pub rendered: Arc<str>,
+    pub rendered: SharedText,
 }
 
 /// The health a binding's last push reported, as the binding conditions carry it in KubeFleet.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rolling::{BindingHealth, Revision};
 use super::staged::RunStatus;
-use crate::model::{ClusterMap, ObjectKey, PlacementKey};
+use crate::model::{ClusterMap, ObjectKey, PlacementKey, SharedText};
 use crate::schedule::{Inventory, InventoryCluster};
 use crate::snapshot::History;
 
@@ -135,7 +135,7 @@ impl RolloutState {
         for (i, c) in changes.iter().enumerate() {
             by_member.entry(c.member).or_default().push(i);
         }
-        let whys: Vec<Arc<str>> = changes.iter().map(|c| Arc::from(c.why)).collect();
+        let whys: Vec<SharedText> = changes.iter().map(|c| SharedText::from(c.why)).collect();
         let mut reached: Vec<&str> = Vec::new();
         let mut applying: Vec<(&str, usize)> = Vec::new();
         for (key, ps) in &mut self.placements {
@@ -223,7 +223,7 @@ impl RolloutState {
     /// Marks every cluster of every placement for a re-apply (start-up, periodic resync).
     pub fn recheck_all(&mut self, why: &str) {
         // One for every cluster: a start marks them all at once.
-        let why: Arc<str> = Arc::from(why);
+        let why = SharedText::from(why);
         for ps in self.placements.values_mut() {
             for c in Arc::make_mut(ps).clusters.values_mut() {
                 c.recheck = Some(why.clone());
@@ -286,7 +286,7 @@ impl RolloutState {
 #[derive(Default)]
 struct Shared {
     objects: HashSet<Arc<BTreeSet<ObjectKey>>>,
-    strings: HashSet<Arc<str>>,
+    strings: HashSet<SharedText>,
     runs: HashSet<Arc<super::staged::RunDelivery>>,
 }
 
@@ -322,19 +322,37 @@ impl Shared {
     }
 }
 
+/// A value behind a shared pointer, one of many equal ones until they are made one.
+trait Shareable: Clone + Eq + std::hash::Hash {
+    /// Whether `self` and `other` are the same allocation.
+    fn same(&self, other: &Self) -> bool;
+}
+
+impl<T: Eq + std::hash::Hash + ?Sized> Shareable for Arc<T> {
+    fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(self, other)
+    }
+}
+
+impl Shareable for SharedText {
+    fn same(&self, other: &Self) -> bool {
+        SharedText::ptr_eq(self, other)
+    }
+}
+
 /// Whether `value` is the one `held` holds equal to it (held from now on when none was).
-fn held<T: Eq + std::hash::Hash + ?Sized>(held: &mut HashSet<Arc<T>>, value: &Arc<T>) -> bool {
+fn held<T: Shareable>(held: &mut HashSet<T>, value: &T) -> bool {
     match held.get(value) {
-        Some(h) => Arc::ptr_eq(h, value),
+        Some(h) => h.same(value),
         None => held.insert(value.clone()),
     }
 }
 
 /// Makes `value` the one `held` holds equal to it (held from now on when none was).
-fn share<T: Eq + std::hash::Hash + ?Sized>(held: &mut HashSet<Arc<T>>, value: &mut Arc<T>) {
+fn share<T: Shareable>(held: &mut HashSet<T>, value: &mut T) {
     match held.get(value) {
         Some(h) => {
-            if !Arc::ptr_eq(h, value) {
+            if !h.same(value) {
                 *value = h.clone();
             }
         }
@@ -374,7 +392,7 @@ pub struct ClusterState {
     pub revision: Option<Revision>,
     /// The commit whose push delivered `revision` (a later push of the same revision, a
     /// re-check's, keeps it). Shared by the clusters a delivery pushed it to.
-    pub commit: Option<Arc<str>>,
+    pub commit: Option<SharedText>,
     pub health: BindingHealth,
     /// What the last push reported beyond the health, and a failed push's revision and error.
     pub details: Details,
@@ -382,7 +400,7 @@ pub struct ClusterState {
     /// by the daemon's watch, or the periodic resync): re-applied at the next step, whatever
     /// its health, and cleared by that push. Why, for status and logs (shared by the clusters
     /// one change marked).
-    pub recheck: Option<Arc<str>>,
+    pub recheck: Option<SharedText>,
     /// The re-check is for a change the members' watch saw on the member (not a start or a
     /// resync): what notifications call drift. Cleared with `recheck`.
     pub drift: bool,
@@ -542,7 +560,7 @@ struct ClusterRecord {
     #[serde(default)]
     attempted: Option<Revision>,
     #[serde(default)]
-    commit: Option<Arc<str>>,
+    commit: Option<SharedText>,
     health: BindingHealth,
     #[serde(default)]
     diffs: Vec<String>,
@@ -553,7 +571,7 @@ struct ClusterRecord {
     #[serde(default)]
     last_error: Option<String>,
     #[serde(default)]
-    recheck: Option<Arc<str>>,
+    recheck: Option<SharedText>,
     #[serde(default)]
     drift: bool,
     #[serde(default)]
@@ -745,8 +763,8 @@ mod tests {
         let first = entries[0];
         for c in &entries[1..] {
             let rendered = |c: &ClusterState| c.revision.clone().unwrap().rendered;
-            assert!(Arc::ptr_eq(&rendered(first), &rendered(c)));
-            assert!(Arc::ptr_eq(
+            assert!(SharedText::ptr_eq(&rendered(first), &rendered(c)));
+            assert!(SharedText::ptr_eq(
                 first.commit.as_ref().unwrap(),
                 c.commit.as_ref().unwrap()
             ));

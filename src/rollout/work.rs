@@ -29,7 +29,7 @@ pub enum Action {
         strategy: ApplyStrategy,
         /// The `gitfleet.io/resource-snapshot` stamp: the hash of the placement's selected
         /// resources (of the OCM workloads, for an OCM Placement), whole.
-        resource_snapshot: Arc<str>,
+        resource_snapshot: crate::model::SharedText,
         /// The staged update run whose snapshot this is (recorded on the member with it).
         delivered_by: Option<Arc<super::staged::RunDelivery>>,
     },
@@ -50,7 +50,7 @@ impl Work {
         cluster: &str,
         (manifests, revision): (Manifests, Revision),
         strategy: ApplyStrategy,
-        resource_snapshot: Arc<str>,
+        resource_snapshot: crate::model::SharedText,
         binds: bool,
         refresh: bool,
     ) -> Work {

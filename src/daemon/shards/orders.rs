@@ -149,7 +149,7 @@ pub struct OrderedApply {
     pub binds: bool,
     pub refresh: bool,
     pub strategy: ApplyStrategy,
-    pub resource_snapshot: Arc<str>,
+    pub resource_snapshot: crate::model::SharedText,
     pub delivered_by: Option<Arc<RunDelivery>>,
 }
 

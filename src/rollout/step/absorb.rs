@@ -163,7 +163,7 @@ pub fn absorb_indexed(
     }
     let mut object_sets: HashMap<usize, Arc<BTreeSet<ObjectKey>>> = HashMap::default();
     // One for every cluster this delivery pushed to, not one per binding.
-    let commit: Arc<str> = Arc::from(commit);
+    let commit = crate::model::SharedText::from(commit);
     for (work, outcome) in results {
         let key = &work.placement;
         let ps: &mut PlacementState =

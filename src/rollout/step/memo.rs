@@ -160,7 +160,7 @@ pub(super) struct Settled {
     pub(super) source: Arc<serde_json::Value>,
     pub(super) selected: Vec<Arc<serde_json::Value>>,
     pub(super) placement: crate::model::placement::Placement,
-    pub(super) resource_snapshot: std::sync::Arc<str>,
+    pub(super) resource_snapshot: crate::model::SharedText,
     pub(super) schedule: Arc<PlacementSchedule>,
     /// Shared with the rollout state it was taken from (not a copy of every cluster's state).
     pub(super) state: Arc<PlacementState>,

@@ -257,7 +257,7 @@ struct Placement<'a> {
 struct KubeFleet<'a> {
     spec: &'a PlacementSpec,
     /// The whole hash of the selected resources: every cluster's snapshot stamp.
-    resource_snapshot: Arc<str>,
+    resource_snapshot: crate::model::SharedText,
     /// Resource snapshot indices that clusters or runs still use: kept in the history.
     in_use: BTreeSet<u64>,
     history_limit: u32,

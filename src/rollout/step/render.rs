@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::{Rendered, StepSummary};
 use crate::catalog::Catalog;
-use crate::model::{ClusterName, ObjectKey, PlacementKey};
+use crate::model::{ClusterName, ObjectKey, PlacementKey, SharedText};
 use crate::render::cluster::{
     ocm_workloads, overrides_of, render_placement, CommitRenderer, Selections,
 };
@@ -79,7 +79,7 @@ pub(super) struct Renderings<'a> {
     track_overrides: bool,
     // By the address of a shared rendering (renderings live as long as the renderer):
     /// Fingerprints (shared: every cluster's revision holds its rendering's).
-    fingerprints: HashMap<usize, Arc<str>>,
+    fingerprints: HashMap<usize, SharedText>,
     /// The manifests as the work items carry them (`Arc`: work crosses threads).
     manifests: HashMap<usize, Manifests>,
     /// The deletion guard's object ids.
@@ -190,10 +190,7 @@ impl<'a> Renderings<'a> {
         // Keyed by the rendering's fingerprint text, which every cluster given it shares.
         let entry = self
             .entries
-            .entry((
-                Arc::as_ptr(&revision.rendered) as *const u8 as usize,
-                resource_index,
-            ))
+            .entry((revision.rendered.address(), resource_index))
             .or_insert_with(make)
             .clone();
         step.rendered.insert(name, entry);

@@ -1,6 +1,7 @@
 //! The outcomes folded into the state.
 
 use super::*;
+use crate::model::SharedText;
 
 /// Deliveries absorbed one member at a time, each with its own rendering of the same
 /// objects, share one object set; a cluster given other objects keeps its own.
@@ -83,9 +84,9 @@ fn clusters_of_one_delivery_share_their_rendering_and_commit() {
     let c = &state.placements[&app()].clusters;
     let (m1, m2) = (&c["m1"], &c["m2"]);
     let rendered = |c: &crate::rollout::ClusterState| c.revision.clone().unwrap().rendered;
-    assert!(Arc::ptr_eq(&rendered(m1), &rendered(m2)));
+    assert!(SharedText::ptr_eq(&rendered(m1), &rendered(m2)));
     assert_eq!(m1.commit.as_deref(), Some("c1"));
-    assert!(Arc::ptr_eq(
+    assert!(SharedText::ptr_eq(
         m1.commit.as_ref().unwrap(),
         m2.commit.as_ref().unwrap()
     ));
