@@ -131,8 +131,7 @@ fn measure(placements: usize, clusters: usize, repetitions: usize) {
         };
         for cluster in &s.selected {
             bindings += 1;
-            p.clusters
-                .insert(cluster.to_string(), settled(&id, bindings));
+            p.clusters.insert(cluster.clone(), settled(&id, bindings));
         }
         state.placements.insert(s.key.clone(), p.into());
     }

@@ -20,11 +20,11 @@ use std::collections::HashSet;
 use std::mem::size_of;
 use std::sync::Arc;
 
-use gitfleet::model::SharedText;
+use gitfleet::model::{ClusterName, SharedText};
 use gitfleet::render::Manifest;
 use gitfleet::rollout::{
-    absorb, Action, ApplyStrategy, BindingHealth, ClusterState, DetailFields, Ledger, Outcome,
-    Revision, RolloutState, Work,
+    absorb_indexed, Action, ApplyStrategy, BindingHealth, BindingIndex, ClusterState, DetailFields,
+    Ledger, NameSource, Outcome, Revision, RolloutState, Work,
 };
 
 /// The bytes of the allocations walked, each counted once.
@@ -61,10 +61,11 @@ impl Text for SharedText {
 }
 
 /// An entry's key and value, and what they own.
-fn walk_entry(w: &mut Walk, name: &str, c: &ClusterState) {
-    // The key as absorb makes it: a copy, as long as the name.
-    w.bytes += size_of::<String>() + size_of::<ClusterState>();
-    w.once(name.as_ptr(), name.len());
+fn walk_entry(w: &mut Walk, name: &ClusterName, c: &ClusterState) {
+    // The key as absorb makes it: the fleet's name, whose text and end are in the fleet's
+    // table (counted once for every entry of the cluster).
+    w.bytes += size_of::<ClusterName>() + size_of::<ClusterState>();
+    w.once(name.as_ptr(), name.len() + size_of::<usize>());
     for r in [&c.revision, &c.details.attempted].into_iter().flatten() {
         r.rendered.walk(w);
     }
@@ -115,8 +116,18 @@ fn fleet() -> (usize, usize, usize) {
     }
 }
 
-/// A settled fleet's state: every cluster given its placement's one rendering by one commit.
-fn settled_state(placements: usize, members: usize, clusters: usize) -> RolloutState {
+/// The members' names in one table, as the daemon's fleet holds them.
+fn names_of(members: usize) -> Arc<Vec<ClusterName>> {
+    let names: Vec<String> = (0..members).map(|m| format!("member-{m:05}")).collect();
+    Arc::new(ClusterName::table(names.iter().map(String::as_str)))
+}
+
+/// A settled fleet's state: every cluster given its placement's one rendering by one commit,
+/// each member's delivery absorbed on its own through one index naming from `names`.
+fn settled_state(
+    names: &Arc<Vec<ClusterName>>,
+    (placements, members, clusters): (usize, usize, usize),
+) -> RolloutState {
     let keys: Vec<gitfleet::model::PlacementKey> = (0..placements)
         .map(|p| format!("crp/app-{p:04}").parse().unwrap())
         .collect();
@@ -142,6 +153,7 @@ fn settled_state(placements: usize, members: usize, clusters: usize) -> RolloutS
         })
         .collect();
     let mut state = RolloutState::default();
+    let mut index = BindingIndex::naming_from(Some(names.clone() as Arc<dyn NameSource>));
     // Placement `p` targets `clusters` members from `p * members / placements` on.
     for m in 0..members {
         let member = format!("member-{m:05}");
@@ -166,7 +178,8 @@ fn settled_state(placements: usize, members: usize, clusters: usize) -> RolloutS
                 (work, done)
             })
             .collect();
-        absorb(&mut state, &mut [], Ledger::default(), results, COMMIT, 1);
+        let ledger = Ledger::default();
+        absorb_indexed(&mut state, &mut [], &mut index, ledger, results, COMMIT, 1);
     }
     state
 }
@@ -174,8 +187,9 @@ fn settled_state(placements: usize, members: usize, clusters: usize) -> RolloutS
 #[test]
 fn bytes_per_binding_of_a_settled_fleets_rollout_state() {
     let (placements, members, clusters) = fleet();
+    let names = names_of(members);
     let before = resident();
-    let state = settled_state(placements, members, clusters);
+    let state = settled_state(&names, (placements, members, clusters));
     let grown = resident().saturating_sub(before);
     let bindings: usize = state.placements.values().map(|p| p.clusters.len()).sum();
     assert_eq!(

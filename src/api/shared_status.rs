@@ -15,6 +15,7 @@ use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::model::ClusterName;
 use crate::rollout::conditions::{self, ClusterConditions};
 use crate::rollout::{ClusterState, ClusterStates, PlacementState, StepSummary};
 use crate::schedule::PlacementSchedule;
@@ -41,15 +42,16 @@ impl From<ClusterStates> for Clusters {
     }
 }
 
-impl FromIterator<(String, ClusterState)> for Clusters {
-    fn from_iter<I: IntoIterator<Item = (String, ClusterState)>>(iter: I) -> Clusters {
-        Clusters::from(iter.into_iter().collect::<ClusterStates>())
+impl<K: Into<ClusterName>> FromIterator<(K, ClusterState)> for Clusters {
+    fn from_iter<I: IntoIterator<Item = (K, ClusterState)>>(iter: I) -> Clusters {
+        let entries = iter.into_iter().map(|(k, v)| (k.into(), v));
+        Clusters::from(entries.collect::<ClusterStates>())
     }
 }
 
 impl<'a> IntoIterator for &'a Clusters {
-    type Item = (&'a String, &'a ClusterState);
-    type IntoIter = crate::model::cluster_map::Iter<'a, String, ClusterState>;
+    type Item = (&'a ClusterName, &'a ClusterState);
+    type IntoIter = crate::model::cluster_map::Iter<'a, ClusterName, ClusterState>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.iter()

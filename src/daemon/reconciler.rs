@@ -355,7 +355,12 @@ impl<D: Deliverer> Daemon<D> {
             // Taken apart and put back together in key order, the keys moved, not copied.
             let (keys, mut bindings): (Vec<_>, Vec<Arc<PlacementSchedule>>) =
                 std::mem::take(&mut previous).into_iter().unzip();
-            let mut index = crate::rollout::BindingIndex::default();
+            // New entries share the names of the fleet the work was decided for.
+            let fleet = self.fleet_memo.as_ref().map(|(_, _, fleet)| {
+                let names: Arc<dyn crate::rollout::NameSource> = fleet.clone();
+                names
+            });
+            let mut index = crate::rollout::BindingIndex::naming_from(fleet);
             for d in arrived {
                 self.count_pushes(&d.results);
                 let ledger = crate::rollout::Ledger::default();
@@ -530,6 +535,8 @@ impl<D: Deliverer> Daemon<D> {
                     continue;
                 }
             };
+            // One name for the member, which its entries of every placement share.
+            let member_name = crate::model::ClusterName::new(&member);
             for (key, r) in found {
                 let Some(placement) = crate::model::PlacementKey::from_record_key(&key) else {
                     tracing::warn!(member = %member, record = %key, "a record names no placement gitfleet knows; left alone");
@@ -537,7 +544,8 @@ impl<D: Deliverer> Daemon<D> {
                 };
                 let ps = Arc::make_mut(self.state.placements.entry(placement.clone()).or_default());
                 ps.abandon = r.abandon;
-                ps.clusters.get_or_insert_with(member.clone(), || {
+                let name = |_: &str| member_name.clone();
+                ps.clusters.get_or_insert_named(&member, name, || {
                     clusters += 1;
                     crate::rollout::ClusterState {
                         revision: None,
@@ -1106,7 +1114,7 @@ impl<D: Deliverer> Daemon<D> {
                             p.clusters
                                 .iter()
                                 .filter_map(|(c, st)| {
-                                    Some((c.clone(), st.details.last_error.clone()?))
+                                    Some((c.to_string(), st.details.last_error.clone()?))
                                 })
                                 .collect()
                         })

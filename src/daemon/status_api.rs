@@ -252,7 +252,7 @@ impl PlacementsQuery {
             .selected
             .iter()
             .map(|c| c.as_str())
-            .chain(p.clusters.keys().map(String::as_str))
+            .chain(p.clusters.keys().map(crate::model::ClusterName::as_str))
             .chain(p.removing.iter().map(String::as_str));
         clusters
             .filter_map(|c| p.cluster_state(c))

@@ -480,7 +480,11 @@ async fn a_slow_member_holds_up_neither_the_others_nor_the_next_commit() {
     assert_eq!(started.elapsed(), Duration::ZERO);
     assert_eq!(d.workers.outstanding(), 1);
     let app: crate::model::PlacementKey = "crp/app".parse().unwrap();
-    let bound: Vec<&String> = d.state.placements[&app].clusters.keys().collect();
+    let bound: Vec<&str> = d.state.placements[&app]
+        .clusters
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
     assert_eq!(bound, ["m1", "m2"]);
 
     // The next commit reaches m1 and m2 at once, and is saved, while m3 still pushes the

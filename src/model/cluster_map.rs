@@ -81,6 +81,25 @@ impl<V, K: Borrow<str> + Ord> ClusterMap<V, K> {
         &mut self.entries[i].1
     }
 
+    /// `name`'s value, made by `make` first if it has none, under the key `key` makes of the
+    /// name (a key is made only for a new entry).
+    pub fn get_or_insert_named(
+        &mut self,
+        name: &str,
+        key: impl FnOnce(&str) -> K,
+        make: impl FnOnce() -> V,
+    ) -> &mut V {
+        let i = match self.find(name) {
+            Ok(i) => i,
+            Err(i) => {
+                self.reserve_one();
+                self.entries.insert(i, (key(name), make()));
+                i
+            }
+        };
+        &mut self.entries[i].1
+    }
+
     pub fn get(&self, name: &str) -> Option<&V> {
         self.find(name).ok().map(|i| &self.entries[i].1)
     }
@@ -95,6 +114,15 @@ impl<V, K: Borrow<str> + Ord> ClusterMap<V, K> {
 
     pub fn contains_key(&self, name: &str) -> bool {
         self.find(name).is_ok()
+    }
+
+    /// Lets `share` replace each name by an equal one (one shared with other maps): the
+    /// order stays, as equal names sort alike.
+    pub fn share_keys(&mut self, mut share: impl FnMut(&mut K)) {
+        for (name, _) in &mut self.entries {
+            share(name);
+        }
+        debug_assert!(self.entries.is_sorted_by(|(a, _), (b, _)| a < b));
     }
 
     /// Gives back the room the filling left over: for a map that is kept once filled.

@@ -54,6 +54,11 @@ impl ClusterName {
             .collect()
     }
 
+    /// Whether `a` and `b` are the same name of the same table (not merely equal text).
+    pub fn ptr_eq(a: &ClusterName, b: &ClusterName) -> bool {
+        Arc::ptr_eq(&a.names, &b.names) && a.index == b.index
+    }
+
     pub fn as_str(&self) -> &str {
         let i = self.index as usize;
         let start = match i {

@@ -322,14 +322,19 @@ fn guard(prev: &Snapshot, next: &Snapshot, time: u64, out: &mut Vec<Event>) {
 
 /// Clusters where `p` failed: a failed push, no rendering, or failed objects.
 fn failed_clusters(p: &PlacementStatus) -> Vec<String> {
-    let mut set: BTreeSet<&String> = p.failed.keys().chain(p.render_errors.keys()).collect();
+    let mut set: BTreeSet<&str> = p
+        .failed
+        .keys()
+        .chain(p.render_errors.keys())
+        .map(String::as_str)
+        .collect();
     set.extend(
         p.clusters
             .iter()
             .filter(|(_, c)| c.details.last_error.is_some() || c.health == BindingHealth::Failed)
-            .map(|(n, _)| n),
+            .map(|(n, _)| n.as_str()),
     );
-    set.into_iter().cloned().collect()
+    set.into_iter().map(str::to_string).collect()
 }
 
 fn first_failure(p: &PlacementStatus) -> String {
@@ -418,9 +423,9 @@ fn drift(
     for (c, s) in &p.clusters {
         if s.drift && !was(c) {
             why = why.or(s.recheck.as_deref().map(String::from));
-            found.push(c.clone());
+            found.push(c.to_string());
         } else if s.recheck.is_none() && was(c) && s.details.last_error.is_none() {
-            restored.push(c.clone());
+            restored.push(c.to_string());
         }
     }
     let id = p.id.as_str();

@@ -342,7 +342,7 @@ fn settled(base: &Catalog, head: &Catalog, previous: &Previous) -> (Previous, Ro
             }
             b.state = BindingState::Bound;
             ps.clusters.insert(
-                b.cluster.to_string(),
+                b.cluster.clone(),
                 super::ClusterState::with_health(BindingHealth::Available),
             );
         }

@@ -48,8 +48,8 @@ pub use state::{
     RolloutState,
 };
 pub use step::{
-    absorb, absorb_indexed, step, step_memoized, BindingIndex, Decision, Input, Ledger, Pace,
-    Pacing, Rendered, StagedInput, StepMemo, StepSummary,
+    absorb, absorb_indexed, step, step_memoized, BindingIndex, Decision, Input, Ledger, NameSource,
+    Pace, Pacing, Rendered, StagedInput, StepMemo, StepSummary,
 };
 pub use strategy::{ApplyStrategy, Strategy};
 pub use wake::{next_wake, Wake};

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rolling::{BindingHealth, Revision};
 use super::staged::RunStatus;
-use crate::model::{ClusterMap, ObjectKey, PlacementKey, SharedText};
+use crate::model::{ClusterMap, ClusterName, ObjectKey, PlacementKey, SharedText};
 use crate::schedule::{Inventory, InventoryCluster};
 use crate::snapshot::History;
 
@@ -204,17 +204,22 @@ impl RolloutState {
 
     /// Shares equal values between the clusters' entries, as the pushes that made them did (a
     /// state read back has one of each per cluster): each placement's object sets, and the
-    /// renderings, commits and run deliveries of every placement. A placement whose values are
+    /// clusters' names, renderings, commits and run deliveries of every placement. A placement whose values are
     /// shared already is not touched (nor copied, when a store shares it too).
     pub fn share_equal_values(&mut self) {
         let mut shared = Shared::default();
         for ps in self.placements.values_mut() {
             shared.objects.clear();
-            if ps.clusters.values().all(|c| shared.holds(c)) {
+            let names = &mut shared.names;
+            if ps.clusters.keys().all(|n| held(names, n))
+                && ps.clusters.values().all(|c| shared.holds(c))
+            {
                 continue;
             }
             shared.objects.clear();
-            for c in Arc::make_mut(ps).clusters.values_mut() {
+            let clusters = &mut Arc::make_mut(ps).clusters;
+            clusters.share_keys(|n| share(&mut shared.names, n));
+            for c in clusters.values_mut() {
                 shared.share(c);
             }
         }
@@ -287,6 +292,8 @@ impl RolloutState {
 struct Shared {
     objects: HashSet<Arc<BTreeSet<ObjectKey>>>,
     strings: HashSet<SharedText>,
+    /// The clusters' names: a state read back has one per entry.
+    names: HashSet<ClusterName>,
     runs: HashSet<Arc<super::staged::RunDelivery>>,
 }
 
@@ -331,6 +338,12 @@ trait Shareable: Clone + Eq + std::hash::Hash {
 impl<T: Eq + std::hash::Hash + ?Sized> Shareable for Arc<T> {
     fn same(&self, other: &Self) -> bool {
         Arc::ptr_eq(self, other)
+    }
+}
+
+impl Shareable for ClusterName {
+    fn same(&self, other: &Self) -> bool {
+        ClusterName::ptr_eq(self, other)
     }
 }
 
@@ -383,7 +396,7 @@ pub struct PlacementState {
 }
 
 /// A placement's clusters' entries, by name: one per binding, so kept without a map's nodes.
-pub type ClusterStates = ClusterMap<ClusterState, String>;
+pub type ClusterStates = ClusterMap<ClusterState>;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(from = "ClusterRecord")]
@@ -741,8 +754,8 @@ mod tests {
         ));
     }
 
-    /// A state read back shares its equal renderings, commits and run deliveries again, across
-    /// placements too.
+    /// A state read back shares its equal names, renderings, commits and run deliveries again,
+    /// across placements too.
     #[test]
     fn a_loaded_states_equal_strings_are_shared() {
         let cluster = r#"{"revision":{"resourceIndex":1,"rendered":"r"},"commit":"c","health":{"state":"available"},"deliveredBy":{"run":"r","stage":"s","resourceSnapshotIndex":1,"resourceSnapshot":"h","renderCommit":"c","initCommit":"c"},"updatedAt":1}"#;
@@ -773,6 +786,15 @@ mod tests {
                 c.delivered_by.as_ref().unwrap()
             ));
         }
+        // Each cluster's name is one, whichever placement's entry holds it.
+        let [a, b] = ["crp/a", "crp/b"].map(|k| &state.placements[&k.parse().unwrap()].clusters);
+        for ((x, _), (y, _)) in a.iter().zip(b.iter()) {
+            assert!(ClusterName::ptr_eq(x, y), "{x} is shared");
+        }
+        assert!(!ClusterName::ptr_eq(
+            a.keys().next().unwrap(),
+            b.keys().nth(1).unwrap()
+        ));
     }
 
     /// `saved_alike` is equality of what is saved: the serialised persisted forms.
@@ -1033,7 +1055,7 @@ mod tests {
                 } else {
                     BindingHealth::Available
                 };
-                ps.clusters.insert(format!("m{m}"), cluster(health));
+                ps.clusters.insert(format!("m{m}").into(), cluster(health));
             }
         }
         let changes = [

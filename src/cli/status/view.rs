@@ -189,7 +189,7 @@ pub fn table(doc: &Placements, now: u64, wide: bool) -> String {
                 .clusters
                 .iter()
                 .filter(|(_, c)| c.details.last_error.is_some())
-                .map(|(name, _)| name.clone())
+                .map(|(name, _)| name.to_string())
                 .collect();
             row.extend([
                 names(&p.selected),

@@ -126,7 +126,7 @@ impl World {
             let mut cs = crate::rollout::ClusterState::with_health(BindingHealth::Pending);
             cs.recheck = Some("adopted from the member's record".into());
             cs.delivered_by = Some(std::sync::Arc::new(d.clone()));
-            ps.clusters.insert(c.clone(), cs);
+            ps.clusters.insert(c.into(), cs);
         }
         let mut state = RolloutState::default();
         state
@@ -837,7 +837,7 @@ fn a_finished_run_is_not_run_again_when_the_state_is_rebuilt_from_the_members_re
         .iter()
         .map(|(c, cs)| {
             (
-                c.clone(),
+                c.to_string(),
                 super::RunDelivery::clone(cs.delivered_by.as_ref().expect("a run delivered it")),
             )
         })
@@ -917,7 +917,7 @@ fn a_run_lost_part_way_resumes_with_what_the_records_name() {
         .iter()
         .filter_map(|(c, cs)| {
             Some((
-                c.clone(),
+                c.to_string(),
                 super::RunDelivery::clone(cs.delivered_by.as_ref()?),
             ))
         })

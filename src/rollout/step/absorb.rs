@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use super::render::ids_of;
 use super::Ledger;
-use crate::model::{ObjectKey, PlacementKey};
+use crate::model::{ClusterName, ObjectKey, PlacementKey};
 use crate::rollout::rolling::BindingHealth;
 use crate::rollout::state::{ClusterState, PlacementState, RolloutState};
 use crate::rollout::work::{Action, Outcome, Work};
-use crate::schedule::{BindingState, PlacementSchedule};
+use crate::schedule::{BindingState, Fleet, PlacementSchedule};
 
 /// Shares `objects` with an equal set the placement holds: the cluster's own (`before`: a
 /// push that found it as it was), else one of a few distinct sets of its other clusters (each
@@ -44,13 +44,53 @@ fn share_equal_set(
 /// another, each one member's, so it meets every placement once per member: scanning a
 /// placement's bindings for each result cost a look members × bindings. Valid for one schedule
 /// slice, whose placements keep their places (their contents may change).
+///
+/// It also names the clusters of new entries: from a [`NameSource`] (the fleet's names), which
+/// every entry of a cluster then shares (the state keeps an entry per binding); without one, or
+/// for a cluster it does not hold, by a name of the entry's own.
 #[derive(Default)]
 pub struct BindingIndex {
     placements: Option<HashMap<PlacementKey, Vec<usize>>>,
     clusters: HashMap<usize, HashMap<String, Vec<usize>>>,
+    names: Option<Arc<dyn NameSource>>,
+}
+
+/// Where the clusters' shared names are found.
+pub trait NameSource: Send + Sync {
+    fn shared_name(&self, cluster: &str) -> Option<ClusterName>;
+}
+
+impl NameSource for Fleet {
+    fn shared_name(&self, cluster: &str) -> Option<ClusterName> {
+        self.get(cluster).map(|c| c.name.clone())
+    }
+}
+
+/// Names sorted by their text.
+impl NameSource for Vec<ClusterName> {
+    fn shared_name(&self, cluster: &str) -> Option<ClusterName> {
+        let at = self.binary_search_by(|n| n.as_str().cmp(cluster)).ok()?;
+        Some(self[at].clone())
+    }
 }
 
 impl BindingIndex {
+    /// An index whose new entries share the names `names` holds.
+    pub fn naming_from(names: Option<Arc<dyn NameSource>>) -> BindingIndex {
+        BindingIndex {
+            names,
+            ..BindingIndex::default()
+        }
+    }
+
+    /// `cluster`'s name for a new entry.
+    fn name(&self, cluster: &str) -> ClusterName {
+        self.names
+            .as_ref()
+            .and_then(|n| n.shared_name(cluster))
+            .unwrap_or_else(|| ClusterName::new(cluster))
+    }
+
     /// The places of the placements named `key` (one, unless a caller's schedule repeats it).
     fn placements(
         &mut self,
@@ -214,7 +254,12 @@ pub fn absorb_indexed(
                         pushed.updated_at = before.updated_at;
                     }
                 }
-                ps.clusters.insert(work.cluster.clone(), pushed);
+                match ps.clusters.get_mut(&work.cluster) {
+                    Some(entry) => *entry = pushed,
+                    None => {
+                        ps.clusters.insert(index.name(&work.cluster), pushed);
+                    }
+                }
                 if binds {
                     // Only a binding still Scheduled: the daemon absorbs results that may come
                     // after a later schedule unscheduled the cluster, which must stay so.
@@ -242,20 +287,20 @@ pub fn absorb_indexed(
                 }
             }
             (action, Outcome::Failed(message)) => {
-                let entry = ps
-                    .clusters
-                    .get_or_insert_with(work.cluster.clone(), || ClusterState {
-                        objects: Default::default(),
-                        revision: None,
-                        details: Default::default(),
-                        commit: None,
-                        health: BindingHealth::Failed,
-                        recheck: None,
-                        drift: false,
-                        reread: false,
-                        delivered_by: None,
-                        updated_at: now,
-                    });
+                let failed = || ClusterState {
+                    objects: Default::default(),
+                    revision: None,
+                    details: Default::default(),
+                    commit: None,
+                    health: BindingHealth::Failed,
+                    recheck: None,
+                    drift: false,
+                    reread: false,
+                    delivered_by: None,
+                    updated_at: now,
+                };
+                let name = |cluster: &str| index.name(cluster);
+                let entry = ps.clusters.get_or_insert_named(&work.cluster, name, failed);
                 entry.health = BindingHealth::Failed;
                 if let Action::Apply { revision, .. } = action {
                     entry.details.make_mut().attempted = Some(revision);

@@ -52,7 +52,7 @@ mod render;
 mod rolling;
 mod sweep;
 
-pub use absorb::{absorb, absorb_indexed, BindingIndex};
+pub use absorb::{absorb, absorb_indexed, BindingIndex, NameSource};
 pub use external::run_key_of;
 use memo::Settled;
 pub use memo::StepMemo;

@@ -130,7 +130,7 @@ pub(super) fn step(
     }
     for cluster in prev.clusters.keys() {
         if !ps.selected.iter().any(|s| s == cluster) && cx.input.fleet.position(cluster).is_some() {
-            step.removing.push(cluster.clone());
+            step.removing.push(cluster.to_string());
             work.push(Work::remove(key, cluster, strategy));
         }
     }

@@ -25,7 +25,7 @@ pub(super) fn step(
     let mut kept = Vec::new();
     for cluster in ps.clusters.keys() {
         if fleet.position(cluster).is_some() {
-            step.removing.push(cluster.clone());
+            step.removing.push(cluster.to_string());
             work.push(Work::remove(key, cluster, strategy));
         } else {
             kept.push(cluster.as_str());

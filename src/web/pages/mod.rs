@@ -47,7 +47,7 @@ pub fn state_counts(
         .selected
         .iter()
         .map(|c| c.as_str())
-        .chain(p.clusters.keys().map(String::as_str))
+        .chain(p.clusters.keys().map(crate::model::ClusterName::as_str))
         .chain(p.removing.iter().map(String::as_str))
     {
         if !seen.insert(c) {

@@ -76,7 +76,7 @@ pub fn page(v: &Placement<'_>) -> Markup {
         }
         section aria-labelledby="clusters" {
             h2 #clusters { "On each cluster" }
-            @let names: std::collections::BTreeSet<&str> = p.selected.iter().map(|c| c.as_str()).chain(p.clusters.keys().map(String::as_str)).chain(p.removing.iter().map(String::as_str)).collect();
+            @let names: std::collections::BTreeSet<&str> = p.selected.iter().map(|c| c.as_str()).chain(p.clusters.keys().map(crate::model::ClusterName::as_str)).chain(p.removing.iter().map(String::as_str)).collect();
             @if names.is_empty() { (none("On no cluster.")) } @else {
                 table.list {
                     thead { tr { th scope="col" { "Cluster" } th scope="col" { "State" } th scope="col" { "Revision" } th scope="col" { "Conditions" } th scope="col" { "Objects" } th scope="col" { "Drift and errors" } } }
@@ -106,7 +106,7 @@ pub fn page(v: &Placement<'_>) -> Markup {
                 }
             }
         }
-        @let works: Vec<(&String, &crate::feedback::WorkStatus)> = p.clusters.iter().filter_map(|(c, s)| Some((c, s.details.work_status.as_deref()?))).collect();
+        @let works: Vec<(&crate::model::ClusterName, &crate::feedback::WorkStatus)> = p.clusters.iter().filter_map(|(c, s)| Some((c, s.details.work_status.as_deref()?))).collect();
         @if !works.is_empty() {
             section aria-labelledby="feedback" {
                 h2 #feedback { "Status feedback" }

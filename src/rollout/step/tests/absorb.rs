@@ -1,7 +1,7 @@
 //! The outcomes folded into the state.
 
 use super::*;
-use crate::model::SharedText;
+use crate::model::{ClusterName, SharedText};
 
 /// Deliveries absorbed one member at a time, each with its own rendering of the same
 /// objects, share one object set; a cluster given other objects keeps its own.
@@ -90,6 +90,72 @@ fn clusters_of_one_delivery_share_their_rendering_and_commit() {
         m1.commit.as_ref().unwrap(),
         m2.commit.as_ref().unwrap()
     ));
+}
+
+/// Entries absorbed through an index that names from a fleet hold the fleet's names (one per
+/// cluster, whichever placements reach it); without one, or for a cluster the fleet does not
+/// hold, an entry has a name of its own.
+#[test]
+fn absorbed_entries_share_the_fleets_names() {
+    let fleet = Arc::new(Fleet::build(&commit("1", ""), None));
+    let manifests: crate::rollout::work::Manifests = Arc::new(Vec::new());
+    let revision = Revision {
+        resource_index: 0,
+        rendered: "r0".into(),
+    };
+    let other: PlacementKey = "crp/other".parse().unwrap();
+    let results = [(app(), "m1"), (other.clone(), "m1"), (app(), "m9")]
+        .into_iter()
+        .map(|(key, cluster)| {
+            let work = Work::apply(
+                &key,
+                cluster,
+                (manifests.clone(), revision.clone()),
+                ApplyStrategy::default(),
+                "r0".into(),
+                false,
+                false,
+            );
+            let failed = cluster == "m9";
+            let outcome = if failed {
+                Outcome::Failed("refused".into())
+            } else {
+                Outcome::Done(BindingHealth::Available, Default::default())
+            };
+            (work, outcome)
+        })
+        .collect();
+    let mut state = RolloutState::default();
+    let mut index = BindingIndex::naming_from(Some(fleet.clone() as Arc<dyn NameSource>));
+    absorb_indexed(
+        &mut state,
+        &mut [],
+        &mut index,
+        Ledger::default(),
+        results,
+        "c1",
+        0,
+    );
+    let name = |key: &PlacementKey, cluster: &str| {
+        let clusters = &state.placements[key].clusters;
+        clusters
+            .keys()
+            .find(|k| k.as_str() == cluster)
+            .unwrap()
+            .clone()
+    };
+    let fleets = &fleet.get("m1").unwrap().name;
+    assert!(ClusterName::ptr_eq(&name(&app(), "m1"), fleets));
+    assert!(ClusterName::ptr_eq(&name(&other, "m1"), fleets));
+    assert_eq!(
+        name(&app(), "m9"),
+        "m9",
+        "not in the fleet: a name of its own"
+    );
+    assert_eq!(
+        state.placements[&app()].clusters["m9"].health,
+        BindingHealth::Failed
+    );
 }
 
 /// A look absorbs its deliveries one member at a time through one index of the bindings: the
