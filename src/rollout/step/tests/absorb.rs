@@ -52,29 +52,31 @@ fn clusters_absorbed_apart_share_equal_object_sets() {
     );
 }
 
-/// The clusters of one delivery given one rendering hold one fingerprint and one commit, not a
-/// copy each (the state keeps them per binding).
-#[test]
-fn clusters_of_one_delivery_share_their_rendering_and_commit() {
+/// Work applying one empty rendering, `r0`, the same for every placement and cluster it is
+/// made for.
+fn empty_rendering() -> impl Fn(&PlacementKey, &str) -> Work {
     let manifests: crate::rollout::work::Manifests = Arc::new(Vec::new());
     let revision = Revision {
         resource_index: 0,
         rendered: "r0".into(),
     };
+    move |key, cluster| {
+        let rendered = (manifests.clone(), revision.clone());
+        let strategy = ApplyStrategy::default();
+        Work::apply(key, cluster, rendered, strategy, "r0".into(), false, false)
+    }
+}
+
+/// The clusters of one delivery given one rendering hold one fingerprint and one commit, not a
+/// copy each (the state keeps them per binding).
+#[test]
+fn clusters_of_one_delivery_share_their_rendering_and_commit() {
+    let apply = empty_rendering();
     let results = ["m1", "m2"]
         .into_iter()
         .map(|cluster| {
-            let work = Work::apply(
-                &app(),
-                cluster,
-                (manifests.clone(), revision.clone()),
-                ApplyStrategy::default(),
-                "r0".into(),
-                false,
-                false,
-            );
             (
-                work,
+                apply(&app(), cluster),
                 Outcome::Done(BindingHealth::Available, Default::default()),
             )
         })
@@ -98,24 +100,12 @@ fn clusters_of_one_delivery_share_their_rendering_and_commit() {
 #[test]
 fn absorbed_entries_share_the_fleets_names() {
     let fleet = Arc::new(Fleet::build(&commit("1", ""), None));
-    let manifests: crate::rollout::work::Manifests = Arc::new(Vec::new());
-    let revision = Revision {
-        resource_index: 0,
-        rendered: "r0".into(),
-    };
+    let apply = empty_rendering();
     let other: PlacementKey = "crp/other".parse().unwrap();
     let results = [(app(), "m1"), (other.clone(), "m1"), (app(), "m9")]
         .into_iter()
         .map(|(key, cluster)| {
-            let work = Work::apply(
-                &key,
-                cluster,
-                (manifests.clone(), revision.clone()),
-                ApplyStrategy::default(),
-                "r0".into(),
-                false,
-                false,
-            );
+            let work = apply(&key, cluster);
             let failed = cluster == "m9";
             let outcome = if failed {
                 Outcome::Failed("refused".into())
