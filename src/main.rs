@@ -8,10 +8,11 @@ fn main() -> std::process::ExitCode {
 }
 
 /// jemalloc's options, read when it starts (before `main`): freed pages go back to the system
-/// a second after they were last used, by jemalloc's own background threads, whether or not
-/// the daemon allocates again. Its default of ten seconds would leave a replica that just took
-/// over shards (or a leader after a rollout) holding every page the work freed for that long.
-const MALLOC_CONF: &std::ffi::CStr = c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
+/// about a tenth of a second after they were last used, by jemalloc's own background threads,
+/// whether or not the daemon allocates again. Its default of ten seconds would leave a replica
+/// that just took over shards (or a leader after a step over every binding) holding every page
+/// the work freed for that long; a large fleet's leader ends each phase near its memory limit.
+const MALLOC_CONF: &std::ffi::CStr = c"background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0";
 
 /// What jemalloc reads as its `malloc_conf` (a C `const char *`): the pointer alone.
 #[repr(transparent)]
@@ -41,7 +42,7 @@ mod tests {
                 tikv_jemalloc_ctl::raw::read::<isize>(b"opt.muzzy_decay_ms\0").unwrap(),
             )
         };
-        assert_eq!((dirty, muzzy), (1000, 0));
+        assert_eq!((dirty, muzzy), (100, 0));
         assert_eq!(super::malloc_conf.0, super::MALLOC_CONF.as_ptr());
     }
 }
