@@ -204,8 +204,8 @@ impl RolloutState {
 
     /// Shares equal values between the clusters' entries, as the pushes that made them did (a
     /// state read back has one of each per cluster): each placement's object sets, and the
-    /// clusters' names, renderings, commits and run deliveries of every placement. A placement whose values are
-    /// shared already is not touched (nor copied, when a store shares it too).
+    /// clusters' names, renderings, commits and run deliveries of every placement. A placement
+    /// whose values are shared already is not touched (nor copied, when a store shares it too).
     pub fn share_equal_values(&mut self) {
         let mut shared = Shared::default();
         for ps in self.placements.values_mut() {
