@@ -356,11 +356,9 @@ impl<D: Deliverer> Daemon<D> {
             let (keys, mut bindings): (Vec<_>, Vec<Arc<PlacementSchedule>>) =
                 std::mem::take(&mut previous).into_iter().unzip();
             // New entries share the names of the fleet the work was decided for.
-            let fleet = self.fleet_memo.as_ref().map(|(_, _, fleet)| {
-                let names: Arc<dyn crate::rollout::NameSource> = fleet.clone();
-                names
-            });
-            let mut index = crate::rollout::BindingIndex::naming_from(fleet);
+            let fleet = self.fleet_memo.as_ref();
+            let names = fleet.map(|(_, _, f)| f.clone() as Arc<dyn crate::rollout::NameSource>);
+            let mut index = crate::rollout::BindingIndex::naming_from(names);
             for d in arrived {
                 self.count_pushes(&d.results);
                 let ledger = crate::rollout::Ledger::default();

@@ -48,17 +48,17 @@ impl<V, K: Borrow<str> + Ord> ClusterMap<V, K> {
     }
 
     /// Where `name` is (`Ok`) or goes (`Err`).
-    fn place(&self, name: &K) -> Result<usize, usize> {
+    fn place(&self, name: &str) -> Result<usize, usize> {
         // Most maps are filled in name order: a new entry goes at the end.
         match self.entries.last() {
-            Some((last, _)) if last < name => Err(self.entries.len()),
-            _ => self.find(name.borrow()),
+            Some((last, _)) if last.borrow() < name => Err(self.entries.len()),
+            _ => self.find(name),
         }
     }
 
     /// Sets `name`'s value; the one it replaces, if any (the name kept is the first one).
     pub fn insert(&mut self, name: K, value: V) -> Option<V> {
-        match self.place(&name) {
+        match self.place(name.borrow()) {
             Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
             Err(i) => {
                 self.reserve_one();
@@ -66,19 +66,6 @@ impl<V, K: Borrow<str> + Ord> ClusterMap<V, K> {
                 None
             }
         }
-    }
-
-    /// `name`'s value, made by `make` first if it has none.
-    pub fn get_or_insert_with(&mut self, name: K, make: impl FnOnce() -> V) -> &mut V {
-        let i = match self.place(&name) {
-            Ok(i) => i,
-            Err(i) => {
-                self.reserve_one();
-                self.entries.insert(i, (name, make()));
-                i
-            }
-        };
-        &mut self.entries[i].1
     }
 
     /// `name`'s value, made by `make` first if it has none, under the key `key` makes of the
@@ -89,7 +76,7 @@ impl<V, K: Borrow<str> + Ord> ClusterMap<V, K> {
         key: impl FnOnce(&str) -> K,
         make: impl FnOnce() -> V,
     ) -> &mut V {
-        let i = match self.find(name) {
+        let i = match self.place(name) {
             Ok(i) => i,
             Err(i) => {
                 self.reserve_one();
@@ -310,8 +297,8 @@ mod tests {
         assert_eq!(map["west"], 2);
         assert!(!map.contains_key("north"));
         assert_eq!(map.get("north"), None);
-        *map.get_or_insert_with(ClusterName::new("north"), || 0) += 3;
-        *map.get_or_insert_with(ClusterName::new("west"), || 0) += 3;
+        *map.get_or_insert_named("north", ClusterName::new, || 0) += 3;
+        *map.get_or_insert_named("west", ClusterName::new, || 0) += 3;
         assert_eq!(map.remove("east"), Some(10));
         assert_eq!(map.remove("east"), None);
         let all: Vec<(&str, u32)> = map.iter().map(|(k, v)| (k.as_str(), *v)).collect();
